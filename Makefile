@@ -1,0 +1,43 @@
+# Two commands on a fresh machine (Python 3.11, Java 17, package registries):
+#   make demo   - set up .venv and run the default job end to end on bundled sample data
+#   make test   - set up .venv and run the test suite (plus the import-layer contracts)
+# Longer runs are separate: make torture, make bench.
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+EXTRAS := all,test,bench
+
+.PHONY: demo test test-fast torture bench lint venv check-java clean
+
+$(STAMP): setup.cfg constraints.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[$(EXTRAS)]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+check-java:
+	@command -v java >/dev/null 2>&1 || { echo "error: 'java' is not on PATH; Spark needs Java 17 or newer (Debian/Ubuntu: apt-get install openjdk-17-jre-headless)" >&2; exit 1; }
+	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
+	  if [ -n "$$v" ] && [ "$$v" -lt 17 ]; then echo "error: Java $$v found, Spark 4 needs Java 17 or newer" >&2; exit 1; fi
+
+demo: check-java venv
+	$(BIN)/python -m jobs.quickstart
+
+test: check-java venv
+	$(BIN)/lint-imports
+	$(BIN)/python -m pytest -q
+
+test-fast: venv
+	$(BIN)/python -m pytest -q -m "not spark and not torture"
+
+torture: check-java venv
+	$(BIN)/python -m tests.torture.run $(ARGS)
+
+bench: check-java venv
+	$(BIN)/python -m benchmarks $(ARGS)
+
+clean:
+	rm -rf $(VENV) .work build *.egg-info

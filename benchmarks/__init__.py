@@ -1,0 +1,1 @@
+"""Benchmarks; run with ``make bench`` (``python -m benchmarks``). Never part of the test suite."""

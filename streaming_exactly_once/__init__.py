@@ -1,0 +1,35 @@
+"""streaming-exactly-once: exactly-once file output for PySpark Structured Streaming.
+
+Public API (imported lazily so that ``import streaming_exactly_once`` works without pyspark):
+
+* ``ExactlyOnceSink`` - the ``foreachBatch`` sink (needs the ``[spark]`` extra);
+* ``read`` - manifest-aware readers for Spark, pyarrow, pandas, polars and DuckDB;
+* ``errors`` - the exception tree rooted at ``ExactlyOnceError``.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+from .errors import ExactlyOnceError
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "ExactlyOnceSink": ("streaming_exactly_once.sink", "ExactlyOnceSink"),
+    "SinkOptions": ("streaming_exactly_once.sink", "SinkOptions"),
+    "read": ("streaming_exactly_once.readers", None),
+    "open_storage": ("streaming_exactly_once.storage", "open_storage"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'streaming_exactly_once' has no attribute {name!r}")
+    module_name, attr = _LAZY[name]
+    module = import_module(module_name)
+    return module if attr is None else getattr(module, attr)
+
+
+__all__ = ["ExactlyOnceError", "ExactlyOnceSink", "SinkOptions", "read", "open_storage", "__version__"]

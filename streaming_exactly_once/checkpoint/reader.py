@@ -1,0 +1,113 @@
+"""Read-only access to a Spark streaming checkpoint directory (never written by this library).
+
+Layout (Spark 4.x)::
+
+    <checkpoint>/metadata                 {"id":"<query uuid>"}       checkpoint.query_metadata
+    <checkpoint>/offsets/N                what batch N reads          checkpoint.offset_seq
+    <checkpoint>/commits/N                batch N done in the sink    checkpoint.commit_marker
+    <checkpoint>/sources/<i>/N[.compact]  files admitted by source i  checkpoint.file_source_log
+
+The sink uses it to learn the query id (its idempotence key), the offsets of the batch it is
+committing (copied into the table's offsets log) and the input files of that batch (its
+sources log, which is how a recreated checkpoint does not duplicate already-committed files).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import IdentityError
+from ..storage.base import Storage
+from .commit_marker import CommitMarker, CommitMarkerLog
+from .file_source_log import FileSourceEntry, FileSourceLog
+from .offset_seq import OffsetSeq, OffsetSeqLog, file_source_log_offset
+from .query_metadata import QueryMetadata, parse_query_metadata
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One input file of a batch: which source read it and when Spark first saw it."""
+
+    source: int
+    path: str  # URI-encoded, as in Spark's source log
+    timestamp: int
+
+
+class SparkCheckpoint:
+    """A Spark checkpoint location, read through ``storage`` rooted at it."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.offset_log = OffsetSeqLog(storage)
+        self.commit_log = CommitMarkerLog(storage)
+        self._source_logs: dict[str, FileSourceLog] = {}
+
+    @property
+    def uri(self) -> str:
+        return self.storage.root_uri
+
+    def metadata(self) -> QueryMetadata | None:
+        try:
+            data = self.storage.read_bytes("metadata")
+        except FileNotFoundError:
+            return None
+        return parse_query_metadata(data, path=self.storage.uri("metadata"))
+
+    def query_id(self) -> str:
+        meta = self.metadata()
+        if meta is None:
+            raise IdentityError(
+                f"Spark checkpoint {self.uri} has no 'metadata' file yet: the query has not started "
+                "(or the location is wrong). Start the query first, or pass query_id= explicitly."
+            )
+        return meta.id
+
+    def offsets(self, batch_id: int) -> OffsetSeq | None:
+        return self.offset_log.offsets(batch_id)
+
+    def latest_batch_id(self) -> int | None:
+        return self.offset_log.latest_batch_id(refresh=True)
+
+    def commit(self, batch_id: int) -> CommitMarker | None:
+        return self.commit_log.marker(batch_id)
+
+    def source_log(self, source: int | str) -> FileSourceLog:
+        key = str(source)
+        if key not in self._source_logs:
+            self._source_logs[key] = FileSourceLog(self.storage, key)
+        return self._source_logs[key]
+
+    def file_sources(self) -> list[int]:
+        """Ordinals of the sources that keep a file-source log (``sources/<i>/``)."""
+        return sorted(int(e.name) for e in self.storage.list_dir("sources") if e.is_dir and e.name.isdigit())
+
+    def input_files(self, batch_id: int) -> list[InputFile] | None:
+        """Files newly read by batch ``batch_id`` from every file source, or None if unknowable.
+
+        A file source's offset is a position in its own log; the files of this batch are the
+        log entries after the previous batch's offset up to this batch's. None means the
+        offsets of this batch (or of the one before it) are gone.
+        """
+        current = self.offsets(batch_id)
+        if current is None:
+            return None
+        previous = self.offsets(batch_id - 1) if batch_id > 0 else None
+        if batch_id > 0 and previous is None:
+            return None
+        files: list[InputFile] = []
+        for source in self.file_sources():
+            if source >= len(current.offsets):
+                continue
+            upto = file_source_log_offset(current.offsets[source])
+            if upto is None:
+                continue
+            after = -1
+            if previous is not None and source < len(previous.offsets):
+                prev = file_source_log_offset(previous.offsets[source])
+                after = -1 if prev is None else prev
+            for entry in self.source_log(source).entries_between(after, upto):
+                files.append(InputFile(source=source, path=entry.path, timestamp=entry.timestamp))
+        return files
+
+
+__all__ = ["SparkCheckpoint", "InputFile", "FileSourceEntry", "OffsetSeq", "CommitMarker", "QueryMetadata"]

@@ -1,0 +1,1 @@
+"""Configuration files and environment overrides, read at the edges (CLI, jobs) only."""

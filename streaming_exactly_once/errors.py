@@ -1,0 +1,189 @@
+"""The library's exception tree: every error it raises on purpose derives from `ExactlyOnceError`.
+
+Why one root: a streaming job wraps the sink in retry/alerting code, and that code needs one
+`except ExactlyOnceError` to tell "the library refused to do something unsafe" apart from a
+Spark or network failure. Each message says what happened, where (file, batch) and what to do;
+the same facts are kept as attributes so that code does not have to parse messages.
+
+Storage primitives follow Python's conventions instead: a create-if-absent write that loses
+raises the built-in `FileExistsError`, a missing file `FileNotFoundError` (see
+`streaming_exactly_once.storage.base`).
+
+Retryability is marked with two mixins: `TransientError` (trying again later may succeed,
+e.g. a lease still held by a live writer) and `TerminalError` (a human must act first,
+e.g. a corrupt log file).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TransientError(Exception):
+    """Mixin: the same operation may succeed if tried again later."""
+
+
+class TerminalError(Exception):
+    """Mixin: retrying cannot help; a person must act (the message says how)."""
+
+
+class ExactlyOnceError(Exception):
+    """Root of every error the library raises on purpose."""
+
+    def __init__(self, message: str, **attrs: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        for key, value in attrs.items():
+            setattr(self, key, value)
+        self._attrs = attrs
+
+    def __reduce__(self):  # keep errors picklable across Spark/py4j/process boundaries
+        return (_rebuild, (type(self), self.message, self._attrs))
+
+
+def _rebuild(cls: type, message: str, attrs: dict) -> ExactlyOnceError:
+    err = cls.__new__(cls)
+    ExactlyOnceError.__init__(err, message, **attrs)
+    return err
+
+
+# --- configuration -------------------------------------------------------------------------
+
+
+class ConfigError(ExactlyOnceError, TerminalError, ValueError):
+    """An option or config file value is missing, unknown or out of range."""
+
+
+class MissingDependencyError(ExactlyOnceError, TerminalError, ImportError):
+    """An optional dependency (an extra) is needed for this call and is not installed."""
+
+    def __init__(self, *, package: str, extra: str, feature: str) -> None:
+        super().__init__(
+            f"{feature} needs the Python package '{package}', which is not installed. "
+            f"Install it with: pip install 'streaming-exactly-once[{extra}]'",
+            package=package,
+            extra=extra,
+            feature=feature,
+        )
+
+
+# --- storage -------------------------------------------------------------------------------
+
+
+class StorageError(ExactlyOnceError, OSError):
+    """A storage backend failed in a way that has no built-in OSError equivalent."""
+
+
+class UnsupportedStorageError(StorageError, TerminalError):
+    """The URI scheme or filesystem cannot give the guarantees the library needs."""
+
+
+# --- logs ----------------------------------------------------------------------------------
+
+
+class LogError(ExactlyOnceError):
+    """A metadata log (manifest, offsets, commits, sources, WAL, lease) is unusable."""
+
+
+class LogCorruptError(LogError, TerminalError):
+    """A log file exists but cannot be parsed: empty, truncated, garbage, wrong header."""
+
+    def __init__(self, *, path: str, batch_id: int | None, problem: str, hint: str) -> None:
+        where = f"{path}" if batch_id is None else f"{path} (batch {batch_id})"
+        super().__init__(
+            f"Corrupt log file {where}: {problem}. {hint}",
+            path=path,
+            batch_id=batch_id,
+            problem=problem,
+            hint=hint,
+        )
+
+
+class UnsupportedLogVersionError(LogError, TerminalError):
+    """A log file was written in a newer format version than this library reads."""
+
+    def __init__(self, *, path: str, batch_id: int | None, found: int, max_supported: int) -> None:
+        super().__init__(
+            f"Log file {path}"
+            + ("" if batch_id is None else f" (batch {batch_id})")
+            + f" has format v{found}, but this version of streaming-exactly-once reads at most "
+            f"v{max_supported}. It was written by a newer release: upgrade streaming-exactly-once "
+            "(and Spark, for _spark_metadata/checkpoint files) before reading or writing this table.",
+            path=path,
+            batch_id=batch_id,
+            found=found,
+            max_supported=max_supported,
+        )
+
+
+class MissingBatchError(LogError, TerminalError):
+    """A batch file that the log's own structure says must exist is missing."""
+
+    def __init__(self, *, directory: str, missing: list[int], context: str, hint: str) -> None:
+        shown = ", ".join(str(b) for b in missing[:10]) + (" ..." if len(missing) > 10 else "")
+        super().__init__(
+            f"Log {directory} is missing batch file(s) {shown} ({context}). {hint}",
+            directory=directory,
+            missing=list(missing),
+            context=context,
+            hint=hint,
+        )
+
+
+class LogConflictError(LogError, TerminalError):
+    """A batch file already exists with different content: someone else wrote this batch."""
+
+    def __init__(self, *, path: str, batch_id: int, hint: str) -> None:
+        super().__init__(
+            f"Log file {path} (batch {batch_id}) already exists with different content: "
+            f"another writer has written this batch. {hint}",
+            path=path,
+            batch_id=batch_id,
+            hint=hint,
+        )
+
+
+# --- writers and commits -------------------------------------------------------------------
+
+
+class ConcurrentWriterError(ExactlyOnceError, TransientError):
+    """Another live writer holds the table's lease."""
+
+
+class WriterFencedError(ExactlyOnceError, TerminalError):
+    """This writer's lease was taken over by a newer writer; it must stop and never publish."""
+
+
+class CommitError(ExactlyOnceError):
+    """A commit step kept failing after its bounded retries; the batch stays pending in the WAL."""
+
+
+class IdentityError(ExactlyOnceError, TerminalError):
+    """The streaming query or table identity cannot be determined or does not match."""
+
+
+class DuplicateInputError(ExactlyOnceError, TerminalError):
+    """A batch re-reads input already committed and its rows cannot be attributed to input files."""
+
+
+# --- readers -------------------------------------------------------------------------------
+
+
+class ReaderError(ExactlyOnceError):
+    """A manifest-aware read cannot return exactly the committed data."""
+
+
+class TableNotFoundError(ReaderError, TerminalError, FileNotFoundError):
+    """The path holds no table written by this library or by Spark's file sink."""
+
+
+class DataFileMissingError(ReaderError, TerminalError):
+    """A data file listed as committed in the manifest does not exist in storage."""
+
+
+class ManifestEntryOutsideRootError(ReaderError, TerminalError):
+    """A manifest entry points outside the table root and outside reads were not allowed."""
+
+
+class UnsafeReadError(ReaderError, TerminalError):
+    """The read as asked would bypass the manifest (globs, several paths) and see uncommitted files."""

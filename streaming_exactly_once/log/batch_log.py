@@ -1,0 +1,208 @@
+"""A log of numbered batch files: ``<directory>/0``, ``<directory>/1``, ... (Spark's HDFSMetadataLog).
+
+On disk, one file per batch id, named by the decimal id, holding a version header and one JSON
+record per line (``log.version`` shows the bytes). What this layer adds:
+
+* ``add(batch_id, records)`` is **exclusive and idempotent**: it is one ``put_if_absent``;
+  if the file already exists with the same bytes it returns ``False`` (a retry of our own
+  write), with different bytes it raises ``LogConflictError`` (someone else wrote this batch).
+* ``get``/``read``/``get_range`` decode with precise errors; ``get_range`` and ``verify``
+  detect gaps, which Spark's reader silently assumes away ("ids are contiguous").
+* Files whose name is not a batch id (temp files ``.<name>.<uuid>.tmp``, Hadoop ``.crc``
+  side files, anything else) are ignored by listings, as Spark ignores them.
+
+Nothing here lists the directory on the write path: the writer keeps the latest id in memory,
+so the per-batch cost does not grow with history.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, Iterable, Iterator, Sequence, TypeVar
+
+from ..errors import LogConflictError, LogCorruptError, MissingBatchError
+from ..storage.base import Storage, join
+from .codec import RecordCodec, RecordError
+from .version import encode_file, encode_line, parse_body
+
+T = TypeVar("T")
+
+COMPACT_SUFFIX = ".compact"
+
+DEFAULT_HINT = (
+    "Restore the file from a backup if you have one; otherwise run `seo verify <table>` to see "
+    "what is affected and `seo recover <table>` to rebuild what can be rebuilt safely."
+)
+
+
+def parse_batch_file_name(name: str) -> tuple[int, bool] | None:
+    """``"12"`` -> (12, False), ``"9.compact"`` -> (9, True), anything else -> None."""
+    compact = name.endswith(COMPACT_SUFFIX)
+    stem = name[: -len(COMPACT_SUFFIX)] if compact else name
+    if not stem.isdigit() or not stem.isascii():
+        return None
+    return int(stem), compact
+
+
+class BatchLog(Generic[T]):
+    """Numbered batch files of records of type ``T`` under ``directory`` of a storage."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        directory: str,
+        codec: RecordCodec[T],
+        *,
+        version: int = 1,
+        max_supported_version: int | None = None,
+        kind: str = "log",
+        hint: str = DEFAULT_HINT,
+    ) -> None:
+        self.storage = storage
+        self.directory = directory.strip("/")
+        self.codec = codec
+        self.version = version
+        self.max_supported_version = max_supported_version or version
+        self.kind = kind
+        self.hint = hint
+        self._latest: int | None = None
+
+    # -- naming ------------------------------------------------------------------------------
+
+    def file_name(self, batch_id: int) -> str:
+        return str(batch_id)
+
+    def path(self, batch_id: int) -> str:
+        return join(self.directory, self.file_name(batch_id))
+
+    def uri(self, batch_id: int | None = None) -> str:
+        return self.storage.uri(self.directory if batch_id is None else self.path(batch_id))
+
+    # -- bytes <-> records -------------------------------------------------------------------
+
+    def encode(self, records: Iterable[T]) -> bytes:
+        return encode_file(self.version, [encode_line(self.codec.to_json(r)) for r in records])
+
+    def decode(self, data: bytes, *, batch_id: int | None, path: str | None = None) -> list[T]:
+        where = self.storage.uri(path) if path else self.uri(batch_id)
+        _version, objects = parse_body(
+            data, path=where, batch_id=batch_id, max_supported=self.max_supported_version, hint=self.hint
+        )
+        out: list[T] = []
+        for number, obj in enumerate(objects, start=2):
+            try:
+                out.append(self.codec.from_json(obj))
+            except RecordError as exc:
+                raise LogCorruptError(
+                    path=where, batch_id=batch_id, problem=f"line {number}: {exc}", hint=self.hint
+                ) from None
+        return out
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def get(self, batch_id: int) -> list[T] | None:
+        """Records of ``batch_id``, or None if the file does not exist."""
+        try:
+            data = self.storage.read_bytes(self.path(batch_id))
+        except FileNotFoundError:
+            return None
+        return self.decode(data, batch_id=batch_id)
+
+    def read(self, batch_id: int, *, context: str = "") -> list[T]:
+        """Records of ``batch_id``; ``MissingBatchError`` if the file does not exist."""
+        records = self.get(batch_id)
+        if records is None:
+            raise MissingBatchError(
+                directory=self.uri(),
+                missing=[batch_id],
+                context=context or f"{self.kind} batch {batch_id} was asked for",
+                hint=self.hint,
+            )
+        return records
+
+    def list_batch_files(self) -> dict[int, str]:
+        """batch id -> file name, for every batch file present (one listing)."""
+        found: dict[int, str] = {}
+        for entry in self.storage.list_dir(self.directory):
+            if entry.is_dir:
+                continue
+            parsed = parse_batch_file_name(entry.name)
+            if parsed is not None:
+                found[parsed[0]] = entry.name
+        return found
+
+    def list_batch_ids(self) -> list[int]:
+        return sorted(self.list_batch_files())
+
+    def latest_batch_id(self, *, refresh: bool = False) -> int | None:
+        """Highest batch id present; listed once, then tracked in memory by ``add``."""
+        if self._latest is None or refresh:
+            ids = self.list_batch_ids()
+            self._latest = ids[-1] if ids else None
+        return self._latest
+
+    def get_range(self, start: int, end: int) -> Iterator[tuple[int, list[T]]]:
+        """Batches ``start..end`` inclusive, in order; a missing one is a ``MissingBatchError``."""
+        for batch_id in range(start, end + 1):
+            records = self.get(batch_id)
+            if records is None:
+                present = set(self.list_batch_ids())
+                missing = [b for b in range(start, end + 1) if b not in present]
+                raise MissingBatchError(
+                    directory=self.uri(),
+                    missing=missing,
+                    context=f"batches {start}..{end} were asked for",
+                    hint=self.hint,
+                )
+            yield batch_id, records
+
+    def gaps(self) -> list[int]:
+        """Batch ids missing between the lowest and the highest present (should be empty)."""
+        ids = self.list_batch_ids()
+        if not ids:
+            return []
+        present = set(ids)
+        return [b for b in range(ids[0], ids[-1] + 1) if b not in present]
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def add(self, batch_id: int, records: Sequence[T]) -> bool:
+        """Write batch ``batch_id`` unless present; see the module docstring."""
+        return self.add_bytes(batch_id, self.encode(records))
+
+    def add_bytes(self, batch_id: int, data: bytes) -> bool:
+        path = self.path(batch_id)
+        try:
+            self.storage.put_if_absent(path, data)
+        except FileExistsError:
+            existing = self.storage.read_bytes(path)
+            if existing != data:
+                raise LogConflictError(
+                    path=self.storage.uri(path),
+                    batch_id=batch_id,
+                    hint=(
+                        f"Only one writer may write the {self.kind}. Stop the other writer; if it "
+                        "was a crashed run of this one, `seo recover` reconciles the logs."
+                    ),
+                ) from None
+            self._note(batch_id)
+            return False
+        self._note(batch_id)
+        return True
+
+    def _note(self, batch_id: int) -> None:
+        if self._latest is None or batch_id > self._latest:
+            self._latest = batch_id
+
+    def delete(self, batch_id: int) -> None:
+        self.storage.delete(self.path(batch_id))
+        if self._latest == batch_id:
+            self._latest = None
+
+    def purge(self, threshold: int) -> list[int]:
+        """Delete every batch file with id < ``threshold``; returns the ids deleted."""
+        deleted = []
+        for batch_id, name in sorted(self.list_batch_files().items()):
+            if batch_id < threshold:
+                self.storage.delete(join(self.directory, name))
+                deleted.append(batch_id)
+        return deleted

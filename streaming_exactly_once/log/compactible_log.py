@@ -1,0 +1,194 @@
+"""A batch log that folds its history into ``<id>.compact`` files and deletes what they cover.
+
+Layout (k = 3; ``log.compaction`` has the arithmetic)::
+
+    0  1  2.compact  3  4  5.compact  6  7
+
+A compact file has the same bytes as a delta (``v1`` + one JSON record per line); it holds
+what ``fold`` makes of the previous compact file, the deltas after it and its own records.
+``fold`` defaults to Spark's rule - keep every record, in order - and concrete logs override it
+(the commits log, for example, keeps only the latest record per query).
+
+Retention: after each ``add`` the writer may call ``delete_expired``, which deletes batch files
+below the compact file that covers the last ``min_batches_to_retain`` batches, but only files
+older than ``cleanup_delay_ms`` (slow readers may still be reading them) and never the last
+two compact files (so every reader derives ``k`` from their names; see ``log.compaction``).
+The deletion walks ids upward from the lowest undeleted one and stops at the first file that
+is still too young, so its cost per batch stays constant as history grows.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Generic, Iterable, Iterator, Sequence, TypeVar
+
+from ..errors import LogConflictError, MissingBatchError
+from ..storage.base import Storage, join
+from .batch_log import COMPACT_SUFFIX, DEFAULT_HINT, BatchLog, parse_batch_file_name
+from .codec import RecordCodec
+from .compaction import (
+    all_valid_batches,
+    deletable_below,
+    interval_from_file_names,
+    is_compaction_batch,
+    valid_batches_before_compaction,
+)
+from .version import encode_line, header
+
+T = TypeVar("T")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class CompactibleLog(BatchLog[T], Generic[T]):
+    """Batch log with ``.compact`` files every ``interval`` batches and delayed deletion."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        directory: str,
+        codec: RecordCodec[T],
+        *,
+        default_interval: int = 10,
+        version: int = 1,
+        max_supported_version: int | None = None,
+        kind: str = "log",
+        hint: str = DEFAULT_HINT,
+        retain: Callable[[T, int], bool] | None = None,
+    ) -> None:
+        super().__init__(
+            storage, directory, codec, version=version, max_supported_version=max_supported_version, kind=kind, hint=hint
+        )
+        if default_interval < 1:
+            raise ValueError(f"compact interval must be >= 1, got {default_interval}")
+        self.default_interval = default_interval
+        self.retain = retain
+        self._interval: int | None = None
+        self._deleted_below: int | None = None
+
+    # -- interval and naming -----------------------------------------------------------------
+
+    @property
+    def interval(self) -> int:
+        """``k``, derived once from the ``.compact`` file names exactly as Spark does."""
+        if self._interval is None:
+            compact_ids = [bid for bid, name in self.list_batch_files().items() if name.endswith(COMPACT_SUFFIX)]
+            self._interval = interval_from_file_names(compact_ids, self.default_interval)
+        return self._interval
+
+    def file_name(self, batch_id: int) -> str:
+        if is_compaction_batch(batch_id, self.interval):
+            return f"{batch_id}{COMPACT_SUFFIX}"
+        return str(batch_id)
+
+    # -- folding -----------------------------------------------------------------------------
+
+    def fold(self, previous: Iterable[T], new: Sequence[T], now: int) -> Iterable[T]:
+        """Records of a compact file from everything before it and its own records."""
+        retain = self.retain
+        if retain is None:
+            yield from previous
+        else:
+            for record in previous:
+                if retain(record, now):
+                    yield record
+        yield from new
+
+    def iter_batches(self, batch_ids: Iterable[int], *, context: str) -> Iterator[T]:
+        for batch_id in batch_ids:
+            records = self.get(batch_id)
+            if records is None:
+                raise MissingBatchError(directory=self.uri(), missing=[batch_id], context=context, hint=self.hint)
+            yield from records
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def add(self, batch_id: int, records: Sequence[T]) -> bool:
+        if not is_compaction_batch(batch_id, self.interval):
+            return super().add(batch_id, records)
+        previous = self.iter_batches(
+            valid_batches_before_compaction(batch_id, self.interval),
+            context=f"needed to compact batch {batch_id} (compact interval {self.interval})",
+        )
+        lines = [encode_line(self.codec.to_json(r)) for r in self.fold(previous, records, now_ms())]
+        data = header(self.version) + b"".join(b"\n" + line for line in lines)
+        own_tail = b"".join(b"\n" + encode_line(self.codec.to_json(r)) for r in records)
+        path = self.path(batch_id)
+        try:
+            self.storage.put_if_absent(path, data)
+        except FileExistsError:
+            existing = self.storage.read_bytes(path)
+            if existing != data and not (own_tail and existing.endswith(own_tail)):
+                raise LogConflictError(
+                    path=self.storage.uri(path),
+                    batch_id=batch_id,
+                    hint=f"Only one writer may write the {self.kind}; stop the other writer.",
+                ) from None
+            self._note(batch_id)
+            return False
+        self._note(batch_id)
+        return True
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def valid_batches(self, as_of: int | None = None) -> range:
+        """Ids of the files that make up the state as of ``as_of`` (default: the latest)."""
+        latest = self.latest_batch_id() if as_of is None else as_of
+        if latest is None:
+            return range(0)
+        return all_valid_batches(latest, self.interval)
+
+    def all_records(self, as_of: int | None = None) -> list[T]:
+        """Every record visible as of batch ``as_of`` (latest compact file + deltas after it)."""
+        ids = self.valid_batches(as_of)
+        if not ids:
+            return []
+        latest = ids[-1]
+        return list(
+            self.iter_batches(
+                ids,
+                context=f"needed to read the state as of batch {latest} (compact interval {self.interval})",
+            )
+        )
+
+    # -- retention ---------------------------------------------------------------------------
+
+    def delete_expired(
+        self, current: int, *, min_batches_to_retain: int, cleanup_delay_ms: int, now: int | None = None
+    ) -> list[int]:
+        """Delete files no reader needs any more (see the module docstring); returns their ids."""
+        threshold = deletable_below(current, self.interval, min_batches_to_retain)
+        if threshold is None:
+            return []
+        if self._deleted_below is None:
+            ids = self.list_batch_ids()
+            self._deleted_below = ids[0] if ids else threshold
+        expired_before = (now_ms() if now is None else now) - cleanup_delay_ms
+        deleted = []
+        batch_id = self._deleted_below
+        while batch_id < threshold:
+            path = join(self.directory, self.file_name(batch_id))
+            try:
+                info = self.storage.info(path)
+            except FileNotFoundError:
+                batch_id += 1
+                continue
+            if info.mtime_ms > expired_before:
+                break  # files are written in id order: everything above is younger still
+            self.storage.delete(path)
+            deleted.append(batch_id)
+            batch_id += 1
+        self._deleted_below = batch_id
+        return deleted
+
+
+def compact_file_ids(names: Iterable[str]) -> list[int]:
+    """Ids of ``.compact`` files among ``names`` (helper for verification tools)."""
+    out = []
+    for name in names:
+        parsed = parse_batch_file_name(name)
+        if parsed and parsed[1]:
+            out.append(parsed[0])
+    return sorted(out)

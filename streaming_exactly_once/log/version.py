@@ -1,0 +1,109 @@
+"""The ``v<N>`` first line of every log file, and parsing of a whole log file body.
+
+Every log file (ours and Spark's) is UTF-8 text::
+
+    v1\\n{"json":"record 1"}\\n{"json":"record 2"}
+
+* line 1 is the format version ``v`` + a positive integer;
+* one compact JSON object per following line, separated by ``\\n``;
+* no trailing newline (Spark writes ``'\\n' + json`` per record); one trailing ``\\n`` is
+  tolerated on read, as Spark's reader does; a blank line anywhere else is corruption.
+
+Parsing never raises a raw ``json``/``UnicodeDecodeError``: every problem becomes a
+``LogCorruptError`` or ``UnsupportedLogVersionError`` naming the file, the batch and what to do.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ..errors import LogCorruptError, UnsupportedLogVersionError
+
+_HEADER = re.compile(r"^v([0-9]{1,9})$")
+
+
+def header(version: int) -> bytes:
+    """The first line's bytes for ``version``."""
+    if version < 1:
+        raise ValueError("log versions start at 1")
+    return b"v%d" % version
+
+
+def parse_version(line: str, *, path: str, batch_id: int | None, max_supported: int, hint: str) -> int:
+    """Validate a header line; returns the version number."""
+    match = _HEADER.match(line)
+    if match is None:
+        shown = line[:40] + ("..." if len(line) > 40 else "")
+        raise LogCorruptError(
+            path=path,
+            batch_id=batch_id,
+            problem=f"the first line must be a version header like 'v1', found {shown!r}",
+            hint=hint,
+        )
+    version = int(match.group(1))
+    if version < 1:
+        raise LogCorruptError(path=path, batch_id=batch_id, problem=f"invalid log version v{version}", hint=hint)
+    if version > max_supported:
+        raise UnsupportedLogVersionError(path=path, batch_id=batch_id, found=version, max_supported=max_supported)
+    return version
+
+
+def parse_body(
+    data: bytes, *, path: str, batch_id: int | None, max_supported: int, hint: str
+) -> tuple[int, list[dict[str, Any]]]:
+    """Split a log file into (version, list of JSON objects), with precise errors."""
+    if not data:
+        raise LogCorruptError(
+            path=path,
+            batch_id=batch_id,
+            problem="the file is empty (a writer was cut off, or the disk filled up)",
+            hint=hint,
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LogCorruptError(
+            path=path, batch_id=batch_id, problem=f"not UTF-8 text (byte {exc.start})", hint=hint
+        ) from None
+    lines = text.split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()  # one trailing newline is tolerated
+    version = parse_version(lines[0].rstrip("\r"), path=path, batch_id=batch_id, max_supported=max_supported, hint=hint)
+    records: list[dict[str, Any]] = []
+    last = len(lines) - 1
+    for number, line in enumerate(lines[1:], start=2):
+        if line.strip() == "":
+            raise LogCorruptError(path=path, batch_id=batch_id, problem=f"line {number} is blank", hint=hint)
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            cut = number - 1 == last and not text.endswith("\n")
+            problem = (
+                f"line {number} is cut short: the file looks truncated"
+                if cut and _looks_truncated(line)
+                else f"line {number} is not valid JSON: {line[:60]!r}"
+            )
+            raise LogCorruptError(path=path, batch_id=batch_id, problem=problem, hint=hint) from None
+        if not isinstance(obj, dict):
+            raise LogCorruptError(
+                path=path, batch_id=batch_id, problem=f"line {number} is not a JSON object", hint=hint
+            )
+        records.append(obj)
+    return version, records
+
+
+def _looks_truncated(line: str) -> bool:
+    stripped = line.strip()
+    return stripped.startswith("{") and not stripped.endswith("}")
+
+
+def encode_line(obj: dict[str, Any]) -> bytes:
+    """One record as compact JSON in insertion order, non-ASCII kept raw (as json4s does)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
+def encode_file(version: int, lines: list[bytes]) -> bytes:
+    """Header + ``\\n`` + record per line, no trailing newline (Spark's exact layout)."""
+    return header(version) + b"".join(b"\n" + line for line in lines)

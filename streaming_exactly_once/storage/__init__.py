@@ -1,0 +1,49 @@
+"""Storage layer: ``open_storage(uri, options)`` picks the backend for a URI's scheme.
+
+Supported: local paths and ``file:`` URIs, ``s3://``/``s3a://``/``s3n://`` (extra ``[s3]``)
+and ``memory://`` (tests). Other fsspec schemes are refused with
+``UnsupportedStorageError``, because without a known exclusive-create primitive the commit
+protocol cannot be made safe on them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..errors import UnsupportedStorageError
+from .base import FileInfo, StagingMode, Storage, join
+
+SUPPORTED_SCHEMES = ("file", "s3", "s3a", "s3n", "memory")
+
+
+def scheme_of(uri: str) -> str:
+    """The URI scheme, ``file`` for plain paths (including Windows drive letters)."""
+    if "://" in uri or uri.startswith("file:"):
+        return uri.split(":", 1)[0].lower()
+    return "file"
+
+
+def open_storage(uri: str, options: Mapping[str, Any] | None = None) -> Storage:
+    """A `Storage` rooted at ``uri``; ``options`` go to the backend (e.g. s3fs credentials)."""
+    scheme = scheme_of(uri)
+    opts = dict(options or {})
+    if scheme == "file":
+        from .local import LocalStorage
+
+        return LocalStorage(uri, durable=bool(opts.pop("durable", True)))
+    if scheme in ("s3", "s3a", "s3n"):
+        from .s3 import S3Storage
+
+        return S3Storage(uri, opts)
+    if scheme == "memory":
+        from .memory import MemoryStorage
+
+        return MemoryStorage(uri, opts)
+    raise UnsupportedStorageError(
+        f"Storage scheme {scheme!r} in {uri!r} is not supported: the commit protocol needs an "
+        f"exclusive create-if-absent primitive, known only for {', '.join(SUPPORTED_SCHEMES)}. "
+        "Use one of those, or open an issue naming the filesystem."
+    )
+
+
+__all__ = ["FileInfo", "StagingMode", "Storage", "join", "open_storage", "scheme_of", "SUPPORTED_SCHEMES"]

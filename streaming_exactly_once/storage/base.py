@@ -1,0 +1,160 @@
+"""The storage contract every backend implements, and the one place that defines it.
+
+Everything above this layer (logs, manifest, WAL, lease, readers) relies on exactly four
+promises, each checked by the conformance suite in ``tests/storage/`` on every backend:
+
+1. ``put_if_absent(path, data)`` is **exclusive and all-or-nothing**: of any number of
+   concurrent callers on the same path, exactly one succeeds; the others get the built-in
+   ``FileExistsError``. Readers never observe a partial file, and a failed call leaves no
+   file (and no temporary file) behind.
+2. ``atomic_write(path, data)`` replaces the file as one unit: readers see the old or the new
+   bytes, never a mix, never an empty file.
+3. ``open_exclusive(path)`` is ``put_if_absent`` for data streamed in chunks: the file appears
+   under its name on a clean ``with`` exit and never on an exception.
+4. ``rename(src, dst)`` never overwrites ``dst`` (``FileExistsError``). It is atomic where
+   ``rename_is_atomic`` is true (local disk, HDFS-like); on object stores it is a copy and
+   a delete, which is why the sink defaults to the rename-free ``direct`` mode there.
+
+Paths are relative to the storage root, ``/``-separated, never starting with ``/`` and never
+containing ``..``. ``uri(path)`` gives the fully-qualified, *unencoded* URI of a path; the
+manifest layer encodes it the way Hadoop does.
+
+Backends: ``local`` (POSIX calls: temp file in the same directory + fsync + ``link`` or
+``renameat2(RENAME_NOREPLACE)``), ``s3`` (conditional PUT, ``If-None-Match: *``), ``memory``
+(in-process, for fast unit tests). Only ``fsspec_store`` imports fsspec.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import IO, Any, Iterator, Literal
+
+StagingMode = Literal["rename", "direct"]
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """What a listing knows about one entry, with ``path`` relative to the storage root."""
+
+    path: str
+    size: int
+    mtime_ms: int
+    is_dir: bool
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.path)
+
+
+def join(*parts: str) -> str:
+    """Join relative storage paths with ``/``, dropping empty parts."""
+    return "/".join(p.strip("/") for p in parts if p and p.strip("/"))
+
+
+def check_relative(path: str) -> str:
+    """Refuse absolute paths and ``..`` so that nothing escapes the storage root."""
+    if path.startswith("/") or any(part == ".." for part in path.split("/")):
+        raise ValueError(f"storage paths are relative to the root and may not use '..': {path!r}")
+    return path.strip("/")
+
+
+class Storage(ABC):
+    """A filesystem rooted at one URI; see the module docstring for the contract."""
+
+    #: Canonical URI of the root, without a trailing slash, e.g. ``file:///data/events``.
+    root_uri: str
+    #: Whether ``rename`` is a single atomic metadata operation on this backend.
+    rename_is_atomic: bool = False
+
+    # -- identity ----------------------------------------------------------------------------
+
+    @property
+    def scheme(self) -> str:
+        return self.root_uri.split(":", 1)[0]
+
+    def uri(self, path: str = "") -> str:
+        """Fully-qualified, unencoded URI of ``path`` (the root when empty)."""
+        path = check_relative(path)
+        return self.root_uri if not path else f"{self.root_uri}/{path}"
+
+    @abstractmethod
+    def child(self, path: str) -> "Storage":
+        """A storage rooted at ``path`` below this root, sharing the same backend."""
+
+    @property
+    def default_staging_mode(self) -> StagingMode:
+        return "rename" if self.rename_is_atomic else "direct"
+
+    # -- reads -------------------------------------------------------------------------------
+
+    @abstractmethod
+    def read_bytes(self, path: str) -> bytes:
+        """Whole file; ``FileNotFoundError`` if absent."""
+
+    @abstractmethod
+    def info(self, path: str) -> FileInfo:
+        """Size and modification time; ``FileNotFoundError`` if absent."""
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.info(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    @abstractmethod
+    def list_dir(self, path: str = "") -> list[FileInfo]:
+        """Direct children (files and directories); an empty list if ``path`` does not exist."""
+
+    def walk_files(self, path: str = "") -> Iterator[FileInfo]:
+        """Every file below ``path``, recursively, in no particular order."""
+        for entry in self.list_dir(path):
+            if entry.is_dir:
+                yield from self.walk_files(entry.path)
+            else:
+                yield entry
+
+    # -- writes ------------------------------------------------------------------------------
+
+    @abstractmethod
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        """Create ``path`` with ``data`` unless it exists (then ``FileExistsError``)."""
+
+    @abstractmethod
+    def atomic_write(self, path: str, data: bytes) -> None:
+        """Create or replace ``path`` with ``data`` as one unit."""
+
+    @abstractmethod
+    def open_exclusive(self, path: str) -> contextlib.AbstractContextManager[IO[bytes]]:
+        """A binary writer whose bytes appear at ``path`` only on a clean exit, if absent."""
+
+    @abstractmethod
+    def rename(self, src: str, dst: str) -> None:
+        """Move ``src`` to ``dst`` (parents created); never overwrites ``dst``."""
+
+    @abstractmethod
+    def delete(self, path: str, *, missing_ok: bool = True) -> None:
+        """Remove one file."""
+
+    @abstractmethod
+    def delete_tree(self, path: str) -> None:
+        """Remove a directory and everything below it; nothing if it does not exist."""
+
+    def makedirs(self, path: str) -> None:
+        """Create a directory and its parents (a no-op on object stores)."""
+
+    # -- hand-off to readers and Spark executors --------------------------------------------
+
+    @abstractmethod
+    def filesystem(self) -> tuple[Any, str]:
+        """The fsspec filesystem and the native root path, for Arrow/DuckDB/Polars readers."""
+
+    @abstractmethod
+    def options(self) -> dict[str, Any]:
+        """The storage options this storage was opened with (secrets included; never log)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.root_uri!r})"

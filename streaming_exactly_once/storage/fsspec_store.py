@@ -1,0 +1,175 @@
+"""Storage over an fsspec filesystem: the only module of the library that imports fsspec.
+
+Generic operations (read, list, delete) go straight to fsspec. The two operations whose
+exclusivity fsspec does not promise in general - ``put_if_absent`` and ``rename`` - are left to
+the backend subclasses (``memory.py``, ``s3.py``), which know which primitive is really
+atomic on their service. Listing caches are always off: a log that trusts a stale listing
+would miss a batch written by the writer it is about to fence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import posixpath
+from datetime import datetime
+from typing import IO, Any, Iterator
+
+import fsspec
+
+from ..errors import MissingDependencyError
+from .base import FileInfo, Storage, check_relative, join
+
+#: URI scheme -> (fsspec protocol, package providing it, extra that installs it)
+PROTOCOLS = {
+    "s3": ("s3", "s3fs", "s3"),
+    "s3a": ("s3", "s3fs", "s3"),
+    "s3n": ("s3", "s3fs", "s3"),
+    "memory": ("memory", "fsspec", "s3"),
+    "file": ("file", "fsspec", "s3"),
+}
+
+
+def make_filesystem(scheme: str, options: dict[str, Any]) -> Any:
+    """An fsspec filesystem for ``scheme`` with listing caches off."""
+    protocol, package, extra = PROTOCOLS.get(scheme, (scheme, scheme, "all"))
+    kwargs = dict(options)
+    if protocol == "s3":
+        kwargs.setdefault("use_listings_cache", False)
+    try:
+        return fsspec.filesystem(protocol, **kwargs)
+    except ImportError as exc:
+        raise MissingDependencyError(package=package, extra=extra, feature=f"{scheme}:// storage") from exc
+
+
+def _mtime_ms(info: dict) -> int:
+    for key in ("LastModified", "mtime", "created", "last_modified", "updated"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if isinstance(value, datetime):
+            return int(value.timestamp() * 1000)
+        if isinstance(value, (int, float)):
+            return int(value * 1000) if value < 1e11 else int(value)
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+    return 0
+
+
+class FsspecStorage(Storage):
+    """Shared fsspec plumbing; subclasses provide the exclusive primitives."""
+
+    rename_is_atomic = False
+
+    def __init__(self, root_uri: str, native_root: str, options: dict[str, Any] | None = None) -> None:
+        self.root_uri = root_uri.rstrip("/")
+        self._native_root = native_root.rstrip("/")
+        self._options = dict(options or {})
+        self._fs = make_filesystem(self.scheme, self._options)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _native(self, path: str) -> str:
+        path = check_relative(path)
+        return f"{self._native_root}/{path}" if path else self._native_root
+
+    def _rel(self, native: str) -> str:
+        native = native.rstrip("/")
+        prefix = self._native_root + "/"
+        if native.startswith(prefix):
+            return native[len(prefix):]
+        if native == self._native_root:
+            return ""
+        # some backends drop a leading slash (memory://): compare without it
+        alt = self._native_root.lstrip("/") + "/"
+        if native.lstrip("/").startswith(alt):
+            return native.lstrip("/")[len(alt):]
+        return native
+
+    def _to_info(self, entry: dict) -> FileInfo:
+        return FileInfo(
+            self._rel(entry["name"]),
+            int(entry.get("size") or 0),
+            _mtime_ms(entry),
+            entry.get("type") == "directory",
+        )
+
+    # -- Storage -----------------------------------------------------------------------------
+
+    def child(self, path: str) -> "FsspecStorage":
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        rel = check_relative(path)
+        clone.root_uri = f"{self.root_uri}/{rel}" if rel else self.root_uri
+        clone._native_root = self._native(rel)
+        return clone
+
+    def read_bytes(self, path: str) -> bytes:
+        return self._fs.cat_file(self._native(path))
+
+    def info(self, path: str) -> FileInfo:
+        return self._to_info(self._fs.info(self._native(path)))
+
+    def list_dir(self, path: str = "") -> list[FileInfo]:
+        try:
+            entries = self._fs.ls(self._native(path), detail=True)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        native = self._native(path).rstrip("/")
+        return [self._to_info(e) for e in entries if e["name"].rstrip("/") != native]
+
+    def walk_files(self, path: str = "") -> Iterator[FileInfo]:
+        try:
+            found = self._fs.find(self._native(path), detail=True)
+        except FileNotFoundError:
+            return
+        for entry in found.values():
+            if entry.get("type") != "directory":
+                yield self._to_info(entry)
+
+    def atomic_write(self, path: str, data: bytes) -> None:
+        self._fs.pipe_file(self._native(path), data)
+
+    @contextlib.contextmanager
+    def open_exclusive(self, path: str) -> Iterator[IO[bytes]]:
+        buffer = io.BytesIO()
+        yield buffer
+        self.put_if_absent(path, buffer.getvalue())
+
+    def delete(self, path: str, *, missing_ok: bool = True) -> None:
+        if not missing_ok and not self._fs.exists(self._native(path)):
+            raise FileNotFoundError(self.uri(path))  # object stores delete missing keys silently
+        try:
+            self._fs.rm_file(self._native(path))
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+
+    def delete_tree(self, path: str) -> None:
+        if check_relative(path) == "":
+            raise ValueError("refusing to delete a storage root")
+        with contextlib.suppress(FileNotFoundError):
+            self._fs.rm(self._native(path), recursive=True)
+
+    def filesystem(self) -> tuple[Any, str]:
+        return self._fs, self._native_root
+
+    def options(self) -> dict[str, Any]:
+        return dict(self._options)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_fs", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._fs = make_filesystem(self.scheme, self._options)
+
+
+def parent_of(native: str) -> str:
+    return posixpath.dirname(native.rstrip("/"))
+
+
+__all__ = ["FsspecStorage", "make_filesystem", "parent_of", "join"]

@@ -1,0 +1,266 @@
+"""Local-disk storage built on POSIX calls, because fsspec's local primitives are not exclusive.
+
+fsspec's ``LocalFileSystem.mv`` and ``pipe_file(mode="create")`` check-then-write, so two
+writers can both "win". Here:
+
+* ``put_if_absent``: write ``.<name>.<uuid>.tmp`` in the *same* directory, ``fsync`` it,
+  then ``link(tmp, name)`` - the kernel refuses with ``EEXIST`` if ``name`` exists, so of
+  any number of racing writers exactly one wins - then unlink the temp file and ``fsync``
+  the directory so that the new name survives a power cut. Where hard links are not
+  supported, ``renameat2(RENAME_NOREPLACE)`` gives the same guarantee.
+* ``atomic_write``: temp file + ``fsync`` + ``os.replace``.
+* ``rename``: ``renameat2(RENAME_NOREPLACE)`` (falls back to ``link`` + ``unlink``).
+
+Temp files start with ``.`` so that Spark, Arrow and our own log listings ignore them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import os
+import shutil
+import uuid
+from typing import IO, Any, Iterator
+from urllib.parse import unquote, urlsplit
+
+from ..errors import UnsupportedStorageError
+from .base import FileInfo, Storage, check_relative, join
+
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+
+
+def _load_renameat2():
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_renameat2 = _load_renameat2()
+
+
+def rename_noreplace(src: str, dst: str) -> None:
+    """Atomically move ``src`` to ``dst``; ``FileExistsError`` if ``dst`` exists."""
+    if _renameat2 is not None:
+        rc = _renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE)
+        if rc == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+            raise OSError(err, os.strerror(err), dst)
+    # Fallback: link is exclusive too; the unlink afterwards is harmless if we crash before it
+    # (the caller's verify() sees dst present and cleanup removes src).
+    os.link(src, dst)
+    os.unlink(src)
+
+
+def local_path_from_uri(uri: str) -> str:
+    """``/abs``, ``rel``, ``file:/abs``, ``file:///abs`` or ``file://localhost/abs`` -> ``/abs``.
+
+    ``file:`` URIs are percent-decoded as URIs must be; plain paths are taken literally.
+    """
+    if uri.startswith("file:"):
+        parts = urlsplit(uri)
+        if parts.netloc not in ("", "localhost"):
+            raise UnsupportedStorageError(
+                f"file URI {uri!r} names host {parts.netloc!r}; use file:///absolute/path"
+            )
+        path = unquote(parts.path)  # URIs are percent-encoded (Spark passes file:/a%20b)
+    else:
+        path = uri
+    return os.path.normpath(os.path.abspath(path))
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LocalStorage(Storage):
+    """Storage on a POSIX filesystem (local disk, NFS with link support, mounted volumes)."""
+
+    rename_is_atomic = True
+
+    def __init__(self, root: str, *, durable: bool = True) -> None:
+        self._root = local_path_from_uri(root)
+        self.root_uri = "file://" + self._root
+        self._durable = durable
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _abs(self, path: str) -> str:
+        path = check_relative(path)
+        return os.path.join(self._root, path) if path else self._root
+
+    def _tmp_sibling(self, target: str) -> str:
+        head, tail = os.path.split(target)
+        return os.path.join(head, f".{tail}.{uuid.uuid4().hex}.tmp")
+
+    def _write_tmp(self, target: str, data: bytes) -> str:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        tmp = self._tmp_sibling(target)
+        with open(tmp, "xb") as fh:
+            fh.write(data)
+            fh.flush()
+            if self._durable:
+                os.fsync(fh.fileno())
+        return tmp
+
+    def _publish_exclusive(self, tmp: str, target: str) -> None:
+        try:
+            try:
+                os.link(tmp, target)
+            except OSError as exc:
+                if exc.errno in (errno.EPERM, errno.ENOTSUP, errno.EMLINK, errno.EXDEV):
+                    rename_noreplace(tmp, target)  # link unsupported: fall back
+                    return
+                raise
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        if self._durable:
+            _fsync_dir(os.path.dirname(target))
+
+    # -- Storage -----------------------------------------------------------------------------
+
+    def child(self, path: str) -> "LocalStorage":
+        return LocalStorage(self._abs(path), durable=self._durable)
+
+    def read_bytes(self, path: str) -> bytes:
+        with open(self._abs(path), "rb") as fh:
+            return fh.read()
+
+    def info(self, path: str) -> FileInfo:
+        st = os.stat(self._abs(path))
+        return FileInfo(check_relative(path), st.st_size, st.st_mtime_ns // 1_000_000, os.path.isdir(self._abs(path)))
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(self._abs(path))
+
+    def list_dir(self, path: str = "") -> list[FileInfo]:
+        base = check_relative(path)
+        try:
+            it = os.scandir(self._abs(base))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        out = []
+        with it:
+            for entry in it:
+                try:
+                    st = entry.stat()
+                except FileNotFoundError:  # vanished between listing and stat
+                    continue
+                out.append(FileInfo(join(base, entry.name), st.st_size, st.st_mtime_ns // 1_000_000, entry.is_dir()))
+        return out
+
+    def walk_files(self, path: str = "") -> Iterator[FileInfo]:
+        base = self._abs(path)
+        for dirpath, _dirs, files in os.walk(base):
+            for name in files:
+                full = os.path.join(dirpath, name)
+                try:
+                    st = os.stat(full)
+                except FileNotFoundError:
+                    continue
+                rel = os.path.relpath(full, self._root).replace(os.sep, "/")
+                yield FileInfo(rel, st.st_size, st.st_mtime_ns // 1_000_000, False)
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        target = self._abs(path)
+        if os.path.exists(target):  # cheap early exit; the link below is the real arbiter
+            raise FileExistsError(errno.EEXIST, "file exists", self.uri(path))
+        tmp = self._write_tmp(target, data)
+        try:
+            self._publish_exclusive(tmp, target)
+        except FileExistsError:
+            raise FileExistsError(errno.EEXIST, "file exists", self.uri(path)) from None
+
+    def atomic_write(self, path: str, data: bytes) -> None:
+        target = self._abs(path)
+        tmp = self._write_tmp(target, data)
+        try:
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        if self._durable:
+            _fsync_dir(os.path.dirname(target))
+
+    @contextlib.contextmanager
+    def open_exclusive(self, path: str) -> Iterator[IO[bytes]]:
+        target = self._abs(path)
+        if os.path.exists(target):
+            raise FileExistsError(errno.EEXIST, "file exists", self.uri(path))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        tmp = self._tmp_sibling(target)
+        fh = open(tmp, "xb")
+        try:
+            yield fh
+            fh.flush()
+            if self._durable:
+                os.fsync(fh.fileno())
+            fh.close()
+            try:
+                self._publish_exclusive(tmp, target)
+            except FileExistsError:
+                raise FileExistsError(errno.EEXIST, "file exists", self.uri(path)) from None
+        finally:
+            if not fh.closed:
+                fh.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+    def rename(self, src: str, dst: str) -> None:
+        s, d = self._abs(src), self._abs(dst)
+        os.makedirs(os.path.dirname(d), exist_ok=True)
+        try:
+            rename_noreplace(s, d)
+        except FileExistsError:
+            raise FileExistsError(errno.EEXIST, "rename target exists", self.uri(dst)) from None
+
+    def delete(self, path: str, *, missing_ok: bool = True) -> None:
+        try:
+            os.unlink(self._abs(path))
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+
+    def delete_tree(self, path: str) -> None:
+        target = self._abs(path)
+        if check_relative(path) == "":
+            raise ValueError("refusing to delete a storage root")
+        shutil.rmtree(target, ignore_errors=False, onerror=_ignore_missing)
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(self._abs(path), exist_ok=True)
+
+    def filesystem(self) -> tuple[Any, str]:
+        from .fsspec_store import make_filesystem
+
+        return make_filesystem("file", {}), self._root
+
+    def options(self) -> dict[str, Any]:
+        return {}
+
+    def __reduce__(self):
+        return (LocalStorage, (self._root,), {"_durable": self._durable})
+
+    def __setstate__(self, state: dict) -> None:
+        self._durable = state["_durable"]
+
+
+def _ignore_missing(func, path, exc_info) -> None:
+    if not isinstance(exc_info[1], FileNotFoundError):
+        raise exc_info[1]

@@ -1,0 +1,110 @@
+"""Shared fixtures: real backends only.
+
+* ``spark`` - one ``local[2]`` SparkSession for the whole run (starting one costs ~6 s).
+* ``moto_endpoint`` - a real S3 HTTP API (moto's ThreadedMotoServer) on 127.0.0.1, port 0,
+  started once per session; ``s3_storage`` resets it and creates a fresh bucket per test.
+* ``local_storage`` / ``memory_storage`` - the other two backends of the storage contract.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+
+import pytest
+
+os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", os.sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# Keep AWS SDKs away from real credentials and real endpoints.
+for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN"):
+    os.environ.pop(key, None)
+os.environ["AWS_ACCESS_KEY_ID"] = "testing"
+os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"
+os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
+os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    if shutil.which("java") is None:
+        pytest.exit("java not found: the Spark tests need Java 17 on PATH", returncode=2)
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("seo-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.streaming.stopTimeout", "30s")
+        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint():
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3_options(moto_endpoint):
+    import requests
+
+    requests.post(f"{moto_endpoint}/moto-api/reset", timeout=10)
+    return {"endpoint_url": moto_endpoint, "key": "testing", "secret": "testing", "client_kwargs": {"region_name": "us-east-1"}}
+
+
+@pytest.fixture
+def s3_bucket(s3_options):
+    import boto3
+
+    name = f"seo-{uuid.uuid4().hex[:12]}"
+    boto3.client(
+        "s3",
+        endpoint_url=s3_options["endpoint_url"],
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    ).create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def s3_storage(s3_bucket, s3_options):
+    from streaming_exactly_once.storage import open_storage
+
+    return open_storage(f"s3://{s3_bucket}/root", s3_options)
+
+
+@pytest.fixture
+def local_storage(tmp_path):
+    from streaming_exactly_once.storage import open_storage
+
+    return open_storage(str(tmp_path / "root"))
+
+
+@pytest.fixture
+def memory_storage():
+    from streaming_exactly_once.storage import open_storage
+
+    return open_storage(f"memory://seo-{uuid.uuid4().hex}")
+
+
+@pytest.fixture(params=["memory", "local", pytest.param("s3", marks=pytest.mark.s3)])
+def storage(request):
+    """The same test on every backend (the storage contract)."""
+    return request.getfixturevalue(f"{request.param}_storage")

@@ -1,0 +1,152 @@
+"""Bad log files give a named error that says which file, which batch and what to do.
+
+Never a silent skip, never a raw JSONDecodeError/KeyError/UnicodeDecodeError.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streaming_exactly_once.checkpoint import SparkCheckpoint
+from streaming_exactly_once.errors import (
+    ExactlyOnceError,
+    LogCorruptError,
+    MissingBatchError,
+    UnsupportedLogVersionError,
+)
+from streaming_exactly_once.manifest.manifest_log import ManifestLog
+
+GOOD_ENTRY = (
+    b'{"path":"file:///t/part-0.parquet","size":10,"isDir":false,"modificationTime":1,'
+    b'"blockReplication":1,"blockSize":33554432,"action":"add"}'
+)
+
+CASES = {
+    "empty": (b"", LogCorruptError, "empty"),
+    "truncated": (b"v1\n" + GOOD_ENTRY[:40], LogCorruptError, "truncated"),
+    "garbage": (b"\x00\xff\xfe garbage", LogCorruptError, "UTF-8"),
+    "garbage_text": (b"hello world\nmore", LogCorruptError, "version header"),
+    "missing_header": (GOOD_ENTRY, LogCorruptError, "version header"),
+    "newer_version": (b"v2\n" + GOOD_ENTRY, UnsupportedLogVersionError, "upgrade"),
+    "blank_line": (b"v1\n\n" + GOOD_ENTRY, LogCorruptError, "blank"),
+    "missing_field": (b'v1\n{"path":"file:///t/x","size":1}', LogCorruptError, "isDir"),
+    "wrong_type": (GOOD_ENTRY.replace(b'"size":10', b'"size":"10"').join([b"v1\n", b""]), LogCorruptError, "size"),
+    "not_an_object": (b"v1\n[1,2]", LogCorruptError, "not a JSON object"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("file_name", ["0", "2.compact"])
+def test_manifest_file_problems(memory_storage, case, file_name):
+    data, error, words = CASES[case]
+    log = ManifestLog(memory_storage, default_interval=3)
+    if file_name == "2.compact":
+        good = b"v1\n" + GOOD_ENTRY
+        memory_storage.put_if_absent("_spark_metadata/0", good)
+        memory_storage.put_if_absent("_spark_metadata/1", good)
+    memory_storage.put_if_absent(f"_spark_metadata/{file_name}", data)
+    with pytest.raises(error) as err:
+        log.files()
+    message = str(err.value)
+    assert words in message
+    assert f"_spark_metadata/{file_name}" in message
+    batch = int(file_name.split(".")[0])
+    assert f"batch {batch}" in message
+    assert err.value.batch_id == batch
+    if error is LogCorruptError:
+        assert "seo verify" in message or "backup" in message  # says what to do
+
+
+def test_trailing_newline_is_tolerated_like_spark(memory_storage):
+    memory_storage.put_if_absent("_spark_metadata/0", b"v1\n" + GOOD_ENTRY + b"\n")
+    assert len(ManifestLog(memory_storage).files()) == 1
+
+
+def test_missing_batch_in_range(memory_storage):
+    for i in (0, 1, 3):
+        memory_storage.put_if_absent(f"_spark_metadata/{i}", b"v1\n" + GOOD_ENTRY)
+    with pytest.raises(MissingBatchError) as err:
+        ManifestLog(memory_storage).files()
+    assert err.value.missing == [2]
+    assert "_spark_metadata" in str(err.value)
+
+
+def test_missing_compact_file(memory_storage):
+    # 2.compact gone while a reader needs it for as_of=4 (5.compact and 8.compact fix k = 3)
+    for name in ("2.compact", "3", "4", "5.compact", "6", "7", "8.compact"):
+        memory_storage.put_if_absent(f"_spark_metadata/{name}", b"v1\n" + GOOD_ENTRY)
+    memory_storage.delete("_spark_metadata/2.compact")
+    with pytest.raises(MissingBatchError) as err:
+        ManifestLog(memory_storage, default_interval=3).files(as_of=4)
+    assert err.value.missing == [2]
+
+
+CHECKPOINT_FILES = {
+    "metadata": "metadata",
+    "offsets": "offsets/0",
+    "commits": "commits/0",
+    "sources": "sources/0/0",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CHECKPOINT_FILES))
+@pytest.mark.parametrize("case", ["empty", "garbage", "newer_version", "truncated"])
+def test_checkpoint_file_problems(memory_storage, kind, case):
+    path = CHECKPOINT_FILES[kind]
+    data = {
+        "empty": b"",
+        "garbage": b"\xff\xfe\x00 nonsense",
+        "newer_version": b"v9\n{}",
+        "truncated": b'v1\n{"path":"file:///in/a.csv","timest',
+    }[case]
+    if kind == "metadata" and case == "newer_version":
+        data = b"v9"
+    memory_storage.put_if_absent(path, data)
+    if kind == "sources":
+        memory_storage.put_if_absent("offsets/0", b'v1\n{"batchWatermarkMs":0}\n{"logOffset":0}')
+    ckpt = SparkCheckpoint(memory_storage)
+    call = {
+        "metadata": ckpt.query_id,
+        "offsets": lambda: ckpt.offsets(0),
+        "commits": lambda: ckpt.commit(0),
+        "sources": lambda: ckpt.input_files(0),
+    }[kind]
+    if kind == "commits" and case == "truncated":
+        with pytest.raises(LogCorruptError):
+            call()
+        return
+    with pytest.raises((LogCorruptError, UnsupportedLogVersionError)) as err:
+        call()
+    assert path in str(err.value)
+
+
+PARSERS = ["manifest", "offsets", "commits", "sources", "metadata"]
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(data=st.one_of(st.binary(max_size=300), st.text(max_size=200).map(lambda t: ("v1\n" + t).encode())), which=st.sampled_from(PARSERS))
+def test_fuzz_parsers_raise_only_library_errors(memory_storage, data, which):
+    memory_storage.delete_tree("f") if memory_storage.exists("f") else None
+    st_ = memory_storage.child("f")
+    ckpt = SparkCheckpoint(st_)
+    try:
+        if which == "manifest":
+            st_.atomic_write("_spark_metadata/0", data)
+            ManifestLog(st_).files()
+        elif which == "offsets":
+            st_.atomic_write("offsets/0", data)
+            ckpt.offsets(0)
+        elif which == "commits":
+            st_.atomic_write("commits/0", data)
+            ckpt.commit(0)
+        elif which == "sources":
+            st_.atomic_write("offsets/0", b'v1\n{}\n{"logOffset":0}')
+            st_.atomic_write("sources/0/0", data)
+            ckpt.input_files(0)
+        else:
+            st_.atomic_write("metadata", data)
+            ckpt.query_id()
+    except ExactlyOnceError:
+        pass

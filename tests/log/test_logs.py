@@ -1,0 +1,141 @@
+"""Batch log and compactible log behaviour on every storage backend."""
+
+from __future__ import annotations
+
+import pytest
+
+from streaming_exactly_once.errors import LogConflictError, MissingBatchError
+from streaming_exactly_once.log.batch_log import BatchLog, parse_batch_file_name
+from streaming_exactly_once.log.codec import DictCodec
+from streaming_exactly_once.log.compactible_log import CompactibleLog
+
+
+def rec(i):
+    return {"id": i, "name": f"file-{i}"}
+
+
+def test_batch_file_names():
+    assert parse_batch_file_name("0") == (0, False)
+    assert parse_batch_file_name("19.compact") == (19, True)
+    for junk in (".0.crc", ".1.abc.tmp", "x", "1.json", "-1", "１"):
+        assert parse_batch_file_name(junk) is None
+
+
+def test_bytes_match_spark_layout(memory_storage):
+    log = BatchLog(memory_storage, "log", DictCodec())
+    log.add(0, [rec(0), rec(1)])
+    assert memory_storage.read_bytes("log/0") == b'v1\n{"id":0,"name":"file-0"}\n{"id":1,"name":"file-1"}'
+    log.add(1, [])
+    assert memory_storage.read_bytes("log/1") == b"v1"
+    assert log.get(1) == []
+
+
+def test_add_is_idempotent_and_exclusive(storage):
+    log = BatchLog(storage, "log", DictCodec(), kind="test log")
+    assert log.add(0, [rec(0)]) is True
+    assert log.add(0, [rec(0)]) is False  # our own retry
+    with pytest.raises(LogConflictError) as err:
+        log.add(0, [rec(99)])
+    assert "batch 0" in str(err.value) and "log/0" in str(err.value)
+    assert log.read(0) == [rec(0)]
+
+
+def test_latest_range_and_gaps(storage):
+    log = BatchLog(storage, "log", DictCodec())
+    assert log.latest_batch_id() is None
+    for i in (0, 1, 2, 4):
+        log.add(i, [rec(i)])
+    storage.put_if_absent("log/.5.abc.tmp", b"junk")  # temp files are not batches
+    storage.put_if_absent("log/.0.crc", b"junk")
+    assert log.list_batch_ids() == [0, 1, 2, 4]
+    assert log.latest_batch_id(refresh=True) == 4
+    assert log.gaps() == [3]
+    assert [b for b, _ in log.get_range(0, 2)] == [0, 1, 2]
+    with pytest.raises(MissingBatchError) as err:
+        list(log.get_range(0, 4))
+    assert err.value.missing == [3]
+    assert "batches 0..4" in str(err.value)
+
+
+def test_purge(memory_storage):
+    log = BatchLog(memory_storage, "log", DictCodec())
+    for i in range(5):
+        log.add(i, [rec(i)])
+    assert log.purge(3) == [0, 1, 2]
+    assert log.list_batch_ids() == [3, 4]
+
+
+def test_compactible_log_writes_spark_style_compacts(storage):
+    log = CompactibleLog(storage, "c", DictCodec(), default_interval=3)
+    for i in range(8):
+        log.add(i, [rec(i)])
+    files = sorted(e.name for e in storage.list_dir("c"))
+    assert files == ["0", "1", "2.compact", "3", "4", "5.compact", "6", "7"]
+    assert [r["id"] for r in log.read(5)] == [0, 1, 2, 3, 4, 5]
+    assert [r["id"] for r in log.all_records()] == list(range(8))
+    assert list(log.valid_batches()) == [5, 6, 7]
+    # as of an earlier batch: time travel over a compact boundary
+    assert [r["id"] for r in log.all_records(as_of=4)] == [0, 1, 2, 3, 4]
+    assert [r["id"] for r in log.all_records(as_of=1)] == [0, 1]
+
+
+def test_compactible_log_derives_interval_from_existing_files(memory_storage):
+    writer = CompactibleLog(memory_storage, "c", DictCodec(), default_interval=3)
+    for i in range(7):
+        writer.add(i, [rec(i)])
+    reader = CompactibleLog(memory_storage, "c", DictCodec(), default_interval=10)
+    assert reader.interval == 3
+    assert [r["id"] for r in reader.all_records()] == list(range(7))
+
+
+def test_compaction_retry_is_idempotent(memory_storage):
+    log = CompactibleLog(memory_storage, "c", DictCodec(), default_interval=2)
+    log.add(0, [rec(0)])
+    assert log.add(1, [rec(1)]) is True
+    assert log.add(1, [rec(1)]) is False
+    with pytest.raises(LogConflictError):
+        log.add(1, [rec(7)])
+
+
+def test_retention_filter_applies_at_compaction_only(memory_storage):
+    log = CompactibleLog(memory_storage, "c", DictCodec(), default_interval=3, retain=lambda r, now: r["id"] % 2 == 0)
+    for i in range(4):
+        log.add(i, [rec(i)])
+    # 2.compact drops odd *previous* records; a batch's own records are always kept
+    assert [r["id"] for r in log.read(2)] == [0, 2]
+    assert [r["id"] for r in log.all_records()] == [0, 2, 3]
+
+
+def test_missing_compact_file_is_a_named_error(memory_storage):
+    log = CompactibleLog(memory_storage, "c", DictCodec(), default_interval=3)
+    for i in range(5):
+        log.add(i, [rec(i)])
+    memory_storage.delete("c/2.compact")
+    reader = CompactibleLog(memory_storage, "c", DictCodec(), default_interval=3)
+    with pytest.raises(MissingBatchError) as err:
+        reader.all_records()
+    assert err.value.missing == [2]
+    assert "as of batch 4" in str(err.value)
+    with pytest.raises(MissingBatchError) as err:
+        log.add(5, [rec(5)])  # the next compaction needs 2.compact
+    assert "compact batch 5" in str(err.value)
+
+
+def test_delete_expired_keeps_window_and_two_compacts(local_storage):
+    log = CompactibleLog(local_storage, "c", DictCodec(), default_interval=3)
+    for i in range(12):
+        log.add(i, [rec(i)])
+        log.delete_expired(i, min_batches_to_retain=2, cleanup_delay_ms=0)
+    remaining = log.list_batch_ids()
+    assert remaining == [8, 9, 10, 11]  # 8.compact .. 11.compact: two compact files
+    assert [r["id"] for r in log.all_records()] == list(range(12))
+    # a fresh reader derives the same interval from what is left
+    assert CompactibleLog(local_storage, "c", DictCodec(), default_interval=10).interval == 3
+
+
+def test_delete_expired_respects_cleanup_delay(local_storage):
+    log = CompactibleLog(local_storage, "c", DictCodec(), default_interval=3)
+    for i in range(12):
+        log.add(i, [rec(i)])
+        assert log.delete_expired(i, min_batches_to_retain=2, cleanup_delay_ms=3_600_000) == []
+    assert len(log.list_batch_ids()) == 12

@@ -1,0 +1,185 @@
+"""The storage contract (``storage.base``), run unchanged on memory, local disk and S3 (moto)."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+
+import pytest
+
+from streaming_exactly_once.storage.base import FileInfo
+
+
+def names(storage, path=""):
+    return sorted(e.name for e in storage.list_dir(path))
+
+
+class TestPutIfAbsent:
+    def test_creates_then_refuses(self, storage):
+        storage.put_if_absent("d/a", b"first")
+        with pytest.raises(FileExistsError):
+            storage.put_if_absent("d/a", b"second")
+        assert storage.read_bytes("d/a") == b"first"
+        assert names(storage, "d") == ["a"]
+
+    def test_race_has_exactly_one_winner_and_leaves_no_temp_files(self, storage):
+        winners, losers, errors = [], [], []
+        barrier = threading.Barrier(16)
+
+        def attempt(i: int) -> None:
+            barrier.wait()
+            try:
+                storage.put_if_absent("race/target", b"writer-%d" % i)
+                winners.append(i)
+            except FileExistsError:
+                losers.append(i)
+            except Exception as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=attempt, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert len(winners) == 1 and len(losers) == 15
+        assert storage.read_bytes("race/target") == b"writer-%d" % winners[0]
+        assert names(storage, "race") == ["target"]
+
+    def test_empty_payload_is_a_real_file(self, storage):
+        storage.put_if_absent("empty", b"")
+        assert storage.read_bytes("empty") == b""
+        with pytest.raises(FileExistsError):
+            storage.put_if_absent("empty", b"x")
+
+
+class TestOpenExclusive:
+    def test_publishes_on_clean_exit_only(self, storage):
+        with storage.open_exclusive("s/ok") as fh:
+            fh.write(b"part1-")
+            assert not storage.exists("s/ok")
+            fh.write(b"part2")
+        assert storage.read_bytes("s/ok") == b"part1-part2"
+
+    def test_exception_leaves_nothing(self, storage):
+        with pytest.raises(RuntimeError):
+            with storage.open_exclusive("s/bad") as fh:
+                fh.write(b"half")
+                raise RuntimeError("writer died")
+        assert not storage.exists("s/bad")
+        assert [n for n in names(storage, "s") if "bad" in n] == []
+
+    def test_refuses_existing(self, storage):
+        storage.put_if_absent("s/x", b"1")
+        with pytest.raises(FileExistsError):
+            with storage.open_exclusive("s/x") as fh:
+                fh.write(b"2")
+        assert storage.read_bytes("s/x") == b"1"
+
+
+class TestAtomicWrite:
+    def test_replaces(self, storage):
+        storage.atomic_write("w/f", b"old")
+        storage.atomic_write("w/f", b"new")
+        assert storage.read_bytes("w/f") == b"new"
+        assert names(storage, "w") == ["f"]
+
+    def test_readers_never_see_a_mix(self, storage):
+        payloads = [bytes([65 + i]) * 20_000 for i in range(5)]
+        storage.atomic_write("w/big", payloads[0])
+        seen, stop = set(), threading.Event()
+
+        def reader() -> None:
+            while not stop.is_set():
+                seen.add(storage.read_bytes("w/big"))
+
+        t = threading.Thread(target=reader)
+        t.start()
+        for i in range(25):
+            storage.atomic_write("w/big", payloads[i % 5])
+        stop.set()
+        t.join()
+        assert seen <= set(payloads)
+
+
+class TestRename:
+    def test_moves(self, storage):
+        storage.put_if_absent("r/src", b"data")
+        storage.rename("r/src", "r/sub/dst")
+        assert storage.read_bytes("r/sub/dst") == b"data"
+        assert not storage.exists("r/src")
+
+    def test_never_overwrites(self, storage):
+        storage.put_if_absent("r/a", b"a")
+        storage.put_if_absent("r/b", b"b")
+        with pytest.raises(FileExistsError):
+            storage.rename("r/a", "r/b")
+        assert storage.read_bytes("r/b") == b"b"
+        assert storage.read_bytes("r/a") == b"a"
+
+    def test_missing_source(self, storage):
+        with pytest.raises(FileNotFoundError):
+            storage.rename("r/nope", "r/dst")
+
+
+class TestReadsAndListing:
+    def test_missing_file(self, storage):
+        with pytest.raises(FileNotFoundError):
+            storage.read_bytes("no/such/file")
+        with pytest.raises(FileNotFoundError):
+            storage.info("no/such/file")
+        assert not storage.exists("no/such/file")
+        assert storage.list_dir("no/such/dir") == []
+
+    def test_list_dir_and_walk(self, storage):
+        storage.put_if_absent("t/a", b"123")
+        storage.put_if_absent("t/sub/b", b"12345")
+        listing = {e.name: e for e in storage.list_dir("t")}
+        assert set(listing) == {"a", "sub"}
+        assert listing["a"] == FileInfo("t/a", 3, listing["a"].mtime_ms, False)
+        assert listing["sub"].is_dir
+        walked = {e.path: e.size for e in storage.walk_files("t")}
+        assert walked == {"t/a": 3, "t/sub/b": 5}
+
+    def test_info_has_a_real_mtime(self, storage):
+        before = int(time.time() * 1000) - 60_000
+        storage.put_if_absent("m/f", b"x")
+        info = storage.info("m/f")
+        assert info.size == 1 and not info.is_dir
+        assert before < info.mtime_ms < before + 180_000
+
+    def test_delete_and_delete_tree(self, storage):
+        storage.put_if_absent("del/a", b"1")
+        storage.put_if_absent("del/sub/b", b"2")
+        storage.delete("del/a")
+        storage.delete("del/a")  # missing_ok
+        with pytest.raises(FileNotFoundError):
+            storage.delete("del/a", missing_ok=False)
+        storage.delete_tree("del")
+        assert list(storage.walk_files("del")) == []
+        storage.delete_tree("del")  # already gone: fine
+
+    def test_paths_cannot_escape_the_root(self, storage):
+        with pytest.raises(ValueError):
+            storage.read_bytes("../etc/passwd")
+        with pytest.raises(ValueError):
+            storage.put_if_absent("/abs", b"x")
+
+    def test_child_shares_backend(self, storage):
+        child = storage.child("c")
+        child.put_if_absent("f", b"via child")
+        assert storage.read_bytes("c/f") == b"via child"
+        assert child.uri("f") == storage.uri("c/f")
+
+    def test_uri_is_fully_qualified(self, storage):
+        uri = storage.uri("x/y")
+        assert "://" in uri and uri.endswith("/x/y")
+
+
+def test_local_and_s3_storage_pickle(local_storage, s3_storage):
+    for st in (local_storage, s3_storage):
+        st.put_if_absent("p", b"pickled")
+        clone = pickle.loads(pickle.dumps(st))
+        assert clone.read_bytes("p") == b"pickled"
+        assert clone.root_uri == st.root_uri
