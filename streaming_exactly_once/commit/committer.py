@@ -1,0 +1,368 @@
+"""The per-batch commit protocol of one table, independent of Spark.
+
+::
+
+    open()      acquire lease (epoch E) -> recover() -> identity -> load state (latest L, per-query
+                last Spark batch) - once per process and again after any failed batch
+    per batch:
+      is_committed(Q, b)?            -> skip: (query id, Spark batch id) already in the commits log
+      begin(Q, b)                    -> M = L + 1; fence check; intent _seo/offsets/M
+      ...the caller stages data...   -> rename mode: under _seo/staging/M-<attempt>/
+                                        direct mode: final names, an intent file per data file
+      commit(attempt, files)         -> build the sequence [move] manifest sources commit cleanup
+                                        put _seo/wal/M        (create-if-absent: the claim on M)
+                                        fence check           (a writer fenced before it claimed stops here)
+                                        run the steps         (manifest = the visibility point)
+                                        delete _seo/wal/M; L = M; retention of the four logs
+
+From the WAL write on, the batch only rolls forward (``commit.recovery``). Per-batch cost is a
+fixed number of small create-if-absent writes plus one rename per file: the latest state lives
+in memory and nothing lists a growing directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ..checkpoint.offset_seq import OffsetSeq
+from ..checkpoint.reader import InputFile
+from ..errors import LogConflictError, WriterFencedError
+from ..manifest.entry import ManifestEntry
+from ..storage.base import Storage
+from ..table.commits_log import CommitRecord
+from ..table.identity import TableIdentity, ensure_identity
+from ..table.layout import staging_dir
+from ..table.offsets_log import OffsetsRecord
+from ..table.sources_log import SourceFileRecord
+from ..table.table_logs import TableLogs
+from .faults import NO_FAULTS, FaultHooks
+from .lease import Lease
+from .recovery import RecoveryReport, check_logs_consistent, discard_sequence, recover
+from .sequence import CommitSequence
+from .step import StepContext
+from .steps import CleanupStaging, FileMove, MoveFiles, PublishManifest, WriteCommit, WriteSources
+from .wal import CommitSequenceStore
+
+log = logging.getLogger("streaming_exactly_once.commit")
+
+
+@dataclass(frozen=True)
+class CommitterOptions:
+    format: str = "parquet"
+    partition_by: tuple[str, ...] = ()
+    compact_interval: int = 10
+    min_batches_to_retain: int = 100
+    cleanup_delay_ms: int = 600_000
+    manifest_retention_ms: int | None = None
+    sources_retention_ms: int | None = None
+    lease_timeout_ms: int = 60_000
+    heartbeat: bool = True
+    move_threads: int = 8
+    step_retries: int = 3
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """A data file of the batch: ``final`` relative to the table root; ``staged`` in rename mode."""
+
+    final: str
+    size: int
+    mtime_ms: int
+    staged: str | None = None
+
+
+@dataclass
+class BatchAttempt:
+    batch_id: int
+    query_id: str
+    spark_batch_id: int
+    attempt: str
+    staging_dir: str
+    mode: str
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    query_id: str
+    spark_batch_id: int
+    status: str  # "committed" | "duplicate" | "empty"
+    batch_id: int | None = None
+    record: CommitRecord | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000, 3)
+
+
+class TableCommitter:
+    """Commits batches of data files to one table, exactly once per (query id, Spark batch id)."""
+
+    def __init__(self, storage: Storage, options: CommitterOptions = CommitterOptions(), *, faults: FaultHooks = NO_FAULTS) -> None:
+        self.storage = storage
+        self.options = options
+        self.faults = faults
+        self.logs = TableLogs.open(
+            storage,
+            interval=options.compact_interval,
+            manifest_retention_ms=options.manifest_retention_ms,
+            sources_retention_ms=options.sources_retention_ms,
+        )
+        self.wal = CommitSequenceStore(storage)
+        self.lease = Lease(storage, timeout_ms=options.lease_timeout_ms, description=options.description)
+        self.identity: TableIdentity | None = None
+        self.latest_batch_id = -1
+        self._committed: dict[str, int] = {}
+        self._input_paths: set[str] | None = None
+        self._ready = False
+        self.last_recovery: RecoveryReport | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int | None:
+        return self.lease.epoch
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+    def _ctx(self) -> StepContext:
+        return StepContext(
+            storage=self.storage,
+            logs=self.logs,
+            move_threads=self.options.move_threads,
+            boundary=self.faults,
+            epoch=self.lease.epoch,
+        )
+
+    def open(self) -> RecoveryReport:
+        """Take the lease (if not held), recover, and load the state batches are checked against."""
+        if self.lease.epoch is None:
+            self.lease.acquire()
+            if self.options.heartbeat:
+                self.lease.start_heartbeat()
+        self.lease.check_fence("recover")
+        report = recover(self.storage, self.logs, self.wal, self._ctx(), retries=self.options.step_retries)
+        self.last_recovery = report
+        self.latest_batch_id = report.latest_batch_id
+        self.identity = ensure_identity(
+            self.storage,
+            compact_interval=self.logs.manifest.interval,
+            format=self.options.format,
+            partition_by=tuple(self.options.partition_by),
+            first_batch_id=self.latest_batch_id + 1,
+        )
+        check_logs_consistent(self.logs, self.latest_batch_id, self.identity.first_batch_id)
+        self._committed = {q: r.spark_batch_id for q, r in self.logs.commits.latest_per_query().items()}
+        self._input_paths = None
+        self._ready = True
+        if not report.clean:
+            log.warning("recovery of %s: %s", self.storage.root_uri, report)
+        return report
+
+    def invalidate(self) -> None:
+        """After a failed batch: the next ``ensure_open`` recovers before anything else."""
+        self._ready = False
+
+    def ensure_open(self) -> None:
+        if not self._ready:
+            self.open()
+
+    def close(self) -> None:
+        self.lease.release()
+        self._ready = False
+
+    # -- state -------------------------------------------------------------------------------
+
+    def last_spark_batch(self, query_id: str) -> int | None:
+        return self._committed.get(query_id)
+
+    def is_committed(self, query_id: str, spark_batch_id: int) -> bool:
+        last = self._committed.get(query_id)
+        return last is not None and spark_batch_id <= last
+
+    def knows_query(self, query_id: str) -> bool:
+        return query_id in self._committed
+
+    def committed_input_paths(self) -> set[str]:
+        """Every input file the table has committed (loaded on first use, then kept current)."""
+        if self._input_paths is None:
+            self._input_paths = self.logs.sources.committed_paths()
+        return self._input_paths
+
+    # -- protocol ----------------------------------------------------------------------------
+
+    def begin(
+        self,
+        query_id: str,
+        spark_batch_id: int,
+        *,
+        mode: str,
+        checkpoint: str | None = None,
+        offsets: OffsetSeq | None = None,
+    ) -> BatchAttempt:
+        self.ensure_open()
+        self.lease.check_fence("stage")
+        t0 = time.perf_counter()
+        batch_id = self.latest_batch_id + 1
+        attempt = BatchAttempt(
+            batch_id=batch_id,
+            query_id=query_id,
+            spark_batch_id=spark_batch_id,
+            attempt=uuid.uuid4().hex[:8],
+            staging_dir="",
+            mode=mode,
+        )
+        attempt.staging_dir = staging_dir(batch_id, attempt.attempt)
+        intent = OffsetsRecord(
+            batch_id=batch_id,
+            query_id=query_id,
+            spark_batch_id=spark_batch_id,
+            epoch=self.lease.epoch or 0,
+            attempt=attempt.attempt,
+            checkpoint=checkpoint,
+            source_offsets=tuple(offsets.offsets) if offsets else (),
+            batch_watermark_ms=offsets.batch_watermark_ms if offsets else None,
+            batch_timestamp_ms=offsets.batch_timestamp_ms if offsets else None,
+            written_ms=int(time.time() * 1000),
+        )
+        try:
+            self.logs.offsets.add(batch_id, [intent])
+        except LogConflictError:
+            # An intent left by an earlier attempt of this process that failed before its claim.
+            self.storage.delete(self.logs.offsets.path(batch_id))
+            self.logs.offsets.add(batch_id, [intent])
+        attempt.timings["intent"] = _ms(t0)
+        self.faults("after-intent")
+        return attempt
+
+    def abort(self, attempt: BatchAttempt) -> None:
+        """Best-effort removal of an attempt that will not commit (nothing of it is visible)."""
+        from .recovery import abort_attempt
+
+        try:
+            claim = self.wal.get(attempt.batch_id)
+            if claim is not None and claim.attempt == attempt.attempt:
+                return  # claimed: this batch may only roll forward (recovery does it)
+            abort_attempt(self.storage, attempt.staging_dir)
+            self.storage.delete(self.logs.offsets.path(attempt.batch_id))
+        except Exception:  # recovery at the next start does the same; never mask the real error
+            log.exception("could not clean up attempt %s of batch %d", attempt.attempt, attempt.batch_id)
+
+    def commit(
+        self,
+        attempt: BatchAttempt,
+        files: Sequence[StagedFile],
+        *,
+        input_files: Sequence[InputFile] = (),
+        num_rows: int | None = None,
+        num_skipped_rows: int = 0,
+        watermarks: dict[str, dict[str, Any]] | None = None,
+    ) -> CommitResult:
+        """Publish the attempt's files as manifest batch ``attempt.batch_id``, exactly once."""
+        if num_rows == 0 or not files:
+            self.abort(attempt)
+            return CommitResult(attempt.query_id, attempt.spark_batch_id, "empty", timings=dict(attempt.timings))
+        t_plan = time.perf_counter()
+        m = attempt.batch_id
+        entries = [ManifestEntry.for_file(self.storage.uri(f.final), size=f.size, modification_time=f.mtime_ms) for f in files]
+        steps: list = []
+        if attempt.mode == "rename":
+            steps.append(MoveFiles(moves=[FileMove(f.staged or "", f.final, f.size) for f in files]))
+        steps.append(PublishManifest(batch_id=m, entries=entries))
+        steps.append(
+            WriteSources(
+                batch_id=m,
+                files=[SourceFileRecord(batch_id=m, source=i.source, path=i.path, timestamp=i.timestamp) for i in input_files],
+            )
+        )
+        now_ms = int(time.time() * 1000)
+        record = CommitRecord(
+            batch_id=m,
+            query_id=attempt.query_id,
+            spark_batch_id=attempt.spark_batch_id,
+            epoch=self.lease.epoch or 0,
+            attempt=attempt.attempt,
+            mode=attempt.mode,
+            num_files=len(files),
+            num_rows=num_rows,
+            num_bytes=sum(f.size for f in files),
+            commit_time_ms=now_ms,
+            step_ms=dict(attempt.timings),
+            watermarks=watermarks or {},
+            num_skipped_rows=num_skipped_rows,
+            source_files=len(input_files),
+        )
+        steps.append(WriteCommit(record=record))
+        steps.append(CleanupStaging(path=attempt.staging_dir))
+        seq = CommitSequence(
+            batch_id=m,
+            query_id=attempt.query_id,
+            spark_batch_id=attempt.spark_batch_id,
+            epoch=self.lease.epoch or 0,
+            attempt=attempt.attempt,
+            mode=attempt.mode,
+            staging_dir=attempt.staging_dir,
+            created_ms=now_ms,
+            steps=steps,
+        )
+        ctx = self._ctx()
+        ctx.timings.update(attempt.timings)
+        ctx.timings["plan"] = _ms(t_plan)
+        self.lease.check_fence("publish")
+        self.faults("before-wal")
+        t_wal = time.perf_counter()
+        self._claim(seq)
+        ctx.timings["wal"] = _ms(t_wal)
+        self.faults("after-wal")
+        self.lease.check_fence("publish")  # a claim made after a takeover stops here
+        seq.run(ctx, fresh=True, retries=self.options.step_retries)
+        t_del = time.perf_counter()
+        self.wal.delete(m)
+        ctx.timings["walDelete"] = _ms(t_del)
+        self.faults("after-wal-delete")
+        self.latest_batch_id = m
+        self._committed[attempt.query_id] = attempt.spark_batch_id
+        if self._input_paths is not None:
+            self._input_paths.update(i.path for i in input_files)
+        t_ret = time.perf_counter()
+        self._apply_retention(m)
+        ctx.timings["retention"] = _ms(t_ret)
+        return CommitResult(attempt.query_id, attempt.spark_batch_id, "committed", m, record, dict(ctx.timings))
+
+    def _claim(self, seq: CommitSequence) -> None:
+        try:
+            self.wal.put(seq)
+            return
+        except FileExistsError:
+            pass
+        existing = self.wal.get(seq.batch_id)
+        if existing is not None and existing.epoch < seq.epoch:
+            # Claimed by a writer we had already fenced when it claimed (our recovery listing did
+            # not see it): it fails its own fence check and never runs a step. Remove it.
+            log.warning("removing WAL claim on batch %d by fenced epoch %d", seq.batch_id, existing.epoch)
+            discard_sequence(self.storage, existing)
+            self.wal.delete(seq.batch_id)
+            self.wal.put(seq)
+            return
+        raise WriterFencedError(
+            f"Manifest batch {seq.batch_id} of {self.storage.root_uri} was claimed by writer epoch "
+            f"{existing.epoch if existing else '?'} while this writer (epoch {seq.epoch}) held the lease. "
+            "Another writer is active; this one stops without publishing.",
+            batch_id=seq.batch_id,
+        )
+
+    def _apply_retention(self, batch_id: int) -> None:
+        for log_ in self.logs.all_logs():
+            log_.delete_expired(
+                batch_id,
+                min_batches_to_retain=self.options.min_batches_to_retain,
+                cleanup_delay_ms=self.options.cleanup_delay_ms,
+            )

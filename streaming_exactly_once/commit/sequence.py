@@ -1,0 +1,137 @@
+"""A commit sequence: every step of one batch's commit, persisted before the first one runs.
+
+This is the write-ahead log record (Gobblin's CommitSequence). Its bytes, in ``_seo/wal/M``::
+
+    v1
+    {"batchId":12,"queryId":"c578917c-...","sparkBatchId":40,"epoch":3,"attempt":"9f2c41d0","mode":"rename","stagingDir":"_seo/staging/12-9f2c41d0","createdMs":1795313165300}
+    {"kind":"move","moves":[["_seo/staging/12-9f2c41d0/data/day=1/part-0.parquet","day=1/part-0.parquet",903]]}
+    {"kind":"manifest","batchId":12,"entries":[{"path":"file:///t/day=1/part-0.parquet","size":903,...}]}
+    {"kind":"sources","batchId":12,"files":[...]}
+    {"kind":"commit","record":{...}}
+    {"kind":"cleanup","path":"_seo/staging/12-9f2c41d0"}
+
+Line 2 is the header (who, which batch); each further line is one step (``commit.steps``).
+Once this file exists the batch can only roll forward: ``run`` skips steps whose ``verify()``
+says they are done and executes the rest, retrying a failing step a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field as dc_field
+from typing import Any, Callable
+
+from ..errors import CommitError, ExactlyOnceError, LogCorruptError
+from ..log.codec import RecordError, field
+from ..log.version import encode_file, encode_line, parse_body
+from .step import REGISTRY, CommitStep, StepContext
+
+VERSION = 1
+HINT = (
+    "A WAL entry is the only record of an in-flight commit. If its manifest batch does not exist yet "
+    "the batch was never visible: `seo recover <table> --discard-wal M` removes the entry and its "
+    "staged data, and Spark re-runs the batch. Otherwise restore the file from a backup."
+)
+
+#: OSErrors that retrying cannot fix.
+_NOT_TRANSIENT = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError)
+
+
+@dataclass
+class CommitSequence:
+    batch_id: int
+    query_id: str
+    spark_batch_id: int
+    epoch: int
+    attempt: str
+    mode: str
+    staging_dir: str
+    created_ms: int
+    steps: list[CommitStep] = dc_field(default_factory=list)
+
+    def header(self) -> dict[str, Any]:
+        return {
+            "batchId": self.batch_id,
+            "queryId": self.query_id,
+            "sparkBatchId": self.spark_batch_id,
+            "epoch": self.epoch,
+            "attempt": self.attempt,
+            "mode": self.mode,
+            "stagingDir": self.staging_dir,
+            "createdMs": self.created_ms,
+        }
+
+    def to_bytes(self) -> bytes:
+        return encode_file(VERSION, [encode_line(self.header())] + [encode_line(s.to_json()) for s in self.steps])
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, path: str, batch_id: int | None) -> "CommitSequence":
+        _, objects = parse_body(data, path=path, batch_id=batch_id, max_supported=VERSION, hint=HINT)
+        if not objects:
+            raise LogCorruptError(path=path, batch_id=batch_id, problem="no header record", hint=HINT)
+        try:
+            head = objects[0]
+            seq = cls(
+                batch_id=field(head, "batchId", int),
+                query_id=field(head, "queryId", str),
+                spark_batch_id=field(head, "sparkBatchId", int),
+                epoch=field(head, "epoch", int),
+                attempt=field(head, "attempt", str),
+                mode=field(head, "mode", str),
+                staging_dir=field(head, "stagingDir", str),
+                created_ms=field(head, "createdMs", int),
+            )
+            for number, obj in enumerate(objects[1:], start=3):
+                kind = obj.get("kind")
+                if kind not in REGISTRY:
+                    raise RecordError(f"line {number}: unknown step kind {kind!r}")
+                seq.steps.append(REGISTRY[kind].from_json(obj))
+        except RecordError as exc:
+            raise LogCorruptError(path=path, batch_id=batch_id, problem=str(exc), hint=HINT) from None
+        if batch_id is not None and seq.batch_id != batch_id:
+            raise LogCorruptError(
+                path=path, batch_id=batch_id, problem=f"header says batch {seq.batch_id}", hint=HINT
+            )
+        return seq
+
+    def run(
+        self,
+        ctx: StepContext,
+        *,
+        fresh: bool,
+        retries: int = 3,
+        backoff_s: float = 0.2,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        """Bring every step to done. ``fresh``: we just wrote the WAL, so nothing ran yet.
+
+        Each step's duration (ms) goes into ``ctx.timings`` under its kind.
+        """
+        for step in self.steps:
+            t0 = time.perf_counter()
+            if fresh or not step.verify(ctx):
+                self._execute_with_retries(step, ctx, retries=retries, backoff_s=backoff_s, sleep=sleep)
+            ctx.timings[step.kind] = round((time.perf_counter() - t0) * 1000, 3)
+            ctx.boundary(f"after-{step.kind}")
+
+    def _execute_with_retries(self, step, ctx, *, retries, backoff_s, sleep) -> None:
+        attempt = 0
+        while True:
+            try:
+                step.execute(ctx)
+                return
+            except ExactlyOnceError:
+                raise
+            except _NOT_TRANSIENT:
+                raise
+            except OSError as exc:
+                attempt += 1
+                if attempt > retries:
+                    raise CommitError(
+                        f"Commit step '{step.kind}' of manifest batch {self.batch_id} failed {attempt} times "
+                        f"({exc}). The batch is safe in the WAL (_seo/wal/{self.batch_id}) and is rolled "
+                        "forward at the next start of the sink or by `seo recover <table>`.",
+                        batch_id=self.batch_id,
+                        step=step.kind,
+                    ) from exc
+                sleep(backoff_s * (2 ** (attempt - 1)))

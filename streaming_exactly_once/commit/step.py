@@ -1,0 +1,60 @@
+"""A commit step: a serialisable unit of work that can tell whether it is already done.
+
+The model is Apache Gobblin's CommitStep: ``verify()`` answers "is the effect of this step
+already in storage?" and ``execute()`` produces it. Both must be idempotent and safe to run
+concurrently with another process running the same step (a writer that lost its lease may
+still be finishing the very sequence its successor is rolling forward), which is why every
+step here is built on ``put_if_absent``/no-overwrite ``rename`` and compares what it finds.
+
+Steps are stored in the WAL as one JSON object each, tagged by ``kind``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field as dc_field
+from typing import Any, Callable, ClassVar
+
+from ..storage.base import Storage
+from ..table.table_logs import TableLogs
+
+
+@dataclass
+class StepContext:
+    """What a step needs at execution time (nothing of it is persisted)."""
+
+    storage: Storage
+    logs: TableLogs
+    move_threads: int = 8
+    boundary: Callable[[str], None] = lambda name: None  # crash/failure injection points
+    timings: dict[str, float] = dc_field(default_factory=dict)  # ms per step, filled while running
+    epoch: int | None = None  # epoch of the writer executing the steps (may be a successor)
+
+
+class CommitStep(ABC):
+    kind: ClassVar[str]
+
+    @abstractmethod
+    def verify(self, ctx: StepContext) -> bool:
+        """True if this step's effect is already fully in storage."""
+
+    @abstractmethod
+    def execute(self, ctx: StepContext) -> None:
+        """Produce the effect; safe to call when it is partly or fully done."""
+
+    @abstractmethod
+    def to_json(self) -> dict[str, Any]:
+        """The step as a JSON object whose first key is ``kind``."""
+
+    @classmethod
+    @abstractmethod
+    def from_json(cls, obj: dict[str, Any]) -> "CommitStep":
+        """Inverse of ``to_json`` (raises ``RecordError`` on a bad shape)."""
+
+
+REGISTRY: dict[str, type[CommitStep]] = {}
+
+
+def register(cls: type[CommitStep]) -> type[CommitStep]:
+    REGISTRY[cls.kind] = cls
+    return cls

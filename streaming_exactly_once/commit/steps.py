@@ -1,0 +1,234 @@
+"""The concrete commit steps of one batch, in the order a sequence runs them.
+
+======================  =====================================================================
+kind                    effect (and how ``verify`` knows it is done)
+======================  =====================================================================
+``move``                staged data files renamed into the table (each target exists with the
+                        staged size); ``rename`` mode only
+``manifest``            ``_spark_metadata/M[.compact]`` written - **the visibility point**
+                        (the file exists and holds this batch's entries)
+``sources``             ``_seo/sources/M`` written (the file exists)
+``commit``              ``_seo/commits/M`` written (the file exists)
+``cleanup``             the attempt's staging directory removed (nothing left under it)
+======================  =====================================================================
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field as dc_field, replace
+from typing import Any
+
+from ..errors import CommitError, LogConflictError
+from ..log.codec import RecordError, field
+from ..manifest.entry import ManifestEntry, ManifestEntryCodec
+from ..table.commits_log import CommitCodec, CommitRecord
+from ..table.sources_log import SourceFileCodec, SourceFileRecord
+from .step import CommitStep, StepContext, register
+
+_MANIFEST_CODEC = ManifestEntryCodec()
+_COMMIT_CODEC = CommitCodec()
+_SOURCE_CODEC = SourceFileCodec()
+
+
+@dataclass(frozen=True)
+class FileMove:
+    src: str
+    dst: str
+    size: int
+
+
+@register
+@dataclass
+class MoveFiles(CommitStep):
+    """Rename staged files into their final place (in parallel)."""
+
+    kind = "move"
+    moves: list[FileMove] = dc_field(default_factory=list)
+
+    def _done(self, ctx: StepContext, move: FileMove) -> bool:
+        try:
+            info = ctx.storage.info(move.dst)
+        except FileNotFoundError:
+            return False
+        if info.size != move.size:
+            raise CommitError(
+                f"Commit step 'move': {ctx.storage.uri(move.dst)} exists with {info.size} bytes, expected "
+                f"{move.size}: a different file is in the way. Nothing was overwritten; move it aside "
+                "and run `seo recover`.",
+                path=move.dst,
+            )
+        return True
+
+    def verify(self, ctx: StepContext) -> bool:
+        return all(self._done(ctx, m) for m in self.moves)
+
+    def _move_one(self, ctx: StepContext, move: FileMove) -> None:
+        try:
+            ctx.storage.rename(move.src, move.dst)
+        except FileExistsError:
+            self._done(ctx, move)  # a concurrent roll-forward got there first; check it is ours
+        except FileNotFoundError:
+            if not self._done(ctx, move):
+                raise CommitError(
+                    f"Commit step 'move': staged file {ctx.storage.uri(move.src)} is gone and its target "
+                    f"{ctx.storage.uri(move.dst)} does not exist. The staged data was deleted by hand or by "
+                    "another tool; this batch cannot be completed. Restore the staged file, or run "
+                    "`seo recover --discard-wal` to drop the batch (Spark will not re-run it).",
+                    path=move.src,
+                ) from None
+
+    def execute(self, ctx: StepContext) -> None:
+        pending = [m for m in self.moves if not self._done(ctx, m)]
+        half = len(pending) // 2
+        if len(pending) <= 2 or ctx.move_threads <= 1:
+            for i, move in enumerate(pending):
+                if i == half and half:
+                    ctx.boundary("mid-move")
+                self._move_one(ctx, move)
+            return
+        first, second = pending[:half], pending[half:]
+        with ThreadPoolExecutor(max_workers=ctx.move_threads, thread_name_prefix="seo-move") as pool:
+            list(pool.map(lambda m: self._move_one(ctx, m), first))
+            ctx.boundary("mid-move")
+            list(pool.map(lambda m: self._move_one(ctx, m), second))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "moves": [[m.src, m.dst, m.size] for m in self.moves]}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "MoveFiles":
+        moves = []
+        for item in field(obj, "moves", list):
+            if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[1], str) and isinstance(item[2], int)):
+                raise RecordError("field 'moves' must hold [src, dst, size] triples")
+            moves.append(FileMove(item[0], item[1], item[2]))
+        return cls(moves=moves)
+
+
+@register
+@dataclass
+class PublishManifest(CommitStep):
+    """Write the manifest entry of batch M: after this, every reader sees the batch."""
+
+    kind = "manifest"
+    batch_id: int = 0
+    entries: list[ManifestEntry] = dc_field(default_factory=list)
+
+    def verify(self, ctx: StepContext) -> bool:
+        records = ctx.logs.manifest.get(self.batch_id)
+        if records is None:
+            return False
+        present = {e.path for e in records}
+        missing = [e.path for e in self.entries if e.path not in present]
+        if missing:
+            raise LogConflictError(
+                path=ctx.logs.manifest.uri(self.batch_id),
+                batch_id=self.batch_id,
+                hint="Another writer published this manifest batch with other files. Stop every other "
+                "writer of this table and run `seo verify`.",
+            )
+        return True
+
+    def execute(self, ctx: StepContext) -> None:
+        ctx.logs.manifest.add(self.batch_id, self.entries)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "batchId": self.batch_id, "entries": [_MANIFEST_CODEC.to_json(e) for e in self.entries]}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "PublishManifest":
+        entries = [_MANIFEST_CODEC.from_json(_obj(e)) for e in field(obj, "entries", list)]
+        return cls(batch_id=field(obj, "batchId", int), entries=entries)
+
+
+@register
+@dataclass
+class WriteSources(CommitStep):
+    """Record the batch's input files (what makes a recreated checkpoint safe)."""
+
+    kind = "sources"
+    batch_id: int = 0
+    files: list[SourceFileRecord] = dc_field(default_factory=list)
+
+    def verify(self, ctx: StepContext) -> bool:
+        return ctx.logs.sources.storage.exists(ctx.logs.sources.path(self.batch_id))
+
+    def execute(self, ctx: StepContext) -> None:
+        ctx.logs.sources.add(self.batch_id, self.files)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "batchId": self.batch_id, "files": [_SOURCE_CODEC.to_json(f) for f in self.files]}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "WriteSources":
+        files = [_SOURCE_CODEC.from_json(_obj(f)) for f in field(obj, "files", list)]
+        return cls(batch_id=field(obj, "batchId", int), files=files)
+
+
+@register
+@dataclass
+class WriteCommit(CommitStep):
+    """Record what the batch committed and for which (query, Spark batch)."""
+
+    kind = "commit"
+    record: CommitRecord | None = None
+
+    def verify(self, ctx: StepContext) -> bool:
+        assert self.record is not None
+        return ctx.logs.commits.storage.exists(ctx.logs.commits.path(self.record.batch_id))
+
+    def execute(self, ctx: StepContext) -> None:
+        assert self.record is not None
+        record = replace(
+            self.record,
+            step_ms={**self.record.step_ms, **ctx.timings},
+            committed_by_epoch=ctx.epoch if ctx.epoch is not None else self.record.epoch,
+        )
+        try:
+            ctx.logs.commits.add(record.batch_id, [record])
+        except LogConflictError:
+            # A concurrent roll-forward wrote it first, with its own timings: same batch is fine.
+            existing = ctx.logs.commits.record(record.batch_id)
+            same = existing is not None and (existing.query_id, existing.spark_batch_id) == (
+                record.query_id,
+                record.spark_batch_id,
+            )
+            if not same:
+                raise
+
+    def to_json(self) -> dict[str, Any]:
+        assert self.record is not None
+        return {"kind": self.kind, "record": _COMMIT_CODEC.to_json(self.record)}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "WriteCommit":
+        return cls(record=_COMMIT_CODEC.from_json(_obj(field(obj, "record", dict))))
+
+
+@register
+@dataclass
+class CleanupStaging(CommitStep):
+    """Remove the attempt's staging directory (the data has moved; the manifest is written)."""
+
+    kind = "cleanup"
+    path: str = ""
+
+    def verify(self, ctx: StepContext) -> bool:
+        return not ctx.storage.list_dir(self.path)
+
+    def execute(self, ctx: StepContext) -> None:
+        ctx.storage.delete_tree(self.path)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "path": self.path}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "CleanupStaging":
+        return cls(path=field(obj, "path", str))
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise RecordError("expected a JSON object")
+    return value

@@ -1,0 +1,120 @@
+"""``_seo/commits/M``: what manifest batch M committed, and for which (query, Spark batch).
+
+Bytes (one record per delta; a compact file keeps the latest record of every query, which is
+all the idempotence check needs: Spark batch ids only grow within a query)::
+
+    v1
+    {"batchId":12,"queryId":"c578917c-...","sparkBatchId":40,"epoch":3,"attempt":"9f2c41d0","mode":"rename","numFiles":4,"numRows":20000,"numBytes":812345,"numSkippedRows":0,"commitTimeMs":1795313165400,"stepMs":{"stage":812.4,"wal":0.6,"move":1.9,"manifest":0.7},"watermarks":{"ts":{"min":"2024-01-01T00:00:00","max":"2024-01-01T00:09:59"}},"sourceFiles":1,"committedByEpoch":3}
+
+The record is written by the commit sequence right after the manifest entry; the WAL entry that
+carries the same (query, Spark batch) is durable before the manifest, so the idempotence key is
+never later than the publish (a crash between the two is rolled forward on restart).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field as dc_field
+from typing import Any, Iterable, Sequence
+
+from ..log.codec import field
+from ..log.compactible_log import CompactibleLog
+from ..storage.base import Storage
+from .layout import COMMITS_DIR
+
+HINT = (
+    "The commits log is the sink's idempotence record. Run `seo verify <table>` to see what is "
+    "affected; `seo recover <table>` rebuilds lost records from the WAL and offsets log."
+)
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    batch_id: int
+    query_id: str
+    spark_batch_id: int
+    epoch: int
+    attempt: str
+    mode: str
+    num_files: int
+    num_rows: int | None
+    num_bytes: int
+    commit_time_ms: int
+    step_ms: dict[str, float] = dc_field(default_factory=dict)
+    watermarks: dict[str, dict[str, Any]] = dc_field(default_factory=dict)
+    num_skipped_rows: int = 0
+    source_files: int = 0
+    committed_by_epoch: int | None = None
+    reconstructed: bool = False
+
+
+class CommitCodec:
+    def to_json(self, r: CommitRecord) -> dict[str, Any]:
+        out = {
+            "batchId": r.batch_id,
+            "queryId": r.query_id,
+            "sparkBatchId": r.spark_batch_id,
+            "epoch": r.epoch,
+            "attempt": r.attempt,
+            "mode": r.mode,
+            "numFiles": r.num_files,
+            "numRows": r.num_rows,
+            "numBytes": r.num_bytes,
+            "numSkippedRows": r.num_skipped_rows,
+            "commitTimeMs": r.commit_time_ms,
+            "stepMs": r.step_ms,
+            "watermarks": r.watermarks,
+            "sourceFiles": r.source_files,
+            "committedByEpoch": r.committed_by_epoch if r.committed_by_epoch is not None else r.epoch,
+        }
+        if r.reconstructed:
+            out["reconstructed"] = True
+        return out
+
+    def from_json(self, obj: dict[str, Any]) -> CommitRecord:
+        return CommitRecord(
+            batch_id=field(obj, "batchId", int),
+            query_id=field(obj, "queryId", str),
+            spark_batch_id=field(obj, "sparkBatchId", int),
+            epoch=field(obj, "epoch", int),
+            attempt=field(obj, "attempt", str),
+            mode=field(obj, "mode", str),
+            num_files=field(obj, "numFiles", int),
+            num_rows=field(obj, "numRows", int, optional=True),
+            num_bytes=field(obj, "numBytes", int),
+            num_skipped_rows=field(obj, "numSkippedRows", int, optional=True, default=0),
+            commit_time_ms=field(obj, "commitTimeMs", int),
+            step_ms=field(obj, "stepMs", dict, optional=True, default={}),
+            watermarks=field(obj, "watermarks", dict, optional=True, default={}),
+            source_files=field(obj, "sourceFiles", int, optional=True, default=0),
+            committed_by_epoch=field(obj, "committedByEpoch", int, optional=True),
+            reconstructed=field(obj, "reconstructed", bool, optional=True, default=False),
+        )
+
+
+class CommitsLog(CompactibleLog[CommitRecord]):
+    def __init__(self, storage: Storage, *, interval: int) -> None:
+        super().__init__(storage, COMMITS_DIR, CommitCodec(), default_interval=interval, kind="commits log", hint=HINT)
+
+    def fold(self, previous: Iterable[CommitRecord], new: Sequence[CommitRecord], now: int):
+        latest: dict[str, CommitRecord] = {}
+        for record in list(previous) + list(new):
+            latest.pop(record.query_id, None)
+            latest[record.query_id] = record
+        return list(latest.values())
+
+    def record(self, batch_id: int) -> CommitRecord | None:
+        """The record of manifest batch ``batch_id`` (from its delta or compact file)."""
+        records = self.get(batch_id)
+        if records is None:
+            return None
+        own = [r for r in records if r.batch_id == batch_id]
+        return own[-1] if own else None
+
+    def latest_per_query(self) -> dict[str, CommitRecord]:
+        """The last commit of every query the table has seen (compact file + deltas)."""
+        latest: dict[str, CommitRecord] = {}
+        for record in self.all_records():
+            current = latest.get(record.query_id)
+            if current is None or record.batch_id >= current.batch_id:
+                latest[record.query_id] = record
+        return latest

@@ -1,0 +1,120 @@
+"""``<table>/_seo/table``: who this table is, written once when the sink first opens it.
+
+Bytes::
+
+    v1
+    {"tableId":"5b0c...","rootUri":"file:///data/events","createdMs":1795313165250,"compactInterval":10,"format":"parquet","partitionBy":["day"],"firstBatchId":0}
+
+* ``rootUri`` is the root the manifest's absolute paths were written under; readers use it to
+  read a table that was moved or copied to a new root (manifest paths are absolute URIs).
+* ``compactInterval`` is recorded so that our readers need not derive it from file names.
+* ``firstBatchId`` is the first manifest batch this sink wrote; earlier batches were written by
+  Spark's own file sink before the table was adopted, and have no commit records.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field as dc_field
+from typing import Any
+
+from ..errors import ConfigError
+from ..log.codec import field
+from ..log.version import encode_file, encode_line, parse_body
+from ..storage.base import Storage
+from .layout import TABLE_FILE
+
+VERSION = 1
+HINT = (
+    "The identity file is written once per table and never changes. Restore it from a backup, or "
+    "delete it (the sink recreates it, with a new table id) if you are sure this is the right table."
+)
+
+
+@dataclass(frozen=True)
+class TableIdentity:
+    table_id: str
+    root_uri: str
+    created_ms: int
+    compact_interval: int
+    format: str
+    partition_by: tuple[str, ...] = dc_field(default_factory=tuple)
+    first_batch_id: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tableId": self.table_id,
+            "rootUri": self.root_uri,
+            "createdMs": self.created_ms,
+            "compactInterval": self.compact_interval,
+            "format": self.format,
+            "partitionBy": list(self.partition_by),
+            "firstBatchId": self.first_batch_id,
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "TableIdentity":
+        return cls(
+            table_id=field(obj, "tableId", str),
+            root_uri=field(obj, "rootUri", str),
+            created_ms=field(obj, "createdMs", int),
+            compact_interval=field(obj, "compactInterval", int),
+            format=field(obj, "format", str),
+            partition_by=tuple(field(obj, "partitionBy", list, optional=True, default=[])),
+            first_batch_id=field(obj, "firstBatchId", int, optional=True, default=0),
+        )
+
+
+def read_identity(storage: Storage) -> TableIdentity | None:
+    from ..errors import LogCorruptError
+    from ..log.codec import RecordError
+
+    try:
+        data = storage.read_bytes(TABLE_FILE)
+    except FileNotFoundError:
+        return None
+    _, objects = parse_body(data, path=storage.uri(TABLE_FILE), batch_id=None, max_supported=VERSION, hint=HINT)
+    if len(objects) != 1:
+        raise LogCorruptError(path=storage.uri(TABLE_FILE), batch_id=None, problem="expected exactly one record", hint=HINT)
+    try:
+        return TableIdentity.from_json(objects[0])
+    except RecordError as exc:
+        raise LogCorruptError(path=storage.uri(TABLE_FILE), batch_id=None, problem=str(exc), hint=HINT) from None
+
+
+def ensure_identity(
+    storage: Storage, *, compact_interval: int, format: str, partition_by: tuple[str, ...], first_batch_id: int = 0
+) -> TableIdentity:
+    """Read the identity, or create it (exclusively) for a new table; check it matches."""
+    existing = read_identity(storage)
+    if existing is None:
+        identity = TableIdentity(
+            table_id=str(uuid.uuid4()),
+            root_uri=storage.root_uri,
+            created_ms=int(time.time() * 1000),
+            compact_interval=compact_interval,
+            format=format,
+            partition_by=tuple(partition_by),
+            first_batch_id=first_batch_id,
+        )
+        try:
+            storage.put_if_absent(TABLE_FILE, encode_file(VERSION, [encode_line(identity.to_json())]))
+        except FileExistsError:  # another writer created it first: use theirs
+            existing = read_identity(storage)
+        else:
+            return identity
+    assert existing is not None
+    if tuple(partition_by) != existing.partition_by:
+        raise ConfigError(
+            f"Table {storage.root_uri} is partitioned by {list(existing.partition_by)}, but the sink was "
+            f"configured with partition_by={list(partition_by)}. Use the table's partitioning or a new table.",
+            table=storage.root_uri,
+        )
+    if existing.format != format:
+        raise ConfigError(
+            f"Table {storage.root_uri} holds {existing.format!r} files, but the sink was configured with "
+            f"format={format!r}. Use format={existing.format!r} or write to a new table.",
+            table=storage.root_uri,
+        )
+    return existing

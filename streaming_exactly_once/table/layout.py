@@ -1,0 +1,51 @@
+"""Where everything lives inside a table directory.
+
+::
+
+    <table>/
+      _spark_metadata/0 1 ... 9.compact ...   manifest, Spark's format (manifest.manifest_log)
+      _seo/                                   the sink's own area; '_' hides it from every reader
+        table                                 identity: table id, root URI, compact interval (table.identity)
+        offsets/M[.compact]                   intent: which query batch manifest batch M is (table.offsets_log)
+        commits/M[.compact]                   what manifest batch M committed (table.commits_log)
+        sources/M[.compact]                   input files of manifest batch M (table.sources_log)
+        wal/M                                 pending commit sequence of batch M (commit.wal)
+        epochs/E                              writer epoch E: the fencing token (commit.lease)
+        heartbeats/E                          liveness of writer E (commit.lease)
+        staging/M-<attempt>/                  data of an uncommitted attempt (sink)
+      k=v/part-....parquet                    data files
+
+``M`` is the manifest batch id, the sink's own gap-free sequence; it is *not* Spark's batch id
+(the commits log maps (query id, Spark batch id) to ``M``).
+"""
+
+from __future__ import annotations
+
+SEO_DIR = "_seo"
+TABLE_FILE = f"{SEO_DIR}/table"
+OFFSETS_DIR = f"{SEO_DIR}/offsets"
+COMMITS_DIR = f"{SEO_DIR}/commits"
+SOURCES_DIR = f"{SEO_DIR}/sources"
+WAL_DIR = f"{SEO_DIR}/wal"
+EPOCHS_DIR = f"{SEO_DIR}/epochs"
+HEARTBEATS_DIR = f"{SEO_DIR}/heartbeats"
+STAGING_DIR = f"{SEO_DIR}/staging"
+
+HIDDEN_PREFIXES = ("_", ".")
+
+
+def staging_dir(batch_id: int, attempt: str) -> str:
+    return f"{STAGING_DIR}/{batch_id}-{attempt}"
+
+
+def parse_staging_name(name: str) -> tuple[int, str] | None:
+    """``12-3fa9c1d2`` -> (12, ``3fa9c1d2``); anything else -> None."""
+    head, sep, attempt = name.partition("-")
+    if not sep or not head.isdigit() or not attempt:
+        return None
+    return int(head), attempt
+
+
+def is_hidden(relative_path: str) -> bool:
+    """Whether any component starts with ``_`` or ``.`` (Spark and Arrow skip those)."""
+    return any(part.startswith(HIDDEN_PREFIXES) for part in relative_path.split("/") if part)

@@ -1,0 +1,56 @@
+"""Drive the commit protocol without Spark: stage small files by hand, like the sink would."""
+
+from __future__ import annotations
+
+from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile, TableCommitter
+from streaming_exactly_once.commit.faults import FaultHooks, FaultSpec
+from streaming_exactly_once.checkpoint.reader import InputFile
+
+
+def make_committer(storage, *, fail_at=None, heartbeat=False, timeout_ms=60_000, **opts) -> TableCommitter:
+    options = CommitterOptions(heartbeat=heartbeat, lease_timeout_ms=timeout_ms, **opts)
+    return TableCommitter(storage, options, faults=FaultHooks(fail_at=FaultSpec.parse(fail_at)))
+
+
+def stage_and_commit(committer: TableCommitter, query_id: str, spark_batch: int, rows: list[int], *, mode="rename", partition="p=a"):
+    """One batch: a data file whose bytes are its row ids, one input file per batch."""
+    committer.ensure_open()
+    if committer.is_committed(query_id, spark_batch):
+        return None
+    attempt = committer.begin(query_id, spark_batch, mode=mode)
+    try:
+        files = []
+        halves = [rows[: len(rows) // 2], rows[len(rows) // 2 :]]  # two files: "mid-move" exists
+        for part, chunk in enumerate(halves):
+            payload = ",".join(map(str, chunk)).encode()
+            name = f"part-{part}-{query_id[:4]}-{spark_batch:05d}-{attempt.attempt}.txt"
+            final = f"{partition}/{name}"
+            if mode == "rename":
+                staged = f"{attempt.staging_dir}/data/{final}"
+                committer.storage.put_if_absent(staged, payload)
+            else:
+                committer.storage.put_if_absent(f"{attempt.staging_dir}/intents/{name}", final.encode())
+                committer.storage.put_if_absent(final, payload)
+                staged = None
+            info = committer.storage.info(staged or final)
+            files.append(StagedFile(final=final, size=info.size, mtime_ms=info.mtime_ms, staged=staged))
+        inputs = [InputFile(source=0, path=f"file:///in/{query_id[:4]}-{spark_batch}.csv", timestamp=1)]
+        return committer.commit(attempt, files, input_files=inputs, num_rows=len(rows))
+    except BaseException:
+        committer.abort(attempt)
+        committer.invalidate()
+        raise
+
+
+def visible_rows(storage) -> list[int]:
+    """Rows of every file the manifest lists (what any manifest reader sees)."""
+    from streaming_exactly_once.manifest.manifest_log import ManifestLog
+    from streaming_exactly_once.manifest.paths import normalize_uri
+
+    root = normalize_uri(storage.root_uri) + "/"
+    rows: list[int] = []
+    for entry in ManifestLog(storage).files():
+        rel = normalize_uri(entry.uri)[len(root):]
+        data = storage.read_bytes(rel).decode()
+        rows += [int(x) for x in data.split(",") if x]
+    return sorted(rows)

@@ -1,0 +1,161 @@
+"""The commit protocol: exactly once across failures at every boundary, replays and writers."""
+
+from __future__ import annotations
+
+import pytest
+
+from streaming_exactly_once.commit.faults import BOUNDARIES, InjectedFailure
+from streaming_exactly_once.commit.wal import CommitSequenceStore
+from streaming_exactly_once.errors import ConcurrentWriterError, WriterFencedError
+from streaming_exactly_once.table.layout import STAGING_DIR, WAL_DIR
+from tests.commit.helpers import make_committer, stage_and_commit, visible_rows
+
+Q = "11111111-1111-1111-1111-111111111111"
+Q2 = "22222222-2222-2222-2222-222222222222"
+
+
+def rows_of(batch):
+    return list(range(batch * 10, batch * 10 + 10))
+
+
+def test_batches_commit_and_logs_are_written(storage):
+    c = make_committer(storage, compact_interval=3)
+    for b in range(7):
+        result = stage_and_commit(c, Q, b, rows_of(b))
+        assert result.status == "committed" and result.batch_id == b
+        assert result.timings["manifest"] >= 0 and "wal" in result.timings
+    assert visible_rows(storage) == sorted(sum((rows_of(b) for b in range(7)), []))
+    assert storage.list_dir(WAL_DIR) == [] and storage.list_dir(STAGING_DIR) == []
+    assert c.logs.commits.record(6).spark_batch_id == 6
+    assert "5.compact" in {e.name for e in storage.list_dir("_spark_metadata")}
+    assert "5.compact" in {e.name for e in storage.list_dir("_seo/commits")}
+    assert len(c.logs.sources.committed_paths()) == 7
+    c.close()
+
+
+def test_replayed_batch_is_skipped_even_after_restart(storage):
+    c = make_committer(storage)
+    stage_and_commit(c, Q, 0, rows_of(0))
+    assert stage_and_commit(c, Q, 0, rows_of(0)) is None
+    c.close()
+    again = make_committer(storage)
+    assert stage_and_commit(again, Q, 0, rows_of(0)) is None
+    # a new query id (recreated checkpoint) restarting at batch 0 is not skipped
+    assert stage_and_commit(again, Q2, 0, [1000]).status == "committed"
+    assert visible_rows(storage) == rows_of(0) + [1000]
+
+
+@pytest.mark.parametrize("boundary", [b for b in BOUNDARIES if b not in ("before-stage", "after-stage")])
+@pytest.mark.parametrize("mode", ["rename", "direct"])
+def test_failure_at_every_boundary_then_restart(local_storage, boundary, mode):
+    if mode == "direct" and boundary in ("mid-move", "after-move"):
+        pytest.skip("direct mode moves nothing")
+    storage = local_storage
+    c = make_committer(storage)
+    stage_and_commit(c, Q, 0, rows_of(0), mode=mode)
+    failing = make_committer(storage, fail_at=f"{boundary}@1")
+    c.close()
+    with pytest.raises(InjectedFailure):
+        stage_and_commit(failing, Q, 1, rows_of(1), mode=mode)
+    failing.lease.stop_heartbeat()
+    # what readers see right now: batch 1 entirely or not at all
+    assert visible_rows(storage) in (rows_of(0), rows_of(0) + rows_of(1))
+    # restart (a new process: the old lease is ours, same pid, so simulate its release)
+    failing.close()
+    restarted = make_committer(storage)
+    stage_and_commit(restarted, Q, 1, rows_of(1), mode=mode)  # Spark re-delivers batch 1
+    stage_and_commit(restarted, Q, 2, rows_of(2), mode=mode)
+    assert visible_rows(storage) == rows_of(0) + rows_of(1) + rows_of(2)
+    assert storage.list_dir(WAL_DIR) == [] and storage.list_dir(STAGING_DIR) == []
+    # no orphan data files either (direct mode writes final names before the claim)
+    data_files = [f.path for f in storage.walk_files("p=a")]
+    assert len(data_files) == 6  # 3 batches x 2 files
+
+
+def test_same_process_retry_after_failure(memory_storage):
+    c = make_committer(memory_storage, fail_at="after-manifest@1")
+    with pytest.raises(InjectedFailure):
+        stage_and_commit(c, Q, 0, rows_of(0))
+    # foreachBatch retry in the same process: recovery rolls the WAL forward, then the replay skips
+    assert stage_and_commit(c, Q, 0, rows_of(0)) is None
+    assert c.last_recovery.rolled_forward == [0]
+    assert visible_rows(memory_storage) == rows_of(0)
+
+
+def test_second_live_writer_fails_fast(memory_storage):
+    first = make_committer(memory_storage)
+    first.open()
+    second = make_committer(memory_storage)
+    with pytest.raises(ConcurrentWriterError) as err:
+        second.open()
+    assert "being written by" in str(err.value) and "epoch 1" in str(err.value)
+    stage_and_commit(first, Q, 0, rows_of(0))  # first unaffected
+    assert visible_rows(memory_storage) == rows_of(0)
+
+
+def test_expired_lease_is_taken_over_and_old_writer_is_fenced(memory_storage):
+    clock = [1000.0]
+    zombie = make_committer(memory_storage, timeout_ms=5_000)
+    zombie.lease.clock = lambda: clock[0]
+    stage_and_commit(zombie, Q, 0, rows_of(0))
+    clock[0] += 10  # the zombie is paused past its lease
+    successor = make_committer(memory_storage, timeout_ms=5_000)
+    successor.lease.clock = lambda: clock[0]
+    successor.open()
+    assert successor.epoch == 2
+    with pytest.raises(WriterFencedError):
+        stage_and_commit(zombie, Q, 1, rows_of(1))
+    stage_and_commit(successor, Q, 1, rows_of(1))
+    assert visible_rows(memory_storage) == rows_of(0) + rows_of(1)
+
+
+def test_zombie_claim_after_takeover_never_publishes(memory_storage):
+    """The zombie passed its first fence check and paused; the successor took over; then the
+    zombie wrote its WAL claim. Its second fence check stops it; the successor removes the claim."""
+    clock = [1000.0]
+    zombie = make_committer(memory_storage, timeout_ms=5_000)
+    zombie.lease.clock = lambda: clock[0]
+    stage_and_commit(zombie, Q, 0, rows_of(0))
+    successor = make_committer(memory_storage, timeout_ms=5_000)
+    successor.lease.clock = lambda: clock[0]
+
+    def takeover_while_paused(boundary):
+        if boundary == "before-wal":  # the zombie is "paused" right before its claim
+            clock[0] += 10
+            successor.open()
+
+    zombie.faults = takeover_while_paused
+    with pytest.raises(WriterFencedError):
+        stage_and_commit(zombie, Q, 1, rows_of(1))
+    assert CommitSequenceStore(memory_storage).pending() == [1]  # the zombie's claim, not executed
+    assert visible_rows(memory_storage) == rows_of(0)
+    stage_and_commit(successor, Q2, 0, [5000])  # successor claims batch 1: removes the fenced claim
+    assert visible_rows(memory_storage) == rows_of(0) + [5000]
+    assert CommitSequenceStore(memory_storage).pending() == []
+    assert not successor.is_committed(Q, 1)  # the zombie's batch will be re-run by its query
+
+
+def test_claim_made_before_takeover_is_rolled_forward_by_successor(memory_storage):
+    clock = [1000.0]
+    zombie = make_committer(memory_storage, timeout_ms=5_000, fail_at="after-wal@1")
+    zombie.lease.clock = lambda: clock[0]
+    with pytest.raises(InjectedFailure):
+        stage_and_commit(zombie, Q, 0, rows_of(0))
+    clock[0] += 10
+    successor = make_committer(memory_storage, timeout_ms=5_000)
+    successor.lease.clock = lambda: clock[0]
+    report = successor.open()
+    assert report.rolled_forward == [0]
+    assert successor.is_committed(Q, 0)
+    assert visible_rows(memory_storage) == rows_of(0)
+    assert successor.logs.commits.record(0).committed_by_epoch == 2
+
+
+def test_empty_batch_publishes_nothing(memory_storage):
+    c = make_committer(memory_storage)
+    c.ensure_open()
+    attempt = c.begin(Q, 0, mode="rename")
+    result = c.commit(attempt, [], num_rows=0)
+    assert result.status == "empty"
+    assert c.logs.manifest.latest_batch_id(refresh=True) is None
+    assert memory_storage.list_dir(STAGING_DIR) == []
