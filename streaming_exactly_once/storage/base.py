@@ -132,6 +132,14 @@ class Storage(ABC):
         """A binary writer whose bytes appear at ``path`` only on a clean exit, if absent."""
 
     @abstractmethod
+    def open_write(self, path: str) -> IO[bytes]:
+        """A plain streaming write to ``path`` (parents created), failing if it exists.
+
+        Not atomic on local disks (the file is visible while written); an object appears only
+        when closed. Used for ``direct``-mode data files, whose visibility the manifest decides.
+        """
+
+    @abstractmethod
     def rename(self, src: str, dst: str) -> None:
         """Move ``src`` to ``dst`` (parents created); never overwrites ``dst``."""
 

@@ -137,6 +137,12 @@ class FsspecStorage(Storage):
         yield buffer
         self.put_if_absent(path, buffer.getvalue())
 
+    def open_write(self, path: str) -> IO[bytes]:
+        native = self._native(path)
+        if self._fs.exists(native):
+            raise FileExistsError(self.uri(path))
+        return self._fs.open(native, "wb")
+
     def delete(self, path: str, *, missing_ok: bool = True) -> None:
         if not missing_ok and not self._fs.exists(self._native(path)):
             raise FileNotFoundError(self.uri(path))  # object stores delete missing keys silently

@@ -222,6 +222,11 @@ class LocalStorage(Storage):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
 
+    def open_write(self, path: str) -> IO[bytes]:
+        target = self._abs(path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        return open(target, "xb")
+
     def rename(self, src: str, dst: str) -> None:
         s, d = self._abs(src), self._abs(dst)
         os.makedirs(os.path.dirname(d), exist_ok=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from streaming_exactly_once.commit.faults import BOUNDARIES, InjectedFailure
@@ -159,3 +161,40 @@ def test_empty_batch_publishes_nothing(memory_storage):
     assert result.status == "empty"
     assert c.logs.manifest.latest_batch_id(refresh=True) is None
     assert memory_storage.list_dir(STAGING_DIR) == []
+
+
+class ListingSpy:
+    """Storage proxy that records every directory listing."""
+
+    def __init__(self, inner):
+        self._inner = inner
+        self.listed: list[str] = []
+
+    def list_dir(self, path=""):
+        self.listed.append(path)
+        return self._inner.list_dir(path)
+
+    def walk_files(self, path=""):
+        self.listed.append(path + "/**")
+        return self._inner.walk_files(path)
+
+    def child(self, path):
+        return ListingSpy(self._inner.child(path))
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def test_per_batch_commit_lists_no_growing_directory(local_storage):
+    spy = ListingSpy(local_storage)
+    c = make_committer(spy, compact_interval=3, min_batches_to_retain=2, cleanup_delay_ms=0)
+    stage_and_commit(c, Q, 0, rows_of(0))
+    spy.listed.clear()
+    for b in range(1, 40):  # many compactions and deletions
+        stage_and_commit(c, Q, b, rows_of(b))
+    growing = Counter(p for p in spy.listed if not p.startswith("_seo/staging/"))
+    # each log is listed once, the first time retention runs (to find its oldest file), never again
+    assert all(n == 1 for n in growing.values()), f"repeated listings of growing directories: {growing}"
+    assert visible_rows(local_storage) == sorted(sum((rows_of(b) for b in range(40)), []))
+    names = {e.name for e in local_storage.list_dir("_spark_metadata")}
+    assert len(names) <= 8  # retention keeps the log small: two compacts and the deltas after them

@@ -1,0 +1,290 @@
+"""``ExactlyOnceSink``: the ``foreachBatch`` callable that commits each micro-batch exactly once.
+
+::
+
+    sink = ExactlyOnceSink("file:///data/events", format="parquet", partition_by=["day"])
+    query = sink.start(stream_df, checkpoint_location="file:///chk/events")
+    # or: stream_df.writeStream.foreachBatch(sink).option("checkpointLocation", ...).start()
+
+Per batch (details in ``commit.committer``)::
+
+    (query id, batch id) committed? --yes--> skip (Spark replayed it)
+          | no
+    intent _seo/offsets/M --> drop rows of already-committed input files --> stage the data
+          (rename: Spark writer under _seo/staging; direct: executors write final names)
+    --> WAL _seo/wal/M (create-if-absent) --> [move files] --> _spark_metadata/M  <- visible here
+    --> _seo/sources/M --> _seo/commits/M --> clean staging --> delete WAL
+
+A crash anywhere rolls forward (after the WAL) or back (before it) on restart, never both.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+import weakref
+from typing import Any, Iterable, Mapping
+
+from pyspark.sql import DataFrame
+
+from ..checkpoint.reader import SparkCheckpoint
+from ..commit.committer import CommitResult, TableCommitter
+from ..commit.faults import FaultHooks
+from ..errors import ConfigError, DuplicateInputError
+from ..storage import open_storage
+from .batch_metrics import BatchObservation
+from .direct_writer import DirectWriter
+from .input_filter import drop_committed, keep_new, split_inputs
+from .options import SinkOptions
+from .query_identity import QueryIdentity, resolve_identity
+from .rename_writer import RenameWriter
+
+log = logging.getLogger("streaming_exactly_once.sink")
+
+_LIVE_SINKS: "weakref.WeakSet[ExactlyOnceSink]" = weakref.WeakSet()
+
+
+@atexit.register
+def _release_leases() -> None:  # a clean interpreter exit frees the table for the next writer at once
+    for sink in list(_LIVE_SINKS):
+        try:
+            sink.close()
+        except Exception:
+            pass
+
+
+class ExactlyOnceSink:
+    """Exactly-once file output for a streaming query; see the module docstring.
+
+    Args:
+        table: URI or path of the table directory (``file://``, plain path, ``s3://``/``s3a://``).
+        format: ``parquet`` (default), ``json``, ``csv``, ``orc``, ``text`` or ``avro``.
+        partition_by: partition columns (Hive-style ``k=v`` directories).
+        options: Spark writer options (``compression``, ``header``, ...).
+        staging_mode: ``rename`` or ``direct``; default by storage (rename on local disk).
+        checkpoint_location: the query's checkpoint (``start`` sets it); enables offsets and
+            input-file records, which make a recreated checkpoint safe.
+        query_id: override the query id (default: Spark's persistent query id).
+        storage_options: passed to the storage backend (e.g. S3 endpoint and credentials).
+        compact_interval: ``.compact`` file every N manifest batches (1..10, Spark-readable).
+        min_batches_to_retain, cleanup_delay: log retention (as Spark's
+            ``minBatchesToRetain`` / ``fileSink.log.cleanupDelay``).
+        retention: hide manifest entries older than this at compaction (Spark's ``retention``).
+        source_retention: forget committed input files older than this.
+        watermark_columns: columns whose min/max is recorded per batch.
+        lease_timeout: how long a silent writer keeps the table (default 60s).
+        move_threads: parallel renames in ``rename`` mode.
+        step_retries: bounded retries of a failing commit step.
+        on_commit: callable receiving one dict per committed batch (metrics).
+    """
+
+    def __init__(self, table: str, **options: Any) -> None:
+        self.options = SinkOptions.build(**options)
+        self.table = table
+        self.storage = open_storage(table, self.options.storage_options)
+        self.staging_mode = self.options.staging_mode or self.storage.default_staging_mode
+        if self.staging_mode == "direct" and self.options.format not in ("parquet", "json", "csv"):
+            raise ConfigError(
+                f"{self.storage.scheme}:// tables default to staging_mode='direct', which writes parquet, json "
+                f"and csv; for format={self.options.format!r} pass staging_mode='rename'.",
+                key="staging_mode",
+            )
+        self.faults = FaultHooks.from_env()
+        self.committer = TableCommitter(self.storage, self.options.committer_options(), faults=self.faults)
+        writer_cls = RenameWriter if self.staging_mode == "rename" else DirectWriter
+        self.writer = writer_cls(
+            self.storage,
+            format=self.options.format,
+            partition_by=self.options.partition_by,
+            options=dict(self.options.writer_options),
+        )
+        self._checkpoint = self.options.checkpoint_location
+        self._identities: dict[str, QueryIdentity] = {}
+        self._lock = threading.Lock()
+        self._query = None
+        self.counters = {"committed": 0, "duplicates": 0, "empty": 0, "failed": 0, "skipped_rows": 0}
+        self.last_result: CommitResult | None = None
+        _LIVE_SINKS.add(self)
+
+    # -- running a query ---------------------------------------------------------------------
+
+    def start(
+        self,
+        stream_df: DataFrame,
+        *,
+        checkpoint_location: str,
+        trigger: Mapping[str, Any] | None = None,
+        query_name: str | None = None,
+    ):
+        """Start ``stream_df`` into this table; returns the ``StreamingQuery``.
+
+        The lease is taken *before* the query starts, so a second writer of the table fails here
+        with ``ConcurrentWriterError`` and its query never runs. ``trigger`` takes the keyword
+        arguments of ``DataStreamWriter.trigger`` (e.g. ``{"availableNow": True}``).
+        """
+        self._checkpoint = checkpoint_location
+        self.committer.ensure_open()
+        writer = stream_df.writeStream.foreachBatch(self).option("checkpointLocation", checkpoint_location)
+        if trigger:
+            writer = writer.trigger(**trigger)
+        if query_name:
+            writer = writer.queryName(query_name)
+        self._query = writer.start()
+        return self._query
+
+    def stop(self, timeout_s: float = 120.0) -> None:
+        """Stop the query started by ``start``; an in-flight commit is finished first."""
+        if self._query is not None:
+            self._query.stop()
+        if self._lock.acquire(timeout=timeout_s):
+            self._lock.release()
+        self.close()
+
+    def close(self) -> None:
+        """Release the table's lease (the next writer need not wait for it to expire)."""
+        self.committer.close()
+
+    # -- foreachBatch ------------------------------------------------------------------------
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        with self._lock:
+            try:
+                result = self._process(df, batch_id)
+            except BaseException:
+                self.counters["failed"] += 1
+                self.committer.invalidate()
+                raise
+            key = "duplicates" if result.status == "duplicate" else result.status
+            self.counters[key] += 1
+            self.last_result = result
+
+    def _identity(self, df: DataFrame) -> QueryIdentity:
+        qid = self.options.query_id or df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
+        cached = self._identities.get(qid or "")
+        if cached is not None:
+            return cached
+        identity = resolve_identity(df, query_id=self.options.query_id, checkpoint=self._checkpoint)
+        if identity.checkpoint is not None:
+            ckpt_id = SparkCheckpoint(open_storage(identity.checkpoint)).query_id()
+            if self.options.query_id is None and ckpt_id != identity.query_id:
+                raise ConfigError(
+                    f"checkpoint_location {identity.checkpoint} belongs to query {ckpt_id}, but this batch comes "
+                    f"from query {identity.query_id}. Pass the checkpoint location of the query that writes "
+                    "the table (or leave it out).",
+                    key="checkpoint_location",
+                )
+        else:
+            log.warning(
+                "checkpoint of query %s unknown: source offsets and input files are not recorded; "
+                "use sink.start(...) or pass checkpoint_location=", identity.query_id
+            )
+        self._identities[identity.query_id] = identity
+        return identity
+
+    def _check_columns(self, df: DataFrame) -> None:
+        names = set(df.columns)
+        missing = [c for c in (*self.options.partition_by, *self.options.watermark_columns) if c not in names]
+        if missing:
+            raise ConfigError(
+                f"column(s) {missing} given in partition_by/watermark_columns are not in the batch; its "
+                f"columns are {sorted(names)}",
+                key="partition_by",
+            )
+
+    def _process(self, df: DataFrame, batch_id: int) -> CommitResult:
+        identity = self._identity(df)
+        qid = identity.query_id
+        self.committer.ensure_open()
+        if self.committer.is_committed(qid, batch_id):
+            log.info("skipping batch %d of query %s: already committed", batch_id, qid)
+            return CommitResult(qid, batch_id, "duplicate")
+        self._check_columns(df)
+        checkpoint = SparkCheckpoint(open_storage(identity.checkpoint)) if identity.checkpoint else None
+        offsets = checkpoint.offsets(batch_id) if checkpoint else None
+        inputs = checkpoint.input_files(batch_id) if checkpoint else None
+        if checkpoint is not None and inputs is None:
+            log.warning("input files of batch %d of query %s are not in its checkpoint any more", batch_id, qid)
+        attempt = self.committer.begin(qid, batch_id, mode=self.staging_mode, checkpoint=identity.checkpoint, offsets=offsets)
+        try:
+            t_stage = time.perf_counter()
+            self.faults("before-stage")
+            split = split_inputs(inputs or [], self.committer.committed_input_paths() if inputs else set())
+            pre = None
+            if split.already_committed:
+                tagged, dedup_exprs = drop_committed(df, split.already_committed)
+                pre = BatchObservation(())
+                df = keep_new(pre.attach(tagged, extra=dedup_exprs), split.already_committed)
+            observation = BatchObservation(self.options.watermark_columns)
+            files = self.writer.write(observation.attach(df), attempt)
+            rows, watermarks, _ = observation.result()
+            skipped = 0
+            if pre is not None:
+                _, _, dedup = pre.result()
+                skipped = int(dedup.get("skippedRows") or 0)
+                self.counters["skipped_rows"] += skipped
+                if int(dedup.get("unattributedRows") or 0) > 0:
+                    raise DuplicateInputError(
+                        f"Batch {batch_id} of query {qid} re-reads {len(split.already_committed)} input file(s) the "
+                        "table already committed (was the checkpoint recreated?), but its rows cannot be traced "
+                        "to input files (input_file_name() is empty after aggregations or joins). Nothing was "
+                        "published. Restore the old checkpoint, or move the committed files out of the input "
+                        "directory, then restart.",
+                        batch_id=batch_id,
+                    )
+                log.warning(
+                    "batch %d of query %s: dropped %d row(s) of %d input file(s) committed earlier",
+                    batch_id, qid, skipped, len(split.already_committed),
+                )
+            attempt.timings["stage"] = round((time.perf_counter() - t_stage) * 1000, 3)
+            self.faults("after-stage")
+            result = self.committer.commit(
+                attempt,
+                files,
+                input_files=split.new,
+                num_rows=rows,
+                num_skipped_rows=skipped,
+                watermarks=watermarks,
+            )
+        except BaseException:
+            self.committer.abort(attempt)
+            raise
+        if result.status == "committed":
+            self._emit(result)
+        return result
+
+    def _emit(self, result: CommitResult) -> None:
+        record = result.record
+        assert record is not None
+        event = {
+            "event": "batch_committed",
+            "table": self.storage.root_uri,
+            "batchId": result.batch_id,
+            "queryId": result.query_id,
+            "sparkBatchId": result.spark_batch_id,
+            "epoch": record.epoch,
+            "mode": record.mode,
+            "numRows": record.num_rows,
+            "numFiles": record.num_files,
+            "numBytes": record.num_bytes,
+            "numSkippedRows": record.num_skipped_rows,
+            "watermarks": record.watermarks,
+            "stepMs": result.timings,
+            "commitMs": round(sum(v for k, v in result.timings.items() if k != "stage"), 3),
+        }
+        log.info(
+            "committed batch %s (query batch %s): %s rows, %s files, commit %.1f ms",
+            result.batch_id, result.spark_batch_id, record.num_rows, record.num_files, event["commitMs"],
+        )
+        if self.options.on_commit is not None:
+            self.options.on_commit(event)
+
+    # -- inspection --------------------------------------------------------------------------
+
+    def watermarks(self) -> dict[str, dict[str, Any]]:
+        """Latest committed watermarks per query id."""
+        return {q: r.watermarks for q, r in self.committer.logs.commits.latest_per_query().items()}
+
+    def committed_files(self) -> Iterable[str]:
+        return [e.uri for e in self.committer.logs.manifest.files()]

@@ -1,0 +1,125 @@
+"""All options of ``ExactlyOnceSink``, validated once when the sink is built.
+
+Every option is keyword-only on the sink; durations accept ``"30s"``, ``"10m"``, ``"500ms"``
+or seconds as a number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from ..commit.committer import CommitterOptions
+from ..config import parse_choice, parse_duration_ms, parse_int
+from ..errors import ConfigError
+from ..log.compaction import interval_is_spark_safe
+
+FORMATS = ("parquet", "json", "csv", "orc", "text", "avro")
+STAGING_MODES = ("rename", "direct")
+DIRECT_FORMATS = ("parquet", "json", "csv")
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    format: str = "parquet"
+    partition_by: tuple[str, ...] = ()
+    writer_options: Mapping[str, str] = field(default_factory=dict)
+    staging_mode: str | None = None  # None: rename on local/HDFS-like storage, direct on object stores
+    checkpoint_location: str | None = None
+    query_id: str | None = None
+    storage_options: Mapping[str, Any] = field(default_factory=dict)
+    compact_interval: int = 10
+    spark_reader_compact_interval: int = 10
+    min_batches_to_retain: int = 100
+    cleanup_delay_ms: int = 600_000
+    retention_ms: int | None = None
+    source_retention_ms: int | None = None
+    watermark_columns: tuple[str, ...] = ()
+    lease_timeout_ms: int = 60_000
+    move_threads: int = 8
+    step_retries: int = 3
+    description: str = ""
+    on_commit: Callable[[dict[str, Any]], None] | None = None
+
+    @classmethod
+    def build(cls, **kwargs: Any) -> "SinkOptions":
+        valid = set(cls.__dataclass_fields__) | {"cleanup_delay", "retention", "source_retention", "lease_timeout", "options"}
+        unknown = sorted(set(kwargs) - valid)
+        if unknown:
+            raise ConfigError(
+                f"Unknown ExactlyOnceSink option(s) {', '.join(unknown)}. Valid options: "
+                + ", ".join(sorted(valid - {"writer_options", "cleanup_delay_ms", "retention_ms", "source_retention_ms", "lease_timeout_ms"})),
+                unknown=unknown,
+            )
+        values = dict(kwargs)
+        if "options" in values:
+            values["writer_options"] = values.pop("options") or {}
+        for text_key, ms_key in (
+            ("cleanup_delay", "cleanup_delay_ms"),
+            ("retention", "retention_ms"),
+            ("source_retention", "source_retention_ms"),
+            ("lease_timeout", "lease_timeout_ms"),
+        ):
+            if text_key in values:
+                raw = values.pop(text_key)
+                values[ms_key] = None if raw is None else parse_duration_ms(raw, key=text_key)
+        if isinstance(values.get("partition_by"), str):
+            values["partition_by"] = (values["partition_by"],)
+        if isinstance(values.get("watermark_columns"), str):
+            values["watermark_columns"] = (values["watermark_columns"],)
+        for key in ("partition_by", "watermark_columns"):
+            if key in values:
+                values[key] = tuple(values[key] or ())
+        for key in ("writer_options", "storage_options"):
+            if key in values:
+                values[key] = dict(values[key] or {})
+        opts = cls(**values)
+        opts.validate()
+        return opts
+
+    def validate(self) -> None:
+        parse_choice(self.format, key="format", choices=FORMATS)
+        if self.staging_mode is not None:
+            parse_choice(self.staging_mode, key="staging_mode", choices=STAGING_MODES)
+            if self.staging_mode == "direct" and self.format not in DIRECT_FORMATS:
+                raise ConfigError(
+                    f"staging_mode='direct' writes {', '.join(DIRECT_FORMATS)} only; format {self.format!r} needs "
+                    "staging_mode='rename'.",
+                    key="staging_mode",
+                )
+        parse_int(self.compact_interval, key="compact_interval", minimum=1)
+        if not interval_is_spark_safe(self.compact_interval, self.spark_reader_compact_interval):
+            raise ConfigError(
+                f"compact_interval={self.compact_interval} would be misread by Spark readers: Spark derives the "
+                "interval from .compact file names and, with its default "
+                f"spark.sql.streaming.fileSink.log.compactInterval={self.spark_reader_compact_interval}, only "
+                f"intervals 1..{self.spark_reader_compact_interval} derive correctly. Use a smaller interval, or "
+                "raise spark_reader_compact_interval if every reader sets that Spark conf.",
+                key="compact_interval",
+            )
+        parse_int(self.min_batches_to_retain, key="min_batches_to_retain", minimum=1)
+        parse_int(self.move_threads, key="move_threads", minimum=1, maximum=256)
+        parse_int(self.step_retries, key="step_retries", minimum=0, maximum=20)
+        if self.lease_timeout_ms < 1000:
+            raise ConfigError(f"lease_timeout must be at least 1s, got {self.lease_timeout_ms} ms", key="lease_timeout")
+        dupes = [c for c in self.partition_by if list(self.partition_by).count(c) > 1]
+        if dupes:
+            raise ConfigError(f"partition_by lists {dupes[0]!r} twice", key="partition_by")
+        if self.on_commit is not None and not callable(self.on_commit):
+            raise ConfigError("on_commit must be a callable taking one dict", key="on_commit")
+
+    def committer_options(self) -> CommitterOptions:
+        return CommitterOptions(
+            format=self.format,
+            partition_by=self.partition_by,
+            compact_interval=self.compact_interval,
+            min_batches_to_retain=self.min_batches_to_retain,
+            cleanup_delay_ms=self.cleanup_delay_ms,
+            manifest_retention_ms=self.retention_ms,
+            sources_retention_ms=self.source_retention_ms,
+            lease_timeout_ms=self.lease_timeout_ms,
+            heartbeat=True,
+            move_threads=self.move_threads,
+            step_retries=self.step_retries,
+            description=self.description,
+        )

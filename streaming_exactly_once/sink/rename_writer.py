@@ -1,0 +1,47 @@
+"""``rename`` staging: Spark's own writer into the table's hidden staging area.
+
+The batch is written with ``DataFrameWriter`` (any format, ``partitionBy``, writer options) to
+``_seo/staging/M-<attempt>/data/``. Nothing under ``_seo`` is visible to any reader - Spark,
+Arrow, DuckDB and Hive all skip ``_``-prefixed directories - so a crash mid-write leaves nothing
+a naive directory reader could see. The commit then renames each file to the same relative path
+under the table root (atomic and O(1) on local disks and HDFS).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+
+from ..commit.committer import BatchAttempt, StagedFile
+from ..storage.base import Storage
+from ..table.layout import is_hidden
+
+
+def spark_path(storage: Storage, relative: str) -> str:
+    """The path Spark's Hadoop filesystem layer should write to for ``relative``."""
+    uri = storage.uri(relative)
+    if uri.startswith("file://"):
+        return uri[len("file://"):]  # plain local path: no URI-escaping questions for Hadoop
+    return uri
+
+
+class RenameWriter:
+    def __init__(self, storage: Storage, *, format: str, partition_by: tuple[str, ...], options: dict[str, str]) -> None:
+        self.storage = storage
+        self.format = format
+        self.partition_by = partition_by
+        self.options = {"mapreduce.fileoutputcommitter.marksuccessfuljobs": "false", **options}
+
+    def write(self, df: DataFrame, attempt: BatchAttempt) -> list[StagedFile]:
+        data_dir = f"{attempt.staging_dir}/data"
+        writer = df.write.format(self.format).mode("errorifexists").options(**self.options)
+        if self.partition_by:
+            writer = writer.partitionBy(*self.partition_by)
+        writer.save(spark_path(self.storage, data_dir))
+        prefix = data_dir + "/"
+        files = []
+        for info in self.storage.walk_files(data_dir):
+            relative = info.path[len(prefix):]
+            if is_hidden(relative):  # _SUCCESS, _temporary, .crc side files
+                continue
+            files.append(StagedFile(final=relative, size=info.size, mtime_ms=info.mtime_ms, staged=info.path))
+        return sorted(files, key=lambda f: f.final)

@@ -1,0 +1,98 @@
+"""A streaming job run as a separate driver process, so tests can SIGKILL it for real.
+
+    python -m tests.sink.driver --input DIR --table DIR --checkpoint DIR [--mode rename|direct]
+        [--format parquet] [--partition-by p] [--files-per-trigger 2] [--lease-timeout 60s]
+        [--continuous SECONDS]
+
+Crash points come from the environment (SEO_CRASH_AT, see streaming_exactly_once.commit.faults).
+Exit codes: 0 all input consumed, 3 ConcurrentWriterError, 4 WriterFencedError.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--input", required=True)
+    p.add_argument("--table", required=True)
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--mode", default="rename")
+    p.add_argument("--format", default="parquet")
+    p.add_argument("--partition-by", default="p")
+    p.add_argument("--files-per-trigger", type=int, default=2)
+    p.add_argument("--lease-timeout", default="60s")
+    p.add_argument("--continuous", type=float, default=0.0, help="run with processingTime triggers for N seconds")
+    p.add_argument("--events", default=None, help="append commit events (JSON lines) here")
+    args = p.parse_args(argv)
+
+    from pyspark.sql import SparkSession
+
+    from streaming_exactly_once import ExactlyOnceSink
+    from streaming_exactly_once.errors import ConcurrentWriterError, WriterFencedError
+    from tests.datagen import CSV_SCHEMA
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    events = open(args.events, "a") if args.events else None
+
+    def on_commit(event):
+        if events:
+            events.write(json.dumps(event) + "\n")
+            events.flush()
+
+    try:
+        sink = ExactlyOnceSink(
+            args.table,
+            format=args.format,
+            partition_by=[c for c in args.partition_by.split(",") if c],
+            staging_mode=args.mode,
+            lease_timeout=args.lease_timeout,
+            watermark_columns=["id"],
+            on_commit=on_commit,
+            options={"header": "true"} if args.format == "csv" else {},
+        )
+        stream = spark.readStream.schema(CSV_SCHEMA).option("maxFilesPerTrigger", args.files_per_trigger).csv(args.input)
+        trigger = {"processingTime": "200 milliseconds"} if args.continuous else {"availableNow": True}
+        query = sink.start(stream, checkpoint_location=args.checkpoint, trigger=trigger)
+        print(f"STARTED {query.id} epoch {sink.committer.epoch}", flush=True)
+        if args.continuous:
+            deadline = time.time() + args.continuous
+            while time.time() < deadline and query.isActive:
+                time.sleep(0.2)
+            if query.exception() is not None:
+                raise query.exception()
+            sink.stop()
+        else:
+            query.awaitTermination()
+            sink.close()
+    except ConcurrentWriterError as exc:
+        print(f"CONCURRENT {exc}", flush=True)
+        return 3
+    except Exception as exc:
+        text = str(exc)
+        if "WriterFencedError" in text or type(exc).__name__ == "WriterFencedError":
+            print(f"FENCED {text[:300]}", flush=True)
+            return 4
+        raise
+    print("DONE", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

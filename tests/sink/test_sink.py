@@ -1,0 +1,136 @@
+"""ExactlyOnceSink with real streaming queries (local[2]): every input id exactly once."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+
+import pytest
+
+from streaming_exactly_once import ExactlyOnceSink
+from streaming_exactly_once.commit.faults import BOUNDARIES
+from streaming_exactly_once.errors import ConcurrentWriterError
+from streaming_exactly_once.manifest.paths import normalize_uri
+from tests.datagen import PARTITION_VALUES, write_csv_files
+from tests.sink.conftest import assert_exactly_once, assert_table_clean, read_ids, run_driver, run_query, stream
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "json", "csv"])
+@pytest.mark.parametrize("mode", ["rename", "direct"])
+def test_every_row_exactly_once(spark, tmp_path, fmt, mode):
+    ids = write_csv_files(tmp_path / "in", n_files=7, rows_per_file=12)
+    table = tmp_path / "out table"
+    sink, error = run_query(
+        spark, tmp_path / "in", table, tmp_path / "ckpt", format=fmt, partition_by=["p"], staging_mode=mode,
+        options={"header": "true"} if fmt == "csv" else {},
+    )
+    assert error is None
+    assert sink.counters["committed"] == 4
+    assert_exactly_once(spark, table, ids, fmt)
+    assert_table_clean(table)
+    reader = spark.read.format(fmt).schema("id LONG, v DOUBLE, p STRING")
+    if fmt == "csv":
+        reader = reader.option("header", "true")
+    rows = reader.load(str(table)).collect()
+    assert {r.id: r.p for r in rows} == {i: PARTITION_VALUES[i % 4] for i in ids}  # partition values survive
+    assert sorted(normalize_uri(f) for f in spark.read.format(fmt).schema("id LONG").load(str(table)).inputFiles()) == sorted(
+        normalize_uri(u) for u in (e.path for e in sink.committer.logs.manifest.files())
+    )
+
+
+@pytest.mark.parametrize("boundary", [b for b in BOUNDARIES if b != "mid-move"])
+def test_failure_at_every_boundary_then_restart(spark, tmp_path, monkeypatch, boundary):
+    ids = write_csv_files(tmp_path / "in", n_files=6, rows_per_file=5)
+    table, ckpt = tmp_path / "t", tmp_path / "ckpt"
+    monkeypatch.setenv("SEO_FAIL_AT", f"{boundary}@2")  # in the second batch
+    _, error = run_query(spark, tmp_path / "in", table, ckpt, partition_by=["p"])
+    assert error is not None and "injected failure" in str(error)
+    monkeypatch.delenv("SEO_FAIL_AT")
+    sink, error = run_query(spark, tmp_path / "in", table, ckpt, partition_by=["p"])
+    assert error is None
+    assert_exactly_once(spark, table, ids)
+    assert_table_clean(table)
+
+
+def test_failure_mid_move_direct_and_rename(spark, tmp_path, monkeypatch):
+    ids = write_csv_files(tmp_path / "in", n_files=4, rows_per_file=8)
+    monkeypatch.setenv("SEO_FAIL_AT", "mid-move@1")
+    _, error = run_query(spark, tmp_path / "in", tmp_path / "t", tmp_path / "c", partition_by=["p"], staging_mode="rename")
+    assert error is not None
+    monkeypatch.delenv("SEO_FAIL_AT")
+    run_query(spark, tmp_path / "in", tmp_path / "t", tmp_path / "c", partition_by=["p"], staging_mode="rename")
+    assert_exactly_once(spark, tmp_path / "t", ids)
+    assert_table_clean(tmp_path / "t")
+
+
+def test_replayed_batch_is_skipped(spark, tmp_path):
+    df = spark.createDataFrame([(i, "a", 0.5) for i in range(5)], "id LONG, p STRING, v DOUBLE")
+    sink = ExactlyOnceSink(str(tmp_path / "t"), query_id="3b8f9d8e-0000-4000-8000-000000000001")
+    sink(df, 0)
+    sink(df, 0)
+    sink(df, 1)
+    sink.close()
+    assert sink.counters["committed"] == 2 and sink.counters["duplicates"] == 1
+    assert sorted(read_ids(spark, tmp_path / "t").elements()) == sorted(list(range(5)) * 2)
+
+
+def test_recreated_checkpoint_neither_duplicates_nor_loses(spark, tmp_path):
+    first = write_csv_files(tmp_path / "in", n_files=5, rows_per_file=6)
+    table, ckpt = tmp_path / "t", tmp_path / "ckpt"
+    run_query(spark, tmp_path / "in", table, ckpt, partition_by=["p"])
+    shutil.rmtree(ckpt)  # checkpoint lost: Spark's file source will re-read every file
+    second = write_csv_files(tmp_path / "in", n_files=3, rows_per_file=6, start_file=5)
+    sink, error = run_query(spark, tmp_path / "in", table, ckpt, partition_by=["p"], files_per_trigger=3)
+    assert error is None
+    assert_exactly_once(spark, table, first + second)
+    assert sink.counters["skipped_rows"] == len(first)  # every old row seen again and dropped
+    assert_table_clean(table)
+
+
+def test_second_writer_fails_fast_and_first_continues(spark, tmp_path):
+    ids = write_csv_files(tmp_path / "in", n_files=4, rows_per_file=5)
+    table = tmp_path / "t"
+    first = ExactlyOnceSink(str(table), partition_by=["p"])
+    q1 = first.start(stream(spark, tmp_path / "in", 1), checkpoint_location=str(tmp_path / "c1"), trigger={"processingTime": "100 milliseconds"})
+    try:
+        second = ExactlyOnceSink(str(table), partition_by=["p"])
+        with pytest.raises(ConcurrentWriterError) as err:
+            second.start(stream(spark, tmp_path / "in", 1), checkpoint_location=str(tmp_path / "c2"))
+        assert "being written by" in str(err.value) and "stop the other query" in str(err.value)
+        more = write_csv_files(tmp_path / "in", n_files=2, rows_per_file=5, start_file=4)
+        deadline = time.time() + 60
+        while time.time() < deadline and sum(read_ids(spark, table).values() if (table / "_spark_metadata").exists() else []) < len(ids + more):
+            time.sleep(0.5)
+        assert q1.isActive and q1.exception() is None
+    finally:
+        first.stop()
+    assert_exactly_once(spark, table, ids + more)
+
+
+def test_graceful_stop_mid_stream_then_resume(spark, tmp_path):
+    ids = write_csv_files(tmp_path / "in", n_files=12, rows_per_file=5)
+    table, ckpt = tmp_path / "t", tmp_path / "ckpt"
+    sink = ExactlyOnceSink(str(table), partition_by=["p"])
+    sink.start(stream(spark, tmp_path / "in", 1), checkpoint_location=str(ckpt), trigger={"processingTime": "50 milliseconds"})
+    while sink.counters["committed"] < 3:
+        time.sleep(0.05)
+    sink.stop()
+    assert_table_clean(table)  # stopped between or during batches: never half a batch
+    run_query(spark, tmp_path / "in", table, ckpt, partition_by=["p"])
+    assert_exactly_once(spark, table, ids)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("crash_at", ["after-wal@2", "mid-move@2", "after-manifest@2+3ms", "after-manifest@3"])
+def test_kill_9_of_the_driver_then_restart(spark, tmp_path, crash_at):
+    ids = write_csv_files(tmp_path / "in", n_files=8, rows_per_file=5)
+    args = dict(input=tmp_path / "in", table=tmp_path / "t", checkpoint=tmp_path / "ckpt", files_per_trigger=2)
+    crashed = run_driver(tmp_path, env_extra={"SEO_CRASH_AT": crash_at}, **args)
+    assert crashed.returncode == -9, crashed.stderr[-2000:]
+    done = run_driver(tmp_path, **args)
+    assert done.returncode == 0, done.stdout[-1000:] + done.stderr[-3000:]
+    assert_exactly_once(spark, tmp_path / "t", ids)
+    assert_table_clean(tmp_path / "t")
