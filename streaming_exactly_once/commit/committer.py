@@ -14,6 +14,7 @@
                                         fence check           (a writer fenced before it claimed stops here)
                                         run the steps         (manifest = the visibility point)
                                         delete _seo/wal/M; L = M; retention of the four logs
+                                        staging leftovers are removed by a background janitor
 
 From the WAL write on, the batch only rolls forward (``commit.recovery``). Per-batch cost is a
 fixed number of small create-if-absent writes plus one rename per file: the latest state lives
@@ -41,7 +42,8 @@ from ..table.sources_log import SourceFileRecord
 from ..table.table_logs import TableLogs
 from .faults import NO_FAULTS, FaultHooks
 from .lease import Lease
-from .recovery import RecoveryReport, check_logs_consistent, discard_sequence, recover
+from .janitor import Janitor
+from .recovery import INTENTS_SUBDIR, RecoveryReport, check_logs_consistent, discard_sequence, recover
 from .sequence import CommitSequence
 from .step import StepContext
 from .steps import CleanupStaging, FileMove, MoveFiles, PublishManifest, WriteCommit, WriteSources
@@ -122,6 +124,7 @@ class TableCommitter:
         self._input_paths: set[str] | None = None
         self._ready = False
         self.last_recovery: RecoveryReport | None = None
+        self.janitor = Janitor(storage)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -176,6 +179,7 @@ class TableCommitter:
             self.open()
 
     def close(self) -> None:
+        self.janitor.drain()
         self.lease.release()
         self._ready = False
 
@@ -301,7 +305,8 @@ class TableCommitter:
             source_files=len(input_files),
         )
         steps.append(WriteCommit(record=record))
-        steps.append(CleanupStaging(path=attempt.staging_dir))
+        if attempt.mode == "direct":
+            steps.append(CleanupStaging(path=f"{attempt.staging_dir}/{INTENTS_SUBDIR}"))
         seq = CommitSequence(
             batch_id=m,
             query_id=attempt.query_id,
@@ -328,6 +333,7 @@ class TableCommitter:
         self.wal.delete(m)
         ctx.timings["walDelete"] = _ms(t_del)
         self.faults("after-wal-delete")
+        self.janitor.delete_tree(attempt.staging_dir)  # leftovers only (.crc, _SUCCESS, empty dirs)
         self.latest_batch_id = m
         self._committed[attempt.query_id] = attempt.spark_batch_id
         if self._input_paths is not None:

@@ -4,10 +4,11 @@ fsspec's ``LocalFileSystem.mv`` and ``pipe_file(mode="create")`` check-then-writ
 writers can both "win". Here:
 
 * ``put_if_absent``: write ``.<name>.<uuid>.tmp`` in the *same* directory, ``fsync`` it,
-  then ``link(tmp, name)`` - the kernel refuses with ``EEXIST`` if ``name`` exists, so of
-  any number of racing writers exactly one wins - then unlink the temp file and ``fsync``
-  the directory so that the new name survives a power cut. Where hard links are not
-  supported, ``renameat2(RENAME_NOREPLACE)`` gives the same guarantee.
+  then ``renameat2(tmp, name, RENAME_NOREPLACE)`` - the kernel refuses with ``EEXIST`` if
+  ``name`` exists, so of any number of racing writers exactly one wins - and ``fsync`` the
+  directory so that the new name survives a power cut. Where ``renameat2`` is unavailable,
+  ``link(tmp, name)`` + ``unlink(tmp)`` gives the same guarantee; with neither, the storage
+  refuses to work (``UnsupportedStorageError``) rather than fall back to check-then-write.
 * ``atomic_write``: temp file + ``fsync`` + ``os.replace``.
 * ``rename``: ``renameat2(RENAME_NOREPLACE)`` (falls back to ``link`` + ``unlink``).
 
@@ -58,7 +59,15 @@ def rename_noreplace(src: str, dst: str) -> None:
             raise OSError(err, os.strerror(err), dst)
     # Fallback: link is exclusive too; the unlink afterwards is harmless if we crash before it
     # (the caller's verify() sees dst present and cleanup removes src).
-    os.link(src, dst)
+    try:
+        os.link(src, dst)
+    except OSError as exc:
+        if exc.errno in (errno.EPERM, errno.ENOTSUP, errno.EMLINK, errno.EXDEV):
+            raise UnsupportedStorageError(
+                f"{os.path.dirname(dst)} supports neither renameat2(RENAME_NOREPLACE) nor hard links, so "
+                "an exclusive create cannot be guaranteed there. Use a local disk, HDFS or S3."
+            ) from exc
+        raise
     os.unlink(src)
 
 
@@ -118,14 +127,9 @@ class LocalStorage(Storage):
         return tmp
 
     def _publish_exclusive(self, tmp: str, target: str) -> None:
+        """Give ``tmp`` the name ``target`` unless ``target`` exists (then FileExistsError)."""
         try:
-            try:
-                os.link(tmp, target)
-            except OSError as exc:
-                if exc.errno in (errno.EPERM, errno.ENOTSUP, errno.EMLINK, errno.EXDEV):
-                    rename_noreplace(tmp, target)  # link unsupported: fall back
-                    return
-                raise
+            rename_noreplace(tmp, target)  # renameat2(RENAME_NOREPLACE), else link + unlink
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
@@ -229,9 +233,14 @@ class LocalStorage(Storage):
 
     def rename(self, src: str, dst: str) -> None:
         s, d = self._abs(src), self._abs(dst)
-        os.makedirs(os.path.dirname(d), exist_ok=True)
         try:
-            rename_noreplace(s, d)
+            try:
+                rename_noreplace(s, d)
+            except FileNotFoundError:
+                if not os.path.exists(s):
+                    raise
+                os.makedirs(os.path.dirname(d), exist_ok=True)  # first file of a new partition
+                rename_noreplace(s, d)
         except FileExistsError:
             raise FileExistsError(errno.EEXIST, "rename target exists", self.uri(dst)) from None
 

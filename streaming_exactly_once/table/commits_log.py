@@ -92,6 +92,8 @@ class CommitCodec:
 
 
 class CommitsLog(CompactibleLog[CommitRecord]):
+    concatenates = False  # keeps the latest record per query instead
+
     def __init__(self, storage: Storage, *, interval: int) -> None:
         super().__init__(storage, COMMITS_DIR, CommitCodec(), default_interval=interval, kind="commits log", hint=HINT)
 

@@ -72,6 +72,8 @@ class OffsetsCodec:
 
 
 class OffsetsLog(CompactibleLog[OffsetsRecord]):
+    concatenates = False  # keeps the latest record per query instead
+
     def __init__(self, storage: Storage, *, interval: int) -> None:
         super().__init__(storage, OFFSETS_DIR, OffsetsCodec(), default_interval=interval, kind="offsets log", hint=HINT)
 

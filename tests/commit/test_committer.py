@@ -27,6 +27,7 @@ def test_batches_commit_and_logs_are_written(storage):
         assert result.status == "committed" and result.batch_id == b
         assert result.timings["manifest"] >= 0 and "wal" in result.timings
     assert visible_rows(storage) == sorted(sum((rows_of(b) for b in range(7)), []))
+    c.janitor.drain()
     assert storage.list_dir(WAL_DIR) == [] and storage.list_dir(STAGING_DIR) == []
     assert c.logs.commits.record(6).spark_batch_id == 6
     assert "5.compact" in {e.name for e in storage.list_dir("_spark_metadata")}
@@ -52,6 +53,8 @@ def test_replayed_batch_is_skipped_even_after_restart(storage):
 def test_failure_at_every_boundary_then_restart(local_storage, boundary, mode):
     if mode == "direct" and boundary in ("mid-move", "after-move"):
         pytest.skip("direct mode moves nothing")
+    if mode == "rename" and boundary == "after-cleanup":
+        pytest.skip("rename mode has no intents to clean up inside the WAL")
     storage = local_storage
     c = make_committer(storage)
     stage_and_commit(c, Q, 0, rows_of(0), mode=mode)
@@ -67,6 +70,7 @@ def test_failure_at_every_boundary_then_restart(local_storage, boundary, mode):
     restarted = make_committer(storage)
     stage_and_commit(restarted, Q, 1, rows_of(1), mode=mode)  # Spark re-delivers batch 1
     stage_and_commit(restarted, Q, 2, rows_of(2), mode=mode)
+    restarted.janitor.drain()
     assert visible_rows(storage) == rows_of(0) + rows_of(1) + rows_of(2)
     assert storage.list_dir(WAL_DIR) == [] and storage.list_dir(STAGING_DIR) == []
     # no orphan data files either (direct mode writes final names before the claim)

@@ -41,15 +41,18 @@ def test_every_row_exactly_once(spark, tmp_path, fmt, mode):
     )
 
 
+@pytest.mark.parametrize("mode", ["rename", "direct"])
 @pytest.mark.parametrize("boundary", [b for b in BOUNDARIES if b != "mid-move"])
-def test_failure_at_every_boundary_then_restart(spark, tmp_path, monkeypatch, boundary):
+def test_failure_at_every_boundary_then_restart(spark, tmp_path, monkeypatch, boundary, mode):
+    if (mode, boundary) in (("direct", "after-move"), ("rename", "after-cleanup")):
+        pytest.skip(f"{mode} mode has no {boundary} boundary")
     ids = write_csv_files(tmp_path / "in", n_files=6, rows_per_file=5)
     table, ckpt = tmp_path / "t", tmp_path / "ckpt"
     monkeypatch.setenv("SEO_FAIL_AT", f"{boundary}@2")  # in the second batch
-    _, error = run_query(spark, tmp_path / "in", table, ckpt, partition_by=["p"])
+    _, error = run_query(spark, tmp_path / "in", table, ckpt, partition_by=["p"], staging_mode=mode)
     assert error is not None and "injected failure" in str(error)
     monkeypatch.delenv("SEO_FAIL_AT")
-    sink, error = run_query(spark, tmp_path / "in", table, ckpt, partition_by=["p"])
+    sink, error = run_query(spark, tmp_path / "in", table, ckpt, partition_by=["p"], staging_mode=mode)
     assert error is None
     assert_exactly_once(spark, table, ids)
     assert_table_clean(table)
