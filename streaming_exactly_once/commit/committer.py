@@ -32,7 +32,9 @@ from typing import Any, Sequence
 from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import InputFile
 from ..errors import LogConflictError, WriterFencedError
+from ..log.compaction import is_compaction_batch
 from ..manifest.entry import ManifestEntry
+from ..manifest.manifest_index import delete_stale_indexes, write_index
 from ..storage.base import Storage
 from ..table.commits_log import CommitRecord
 from ..table.identity import TableIdentity, ensure_identity
@@ -66,6 +68,8 @@ class CommitterOptions:
     move_threads: int = 8
     step_retries: int = 3
     description: str = ""
+    writer_options: tuple[tuple[str, str], ...] = ()
+    build_manifest_index: bool = True
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,7 @@ class TableCommitter:
             format=self.options.format,
             partition_by=tuple(self.options.partition_by),
             first_batch_id=self.latest_batch_id + 1,
+            writer_options=dict(self.options.writer_options),
         )
         check_logs_consistent(self.logs, self.latest_batch_id, self.identity.first_batch_id)
         self._committed = {q: r.spark_batch_id for q, r in self.logs.commits.latest_per_query().items()}
@@ -269,6 +274,7 @@ class TableCommitter:
         num_rows: int | None = None,
         num_skipped_rows: int = 0,
         watermarks: dict[str, dict[str, Any]] | None = None,
+        schema: str | None = None,
     ) -> CommitResult:
         """Publish the attempt's files as manifest batch ``attempt.batch_id``, exactly once."""
         if num_rows == 0 or not files:
@@ -303,6 +309,7 @@ class TableCommitter:
             watermarks=watermarks or {},
             num_skipped_rows=num_skipped_rows,
             source_files=len(input_files),
+            schema=schema,
         )
         steps.append(WriteCommit(record=record))
         if attempt.mode == "direct":
@@ -334,6 +341,8 @@ class TableCommitter:
         ctx.timings["walDelete"] = _ms(t_del)
         self.faults("after-wal-delete")
         self.janitor.delete_tree(attempt.staging_dir)  # leftovers only (.crc, _SUCCESS, empty dirs)
+        if self.options.build_manifest_index and is_compaction_batch(m, self.logs.manifest.interval):
+            self.janitor.submit(lambda: self._index_manifest(m))
         self.latest_batch_id = m
         self._committed[attempt.query_id] = attempt.spark_batch_id
         if self._input_paths is not None:
@@ -364,6 +373,11 @@ class TableCommitter:
             "Another writer is active; this one stops without publishing.",
             batch_id=seq.batch_id,
         )
+
+    def _index_manifest(self, compact_id: int) -> None:
+        """Columnar cache of a new compact file, for fast readers (off the commit path)."""
+        write_index(self.storage, compact_id, self.logs.manifest)
+        delete_stale_indexes(self.storage, self.logs.manifest)
 
     def _apply_retention(self, batch_id: int) -> None:
         for log_ in self.logs.all_logs():

@@ -1,4 +1,4 @@
-"""Background removal of what committed batches leave behind (empty staging directories).
+"""Background work of committed batches: removing staging leftovers, building manifest indexes.
 
 Deleting a staging tree costs about a millisecond on a local disk and much more on an object
 store; none of it affects correctness once the batch's WAL entry is gone (recovery removes any
@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from typing import Callable
 
 from ..storage.base import Storage
 
@@ -20,25 +21,28 @@ log = logging.getLogger("streaming_exactly_once.janitor")
 class Janitor:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
-        self._queue: "queue.Queue[str | None]" = queue.Queue()
+        self._queue: "queue.Queue[Callable[[], object]]" = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def delete_tree(self, path: str) -> None:
+    def submit(self, task: Callable[[], object]) -> None:
+        """Run ``task`` later on the janitor thread; its failure is logged, never raised."""
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="seo-janitor", daemon=True)
                 self._thread.start()
-        self._queue.put(path)
+        self._queue.put(task)
+
+    def delete_tree(self, path: str) -> None:
+        self.submit(lambda: self.storage.delete_tree(path))
 
     def _run(self) -> None:
         while True:
-            path = self._queue.get()
+            task = self._queue.get()
             try:
-                if path is not None:
-                    self.storage.delete_tree(path)
-            except Exception:  # leftovers are harmless; recovery removes them next time
-                log.debug("could not remove %s", path, exc_info=True)
+                task()
+            except Exception:  # leftovers and caches are harmless; recovery/readers cope
+                log.warning("background task failed (harmless: recovery and readers cope)", exc_info=True)
             finally:
                 self._queue.task_done()
 

@@ -246,6 +246,7 @@ class ExactlyOnceSink:
                 num_rows=rows,
                 num_skipped_rows=skipped,
                 watermarks=watermarks,
+                schema=df.schema.json(),
             )
         except BaseException:
             self.committer.abort(attempt)

@@ -122,4 +122,5 @@ class SinkOptions:
             move_threads=self.move_threads,
             step_retries=self.step_retries,
             description=self.description,
+            writer_options=tuple(sorted((str(k), str(v)) for k, v in self.writer_options.items())),
         )

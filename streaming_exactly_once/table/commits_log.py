@@ -4,7 +4,7 @@ Bytes (one record per delta; a compact file keeps the latest record of every que
 all the idempotence check needs: Spark batch ids only grow within a query)::
 
     v1
-    {"batchId":12,"queryId":"c578917c-...","sparkBatchId":40,"epoch":3,"attempt":"9f2c41d0","mode":"rename","numFiles":4,"numRows":20000,"numBytes":812345,"numSkippedRows":0,"commitTimeMs":1795313165400,"stepMs":{"stage":812.4,"wal":0.6,"move":1.9,"manifest":0.7},"watermarks":{"ts":{"min":"2024-01-01T00:00:00","max":"2024-01-01T00:09:59"}},"sourceFiles":1,"committedByEpoch":3}
+    {"batchId":12,"queryId":"c578917c-...","sparkBatchId":40,"epoch":3,"attempt":"9f2c41d0","mode":"rename","numFiles":4,"numRows":20000,"numBytes":812345,"numSkippedRows":0,"commitTimeMs":1795313165400,"stepMs":{"stage":812.4,"wal":0.6,"move":1.9,"manifest":0.7},"watermarks":{"ts":{"min":"2024-01-01T00:00:00","max":"2024-01-01T00:09:59"}},"sourceFiles":1,"committedByEpoch":3,"schema":"{\"type\":\"struct\",...}"}
 
 The record is written by the commit sequence right after the manifest entry; the WAL entry that
 carries the same (query, Spark batch) is durable before the manifest, so the idempotence key is
@@ -45,6 +45,7 @@ class CommitRecord:
     source_files: int = 0
     committed_by_epoch: int | None = None
     reconstructed: bool = False
+    schema: str | None = None  # Spark schema JSON of the rows written (partition columns included)
 
 
 class CommitCodec:
@@ -66,6 +67,8 @@ class CommitCodec:
             "sourceFiles": r.source_files,
             "committedByEpoch": r.committed_by_epoch if r.committed_by_epoch is not None else r.epoch,
         }
+        if r.schema is not None:
+            out["schema"] = r.schema
         if r.reconstructed:
             out["reconstructed"] = True
         return out
@@ -88,6 +91,7 @@ class CommitCodec:
             source_files=field(obj, "sourceFiles", int, optional=True, default=0),
             committed_by_epoch=field(obj, "committedByEpoch", int, optional=True),
             reconstructed=field(obj, "reconstructed", bool, optional=True, default=False),
+            schema=field(obj, "schema", str, optional=True),
         )
 
 

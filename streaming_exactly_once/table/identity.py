@@ -3,11 +3,13 @@
 Bytes::
 
     v1
-    {"tableId":"5b0c...","rootUri":"file:///data/events","createdMs":1795313165250,"compactInterval":10,"format":"parquet","partitionBy":["day"],"firstBatchId":0}
+    {"tableId":"5b0c...","rootUri":"file:///data/events","createdMs":1795313165250,"compactInterval":10,"format":"parquet","partitionBy":["day"],"firstBatchId":0,"writerOptions":{"compression":"zstd"}}
 
 * ``rootUri`` is the root the manifest's absolute paths were written under; readers use it to
   read a table that was moved or copied to a new root (manifest paths are absolute URIs).
 * ``compactInterval`` is recorded so that our readers need not derive it from file names.
+* ``writerOptions`` are the Spark writer options of the data files (readers need ``header`` and
+  ``sep`` of CSV tables).
 * ``firstBatchId`` is the first manifest batch this sink wrote; earlier batches were written by
   Spark's own file sink before the table was adopted, and have no commit records.
 """
@@ -41,6 +43,7 @@ class TableIdentity:
     format: str
     partition_by: tuple[str, ...] = dc_field(default_factory=tuple)
     first_batch_id: int = 0
+    writer_options: dict[str, str] = dc_field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +54,7 @@ class TableIdentity:
             "format": self.format,
             "partitionBy": list(self.partition_by),
             "firstBatchId": self.first_batch_id,
+            "writerOptions": dict(self.writer_options),
         }
 
     @classmethod
@@ -63,6 +67,7 @@ class TableIdentity:
             format=field(obj, "format", str),
             partition_by=tuple(field(obj, "partitionBy", list, optional=True, default=[])),
             first_batch_id=field(obj, "firstBatchId", int, optional=True, default=0),
+            writer_options=dict(field(obj, "writerOptions", dict, optional=True, default={})),
         )
 
 
@@ -84,7 +89,8 @@ def read_identity(storage: Storage) -> TableIdentity | None:
 
 
 def ensure_identity(
-    storage: Storage, *, compact_interval: int, format: str, partition_by: tuple[str, ...], first_batch_id: int = 0
+    storage: Storage, *, compact_interval: int, format: str, partition_by: tuple[str, ...], first_batch_id: int = 0,
+    writer_options: dict[str, str] | None = None,
 ) -> TableIdentity:
     """Read the identity, or create it (exclusively) for a new table; check it matches."""
     existing = read_identity(storage)
@@ -97,6 +103,7 @@ def ensure_identity(
             format=format,
             partition_by=tuple(partition_by),
             first_batch_id=first_batch_id,
+            writer_options=dict(writer_options or {}),
         )
         try:
             storage.put_if_absent(TABLE_FILE, encode_file(VERSION, [encode_line(identity.to_json())]))
