@@ -24,7 +24,8 @@ check-java:
 	  if [ -n "$$v" ] && [ "$$v" -lt 17 ]; then echo "error: Java $$v found, Spark 4 needs Java 17 or newer" >&2; exit 1; fi
 
 demo: check-java venv
-	$(BIN)/python -m jobs.quickstart
+	rm -rf .work/quickstart
+	$(BIN)/seo run landing_to_parquet --conf conf/local.toml
 
 test: check-java venv
 	$(BIN)/lint-imports

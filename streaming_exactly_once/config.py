@@ -7,8 +7,10 @@ into them, with errors that name the key and list what is valid.
 
 from __future__ import annotations
 
+import os
 import re
-from typing import Any, Iterable
+from pathlib import Path
+from typing import Any, Iterable, Mapping
 
 from .errors import ConfigError
 
@@ -73,3 +75,121 @@ def reject_unknown(given: Iterable[str], valid: Iterable[str], *, where: str) ->
             unknown=unknown,
             valid=valid_set,
         )
+
+
+# --- job configuration files ------------------------------------------------------------------
+
+#: Keys of the [sink] section (ExactlyOnceSink options plus where the table and checkpoint live).
+SINK_KEYS: dict[str, str] = {
+    "table": "str",
+    "checkpoint": "str",
+    "format": "str",
+    "partition_by": "list",
+    "staging_mode": "str",
+    "compact_interval": "int",
+    "min_batches_to_retain": "int",
+    "cleanup_delay": "duration",
+    "retention": "duration",
+    "source_retention": "duration",
+    "watermark_columns": "list",
+    "lease_timeout": "duration",
+    "move_threads": "int",
+    "step_retries": "int",
+    "description": "str",
+    "options": "table",
+    "metrics_path": "str",
+}
+TRIGGER_KEYS = {"mode": "str", "interval": "str"}
+SECRET_MARKERS = ("secret", "password", "token", "key", "credential")
+
+
+def _coerce(value: Any, kind: str, *, key: str) -> Any:
+    if kind == "str":
+        return str(value)
+    if kind == "int":
+        return parse_int(value, key=key)
+    if kind == "float":
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key} must be a number, got {value!r}", key=key) from None
+    if kind == "bool":
+        return parse_bool(value, key=key)
+    if kind == "duration":
+        parse_duration_ms(value, key=key)  # validate, keep the user's text
+        return value
+    if kind == "list":
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        if isinstance(value, (list, tuple)):
+            return list(value)
+        raise ConfigError(f"{key} must be a list (or comma-separated text), got {value!r}", key=key)
+    if kind == "table":
+        if isinstance(value, str):  # from the environment: k=v,k2=v2
+            return dict(item.split("=", 1) for item in value.split(",") if "=" in item)
+        if isinstance(value, Mapping):
+            return {str(k): v for k, v in value.items()}
+        raise ConfigError(f"{key} must be a table of key = value, got {value!r}", key=key)
+    return value  # "any"
+
+
+def load_job_config(
+    path: str | Path | None,
+    *,
+    spec: Mapping[str, Mapping[str, str]],
+    overrides: list[str] = (),  # type: ignore[assignment]
+    environ: Mapping[str, str] | None = None,
+    open_sections: tuple[str, ...] = ("spark", "storage"),
+) -> dict[str, dict[str, Any]]:
+    """Read a TOML job config; ``SEO_<SECTION>__<KEY>`` env vars override it, ``--set`` overrides those.
+
+    ``spec`` lists the keys each section accepts and their kind; sections in ``open_sections``
+    (Spark settings, storage options) accept any key. Unknown sections and keys are rejected
+    with the valid ones listed.
+    """
+    import tomllib
+
+    environ = os.environ if environ is None else environ
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} does not exist (see the files in conf/)", key="conf")
+        try:
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {p} is not valid TOML: {exc}", key="conf") from None
+    sections = set(spec) | set(open_sections)
+    reject_unknown(data, sections, where=f"{path or 'the configuration'} (sections)")
+    config: dict[str, dict[str, Any]] = {name: dict(data.get(name, {})) for name in sections}
+    for key, value in environ.items():
+        if not key.startswith("SEO_") or "__" not in key:
+            continue
+        section, _, name = key[4:].partition("__")
+        section, name = section.lower(), name.lower()
+        if section in sections:
+            config[section][name if section not in open_sections else name.replace("__", ".")] = value
+    for item in overrides:
+        if "=" not in item or "." not in item.split("=", 1)[0]:
+            raise ConfigError(f"--set takes section.key=value, got {item!r}", key="--set")
+        dotted, value = item.split("=", 1)
+        section, name = dotted.split(".", 1)
+        if section not in sections:
+            reject_unknown([section], sections, where="--set")
+        config[section][name] = value
+    for section, keys in spec.items():
+        reject_unknown(config[section], keys, where=f"[{section}]")
+        for name, value in list(config[section].items()):
+            config[section][name] = _coerce(value, keys[name], key=f"{section}.{name}")
+    return config
+
+
+def redacted(config: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A copy safe to print or log: values of secret-looking keys are masked."""
+    out: dict[str, dict[str, Any]] = {}
+    for section, values in config.items():
+        out[section] = {}
+        for key, value in values.items():
+            secret = any(marker in key.lower() for marker in SECRET_MARKERS) and key.lower() not in ("partition_by",)
+            out[section][key] = "***" if secret and value not in (None, "") else value
+    return out

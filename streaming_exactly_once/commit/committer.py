@@ -126,6 +126,7 @@ class TableCommitter:
         self.latest_batch_id = -1
         self._committed: dict[str, int] = {}
         self._input_paths: set[str] | None = None
+        self._table_rows: int | None = 0
         self._ready = False
         self.last_recovery: RecoveryReport | None = None
         self.janitor = Janitor(storage)
@@ -168,7 +169,10 @@ class TableCommitter:
             writer_options=dict(self.options.writer_options),
         )
         check_logs_consistent(self.logs, self.latest_batch_id, self.identity.first_batch_id)
-        self._committed = {q: r.spark_batch_id for q, r in self.logs.commits.latest_per_query().items()}
+        latest_records = self.logs.commits.latest_per_query()
+        self._committed = {q: r.spark_batch_id for q, r in latest_records.items()}
+        newest = max(latest_records.values(), key=lambda r: r.batch_id, default=None)
+        self._table_rows = newest.table_rows if newest is not None else 0
         self._input_paths = None
         self._ready = True
         if not report.clean:
@@ -310,6 +314,7 @@ class TableCommitter:
             num_skipped_rows=num_skipped_rows,
             source_files=len(input_files),
             schema=schema,
+            table_rows=None if self._table_rows is None or num_rows is None else self._table_rows + num_rows,
         )
         steps.append(WriteCommit(record=record))
         if attempt.mode == "direct":
@@ -344,6 +349,7 @@ class TableCommitter:
         if self.options.build_manifest_index and is_compaction_batch(m, self.logs.manifest.interval):
             self.janitor.submit(lambda: self._index_manifest(m))
         self.latest_batch_id = m
+        self._table_rows = record.table_rows
         self._committed[attempt.query_id] = attempt.spark_batch_id
         if self._input_paths is not None:
             self._input_paths.update(i.path for i in input_files)

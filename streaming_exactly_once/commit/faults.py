@@ -7,10 +7,14 @@ A boundary is a point between two effects of the commit protocol::
 
 ``crash_at`` kills this very process with SIGKILL there (no cleanup, no finally blocks: what a
 power cut or an OOM kill does); ``fail_at`` raises ``InjectedFailure`` (what an exception from
-storage would do). The spec is ``<boundary>[@<n>][+<ms>ms]``: at the n-th time the boundary is
+storage would do); ``pause_at`` stops the process with SIGSTOP (a writer frozen by a long GC
+pause or a suspended VM, which a test then resumes with SIGCONT).
+
+The spec is ``<boundary>[@<n>][+<ms>ms]``: at the n-th time the boundary is
 reached in this process (default 1st), optionally ``ms`` milliseconds *after* it while the
 process carries on (to hit the instants just after the manifest entry appears).
-Parsed from the ``SEO_CRASH_AT``/``SEO_FAIL_AT`` environment variables by the sink (an edge).
+Parsed from the ``SEO_CRASH_AT``/``SEO_FAIL_AT``/``SEO_PAUSE_AT`` environment variables by the
+sink (an edge).
 """
 
 from __future__ import annotations
@@ -61,15 +65,22 @@ class FaultSpec:
 
 
 class FaultHooks:
-    def __init__(self, crash_at: FaultSpec | None = None, fail_at: FaultSpec | None = None) -> None:
+    def __init__(
+        self, crash_at: FaultSpec | None = None, fail_at: FaultSpec | None = None, pause_at: FaultSpec | None = None
+    ) -> None:
         self.crash_at = crash_at
         self.fail_at = fail_at
+        self.pause_at = pause_at
         self._seen: Counter[str] = Counter()
         self._lock = threading.Lock()
 
     @classmethod
     def from_env(cls, environ=os.environ) -> "FaultHooks":
-        return cls(FaultSpec.parse(environ.get("SEO_CRASH_AT")), FaultSpec.parse(environ.get("SEO_FAIL_AT")))
+        return cls(
+            FaultSpec.parse(environ.get("SEO_CRASH_AT")),
+            FaultSpec.parse(environ.get("SEO_FAIL_AT")),
+            FaultSpec.parse(environ.get("SEO_PAUSE_AT")),
+        )
 
     def __call__(self, boundary: str) -> None:
         with self._lock:
@@ -81,6 +92,9 @@ class FaultHooks:
                 threading.Timer(crash.delay_ms / 1000, _kill_self).start()
             else:
                 _kill_self()
+        pause = self.pause_at
+        if pause is not None and pause.boundary == boundary and pause.nth == count:
+            os.kill(os.getpid(), signal.SIGSTOP)  # resumes here on SIGCONT
         fail = self.fail_at
         if fail is not None and fail.boundary == boundary and fail.nth == count:
             raise InjectedFailure(f"injected failure at {boundary} (occurrence {count})")

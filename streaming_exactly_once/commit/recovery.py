@@ -148,6 +148,15 @@ def check_logs_consistent(logs: TableLogs, latest: int, first_batch_id: int) -> 
     """After recovery every published batch has its commit and sources record."""
     if latest < first_batch_id:
         return
+    offsets_gaps = [b for b in logs.offsets.gaps() if b >= first_batch_id]
+    if offsets_gaps:
+        raise LogCorruptError(
+            path=logs.offsets.uri(),
+            batch_id=offsets_gaps[0],
+            problem=f"the offsets log is missing batch file(s) {offsets_gaps[:5]}",
+            hint="Restore them from a backup; the commits log still holds what they recorded, so "
+            "`seo recover <table> --rebuild-logs` can write replacements.",
+        )
     for log_, name in ((logs.commits, "commits"), (logs.sources, "sources")):
         last = log_.latest_batch_id(refresh=True)
         if last is None or last < latest:

@@ -108,6 +108,30 @@ class ExactlyOnceSink:
         self.last_result: CommitResult | None = None
         _LIVE_SINKS.add(self)
 
+    @classmethod
+    def from_config(
+        cls,
+        section: Mapping[str, Any],
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        on_commit=None,
+    ) -> "ExactlyOnceSink":
+        """A sink from a ``[sink]`` config section (see ``conf/local.toml``); ``checkpoint`` is kept
+        as ``sink.checkpoint_location`` for ``start``."""
+        values = dict(section)
+        table = values.pop("table", None)
+        if not table:
+            raise ConfigError("[sink] needs table = \"<path or URI>\"", key="sink.table")
+        checkpoint = values.pop("checkpoint", None)
+        values.pop("metrics_path", None)
+        sink = cls(table, storage_options=dict(storage_options or {}), on_commit=on_commit, **values)
+        sink._checkpoint = checkpoint
+        return sink
+
+    @property
+    def checkpoint_location(self) -> str | None:
+        return self._checkpoint
+
     # -- running a query ---------------------------------------------------------------------
 
     def start(

@@ -4,7 +4,7 @@ Bytes (one record per delta; a compact file keeps the latest record of every que
 all the idempotence check needs: Spark batch ids only grow within a query)::
 
     v1
-    {"batchId":12,"queryId":"c578917c-...","sparkBatchId":40,"epoch":3,"attempt":"9f2c41d0","mode":"rename","numFiles":4,"numRows":20000,"numBytes":812345,"numSkippedRows":0,"commitTimeMs":1795313165400,"stepMs":{"stage":812.4,"wal":0.6,"move":1.9,"manifest":0.7},"watermarks":{"ts":{"min":"2024-01-01T00:00:00","max":"2024-01-01T00:09:59"}},"sourceFiles":1,"committedByEpoch":3,"schema":"{\"type\":\"struct\",...}"}
+    {"batchId":12,"queryId":"c578917c-...","sparkBatchId":40,"epoch":3,"attempt":"9f2c41d0","mode":"rename","numFiles":4,"numRows":20000,"numBytes":812345,"numSkippedRows":0,"commitTimeMs":1795313165400,"stepMs":{"stage":812.4,"wal":0.6,"move":1.9,"manifest":0.7},"watermarks":{"ts":{"min":"2024-01-01T00:00:00","max":"2024-01-01T00:09:59"}},"sourceFiles":1,"committedByEpoch":3,"tableRows":240000,"schema":"{\"type\":\"struct\",...}"}
 
 The record is written by the commit sequence right after the manifest entry; the WAL entry that
 carries the same (query, Spark batch) is durable before the manifest, so the idempotence key is
@@ -46,6 +46,7 @@ class CommitRecord:
     committed_by_epoch: int | None = None
     reconstructed: bool = False
     schema: str | None = None  # Spark schema JSON of the rows written (partition columns included)
+    table_rows: int | None = None  # rows committed to the table up to and including this batch
 
 
 class CommitCodec:
@@ -67,6 +68,8 @@ class CommitCodec:
             "sourceFiles": r.source_files,
             "committedByEpoch": r.committed_by_epoch if r.committed_by_epoch is not None else r.epoch,
         }
+        if r.table_rows is not None:
+            out["tableRows"] = r.table_rows
         if r.schema is not None:
             out["schema"] = r.schema
         if r.reconstructed:
@@ -92,6 +95,7 @@ class CommitCodec:
             committed_by_epoch=field(obj, "committedByEpoch", int, optional=True),
             reconstructed=field(obj, "reconstructed", bool, optional=True, default=False),
             schema=field(obj, "schema", str, optional=True),
+            table_rows=field(obj, "tableRows", int, optional=True),
         )
 
 

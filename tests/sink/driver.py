@@ -32,6 +32,9 @@ def main(argv=None) -> int:
     p.add_argument("--lease-timeout", default="60s")
     p.add_argument("--continuous", type=float, default=0.0, help="run with processingTime triggers for N seconds")
     p.add_argument("--events", default=None, help="append commit events (JSON lines) here")
+    p.add_argument("--until-done", default=None, help="run continuously until this marker file exists and input is drained")
+    p.add_argument("--compact-interval", type=int, default=10)
+    p.add_argument("--retain", type=int, default=100)
     args = p.parse_args(argv)
 
     from pyspark.sql import SparkSession
@@ -46,6 +49,7 @@ def main(argv=None) -> int:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.streaming.noDataProgressEventInterval", "100")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -66,12 +70,30 @@ def main(argv=None) -> int:
             watermark_columns=["id"],
             on_commit=on_commit,
             options={"header": "true"} if args.format == "csv" else {},
+            compact_interval=args.compact_interval,
+            min_batches_to_retain=args.retain,
         )
         stream = spark.readStream.schema(CSV_SCHEMA).option("maxFilesPerTrigger", args.files_per_trigger).csv(args.input)
-        trigger = {"processingTime": "200 milliseconds"} if args.continuous else {"availableNow": True}
+        continuous = args.continuous or args.until_done
+        trigger = {"processingTime": "200 milliseconds"} if continuous else {"availableNow": True}
         query = sink.start(stream, checkpoint_location=args.checkpoint, trigger=trigger)
         print(f"STARTED {query.id} epoch {sink.committer.epoch}", flush=True)
-        if args.continuous:
+        if args.until_done:
+            last_ts, idle = None, 0
+            while query.isActive:
+                time.sleep(0.25)
+                progress = query.lastProgress
+                if progress is None or progress["timestamp"] == last_ts:
+                    continue
+                last_ts = progress["timestamp"]
+                drained = progress["numInputRows"] == 0 and os.path.exists(args.until_done)
+                idle = idle + 1 if drained else 0
+                if idle >= 3:
+                    break
+            if query.exception() is not None:
+                raise query.exception()
+            sink.stop()
+        elif args.continuous:
             deadline = time.time() + args.continuous
             while time.time() < deadline and query.isActive:
                 time.sleep(0.2)

@@ -1,0 +1,100 @@
+"""``seo run JOB``: load a job module from ``jobs/``, its config from ``conf/``, and run it.
+
+A job module defines ``SPEC`` (its own config sections and keys) and
+``run(config, *, on_event, stop, say) -> dict``. The runner owns what every job shares: reading
+and validating the config (file < ``SEO_*`` environment < ``--set``), printing it with secrets
+masked, printing one progress line per committed batch (or JSON lines with ``--json``),
+appending those events to ``sink.metrics_path`` if set, and turning the first Ctrl-C into a
+graceful stop (the in-flight batch finishes or rolls back; nothing is half-published).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..config import SINK_KEYS, TRIGGER_KEYS, load_job_config, redacted
+from ..errors import ConfigError
+from .output import Output, human_bytes
+
+DEFAULT_CONF = "conf/local.toml"
+
+
+def load_job_module(job: str, jobs_dir: str):
+    path = Path(job) if job.endswith(".py") else Path(jobs_dir) / f"{job}.py"
+    if not path.is_file():
+        available = sorted(p.stem for p in Path(jobs_dir).glob("*.py") if not p.stem.startswith("_")) if Path(jobs_dir).is_dir() else []
+        raise ConfigError(
+            f"No job {job!r} (looked for {path}). Available jobs in {jobs_dir}/: {', '.join(available) or 'none'}.",
+            key="job",
+        )
+    if str(path.parent.resolve()) not in sys.path:
+        sys.path.insert(0, str(path.parent.resolve()))  # jobs import their shared helpers by name
+    spec = importlib.util.spec_from_file_location(f"seo_job_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    if not hasattr(module, "run"):
+        raise ConfigError(f"{path} defines no run(config, ...) function", key="job")
+    return module
+
+
+def run_job(job: str, *, conf_path: str | None, overrides: list[str], jobs_dir: str, out: Output) -> int:
+    module = load_job_module(job, jobs_dir)
+    spec = {"sink": SINK_KEYS, "trigger": TRIGGER_KEYS, **getattr(module, "SPEC", {})}
+    conf = conf_path or DEFAULT_CONF
+    config = load_job_config(conf, spec=spec, overrides=overrides)
+    metrics_path = config["sink"].pop("metrics_path", None)
+    metrics = open(metrics_path, "a", encoding="utf-8") if metrics_path else None
+    if not out.as_json:
+        out.write(f"seo run {job} --conf {conf}")
+        for section, values in redacted(config).items():
+            if values:
+                out.write(f"  [{section}] " + ", ".join(f"{k}={v}" for k, v in values.items()))
+    stop = threading.Event()
+    counts = {"batches": 0, "rows": 0}
+
+    def on_event(event: dict[str, Any]) -> None:
+        counts["batches"] += 1
+        counts["rows"] += event.get("numRows") or 0
+        if metrics is not None:
+            metrics.write(json.dumps(event, default=str) + "\n")
+            metrics.flush()
+        if out.as_json:
+            out.write(json.dumps(event, default=str))
+        else:
+            out.write(
+                f"batch {event['batchId']:>5}  rows {event['numRows'] or 0:>8}  files {event['numFiles']:>4}  "
+                f"{human_bytes(event['numBytes']):>10}  commit {event['commitMs']:7.1f} ms  (query batch {event['sparkBatchId']})"
+            )
+
+    def say(text: str) -> None:
+        if not out.as_json:
+            out.write(text)
+
+    def on_sigint(signum, frame) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        say("stopping gracefully (Ctrl-C again to abort)...")
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    t0 = time.time()
+    try:
+        summary = module.run(config, on_event=on_event, stop=stop, say=say) or {}
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if metrics is not None:
+            metrics.close()
+    summary = {"job": job, "batches": counts["batches"], "rows": counts["rows"], "seconds": round(time.time() - t0, 1), **summary}
+    if out.as_json:
+        out.write(json.dumps({"event": "job_finished", **summary}, default=str))
+    else:
+        out.write("")
+        out.block([(k, v) for k, v in summary.items()])
+    return 0 if summary.get("verified", True) else 1

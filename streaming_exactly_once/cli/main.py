@@ -1,0 +1,330 @@
+"""``seo``: inspect, verify, repair and run exactly-once tables from the shell.
+
+Every command takes ``--json``; errors are one line on stderr and a non-zero exit code
+(1 = the command failed; 2 = bad usage; ``verify`` exits 3 when it found only warnings).
+Only ``run`` starts Spark; the other commands need neither pyspark nor a JVM.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from ..config import parse_duration_ms
+from ..errors import ExactlyOnceError
+from .output import Output, human_bytes, human_time
+
+EXIT_FAILED = 1
+EXIT_WARNINGS = 3
+
+
+class Ctx:
+    def __init__(self, as_json: bool, storage_options: dict[str, Any]) -> None:
+        self.out = Output(as_json)
+        self.as_json = as_json
+        self.storage_options = storage_options
+
+    def storage(self, table: str):
+        from ..readers.visibility import locate
+
+        return locate(table, self.storage_options).storage
+
+
+def _storage_options(pairs: tuple[str, ...]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for key, value in os.environ.items():  # SEO_STORAGE__ENDPOINT_URL=... (secrets from the environment)
+        if key.startswith("SEO_STORAGE__"):
+            options[key[len("SEO_STORAGE__"):].lower()] = value
+    for pair in pairs:
+        if "=" not in pair:
+            raise click.BadParameter(f"expected key=value, got {pair!r}", param_hint="--storage-option")
+        key, value = pair.split("=", 1)
+        options[key] = value
+    return options
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of tables.")
+@click.option("-o", "--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE", help="Storage option (e.g. endpoint_url=...); also SEO_STORAGE__KEY env vars.")
+@click.pass_context
+def cli(ctx: click.Context, as_json: bool, storage_option: tuple[str, ...]) -> None:
+    """Exactly-once tables for Spark Structured Streaming."""
+    ctx.obj = Ctx(as_json, _storage_options(storage_option))
+
+
+def _json_option(f):
+    """Allow ``--json`` after the subcommand too (``seo status T --json``)."""
+    return click.option("--json", "local_json", is_flag=True, help="Print JSON.")(f)
+
+
+def _out(ctx: Ctx, local_json: bool) -> Output:
+    if local_json:
+        ctx.out.as_json = True
+    return ctx.out
+
+
+@cli.command()
+@click.argument("table")
+@_json_option
+@click.pass_obj
+def status(ctx: Ctx, table: str, local_json: bool) -> None:
+    """Latest batch, writer and epoch, pending commits, files, bytes, rows, watermarks."""
+    from ..maintenance.status import table_status
+
+    out = _out(ctx, local_json)
+    info = table_status(ctx.storage(table))
+    if out.as_json:
+        return out.json(info)
+    lease = info.get("lease") or {}
+    travel = info.get("timeTravel") or {}
+    out.block(
+        [
+            ("table", info["table"]),
+            ("latest batch", info["latestBatchId"]),
+            ("files", info.get("files")),
+            ("bytes", human_bytes(info.get("bytes"))),
+            ("rows", info.get("rows")),
+            ("format", info.get("format")),
+            ("partitioned by", ", ".join(info.get("partitionBy") or []) or "-"),
+            ("last commit", human_time(info.get("lastCommitMs"))),
+            ("time travel", f"batches {travel['oldest']}..{travel['latest']}" if travel else "-"),
+            ("writer", f"epoch {lease['epoch']}, {'LIVE' if lease['alive'] else 'not running'} ({lease['state']}), pid {lease['pid']} on {lease['host']}" if lease else "none yet"),
+            ("pending commits", ", ".join(map(str, info["pendingCommits"])) or "none"),
+            ("staging dirs", info["stagingDirs"]),
+        ]
+    )
+    queries = info.get("queries") or []
+    if queries:
+        out.write()
+        out.table(
+            [(q["queryId"], q["lastSparkBatchId"], q["lastBatchId"], human_time(q["commitTimeMs"]), q["watermarks"]) for q in queries],
+            ["query id", "last spark batch", "table batch", "committed", "watermarks"],
+        )
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--kind", type=click.Choice(["manifest", "offsets", "commits", "sources"]), default="manifest", show_default=True)
+@click.option("--batch", type=int, default=None, help="Show the records of one batch file.")
+@_json_option
+@click.pass_obj
+def log(ctx: Ctx, table: str, kind: str, batch: int | None, local_json: bool) -> None:
+    """List a log's batches (with commit info), or the records of one batch."""
+    from ..table.identity import read_identity
+    from ..table.table_logs import TableLogs
+
+    out = _out(ctx, local_json)
+    storage = ctx.storage(table)
+    identity = read_identity(storage)
+    logs = TableLogs.open(storage, interval=identity.compact_interval if identity else 10)
+    log_ = {"manifest": logs.manifest, "offsets": logs.offsets, "commits": logs.commits, "sources": logs.sources}[kind]
+    if batch is not None:
+        records = [log_.codec.to_json(r) for r in log_.read(batch)]
+        if out.as_json:
+            return out.json({"kind": kind, "batch": batch, "file": log_.uri(batch), "records": records})
+        out.write(f"{log_.uri(batch)}  ({len(records)} records)")
+        for record in records:
+            out.write("  " + " ".join(f"{k}={v}" for k, v in record.items() if k != "schema"))
+        return
+    if kind == "manifest":
+        from ..readers.history import batches
+
+        rows = batches(storage.root_uri, storage_options=ctx.storage_options)
+        if out.as_json:
+            return out.json([r.__dict__ for r in rows])
+        return out.table(
+            [(r.batch_id, "yes" if r.readable else "no", human_time(r.commit_time_ms), r.num_rows, r.num_files, human_bytes(r.num_bytes), r.spark_batch_id, (r.query_id or "-")[:8]) for r in rows],
+            ["batch", "as_of ok", "committed", "rows", "files", "bytes", "spark batch", "query"],
+        )
+    files = log_.list_batch_files()
+    if out.as_json:
+        return out.json([{"batch": b, "file": storage.uri(f"{log_.directory}/{name}")} for b, name in sorted(files.items())])
+    out.table([(b, name) for b, name in sorted(files.items())], ["batch", "file"])
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--as-of", type=int, default=None, help="The table as it was after this batch.")
+@_json_option
+@click.pass_obj
+def files(ctx: Ctx, table: str, as_of: int | None, local_json: bool) -> None:
+    """The committed data files (what every reader sees)."""
+    from ..readers.visibility import committed_files
+
+    out = _out(ctx, local_json)
+    result = committed_files(table, as_of=as_of, storage_options=ctx.storage_options)
+    rows = list(zip(result.uris(), result.sizes))
+    if out.as_json:
+        return out.json({"asOf": result.as_of, "files": [{"uri": u, "size": s} for u, s in rows]})
+    out.table([(u, human_bytes(s)) for u, s in rows], ["file", "size"])
+    out.write(f"{len(rows)} files, {human_bytes(result.total_bytes)}, as of batch {result.as_of}")
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--no-orphans", is_flag=True, help="Skip the (full-listing) orphan scan.")
+@_json_option
+@click.pass_obj
+def verify(ctx: Ctx, table: str, no_orphans: bool, local_json: bool) -> None:
+    """Check the manifest and logs against storage. Exit 0 clean, 1 errors, 3 warnings only."""
+    from ..maintenance.verify import verify_table
+
+    out = _out(ctx, local_json)
+    report = verify_table(ctx.storage(table), check_orphans=not no_orphans)
+    if out.as_json:
+        out.json(report.to_json())
+    else:
+        if report.problems:
+            out.table([(p.severity, p.kind, p.path, p.detail) for p in report.problems], ["severity", "kind", "path", "detail"])
+        verdict = "OK" if not report.problems else ("ERRORS" if report.errors else "warnings only")
+        out.write(f"{report.table}: {verdict} - batch {report.latest_batch_id}, {report.files} files, {human_bytes(report.bytes)}, {len(report.errors)} errors, {len(report.warnings)} warnings")
+    if report.errors:
+        sys.exit(EXIT_FAILED)
+    if report.warnings:
+        sys.exit(EXIT_WARNINGS)
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--discard-wal", type=int, default=None, metavar="BATCH", help="Drop an unpublished (e.g. corrupt) WAL entry.")
+@click.option("--rebuild-logs", is_flag=True, help="Rebuild missing offsets/commits/sources records.")
+@click.option("--lease-timeout", default="60s", show_default=True)
+@_json_option
+@click.pass_obj
+def recover(ctx: Ctx, table: str, discard_wal: int | None, rebuild_logs: bool, lease_timeout: str, local_json: bool) -> None:
+    """Roll pending commits forward and remove aborted attempts, without running a query."""
+    from ..maintenance import repair
+
+    out = _out(ctx, local_json)
+    storage = ctx.storage(table)
+    timeout = parse_duration_ms(lease_timeout, key="--lease-timeout")
+    result: dict[str, Any] = {}
+    if discard_wal is not None:
+        result["discardWal"] = repair.discard_wal(storage, discard_wal, lease_timeout_ms=timeout)
+    if rebuild_logs:
+        rebuilt = repair.rebuild_logs(storage, lease_timeout_ms=timeout)
+        result["rebuilt"] = rebuilt.__dict__
+    report = repair.recover_table(storage, lease_timeout_ms=timeout)
+    result["recovery"] = report.__dict__
+    if out.as_json:
+        return out.json(result)
+    if "discardWal" in result:
+        out.write(result["discardWal"])
+    if rebuild_logs:
+        r = result["rebuilt"]
+        out.write(f"rebuilt offsets {r['offsets'] or '-'}, commits {r['commits'] or '-'}, sources {r['sources'] or '-'}")
+        if r["unprotected_batches"]:
+            out.write(f"warning: input files of batches {r['unprotected_batches']} are unknown; a recreated checkpoint could re-read them")
+    out.block(
+        [
+            ("latest batch", report.latest_batch_id),
+            ("rolled forward", report.rolled_forward or "none"),
+            ("discarded claims", report.discarded or "none"),
+            ("aborted attempts", report.aborted_attempts or "none"),
+            ("deleted data files", report.deleted_data_files),
+        ]
+    )
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--dry-run", is_flag=True, help="List what would be deleted.")
+@click.option("--older-than", default="1h", show_default=True, help="Only files older than this (protects in-flight batches).")
+@_json_option
+@click.pass_obj
+def gc(ctx: Ctx, table: str, dry_run: bool, older_than: str, local_json: bool) -> None:
+    """Delete orphan data files and stale staging that no retained manifest entry references."""
+    from ..maintenance.gc import collect_garbage
+
+    out = _out(ctx, local_json)
+    report = collect_garbage(ctx.storage(table), older_than_ms=parse_duration_ms(older_than, key="--older-than"), dry_run=dry_run)
+    if out.as_json:
+        return out.json({"dryRun": dry_run, "orphans": [{"uri": u, "size": s} for u, s in report.orphans], "staging": report.staging, "youngSkipped": report.young_skipped})
+    verb = "would delete" if dry_run else "deleted"
+    for uri, size in report.orphans:
+        out.write(f"{verb} {uri} ({human_bytes(size)})")
+    for uri in report.staging:
+        out.write(f"{verb} staging {uri}")
+    out.write(f"{verb} {len(report.orphans)} orphan files ({human_bytes(report.bytes)}) and {len(report.staging)} staging dirs; {report.young_skipped} younger than {older_than} kept")
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--as-of", type=int, default=None)
+@click.option("--limit", type=int, default=20, show_default=True)
+@_json_option
+@click.pass_obj
+def read(ctx: Ctx, table: str, as_of: int | None, limit: int, local_json: bool) -> None:
+    """Print committed rows (needs the [arrow] extra)."""
+    from ..readers.arrow_reader import dataset
+
+    out = _out(ctx, local_json)
+    data = dataset(table, as_of=as_of, storage_options=ctx.storage_options)
+    rows = data.head(limit).to_pylist()
+    if out.as_json:
+        return out.json(rows)
+    columns = data.schema.names
+    out.table([[row.get(c) for c in columns] for row in rows], columns)
+    out.write(f"{len(rows)} of {data.count_rows()} rows")
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--batch", type=int, default=None, help="Compact batch to index (default: every compact file).")
+@_json_option
+@click.pass_obj
+def index(ctx: Ctx, table: str, batch: int | None, local_json: bool) -> None:
+    """Build the Parquet index of compact manifest files (fast readers for huge tables)."""
+    from ..manifest.manifest_index import write_index
+    from ..manifest.manifest_log import ManifestLog
+
+    out = _out(ctx, local_json)
+    storage = ctx.storage(table)
+    log_ = ManifestLog(storage)
+    targets = [batch] if batch is not None else [b for b, n in log_.list_batch_files().items() if n.endswith(".compact")]
+    built = [b for b in sorted(targets) if write_index(storage, b, log_)]
+    if out.as_json:
+        return out.json({"indexed": built})
+    out.write(f"indexed compact batches: {built or 'none'}")
+
+
+@cli.command(context_settings={"ignore_unknown_options": False})
+@click.argument("job")
+@click.option("--conf", "conf_path", default=None, help="TOML config (default: conf/local.toml).")
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Override a config value.")
+@click.option("--jobs-dir", default="jobs", show_default=True)
+@_json_option
+@click.pass_obj
+def run(ctx: Ctx, job: str, conf_path: str | None, overrides: tuple[str, ...], jobs_dir: str, local_json: bool) -> None:
+    """Run a job from jobs/ with a config from conf/, printing progress per batch."""
+    from .job_runner import run_job
+
+    out = _out(ctx, local_json)
+    code = run_job(job, conf_path=conf_path, overrides=list(overrides), jobs_dir=jobs_dir, out=out)
+    sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="seo", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.exceptions.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except SystemExit:
+        raise
+    except ExactlyOnceError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_FAILED)
+    except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_FAILED)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Maintenance of a table without a running query: verify, recover, repair logs, collect garbage, status."""

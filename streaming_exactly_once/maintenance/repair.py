@@ -1,0 +1,134 @@
+"""Recovery without a running query, and the explicit repairs the error messages point to.
+
+* ``recover_table`` - take the lease, roll pending commits forward, remove aborted attempts,
+  release the lease. The same thing the sink does when it starts; safe at any time.
+* ``discard_wal`` - drop one WAL entry *whose manifest batch was never published* (e.g. a
+  corrupt entry). Refused if the manifest file exists: then the batch is visible and must be
+  completed, not discarded. Spark re-runs the batch, because its checkpoint has no commit for it.
+* ``rebuild_logs`` - recreate missing offsets records from the commits log (source offsets are
+  then unknown), and missing commits/sources records of published batches from the offsets log (the intent each batch wrote before staging). A rebuilt sources record is empty,
+  so those batches' input files are not protected against a recreated checkpoint; the command
+  says which batches that affects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..commit.committer import CommitterOptions, TableCommitter
+from ..commit.lease import Lease
+from ..commit.recovery import RecoveryReport, discard_sequence, recover
+from ..commit.step import StepContext
+from ..commit.wal import CommitSequenceStore
+from ..errors import ExactlyOnceError, LogCorruptError
+from ..storage.base import Storage
+from ..table.commits_log import CommitRecord
+from ..table.identity import read_identity
+from ..table.offsets_log import OffsetsRecord
+from ..table.table_logs import TableLogs
+
+
+def _logs(storage: Storage) -> TableLogs:
+    identity = read_identity(storage)
+    return TableLogs.open(storage, interval=identity.compact_interval if identity else 10)
+
+
+def recover_table(storage: Storage, *, lease_timeout_ms: int = 60_000) -> RecoveryReport:
+    committer = TableCommitter(storage, CommitterOptions(heartbeat=False, lease_timeout_ms=lease_timeout_ms))
+    try:
+        committer.lease.acquire()
+        logs = _logs(storage)
+        ctx = StepContext(storage=storage, logs=logs, epoch=committer.lease.epoch)
+        return recover(storage, logs, CommitSequenceStore(storage), ctx)
+    finally:
+        committer.lease.release()
+
+
+def discard_wal(storage: Storage, batch_id: int, *, lease_timeout_ms: int = 60_000) -> str:
+    logs = _logs(storage)
+    if storage.exists(logs.manifest.path(batch_id)) or storage.exists(f"{logs.manifest.directory}/{batch_id}"):
+        raise ExactlyOnceError(
+            f"Manifest batch {batch_id} of {storage.root_uri} is published, so its WAL entry must be rolled "
+            "forward, not discarded. Run `seo recover` instead.",
+            batch_id=batch_id,
+        )
+    lease = Lease(storage, timeout_ms=lease_timeout_ms, description="seo recover --discard-wal")
+    lease.acquire()
+    try:
+        wal = CommitSequenceStore(storage)
+        try:
+            seq = wal.get(batch_id)
+        except LogCorruptError:
+            seq = None  # unreadable: nothing of it can have been published (checked above)
+        if seq is not None:
+            discard_sequence(storage, seq)
+        wal.delete(batch_id)
+        storage.delete(logs.offsets.path(batch_id))
+        return f"discarded WAL entry {batch_id}"
+    finally:
+        lease.release()
+
+
+@dataclass
+class RebuildReport:
+    offsets: list[int] = field(default_factory=list)
+    commits: list[int] = field(default_factory=list)
+    sources: list[int] = field(default_factory=list)
+    unprotected_batches: list[int] = field(default_factory=list)
+
+
+def rebuild_logs(storage: Storage, *, lease_timeout_ms: int = 60_000) -> RebuildReport:
+    logs = _logs(storage)
+    identity = read_identity(storage)
+    first = identity.first_batch_id if identity else 0
+    latest = logs.manifest.latest_batch_id(refresh=True)
+    report = RebuildReport()
+    if latest is None:
+        return report
+    lease = Lease(storage, timeout_ms=lease_timeout_ms, description="seo recover --rebuild-logs")
+    lease.acquire()
+    try:
+        present_commits = set(logs.commits.list_batch_ids())
+        present_sources = set(logs.sources.list_batch_ids())
+        present_offsets = set(logs.offsets.list_batch_ids())
+        low = min(present_commits | present_sources | present_offsets | {first})
+        for batch_id in range(max(first, low), latest + 1):
+            if batch_id not in present_offsets and batch_id in present_commits:
+                record = logs.commits.record(batch_id)
+                if record is not None:
+                    logs.offsets.add(
+                        batch_id,
+                        [
+                            OffsetsRecord(
+                                batch_id=batch_id, query_id=record.query_id, spark_batch_id=record.spark_batch_id,
+                                epoch=record.epoch, attempt=record.attempt, written_ms=record.commit_time_ms,
+                            )
+                        ],
+                    )
+                    report.offsets.append(batch_id)
+            if batch_id not in present_commits:
+                intent = logs.offsets.record(batch_id)
+                if intent is None:
+                    raise ExactlyOnceError(
+                        f"Cannot rebuild the commit record of batch {batch_id}: its offsets record is gone too, so "
+                        "which query batch it holds is unknown. Restore _seo/offsets or _seo/commits from a backup.",
+                        batch_id=batch_id,
+                    )
+                logs.commits.add(
+                    batch_id,
+                    [
+                        CommitRecord(
+                            batch_id=batch_id, query_id=intent.query_id, spark_batch_id=intent.spark_batch_id,
+                            epoch=intent.epoch, attempt=intent.attempt, mode="unknown", num_files=0, num_rows=None,
+                            num_bytes=0, commit_time_ms=intent.written_ms, reconstructed=True,
+                        )
+                    ],
+                )
+                report.commits.append(batch_id)
+            if batch_id not in present_sources:
+                logs.sources.add(batch_id, [])
+                report.sources.append(batch_id)
+                report.unprotected_batches.append(batch_id)
+        return report
+    finally:
+        lease.release()

@@ -1,0 +1,72 @@
+"""``status``: one look at a table - its batches, writer, pending work, size and watermarks."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..commit.lease import read_lease_state
+from ..commit.wal import CommitSequenceStore
+from ..errors import ExactlyOnceError
+from ..readers.history import batches
+from ..readers.visibility import committed_files
+from ..storage.base import Storage
+from ..table.identity import read_identity
+from ..table.layout import STAGING_DIR
+from ..table.table_logs import TableLogs
+
+
+def table_status(storage: Storage) -> dict[str, Any]:
+    identity = read_identity(storage)
+    logs = TableLogs.open(storage, interval=identity.compact_interval if identity else 10)
+    latest = logs.manifest.latest_batch_id(refresh=True)
+    out: dict[str, Any] = {"table": storage.root_uri, "latestBatchId": latest}
+    if identity is not None:
+        out["tableId"] = identity.table_id
+        out["format"] = identity.format
+        out["partitionBy"] = list(identity.partition_by)
+        out["compactInterval"] = identity.compact_interval
+        out["createdMs"] = identity.created_ms
+        if identity.root_uri != storage.root_uri:
+            out["writtenAt"] = identity.root_uri
+    else:
+        out["writer"] = "Spark file sink (no _seo/ metadata)"
+    try:
+        files = committed_files(storage.root_uri, storage_options=storage.options(), allow_outside_root=True)
+        out["files"] = len(files)
+        out["bytes"] = files.total_bytes
+    except ExactlyOnceError as exc:
+        out["manifestError"] = str(exc)
+    history = batches(storage.root_uri, storage_options=storage.options()) if latest is not None else []
+    readable = [b.batch_id for b in history if b.readable]
+    out["timeTravel"] = {"oldest": readable[0], "latest": readable[-1]} if readable else None
+    if identity is not None:
+        per_query = logs.commits.latest_per_query()
+        newest = max(per_query.values(), key=lambda r: r.batch_id, default=None)
+        out["rows"] = newest.table_rows if newest is not None else 0
+        out["lastCommitMs"] = newest.commit_time_ms if newest is not None else None
+        out["queries"] = [
+            {
+                "queryId": r.query_id,
+                "lastSparkBatchId": r.spark_batch_id,
+                "lastBatchId": r.batch_id,
+                "commitTimeMs": r.commit_time_ms,
+                "watermarks": r.watermarks,
+            }
+            for r in sorted(per_query.values(), key=lambda r: r.batch_id)
+        ]
+    state = read_lease_state(storage)
+    if state is not None:
+        now = int(time.time() * 1000)
+        out["lease"] = {
+            "epoch": state.epoch,
+            "alive": state.alive,
+            "state": state.reason,
+            "host": state.writer.host if state.writer else None,
+            "pid": state.writer.pid if state.writer else None,
+            "description": state.writer.description if state.writer else None,
+            "heartbeatAgeS": round((now - state.heartbeat.heartbeat_ms) / 1000, 1) if state.heartbeat else None,
+        }
+    out["pendingCommits"] = CommitSequenceStore(storage).pending()
+    out["stagingDirs"] = len(storage.list_dir(STAGING_DIR))
+    return out

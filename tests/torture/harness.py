@@ -1,0 +1,250 @@
+"""The torture harness: a real streaming job in its own driver process, killed again and again.
+
+Each *run* starts ``tests.sink.driver`` on the same table and checkpoint while new input files
+keep appearing, and ends in one of these ways:
+
+* **boundary kill** - ``SEO_CRASH_AT=<boundary>`` makes the driver SIGKILL itself at that point of
+  the commit protocol; the harness cycles through every boundary of the run's staging mode
+  (``after-manifest+3ms`` included: a kill a few milliseconds after the manifest entry appears);
+* **random kill** - the harness SIGKILLs the driver at a random moment;
+* **clean run** - the driver drains its input and stops.
+
+Between runs it mixes in: deleting the checkpoint (the file source re-reads every input file);
+deleting the checkpoint's latest ``commits/N`` (Spark replays a committed batch); switching the
+staging mode; and starting a second writer against the live table (it must fail fast with
+``ConcurrentWriterError`` while the first carries on). At the end a clean run drains everything,
+``recover`` runs, and ``verify.verify_tortured_table`` checks the result independently.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from streaming_exactly_once.commit.faults import BOUNDARIES
+
+REPO = Path(__file__).resolve().parents[2]
+
+RENAME_BOUNDARIES = [b for b in BOUNDARIES if b != "after-cleanup"] + ["after-manifest+3ms"]
+DIRECT_BOUNDARIES = [b for b in BOUNDARIES if b not in ("mid-move", "after-move")] + ["after-manifest+3ms"]
+
+
+@dataclass
+class TortureConfig:
+    work: Path
+    kills: int = 30
+    rows_per_file: int = 20
+    files_per_run: int = 3
+    files_per_trigger: int = 2
+    seed: int = 7
+    lease_timeout: str = "20s"
+    checkpoint_deletions: int = 2
+    replays: int = 2
+    concurrent_writers: int = 1
+    run_timeout_s: float = 60.0
+    random_kill_share: float = 0.3
+    log: bool = True
+
+
+@dataclass
+class TortureStats:
+    runs: int = 0
+    kills: int = 0
+    boundary_kills: dict[str, int] = field(default_factory=dict)
+    random_kills: int = 0
+    clean_runs: int = 0
+    checkpoint_deletions: int = 0
+    replays: int = 0
+    concurrent_rejected: int = 0
+    mode_runs: dict[str, int] = field(default_factory=dict)
+    wall_s: float = 0.0
+    files: int = 0
+
+
+class TortureRun:
+    def __init__(self, config: TortureConfig) -> None:
+        self.c = config
+        self.rng = random.Random(config.seed)
+        self.input = config.work / "input"
+        self.table = config.work / "table"
+        self.checkpoint = config.work / "checkpoint"
+        self.done_marker = config.work / "DONE"
+        self.stats = TortureStats()
+        self._next_file = 0
+        self.input.mkdir(parents=True, exist_ok=True)
+
+    # -- input -------------------------------------------------------------------------------
+
+    def feed(self, n: int) -> None:
+        from tests.datagen import write_csv_files
+
+        write_csv_files(self.input, n_files=n, rows_per_file=self.c.rows_per_file, start_file=self._next_file)
+        self._next_file += n
+        self.stats.files = self._next_file
+
+    def _feeder(self, stop: threading.Event, every_s: float) -> None:
+        while not stop.wait(every_s):
+            if self.done_marker.exists():
+                return
+            self.feed(1)
+
+    # -- one driver --------------------------------------------------------------------------
+
+    def launch(self, *, mode: str, checkpoint: Path | None = None, env_extra: dict | None = None) -> subprocess.Popen:
+        cmd = [
+            sys.executable, "-m", "tests.sink.driver",
+            "--input", str(self.input), "--table", str(self.table),
+            "--checkpoint", str(checkpoint or self.checkpoint), "--mode", mode,
+            "--files-per-trigger", str(self.c.files_per_trigger), "--lease-timeout", self.c.lease_timeout,
+            "--until-done", str(self.done_marker), "--retain", "100000",
+        ]
+        env = dict(os.environ)
+        for key in ("SEO_CRASH_AT", "SEO_FAIL_AT", "SEO_PAUSE_AT"):
+            env.pop(key, None)
+        env.update(env_extra or {})
+        return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    @staticmethod
+    def wait_started(proc: subprocess.Popen, timeout: float) -> list[str]:
+        """Lines up to STARTED/CONCURRENT/FENCED; a thread keeps draining the pipe afterwards."""
+        lines: list[str] = []
+        ready = threading.Event()
+
+        def pump() -> None:
+            for line in proc.stdout:
+                lines.append(line)
+                if line.startswith(("STARTED", "CONCURRENT", "FENCED")):
+                    ready.set()
+            ready.set()
+
+        thread = threading.Thread(target=pump, daemon=True)
+        thread.start()
+        proc._seo_lines = lines  # type: ignore[attr-defined]
+        proc._seo_pump = thread  # type: ignore[attr-defined]
+        ready.wait(timeout)
+        return list(lines)
+
+    def _say(self, text: str) -> None:
+        if self.c.log:
+            print(f"[torture {time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+    def run_once(self, *, mode: str, crash_at: str | None, random_kill: bool) -> str:
+        self.stats.runs += 1
+        self.stats.mode_runs[mode] = self.stats.mode_runs.get(mode, 0) + 1
+        env = {"SEO_CRASH_AT": crash_at} if crash_at else {}
+        proc = self.launch(mode=mode, env_extra=env)
+        stop_feed = threading.Event()
+        feeder = threading.Thread(target=self._feeder, args=(stop_feed, 0.7), daemon=True)
+        feeder.start()
+        outcome = "?"
+        try:
+            started = self.wait_started(proc, self.c.run_timeout_s)
+            if started and started[-1].startswith("STARTED") and random_kill:
+                time.sleep(self.rng.uniform(0.2, 3.0))
+                proc.send_signal(signal.SIGKILL)
+            try:
+                proc.wait(timeout=self.c.run_timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGKILL)  # did not reach its boundary in time: a random kill
+                proc.wait()
+                random_kill = True
+            rc = proc.returncode
+            if rc == -signal.SIGKILL:
+                self.stats.kills += 1
+                if random_kill or not crash_at:
+                    self.stats.random_kills += 1
+                    outcome = "random kill"
+                else:
+                    self.stats.boundary_kills[crash_at] = self.stats.boundary_kills.get(crash_at, 0) + 1
+                    outcome = f"killed at {crash_at}"
+            elif rc == 0:
+                self.stats.clean_runs += 1
+                outcome = "clean"
+            else:
+                proc._seo_pump.join(timeout=5)
+                raise AssertionError(f"driver failed (rc={rc}):\n{''.join(proc._seo_lines)[-6000:]}")
+        finally:
+            stop_feed.set()
+            feeder.join()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        return outcome
+
+    def second_writer_is_rejected(self, mode: str) -> None:
+        """While a writer runs, a second one on the same table must fail fast and change nothing."""
+        first = self.launch(mode=mode)
+        try:
+            started = self.wait_started(first, self.c.run_timeout_s)
+            assert started and started[-1].startswith("STARTED"), "".join(started)
+            t0 = time.time()
+            second = self.launch(mode=mode, checkpoint=self.c.work / "other-checkpoint")
+            out, _ = second.communicate(timeout=self.c.run_timeout_s)
+            assert not (self.c.work / "other-checkpoint" / "offsets").exists(), "the second writer's query ran"
+            assert second.returncode == 3 and "CONCURRENT" in out, out[-3000:]
+            self.stats.concurrent_rejected += 1
+            self._say(f"second writer rejected in {time.time() - t0:.1f}s: {out.splitlines()[-1][:140]}")
+            assert first.poll() is None, "the first writer died when the second one tried to start"
+        finally:
+            first.send_signal(signal.SIGKILL)
+            first.wait()
+            self.stats.kills += 1
+            self.stats.random_kills += 1
+
+    # -- the whole run -----------------------------------------------------------------------
+
+    def run(self) -> TortureStats:
+        t0 = time.time()
+        self.feed(self.c.files_per_run)
+        schedule: list[tuple[str, str | None]] = []
+        rename_cycle, direct_cycle = list(RENAME_BOUNDARIES), list(DIRECT_BOUNDARIES)
+        # every boundary of both modes at least once, then a mix
+        for b in rename_cycle:
+            schedule.append(("rename", b))
+        for b in direct_cycle:
+            schedule.append(("direct", b))
+        while len(schedule) < self.c.kills:
+            mode = self.rng.choice(["rename", "direct"])
+            if self.rng.random() < self.c.random_kill_share:
+                schedule.append((mode, None))
+            else:
+                schedule.append((mode, self.rng.choice(rename_cycle if mode == "rename" else direct_cycle)))
+        events = {}
+        if len(schedule) > 4:
+            slots = self.rng.sample(range(2, len(schedule)), k=min(len(schedule) - 2, self.c.checkpoint_deletions + self.c.replays + self.c.concurrent_writers))
+            kinds = ["delete-checkpoint"] * self.c.checkpoint_deletions + ["replay"] * self.c.replays + ["second-writer"] * self.c.concurrent_writers
+            events = dict(zip(slots, kinds))
+        for i, (mode, boundary) in enumerate(schedule):
+            event = events.get(i)
+            if event == "delete-checkpoint":
+                shutil.rmtree(self.checkpoint, ignore_errors=True)
+                self.stats.checkpoint_deletions += 1
+                self._say("deleted the checkpoint")
+            elif event == "replay":
+                commits = self.checkpoint / "commits"
+                ids = sorted(int(n) for n in os.listdir(commits) if n.isdigit()) if commits.exists() else []
+                if ids:
+                    os.remove(commits / str(ids[-1]))
+                    self.stats.replays += 1
+                    self._say(f"deleted checkpoint commits/{ids[-1]}: Spark replays a committed batch")
+            elif event == "second-writer":
+                self.second_writer_is_rejected(mode)
+            self.feed(self.c.files_per_run)
+            outcome = self.run_once(mode=mode, crash_at=boundary, random_kill=boundary is None)
+            self._say(f"run {i + 1}/{len(schedule)} {mode:6s} {boundary or 'random':20s} -> {outcome}  (kills {self.stats.kills})")
+        # drain: no more input, a clean run to the end
+        self.done_marker.write_text("done")
+        for attempt in range(3):
+            outcome = self.run_once(mode="rename", crash_at=None, random_kill=False)
+            if outcome == "clean":
+                break
+        self.stats.wall_s = time.time() - t0
+        return self.stats
