@@ -157,19 +157,25 @@ class TableCommitter:
             if self.options.heartbeat:
                 self.lease.start_heartbeat()
         self.lease.check_fence("recover")
-        report = recover(self.storage, self.logs, self.wal, self._ctx(), retries=self.options.step_retries)
-        self.last_recovery = report
-        self.latest_batch_id = report.latest_batch_id
-        self.identity = ensure_identity(
-            self.storage,
-            compact_interval=self.logs.manifest.interval,
-            format=self.options.format,
-            partition_by=tuple(self.options.partition_by),
-            first_batch_id=self.latest_batch_id + 1,
-            writer_options=dict(self.options.writer_options),
-        )
-        check_logs_consistent(self.logs, self.latest_batch_id, self.identity.first_batch_id)
-        latest_records = self.logs.commits.latest_per_query()
+        try:
+            report = recover(self.storage, self.logs, self.wal, self._ctx(), retries=self.options.step_retries)
+            self.last_recovery = report
+            self.latest_batch_id = report.latest_batch_id
+            self.identity = ensure_identity(
+                self.storage,
+                compact_interval=self.logs.manifest.interval,
+                format=self.options.format,
+                partition_by=tuple(self.options.partition_by),
+                first_batch_id=self.latest_batch_id + 1,
+                writer_options=dict(self.options.writer_options),
+            )
+            check_logs_consistent(self.logs, self.latest_batch_id, self.identity.first_batch_id)
+            latest_records = self.logs.commits.latest_per_query()
+        except BaseException:
+            # The table needs a person (the error says what to do): free it for `seo recover` at once.
+            self.lease.release()
+            self.lease.epoch = None
+            raise
         self._committed = {q: r.spark_batch_id for q, r in latest_records.items()}
         newest = max(latest_records.values(), key=lambda r: r.batch_id, default=None)
         self._table_rows = newest.table_rows if newest is not None else 0
@@ -264,6 +270,8 @@ class TableCommitter:
             claim = self.wal.get(attempt.batch_id)
             if claim is not None and claim.attempt == attempt.attempt:
                 return  # claimed: this batch may only roll forward (recovery does it)
+            if self.logs.manifest.get(attempt.batch_id) is not None:
+                return  # published (the failure came after the WAL was deleted): nothing to undo
             abort_attempt(self.storage, attempt.staging_dir)
             self.storage.delete(self.logs.offsets.path(attempt.batch_id))
         except Exception:  # recovery at the next start does the same; never mask the real error

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from ..errors import LogCorruptError
+from ..errors import LogCorruptError, MissingBatchError
 from ..storage.base import Storage
 from ..table.layout import STAGING_DIR, parse_staging_name
 from ..table.table_logs import TableLogs
@@ -146,8 +146,26 @@ def recover(
 
 def check_logs_consistent(logs: TableLogs, latest: int, first_batch_id: int) -> None:
     """After recovery every published batch has its commit and sources record."""
+    manifest_gaps = logs.manifest.gaps()
+    if manifest_gaps:
+        raise MissingBatchError(
+            directory=logs.manifest.uri(),
+            missing=manifest_gaps,
+            context=f"the manifest has batches up to {latest}",
+            hint="Readers would fail or miss committed data. Restore the files from a backup.",
+        )
+    for log_ in logs.all_logs():
+        log_.check_snapshot()
     if latest < first_batch_id:
         return
+    last_offsets = logs.offsets.latest_batch_id(refresh=True)
+    if last_offsets is not None and last_offsets < latest:
+        raise LogCorruptError(
+            path=logs.offsets.uri(),
+            batch_id=latest,
+            problem=f"the offsets log ends at batch {last_offsets}, but the manifest is at batch {latest}",
+            hint="Run `seo recover <table> --rebuild-logs` to rebuild the missing records from the commits log.",
+        )
     offsets_gaps = [b for b in logs.offsets.gaps() if b >= first_batch_id]
     if offsets_gaps:
         raise LogCorruptError(

@@ -200,6 +200,34 @@ class CompactibleLog(BatchLog[T], Generic[T]):
             )
         )
 
+    def check_snapshot(self) -> None:
+        """Cheap start-up check of the files a reader of the latest state needs.
+
+        Deltas after the latest compact file are decoded completely (they are small); the compact
+        file itself - possibly hundreds of MB - is checked at its ends only: the version header
+        and a complete last record. A damaged middle is caught by the next compaction or reader.
+        """
+        for batch_id in self.valid_batches():
+            if not is_compaction_batch(batch_id, self.interval):
+                self.read(batch_id, context=f"the current {self.kind} state needs it")
+                continue
+            path = self.path(batch_id)
+            try:
+                head = self.storage.read_head(path, 64)
+            except FileNotFoundError:
+                self.read(batch_id, context=f"the current {self.kind} state needs it")
+                raise
+            tail = self.storage.read_tail(path, 64 * 1024)
+            if len(tail) < 64 * 1024 or not head.startswith(b"v"):
+                self.decode(self.storage.read_bytes(path), batch_id=batch_id)  # small or odd: decode it all
+                continue
+            first_line = head.split(b"\n", 1)[0].decode("utf-8", "replace")
+            from .version import parse_version
+
+            parse_version(first_line, path=self.uri(batch_id), batch_id=batch_id, max_supported=self.max_supported_version, hint=self.hint)
+            last = tail.rstrip(b"\n").rsplit(b"\n", 1)[-1]
+            self.decode(head.split(b"\n", 1)[0] + b"\n" + last, batch_id=batch_id)
+
     # -- retention ---------------------------------------------------------------------------
 
     def delete_expired(

@@ -20,7 +20,7 @@ from ..commit.lease import Lease
 from ..commit.recovery import RecoveryReport, discard_sequence, recover
 from ..commit.step import StepContext
 from ..commit.wal import CommitSequenceStore
-from ..errors import ExactlyOnceError, LogCorruptError
+from ..errors import ExactlyOnceError, LogCorruptError, UnsupportedLogVersionError
 from ..storage.base import Storage
 from ..table.commits_log import CommitRecord
 from ..table.identity import read_identity
@@ -58,7 +58,7 @@ def discard_wal(storage: Storage, batch_id: int, *, lease_timeout_ms: int = 60_0
         wal = CommitSequenceStore(storage)
         try:
             seq = wal.get(batch_id)
-        except LogCorruptError:
+        except (LogCorruptError, UnsupportedLogVersionError):
             seq = None  # unreadable: nothing of it can have been published (checked above)
         if seq is not None:
             discard_sequence(storage, seq)

@@ -26,6 +26,7 @@ from urllib.parse import unquote
 
 from ..errors import (
     DataFileMissingError,
+    MissingBatchError,
     ManifestEntryOutsideRootError,
     TableNotFoundError,
     UnsafeReadError,
@@ -177,6 +178,8 @@ def committed_files(
         manifest = ManifestLog(storage, default_interval=identity.compact_interval)
     columns = scan_manifest(manifest, as_of)
     latest = manifest.latest_batch_id() if as_of is None else as_of
+    if identity is not None and as_of is None:
+        _check_not_truncated(storage, identity, manifest)
     sample = columns.paths[:1].to_pylist() if columns.arrow else columns.paths[:1]
     original_root = identity.root_uri if identity is not None else infer_original_root(sample)
     result = CommittedFiles(storage=storage, as_of=latest, identity=identity)
@@ -192,6 +195,22 @@ def committed_files(
     if verify:
         check_present(result)
     return result
+
+
+def _check_not_truncated(storage: Storage, identity: TableIdentity, manifest: ManifestLog) -> None:
+    """The commits log knows how far the manifest must go: a deleted latest manifest file would
+    otherwise make readers silently return an older snapshot. The commits log is listed first:
+    a commit record is written after its manifest file, so a concurrent commit cannot make a
+    healthy table look truncated."""
+    committed = CommitsLog(storage, interval=identity.compact_interval).latest_batch_id(refresh=True)
+    latest = manifest.latest_batch_id(refresh=True)
+    if committed is not None and (latest is None or committed > latest):
+        raise MissingBatchError(
+            directory=storage.uri(MANIFEST_DIR),
+            missing=list(range((latest if latest is not None else -1) + 1, committed + 1)),
+            context=f"the commits log records batches up to {committed}",
+            hint="Manifest files were deleted; readers would miss committed data. Restore them from a backup.",
+        )
 
 
 def _outside_error(storage: Storage, entry: str, original_root: str) -> ManifestEntryOutsideRootError:

@@ -98,6 +98,14 @@ class Storage(ABC):
     def info(self, path: str) -> FileInfo:
         """Size and modification time; ``FileNotFoundError`` if absent."""
 
+    def read_head(self, path: str, n: int) -> bytes:
+        """The first ``n`` bytes (fewer if the file is shorter)."""
+        return self.read_bytes(path)[:n]
+
+    def read_tail(self, path: str, n: int) -> bytes:
+        """The last ``n`` bytes (the whole file if it is shorter)."""
+        return self.read_bytes(path)[-n:]
+
     def exists(self, path: str) -> bool:
         try:
             self.info(path)

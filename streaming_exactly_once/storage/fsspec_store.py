@@ -108,6 +108,13 @@ class FsspecStorage(Storage):
     def read_bytes(self, path: str) -> bytes:
         return self._fs.cat_file(self._native(path))
 
+    def read_head(self, path: str, n: int) -> bytes:
+        return self._fs.cat_file(self._native(path), start=0, end=n)
+
+    def read_tail(self, path: str, n: int) -> bytes:
+        size = self._fs.info(self._native(path))["size"]
+        return self._fs.cat_file(self._native(path), start=max(0, size - n), end=size)
+
     def info(self, path: str) -> FileInfo:
         return self._to_info(self._fs.info(self._native(path)))
 

@@ -145,6 +145,16 @@ class LocalStorage(Storage):
         with open(self._abs(path), "rb") as fh:
             return fh.read()
 
+    def read_head(self, path: str, n: int) -> bytes:
+        with open(self._abs(path), "rb") as fh:
+            return fh.read(n)
+
+    def read_tail(self, path: str, n: int) -> bytes:
+        with open(self._abs(path), "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - n))
+            return fh.read()
+
     def info(self, path: str) -> FileInfo:
         st = os.stat(self._abs(path))
         return FileInfo(check_relative(path), st.st_size, st.st_mtime_ns // 1_000_000, os.path.isdir(self._abs(path)))
