@@ -66,6 +66,11 @@ def run(config, *, on_event, stop, say):
         else:
             _arrivals(Path(source["sample_data"]), landing, 0, stop)
     landing.mkdir(parents=True, exist_ok=True)
+    sink_section = dict(config["sink"])
+    sink_section.setdefault("partition_by", [partition_column])
+    sink_section.setdefault("watermark_columns", [time_column])
+    sink = ExactlyOnceSink.from_config(sink_section, storage_options=config["storage"], on_commit=on_event)
+    sink.open()  # lease and recovery before Spark starts: a second writer fails at once
     spark = build_spark(config["spark"], "seo-landing-to-parquet")
     stream = (
         spark.readStream.schema(source.get("schema", SCHEMA))
@@ -74,10 +79,6 @@ def run(config, *, on_event, stop, say):
         .csv(str(landing))
         .withColumn(partition_column, F.to_date(F.col(time_column)))
     )
-    sink_section = dict(config["sink"])
-    sink_section.setdefault("partition_by", [partition_column])
-    sink_section.setdefault("watermark_columns", [time_column])
-    sink = ExactlyOnceSink.from_config(sink_section, storage_options=config["storage"], on_commit=on_event)
     say(f"streaming {landing} -> {sink.storage.root_uri} ({sink.staging_mode} staging)")
     query = sink.start(stream, checkpoint_location=sink.checkpoint_location or str(landing.parent / "checkpoint"), trigger=trigger)
     wait(query, sink, stop, say)

@@ -20,6 +20,11 @@ def run(config, *, on_event, stop, say):
     from pyspark.sql import functions as F
 
     source = config["source"]
+    sink_section = dict(config["sink"])
+    sink_section.setdefault("partition_by", ["minute"])
+    sink_section.setdefault("watermark_columns", ["timestamp", "value"])
+    sink = ExactlyOnceSink.from_config(sink_section, storage_options=config["storage"], on_commit=on_event)
+    sink.open()
     spark = build_spark(config["spark"], "seo-rate-to-partitioned")
     stream = (
         spark.readStream.format("rate")
@@ -28,10 +33,6 @@ def run(config, *, on_event, stop, say):
         .load()
         .withColumn("minute", F.date_format("timestamp", "yyyy-MM-dd'T'HH:mm"))
     )
-    sink_section = dict(config["sink"])
-    sink_section.setdefault("partition_by", ["minute"])
-    sink_section.setdefault("watermark_columns", ["timestamp", "value"])
-    sink = ExactlyOnceSink.from_config(sink_section, storage_options=config["storage"], on_commit=on_event)
     trigger = {"processingTime": config["trigger"].get("interval", "2 seconds")}
     query = sink.start(stream, checkpoint_location=sink.checkpoint_location or ".work/rate/checkpoint", trigger=trigger)
     duration = parse_duration_ms(source.get("duration", "60s"), key="source.duration") / 1000

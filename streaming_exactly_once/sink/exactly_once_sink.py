@@ -158,6 +158,14 @@ class ExactlyOnceSink:
         self._query = writer.start()
         return self._query
 
+    def open(self) -> None:
+        """Take the table's lease and recover it now (``start`` does this too).
+
+        Calling it before building the SparkSession makes a second writer fail within a second,
+        instead of after Spark's start-up.
+        """
+        self.committer.ensure_open()
+
     def stop(self, timeout_s: float = 120.0) -> None:
         """Stop the query started by ``start``; an in-flight commit is finished first."""
         if self._query is not None:

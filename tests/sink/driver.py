@@ -43,16 +43,6 @@ def main(argv=None) -> int:
     from streaming_exactly_once.errors import ConcurrentWriterError, WriterFencedError
     from tests.datagen import CSV_SCHEMA
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.streaming.noDataProgressEventInterval", "100")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
     events = open(args.events, "a") if args.events else None
 
     def on_commit(event):
@@ -73,6 +63,17 @@ def main(argv=None) -> int:
             compact_interval=args.compact_interval,
             min_batches_to_retain=args.retain,
         )
+        sink.open()  # the lease first: a second writer fails before Spark starts
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.streaming.noDataProgressEventInterval", "100")
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
         stream = spark.readStream.schema(CSV_SCHEMA).option("maxFilesPerTrigger", args.files_per_trigger).csv(args.input)
         continuous = args.continuous or args.until_done
         trigger = {"processingTime": "200 milliseconds"} if continuous else {"availableNow": True}

@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -36,23 +37,40 @@ def main(argv=None) -> int:
     from tests.torture.verify import verify_tortured_table
 
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="seo-torture-"))
-    scale = max(1, args.kills // 30)
-    config = TortureConfig(
-        work=work,
-        kills=args.kills,
-        seed=args.seed,
-        rows_per_file=args.rows_per_file,
-        checkpoint_deletions=args.checkpoint_deletions if args.checkpoint_deletions is not None else 2 * scale,
-        replays=args.replays if args.replays is not None else 2 * scale,
-        concurrent_writers=scale,
-    )
-    stats = TortureRun(config).run()
+    half = max(15, args.kills // 2)
+    scale = max(1, half // 15)
+    configs = [
+        TortureConfig(
+            work=work / name, kills=half, seed=args.seed + i, rows_per_file=args.rows_per_file,
+            checkpoint_deletions=args.checkpoint_deletions if args.checkpoint_deletions is not None else scale,
+            replays=args.replays if args.replays is not None else scale,
+            concurrent_writers=max(1, scale // 2), boundary_modes=(mode,), name=name,
+        )
+        for i, (name, mode) in enumerate((("torture-rename", "rename"), ("torture-direct", "direct")))
+    ]
+    runs = [TortureRun(c) for c in configs]
+    threads = [threading.Thread(target=r.run) for r in runs]
+    t0 = time.time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.time() - t0
     spark = spark_session("seo-torture-verify")
     try:
-        result = verify_tortured_table(work / "table", work / "input", spark)
+        results = {r.c.name: verify_tortured_table(r.table, r.input, spark) for r in runs}
     finally:
         spark.stop()
-    summary = {"seed": args.seed, "stats": asdict(stats), "verification": result}
+    summary = {
+        "seed": args.seed,
+        "kills": sum(r.stats.kills for r in runs),
+        "rows": sum(v["expected_rows"] for v in results.values()),
+        "duplicates": sum(v["vanilla_spark"]["duplicates"] + v["independent_pyarrow"]["duplicates"] for v in results.values()),
+        "losses": sum(v["vanilla_spark"]["losses"] + v["independent_pyarrow"]["losses"] for v in results.values()),
+        "wall_s": round(wall, 1),
+        "stats": {r.c.name: asdict(r.stats) for r in runs},
+        "verification": results,
+    }
     print(json.dumps(summary, indent=1))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(summary, indent=1))

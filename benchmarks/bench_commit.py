@@ -1,0 +1,193 @@
+"""The commit path without Spark: overhead per step, cost vs history, recovery time, memory.
+
+The Spark write is replaced by pre-made files so that only the sink's own work is timed:
+
+* **overhead** - rename mode, real staged files, N batches: median/p99 of every step
+  (intent, WAL, moves, manifest, sources, commit record, WAL delete) and of the total.
+* **history** - direct mode with synthetic file entries (no data files are touched by a direct
+  commit), many batches and many live files: per-batch latency against batch id, compaction
+  batches included, within a time box; peak RSS of the process.
+* **recovery** - a fresh process opens a table of H batches that crashed with a pending WAL
+  entry, recovers and commits one batch: time from process start, for several H.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .stats import summary
+
+QUERY = "77777777-7777-7777-7777-777777777777"
+
+
+def _committer(root: str, **opts):
+    from streaming_exactly_once.commit.committer import CommitterOptions, TableCommitter
+    from streaming_exactly_once.storage import open_storage
+
+    options = CommitterOptions(heartbeat=False, **opts)
+    committer = TableCommitter(open_storage(root), options)
+    committer.open()
+    return committer
+
+
+def overhead(*, batches: int, files_per_batch: int, work: Path) -> dict[str, Any]:
+    from streaming_exactly_once.commit.committer import StagedFile
+
+    root = work / "overhead"
+    c = _committer(str(root))
+    steps: dict[str, list[float]] = {}
+    totals = []
+    payload = b"x" * 4096
+    for b in range(batches):
+        t0 = time.perf_counter()
+        attempt = c.begin(QUERY, b, mode="rename")
+        t_intent = time.perf_counter() - t0
+        files = []
+        for i in range(files_per_batch):
+            rel = f"day={i % 4}/part-{i:05d}-{attempt.attempt}.c000.snappy.parquet"
+            staged = f"{attempt.staging_dir}/data/{rel}"
+            path = root / staged
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(payload)
+            files.append(StagedFile(final=rel, size=len(payload), mtime_ms=int(time.time() * 1000), staged=staged))
+        t1 = time.perf_counter()
+        result = c.commit(attempt, files, num_rows=1000)
+        totals.append((time.perf_counter() - t1 + t_intent) * 1000)
+        for key, value in result.timings.items():
+            steps.setdefault(key, []).append(value)
+    c.close()
+    return {"batches": batches, "files_per_batch": files_per_batch, "total_ms": summary(totals), "steps_ms": {k: summary(v) for k, v in steps.items()}}
+
+
+def history(*, batches: int, files_per_batch: int, work: Path, time_box_s: float, interval_s: float = 0.0) -> dict[str, Any]:
+    """Per-batch commit latency vs batch id. ``interval_s`` spaces batches like a real trigger."""
+    from streaming_exactly_once.commit.committer import StagedFile
+    from streaming_exactly_once.log.compaction import is_compaction_batch
+
+    root = work / f"history-{int(interval_s * 1000)}ms"
+    c = _committer(str(root), min_batches_to_retain=100, cleanup_delay_ms=0)
+    latencies: list[float] = []
+    compaction: list[tuple[int, float]] = []
+    deadline = time.time() + time_box_s
+    now = int(time.time() * 1000)
+    done = 0
+    for b in range(batches):
+        if time.time() > deadline:
+            break
+        attempt = c.begin(QUERY, b, mode="direct")
+        files = [
+            StagedFile(final=f"day={(b // 1000) % 28}/part-{i:05d}-{b:08d}-6f1f4e1c-2d7e-4c1b.c000.snappy.parquet", size=1_000_000 + i, mtime_ms=now)
+            for i in range(files_per_batch)
+        ]
+        t0 = time.perf_counter()
+        c.commit(attempt, files, num_rows=10_000)
+        ms = (time.perf_counter() - t0) * 1000
+        latencies.append(ms)
+        if is_compaction_batch(b, c.logs.manifest.interval):
+            compaction.append((b, ms))
+        done += 1
+        if interval_s:
+            time.sleep(interval_s)
+    c.close()
+    window = max(100, done // 50)
+    windows = []
+    for start in range(0, done, window):
+        chunk = latencies[start : start + window]
+        windows.append({"from": start, "to": start + len(chunk) - 1, **summary(chunk)})
+    first = summary(latencies[:window])
+    last = summary(latencies[-window:])
+    peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    compact_size = max((e.size for e in c.storage.list_dir("_spark_metadata") if e.name.endswith(".compact")), default=0)
+    shutil.rmtree(root, ignore_errors=True)
+    return {
+        "batches": done,
+        "files_per_batch": files_per_batch,
+        "live_files": done * files_per_batch,
+        "interval_s": interval_s,
+        "first_window_ms": first,
+        "last_window_ms": last,
+        "p99_ratio_last_vs_first": last["p99"] / first["p99"] if first["p99"] else None,
+        "windows": windows,
+        "compaction_ms": compaction[-20:],
+        "largest_compact_bytes": compact_size,
+        "peak_rss_mb": peak_rss_mb,
+        "timed_out": done < batches,
+    }
+
+
+_RECOVERY_CHILD = r"""
+import sys, time
+t0 = time.perf_counter()
+sys.path.insert(0, {repo!r})
+from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile, TableCommitter
+from streaming_exactly_once.storage import open_storage
+c = TableCommitter(open_storage({root!r}), CommitterOptions(heartbeat=False))
+report = c.open()
+attempt = c.begin({query!r}, {batch}, mode="direct")
+c.commit(attempt, [StagedFile(final="day=0/part-new.parquet", size=1, mtime_ms=1)], num_rows=1)
+c.close()
+print(time.perf_counter() - t0, report.rolled_forward)
+"""
+
+
+def recovery(*, histories: list[int], work: Path) -> dict[str, Any]:
+    from streaming_exactly_once.commit.committer import StagedFile
+    from streaming_exactly_once.commit.faults import FaultHooks, FaultSpec
+
+    out = {}
+    repo = str(Path(__file__).resolve().parents[1])
+    for h in histories:
+        root = work / f"recovery-{h}"
+        c = _committer(str(root))
+        for b in range(h):
+            attempt = c.begin(QUERY, b, mode="direct")
+            c.commit(attempt, [StagedFile(final=f"day=0/part-{b:08d}-{i}.parquet", size=10, mtime_ms=1) for i in range(10)], num_rows=10)
+        c.faults = FaultHooks(fail_at=FaultSpec.parse("after-wal@1"))  # the crash: a claimed, unfinished batch
+        attempt = c.begin(QUERY, h, mode="direct")
+        try:
+            c.commit(attempt, [StagedFile(final="day=0/part-crashed.parquet", size=10, mtime_ms=1)], num_rows=1)
+        except Exception:
+            pass
+        c.lease.release()
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", _RECOVERY_CHILD.format(repo=repo, root=str(root), query=QUERY, batch=h + 1)], capture_output=True, text=True, check=True)
+        wall = time.perf_counter() - t0
+        inner, rolled = proc.stdout.split(" ", 1)
+        out[str(h)] = {"process_start_to_first_commit_s": wall, "in_process_s": float(inner), "rolled_forward": rolled.strip()}
+        print(f"  recovery with {h:>7,} batches of history: {wall:.3f} s from process start to first new commit", flush=True)
+        shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+def main(size: str = "small") -> dict[str, Any]:
+    cfg = {
+        "small": dict(overhead=500, history=5_000, box=120, recovery=[100, 1000, 5000], spaced=0),
+        "full": dict(overhead=2_000, history=100_000, box=2400, recovery=[100, 1000, 10_000, 100_000], spaced=300),
+    }[size]
+    work = Path(tempfile.mkdtemp(prefix="seo-bench-commit-"))
+    try:
+        result = {"overhead": overhead(batches=cfg["overhead"], files_per_batch=10, work=work)}
+        print(f"  commit overhead (10 files/batch): median {result['overhead']['total_ms']['median']:.2f} ms, p99 {result['overhead']['total_ms']['p99']:.2f} ms", flush=True)
+        result["history"] = history(batches=cfg["history"], files_per_batch=10, work=work, time_box_s=cfg["box"])
+        h = result["history"]
+        print(f"  history: {h['batches']:,} batches, {h['live_files']:,} live files: p99 {h['first_window_ms']['p99']:.1f} ms -> {h['last_window_ms']['p99']:.1f} ms", flush=True)
+        if cfg["spaced"]:
+            result["history_spaced"] = history(batches=cfg["spaced"], files_per_batch=10, work=work, time_box_s=600, interval_s=0.5)
+        result["recovery"] = recovery(histories=cfg["recovery"], work=work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+if __name__ == "__main__":
+    out = main(sys.argv[1] if len(sys.argv) > 1 else "small")
+    Path("benchmarks/results").mkdir(parents=True, exist_ok=True)
+    Path("benchmarks/results/commit.json").write_text(json.dumps(out, indent=1))

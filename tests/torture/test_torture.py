@@ -1,0 +1,54 @@
+"""The bounded torture run of the default test suite: >= 30 real SIGKILLs, every boundary of both
+staging modes, checkpoint deletions, replays, a second writer - then an independent count.
+
+Two tables are tortured at once (one harness kills at every rename-mode boundary, the other at
+every direct-mode boundary; both also run the other mode and random kills), which keeps the run
+near five minutes on two cores: each kill costs a Spark driver start-up.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from tests.torture.harness import DIRECT_BOUNDARIES, RENAME_BOUNDARIES, TortureConfig, TortureRun
+from tests.torture.verify import verify_tortured_table
+
+pytestmark = [pytest.mark.spark, pytest.mark.torture]
+
+
+def test_bounded_torture(spark, tmp_path):
+    configs = [
+        TortureConfig(work=tmp_path / "a", kills=15, seed=11, rows_per_file=10, checkpoint_deletions=1, replays=1,
+                      concurrent_writers=1, boundary_modes=("rename",), name="torture-a"),
+        TortureConfig(work=tmp_path / "b", kills=15, seed=12, rows_per_file=10, checkpoint_deletions=1, replays=1,
+                      concurrent_writers=0, boundary_modes=("direct",), name="torture-b"),
+    ]
+    runs = [TortureRun(c) for c in configs]
+    errors: list[BaseException] = []
+
+    def go(run: TortureRun) -> None:
+        try:
+            run.run()
+        except BaseException as exc:  # reported below, with the other harness finished
+            errors.append(exc)
+
+    threads = [threading.Thread(target=go, args=(r,)) for r in runs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    kills = sum(r.stats.kills for r in runs)
+    hit = set().union(*(r.stats.boundary_kills for r in runs))
+    print(f"torture: {kills} kills, {[r.stats for r in runs]}")
+    assert kills >= 30
+    assert not (set(RENAME_BOUNDARIES) | set(DIRECT_BOUNDARIES)) - hit, f"boundaries never hit: {(set(RENAME_BOUNDARIES) | set(DIRECT_BOUNDARIES)) - hit}"
+    assert sum(r.stats.checkpoint_deletions for r in runs) == 2 and sum(r.stats.replays for r in runs) >= 1
+    assert sum(r.stats.concurrent_rejected for r in runs) == 1
+    for run in runs:
+        assert run.stats.mode_runs.get("rename") and run.stats.mode_runs.get("direct"), run.stats.mode_runs
+        result = verify_tortured_table(run.table, run.input, spark)
+        print(f"verification {run.c.name}: {result}")
+        assert result["vanilla_spark"]["duplicates"] == 0 and result["vanilla_spark"]["losses"] == 0
