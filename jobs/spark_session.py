@@ -20,6 +20,13 @@ def build_spark(settings: Mapping[str, Any], app_name: str):
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
+    import signal
+    import threading
+
+    # PySpark replaces the SIGINT handler with one that cancels all jobs; keep the runner's
+    # (the first Ctrl-C stops the query gracefully) if there is one.
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main_thread else None
     conf = {**DEFAULTS, **{str(k): str(v) for k, v in settings.items()}}
     builder = SparkSession.builder.appName(app_name).master(conf.pop("master"))
     log_level = conf.pop("log_level", "ERROR")
@@ -27,6 +34,8 @@ def build_spark(settings: Mapping[str, Any], app_name: str):
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
+    if callable(previous) and previous is not signal.default_int_handler:
+        signal.signal(signal.SIGINT, previous)
     return spark
 
 

@@ -54,17 +54,19 @@ class OffsetSeq:
 
 
 def file_source_log_offset(raw: str | None) -> int | None:
-    """The ``logOffset`` of a file source offset (``{"logOffset":N}`` or legacy ``N``)."""
+    """The ``logOffset`` of a file source offset ``{"logOffset":N}``, else None.
+
+    Only the object form identifies a file source: a bare number is also what the rate source
+    (``LongOffset``) writes, and other sources keep unrelated files under ``sources/<i>/``.
+    """
     if raw is None:
         return None
     try:
         value = json.loads(raw)
     except ValueError:
         return None
-    if isinstance(value, dict) and isinstance(value.get("logOffset"), int):
+    if isinstance(value, dict) and set(value) == {"logOffset"} and isinstance(value["logOffset"], int):
         return value["logOffset"]
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
     return None
 
 

@@ -100,7 +100,7 @@ class SparkCheckpoint:
                 continue
             upto = file_source_log_offset(current.offsets[source])
             if upto is None:
-                continue
+                continue  # not a file source (rate, Kafka, ... keep other files under sources/<i>/)
             after = -1
             if previous is not None and source < len(previous.offsets):
                 prev = file_source_log_offset(previous.offsets[source])
