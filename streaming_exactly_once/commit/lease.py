@@ -30,10 +30,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import ConcurrentWriterError, LogCorruptError, WriterFencedError
+from ..errors import ConcurrentWriterError, WriterFencedError
 from ..log.batch_log import parse_batch_file_name
-from ..log.codec import RecordError, field
-from ..log.version import encode_file, encode_line, parse_body
+from ..log.codec import field
+from ..log.record_file import encode_record, read_record
 from ..storage.base import Storage
 from ..table.layout import EPOCHS_DIR, HEARTBEATS_DIR
 
@@ -151,17 +151,7 @@ def process_is_running(pid: int, start: str | None) -> bool:
 
 
 def _read(storage: Storage, path: str, cls):
-    try:
-        data = storage.read_bytes(path)
-    except FileNotFoundError:
-        return None
-    _, objects = parse_body(data, path=storage.uri(path), batch_id=None, max_supported=VERSION, hint=HINT)
-    if len(objects) != 1:
-        raise LogCorruptError(path=storage.uri(path), batch_id=None, problem="expected exactly one record", hint=HINT)
-    try:
-        return cls.from_json(objects[0])
-    except RecordError as exc:
-        raise LogCorruptError(path=storage.uri(path), batch_id=None, problem=str(exc), hint=HINT) from None
+    return read_record(storage, path, cls.from_json, hint=HINT, version=VERSION)
 
 
 def list_epochs(storage: Storage) -> list[int]:
@@ -244,7 +234,7 @@ class Lease:
             description=self.description,
         )
         try:
-            self.storage.put_if_absent(f"{EPOCHS_DIR}/{epoch}", encode_file(VERSION, [encode_line(info.to_json())]))
+            self.storage.put_if_absent(f"{EPOCHS_DIR}/{epoch}", encode_record(info.to_json(), version=VERSION))
         except FileExistsError:
             raise ConcurrentWriterError(
                 f"Another writer took over table {self.storage.root_uri} (epoch {epoch}) at the same moment. "
@@ -294,7 +284,7 @@ class Lease:
     def _write_heartbeat(self, *, released: bool = False) -> None:
         assert self.epoch is not None
         beat = Heartbeat(self.epoch, self.writer_id, self._now(), self.timeout_ms, released)
-        self.storage.atomic_write(f"{HEARTBEATS_DIR}/{self.epoch}", encode_file(VERSION, [encode_line(beat.to_json())]))
+        self.storage.atomic_write(f"{HEARTBEATS_DIR}/{self.epoch}", encode_record(beat.to_json(), version=VERSION))
 
     def beat(self) -> None:
         if self.epoch is not None and not self.is_fenced():

@@ -21,7 +21,7 @@ from ..manifest.manifest_log import ManifestLog
 from urllib.parse import unquote
 
 from ..manifest.paths import encode_uri, normalize_uri
-from ..readers.visibility import committed_files, infer_original_root
+from ..readers.visibility import absent_files, committed_files, infer_original_root
 from ..storage.base import Storage
 from ..table.identity import read_identity
 from ..table.layout import STAGING_DIR, is_hidden
@@ -124,18 +124,9 @@ def verify_table(storage: Storage, *, check_orphans: bool = True) -> VerifyRepor
         return report
     report.files = len(current)
     report.bytes = current.total_bytes
-    by_dir: dict[str, dict[str, int]] = {}
-    for rel, size in zip(current.relative, current.sizes):
-        d, _, name = rel.rpartition("/")
-        by_dir.setdefault(d, {})[name] = size
-    for directory, expected in by_dir.items():
-        present = {e.name: e.size for e in storage.list_dir(directory) if not e.is_dir}
-        for name, size in expected.items():
-            path = storage.uri(f"{directory}/{name}" if directory else name)
-            if name not in present:
-                report.add("error", "missing-file", path, f"listed in the manifest (size {size}) but not in storage")
-            elif present[name] != size:
-                report.add("error", "size-mismatch", path, f"manifest says {size} bytes, storage has {present[name]}")
+    for uri, problem in absent_files(current):
+        kind = "missing-file" if problem == "does not exist" else "size-mismatch"
+        report.add("error", kind, uri, f"listed in the manifest but {problem}")
     # leftovers of crashed writers
     wal = CommitSequenceStore(storage)
     for batch_id in wal.pending():

@@ -27,18 +27,6 @@ def _pyarrow():
     return pa, ds, pafs
 
 
-def _format_of(files: CommittedFiles, override: str | None) -> str:
-    if override:
-        return override
-    if files.identity is not None:
-        return files.identity.format
-    sample = files.sample() or ""
-    for ext in ("parquet", "json", "csv", "orc"):
-        if sample.endswith(f".{ext}") or f".{ext}." in sample:
-            return ext
-    return "parquet"
-
-
 def _file_format(fmt: str, full_schema, partition_columns, options: Mapping[str, str]):
     pa, ds, _ = _pyarrow()
     if fmt == "parquet":
@@ -89,9 +77,8 @@ def dataset(
 
 def dataset_of(files: CommittedFiles, *, format: str | None = None, options: Mapping[str, str] | None = None):
     pa, ds, _ = _pyarrow()
-    fmt = _format_of(files, format)
-    reader_options = dict(files.identity.writer_options) if files.identity is not None else {}
-    reader_options.update(options or {})
+    fmt = files.file_format(format)
+    reader_options = files.reader_options(options)
     full_schema, partition_schema = table_schema(files.schema_json, files.partition_columns)
     filesystem, native_root = arrow_filesystem(files.storage)
     paths = files.prefixed(native_root + "/")

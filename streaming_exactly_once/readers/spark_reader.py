@@ -36,12 +36,9 @@ def spark(
         from pyspark.sql.types import StringType, StructField, StructType
     except ImportError as exc:
         raise MissingDependencyError(package="pyspark", extra="spark", feature="read.spark") from exc
-    from .arrow_reader import _format_of  # format guess shared with the Arrow reader
-
     files = committed_files(path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, verify=True)
-    fmt = _format_of(files, format)
-    reader_options = dict(files.identity.writer_options) if files.identity is not None else {}
-    reader_options.update(options or {})
+    fmt = files.file_format(format)
+    reader_options = files.reader_options(options)
     paths = files.prefixed(_spark_path(files.storage) + "/") + [
         u[len("file://"):] if u.startswith("file://") else u for u in files.outside
     ]

@@ -112,6 +112,24 @@ class CommittedFiles:
     def total_bytes(self) -> int:
         return sum(self.sizes)
 
+    def file_format(self, override: str | None = None) -> str:
+        """The data files' format: as asked, as recorded by the sink, or guessed from a name."""
+        if override:
+            return override
+        if self.identity is not None:
+            return self.identity.format
+        sample = self.sample() or ""
+        for ext in ("parquet", "json", "csv", "orc"):
+            if sample.endswith(f".{ext}") or f".{ext}." in sample:
+                return ext
+        return "parquet"
+
+    def reader_options(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The writer options recorded with the table (CSV ``header``, ``sep``), then ``extra``."""
+        options = dict(self.identity.writer_options) if self.identity is not None else {}
+        options.update(extra or {})
+        return options
+
 
 def locate(path: str, storage_options: Mapping[str, Any] | None = None) -> TableLocation:
     """Find the table root for ``path`` (the root itself or a partition directory below it)."""
@@ -290,23 +308,34 @@ def _partitions_from_paths(relative: list[str]) -> tuple[str, ...]:
     return tuple(c for c, _ in parse_partition_dir(posixpath.dirname(relative[0])))
 
 
-def check_present(files: CommittedFiles) -> None:
-    """Every committed file exists with its recorded size; one listing per directory."""
+def absent_files(files: CommittedFiles) -> list[tuple[str, str]]:
+    """(URI, problem) of every committed file that is missing or has another size; one listing
+    per directory rather than one request per file."""
     by_dir: dict[str, dict[str, int]] = {}
     for rel, size in zip(files.relative, files.sizes):
         d, _, name = rel.rpartition("/")
         by_dir.setdefault(d, {})[name] = size
+    problems = []
     for directory, expected in by_dir.items():
         present = {e.name: e.size for e in files.storage.list_dir(directory) if not e.is_dir}
         for name, size in expected.items():
             found = present.get(name)
             if found is None or found != size:
                 uri = files.storage.uri(f"{directory}/{name}" if directory else name)
-                problem = "does not exist" if found is None else f"has {found} bytes, the manifest says {size}"
-                raise DataFileMissingError(
-                    f"Committed data file {uri} {problem}. The manifest (as of batch {files.as_of}) lists it, so "
-                    "reading without it would silently drop committed rows. Restore the file, or run "
-                    "`seo verify` to list every affected file.",
-                    path=uri,
-                    batch_id=files.as_of,
-                )
+                problems.append((uri, "does not exist" if found is None else f"has {found} bytes, the manifest says {size}"))
+    return problems
+
+
+def check_present(files: CommittedFiles) -> None:
+    """Every committed file exists with its recorded size, else ``DataFileMissingError``."""
+    problems = absent_files(files)
+    if problems:
+        uri, problem = problems[0]
+        more = f" ({len(problems) - 1} more file(s) affected)" if len(problems) > 1 else ""
+        raise DataFileMissingError(
+            f"Committed data file {uri} {problem}{more}. The manifest (as of batch {files.as_of}) lists it, so "
+            "reading without it would silently drop committed rows. Restore the file, or run "
+            "`seo verify` to list every affected file.",
+            path=uri,
+            batch_id=files.as_of,
+        )

@@ -14,10 +14,10 @@ never later than the publish (a crash between the two is rolled forward on resta
 from __future__ import annotations
 
 from dataclasses import dataclass, field as dc_field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from ..log.codec import field
-from ..log.compactible_log import CompactibleLog
+from .per_query_log import PerQueryLog
 from ..storage.base import Storage
 from .layout import COMMITS_DIR
 
@@ -99,32 +99,6 @@ class CommitCodec:
         )
 
 
-class CommitsLog(CompactibleLog[CommitRecord]):
-    concatenates = False  # keeps the latest record per query instead
-
+class CommitsLog(PerQueryLog[CommitRecord]):
     def __init__(self, storage: Storage, *, interval: int) -> None:
         super().__init__(storage, COMMITS_DIR, CommitCodec(), default_interval=interval, kind="commits log", hint=HINT)
-
-    def fold(self, previous: Iterable[CommitRecord], new: Sequence[CommitRecord], now: int):
-        latest: dict[str, CommitRecord] = {}
-        for record in list(previous) + list(new):
-            latest.pop(record.query_id, None)
-            latest[record.query_id] = record
-        return list(latest.values())
-
-    def record(self, batch_id: int) -> CommitRecord | None:
-        """The record of manifest batch ``batch_id`` (from its delta or compact file)."""
-        records = self.get(batch_id)
-        if records is None:
-            return None
-        own = [r for r in records if r.batch_id == batch_id]
-        return own[-1] if own else None
-
-    def latest_per_query(self) -> dict[str, CommitRecord]:
-        """The last commit of every query the table has seen (compact file + deltas)."""
-        latest: dict[str, CommitRecord] = {}
-        for record in self.all_records():
-            current = latest.get(record.query_id)
-            if current is None or record.batch_id >= current.batch_id:
-                latest[record.query_id] = record
-        return latest

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..log.codec import field
-from ..log.version import encode_file, encode_line, parse_body
+from ..log.record_file import encode_record, read_record
 from ..storage.base import Storage
 from .layout import TABLE_FILE
 
@@ -72,20 +72,7 @@ class TableIdentity:
 
 
 def read_identity(storage: Storage) -> TableIdentity | None:
-    from ..errors import LogCorruptError
-    from ..log.codec import RecordError
-
-    try:
-        data = storage.read_bytes(TABLE_FILE)
-    except FileNotFoundError:
-        return None
-    _, objects = parse_body(data, path=storage.uri(TABLE_FILE), batch_id=None, max_supported=VERSION, hint=HINT)
-    if len(objects) != 1:
-        raise LogCorruptError(path=storage.uri(TABLE_FILE), batch_id=None, problem="expected exactly one record", hint=HINT)
-    try:
-        return TableIdentity.from_json(objects[0])
-    except RecordError as exc:
-        raise LogCorruptError(path=storage.uri(TABLE_FILE), batch_id=None, problem=str(exc), hint=HINT) from None
+    return read_record(storage, TABLE_FILE, TableIdentity.from_json, hint=HINT, version=VERSION)
 
 
 def ensure_identity(
@@ -106,7 +93,7 @@ def ensure_identity(
             writer_options=dict(writer_options or {}),
         )
         try:
-            storage.put_if_absent(TABLE_FILE, encode_file(VERSION, [encode_line(identity.to_json())]))
+            storage.put_if_absent(TABLE_FILE, encode_record(identity.to_json(), version=VERSION))
         except FileExistsError:  # another writer created it first: use theirs
             existing = read_identity(storage)
         else:

@@ -14,10 +14,10 @@ the checkpoint's ``offsets/N`` lines verbatim (null for ``-``, empty if the chec
 from __future__ import annotations
 
 from dataclasses import dataclass, field as dc_field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from ..log.codec import field
-from ..log.compactible_log import CompactibleLog
+from .per_query_log import PerQueryLog
 from ..storage.base import Storage
 from .layout import OFFSETS_DIR
 
@@ -71,22 +71,6 @@ class OffsetsCodec:
         )
 
 
-class OffsetsLog(CompactibleLog[OffsetsRecord]):
-    concatenates = False  # keeps the latest record per query instead
-
+class OffsetsLog(PerQueryLog[OffsetsRecord]):
     def __init__(self, storage: Storage, *, interval: int) -> None:
         super().__init__(storage, OFFSETS_DIR, OffsetsCodec(), default_interval=interval, kind="offsets log", hint=HINT)
-
-    def fold(self, previous: Iterable[OffsetsRecord], new: Sequence[OffsetsRecord], now: int):
-        latest: dict[str, OffsetsRecord] = {}
-        for record in list(previous) + list(new):
-            latest.pop(record.query_id, None)
-            latest[record.query_id] = record
-        return list(latest.values())
-
-    def record(self, batch_id: int) -> OffsetsRecord | None:
-        records = self.get(batch_id)
-        if records is None:
-            return None
-        own = [r for r in records if r.batch_id == batch_id]
-        return own[-1] if own else None

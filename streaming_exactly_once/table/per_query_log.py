@@ -1,0 +1,46 @@
+"""A compactible log whose compact files keep only the latest record of each query.
+
+The offsets and commits logs hold one record per manifest batch, each tagged with the query
+(checkpoint) that produced it. What readers of the *current* state need is the last record of
+every query - Spark batch ids only grow within a query - so a compact file folds the history
+down to one line per query instead of growing with every batch; per-batch records remain
+readable from their delta files for as long as retention keeps them.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, Iterable, Sequence, TypeVar
+
+from ..log.compactible_log import CompactibleLog
+
+R = TypeVar("R")
+
+
+class PerQueryLog(CompactibleLog[R], Generic[R]):
+    """Records must have ``batch_id`` and ``query_id`` attributes."""
+
+    concatenates = False
+
+    def fold(self, previous: Iterable[R], new: Sequence[R], now: int):
+        latest: dict[str, R] = {}
+        for record in list(previous) + list(new):
+            latest.pop(record.query_id, None)  # re-insert: the dict keeps the order of last records
+            latest[record.query_id] = record
+        return list(latest.values())
+
+    def record(self, batch_id: int) -> R | None:
+        """The record of manifest batch ``batch_id`` (from its delta or compact file)."""
+        records = self.get(batch_id)
+        if records is None:
+            return None
+        own = [r for r in records if r.batch_id == batch_id]
+        return own[-1] if own else None
+
+    def latest_per_query(self) -> dict[str, R]:
+        """The last record of every query the table has seen (compact file + deltas)."""
+        latest: dict[str, R] = {}
+        for record in self.all_records():
+            current = latest.get(record.query_id)
+            if current is None or record.batch_id >= current.batch_id:
+                latest[record.query_id] = record
+        return latest
