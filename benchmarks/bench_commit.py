@@ -67,19 +67,47 @@ def overhead(*, batches: int, files_per_batch: int, work: Path) -> dict[str, Any
     return {"batches": batches, "files_per_batch": files_per_batch, "total_ms": summary(totals), "steps_ms": {k: summary(v) for k, v in steps.items()}}
 
 
-def history(*, batches: int, files_per_batch: int, work: Path, time_box_s: float, interval_s: float = 0.0) -> dict[str, Any]:
-    """Per-batch commit latency vs batch id. ``interval_s`` spaces batches like a real trigger."""
+def seed_manifest(root: Path, live_files: int) -> None:
+    """A table whose manifest already lists ``live_files`` files: one ``9.compact`` (adopted)."""
+    meta = root / "_spark_metadata"
+    meta.mkdir(parents=True)
+    line = (
+        '{"path":"file://%s/day=%%d/part-%%012d-seed.c000.snappy.parquet","size":1000000,"isDir":false,'
+        '"modificationTime":1795313165250,"blockReplication":1,"blockSize":33554432,"action":"add"}'
+    ) % root
+    with open(meta / "9.compact", "w") as fh:
+        fh.write("v1")
+        for i in range(live_files):
+            fh.write("\n" + line % (i % 28, i))
+
+
+def history(
+    *,
+    batches: int,
+    files_per_batch: int,
+    work: Path,
+    time_box_s: float,
+    interval_s: float = 0.0,
+    seed_live_files: int = 0,
+    prepare: bool = True,
+) -> dict[str, Any]:
+    """Per-batch commit latency vs batch id. ``interval_s`` spaces batches like a real trigger;
+    ``seed_live_files`` starts from a manifest that already lists that many files."""
     from streaming_exactly_once.commit.committer import StagedFile
     from streaming_exactly_once.log.compaction import is_compaction_batch
 
-    root = work / f"history-{int(interval_s * 1000)}ms"
-    c = _committer(str(root), min_batches_to_retain=100, cleanup_delay_ms=0)
+    root = work / f"history-{int(interval_s * 1000)}ms-{seed_live_files}-{prepare}"
+    if seed_live_files:
+        seed_manifest(root, seed_live_files)
+    c = _committer(str(root), min_batches_to_retain=100, cleanup_delay_ms=0, prepare_compactions=prepare)
+    first_batch = c.latest_batch_id + 1
     latencies: list[float] = []
+    other: list[float] = []
     compaction: list[tuple[int, float]] = []
     deadline = time.time() + time_box_s
     now = int(time.time() * 1000)
     done = 0
-    for b in range(batches):
+    for b in range(first_batch, first_batch + batches):
         if time.time() > deadline:
             break
         attempt = c.begin(QUERY, b, mode="direct")
@@ -93,6 +121,8 @@ def history(*, batches: int, files_per_batch: int, work: Path, time_box_s: float
         latencies.append(ms)
         if is_compaction_batch(b, c.logs.manifest.interval):
             compaction.append((b, ms))
+        else:
+            other.append(ms)
         done += 1
         if interval_s:
             time.sleep(interval_s)
@@ -110,13 +140,17 @@ def history(*, batches: int, files_per_batch: int, work: Path, time_box_s: float
     return {
         "batches": done,
         "files_per_batch": files_per_batch,
-        "live_files": done * files_per_batch,
+        "live_files": seed_live_files + done * files_per_batch,
         "interval_s": interval_s,
+        "seeded_live_files": seed_live_files,
+        "prepared_compaction": prepare,
         "first_window_ms": first,
         "last_window_ms": last,
         "p99_ratio_last_vs_first": last["p99"] / first["p99"] if first["p99"] else None,
         "windows": windows,
         "compaction_ms": compaction[-20:],
+        "compaction_summary_ms": summary([ms for _, ms in compaction]),
+        "other_batches_ms": summary(other),
         "largest_compact_bytes": compact_size,
         "peak_rss_mb": peak_rss_mb,
         "timed_out": done < batches,
@@ -169,8 +203,8 @@ def recovery(*, histories: list[int], work: Path) -> dict[str, Any]:
 
 def main(size: str = "small") -> dict[str, Any]:
     cfg = {
-        "small": dict(overhead=500, history=5_000, box=120, recovery=[100, 1000, 5000], spaced=0),
-        "full": dict(overhead=2_000, history=100_000, box=2400, recovery=[100, 1000, 10_000, 100_000], spaced=300),
+        "small": dict(overhead=500, history=5_000, box=120, recovery=[100, 1000, 5000], spaced=30, seed=100_000),
+        "full": dict(overhead=2_000, history=100_000, box=2400, recovery=[100, 1000, 10_000, 100_000], spaced=60, seed=1_000_000),
     }[size]
     work = Path(tempfile.mkdtemp(prefix="seo-bench-commit-"))
     try:
@@ -180,7 +214,14 @@ def main(size: str = "small") -> dict[str, Any]:
         h = result["history"]
         print(f"  history: {h['batches']:,} batches, {h['live_files']:,} live files: p99 {h['first_window_ms']['p99']:.1f} ms -> {h['last_window_ms']['p99']:.1f} ms", flush=True)
         if cfg["spaced"]:
-            result["history_spaced"] = history(batches=cfg["spaced"], files_per_batch=10, work=work, time_box_s=600, interval_s=0.5)
+            # a table with 1M live files, batches 1 s apart (a realistic trigger): the compaction
+            # is prepared in the background; without preparation every 10th batch copies it all
+            for prepare in (True, False):
+                key = "spaced_prepared" if prepare else "spaced_unprepared"
+                result[key] = history(batches=cfg["spaced"], files_per_batch=10, work=work, time_box_s=900, interval_s=1.0, seed_live_files=cfg["seed"], prepare=prepare)
+                r = result[key]
+                comp = [ms for _, ms in r["compaction_ms"]]
+                print(f"  {key}: {r['live_files']:,} live files, compaction batches {['%.0f' % x for x in comp]} ms, other batches p99 {r['other_batches_ms']['p99']:.1f} ms", flush=True)
         result["recovery"] = recovery(histories=cfg["recovery"], work=work)
     finally:
         shutil.rmtree(work, ignore_errors=True)

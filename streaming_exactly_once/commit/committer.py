@@ -70,6 +70,7 @@ class CommitterOptions:
     description: str = ""
     writer_options: tuple[tuple[str, str], ...] = ()
     build_manifest_index: bool = True
+    prepare_compactions: bool = True
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,9 @@ class TableCommitter:
                 self.lease.start_heartbeat()
         self.lease.check_fence("recover")
         try:
+            self.janitor.drain()
+            for log_ in self.logs.all_logs():
+                log_.discard_preparations()
             report = recover(self.storage, self.logs, self.wal, self._ctx(), retries=self.options.step_retries)
             self.last_recovery = report
             self.latest_batch_id = report.latest_batch_id
@@ -169,6 +173,10 @@ class TableCommitter:
                 first_batch_id=self.latest_batch_id + 1,
                 writer_options=dict(self.options.writer_options),
             )
+            if self.identity.first_batch_id > 0 and self.logs.commits.latest_batch_id(refresh=True) is None:
+                # Adopting a table written by Spark's own file sink: our logs start here.
+                for log_ in (self.logs.offsets, self.logs.commits, self.logs.sources):
+                    log_.write_empty_baseline(self.identity.first_batch_id - 1)
             check_logs_consistent(self.logs, self.latest_batch_id, self.identity.first_batch_id)
             latest_records = self.logs.commits.latest_per_query()
         except BaseException:
@@ -354,6 +362,8 @@ class TableCommitter:
         ctx.timings["walDelete"] = _ms(t_del)
         self.faults("after-wal-delete")
         self.janitor.delete_tree(attempt.staging_dir)  # leftovers only (.crc, _SUCCESS, empty dirs)
+        if self.options.prepare_compactions:
+            self.janitor.submit(self._prepare_compactions)
         if self.options.build_manifest_index and is_compaction_batch(m, self.logs.manifest.interval):
             self.janitor.submit(lambda: self._index_manifest(m))
         self.latest_batch_id = m
@@ -387,6 +397,11 @@ class TableCommitter:
             "Another writer is active; this one stops without publishing.",
             batch_id=seq.batch_id,
         )
+
+    def _prepare_compactions(self) -> None:
+        """Keep the next compact files of the growing logs built ahead (see CompactibleLog.prepare)."""
+        self.logs.manifest.prepare()
+        self.logs.sources.prepare()
 
     def _index_manifest(self, compact_id: int) -> None:
         """Columnar cache of a new compact file, for fast readers (off the commit path)."""

@@ -162,6 +162,23 @@ class Storage(ABC):
     def makedirs(self, path: str) -> None:
         """Create a directory and its parents (a no-op on object stores)."""
 
+    # -- prepared files (background compaction) ----------------------------------------------
+
+    #: Whether a file can be built by appends under a hidden name and then published by an
+    #: atomic no-replace rename (``open_prepared``/``publish_prepared``): true on local disks.
+    supports_prepared_files: bool = False
+
+    def open_prepared(self, path: str, *, append: bool) -> IO[bytes]:
+        """A writer for a hidden work file that ``publish_prepared`` will name later."""
+        raise NotImplementedError(f"{type(self).__name__} cannot prepare files")
+
+    def sync_prepared(self, path: str) -> None:
+        """Make what was appended so far durable (so that publishing later flushes little)."""
+
+    def publish_prepared(self, path: str, final: str) -> None:
+        """fsync ``path`` and give it the name ``final`` unless that exists (``FileExistsError``)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot prepare files")
+
     # -- hand-off to readers and Spark executors --------------------------------------------
 
     @abstractmethod

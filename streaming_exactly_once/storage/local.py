@@ -241,6 +241,36 @@ class LocalStorage(Storage):
         os.makedirs(os.path.dirname(target), exist_ok=True)
         return open(target, "xb")
 
+    supports_prepared_files = True
+
+    def open_prepared(self, path: str, *, append: bool) -> IO[bytes]:
+        target = self._abs(path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        return open(target, "ab" if append else "wb")
+
+    def sync_prepared(self, path: str) -> None:
+        if self._durable:
+            fd = os.open(self._abs(path), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def publish_prepared(self, path: str, final: str) -> None:
+        src, dst = self._abs(path), self._abs(final)
+        fd = os.open(src, os.O_RDONLY)
+        try:
+            if self._durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            rename_noreplace(src, dst)
+        except FileExistsError:
+            raise FileExistsError(errno.EEXIST, "file exists", self.uri(final)) from None
+        if self._durable:
+            _fsync_dir(os.path.dirname(dst))
+
     def rename(self, src: str, dst: str) -> None:
         s, d = self._abs(src), self._abs(dst)
         try:

@@ -137,3 +137,22 @@ def test_kill_9_of_the_driver_then_restart(spark, tmp_path, crash_at):
     assert done.returncode == 0, done.stdout[-1000:] + done.stderr[-3000:]
     assert_exactly_once(spark, tmp_path / "t", ids)
     assert_table_clean(tmp_path / "t")
+
+
+def test_adopts_a_table_written_by_sparks_own_sink(spark, tmp_path):
+    """Switching a query from Spark's file sink to ExactlyOnceSink on the same output directory."""
+    first = write_csv_files(tmp_path / "in", n_files=13, rows_per_file=3)
+    table, ckpt = tmp_path / "t", tmp_path / "ckpt"
+    q = stream(spark, tmp_path / "in", 1).writeStream.format("parquet").partitionBy("p").option(
+        "checkpointLocation", str(ckpt)).trigger(availableNow=True).start(str(table))
+    q.awaitTermination()
+    assert "9.compact" in {p.name for p in (table / "_spark_metadata").iterdir()}
+    second = write_csv_files(tmp_path / "in", n_files=20, rows_per_file=3, start_file=13)
+    sink, error = run_query(spark, tmp_path / "in", table, ckpt, partition_by=["p"], files_per_trigger=1)
+    assert error is None and sink.counters["committed"] == 20  # batches 13..32: past two compactions
+    assert_exactly_once(spark, table, first + second)
+    assert_table_clean(table)
+    from streaming_exactly_once import read
+
+    history = read.batches(str(table))
+    assert history[0].query_id is None and history[-1].query_id == sink.committer.logs.commits.record(32).query_id
