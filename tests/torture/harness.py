@@ -100,12 +100,13 @@ class TortureRun:
 
     # -- one driver --------------------------------------------------------------------------
 
-    def launch(self, *, mode: str, checkpoint: Path | None = None, env_extra: dict | None = None) -> subprocess.Popen:
+    def launch(self, *, mode: str, checkpoint: Path | None = None, env_extra: dict | None = None,
+               files_per_trigger: int | None = None) -> subprocess.Popen:
         cmd = [
             sys.executable, "-m", "tests.sink.driver",
             "--input", str(self.input), "--table", str(self.table),
             "--checkpoint", str(checkpoint or self.checkpoint), "--mode", mode,
-            "--files-per-trigger", str(self.c.files_per_trigger), "--lease-timeout", self.c.lease_timeout,
+            "--files-per-trigger", str(files_per_trigger or self.c.files_per_trigger), "--lease-timeout", self.c.lease_timeout,
             "--until-done", str(self.done_marker), "--retain", "100000",
         ]
         env = dict(os.environ)
@@ -140,11 +141,12 @@ class TortureRun:
         if self.c.log:
             print(f"[{self.c.name} {time.strftime('%H:%M:%S')}] {text}", flush=True)
 
-    def run_once(self, *, mode: str, crash_at: str | None, random_kill: bool) -> str:
+    def run_once(self, *, mode: str, crash_at: str | None, random_kill: bool,
+                 timeout_s: float | None = None, files_per_trigger: int | None = None) -> str:
         self.stats.runs += 1
         self.stats.mode_runs[mode] = self.stats.mode_runs.get(mode, 0) + 1
         env = {"SEO_CRASH_AT": crash_at} if crash_at else {}
-        proc = self.launch(mode=mode, env_extra=env)
+        proc = self.launch(mode=mode, env_extra=env, files_per_trigger=files_per_trigger)
         stop_feed = threading.Event()
         feeder = threading.Thread(target=self._feeder, args=(stop_feed, 0.7), daemon=True)
         feeder.start()
@@ -155,7 +157,7 @@ class TortureRun:
                 time.sleep(self.rng.uniform(0.2, 3.0))
                 proc.send_signal(signal.SIGKILL)
             try:
-                proc.wait(timeout=self.c.run_timeout_s)
+                proc.wait(timeout=timeout_s or self.c.run_timeout_s)
             except subprocess.TimeoutExpired:
                 proc.send_signal(signal.SIGKILL)  # did not reach its boundary in time: a random kill
                 proc.wait()
@@ -245,11 +247,19 @@ class TortureRun:
             self.feed(self.c.files_per_run)
             outcome = self.run_once(mode=mode, crash_at=boundary, random_kill=boundary is None)
             self._say(f"run {i + 1}/{len(schedule)} {mode:6s} {boundary or 'random':20s} -> {outcome}  (kills {self.stats.kills})")
-        # drain: no more input, a clean run to the end
+        # drain: no more input, then clean runs until the backlog the kills left is consumed. The
+        # feeder kept adding files while runs were being killed, so the backlog can be hundreds of
+        # files: bigger triggers and no per-run time limit (a run that ends early is retried).
         self.done_marker.write_text("done")
+        backlog = self.stats.files
         for attempt in range(3):
-            outcome = self.run_once(mode="rename", crash_at=None, random_kill=False)
+            outcome = self.run_once(mode="rename", crash_at=None, random_kill=False,
+                                    timeout_s=max(self.c.run_timeout_s, 120 + backlog * 1.0),
+                                    files_per_trigger=max(self.c.files_per_trigger, 25))
+            self._say(f"drain run {attempt + 1} -> {outcome}")
             if outcome == "clean":
                 break
+        else:
+            raise AssertionError(f"{self.c.name}: the drain runs did not end cleanly")
         self.stats.wall_s = time.time() - t0
         return self.stats
