@@ -2,7 +2,9 @@
 
 Public API (imported lazily so that ``import streaming_exactly_once`` works without pyspark):
 
-* ``ExactlyOnceSink`` - the ``foreachBatch`` sink (needs the ``[spark]`` extra);
+* ``ExactlyOnceSink`` - the ``foreachBatch`` sink of one table (needs the ``[spark]`` extra);
+* ``DatasetSink``, ``Output``, ``Check`` - one query into many tables (datasets, forks), with
+  quality gates and per-dataset watermarks, one commit per batch;
 * ``read`` - manifest-aware readers for Spark, pyarrow, pandas, polars and DuckDB;
 * ``errors`` - the exception tree rooted at ``ExactlyOnceError``.
 """
@@ -19,6 +21,9 @@ __version__ = "0.1.0"
 _LAZY = {
     "ExactlyOnceSink": ("streaming_exactly_once.sink", "ExactlyOnceSink"),
     "SinkOptions": ("streaming_exactly_once.sink", "SinkOptions"),
+    "DatasetSink": ("streaming_exactly_once.sink", "DatasetSink"),
+    "Output": ("streaming_exactly_once.sink", "Output"),
+    "Check": ("streaming_exactly_once.sink", "Check"),
     "read": ("streaming_exactly_once.readers", None),
     "open_storage": ("streaming_exactly_once.storage", "open_storage"),
 }
@@ -32,4 +37,4 @@ def __getattr__(name: str) -> Any:
     return module if attr is None else getattr(module, attr)
 
 
-__all__ = ["ExactlyOnceError", "ExactlyOnceSink", "SinkOptions", "read", "open_storage", "__version__"]
+__all__ = ["ExactlyOnceError", "ExactlyOnceSink", "DatasetSink", "Output", "Check", "SinkOptions", "read", "open_storage", "__version__"]

@@ -187,3 +187,7 @@ class ManifestEntryOutsideRootError(ReaderError, TerminalError):
 
 class UnsafeReadError(ReaderError, TerminalError):
     """The read as asked would bypass the manifest (globs, several paths) and see uncommitted files."""
+
+
+class BatchRejectedError(ExactlyOnceError, TerminalError):
+    """A mandatory quality check failed under the ``full`` commit policy: nothing was published."""

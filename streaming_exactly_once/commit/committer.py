@@ -111,6 +111,9 @@ def _ms(since: float) -> float:
 class TableCommitter:
     """Commits batches of data files to one table, exactly once per (query id, Spark batch id)."""
 
+    #: which logs the root has (``table.table_logs``) and what its identity says it is
+    KIND = "table"
+
     def __init__(self, storage: Storage, options: CommitterOptions = CommitterOptions(), *, faults: FaultHooks = NO_FAULTS) -> None:
         self.storage = storage
         self.options = options
@@ -120,6 +123,7 @@ class TableCommitter:
             interval=options.compact_interval,
             manifest_retention_ms=options.manifest_retention_ms,
             sources_retention_ms=options.sources_retention_ms,
+            kind=self.KIND,
         )
         self.wal = CommitSequenceStore(storage)
         self.lease = Lease(storage, timeout_ms=options.lease_timeout_ms, description=options.description)
@@ -162,17 +166,10 @@ class TableCommitter:
             self.janitor.drain()
             for log_ in self.logs.all_logs():
                 log_.discard_preparations()
-            report = recover(self.storage, self.logs, self.wal, self._ctx(), retries=self.options.step_retries)
+            report = self._recover()
             self.last_recovery = report
             self.latest_batch_id = report.latest_batch_id
-            self.identity = ensure_identity(
-                self.storage,
-                compact_interval=self.logs.manifest.interval,
-                format=self.options.format,
-                partition_by=tuple(self.options.partition_by),
-                first_batch_id=self.latest_batch_id + 1,
-                writer_options=dict(self.options.writer_options),
-            )
+            self.identity = self._ensure_identity()
             if self.identity.first_batch_id > 0 and self.logs.commits.latest_batch_id(refresh=True) is None:
                 # Adopting a table written by Spark's own file sink: our logs start here.
                 for log_ in (self.logs.offsets, self.logs.commits, self.logs.sources):
@@ -188,10 +185,34 @@ class TableCommitter:
         newest = max(latest_records.values(), key=lambda r: r.batch_id, default=None)
         self._table_rows = newest.table_rows if newest is not None else 0
         self._input_paths = None
+        self._load_state(newest)
         self._ready = True
         if not report.clean:
             log.warning("recovery of %s: %s", self.storage.root_uri, report)
         return report
+
+    # -- what differs between a table and a dataset group (``commit.group_committer``) ---------
+
+    def _recover(self) -> RecoveryReport:
+        return recover(self.storage, self.logs, self.wal, self._ctx(), retries=self.options.step_retries)
+
+    def _ensure_identity(self) -> TableIdentity:
+        assert self.logs.manifest is not None
+        return ensure_identity(
+            self.storage,
+            compact_interval=self.logs.manifest.interval,
+            format=self.options.format,
+            partition_by=tuple(self.options.partition_by),
+            first_batch_id=self.latest_batch_id + 1,
+            writer_options=dict(self.options.writer_options),
+        )
+
+    def _load_state(self, newest: CommitRecord | None) -> None:
+        """Extra state from the newest commit record (a group's datasets); nothing for a table."""
+
+    def _is_published(self, batch_id: int) -> bool:
+        assert self.logs.manifest is not None
+        return self.logs.manifest.get(batch_id) is not None
 
     def invalidate(self) -> None:
         """After a failed batch: the next ``ensure_open`` recovers before anything else."""
@@ -278,7 +299,7 @@ class TableCommitter:
             claim = self.wal.get(attempt.batch_id)
             if claim is not None and claim.attempt == attempt.attempt:
                 return  # claimed: this batch may only roll forward (recovery does it)
-            if self.logs.manifest.get(attempt.batch_id) is not None:
+            if self._is_published(attempt.batch_id):
                 return  # published (the failure came after the WAL was deleted): nothing to undo
             abort_attempt(self.storage, attempt.staging_dir)
             self.storage.delete(self.logs.offsets.path(attempt.batch_id))
@@ -346,6 +367,13 @@ class TableCommitter:
             created_ms=now_ms,
             steps=steps,
         )
+        ctx = self._run_sequence(attempt, seq, t_plan)
+        if self.options.build_manifest_index and is_compaction_batch(m, self.logs.manifest.interval):
+            self.janitor.submit(lambda: self._index_manifest(m))
+        return self._committed_batch(attempt, record, input_files, ctx)
+
+    def _run_sequence(self, attempt: BatchAttempt, seq: CommitSequence, t_plan: float) -> StepContext:
+        """Claim the batch in the WAL, run every step, then drop the claim."""
         ctx = self._ctx()
         ctx.timings.update(attempt.timings)
         ctx.timings["plan"] = _ms(t_plan)
@@ -358,14 +386,17 @@ class TableCommitter:
         self.lease.check_fence("publish")  # a claim made after a takeover stops here
         seq.run(ctx, fresh=True, retries=self.options.step_retries)
         t_del = time.perf_counter()
-        self.wal.delete(m)
+        self.wal.delete(seq.batch_id)
         ctx.timings["walDelete"] = _ms(t_del)
         self.faults("after-wal-delete")
         self.janitor.delete_tree(attempt.staging_dir)  # leftovers only (.crc, _SUCCESS, empty dirs)
         if self.options.prepare_compactions:
             self.janitor.submit(self._prepare_compactions)
-        if self.options.build_manifest_index and is_compaction_batch(m, self.logs.manifest.interval):
-            self.janitor.submit(lambda: self._index_manifest(m))
+        return ctx
+
+    def _committed_batch(self, attempt: BatchAttempt, record: CommitRecord, input_files: Sequence[InputFile], ctx: StepContext) -> CommitResult:
+        """Bring the in-memory state up to the batch just committed; apply retention."""
+        m = record.batch_id
         self.latest_batch_id = m
         self._table_rows = record.table_rows
         self._committed[attempt.query_id] = attempt.spark_batch_id

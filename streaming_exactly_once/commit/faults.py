@@ -4,6 +4,7 @@ A boundary is a point between two effects of the commit protocol::
 
     before-stage  after-stage  after-intent  before-wal  after-wal  mid-move  after-move
     after-manifest  after-sources  after-commit  after-cleanup  after-wal-delete
+    mid-members  after-members          (dataset groups: between and after the tables' publishes)
 
 ``crash_at`` kills this very process with SIGKILL there (no cleanup, no finally blocks: what a
 power cut or an OOM kill does); ``fail_at`` raises ``InjectedFailure`` (what an exception from
@@ -39,7 +40,12 @@ BOUNDARIES = (
     "after-commit",
     "after-cleanup",
     "after-wal-delete",
+    "mid-members",
+    "after-members",
 )
+#: Boundaries only a dataset group's commit reaches, and those only a single table's reaches.
+GROUP_ONLY = ("mid-members", "after-members")
+TABLE_ONLY = ("after-manifest",)
 
 _SPEC = re.compile(r"^(?P<name>[a-z-]+)(?:@(?P<nth>\d+))?(?:\+(?P<ms>\d+)ms)?$")
 

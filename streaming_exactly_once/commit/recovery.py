@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..errors import LogCorruptError, MissingBatchError
 from ..storage.base import Storage
@@ -107,16 +108,23 @@ def recover(
     ctx: StepContext,
     *,
     retries: int = 3,
+    latest: int | None = None,
+    published: Callable[[CommitSequence], bool] | None = None,
 ) -> RecoveryReport:
-    latest = logs.manifest.latest_batch_id(refresh=True)
-    latest = -1 if latest is None else latest
+    """``latest``/``published``: for a dataset group, the latest group batch and whether a
+    claim's batch already committed (a group has no manifest of its own to ask)."""
+    if latest is None:
+        assert logs.manifest is not None
+        latest = logs.manifest.latest_batch_id(refresh=True)
+        latest = -1 if latest is None else latest
+    is_published = published or (lambda seq: _manifest_holds(logs, seq))
     report = RecoveryReport(latest_batch_id=latest)
     live_staging: set[str] = set()
     for batch_id in wal.pending():
         seq = wal.get(batch_id)
         if seq is None:
             continue
-        if batch_id == latest + 1 or (batch_id <= latest and _manifest_holds(logs, seq)):
+        if batch_id == latest + 1 or (batch_id <= latest and is_published(seq)):
             log.warning("rolling forward pending commit of manifest batch %d (query %s, Spark batch %d)", batch_id, seq.query_id, seq.spark_batch_id)
             seq.run(ctx, fresh=False, retries=retries)
             wal.delete(batch_id)
@@ -134,6 +142,7 @@ def recover(
             continue
         report.deleted_data_files += abort_attempt(storage, entry.path)
         report.aborted_attempts.append(entry.name)
+    assert logs.offsets is not None
     for batch_id in range(latest + 1, latest + 4):
         path = logs.offsets.path(batch_id)
         if storage.exists(path):
@@ -146,10 +155,10 @@ def recover(
 
 def check_logs_consistent(logs: TableLogs, latest: int, first_batch_id: int) -> None:
     """After recovery every published batch has its commit and sources record."""
-    manifest_gaps = logs.manifest.gaps()
+    manifest_gaps = logs.manifest.gaps() if logs.manifest is not None else []
     if manifest_gaps:
         raise MissingBatchError(
-            directory=logs.manifest.uri(),
+            directory=logs.manifest.uri(),  # type: ignore[union-attr]
             missing=manifest_gaps,
             context=f"the manifest has batches up to {latest}",
             hint="Readers would fail or miss committed data. Restore the files from a backup.",
@@ -158,6 +167,7 @@ def check_logs_consistent(logs: TableLogs, latest: int, first_batch_id: int) -> 
         log_.check_snapshot()
     if latest < first_batch_id:
         return
+    assert logs.offsets is not None and logs.sources is not None
     last_offsets = logs.offsets.latest_batch_id(refresh=True)
     if last_offsets is not None and last_offsets < latest:
         raise LogCorruptError(

@@ -29,6 +29,8 @@ class StepContext:
     boundary: Callable[[str], None] = lambda name: None  # crash/failure injection points
     timings: dict[str, float] = dc_field(default_factory=dict)  # ms per step, filled while running
     epoch: int | None = None  # epoch of the writer executing the steps (may be a successor)
+    #: A dataset group's tables by path under the root (``commit.group_committer``); None for a table.
+    member_logs: Callable[[str], TableLogs] | None = None
 
 
 class CommitStep(ABC):

@@ -9,6 +9,9 @@ kind                    effect (and how ``verify`` knows it is done)
                         (the file exists and holds this batch's entries)
 ``sources``             ``_seo/sources/M`` written (the file exists)
 ``commit``              ``_seo/commits/M`` written (the file exists)
+``members``             dataset group: for each of its tables in the batch, the manifest entry
+                        and then the table's commit record (in parallel across tables); each
+                        table's manifest file is that table's visibility point
 ``cleanup``             ``direct`` mode: the attempt's intent files removed (nothing left under
                         them) - after this, recovery can no longer mistake the batch's data
                         files for an aborted attempt's. The rest of the staging directory is
@@ -211,6 +214,95 @@ class WriteCommit(CommitStep):
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> "WriteCommit":
         return cls(record=_COMMIT_CODEC.from_json(_obj(field(obj, "record", dict))))
+
+
+@dataclass(frozen=True)
+class MemberPublish:
+    """One table of a dataset group in a group batch: its own next batch id, files and record."""
+
+    table: str  # path of the table under the group root, e.g. "orders" or "_quarantine/rows/orders"
+    batch_id: int
+    entries: list[ManifestEntry]
+    record: CommitRecord
+
+
+@register
+@dataclass
+class PublishMembers(CommitStep):
+    """Publish a group batch in each of its tables: manifest entry first, then commit record.
+
+    Tables are independent files, so they are published in parallel (``move_threads``). A crash
+    half-way leaves some tables published and the WAL entry in place: recovery verifies each
+    table and finishes the rest - a group batch is never left half-published after restart.
+    """
+
+    kind = "members"
+    members: list[MemberPublish] = dc_field(default_factory=list)
+
+    def _logs(self, ctx: StepContext, table: str):
+        if ctx.member_logs is None:
+            raise CommitError(f"commit step 'members' (table {table!r}) needs a dataset group's writer")
+        return ctx.member_logs(table)
+
+    def _member_done(self, ctx: StepContext, m: MemberPublish) -> bool:
+        logs = self._logs(ctx, m.table)
+        inner = StepContext(storage=logs.storage, logs=logs, epoch=ctx.epoch, timings={})
+        return PublishManifest(m.batch_id, m.entries).verify(inner) and WriteCommit(m.record).verify(inner)
+
+    def verify(self, ctx: StepContext) -> bool:
+        return all(self._member_done(ctx, m) for m in self.members)
+
+    def _publish(self, ctx: StepContext, m: MemberPublish) -> None:
+        logs = self._logs(ctx, m.table)
+        inner = StepContext(storage=logs.storage, logs=logs, epoch=ctx.epoch, timings={})
+        manifest = PublishManifest(m.batch_id, m.entries)
+        if not manifest.verify(inner):
+            manifest.execute(inner)
+        commit = WriteCommit(m.record)
+        if not commit.verify(inner):
+            commit.execute(inner)
+
+    def execute(self, ctx: StepContext) -> None:
+        half = len(self.members) // 2
+        if len(self.members) < 4 or ctx.move_threads <= 1:
+            for i, m in enumerate(self.members):
+                if i == half and half:
+                    ctx.boundary("mid-members")
+                self._publish(ctx, m)
+            return
+        with ThreadPoolExecutor(max_workers=ctx.move_threads, thread_name_prefix="seo-members") as pool:
+            list(pool.map(lambda m: self._publish(ctx, m), self.members[:half]))
+            ctx.boundary("mid-members")
+            list(pool.map(lambda m: self._publish(ctx, m), self.members[half:]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "members": [
+                {
+                    "table": m.table,
+                    "batchId": m.batch_id,
+                    "entries": [_MANIFEST_CODEC.to_json(e) for e in m.entries],
+                    "record": _COMMIT_CODEC.to_json(m.record),
+                }
+                for m in self.members
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "PublishMembers":
+        members = []
+        for item in field(obj, "members", list):
+            item = _obj(item)
+            members.append(
+                MemberPublish(
+                    table=field(item, "table", str),
+                    batch_id=field(item, "batchId", int),
+                    entries=[_MANIFEST_CODEC.from_json(_obj(e)) for e in field(item, "entries", list)],
+                    record=_COMMIT_CODEC.from_json(_obj(field(item, "record", dict))),
+                )
+            )
+        return cls(members=members)
 
 
 @register

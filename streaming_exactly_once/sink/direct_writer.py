@@ -14,8 +14,6 @@ Partition values are written as Spark names them (strings, integers, booleans, d
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import uuid
 from typing import Any, Iterator
 
@@ -23,91 +21,32 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from ..commit.committer import BatchAttempt, StagedFile
+from .arrow_file_writer import EXTENSIONS, FileSink, check_partition_types, partition_text, split_by
 from ..commit.recovery import INTENTS_SUBDIR
-from ..errors import ConfigError
 from ..manifest.paths import partition_dir
 from ..storage.base import Storage
 
-_PARTITION_TYPES = (T.StringType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.BooleanType, T.DateType)
-_EXTENSIONS = {"parquet": ".c000.snappy.parquet", "csv": ".c000.csv", "json": ".c000.json"}
 RESULT_SCHEMA = "final string, size long, mtime long, rows long"
 
 
-def _partition_text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    return str(value)
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, (dt.datetime, dt.date, dt.time)):
-        return value.isoformat()
-    return str(value)
-
-
-class _FileSink:
-    """One open output file of a task."""
-
-    def __init__(self, storage: Storage, final: str, fmt: str, schema, options: dict[str, str]) -> None:
-        import pyarrow as pa
-
-        self.final = final
-        self.rows = 0
-        self.fmt = fmt
-        self.fh = storage.open_write(final)
-        if fmt == "parquet":
-            import pyarrow.parquet as pq
-
-            self.writer = pq.ParquetWriter(self.fh, schema, compression=options.get("compression", "snappy"))
-        elif fmt == "csv":
-            import pyarrow.csv as pacsv
-
-            header = str(options.get("header", "false")).lower() == "true"
-            delimiter = options.get("sep", options.get("delimiter", ","))
-            self.writer = pacsv.CSVWriter(
-                self.fh, schema, write_options=pacsv.WriteOptions(include_header=header, delimiter=delimiter, quoting_style="needed")
-            )
-        else:
-            self.writer = None
-        self._pa = pa
-
-    def write(self, table) -> None:
-        self.rows += table.num_rows
-        if self.fmt == "json":
-            lines = (json.dumps(row, default=_json_default, ensure_ascii=False, separators=(",", ":")) for row in table.to_pylist())
-            self.fh.write(("\n".join(lines) + "\n").encode("utf-8"))
-        else:
-            self.writer.write_table(table)
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        self.fh.close()
-
-
 def make_task_writer(storage: Storage, staging: str, fmt: str, partition_by: tuple[str, ...], options: dict[str, str]):
-    ext = _EXTENSIONS[fmt]
+    ext = EXTENSIONS[fmt]
 
     def write_partition(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
-        import pyarrow.compute as pc
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
         task = ctx.partitionId() if ctx is not None else 0
-        sinks: dict[str, _FileSink] = {}
+        sinks: dict[str, FileSink] = {}
 
-        def sink_for(directory: str, schema) -> _FileSink:
+        def sink_for(directory: str, schema) -> FileSink:
             if directory not in sinks:
                 file_id = uuid.uuid4()
                 name = f"part-{task:05d}-{file_id}{ext}"
                 final = f"{directory}/{name}" if directory else name
                 storage.put_if_absent(f"{staging}/{INTENTS_SUBDIR}/{file_id}", final.encode("utf-8"))
-                sinks[directory] = _FileSink(storage, final, fmt, schema, options)
+                sinks[directory] = FileSink(storage, final, fmt, schema, options)
             return sinks[directory]
 
         for batch in batches:
@@ -117,16 +56,9 @@ def make_task_writer(storage: Storage, staging: str, fmt: str, partition_by: tup
             if not partition_by:
                 sink_for("", table.schema).write(table)
                 continue
-            data = table.drop_columns(list(partition_by))
-            keys = table.select(list(partition_by)).group_by(list(partition_by)).aggregate([])
-            for key in keys.to_pylist():
-                mask = None
-                for column in partition_by:
-                    value = key[column]
-                    cond = pc.is_null(table[column]) if value is None else pc.equal(table[column], value)
-                    mask = cond if mask is None else pc.and_(mask, cond)
-                part = data.filter(mask)
-                directory = partition_dir([(c, _partition_text(key[c])) for c in partition_by])
+            for key, part in split_by(table, partition_by):
+                part = part.drop_columns(list(partition_by))
+                directory = partition_dir([(c, partition_text(key[c])) for c in partition_by])
                 sink_for(directory, part.schema).write(part)
 
         finals, sizes, mtimes, rows = [], [], [], []
@@ -154,15 +86,7 @@ class DirectWriter:
         self.options = dict(options)
 
     def check_schema(self, schema: T.StructType) -> None:
-        fields = {f.name: f for f in schema.fields}
-        for column in self.partition_by:
-            if not isinstance(fields[column].dataType, _PARTITION_TYPES):
-                raise ConfigError(
-                    f"partition column {column!r} has type {fields[column].dataType.simpleString()}, which "
-                    "staging_mode='direct' does not name the way Spark does; partition by a string, integer, "
-                    "boolean or date column, or use staging_mode='rename'.",
-                    key="partition_by",
-                )
+        check_partition_types(schema, self.partition_by, what="staging_mode='direct' (use 'rename' for it)")
 
     def write(self, df: DataFrame, attempt: BatchAttempt) -> list[StagedFile]:
         self.check_schema(df.schema)

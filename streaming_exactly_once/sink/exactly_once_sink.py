@@ -20,42 +20,22 @@ A crash anywhere rolls forward (after the WAL) or back (before it) on restart, n
 
 from __future__ import annotations
 
-import atexit
-import logging
-import threading
 import time
-import weakref
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 from pyspark.sql import DataFrame
 
-from ..checkpoint.reader import SparkCheckpoint
-from ..commit.committer import CommitResult, TableCommitter
-from ..commit.faults import FaultHooks
-from ..errors import ConfigError, DuplicateInputError
-from ..storage import open_storage
+from ..checkpoint.reader import InputFile
+from ..commit.committer import BatchAttempt, CommitResult, TableCommitter
+from ..errors import ConfigError
 from .batch_metrics import BatchObservation
+from .batch_sink import BatchSink, log
 from .direct_writer import DirectWriter
-from .input_filter import drop_committed, keep_new, split_inputs
 from .options import SinkOptions
-from .query_identity import QueryIdentity, resolve_identity
 from .rename_writer import RenameWriter
 
-log = logging.getLogger("streaming_exactly_once.sink")
 
-_LIVE_SINKS: "weakref.WeakSet[ExactlyOnceSink]" = weakref.WeakSet()
-
-
-@atexit.register
-def _release_leases() -> None:  # a clean interpreter exit frees the table for the next writer at once
-    for sink in list(_LIVE_SINKS):
-        try:
-            sink.close()
-        except Exception:
-            pass
-
-
-class ExactlyOnceSink:
+class ExactlyOnceSink(BatchSink):
     """Exactly-once file output for a streaming query; see the module docstring.
 
     Args:
@@ -81,9 +61,8 @@ class ExactlyOnceSink:
     """
 
     def __init__(self, table: str, **options: Any) -> None:
-        self.options = SinkOptions.build(**options)
-        self.table = table
-        self.storage = open_storage(table, self.options.storage_options)
+        super().__init__(table, SinkOptions.build(**options))
+        self.options.reject_group_options("ExactlyOnceSink")
         self.staging_mode = self.options.staging_mode or self.storage.default_staging_mode
         if self.staging_mode == "direct" and self.options.format not in ("parquet", "json", "csv"):
             raise ConfigError(
@@ -91,7 +70,6 @@ class ExactlyOnceSink:
                 f"and csv; for format={self.options.format!r} pass staging_mode='rename'.",
                 key="staging_mode",
             )
-        self.faults = FaultHooks.from_env()
         self.committer = TableCommitter(self.storage, self.options.committer_options(), faults=self.faults)
         writer_cls = RenameWriter if self.staging_mode == "rename" else DirectWriter
         self.writer = writer_cls(
@@ -100,192 +78,24 @@ class ExactlyOnceSink:
             partition_by=self.options.partition_by,
             options=dict(self.options.writer_options),
         )
-        self._checkpoint = self.options.checkpoint_location
-        self._identities: dict[str, QueryIdentity] = {}
-        self._lock = threading.Lock()
-        self._query = None
-        self.counters = {"committed": 0, "duplicates": 0, "empty": 0, "failed": 0, "skipped_rows": 0}
-        self.last_result: CommitResult | None = None
-        _LIVE_SINKS.add(self)
 
-    @classmethod
-    def from_config(
-        cls,
-        section: Mapping[str, Any],
-        *,
-        storage_options: Mapping[str, Any] | None = None,
-        on_commit=None,
-    ) -> "ExactlyOnceSink":
-        """A sink from a ``[sink]`` config section (see ``conf/local.toml``); ``checkpoint`` is kept
-        as ``sink.checkpoint_location`` for ``start``."""
-        values = dict(section)
-        table = values.pop("table", None)
-        if not table:
-            raise ConfigError("[sink] needs table = \"<path or URI>\"", key="sink.table")
-        checkpoint = values.pop("checkpoint", None)
-        values.pop("metrics_path", None)
-        sink = cls(table, storage_options=dict(storage_options or {}), on_commit=on_commit, **values)
-        sink._checkpoint = checkpoint
-        return sink
-
-    @property
-    def checkpoint_location(self) -> str | None:
-        return self._checkpoint
-
-    # -- running a query ---------------------------------------------------------------------
-
-    def start(
-        self,
-        stream_df: DataFrame,
-        *,
-        checkpoint_location: str,
-        trigger: Mapping[str, Any] | None = None,
-        query_name: str | None = None,
-    ):
-        """Start ``stream_df`` into this table; returns the ``StreamingQuery``.
-
-        The lease is taken *before* the query starts, so a second writer of the table fails here
-        with ``ConcurrentWriterError`` and its query never runs. ``trigger`` takes the keyword
-        arguments of ``DataStreamWriter.trigger`` (e.g. ``{"availableNow": True}``).
-        """
-        self._checkpoint = checkpoint_location
-        self.committer.ensure_open()
-        writer = stream_df.writeStream.foreachBatch(self).option("checkpointLocation", checkpoint_location)
-        if trigger:
-            writer = writer.trigger(**trigger)
-        if query_name:
-            writer = writer.queryName(query_name)
-        self._query = writer.start()
-        return self._query
-
-    def open(self) -> None:
-        """Take the table's lease and recover it now (``start`` does this too).
-
-        Calling it before building the SparkSession makes a second writer fail within a second,
-        instead of after Spark's start-up.
-        """
-        self.committer.ensure_open()
-
-    def stop(self, timeout_s: float = 120.0) -> None:
-        """Stop the query started by ``start``; an in-flight commit is finished first."""
-        if self._query is not None:
-            self._query.stop()
-        if self._lock.acquire(timeout=timeout_s):
-            self._lock.release()
-        self.close()
-
-    def close(self) -> None:
-        """Release the table's lease (the next writer need not wait for it to expire)."""
-        self.committer.close()
-
-    # -- foreachBatch ------------------------------------------------------------------------
-
-    def __call__(self, df: DataFrame, batch_id: int) -> None:
-        with self._lock:
-            try:
-                result = self._process(df, batch_id)
-            except BaseException:
-                self.counters["failed"] += 1
-                self.committer.invalidate()
-                raise
-            key = "duplicates" if result.status == "duplicate" else result.status
-            self.counters[key] += 1
-            self.last_result = result
-
-    def _identity(self, df: DataFrame) -> QueryIdentity:
-        qid = self.options.query_id or df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
-        cached = self._identities.get(qid or "")
-        if cached is not None:
-            return cached
-        identity = resolve_identity(df, query_id=self.options.query_id, checkpoint=self._checkpoint)
-        if identity.checkpoint is not None:
-            ckpt_id = SparkCheckpoint(open_storage(identity.checkpoint)).query_id()
-            if self.options.query_id is None and ckpt_id != identity.query_id:
-                raise ConfigError(
-                    f"checkpoint_location {identity.checkpoint} belongs to query {ckpt_id}, but this batch comes "
-                    f"from query {identity.query_id}. Pass the checkpoint location of the query that writes "
-                    "the table (or leave it out).",
-                    key="checkpoint_location",
-                )
-        else:
-            log.warning(
-                "checkpoint of query %s unknown: source offsets and input files are not recorded; "
-                "use sink.start(...) or pass checkpoint_location=", identity.query_id
-            )
-        self._identities[identity.query_id] = identity
-        return identity
-
-    def _check_columns(self, df: DataFrame) -> None:
-        names = set(df.columns)
-        missing = [c for c in (*self.options.partition_by, *self.options.watermark_columns) if c not in names]
-        if missing:
-            raise ConfigError(
-                f"column(s) {missing} given in partition_by/watermark_columns are not in the batch; its "
-                f"columns are {sorted(names)}",
-                key="partition_by",
-            )
-
-    def _process(self, df: DataFrame, batch_id: int) -> CommitResult:
-        identity = self._identity(df)
-        qid = identity.query_id
-        self.committer.ensure_open()
-        if self.committer.is_committed(qid, batch_id):
-            log.info("skipping batch %d of query %s: already committed", batch_id, qid)
-            return CommitResult(qid, batch_id, "duplicate")
-        self._check_columns(df)
-        checkpoint = SparkCheckpoint(open_storage(identity.checkpoint)) if identity.checkpoint else None
-        offsets = checkpoint.offsets(batch_id) if checkpoint else None
-        inputs = checkpoint.input_files(batch_id) if checkpoint else None
-        if checkpoint is not None and inputs is None:
-            log.warning("input files of batch %d of query %s are not in its checkpoint any more", batch_id, qid)
-        attempt = self.committer.begin(qid, batch_id, mode=self.staging_mode, checkpoint=identity.checkpoint, offsets=offsets)
-        try:
-            t_stage = time.perf_counter()
-            self.faults("before-stage")
-            split = split_inputs(inputs or [], self.committer.committed_input_paths() if inputs else set())
-            pre = None
-            if split.already_committed:
-                tagged, dedup_exprs = drop_committed(df, split.already_committed)
-                pre = BatchObservation(())
-                df = keep_new(pre.attach(tagged, extra=dedup_exprs), split.already_committed)
-            observation = BatchObservation(self.options.watermark_columns)
-            files = self.writer.write(observation.attach(df), attempt)
-            rows, watermarks, _ = observation.result()
-            skipped = 0
-            if pre is not None:
-                _, _, dedup = pre.result()
-                skipped = int(dedup.get("skippedRows") or 0)
-                self.counters["skipped_rows"] += skipped
-                if int(dedup.get("unattributedRows") or 0) > 0:
-                    raise DuplicateInputError(
-                        f"Batch {batch_id} of query {qid} re-reads {len(split.already_committed)} input file(s) the "
-                        "table already committed (was the checkpoint recreated?), but its rows cannot be traced "
-                        "to input files (input_file_name() is empty after aggregations or joins). Nothing was "
-                        "published. Restore the old checkpoint, or move the committed files out of the input "
-                        "directory, then restart.",
-                        batch_id=batch_id,
-                    )
-                log.warning(
-                    "batch %d of query %s: dropped %d row(s) of %d input file(s) committed earlier",
-                    batch_id, qid, skipped, len(split.already_committed),
-                )
-            attempt.timings["stage"] = round((time.perf_counter() - t_stage) * 1000, 3)
-            self.faults("after-stage")
-            result = self.committer.commit(
-                attempt,
-                files,
-                input_files=split.new,
-                num_rows=rows,
-                num_skipped_rows=skipped,
-                watermarks=watermarks,
-                schema=df.schema.json(),
-            )
-        except BaseException:
-            self.committer.abort(attempt)
-            raise
-        if result.status == "committed":
-            self._emit(result)
-        return result
+    def _stage_and_commit(self, df: DataFrame, attempt: BatchAttempt, new_inputs: list[InputFile], skipped_rows, offsets) -> CommitResult:
+        t_stage = time.perf_counter()
+        observation = BatchObservation(self.options.watermark_columns)
+        files = self.writer.write(observation.attach(df), attempt)
+        rows, watermarks, _ = observation.result()
+        skipped = skipped_rows()
+        attempt.timings["stage"] = round((time.perf_counter() - t_stage) * 1000, 3)
+        self.faults("after-stage")
+        return self.committer.commit(
+            attempt,
+            files,
+            input_files=new_inputs,
+            num_rows=rows,
+            num_skipped_rows=skipped,
+            watermarks=watermarks,
+            schema=df.schema.json(),
+        )
 
     def _emit(self, result: CommitResult) -> None:
         record = result.record

@@ -7,7 +7,7 @@ or seconds as a number.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 from ..commit.committer import CommitterOptions
 from ..config import parse_choice, parse_duration_ms, parse_int
@@ -40,6 +40,22 @@ class SinkOptions:
     step_retries: int = 3
     description: str = ""
     on_commit: Callable[[dict[str, Any]], None] | None = None
+    # dataset groups (DatasetSink) only
+    dataset_column: str | None = None
+    outputs: tuple[Any, ...] = ()  # sink.outputs.Output
+    checks: tuple[Any, ...] = ()  # sink.checks.Check
+    policy: str = "full"
+
+    GROUP_ONLY: ClassVar[tuple[str, ...]] = ("dataset_column", "outputs", "checks")
+
+    def reject_group_options(self, sink: str) -> None:
+        given = [k for k in self.GROUP_ONLY if getattr(self, k)] + (["policy"] if self.policy != "full" else [])
+        if given:
+            raise ConfigError(
+                f"{', '.join(given)} belong to DatasetSink (several tables, quality gates); {sink} writes one "
+                "table. Use DatasetSink(root, ...), which also takes a single output.",
+                key=given[0],
+            )
 
     @classmethod
     def build(cls, **kwargs: Any) -> "SinkOptions":
@@ -68,6 +84,9 @@ class SinkOptions:
         if isinstance(values.get("watermark_columns"), str):
             values["watermark_columns"] = (values["watermark_columns"],)
         for key in ("partition_by", "watermark_columns"):
+            if key in values:
+                values[key] = tuple(values[key] or ())
+        for key in ("outputs", "checks"):
             if key in values:
                 values[key] = tuple(values[key] or ())
         for key in ("writer_options", "storage_options"):
@@ -105,6 +124,7 @@ class SinkOptions:
         dupes = [c for c in self.partition_by if list(self.partition_by).count(c) > 1]
         if dupes:
             raise ConfigError(f"partition_by lists {dupes[0]!r} twice", key="partition_by")
+        parse_choice(self.policy, key="policy", choices=("full", "partial"))
         if self.on_commit is not None and not callable(self.on_commit):
             raise ConfigError("on_commit must be a callable taking one dict", key="on_commit")
 

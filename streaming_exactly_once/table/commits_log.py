@@ -6,6 +6,12 @@ all the idempotence check needs: Spark batch ids only grow within a query)::
     v1
     {"batchId":12,"queryId":"c578917c-...","sparkBatchId":40,"epoch":3,"attempt":"9f2c41d0","mode":"rename","numFiles":4,"numRows":20000,"numBytes":812345,"numSkippedRows":0,"commitTimeMs":1795313165400,"stepMs":{"stage":812.4,"wal":0.6,"move":1.9,"manifest":0.7},"watermarks":{"ts":{"min":"2024-01-01T00:00:00","max":"2024-01-01T00:09:59"}},"sourceFiles":1,"committedByEpoch":3,"tableRows":240000,"schema":"{\"type\":\"struct\",...}"}
 
+A dataset group's root record also carries ``"datasets"`` - for every table of the group, its
+latest batch, rows, watermarks and last checks, carried forward when a table is absent from a
+batch - and ``"sourcePartitions"`` (per source partition: low and high offset)::
+
+    {"batchId":7,...,"datasets":{"orders":{"batchId":5,"lastGroupBatch":7,"rows":1200,"status":"committed","watermarks":{"ts":{"low":"2024-01-01T00:05:00","high":"2024-01-01T00:09:59","batchMin":"2024-01-01T00:05:01","batchMax":"2024-01-01T00:09:59"}},"checks":[{"name":"rows between 1 and None","passed":true,"mandatory":true,"detail":"200 rows"}]}},"sourcePartitions":{"0":{"orders/0":{"low":120,"high":180}}}}
+
 The record is written by the commit sequence right after the manifest entry; the WAL entry that
 carries the same (query, Spark batch) is durable before the manifest, so the idempotence key is
 never later than the publish (a crash between the two is rolled forward on restart).
@@ -47,6 +53,11 @@ class CommitRecord:
     reconstructed: bool = False
     schema: str | None = None  # Spark schema JSON of the rows written (partition columns included)
     table_rows: int | None = None  # rows committed to the table up to and including this batch
+    #: dataset group root only: the state of every table of the group after this batch
+    #: (``commit.group_state``), carried forward so that the newest record alone is the state
+    datasets: dict[str, Any] | None = None
+    #: dataset group root only: per source partition, {"low": previous end, "high": this end}
+    source_partitions: dict[str, Any] | None = None
 
 
 class CommitCodec:
@@ -74,6 +85,10 @@ class CommitCodec:
             out["schema"] = r.schema
         if r.reconstructed:
             out["reconstructed"] = True
+        if r.datasets is not None:
+            out["datasets"] = r.datasets
+        if r.source_partitions is not None:
+            out["sourcePartitions"] = r.source_partitions
         return out
 
     def from_json(self, obj: dict[str, Any]) -> CommitRecord:
@@ -96,6 +111,8 @@ class CommitCodec:
             reconstructed=field(obj, "reconstructed", bool, optional=True, default=False),
             schema=field(obj, "schema", str, optional=True),
             table_rows=field(obj, "tableRows", int, optional=True),
+            datasets=field(obj, "datasets", dict, optional=True),
+            source_partitions=field(obj, "sourcePartitions", dict, optional=True),
         )
 
 

@@ -12,6 +12,11 @@ Bytes::
   ``sep`` of CSV tables).
 * ``firstBatchId`` is the first manifest batch this sink wrote; earlier batches were written by
   Spark's own file sink before the table was adopted, and have no commit records.
+* ``kind`` (absent = ``"table"``): ``"group"`` on the root of a dataset group, ``"member"`` on
+  each of its tables, which then also carry ``"group":"../.."`` (the way up to the root). A
+  member's identity is what keeps a single-table writer from writing it behind the group's back::
+
+    {"tableId":"...","rootUri":"file:///lake/orders","createdMs":...,"compactInterval":10,"format":"parquet","partitionBy":["day"],"firstBatchId":0,"writerOptions":{},"kind":"member","group":".."}
 """
 
 from __future__ import annotations
@@ -44,8 +49,21 @@ class TableIdentity:
     partition_by: tuple[str, ...] = dc_field(default_factory=tuple)
     first_batch_id: int = 0
     writer_options: dict[str, str] = dc_field(default_factory=dict)
+    #: A table of a dataset group: the relative path from this table up to the group root
+    #: (``".."``); its batches are written only by the group's writer (``DatasetSink``).
+    group: str | None = None
+    #: ``"table"``, ``"member"`` (a table of a dataset group) or ``"group"`` (a group root).
+    kind: str = "table"
 
     def to_json(self) -> dict[str, Any]:
+        out = self._base_json()
+        if self.kind != "table":
+            out["kind"] = self.kind
+        if self.group is not None:
+            out["group"] = self.group
+        return out
+
+    def _base_json(self) -> dict[str, Any]:
         return {
             "tableId": self.table_id,
             "rootUri": self.root_uri,
@@ -68,6 +86,8 @@ class TableIdentity:
             partition_by=tuple(field(obj, "partitionBy", list, optional=True, default=[])),
             first_batch_id=field(obj, "firstBatchId", int, optional=True, default=0),
             writer_options=dict(field(obj, "writerOptions", dict, optional=True, default={})),
+            group=field(obj, "group", str, optional=True),
+            kind=field(obj, "kind", str, optional=True, default="table"),
         )
 
 
@@ -77,7 +97,7 @@ def read_identity(storage: Storage) -> TableIdentity | None:
 
 def ensure_identity(
     storage: Storage, *, compact_interval: int, format: str, partition_by: tuple[str, ...], first_batch_id: int = 0,
-    writer_options: dict[str, str] | None = None,
+    writer_options: dict[str, str] | None = None, kind: str = "table", group: str | None = None,
 ) -> TableIdentity:
     """Read the identity, or create it (exclusively) for a new table; check it matches."""
     existing = read_identity(storage)
@@ -91,6 +111,8 @@ def ensure_identity(
             partition_by=tuple(partition_by),
             first_batch_id=first_batch_id,
             writer_options=dict(writer_options or {}),
+            kind=kind,
+            group=group,
         )
         try:
             storage.put_if_absent(TABLE_FILE, encode_record(identity.to_json(), version=VERSION))
@@ -99,6 +121,8 @@ def ensure_identity(
         else:
             return identity
     assert existing is not None
+    if existing.kind != kind:
+        raise ConfigError(_kind_mismatch(storage.root_uri, existing, kind), table=storage.root_uri)
     if tuple(partition_by) != existing.partition_by:
         raise ConfigError(
             f"Table {storage.root_uri} is partitioned by {list(existing.partition_by)}, but the sink was "
@@ -112,3 +136,20 @@ def ensure_identity(
             table=storage.root_uri,
         )
     return existing
+
+
+def _kind_mismatch(root: str, existing: TableIdentity, wanted: str) -> str:
+    if existing.kind == "member":
+        return (
+            f"{root} is a table of the dataset group at {existing.group!r} (relative to it); only the group's "
+            "writer (DatasetSink on the group root) may write it. Write to the group, or use another table."
+        )
+    if existing.kind == "group":
+        return (
+            f"{root} is the root of a dataset group (its tables are directories under it); write it with "
+            "DatasetSink, or pick another directory for this table."
+        )
+    return (
+        f"{root} is a single table written by ExactlyOnceSink, not a dataset group; a DatasetSink needs "
+        "its own root directory."
+    )

@@ -1,4 +1,9 @@
-"""The four logs of one table, opened together with one compact interval."""
+"""The logs of one table, opened together with one compact interval.
+
+A single table has all four. A dataset group splits them: its root keeps the offsets, commits
+and sources logs (one group batch each) and no manifest; each of its tables (members) keeps a
+manifest and a commits log of its own batches, which is what readers of that table need.
+"""
 
 from __future__ import annotations
 
@@ -14,10 +19,10 @@ from .sources_log import SourcesLog
 @dataclass
 class TableLogs:
     storage: Storage
-    manifest: ManifestLog
-    offsets: OffsetsLog
+    manifest: ManifestLog | None
+    offsets: OffsetsLog | None
     commits: CommitsLog
-    sources: SourcesLog
+    sources: SourcesLog | None
 
     @classmethod
     def open(
@@ -27,15 +32,26 @@ class TableLogs:
         interval: int = 10,
         manifest_retention_ms: int | None = None,
         sources_retention_ms: int | None = None,
+        kind: str = "table",
     ) -> "TableLogs":
-        manifest = ManifestLog(storage, default_interval=interval, retention_ms=manifest_retention_ms)
+        """``kind``: ``table`` (all four logs), ``group`` (no manifest), ``member`` (manifest and commits)."""
+        with_manifest = kind != "group"
+        with_inputs = kind != "member"
         return cls(
             storage=storage,
-            manifest=manifest,
-            offsets=OffsetsLog(storage, interval=interval),
+            manifest=ManifestLog(storage, default_interval=interval, retention_ms=manifest_retention_ms) if with_manifest else None,
+            offsets=OffsetsLog(storage, interval=interval) if with_inputs else None,
             commits=CommitsLog(storage, interval=interval),
-            sources=SourcesLog(storage, interval=interval, retention_ms=sources_retention_ms),
+            sources=SourcesLog(storage, interval=interval, retention_ms=sources_retention_ms) if with_inputs else None,
         )
 
+    @classmethod
+    def for_identity(cls, storage: Storage, identity, **kwargs) -> "TableLogs":
+        """The logs a table with this identity (or none: a plain table) has."""
+        kind = identity.kind if identity is not None else "table"
+        interval = identity.compact_interval if identity is not None else kwargs.pop("interval", 10)
+        kwargs.pop("interval", None)
+        return cls.open(storage, interval=interval, kind=kind, **kwargs)
+
     def all_logs(self):
-        return (self.manifest, self.offsets, self.commits, self.sources)
+        return tuple(log_ for log_ in (self.manifest, self.offsets, self.commits, self.sources) if log_ is not None)

@@ -68,7 +68,10 @@ def assert_table_clean(table):
 def run_driver(tmp, *, env_extra=None, timeout=240, **args):
     cmd = [sys.executable, "-m", "tests.sink.driver"]
     for key, value in args.items():
-        cmd += [f"--{key.replace('_', '-')}", str(value)]
+        if value is True:
+            cmd.append(f"--{key.replace('_', '-')}")  # a flag
+        else:
+            cmd += [f"--{key.replace('_', '-')}", str(value)]
     env = dict(os.environ)
     env.pop("SEO_CRASH_AT", None)
     env.pop("SEO_FAIL_AT", None)

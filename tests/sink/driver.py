@@ -2,7 +2,10 @@
 
     python -m tests.sink.driver --input DIR --table DIR --checkpoint DIR [--mode rename|direct]
         [--format parquet] [--partition-by p] [--files-per-trigger 2] [--lease-timeout 60s]
-        [--continuous SECONDS]
+        [--continuous SECONDS] [--forks]
+
+``--forks`` writes a dataset group instead of one table: output ``raw`` (parquet, partitioned
+by p) and output ``byp`` (json, one table per value of p, its own transform) - one commit.
 
 Crash points come from the environment (SEO_CRASH_AT, see streaming_exactly_once.commit.faults).
 Exit codes: 0 all input consumed, 3 ConcurrentWriterError, 4 WriterFencedError.
@@ -35,11 +38,12 @@ def main(argv=None) -> int:
     p.add_argument("--until-done", default=None, help="run continuously until this marker file exists and input is drained")
     p.add_argument("--compact-interval", type=int, default=10)
     p.add_argument("--retain", type=int, default=100)
+    p.add_argument("--forks", action="store_true", help="a DatasetSink with two outputs (raw, byp per dataset)")
     args = p.parse_args(argv)
 
     from pyspark.sql import SparkSession
 
-    from streaming_exactly_once import ExactlyOnceSink
+    from streaming_exactly_once import DatasetSink, ExactlyOnceSink
     from streaming_exactly_once.errors import ConcurrentWriterError, WriterFencedError
     from tests.datagen import CSV_SCHEMA
 
@@ -51,18 +55,24 @@ def main(argv=None) -> int:
             events.flush()
 
     try:
-        sink = ExactlyOnceSink(
-            args.table,
-            format=args.format,
-            partition_by=[c for c in args.partition_by.split(",") if c],
-            staging_mode=args.mode,
+        common = dict(
             lease_timeout=args.lease_timeout,
             watermark_columns=["id"],
             on_commit=on_commit,
-            options={"header": "true"} if args.format == "csv" else {},
             compact_interval=args.compact_interval,
             min_batches_to_retain=args.retain,
         )
+        if args.forks:
+            sink = DatasetSink(args.table, outputs=fork_outputs(), **common)
+        else:
+            sink = ExactlyOnceSink(
+                args.table,
+                format=args.format,
+                partition_by=[c for c in args.partition_by.split(",") if c],
+                staging_mode=args.mode,
+                options={"header": "true"} if args.format == "csv" else {},
+                **common,
+            )
         sink.open()  # the lease first: a second writer fails before Spark starts
         spark = (
             SparkSession.builder.master("local[2]")
@@ -115,6 +125,15 @@ def main(argv=None) -> int:
         raise
     print("DONE", flush=True)
     return 0
+
+
+def fork_outputs():
+    from streaming_exactly_once import Output
+
+    def doubled(df):
+        return df.selectExpr("id", "p", "v * 2 AS v2")
+
+    return [Output("raw", partition_by=("p",)), Output("byp", format="json", dataset_column="p", transform=doubled)]
 
 
 if __name__ == "__main__":

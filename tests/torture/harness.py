@@ -29,12 +29,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streaming_exactly_once.commit.faults import BOUNDARIES
+from streaming_exactly_once.commit.faults import BOUNDARIES, GROUP_ONLY
 
 REPO = Path(__file__).resolve().parents[2]
 
-RENAME_BOUNDARIES = [b for b in BOUNDARIES if b != "after-cleanup"] + ["after-manifest+3ms"]
-DIRECT_BOUNDARIES = [b for b in BOUNDARIES if b not in ("mid-move", "after-move")] + ["after-manifest+3ms"]
+RENAME_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-cleanup", *GROUP_ONLY)] + ["after-manifest+3ms"]
+DIRECT_BOUNDARIES = [b for b in BOUNDARIES if b not in ("mid-move", "after-move", *GROUP_ONLY)] + ["after-manifest+3ms"]
 
 
 @dataclass

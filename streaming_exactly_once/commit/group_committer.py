@@ -1,0 +1,338 @@
+"""One all-or-nothing commit per batch across the tables of a dataset group.
+
+A group is a root directory whose tables are subdirectories, each a normal table with its own
+manifest (any reader reads one table as it reads a single-sink table)::
+
+    <root>/
+      _seo/table                 identity, kind "group"
+      _seo/offsets/G  commits/G  sources/G  wal/G  epochs/  heartbeats/  staging/G-<attempt>/
+      orders/                    a table: _spark_metadata/, _seo/table (kind "member"), _seo/commits/
+      payments/
+      _quarantine/rows/orders/   rows of "orders" that failed a row check (+ _seo_failed_checks)
+      _quarantine/batches/orders/  whole batches of "orders" rejected by a mandatory batch check
+
+``G`` numbers group batches; each table numbers its own batches (a table absent from a group
+batch gets no batch). The commit of group batch ``G``::
+
+    WAL _seo/wal/G (create-if-absent: the claim)
+      [move]     staged files -> <table>/<k=v>/part-...       (parallel)
+      [members]  per table: _spark_metadata/m, _seo/commits/m (parallel across tables)
+      [sources]  _seo/sources/G
+      [commit]   _seo/commits/G  with the state of every table   <- the group batch is done
+    delete WAL
+
+Each table becomes visible at its own manifest write, so for a few milliseconds a reader of two
+tables may see one with the batch and one without; but from the WAL write on, every table of
+the batch is published or, after a crash, finished by recovery - never some tables only.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ..checkpoint.reader import InputFile
+from ..errors import LogCorruptError
+from ..log.compaction import is_compaction_batch
+from ..manifest.entry import ManifestEntry
+from ..manifest.manifest_index import delete_stale_indexes, write_index
+from ..storage.base import Storage
+from ..table.commits_log import CommitRecord
+from ..table.group_state import TableBatch, advance, advance_sources
+from ..table.identity import TableIdentity, ensure_identity
+from ..table.sources_log import SourceFileRecord
+from ..table.table_logs import TableLogs
+from .committer import BatchAttempt, CommitResult, StagedFile, TableCommitter, _ms
+from .recovery import RecoveryReport, recover
+from .sequence import CommitSequence
+from .step import StepContext
+from .steps import FileMove, MemberPublish, MoveFiles, PublishMembers, WriteCommit, WriteSources
+
+log = logging.getLogger("streaming_exactly_once.commit")
+
+QUARANTINE_ROWS = "_quarantine/rows"
+QUARANTINE_BATCHES = "_quarantine/batches"
+
+
+@dataclass
+class MemberBatch:
+    """The files of one table in one group batch (``staged`` paths relative to the group root)."""
+
+    table: str
+    files: list[StagedFile]
+    rows: int
+    format: str
+    partition_by: tuple[str, ...] = ()
+    writer_options: dict[str, str] = field(default_factory=dict)
+    watermarks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    schema: str | None = None
+    #: "committed"; "rejected" (``table`` is then the quarantine table the batch went to);
+    #: "quarantined" (a quarantine-rows table standing in for a dataset none of whose rows passed)
+    status: str = "committed"
+    dataset: str | None = None  # the dataset the state entry is about (defaults to ``table``)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    quarantined_rows: int = 0
+
+
+@dataclass
+class _Member:
+    logs: TableLogs
+    latest: int
+    table_rows: int
+
+
+class GroupCommitter(TableCommitter):
+    """Commits group batches: every table of a batch, or none, per (query id, Spark batch id)."""
+
+    KIND = "group"
+
+    def __init__(self, storage: Storage, options, *, faults) -> None:
+        super().__init__(storage, options, faults=faults)
+        self._members: dict[str, _Member] = {}
+        self._members_lock = threading.Lock()
+        self.state: dict[str, dict[str, Any]] = {}
+        self.source_state: dict[str, Any] = {}
+        self._touched: list[str] = []
+
+    # -- the group's own differences from a single table -------------------------------------
+
+    def _ctx(self) -> StepContext:
+        ctx = super()._ctx()
+        ctx.member_logs = self.member_logs
+        return ctx
+
+    def _recover(self) -> RecoveryReport:
+        self._members.clear()
+        latest = self.logs.commits.latest_batch_id(refresh=True)
+        latest = -1 if latest is None else latest
+
+        def published(seq: CommitSequence) -> bool:
+            record = self.logs.commits.record(seq.batch_id)
+            return record is not None and record.attempt == seq.attempt
+
+        return recover(self.storage, self.logs, self.wal, self._ctx(), retries=self.options.step_retries, latest=latest, published=published)
+
+    def _ensure_identity(self) -> TableIdentity:
+        return ensure_identity(
+            self.storage, compact_interval=self.options.compact_interval, format="group", partition_by=(), kind="group"
+        )
+
+    def _load_state(self, newest: CommitRecord | None) -> None:
+        self._members.clear()  # recovery may have published batches the cached tables missed
+        self.state = dict(newest.datasets or {}) if newest is not None else {}
+        self.source_state = dict(newest.source_partitions or {}) if newest is not None else {}
+
+    def _is_published(self, batch_id: int) -> bool:
+        return self.logs.commits.get(batch_id) is not None
+
+    # -- the tables ----------------------------------------------------------------------------
+
+    def member_logs(self, table: str) -> TableLogs:
+        return self._member(table).logs
+
+    def _member(self, table: str) -> _Member:
+        with self._members_lock:
+            member = self._members.get(table)
+            if member is None:
+                child = self.storage.child(table)
+                logs = TableLogs.open(
+                    child, interval=self.options.compact_interval, manifest_retention_ms=self.options.manifest_retention_ms, kind="member"
+                )
+                assert logs.manifest is not None
+                latest = logs.manifest.latest_batch_id(refresh=True)
+                record = logs.commits.record(latest) if latest is not None else None
+                member = _Member(logs, -1 if latest is None else latest, (record.table_rows or 0) if record else 0)
+                self._members[table] = member
+            return member
+
+    def _checked_member(self, table: str) -> _Member:
+        """A table about to get a batch: its manifest must be where the group's state says."""
+        member = self._member(table)
+        expected = self._expected_latest(table)
+        if member.latest != expected:
+            raise LogCorruptError(
+                path=member.logs.manifest.uri() if member.logs.manifest else table,
+                batch_id=member.latest,
+                problem=f"table {table!r} of the group is at batch {member.latest}, but the group's commit "
+                f"records say {expected}: something else wrote or deleted its manifest files",
+                hint="Stop every other writer of this table, restore its _spark_metadata from a backup, "
+                "and run `seo verify` on it.",
+            )
+        return member
+
+    def _expected_latest(self, table: str) -> int:
+        if table.startswith("_quarantine/"):
+            return int(self.state.get(_QUARANTINE_KEY, {}).get(table, -1))
+        return int(self.state.get(table, {}).get("batchId", -1))
+
+    def _member_identity(self, mb: MemberBatch) -> None:
+        depth = mb.table.count("/") + 1
+        ensure_identity(
+            self.storage.child(mb.table),
+            compact_interval=self.options.compact_interval,
+            format=mb.format,
+            partition_by=tuple(mb.partition_by),
+            writer_options=dict(mb.writer_options),
+            kind="member",
+            group="/".join([".."] * depth),
+        )
+
+    # -- protocol ------------------------------------------------------------------------------
+
+    def commit_group(
+        self,
+        attempt: BatchAttempt,
+        members: Sequence[MemberBatch],
+        *,
+        input_files: Sequence[InputFile] = (),
+        source_ends: dict[str, dict[str, int]] | None = None,
+        expected: dict[str, dict[str, int]] | None = None,
+        schema: str | None = None,
+    ) -> CommitResult:
+        """Publish group batch ``attempt.batch_id``: every table in ``members`` or none."""
+        members = [m for m in members if m.files]
+        if not members:
+            self.abort(attempt)
+            return CommitResult(attempt.query_id, attempt.spark_batch_id, "empty", timings=dict(attempt.timings))
+        t_plan = time.perf_counter()
+        g = attempt.batch_id
+        now_ms = int(time.time() * 1000)
+        moves: list[FileMove] = []
+        publishes: list[MemberPublish] = []
+        table_batches: list[TableBatch] = []
+        quarantine_latest = dict(self.state.get(_QUARANTINE_KEY, {}))
+        for mb in members:
+            member = self._checked_member(mb.table)
+            self._member_identity(mb)
+            child = self.storage.child(mb.table)
+            m = member.latest + 1
+            num_rows = mb.rows
+            entries = [ManifestEntry.for_file(child.uri(f.final), size=f.size, modification_time=f.mtime_ms) for f in mb.files]
+            moves += [FileMove(f.staged or "", f"{mb.table}/{f.final}", f.size) for f in mb.files]
+            record = CommitRecord(
+                batch_id=m,
+                query_id=attempt.query_id,
+                spark_batch_id=attempt.spark_batch_id,
+                epoch=self.lease.epoch or 0,
+                attempt=attempt.attempt,
+                mode=attempt.mode,
+                num_files=len(mb.files),
+                num_rows=num_rows,
+                num_bytes=sum(f.size for f in mb.files),
+                commit_time_ms=now_ms,
+                watermarks=mb.watermarks,
+                schema=mb.schema,
+                table_rows=member.table_rows + num_rows,
+            )
+            publishes.append(MemberPublish(table=mb.table, batch_id=m, entries=entries, record=record))
+            is_quarantine = mb.table.startswith("_quarantine/")
+            if is_quarantine:
+                quarantine_latest[mb.table] = m
+            if not is_quarantine or mb.dataset is not None:
+                table_batches.append(
+                    TableBatch(
+                        table=mb.dataset or mb.table,
+                        status=mb.status,
+                        batch_id=m,
+                        rows=num_rows,
+                        files=len(mb.files),
+                        bytes=record.num_bytes,
+                        watermarks=mb.watermarks,
+                        checks=mb.checks,
+                        quarantined_rows=mb.quarantined_rows,
+                    )
+                )
+        state = advance({k: v for k, v in self.state.items() if k != _QUARANTINE_KEY}, table_batches, g, expected)
+        if quarantine_latest:
+            state[_QUARANTINE_KEY] = quarantine_latest
+        sources = advance_sources(self.source_state, source_ends or {}) if (source_ends or self.source_state) else None
+        total_rows = sum(mb.rows for mb in members if not mb.table.startswith("_quarantine/"))
+        group_record = CommitRecord(
+            batch_id=g,
+            query_id=attempt.query_id,
+            spark_batch_id=attempt.spark_batch_id,
+            epoch=self.lease.epoch or 0,
+            attempt=attempt.attempt,
+            mode=attempt.mode,
+            num_files=sum(len(mb.files) for mb in members),
+            num_rows=total_rows,
+            num_bytes=sum(p.record.num_bytes for p in publishes),
+            commit_time_ms=now_ms,
+            step_ms=dict(attempt.timings),
+            source_files=len(input_files),
+            schema=schema,
+            table_rows=None if self._table_rows is None else self._table_rows + total_rows,
+            datasets=state,
+            source_partitions=sources,
+        )
+        steps: list = [
+            MoveFiles(moves=moves),
+            PublishMembers(members=publishes),
+            WriteSources(
+                batch_id=g,
+                files=[SourceFileRecord(batch_id=g, source=i.source, path=i.path, timestamp=i.timestamp) for i in input_files],
+            ),
+            WriteCommit(record=group_record),
+        ]
+        seq = CommitSequence(
+            batch_id=g,
+            query_id=attempt.query_id,
+            spark_batch_id=attempt.spark_batch_id,
+            epoch=self.lease.epoch or 0,
+            attempt=attempt.attempt,
+            mode=attempt.mode,
+            staging_dir=attempt.staging_dir,
+            created_ms=now_ms,
+            steps=steps,
+        )
+        self._touched = [p.table for p in publishes]
+        ctx = self._run_sequence(attempt, seq, t_plan)
+        for p in publishes:
+            member = self._members[p.table]
+            member.latest = p.batch_id
+            member.table_rows = p.record.table_rows or 0
+            if self.options.build_manifest_index and is_compaction_batch(p.batch_id, self.options.compact_interval):
+                self.janitor.submit(lambda logs=member.logs, b=p.batch_id: _index(logs, b))
+        self.state = state
+        self.source_state = sources or {}
+        return self._committed_batch(attempt, group_record, input_files, ctx)
+
+    def _prepare_compactions(self) -> None:
+        assert self.logs.sources is not None
+        self.logs.sources.prepare()
+        for table in list(self._touched):
+            logs = self._members[table].logs
+            assert logs.manifest is not None
+            logs.manifest.prepare()
+
+    def _apply_retention(self, batch_id: int) -> None:
+        super()._apply_retention(batch_id)
+        for table in self._touched:
+            member = self._members[table]
+            for log_ in member.logs.all_logs():
+                log_.delete_expired(
+                    member.latest,
+                    min_batches_to_retain=self.options.min_batches_to_retain,
+                    cleanup_delay_ms=self.options.cleanup_delay_ms,
+                )
+
+    def tables(self) -> list[str]:
+        """Every table of the group (datasets and quarantine tables), from the newest state."""
+        names = [k for k in self.state if k != _QUARANTINE_KEY]
+        return sorted(set(names) | set(self.state.get(_QUARANTINE_KEY, {})))
+
+
+#: Key of the state entry that maps each quarantine table to its latest batch.
+_QUARANTINE_KEY = "_quarantine"
+
+
+def _index(logs: TableLogs, compact_id: int) -> None:
+    assert logs.manifest is not None
+    write_index(logs.storage, compact_id, logs.manifest)
+    delete_stale_indexes(logs.storage, logs.manifest)
+
+
+__all__ = ["GroupCommitter", "MemberBatch", "QUARANTINE_ROWS", "QUARANTINE_BATCHES", "_ms"]

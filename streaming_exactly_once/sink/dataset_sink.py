@@ -1,0 +1,337 @@
+"""``DatasetSink``: one streaming query into many tables, one all-or-nothing commit per batch.
+
+::
+
+    sink = DatasetSink("file:///lake", dataset_column="topic", partition_by=["day"],
+                       watermark_columns=["ts"], checks=[Check.row("amount >= 0"), Check.rows_between(1, None)],
+                       policy="partial")
+    sink.start(stream_df, checkpoint_location="file:///chk/lake")
+    sink.watermarks()          # per table: low / high / batch min-max, expected high from the source
+
+Per batch (the Gobblin model - datasets, watermarks, forks, quality gates, commit policy - on
+Spark's micro-batches)::
+
+    (query, batch) committed? --yes--> skip
+      | no
+    intent _seo/offsets/G
+    for each output (a fork; the batch is persisted when there are several):
+        transform -> row checks as a column -> one mapInArrow pass writes every row to its
+        table / partition / quarantine under _seo/staging/G-<attempt>/ and returns per-file stats
+    batch checks per table, from those stats (rows, null counts, schema, min/max, predicates)
+    policy: full    - any mandatory failure: nothing published, rejection record, BatchRejectedError
+            partial - a failed table's batch goes to _quarantine/batches/<table>; the rest publish
+    group commit (commit.group_committer): WAL -> moves -> each table's manifest + commit record
+        -> sources -> group commit record with every table's state (absent tables carried over)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ..checkpoint.reader import InputFile
+from ..commit.committer import BatchAttempt, CommitResult, StagedFile
+from ..commit.group_committer import QUARANTINE_BATCHES, GroupCommitter, MemberBatch
+from ..errors import BatchRejectedError, ConfigError
+from ..table.group_state import expected_by_dataset, source_partitions, starting_offsets
+from ..table.rejections import read_rejections, write_rejection
+from .arrow_file_writer import check_partition_types
+from .batch_sink import BatchSink, log
+from .checks import Check, CheckResult, batch_checks, mandatory_failures, row_checks
+from .group_writer import CHECK_SEPARATOR, FAILED, FAILED_CHECKS, RESULT_SCHEMA, make_group_task_writer
+from .options import DIRECT_FORMATS, SinkOptions
+from .outputs import Output, resolve_outputs
+
+
+@dataclass
+class _TableFiles:
+    """What one output wrote for one table in this batch (aggregated from per-file stats)."""
+
+    table: str
+    output: Output
+    kind: str  # "data" | "quarantine"
+    schema: str
+    fields: dict[str, str]
+    files: list[StagedFile] = field(default_factory=list)
+    rows: int = 0
+    nulls: dict[str, int] = field(default_factory=dict)
+    marks: dict[str, list[Any]] = field(default_factory=dict)
+    failed: dict[str, int] = field(default_factory=dict)
+
+    def add(self, row) -> None:
+        stats = json.loads(row["stats"])
+        self.files.append(StagedFile(final=row["rel"], size=row["size"], mtime_ms=row["mtime"], staged=row["staged"]))
+        self.rows += row["rows"]
+        for k, v in stats["nulls"].items():
+            self.nulls[k] = self.nulls.get(k, 0) + v
+        for k, (lo, hi) in stats["marks"].items():
+            old = self.marks.get(k)
+            self.marks[k] = [lo, hi] if old is None else [min(old[0], lo), max(old[1], hi)]
+        for k, v in stats["failed"].items():
+            self.failed[k] = self.failed.get(k, 0) + v
+
+    def metrics(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "rows": self.rows,
+            "files": len(self.files),
+            "nulls": dict(self.nulls),
+            "fields": dict(self.fields),
+            "watermarks": {k: {"min": v[0], "max": v[1]} for k, v in self.marks.items()},
+        }
+
+
+class DatasetSink(BatchSink):
+    """Several tables from one query, committed together; see the module docstring.
+
+    Args (besides every ``ExactlyOnceSink`` option, which apply to each table):
+        dataset_column: split each batch by this column into one table per value under the root.
+        outputs: explicit outputs (``Output``): forks of the batch, each with its own transform,
+            format, partitioning, checks, and optionally its own ``dataset_column``.
+        checks: quality checks (``Check``) for every output that does not set its own.
+        policy: ``full`` (any failed mandatory check fails the batch, nothing published) or
+            ``partial`` (failed tables' batches are quarantined, the rest publish).
+    """
+
+    def __init__(self, root: str, **options: Any) -> None:
+        super().__init__(root, SinkOptions.build(**options))
+        self.outputs = resolve_outputs(outputs=self.options.outputs, dataset_column=self.options.dataset_column)
+        for check in self.options.checks:
+            if not isinstance(check, Check):
+                raise ConfigError(f"checks takes Check objects (Check.row(...), Check.rows_between(...)), got {check!r}", key="checks")
+        if self.options.staging_mode == "direct":
+            raise ConfigError(
+                "DatasetSink stages every batch under the root's _seo/staging and renames files into their "
+                "tables (one commit across tables); staging_mode='direct' is not available for it.",
+                key="staging_mode",
+            )
+        for output in self.outputs:
+            fmt = output.format or self.options.format
+            if fmt not in DIRECT_FORMATS:
+                raise ConfigError(
+                    f"DatasetSink writes {', '.join(DIRECT_FORMATS)}; output {output.name or '(datasets)'!r} asks for {fmt!r}",
+                    key="format",
+                )
+        self.staging_mode = "rename"
+        self.committer = GroupCommitter(self.storage, self.options.committer_options(), faults=self.faults)
+        self.counters["rejected_tables"] = 0
+        self.counters["quarantined_rows"] = 0
+
+    # -- per batch -----------------------------------------------------------------------------
+
+    def _check_columns(self, df: DataFrame) -> None:
+        """Columns are checked per output, after its transform (``_prepare``)."""
+
+    def _prepare(self, df: DataFrame, output: Output) -> tuple[DataFrame, tuple[str, ...], list[Check], bool]:
+        out = output.transform(df) if output.transform is not None else df
+        if not isinstance(out, DataFrame):
+            raise ConfigError(f"the transform of output {output.name!r} returned {type(out).__name__}, not a DataFrame", key="outputs")
+        partition_by = tuple(output.partition_by if output.partition_by is not None else self.options.partition_by)
+        names = set(out.columns)
+        wanted = [*partition_by, *([output.dataset_column] if output.dataset_column else [])]
+        missing = [c for c in wanted if c not in names]
+        if missing:
+            raise ConfigError(
+                f"output {output.name or '(datasets)'!r}: column(s) {missing} (partition_by / dataset_column) are not in "
+                f"its rows; its columns are {sorted(names)}",
+                key="partition_by",
+            )
+        check_partition_types(out.schema, tuple(wanted), what="DatasetSink")
+        checks = list(output.checks if output.checks is not None else self.options.checks)
+        rows = row_checks(checks)
+        if rows:
+            failed = [F.when(~F.coalesce(F.expr(c.expression or "true"), F.lit(False)), F.lit(c.name)) for c in rows]
+            out = out.withColumn(FAILED, F.concat_ws(CHECK_SEPARATOR, *failed))
+        return out, partition_by, checks, bool(rows)
+
+    def _stage_and_commit(self, df: DataFrame, attempt: BatchAttempt, new_inputs: list[InputFile], skipped_rows, offsets) -> CommitResult:
+        t_stage = time.perf_counter()
+        forked = len(self.outputs) > 1
+        if forked:
+            df = df.persist()
+        tables: dict[str, _TableFiles] = {}
+        output_checks: dict[str, list[Check]] = {}
+        try:
+            for output in self.outputs:
+                out, partition_by, checks, has_failed = self._prepare(df, output)
+                marks = tuple(c for c in self.options.watermark_columns if c in out.columns)
+                fn = make_group_task_writer(
+                    self.storage, attempt.staging_dir, output,
+                    format=output.format or self.options.format,
+                    partition_by=partition_by,
+                    options={**self.options.writer_options, **dict(output.options or {})},
+                    watermark_columns=marks,
+                    has_failed_column=has_failed,
+                )
+                data_schema = out.drop(*[c for c in (FAILED, output.dataset_column) if c])
+                quarantine_schema = out.withColumnRenamed(FAILED, FAILED_CHECKS) if has_failed else out
+                for row in out.mapInArrow(fn, RESULT_SCHEMA).collect():
+                    entry = tables.get(row["table"])
+                    if entry is None:
+                        schema = data_schema.schema if row["kind"] == "data" else quarantine_schema.schema
+                        entry = tables[row["table"]] = _TableFiles(
+                            table=row["table"], output=output, kind=row["kind"], schema=schema.json(),
+                            fields={f.name: f.dataType.simpleString() for f in schema.fields},
+                        )
+                        output_checks[row["table"]] = checks
+                    entry.add(row)
+        finally:
+            if forked:
+                df.unpersist()
+        skipped = skipped_rows()
+        attempt.timings["stage"] = round((time.perf_counter() - t_stage) * 1000, 3)
+        self.faults("after-stage")
+        members, rejected = self._plan(tables, output_checks)
+        if rejected and self.options.policy == "full":
+            self._reject(attempt, rejected)
+        ends = source_partitions(list(offsets.offsets)) if offsets is not None else {}
+        topics = sorted({p.rsplit("/", 1)[0] for parts in ends.values() for p in parts})
+        expected = {
+            o.table_for(topic): parts
+            for o in self.outputs
+            if o.dataset_column
+            for topic, parts in expected_by_dataset(ends, topics).items()
+        }
+        result = self.committer.commit_group(
+            attempt,
+            members,
+            input_files=new_inputs,
+            source_ends=ends,
+            expected=expected,
+            schema=df.schema.json(),
+        )
+        if skipped:
+            log.info("batch %d: %d row(s) of input files committed earlier were dropped", attempt.spark_batch_id, skipped)
+        self.counters["rejected_tables"] += len(rejected)
+        self.counters["quarantined_rows"] += sum(t.rows for t in tables.values() if t.kind == "quarantine")
+        return result
+
+    def _plan(self, tables: dict[str, _TableFiles], output_checks: dict[str, list[Check]]):
+        """Evaluate batch checks per table; the member batches to publish and the failures."""
+        members: list[MemberBatch] = []
+        rejected: dict[str, list[CheckResult]] = {}
+        prefix = "_quarantine/rows/"
+        quarantined = {t.table[len(prefix):]: t for t in tables.values() if t.kind == "quarantine"}
+        for name, t in sorted(tables.items()):
+            fmt = t.output.format or self.options.format
+            options = {**self.options.writer_options, **dict(t.output.options or {})}
+            dataset = name[len(prefix):] if t.kind == "quarantine" else name
+            checks = output_checks[name]
+            bad_rows = quarantined.get(dataset)
+            row_results = [
+                CheckResult(c.name, not (bad_rows and bad_rows.failed.get(c.name)), False,
+                            f"{bad_rows.failed.get(c.name, 0) if bad_rows else 0} row(s) quarantined")
+                for c in row_checks(checks)
+            ]
+            if t.kind == "quarantine":
+                alone = dataset not in tables  # no row of the dataset passed: this stands in for it
+                members.append(
+                    MemberBatch(
+                        table=name, files=t.files, rows=t.rows, format=fmt, writer_options=options, schema=t.schema,
+                        dataset=dataset if alone else None, status="quarantined",
+                        checks=[r.to_json() for r in row_results] if alone else [],
+                        quarantined_rows=t.rows if alone else 0,
+                    )
+                )
+                continue
+            batch_results = [c.evaluate(t.metrics()) for c in batch_checks(checks)]
+            results = batch_results + row_results
+            failures = mandatory_failures(results)
+            for r in batch_results:
+                if not r.passed and not r.mandatory:
+                    log.warning("table %s: optional check %r failed (%s)", name, r.name, r.detail)
+            partition_by = tuple(t.output.partition_by if t.output.partition_by is not None else self.options.partition_by)
+            mb = MemberBatch(
+                table=name, files=t.files, rows=t.rows, format=fmt, partition_by=partition_by, writer_options=options,
+                watermarks={k: {"min": v[0], "max": v[1]} for k, v in t.marks.items()}, schema=t.schema,
+                checks=[r.to_json() for r in results], quarantined_rows=bad_rows.rows if bad_rows else 0,
+            )
+            if failures:
+                rejected[name] = failures
+                mb.status, mb.dataset, mb.table = "rejected", name, f"{QUARANTINE_BATCHES}/{name}"
+                log.warning("table %s: mandatory check(s) failed: %s", name, "; ".join(f"{r.name} ({r.detail})" for r in failures))
+            members.append(mb)
+        return members, rejected
+
+    def _reject(self, attempt: BatchAttempt, rejected: dict[str, list[CheckResult]]) -> None:
+        path = write_rejection(
+            self.storage,
+            query_id=attempt.query_id,
+            spark_batch_id=attempt.spark_batch_id,
+            attempt=attempt.attempt,
+            record={
+                "timeMs": int(time.time() * 1000),
+                "policy": self.options.policy,
+                "tables": {t: [r.to_json() for r in rs] for t, rs in rejected.items()},
+            },
+        )
+        detail = "; ".join(f"{t}: " + ", ".join(f"{r.name} ({r.detail})" for r in rs) for t, rs in sorted(rejected.items()))
+        raise BatchRejectedError(
+            f"Batch {attempt.spark_batch_id} of query {attempt.query_id} failed mandatory check(s) and, under "
+            f"policy='full', nothing of it was published: {detail}. Recorded in {self.storage.uri(path)}. Fix the "
+            "data or the checks and restart the query (Spark re-runs the batch), or use policy='partial' to "
+            "publish the passing tables and quarantine the failing ones.",
+            batch_id=attempt.spark_batch_id,
+            tables=sorted(rejected),
+        )
+
+    def _emit(self, result: CommitResult) -> None:
+        record = result.record
+        assert record is not None
+        this_batch = {
+            name: {"status": e.get("status"), "batchId": e.get("batchId"), "checks": e.get("checks", [])}
+            for name, e in (record.datasets or {}).items()
+            if name != "_quarantine" and e.get("lastGroupBatch") == record.batch_id
+        }
+        event = {
+            "event": "batch_committed",
+            "table": self.storage.root_uri,
+            "batchId": result.batch_id,
+            "queryId": result.query_id,
+            "sparkBatchId": result.spark_batch_id,
+            "epoch": record.epoch,
+            "mode": record.mode,
+            "numRows": record.num_rows,
+            "numFiles": record.num_files,
+            "numBytes": record.num_bytes,
+            "tables": this_batch,
+            "stepMs": result.timings,
+            "commitMs": round(sum(v for k, v in result.timings.items() if k != "stage"), 3),
+        }
+        log.info(
+            "committed group batch %s (query batch %s): %s rows in %d table(s), commit %.1f ms",
+            result.batch_id, result.spark_batch_id, record.num_rows, len(this_batch), event["commitMs"],
+        )
+        if self.options.on_commit is not None:
+            self.options.on_commit(event)
+
+    # -- inspection ----------------------------------------------------------------------------
+
+    def _state(self) -> dict[str, Any]:
+        self.committer.ensure_open()
+        return self.committer.state  # type: ignore[attr-defined]
+
+    def watermarks(self) -> dict[str, dict[str, Any]]:
+        """Per table: its latest batch, status, rows, watermarks (low/high/batch min-max) and
+        the expected high the source gave - kept for tables absent from recent batches."""
+        return {k: v for k, v in self._state().items() if k != "_quarantine"}
+
+    def tables(self) -> list[str]:
+        self.committer.ensure_open()
+        return self.committer.tables()  # type: ignore[attr-defined]
+
+    def starting_offsets(self, source: int = 0) -> str | None:
+        """Kafka ``startingOffsets`` JSON resuming after the last committed batch (to seed a query
+        whose checkpoint was lost); None if the source has no partitioned offsets."""
+        self.committer.ensure_open()
+        return starting_offsets(self.committer.source_state, source)  # type: ignore[attr-defined]
+
+    def rejections(self) -> list[dict[str, Any]]:
+        """Batches the ``full`` policy refused to publish, with the checks that failed."""
+        return read_rejections(self.storage)
+

@@ -1,0 +1,172 @@
+"""One pass per output: route every row to its table, partition directory or quarantine, and count.
+
+Each Spark task receives Arrow batches (``mapInArrow``) of one output's rows, with a column
+``__seo_failed`` naming the row checks the row failed (empty if none). It writes
+
+* good rows to ``<staging>/data/<table>/<k=v>/part-<task>-<uuid>.<ext>``, where ``<table>`` is
+  the output's name plus the row's dataset value (``outputs.Output.table_for``);
+* failed rows - and rows whose dataset value is NULL - to
+  ``<staging>/data/_quarantine/rows/<table>/part-...`` with a ``_seo_failed_checks`` column;
+
+and returns one row per file: where it goes, its size, and what the quality gates need without
+another scan - rows, null counts per column, min/max of the watermark columns, failures per
+row check. The commit then renames each staged file to ``<table>/<same relative path>``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from ..manifest.paths import partition_dir
+from ..storage.base import Storage
+from .arrow_file_writer import EXTENSIONS, FileSink, partition_text, split_by
+from .outputs import Output
+
+FAILED = "__seo_failed"
+FAILED_CHECKS = "_seo_failed_checks"
+CHECK_SEPARATOR = "; "
+QUARANTINE_ROWS = "_quarantine/rows"
+NULL_DATASET_CHECK = "dataset value is not null"
+RESULT_SCHEMA = "table string, rel string, staged string, size long, mtime long, rows long, kind string, stats string"
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    return value
+
+
+@dataclass
+class _Stats:
+    rows: int = 0
+    nulls: dict[str, int] = field(default_factory=dict)
+    marks: dict[str, list[Any]] = field(default_factory=dict)
+    failed: dict[str, int] = field(default_factory=dict)
+
+    def add(self, table, watermark_columns: tuple[str, ...]) -> None:
+        import pyarrow.compute as pc
+
+        self.rows += table.num_rows
+        for name in table.column_names:
+            self.nulls[name] = self.nulls.get(name, 0) + table[name].null_count
+        for column in watermark_columns:
+            if column not in table.column_names or table.num_rows == table[column].null_count:
+                continue
+            mm = pc.min_max(table[column]).as_py()
+            lo, hi = mm["min"], mm["max"]
+            old = self.marks.get(column)
+            self.marks[column] = [lo, hi] if old is None else [min(old[0], lo), max(old[1], hi)]
+        if FAILED_CHECKS in table.column_names:
+            names = pc.list_flatten(pc.split_pattern(table[FAILED_CHECKS], CHECK_SEPARATOR))
+            for item in pc.value_counts(names).to_pylist():
+                self.failed[item["values"]] = self.failed.get(item["values"], 0) + item["counts"]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"nulls": self.nulls, "marks": {k: [_plain(v[0]), _plain(v[1])] for k, v in self.marks.items()}, "failed": self.failed},
+            separators=(",", ":"),
+        )
+
+
+def make_group_task_writer(
+    storage: Storage,
+    staging: str,
+    output: Output,
+    *,
+    format: str,
+    partition_by: tuple[str, ...],
+    options: dict[str, str],
+    watermark_columns: tuple[str, ...],
+    has_failed_column: bool,
+):
+    ext = EXTENSIONS[format]
+    dataset_column = output.dataset_column
+
+    def write_partition(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        task = ctx.partitionId() if ctx is not None else 0
+        sinks: dict[tuple[str, str], tuple[FileSink, _Stats, str, str]] = {}
+
+        def write(table_path: str, directory: str, part, kind: str) -> None:
+            key = (table_path, directory)
+            data = part.drop_columns([c for c in partition_by if c in part.column_names]) if kind == "data" else part
+            if key not in sinks:
+                name = f"part-{task:05d}-{uuid.uuid4()}{ext}"
+                rel = f"{directory}/{name}" if directory else name
+                staged = f"{staging}/data/{table_path}/{rel}"
+                sinks[key] = (FileSink(storage, staged, format, data.schema, options), _Stats(), rel, kind)
+            sink, stats, _, _ = sinks[key]
+            stats.add(part, watermark_columns)
+            sink.write(data)
+
+        def write_good(table_path: str, rows) -> None:
+            for key, part in split_by(rows, partition_by):
+                directory = partition_dir([(c, partition_text(key[c])) for c in partition_by])
+                write(table_path, directory, part, "data")
+
+        def write_bad(table_path: str, rows) -> None:
+            write(f"{QUARANTINE_ROWS}/{table_path}", "", rows, "quarantine")
+
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            table = pa.Table.from_batches([batch])
+            if has_failed_column:
+                failed = table[FAILED]
+                bad_mask = pc.and_(pc.is_valid(failed), pc.not_equal(failed, ""))
+                good = table.filter(pc.invert(bad_mask)).drop_columns([FAILED])
+                bad = table.filter(bad_mask)
+                bad = bad.rename_columns([FAILED_CHECKS if c == FAILED else c for c in bad.column_names])
+            else:
+                good, bad = table, None
+            if dataset_column is None:
+                if good.num_rows:
+                    write_good(output.name, good)
+                if bad is not None and bad.num_rows:
+                    write_bad(output.name, bad)
+                continue
+            for key, part in split_by(good, (dataset_column,)):
+                value = key[dataset_column]
+                if value is None:  # no dataset to land in: quarantined, never dropped
+                    kind = table.schema.field(FAILED).type if has_failed_column else pa.string()
+                    marked = part.append_column(FAILED_CHECKS, pa.array([NULL_DATASET_CHECK] * part.num_rows, kind))
+                    write_bad(output.table_for(None), marked)
+                else:
+                    write_good(output.table_for(partition_text(value)), part.drop_columns([dataset_column]))
+            if bad is not None and bad.num_rows:
+                for key, part in split_by(bad, (dataset_column,)):
+                    value = key[dataset_column]
+                    write_bad(output.table_for(None if value is None else partition_text(value)), part)
+
+        out: dict[str, list] = {k: [] for k in ("table", "rel", "staged", "size", "mtime", "rows", "kind", "stats")}
+        for (table_path, _), (sink, stats, rel, kind) in sinks.items():
+            sink.close()
+            info = storage.info(sink.final)
+            for k, v in (
+                ("table", table_path), ("rel", rel), ("staged", sink.final), ("size", info.size),
+                ("mtime", info.mtime_ms), ("rows", stats.rows), ("kind", kind), ("stats", stats.to_json()),
+            ):
+                out[k].append(v)
+        if out["table"]:
+            yield pa.RecordBatch.from_pydict(
+                out,
+                schema=pa.schema(
+                    [("table", pa.string()), ("rel", pa.string()), ("staged", pa.string()), ("size", pa.int64()),
+                     ("mtime", pa.int64()), ("rows", pa.int64()), ("kind", pa.string()), ("stats", pa.string())]
+                ),
+            )
+
+    return write_partition

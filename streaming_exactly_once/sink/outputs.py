@@ -1,0 +1,100 @@
+"""``Output``: one destination of a ``DatasetSink`` - a table, or one table per dataset.
+
+::
+
+    Output("raw")                                              -> <root>/raw/
+    Output("clean", format="json", transform=clean_up)         -> <root>/clean/ (a fork: own transform)
+    Output("events", dataset_column="topic")                   -> <root>/events/<topic value>/
+    DatasetSink(root, dataset_column="topic")                  -> <root>/<topic value>/ (one implicit output)
+
+Every output of a sink gets every batch, in one commit sequence: after a crash either all of
+them have the batch or none. Options left as ``None`` fall back to the sink's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from ..errors import ConfigError
+from ..manifest.paths import hive_escape
+from .checks import Check
+
+
+@dataclass(frozen=True)
+class Output:
+    name: str = ""
+    transform: Callable[[Any], Any] | None = None  # DataFrame -> DataFrame
+    format: str | None = None
+    partition_by: tuple[str, ...] | None = None
+    options: Mapping[str, str] | None = None
+    checks: tuple[Check, ...] | None = None
+    dataset_column: str | None = None
+
+    def __post_init__(self) -> None:
+        check_table_path(self.name, what="Output name", allow_empty=True)
+        if self.transform is not None and not callable(self.transform):
+            raise ConfigError(f"Output {self.name!r}: transform must be a callable DataFrame -> DataFrame", key="outputs")
+        if isinstance(self.partition_by, str):
+            object.__setattr__(self, "partition_by", (self.partition_by,))
+        if self.checks is not None:
+            object.__setattr__(self, "checks", tuple(self.checks))
+
+    def table_for(self, dataset: str | None) -> str:
+        """The table path under the root for a dataset value (or the output itself)."""
+        if self.dataset_column is None:
+            return self.name
+        leaf = dataset_dir_name(dataset) if dataset is not None else NULL_DATASET
+        return f"{self.name}/{leaf}" if self.name else leaf
+
+
+#: The table of rows whose dataset value is NULL (they go to quarantine: no dataset to land in).
+NULL_DATASET = "__null__"
+
+
+def dataset_dir_name(value: str) -> str:
+    """A dataset value as a directory name: Hive-escaped, and never hidden (a leading ``_`` or
+    ``.`` is escaped too, so a dataset called ``_tmp`` is not skipped by readers)."""
+    leaf = hive_escape(str(value))
+    if not leaf or leaf[0] in "_.":
+        leaf = f"%{ord(leaf[0]):02X}{leaf[1:]}" if leaf else "%00"
+    return leaf
+
+
+def check_table_path(path: str, *, what: str, allow_empty: bool = False) -> None:
+    if not isinstance(path, str) or (not path and not allow_empty):
+        raise ConfigError(f"{what} must be a non-empty relative path, got {path!r}", key="outputs")
+    for part in path.split("/") if path else []:
+        if not part or part in (".", "..") or part.startswith(("_", ".")):
+            raise ConfigError(
+                f"{what} {path!r}: each part must be a plain name not starting with '_' or '.' (those are hidden "
+                "from readers, and '_quarantine' is the sink's own)",
+                key="outputs",
+            )
+
+
+def resolve_outputs(*, outputs: tuple[Output, ...], dataset_column: str | None) -> tuple[Output, ...]:
+    """The sink's outputs: explicit ones, or one implicit output split by ``dataset_column``."""
+    if outputs and dataset_column:
+        raise ConfigError(
+            "give either dataset_column (one table per dataset under the root) or outputs (each may set its "
+            "own dataset_column), not both",
+            key="dataset_column",
+        )
+    if not outputs:
+        if not dataset_column:
+            raise ConfigError(
+                "DatasetSink needs dataset_column='<column>' (one table per value) or outputs=[Output(...), ...]",
+                key="outputs",
+            )
+        return (Output("", dataset_column=dataset_column),)
+    names = [o.name for o in outputs]
+    if any(not n for n in names):
+        raise ConfigError("every explicit Output needs a name (its directory under the root)", key="outputs")
+    for a in names:
+        for b in names:
+            if a != b and (b + "/").startswith(a + "/"):
+                raise ConfigError(f"outputs {a!r} and {b!r} nest inside each other; give them separate paths", key="outputs")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"two outputs are named the same: {sorted(n for n in names if names.count(n) > 1)[0]!r}", key="outputs")
+    return tuple(outputs)

@@ -1,0 +1,77 @@
+"""Group state (watermarks carried across batches, source partitions) and quality checks: pure logic."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from streaming_exactly_once.errors import ConfigError
+from streaming_exactly_once.sink.checks import Check, mandatory_failures
+from streaming_exactly_once.table.group_state import (
+    TableBatch,
+    advance,
+    advance_sources,
+    expected_by_dataset,
+    source_partitions,
+    starting_offsets,
+)
+
+
+def batch(table, lo, hi, *, status="committed", batch_id=0, rows=10):
+    return TableBatch(table, status, batch_id, rows, 1, 100, {"ts": {"min": lo, "max": hi}})
+
+
+def test_absent_tables_keep_their_state_and_low_is_the_previous_high():
+    s1 = advance({}, [batch("a", 1, 5), batch("b", 2, 4)], 0)
+    s2 = advance(s1, [batch("b", 5, 9, batch_id=1)], 1)
+    s3 = advance(s2, [batch("b", 10, 12, batch_id=2)], 2)
+    assert s3["a"] == s1["a"]  # untouched for two batches
+    assert s3["a"]["watermarks"]["ts"] == {"low": None, "high": 5, "batchMin": 1, "batchMax": 5}
+    assert s3["b"]["watermarks"]["ts"] == {"low": 9, "high": 12, "batchMin": 10, "batchMax": 12}
+    assert s3["b"]["rows"] == 30 and s3["b"]["lastGroupBatch"] == 2 and s3["a"]["lastGroupBatch"] == 0
+
+
+def test_a_late_batch_never_moves_the_high_watermark_back():
+    s = advance(advance({}, [batch("a", 10, 20)], 0), [batch("a", 1, 3, batch_id=1)], 1)
+    assert s["a"]["watermarks"]["ts"]["high"] == 20 and s["a"]["watermarks"]["ts"]["batchMax"] == 3
+
+
+def test_a_rejected_batch_keeps_the_watermark_and_counts_rows():
+    s = advance(advance({}, [batch("a", 1, 5)], 0), [batch("a", 6, 9, status="rejected", batch_id=0)], 1)
+    assert s["a"]["status"] == "rejected" and s["a"]["watermarks"]["ts"]["high"] == 5
+    assert s["a"]["batchId"] == 0 and s["a"]["rejectedRows"] == 10
+
+
+def test_kafka_offsets_give_partition_watermarks_and_starting_offsets():
+    offsets = [json.dumps({"orders": {"0": 120, "1": 95}, "payments": {"0": 7}}), '{"logOffset":3}', None]
+    ends = source_partitions(offsets)
+    assert ends == {"0": {"orders/0": 120, "orders/1": 95, "payments/0": 7}}
+    s1 = advance_sources({}, ends)
+    s2 = advance_sources(s1, {"0": {"orders/0": 180}})
+    assert s2["0"]["orders/0"] == {"low": 120, "high": 180}
+    assert s2["0"]["payments/0"] == {"low": None, "high": 7}  # absent partitions kept
+    assert json.loads(starting_offsets(s2)) == {"orders": {"0": 180, "1": 95}, "payments": {"0": 7}}
+    assert starting_offsets(s2, source=1) is None
+    assert expected_by_dataset(ends, ["orders"]) == {"orders": {"orders/0": 120, "orders/1": 95}}
+
+
+def test_every_check_type():
+    metrics = {"rows": 10, "nulls": {"v": 2}, "fields": {"id": "bigint", "v": "double"}}
+    assert Check.rows_between(1, 10).evaluate(metrics).passed
+    assert not Check.rows_between(11, None).evaluate(metrics).passed
+    assert Check.null_fraction("v", at_most=0.2).evaluate(metrics).passed
+    assert not Check.null_fraction("v", at_most=0.1).evaluate(metrics).passed
+    assert Check.schema("id LONG, v DOUBLE").evaluate(metrics).passed
+    failed = Check.schema("id INT").evaluate(metrics)
+    assert not failed.passed and "id expected int, found bigint" in failed.detail
+    broken = Check.batch(lambda m: 1 / 0, name="broken").evaluate(metrics)
+    assert not broken.passed and "ZeroDivisionError" in broken.detail
+    optional = Check.batch(lambda m: False, name="opt", mandatory=False).evaluate(metrics)
+    assert mandatory_failures([optional, broken]) == [broken]
+    with pytest.raises(ValueError):
+        Check.row("v > 0").evaluate(metrics)
+    with pytest.raises(ConfigError):
+        Check.row("  ")
+    with pytest.raises(ConfigError):
+        Check.null_fraction("v", at_most=2)
