@@ -30,7 +30,7 @@ class Ctx:
     def storage(self, table: str):
         from ..readers.visibility import locate
 
-        return locate(table, self.storage_options).storage
+        return locate(table, self.storage_options, allow_group=True).storage
 
 
 def _storage_options(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -78,6 +78,8 @@ def status(ctx: Ctx, table: str, local_json: bool) -> None:
     info = table_status(ctx.storage(table))
     if out.as_json:
         return out.json(info)
+    if "group" in info and "tables" in info:
+        return _group_status(out, info)
     lease = info.get("lease") or {}
     travel = info.get("timeTravel") or {}
     out.block(
@@ -105,6 +107,47 @@ def status(ctx: Ctx, table: str, local_json: bool) -> None:
         )
 
 
+def _lease_text(info: dict) -> str:
+    lease = info.get("lease") or {}
+    if not lease:
+        return "none yet"
+    return f"epoch {lease['epoch']}, {'LIVE' if lease['alive'] else 'not running'} ({lease['state']}), pid {lease['pid']} on {lease['host']}"
+
+
+def _watermark_text(marks: dict) -> str:
+    return ", ".join(f"{c} {m.get('low')}..{m.get('high')}" for c, m in sorted(marks.items())) or "-"
+
+
+def _group_status(out: Output, info: dict) -> None:
+    out.block(
+        [
+            ("dataset group", info["group"]),
+            ("latest batch", info["latestBatchId"]),
+            ("rows", info.get("rows")),
+            ("tables", len(info["tables"])),
+            ("last commit", human_time(info.get("lastCommitMs"))),
+            ("writer", _lease_text(info)),
+            ("pending commits", ", ".join(map(str, info["pendingCommits"])) or "none"),
+            ("staging dirs", info["stagingDirs"]),
+            ("rejected batches", info["rejectedBatches"]),
+        ]
+    )
+    rows = []
+    for name, e in sorted(info["tables"].items()):
+        failed = [c["name"] for c in e.get("checks", []) if not c.get("passed")]
+        rows.append((
+            name, e.get("status"), e.get("batchId", "-"), e.get("lastGroupBatch"), e.get("rows", 0),
+            e.get("quarantinedRows", 0) + e.get("rejectedRows", 0), _watermark_text(e.get("watermarks", {})),
+            ", ".join(failed) or "-",
+        ))
+    if rows:
+        out.write()
+        out.table(rows, ["table", "status", "table batch", "group batch", "rows", "set aside", "watermarks (low..high)", "failed checks"])
+    for source, parts in sorted(info.get("sourcePartitions", {}).items()):
+        out.write()
+        out.table([(p, v.get("low"), v.get("high")) for p, v in sorted(parts.items())], [f"source {source} partition", "low", "high"])
+
+
 @cli.command()
 @click.argument("table")
 @click.option("--kind", type=click.Choice(["manifest", "offsets", "commits", "sources"]), default="manifest", show_default=True)
@@ -119,8 +162,13 @@ def log(ctx: Ctx, table: str, kind: str, batch: int | None, local_json: bool) ->
     out = _out(ctx, local_json)
     storage = ctx.storage(table)
     identity = read_identity(storage)
-    logs = TableLogs.open(storage, interval=identity.compact_interval if identity else 10)
+    logs = TableLogs.for_identity(storage, identity)
     log_ = {"manifest": logs.manifest, "offsets": logs.offsets, "commits": logs.commits, "sources": logs.sources}[kind]
+    if log_ is None:
+        raise click.UsageError(
+            f"{storage.root_uri} has no {kind} log: a dataset group's root keeps offsets, commits and sources; "
+            "each of its tables keeps a manifest and commits."
+        )
     if batch is not None:
         records = [log_.codec.to_json(r) for r in log_.read(batch)]
         if out.as_json:
@@ -129,7 +177,13 @@ def log(ctx: Ctx, table: str, kind: str, batch: int | None, local_json: bool) ->
         for record in records:
             out.write("  " + " ".join(f"{k}={v}" for k, v in record.items() if k != "schema"))
         return
-    if kind == "manifest":
+    if kind == "manifest" or identity is not None and identity.kind == "group" and kind == "commits":
+        if kind == "commits":
+            records = [logs.commits.record(b) for b in logs.commits.list_batch_ids()]
+            rows_ = [(r.batch_id, human_time(r.commit_time_ms), r.num_rows, r.num_files, r.spark_batch_id, len([1 for e in (r.datasets or {}).values() if e.get("lastGroupBatch") == r.batch_id])) for r in records if r]
+            if out.as_json:
+                return out.json([{"batchId": r[0], "rows": r[2], "files": r[3], "sparkBatchId": r[4], "tables": r[5]} for r in rows_])
+            return out.table(rows_, ["batch", "committed", "rows", "files", "spark batch", "tables"])
         from ..readers.history import batches
 
         rows = batches(storage.root_uri, storage_options=ctx.storage_options)

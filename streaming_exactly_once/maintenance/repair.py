@@ -30,10 +30,25 @@ from ..table.table_logs import TableLogs
 
 def _logs(storage: Storage) -> TableLogs:
     identity = read_identity(storage)
+    if identity is not None and identity.kind != "table":
+        raise ExactlyOnceError(
+            f"{storage.root_uri} is a dataset group's {'root' if identity.kind == 'group' else 'table'}: only "
+            "`seo recover` (without options) applies to it; its logs are rebuilt by restoring from a backup.",
+        )
     return TableLogs.open(storage, interval=identity.compact_interval if identity else 10)
 
 
 def recover_table(storage: Storage, *, lease_timeout_ms: int = 60_000) -> RecoveryReport:
+    identity = read_identity(storage)
+    if identity is not None and identity.kind == "group":
+        from ..commit.faults import NO_FAULTS
+        from ..commit.group_committer import GroupCommitter
+
+        group = GroupCommitter(storage, CommitterOptions(heartbeat=False, lease_timeout_ms=lease_timeout_ms), faults=NO_FAULTS)
+        try:
+            return group.open()
+        finally:
+            group.close()
     committer = TableCommitter(storage, CommitterOptions(heartbeat=False, lease_timeout_ms=lease_timeout_ms))
     try:
         committer.lease.acquire()

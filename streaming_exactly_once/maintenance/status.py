@@ -13,12 +13,16 @@ from ..readers.visibility import committed_files
 from ..storage.base import Storage
 from ..table.identity import read_identity
 from ..table.layout import STAGING_DIR
+from ..table.rejections import REJECTED_DIR
 from ..table.table_logs import TableLogs
 
 
 def table_status(storage: Storage) -> dict[str, Any]:
     identity = read_identity(storage)
-    logs = TableLogs.open(storage, interval=identity.compact_interval if identity else 10)
+    if identity is not None and identity.kind == "group":
+        return group_status(storage)
+    logs = TableLogs.for_identity(storage, identity)
+    assert logs.manifest is not None
     latest = logs.manifest.latest_batch_id(refresh=True)
     out: dict[str, Any] = {"table": storage.root_uri, "latestBatchId": latest}
     if identity is not None:
@@ -55,6 +59,39 @@ def table_status(storage: Storage) -> dict[str, Any]:
             }
             for r in sorted(per_query.values(), key=lambda r: r.batch_id)
         ]
+    if identity is not None and identity.kind == "member":
+        out["group"] = identity.group
+    _writer_and_pending(storage, out)
+    return out
+
+
+def group_status(storage: Storage) -> dict[str, Any]:
+    """A dataset group: its latest group batch, and per table the state its newest record holds."""
+    identity = read_identity(storage)
+    logs = TableLogs.for_identity(storage, identity)
+    per_query = logs.commits.latest_per_query()
+    newest = max(per_query.values(), key=lambda r: r.batch_id, default=None)
+    state = dict(newest.datasets or {}) if newest is not None else {}
+    quarantine = state.pop("_quarantine", {})
+    out: dict[str, Any] = {
+        "group": storage.root_uri,
+        "latestBatchId": newest.batch_id if newest is not None else None,
+        "rows": newest.table_rows if newest is not None else 0,
+        "lastCommitMs": newest.commit_time_ms if newest is not None else None,
+        "tables": state,
+        "quarantineTables": quarantine,
+        "sourcePartitions": (newest.source_partitions or {}) if newest is not None else {},
+        "rejectedBatches": len(storage.list_dir(REJECTED_DIR)),
+        "queries": [
+            {"queryId": r.query_id, "lastSparkBatchId": r.spark_batch_id, "lastBatchId": r.batch_id, "commitTimeMs": r.commit_time_ms}
+            for r in sorted(per_query.values(), key=lambda r: r.batch_id)
+        ],
+    }
+    _writer_and_pending(storage, out)
+    return out
+
+
+def _writer_and_pending(storage: Storage, out: dict[str, Any]) -> None:
     state = read_lease_state(storage)
     if state is not None:
         now = int(time.time() * 1000)
@@ -69,4 +106,3 @@ def table_status(storage: Storage) -> dict[str, Any]:
         }
     out["pendingCommits"] = CommitSequenceStore(storage).pending()
     out["stagingDirs"] = len(storage.list_dir(STAGING_DIR))
-    return out

@@ -93,14 +93,8 @@ def referenced_relative_paths(storage: Storage) -> set[str]:
     return {unquote(normalize_uri(p)[len(prefix):]) for p in encoded if normalize_uri(p).startswith(prefix)}
 
 
-def verify_table(storage: Storage, *, check_orphans: bool = True) -> VerifyReport:
-    report = VerifyReport(table=storage.root_uri)
-    identity = read_identity(storage)
-    interval = identity.compact_interval if identity else 10
-    logs = TableLogs.open(storage, interval=interval)
-    latest = logs.manifest.latest_batch_id(refresh=True)
-    report.latest_batch_id = latest
-    # every log parses and has no gaps
+def _check_logs_parse(logs: TableLogs, identity, report: VerifyReport) -> None:
+    """Every log parses and has no gaps."""
     for log_ in logs.all_logs():
         if log_ is not logs.manifest and identity is None:
             continue
@@ -111,8 +105,22 @@ def verify_table(storage: Storage, *, check_orphans: bool = True) -> VerifyRepor
                 log_.read(batch_id)
             except ExactlyOnceError as exc:
                 report.add("error", "log-corrupt", log_.uri(batch_id), str(exc))
+
+
+def verify_table(storage: Storage, *, check_orphans: bool = True) -> VerifyReport:
+    identity = read_identity(storage)
+    if identity is not None and identity.kind == "group":
+        return verify_group(storage, check_orphans=check_orphans)
+    report = VerifyReport(table=storage.root_uri)
+    logs = TableLogs.for_identity(storage, identity)
+    assert logs.manifest is not None
+    latest = logs.manifest.latest_batch_id(refresh=True)
+    report.latest_batch_id = latest
+    _check_logs_parse(logs, identity, report)
     if identity is not None and latest is not None:
         for log_, name in ((logs.commits, "commits"), (logs.sources, "sources")):
+            if log_ is None:  # a table of a dataset group: its input files are the group's
+                continue
             last = log_.latest_batch_id(refresh=True)
             if last != latest and latest >= identity.first_batch_id:
                 report.add("error", "log-mismatch", log_.uri(), f"{name} log ends at batch {last}, manifest at {latest}")
@@ -127,16 +135,47 @@ def verify_table(storage: Storage, *, check_orphans: bool = True) -> VerifyRepor
     for uri, problem in absent_files(current):
         kind = "missing-file" if problem == "does not exist" else "size-mismatch"
         report.add("error", kind, uri, f"listed in the manifest but {problem}")
-    # leftovers of crashed writers
-    wal = CommitSequenceStore(storage)
-    for batch_id in wal.pending():
-        report.add("warning", "pending-wal", storage.uri(wal.path(batch_id)), "a commit in flight or interrupted; `seo recover` completes it")
-    for entry in storage.list_dir(STAGING_DIR):
-        report.add("warning", "staging", storage.uri(entry.path), "staged data of an unfinished attempt; `seo recover` removes it")
+    _check_leftovers(storage, report)
     if check_orphans:
         referenced = referenced_relative_paths(storage)
         for info in storage.walk_files():
             if is_hidden(info.path) or info.path in referenced:
                 continue
             report.add("warning", "orphan", storage.uri(info.path), f"{info.size} bytes in no retained manifest entry; `seo gc` deletes it")
+    return report
+
+
+def _check_leftovers(storage: Storage, report: VerifyReport) -> None:
+    """Leftovers of crashed writers: a pending WAL entry, staged data."""
+    wal = CommitSequenceStore(storage)
+    for batch_id in wal.pending():
+        report.add("warning", "pending-wal", storage.uri(wal.path(batch_id)), "a commit in flight or interrupted; `seo recover` completes it")
+    for entry in storage.list_dir(STAGING_DIR):
+        report.add("warning", "staging", storage.uri(entry.path), "staged data of an unfinished attempt; `seo recover` removes it")
+
+
+def verify_group(storage: Storage, *, check_orphans: bool = True) -> VerifyReport:
+    """A dataset group: its own logs, then every table its newest record names, each against the
+    batch the group says it is at."""
+    identity = read_identity(storage)
+    report = VerifyReport(table=storage.root_uri)
+    logs = TableLogs.for_identity(storage, identity)
+    _check_logs_parse(logs, identity, report)
+    _check_leftovers(storage, report)
+    per_query = logs.commits.latest_per_query()
+    newest = max(per_query.values(), key=lambda r: r.batch_id, default=None)
+    report.latest_batch_id = newest.batch_id if newest is not None else None
+    state = dict(newest.datasets or {}) if newest is not None else {}
+    expected = {name: e["batchId"] for name, e in state.items() if name != "_quarantine" and "batchId" in e}
+    expected.update(state.get("_quarantine", {}))
+    for name, batch_id in sorted(expected.items()):
+        sub = verify_table(storage.child(name), check_orphans=check_orphans)
+        report.files += sub.files
+        report.bytes += sub.bytes
+        report.problems += sub.problems
+        if sub.latest_batch_id != batch_id:
+            report.add(
+                "error", "group-mismatch", storage.uri(name),
+                f"table is at batch {sub.latest_batch_id}, the group's newest commit record says {batch_id}",
+            )
     return report

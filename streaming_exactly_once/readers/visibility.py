@@ -38,6 +38,7 @@ from ..storage import open_storage
 from ..storage.base import Storage
 from ..table.commits_log import CommitsLog
 from ..table.identity import TableIdentity, read_identity
+from ..table.layout import TABLE_FILE
 from .manifest_scan import scan_manifest
 
 GLOB_CHARS = ("*", "?", "[", "{")
@@ -131,8 +132,12 @@ class CommittedFiles:
         return options
 
 
-def locate(path: str, storage_options: Mapping[str, Any] | None = None) -> TableLocation:
-    """Find the table root for ``path`` (the root itself or a partition directory below it)."""
+def locate(path: str, storage_options: Mapping[str, Any] | None = None, *, allow_group: bool = False) -> TableLocation:
+    """Find the table root for ``path`` (the root itself or a partition directory below it).
+
+    A dataset group's root has no manifest of its own: readers get an error naming its tables;
+    the maintenance commands (``allow_group``) get the root itself.
+    """
     if not isinstance(path, str):
         raise UnsafeReadError(
             "Read one table path at a time: with several paths Spark ignores _spark_metadata and reads "
@@ -157,6 +162,14 @@ def locate(path: str, storage_options: Mapping[str, Any] | None = None) -> Table
         if candidate.exists(MANIFEST_DIR):
             return TableLocation(candidate, "/".join(parts))
         probe = head
+    identity = read_identity(storage) if storage.exists(TABLE_FILE) else None
+    if identity is not None and identity.kind == "group":
+        if allow_group:
+            return TableLocation(storage)
+        raise TableNotFoundError(
+            f"{storage.root_uri} is the root of a dataset group, not one table: read one of its tables, "
+            f"e.g. {storage.root_uri}/<dataset> (`seo status {storage.root_uri}` lists them)."
+        )
     raise TableNotFoundError(
         f"No table at {storage.root_uri}: neither it nor a parent partition directory has a "
         f"{MANIFEST_DIR}/ manifest. Check the path (a table written by ExactlyOnceSink or Spark's file "

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..errors import ConfigError
-from ..manifest.paths import hive_escape
 from .checks import Check
 
 
@@ -53,12 +52,22 @@ NULL_DATASET = "__null__"
 
 
 def dataset_dir_name(value: str) -> str:
-    """A dataset value as a directory name: Hive-escaped, and never hidden (a leading ``_`` or
-    ``.`` is escaped too, so a dataset called ``_tmp`` is not skipped by readers)."""
-    leaf = hive_escape(str(value))
-    if not leaf or leaf[0] in "_.":
-        leaf = f"%{ord(leaf[0]):02X}{leaf[1:]}" if leaf else "%00"
-    return leaf
+    """A dataset value as a directory name, the same on every filesystem and in every URI.
+
+    Letters and digits (any script), space, ``-``, ``.`` and ``_`` stay; every other character is
+    written as ``~`` plus the hex of its UTF-8 bytes (``c%d`` -> ``c~25d``, ``a/b`` -> ``a~2Fb``).
+    ``~`` is unreserved in URIs, so the name needs no URI escaping (a ``%`` would); a leading
+    ``_`` or ``.`` is escaped too, so no dataset is hidden from readers; ``=`` is escaped, so no
+    dataset looks like a partition directory.
+    """
+    out = []
+    for i, ch in enumerate(str(value)):
+        keep = ch.isalnum() or ch in " -._"
+        if not keep or (i == 0 and ch in "._"):
+            out.append("".join(f"~{b:02X}" for b in ch.encode("utf-8")))
+        else:
+            out.append(ch)
+    return "".join(out) or "~"
 
 
 def check_table_path(path: str, *, what: str, allow_empty: bool = False) -> None:

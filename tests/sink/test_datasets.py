@@ -5,6 +5,7 @@ Every claim is checked by counting ids per table, with our readers and with vani
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from pathlib import Path
@@ -86,7 +87,7 @@ def assert_group_clean(root: Path) -> None:
         assert on_disk == listed, f"{table}: orphans {sorted(on_disk - listed)[:3]}, missing {sorted(listed - on_disk)[:3]}"
 
 
-def test_one_table_per_dataset_exactly_once(spark, tmp_path):
+def test_one_table_per_dataset_exactly_once(spark, tmp_path, capsys):
     ids = write_csv_files(tmp_path / "in", n_files=6, rows_per_file=10)
     root = tmp_path / "lake"
     events = []
@@ -109,6 +110,22 @@ def test_one_table_per_dataset_exactly_once(spark, tmp_path):
         ExactlyOnceSink(str(root / "plain")).open()
     with pytest.raises(ConfigError, match="root of a dataset group"):
         ExactlyOnceSink(str(root)).open()
+    # the CLI knows groups: status lists the tables, verify checks each, readers point at a table
+    from tests.cli.test_cli import seo
+
+    code, out, _ = seo(capsys, "status", str(root), "--json")
+    info = json.loads(out)
+    assert code == 0 and info["latestBatchId"] == 2 and sorted(info["tables"]) == sorted(dataset_dir_name(v) for v in PARTITION_VALUES)
+    code, out, _ = seo(capsys, "verify", str(root))
+    assert code == 0 and ": OK" in out
+    code, _, err = seo(capsys, "files", str(root))
+    assert code != 0 and "root of a dataset group" in err
+    code, out, _ = seo(capsys, "recover", str(root))
+    assert code == 0
+    (root / "c~25d" / "_spark_metadata" / "2").unlink()  # a table's manifest loses its last batch
+    code, out, _ = seo(capsys, "verify", str(root), "--json")
+    problems = {p["kind"] for p in json.loads(out)["problems"]}
+    assert code == 1 and "group-mismatch" in problems
 
 
 def test_a_dataset_absent_from_batches_keeps_its_watermark(spark, tmp_path):
