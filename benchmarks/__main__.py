@@ -1,6 +1,6 @@
 """``make bench [ARGS="full"]``: every benchmark in one process tree, then results and plots.
 
-    python -m benchmarks [small|full] [--only throughput,readers,commit,log]
+    python -m benchmarks [small|full] [--only throughput,readers,commit,log,datasets]
 
 Writes ``benchmarks/results/results.json``, ``docs/benchmarks.md`` and PNG plots under
 ``docs/img/``. ``small`` takes a few minutes; ``full`` is what the README reports.
@@ -20,7 +20,7 @@ RESULTS = Path("benchmarks/results")
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("size", nargs="?", default="small", choices=["small", "full"])
-    p.add_argument("--only", default="throughput,readers,commit,log")
+    p.add_argument("--only", default="throughput,readers,commit,log,datasets")
     args = p.parse_args(argv)
     wanted = set(args.only.split(","))
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -46,6 +46,12 @@ def main(argv=None) -> int:
 
         print("readers:", flush=True)
         results["readers"] = bench_readers.main(args.size)
+        path.write_text(json.dumps(results, indent=1))
+    if "datasets" in wanted:
+        from . import bench_datasets
+
+        print("dataset groups (Spark):", flush=True)
+        results["datasets"] = bench_datasets.main(args.size)
         path.write_text(json.dumps(results, indent=1))
     if "throughput" in wanted:
         from . import bench_throughput

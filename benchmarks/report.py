@@ -197,6 +197,25 @@ def write_report(results: dict[str, Any]) -> None:
                 f"{row.get('ours_first_row_s', {}).get('median', float('nan')):.2f} | {row.get('spark_first_row_s', {}).get('median', float('nan')):.2f} |"
             )
         md += ["", f"![readers]({img})" if img else "", ""]
+    d = results.get("datasets")
+    if d:
+        md += [
+            "## Dataset groups: one commit across many tables",
+            "",
+            f"One `DatasetSink` batch of {d['rows_per_batch']:,} rows split into N tables (two files each); medians over the "
+            "batches after the first (which creates the tables).",
+            "",
+            "| tables | commit threads | batch (ms) | Spark stage (ms) | commit (ms) | commit p95 (ms) | moves (ms) | table publishes (ms) |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in d["series"]:
+            st = r["steps_ms"]
+            md.append(
+                f"| {r['tables']} | {r['move_threads']} | {r['batch_ms']['median']:.0f} | {r['stage_ms']['median']:.0f} | "
+                f"{r['commit_ms']['median']:.1f} | {r['commit_ms']['p95']:.1f} | {st.get('move', {}).get('median', 0):.1f} | "
+                f"{st.get('members', {}).get('median', 0):.1f} |"
+            )
+        md.append("")
     lg = results.get("log")
     if lg:
         md += [

@@ -82,6 +82,7 @@ class _Member:
     logs: TableLogs
     latest: int
     table_rows: int
+    identity_checked: bool = False
 
 
 class GroupCommitter(TableCommitter):
@@ -169,6 +170,9 @@ class GroupCommitter(TableCommitter):
         return int(self.state.get(table, {}).get("batchId", -1))
 
     def _member_identity(self, mb: MemberBatch) -> None:
+        member = self._members[mb.table]
+        if member.identity_checked:
+            return
         depth = mb.table.count("/") + 1
         ensure_identity(
             self.storage.child(mb.table),
@@ -179,6 +183,7 @@ class GroupCommitter(TableCommitter):
             kind="member",
             group="/".join([".."] * depth),
         )
+        member.identity_checked = True
 
     # -- protocol ------------------------------------------------------------------------------
 
@@ -320,8 +325,9 @@ class GroupCommitter(TableCommitter):
                 )
 
     def tables(self) -> list[str]:
-        """Every table of the group (datasets and quarantine tables), from the newest state."""
-        names = [k for k in self.state if k != _QUARANTINE_KEY]
+        """Every table of the group that exists (datasets with a published batch, quarantine
+        tables), from the newest state."""
+        names = [k for k, e in self.state.items() if k != _QUARANTINE_KEY and "batchId" in e]  # published at least once
         return sorted(set(names) | set(self.state.get(_QUARANTINE_KEY, {})))
 
 

@@ -213,6 +213,34 @@ def test_quickstart_from_a_clean_copy(tmp_path):
 
 
 @pytest.mark.spark
+def test_multi_dataset_job_with_strict_checks(tmp_path):
+    """The dataset-group job, with a row check that quarantines refunds and the full policy."""
+    copy = _clean_copy(tmp_path / "repo")
+    seo_bin = str(Path(sys.executable).parent / "seo")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEO_")}
+    env["PYTHONPATH"] = ""
+    out = subprocess.run(
+        [seo_bin, "run", "landing_to_datasets", "--conf", "conf/datasets.toml", "--set", "datasets.row_checks=event_type <> 'refund'"],
+        cwd=copy, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "rows in all/                   2000" in out.stdout and "verified                       True" in out.stdout
+    status = subprocess.run([seo_bin, "status", ".work/datasets/lake", "--json"], cwd=copy, capture_output=True, text=True, timeout=60)
+    info = json.loads(status.stdout)
+    refund = info["tables"]["by_type/refund"]  # every refund failed the row check: no table, counted
+    assert refund["status"] == "quarantined" and "batchId" not in refund and refund["quarantinedRows"] > 0
+    assert info["quarantineTables"].get("_quarantine/rows/by_type/refund") is not None
+    assert info["tables"]["by_type/click"]["status"] == "committed"
+    strict = subprocess.run(
+        [seo_bin, "run", "landing_to_datasets", "--conf", "conf/datasets.toml", "--set", "datasets.min_rows=100000",
+         "--set", "datasets.policy=full", "--set", "sink.table=.work/strict", "--set", "sink.checkpoint=.work/strict-ckpt"],
+        cwd=copy, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert strict.returncode != 0 and "BatchRejectedError" in strict.stdout + strict.stderr
+    assert not list((copy / ".work" / "strict").rglob("_spark_metadata"))
+
+
+@pytest.mark.spark
 def test_ctrl_c_stops_gracefully_and_rate_job(tmp_path):
     copy = _clean_copy(tmp_path / "repo")
     seo_bin = str(Path(sys.executable).parent / "seo")
