@@ -94,6 +94,7 @@ SINK_KEYS: dict[str, str] = {
     "watermark_columns": "list",
     "lease_timeout": "duration",
     "move_threads": "int",
+    "worker_moves_from": "int",
     "step_retries": "int",
     "description": "str",
     "options": "table",

@@ -71,6 +71,7 @@ class CommitterOptions:
     writer_options: tuple[tuple[str, str], ...] = ()
     build_manifest_index: bool = True
     prepare_compactions: bool = True
+    worker_moves_from: int = 5_000  # move lists this long run on the workers (when a sink gives them)
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,8 @@ class TableCommitter:
         self._ready = False
         self.last_recovery: RecoveryReport | None = None
         self.janitor = Janitor(storage)
+        #: set by a sink: runs a function over chunks of a list on the cluster (see StepContext)
+        self.distribute = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -153,6 +156,8 @@ class TableCommitter:
             move_threads=self.options.move_threads,
             boundary=self.faults,
             epoch=self.lease.epoch,
+            distribute=self.distribute,
+            distribute_from=self.options.worker_moves_from,
         )
 
     def open(self) -> RecoveryReport:

@@ -31,6 +31,10 @@ class StepContext:
     epoch: int | None = None  # epoch of the writer executing the steps (may be a successor)
     #: A dataset group's tables by path under the root (``commit.group_committer``); None for a table.
     member_logs: Callable[[str], TableLogs] | None = None
+    #: Runs ``fn(storage, items)`` over chunks of ``items`` on the cluster's workers (the sink
+    #: provides it from the SparkContext); used for very large move lists. None: driver threads.
+    distribute: Callable[[Callable[[Storage, list], None], list], None] | None = None
+    distribute_from: int = 5_000  # moves from which ``distribute`` is used
 
 
 class CommitStep(ABC):

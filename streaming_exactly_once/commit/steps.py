@@ -88,6 +88,15 @@ class MoveFiles(CommitStep):
                 ) from None
 
     def execute(self, ctx: StepContext) -> None:
+        if ctx.distribute is not None and len(self.moves) >= ctx.distribute_from:
+            # Very large batches: the workers rename, in parallel across the cluster, each
+            # checking its own files (nothing is listed on the driver). Halves keep the
+            # mid-move boundary meaningful.
+            half = len(self.moves) // 2
+            ctx.distribute(_move_on_worker, self.moves[:half])
+            ctx.boundary("mid-move")
+            ctx.distribute(_move_on_worker, self.moves[half:])
+            return
         pending = [m for m in self.moves if not self._done(ctx, m)]
         half = len(pending) // 2
         parallel_from = PARALLEL_MOVES_FROM if ctx.storage.rename_is_atomic else 2  # object stores copy
@@ -114,6 +123,15 @@ class MoveFiles(CommitStep):
                 raise RecordError("field 'moves' must hold [src, dst, size] triples")
             moves.append(FileMove(item[0], item[1], item[2]))
         return cls(moves=moves)
+
+
+def _move_on_worker(storage, moves: list[FileMove]) -> None:
+    """One worker's share of a ``move`` step (runs in a Spark task; same checks as the driver's)."""
+    ctx = StepContext(storage=storage, logs=None, move_threads=1)  # type: ignore[arg-type]
+    step = MoveFiles(moves=moves)
+    for move in moves:
+        if not step._done(ctx, move):
+            step._move_one(ctx, move)
 
 
 @register

@@ -175,8 +175,25 @@ class BatchSink:
                 key="partition_by",
             )
 
+    def _distribute_with(self, df: DataFrame) -> None:
+        """Let the commit run very large move lists on the cluster's workers."""
+        if self.committer.distribute is not None:
+            return
+        try:
+            sc = df.sparkSession.sparkContext
+        except Exception:  # Spark Connect has no SparkContext: the driver's threads move
+            return
+        storage = self.storage
+
+        def distribute(fn, items: list) -> None:
+            slices = max(1, min(len(items) // 500 + 1, sc.defaultParallelism * 4))
+            sc.parallelize(items, slices).foreachPartition(lambda part: fn(storage, list(part)))
+
+        self.committer.distribute = distribute
+
     def _process(self, df: DataFrame, batch_id: int) -> CommitResult:
         identity = self._identity(df)
+        self._distribute_with(df)
         qid = identity.query_id
         self.committer.ensure_open()
         if self.committer.is_committed(qid, batch_id):

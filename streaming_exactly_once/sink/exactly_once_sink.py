@@ -56,6 +56,8 @@ class ExactlyOnceSink(BatchSink):
         watermark_columns: columns whose min/max is recorded per batch.
         lease_timeout: how long a silent writer keeps the table (default 60s).
         move_threads: parallel renames in ``rename`` mode.
+        worker_moves_from: a batch with at least this many files (default 5,000) has its
+            renames run as a Spark job on the workers instead of driver threads.
         step_retries: bounded retries of a failing commit step.
         on_commit: callable receiving one dict per committed batch (metrics).
     """

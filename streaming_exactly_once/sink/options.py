@@ -37,6 +37,7 @@ class SinkOptions:
     watermark_columns: tuple[str, ...] = ()
     lease_timeout_ms: int = 60_000
     move_threads: int = 8
+    worker_moves_from: int = 5_000
     step_retries: int = 3
     description: str = ""
     on_commit: Callable[[dict[str, Any]], None] | None = None
@@ -118,6 +119,7 @@ class SinkOptions:
             )
         parse_int(self.min_batches_to_retain, key="min_batches_to_retain", minimum=1)
         parse_int(self.move_threads, key="move_threads", minimum=1, maximum=256)
+        parse_int(self.worker_moves_from, key="worker_moves_from", minimum=1)
         parse_int(self.step_retries, key="step_retries", minimum=0, maximum=20)
         if self.lease_timeout_ms < 1000:
             raise ConfigError(f"lease_timeout must be at least 1s, got {self.lease_timeout_ms} ms", key="lease_timeout")
@@ -140,6 +142,7 @@ class SinkOptions:
             lease_timeout_ms=self.lease_timeout_ms,
             heartbeat=True,
             move_threads=self.move_threads,
+            worker_moves_from=self.worker_moves_from,
             step_retries=self.step_retries,
             description=self.description,
             writer_options=tuple(sorted((str(k), str(v)) for k, v in self.writer_options.items())),

@@ -209,6 +209,34 @@ def test_forks_all_or_nothing_under_kill_9_at_each_step(tmp_path):
     assert_group_clean(root)
 
 
+@pytest.mark.parametrize("kind", ["table", "group"])
+def test_very_large_move_lists_run_on_the_workers(spark, tmp_path, kind):
+    ids = write_csv_files(tmp_path / "in", n_files=4, rows_per_file=10)
+    root = tmp_path / "out"
+    if kind == "table":
+        sink = ExactlyOnceSink(str(root), partition_by=["p"], worker_moves_from=1)
+    else:
+        sink = DatasetSink(str(root), dataset_column="p", partition_by=["k"], worker_moves_from=1)
+    sink._distribute_with(spark.range(1))
+    real, calls = sink.committer.distribute, []
+
+    def counting(fn, items):
+        calls.append(len(items))
+        real(fn, items)
+
+    sink.committer.distribute = counting
+    query = sink.start(stream(spark, tmp_path / "in"), checkpoint_location=str(tmp_path / "ckpt"), trigger={"availableNow": True})
+    query.awaitTermination()
+    sink.close()
+    assert len(calls) == 4 and all(calls)  # two batches, each in two halves, on Spark tasks
+    if kind == "table":
+        assert_once(ids_in(root, spark=spark), set(ids), "table")
+    else:
+        for value, expected in expected_by_p(ids).items():
+            assert_once(ids_in(root / dataset_dir_name(value)), expected, value)
+        assert_group_clean(root)
+
+
 def test_row_checks_quarantine_failing_rows(spark, tmp_path):
     ids = write_csv_files(tmp_path / "in", n_files=4, rows_per_file=10)
     root = tmp_path / "lake"

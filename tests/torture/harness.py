@@ -33,6 +33,8 @@ from streaming_exactly_once.commit.faults import BOUNDARIES, GROUP_ONLY
 
 REPO = Path(__file__).resolve().parents[2]
 
+#: A dataset group's commit (``--forks``): no single-table manifest step, no direct-mode cleanup.
+GROUP_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-manifest", "after-cleanup")]
 RENAME_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-cleanup", *GROUP_ONLY)] + ["after-manifest+3ms"]
 DIRECT_BOUNDARIES = [b for b in BOUNDARIES if b not in ("mid-move", "after-move", *GROUP_ONLY)] + ["after-manifest+3ms"]
 
@@ -54,6 +56,7 @@ class TortureConfig:
     boundary_modes: tuple[str, ...] = ("rename", "direct")  # whose every boundary is killed at once
     name: str = "torture"
     log: bool = True
+    forks: bool = False  # a DatasetSink with two outputs (tests.sink.driver --forks) instead of one table
 
 
 @dataclass
@@ -108,7 +111,7 @@ class TortureRun:
             "--checkpoint", str(checkpoint or self.checkpoint), "--mode", mode,
             "--files-per-trigger", str(files_per_trigger or self.c.files_per_trigger), "--lease-timeout", self.c.lease_timeout,
             "--until-done", str(self.done_marker), "--retain", "100000",
-        ]
+        ] + (["--forks"] if self.c.forks else [])
         env = dict(os.environ)
         for key in ("SEO_CRASH_AT", "SEO_FAIL_AT", "SEO_PAUSE_AT"):
             env.pop(key, None)
@@ -212,6 +215,8 @@ class TortureRun:
         self.feed(self.c.files_per_run)
         schedule: list[tuple[str, str | None]] = []
         rename_cycle, direct_cycle = list(RENAME_BOUNDARIES), list(DIRECT_BOUNDARIES)
+        if self.c.forks:  # one commit sequence for every output: the group's boundaries
+            rename_cycle = direct_cycle = list(GROUP_BOUNDARIES)
         # every boundary of both modes at least once, then a mix
         if "rename" in self.c.boundary_modes:
             schedule += [("rename", b) for b in rename_cycle]

@@ -1,6 +1,9 @@
 """``make torture ARGS="--kills 200"``: the long torture run, with a JSON summary at the end.
 
-    python -m tests.torture.run [--kills 200] [--seed 7] [--work DIR] [--keep]
+    python -m tests.torture.run [--kills 200] [--seed 7] [--work DIR] [--keep] [--forks]
+
+``--forks`` tortures dataset groups (two outputs, one of them split by dataset) instead of single
+tables: every group commit boundary, random kills, checkpoint deletions, replays, a second writer.
 """
 
 from __future__ import annotations
@@ -29,12 +32,13 @@ def main(argv=None) -> int:
     p.add_argument("--replays", type=int, default=None)
     p.add_argument("--work", default=None)
     p.add_argument("--keep", action="store_true")
-    p.add_argument("--out", default="benchmarks/results/torture.json")
+    p.add_argument("--out", default=None, help="summary JSON (default benchmarks/results/torture[-forks].json)")
+    p.add_argument("--forks", action="store_true", help="torture dataset groups (DatasetSink with forks)")
     args = p.parse_args(argv)
 
     from benchmarks.spark_env import spark_session
     from tests.torture.harness import TortureConfig, TortureRun
-    from tests.torture.verify import verify_tortured_table
+    from tests.torture.verify import verify_tortured_group, verify_tortured_table
 
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="seo-torture-"))
     half = max(15, args.kills // 2)
@@ -44,7 +48,8 @@ def main(argv=None) -> int:
             work=work / name, kills=half, seed=args.seed + i, rows_per_file=args.rows_per_file,
             checkpoint_deletions=args.checkpoint_deletions if args.checkpoint_deletions is not None else scale,
             replays=args.replays if args.replays is not None else scale,
-            concurrent_writers=max(1, scale // 2), boundary_modes=(mode,), name=name,
+            concurrent_writers=max(1, scale // 2), boundary_modes=(mode,), name=name + ("-forks" if args.forks else ""),
+            forks=args.forks,
         )
         for i, (name, mode) in enumerate((("torture-rename", "rename"), ("torture-direct", "direct")))
     ]
@@ -58,7 +63,8 @@ def main(argv=None) -> int:
     wall = time.time() - t0
     spark = spark_session("seo-torture-verify")
     try:
-        results = {r.c.name: verify_tortured_table(r.table, r.input, spark) for r in runs}
+        check = verify_tortured_group if args.forks else verify_tortured_table
+        results = {r.c.name: check(r.table, r.input, spark) for r in runs}
     finally:
         spark.stop()
     summary = {
@@ -72,8 +78,9 @@ def main(argv=None) -> int:
         "verification": results,
     }
     print(json.dumps(summary, indent=1))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(summary, indent=1))
+    out = Path(args.out or f"benchmarks/results/torture{'-forks' if args.forks else ''}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=1))
     if not args.keep and not args.work:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -104,3 +104,36 @@ def verify_tortured_table(table: Path, input_dir: Path, spark=None) -> dict:
     result["batches_watermark_checked"] = checked
     result["root"] = root
     return result
+
+
+def verify_tortured_group(root: Path, input_dir: Path, spark=None) -> dict:
+    """A dataset group written by ``tests.sink.driver --forks``: the ``raw`` output is checked
+    like a single table; the ``byp`` output's tables together must hold every id exactly once;
+    and the group's own verify must find nothing."""
+    from streaming_exactly_once import read
+    from streaming_exactly_once.maintenance.verify import verify_table
+    from streaming_exactly_once.storage import open_storage
+
+    result = {"raw": verify_tortured_table(root / "raw", input_dir, spark)}
+    expected = expected_ids(input_dir)
+    ours: Counter = Counter()
+    theirs: Counter = Counter()
+    tables = sorted(p.parent for p in (root / "byp").glob("*/_spark_metadata"))
+    for table in tables:
+        ours.update(read.pandas(str(table))["id"].tolist())
+        if spark is not None:
+            theirs.update(r.id for r in spark.read.schema("id LONG").json(str(table)).collect())
+    for name, got in (("byp_library", ours), ("byp_vanilla_spark", theirs if spark is not None else ours)):
+        dup = sum(c - 1 for c in got.values() if c > 1)
+        lost = len(set(expected) - set(got))
+        extra = len(set(got) - set(expected))
+        result[name] = {"rows": sum(got.values()), "duplicates": dup, "losses": lost, "unexpected": extra, "tables": len(tables)}
+        assert dup == 0 and lost == 0 and extra == 0, f"{name}: {result[name]}"
+    report = verify_table(open_storage(str(root)))
+    assert report.problems == [], [p.to_json() for p in report.problems][:5]
+    result["expected_rows"] = sum(expected.values())
+    result["vanilla_spark"] = {
+        k: result["raw"]["vanilla_spark"][k] + result["byp_vanilla_spark"][k] for k in ("duplicates", "losses")
+    } if spark is not None else result["raw"]["library_arrow"]
+    result["independent_pyarrow"] = result["raw"]["independent_pyarrow"]
+    return result
