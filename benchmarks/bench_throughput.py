@@ -167,7 +167,7 @@ def tiny_batches(*, n_batches: int, work: Path, writers=("spark_file_sink", "exa
 def main(size: str = "small", work: Path | None = None, only: Callable | None = None) -> dict[str, Any]:
     sizes = {
         "small": dict(n_files=40, rows_per_file=20_000, files_per_trigger=10, rounds=3, tiny=300),
-        "full": dict(n_files=200, rows_per_file=20_000, files_per_trigger=10, rounds=3, tiny=2400),
+        "full": dict(n_files=200, rows_per_file=20_000, files_per_trigger=10, rounds=5, tiny=2400),
     }[size]
     own = work is None
     work = Path(tempfile.mkdtemp(prefix="seo-bench-")) if own else work

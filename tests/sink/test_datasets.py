@@ -164,8 +164,8 @@ def test_forks_get_every_batch_in_one_commit(spark, tmp_path):
     assert_group_clean(tmp_path / "lake")
 
 
-@pytest.mark.parametrize("boundary", GROUP_BOUNDARIES)
-def test_failure_at_every_group_boundary_then_restart(spark, tmp_path, monkeypatch, boundary):
+@pytest.mark.parametrize("boundary", ["mid-move", "mid-members", "after-commit"])
+def test_failure_at_group_boundaries_then_restart(spark, tmp_path, monkeypatch, boundary):
     ids = write_csv_files(tmp_path / "in", n_files=4, rows_per_file=5)
     root, ckpt = tmp_path / "lake", tmp_path / "ckpt"
     from tests.sink.driver import fork_outputs
@@ -183,7 +183,8 @@ def test_failure_at_every_group_boundary_then_restart(spark, tmp_path, monkeypat
 
 
 def test_forks_all_or_nothing_under_kill_9_at_each_step(tmp_path):
-    """One process killed with SIGKILL at each commit boundary of a group batch in turn; after
+    """(An in-process failure at a few boundaries is the test above; this is the real thing.)
+    One process killed with SIGKILL at each commit boundary of a group batch in turn; after
     each restart every output has every batch exactly once, never one output without the other."""
     inp, root, ckpt = tmp_path / "in", tmp_path / "lake", tmp_path / "ckpt"
     ids: list[int] = []
