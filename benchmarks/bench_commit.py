@@ -204,7 +204,7 @@ def recovery(*, histories: list[int], work: Path) -> dict[str, Any]:
 def main(size: str = "small") -> dict[str, Any]:
     cfg = {
         "small": dict(overhead=500, history=5_000, box=120, recovery=[100, 1000, 5000], spaced=30, seed=100_000),
-        "full": dict(overhead=2_000, history=100_000, box=1200, recovery=[100, 1000, 10_000], spaced=60, seed=1_000_000),
+        "full": dict(overhead=2_000, history=100_000, box=900, recovery=[100, 1000, 10_000], spaced=60, seed=1_000_000),
     }[size]
     work = Path(tempfile.mkdtemp(prefix="seo-bench-commit-"))
     try:

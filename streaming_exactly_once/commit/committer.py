@@ -374,7 +374,7 @@ class TableCommitter:
         )
         ctx = self._run_sequence(attempt, seq, t_plan)
         if self.options.build_manifest_index and is_compaction_batch(m, self.logs.manifest.interval):
-            self.janitor.submit(lambda: self._index_manifest(m))
+            self.janitor.submit_latest("index", lambda: self._index_manifest(m))
         return self._committed_batch(attempt, record, input_files, ctx)
 
     def _run_sequence(self, attempt: BatchAttempt, seq: CommitSequence, t_plan: float) -> StepContext:
@@ -396,7 +396,7 @@ class TableCommitter:
         self.faults("after-wal-delete")
         self.janitor.delete_tree(attempt.staging_dir)  # leftovers only (.crc, _SUCCESS, empty dirs)
         if self.options.prepare_compactions:
-            self.janitor.submit(self._prepare_compactions)
+            self.janitor.submit_latest("prepare", self._prepare_compactions)
         return ctx
 
     def _committed_batch(self, attempt: BatchAttempt, record: CommitRecord, input_files: Sequence[InputFile], ctx: StepContext) -> CommitResult:
@@ -441,8 +441,7 @@ class TableCommitter:
 
     def _index_manifest(self, compact_id: int) -> None:
         """Columnar cache of a new compact file, for fast readers (off the commit path)."""
-        write_index(self.storage, compact_id, self.logs.manifest)
-        delete_stale_indexes(self.storage, self.logs.manifest)
+        index_compact(self.logs, compact_id)
 
     def _apply_retention(self, batch_id: int) -> None:
         for log_ in self.logs.all_logs():
@@ -451,3 +450,15 @@ class TableCommitter:
                 min_batches_to_retain=self.options.min_batches_to_retain,
                 cleanup_delay_ms=self.options.cleanup_delay_ms,
             )
+
+
+def index_compact(logs: TableLogs, compact_id: int) -> None:
+    """Index compact file ``compact_id`` of a table's manifest, unless retention removed it
+    meanwhile (batches can outrun the background thread); then drop older indexes."""
+    assert logs.manifest is not None
+    try:
+        write_index(logs.storage, compact_id, logs.manifest)
+    except FileNotFoundError:
+        log.debug("compact %d of %s is gone before it was indexed; a later one will be", compact_id, logs.storage.root_uri)
+        return
+    delete_stale_indexes(logs.storage, logs.manifest)

@@ -38,14 +38,13 @@ from ..checkpoint.reader import InputFile
 from ..errors import LogCorruptError
 from ..log.compaction import is_compaction_batch
 from ..manifest.entry import ManifestEntry
-from ..manifest.manifest_index import delete_stale_indexes, write_index
 from ..storage.base import Storage
 from ..table.commits_log import CommitRecord
 from ..table.group_state import TableBatch, advance, advance_sources
 from ..table.identity import TableIdentity, ensure_identity
 from ..table.sources_log import SourceFileRecord
 from ..table.table_logs import TableLogs
-from .committer import BatchAttempt, CommitResult, StagedFile, TableCommitter, _ms
+from .committer import BatchAttempt, CommitResult, StagedFile, TableCommitter, _ms, index_compact
 from .recovery import RecoveryReport, recover
 from .sequence import CommitSequence
 from .step import StepContext
@@ -300,7 +299,7 @@ class GroupCommitter(TableCommitter):
             member.latest = p.batch_id
             member.table_rows = p.record.table_rows or 0
             if self.options.build_manifest_index and is_compaction_batch(p.batch_id, self.options.compact_interval):
-                self.janitor.submit(lambda logs=member.logs, b=p.batch_id: _index(logs, b))
+                self.janitor.submit_latest(("index", p.table), lambda logs=member.logs, b=p.batch_id: index_compact(logs, b))
         self.state = state
         self.source_state = sources or {}
         return self._committed_batch(attempt, group_record, input_files, ctx)
@@ -333,12 +332,6 @@ class GroupCommitter(TableCommitter):
 
 #: Key of the state entry that maps each quarantine table to its latest batch.
 _QUARANTINE_KEY = "_quarantine"
-
-
-def _index(logs: TableLogs, compact_id: int) -> None:
-    assert logs.manifest is not None
-    write_index(logs.storage, compact_id, logs.manifest)
-    delete_stale_indexes(logs.storage, logs.manifest)
 
 
 __all__ = ["GroupCommitter", "MemberBatch", "QUARANTINE_ROWS", "QUARANTINE_BATCHES", "_ms"]

@@ -24,6 +24,7 @@ class Janitor:
         self._queue: "queue.Queue[Callable[[], object]]" = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._latest: dict[object, Callable[[], object]] = {}
 
     def submit(self, task: Callable[[], object]) -> None:
         """Run ``task`` later on the janitor thread; its failure is logged, never raised."""
@@ -32,6 +33,23 @@ class Janitor:
                 self._thread = threading.Thread(target=self._run, name="seo-janitor", daemon=True)
                 self._thread.start()
         self._queue.put(task)
+
+    def submit_latest(self, key: object, task: Callable[[], object]) -> None:
+        """Like ``submit``, but tasks of one ``key`` coalesce: if the thread is behind, only the
+        newest of them runs (an index of compact 120 makes the one of 110 pointless; one
+        preparation pass catches up with every batch). Keeps the queue from growing when
+        batches come faster than the background work."""
+        with self._lock:
+            pending = key in self._latest
+            self._latest[key] = task
+        if not pending:
+            self.submit(lambda: self._run_latest(key))
+
+    def _run_latest(self, key: object) -> None:
+        with self._lock:
+            task = self._latest.pop(key, None)
+        if task is not None:
+            task()
 
     def delete_tree(self, path: str) -> None:
         self.submit(lambda: self.storage.delete_tree(path))

@@ -233,7 +233,8 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         target = next_compaction_batch(latest, self.interval)
         with self._prep_lock:
             prep = self._prep
-            if prep is None or prep.compact_id != target:
+            fresh = prep is None or prep.compact_id != target
+            if fresh:
                 if prep is not None:
                     self.storage.delete(prep.path)
                 prep = _Preparation(target, self._prep_path(target))
@@ -250,7 +251,12 @@ class CompactibleLog(BatchLog[T], Generic[T]):
                         break
                     fh.write(self._raw_body(batch_id, context=context))
                     prep.included.append(batch_id)
-            self.storage.sync_prepared(prep.path)  # flush the big copy now, not at publish time
+            # Flush the big copy (the previous compact) now and the rest just before the
+            # compaction batch, not at publish time; the small deltas in between need no fsync
+            # of their own (publishing syncs the file anyway), which keeps this thread off the
+            # disk while the commit path fsyncs its own files.
+            if fresh or latest + 1 >= target:
+                self.storage.sync_prepared(prep.path)
 
     def _publish_preparation(self, compact_id: int, own_tail: bytes, *, context: str) -> bool | None:
         with self._prep_lock:
