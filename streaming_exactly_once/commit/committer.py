@@ -333,24 +333,14 @@ class TableCommitter:
         if attempt.mode == "rename":
             steps.append(MoveFiles(moves=[FileMove(f.staged or "", f.final, f.size) for f in files]))
         steps.append(PublishManifest(batch_id=m, entries=entries))
-        steps.append(
-            WriteSources(
-                batch_id=m,
-                files=[SourceFileRecord(batch_id=m, source=i.source, path=i.path, timestamp=i.timestamp) for i in input_files],
-            )
-        )
+        steps.append(sources_step(m, input_files))
         now_ms = int(time.time() * 1000)
-        record = CommitRecord(
-            batch_id=m,
-            query_id=attempt.query_id,
-            spark_batch_id=attempt.spark_batch_id,
-            epoch=self.lease.epoch or 0,
-            attempt=attempt.attempt,
-            mode=attempt.mode,
-            num_files=len(files),
+        record = self._record(
+            attempt,
+            m,
+            files=files,
             num_rows=num_rows,
-            num_bytes=sum(f.size for f in files),
-            commit_time_ms=now_ms,
+            now_ms=now_ms,
             step_ms=dict(attempt.timings),
             watermarks=watermarks or {},
             num_skipped_rows=num_skipped_rows,
@@ -361,8 +351,31 @@ class TableCommitter:
         steps.append(WriteCommit(record=record))
         if attempt.mode == "direct":
             steps.append(CleanupStaging(path=f"{attempt.staging_dir}/{INTENTS_SUBDIR}"))
-        seq = CommitSequence(
-            batch_id=m,
+        seq = self._sequence(attempt, steps, now_ms)
+        ctx = self._run_sequence(attempt, seq, t_plan)
+        if self.options.build_manifest_index and is_compaction_batch(m, self.logs.manifest.interval):
+            self.janitor.submit_latest("index", lambda: self._index_manifest(m))
+        return self._committed_batch(attempt, record, input_files, ctx)
+
+    def _record(self, attempt: BatchAttempt, batch_id: int, *, files: Sequence[StagedFile], num_rows: int | None, now_ms: int, **extra: Any) -> CommitRecord:
+        """The commit record of ``files`` as batch ``batch_id`` of this attempt."""
+        return CommitRecord(
+            batch_id=batch_id,
+            query_id=attempt.query_id,
+            spark_batch_id=attempt.spark_batch_id,
+            epoch=self.lease.epoch or 0,
+            attempt=attempt.attempt,
+            mode=attempt.mode,
+            num_files=len(files),
+            num_rows=num_rows,
+            num_bytes=sum(f.size for f in files),
+            commit_time_ms=now_ms,
+            **extra,
+        )
+
+    def _sequence(self, attempt: BatchAttempt, steps: list, now_ms: int) -> CommitSequence:
+        return CommitSequence(
+            batch_id=attempt.batch_id,
             query_id=attempt.query_id,
             spark_batch_id=attempt.spark_batch_id,
             epoch=self.lease.epoch or 0,
@@ -372,10 +385,6 @@ class TableCommitter:
             created_ms=now_ms,
             steps=steps,
         )
-        ctx = self._run_sequence(attempt, seq, t_plan)
-        if self.options.build_manifest_index and is_compaction_batch(m, self.logs.manifest.interval):
-            self.janitor.submit_latest("index", lambda: self._index_manifest(m))
-        return self._committed_batch(attempt, record, input_files, ctx)
 
     def _run_sequence(self, attempt: BatchAttempt, seq: CommitSequence, t_plan: float) -> StepContext:
         """Claim the batch in the WAL, run every step, then drop the claim."""
@@ -462,3 +471,10 @@ def index_compact(logs: TableLogs, compact_id: int) -> None:
         log.debug("compact %d of %s is gone before it was indexed; a later one will be", compact_id, logs.storage.root_uri)
         return
     delete_stale_indexes(logs.storage, logs.manifest)
+
+
+def sources_step(batch_id: int, input_files: Sequence[InputFile]) -> WriteSources:
+    return WriteSources(
+        batch_id=batch_id,
+        files=[SourceFileRecord(batch_id=batch_id, source=i.source, path=i.path, timestamp=i.timestamp) for i in input_files],
+    )

@@ -42,13 +42,12 @@ from ..storage.base import Storage
 from ..table.commits_log import CommitRecord
 from ..table.group_state import TableBatch, advance, advance_sources
 from ..table.identity import TableIdentity, ensure_identity
-from ..table.sources_log import SourceFileRecord
 from ..table.table_logs import TableLogs
-from .committer import BatchAttempt, CommitResult, StagedFile, TableCommitter, _ms, index_compact
+from .committer import BatchAttempt, CommitResult, StagedFile, TableCommitter, _ms, index_compact, sources_step
 from .recovery import RecoveryReport, recover
 from .sequence import CommitSequence
 from .step import StepContext
-from .steps import FileMove, MemberPublish, MoveFiles, PublishMembers, WriteCommit, WriteSources
+from .steps import FileMove, MemberPublish, MoveFiles, PublishMembers, WriteCommit
 
 log = logging.getLogger("streaming_exactly_once.commit")
 
@@ -216,20 +215,9 @@ class GroupCommitter(TableCommitter):
             num_rows = mb.rows
             entries = [ManifestEntry.for_file(child.uri(f.final), size=f.size, modification_time=f.mtime_ms) for f in mb.files]
             moves += [FileMove(f.staged or "", f"{mb.table}/{f.final}", f.size) for f in mb.files]
-            record = CommitRecord(
-                batch_id=m,
-                query_id=attempt.query_id,
-                spark_batch_id=attempt.spark_batch_id,
-                epoch=self.lease.epoch or 0,
-                attempt=attempt.attempt,
-                mode=attempt.mode,
-                num_files=len(mb.files),
-                num_rows=num_rows,
-                num_bytes=sum(f.size for f in mb.files),
-                commit_time_ms=now_ms,
-                watermarks=mb.watermarks,
-                schema=mb.schema,
-                table_rows=member.table_rows + num_rows,
+            record = self._record(
+                attempt, m, files=mb.files, num_rows=num_rows, now_ms=now_ms,
+                watermarks=mb.watermarks, schema=mb.schema, table_rows=member.table_rows + num_rows,
             )
             publishes.append(MemberPublish(table=mb.table, batch_id=m, entries=entries, record=record))
             is_quarantine = mb.table.startswith("_quarantine/")
@@ -254,17 +242,9 @@ class GroupCommitter(TableCommitter):
             state[_QUARANTINE_KEY] = quarantine_latest
         sources = advance_sources(self.source_state, source_ends or {}) if (source_ends or self.source_state) else None
         total_rows = sum(mb.rows for mb in members if not mb.table.startswith("_quarantine/"))
-        group_record = CommitRecord(
-            batch_id=g,
-            query_id=attempt.query_id,
-            spark_batch_id=attempt.spark_batch_id,
-            epoch=self.lease.epoch or 0,
-            attempt=attempt.attempt,
-            mode=attempt.mode,
-            num_files=sum(len(mb.files) for mb in members),
-            num_rows=total_rows,
-            num_bytes=sum(p.record.num_bytes for p in publishes),
-            commit_time_ms=now_ms,
+        all_files = [f for mb in members for f in mb.files]
+        group_record = self._record(
+            attempt, g, files=all_files, num_rows=total_rows, now_ms=now_ms,
             step_ms=dict(attempt.timings),
             source_files=len(input_files),
             schema=schema,
@@ -275,23 +255,10 @@ class GroupCommitter(TableCommitter):
         steps: list = [
             MoveFiles(moves=moves),
             PublishMembers(members=publishes),
-            WriteSources(
-                batch_id=g,
-                files=[SourceFileRecord(batch_id=g, source=i.source, path=i.path, timestamp=i.timestamp) for i in input_files],
-            ),
+            sources_step(g, input_files),
             WriteCommit(record=group_record),
         ]
-        seq = CommitSequence(
-            batch_id=g,
-            query_id=attempt.query_id,
-            spark_batch_id=attempt.spark_batch_id,
-            epoch=self.lease.epoch or 0,
-            attempt=attempt.attempt,
-            mode=attempt.mode,
-            staging_dir=attempt.staging_dir,
-            created_ms=now_ms,
-            steps=steps,
-        )
+        seq = self._sequence(attempt, steps, now_ms)
         self._touched = [p.table for p in publishes]
         ctx = self._run_sequence(attempt, seq, t_plan)
         for p in publishes:

@@ -289,7 +289,9 @@ class PublishMembers(CommitStep):
                 self._publish(ctx, m)
             return
         # Each table costs two small durable writes: the threads wait on fsync, not on the CPU,
-        # so more of them than for moves (measured: 200 tables, 8 threads 536 ms, 32 threads 286 ms).
+        # so more of them than for moves. Measured with 200 tables: on a busy machine 8 threads
+        # took 536 ms and 32 threads 286 ms; on a quiet one a single thread is as fast (the disk
+        # serialises the fsyncs) - see docs/benchmarks.md.
         with ThreadPoolExecutor(max_workers=ctx.move_threads * 4, thread_name_prefix="seo-members") as pool:
             list(pool.map(lambda m: self._publish(ctx, m), self.members[:half]))
             ctx.boundary("mid-members")

@@ -9,6 +9,7 @@ csv, json lines; partition values are named the way Spark names them.
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import json
 from typing import Any, Iterator
 
@@ -31,10 +32,20 @@ def partition_text(value: Any) -> str | None:
     return str(value)
 
 
-def _json_default(value: Any) -> Any:
+def json_value(value: Any) -> Any:
+    """A value as JSON can hold it: dates and times in ISO 8601, decimals as text, bytes as hex."""
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
-    return str(value)
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    return value
+
+
+def _json_default(value: Any) -> Any:
+    out = json_value(value)
+    return str(out) if out is value else out
 
 
 class FileSink:

@@ -7,26 +7,16 @@ column we keep min and max (the low and high watermark of what this batch commit
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
 import uuid
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
+from .arrow_file_writer import json_value
+
 ROWS = "rows"
 UNATTRIBUTED = "unattributed"
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, (dt.datetime, dt.date, dt.time)):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, bytes):
-        return value.hex()
-    return value
 
 
 class BatchObservation:
@@ -52,8 +42,8 @@ class BatchObservation:
         marks: dict[str, dict[str, Any]] = {}
         for column in self.watermark_columns:
             marks[column] = {
-                "min": _json_value(values.get(f"min:{column}")),
-                "max": _json_value(values.get(f"max:{column}")),
+                "min": json_value(values.get(f"min:{column}")),
+                "max": json_value(values.get(f"max:{column}")),
             }
         extra = {k: v for k, v in values.items() if k != ROWS and not k.startswith(("min:", "max:"))}
         return rows, marks, extra

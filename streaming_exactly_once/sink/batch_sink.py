@@ -253,4 +253,31 @@ class BatchSink:
         raise NotImplementedError
 
     def _emit(self, result: CommitResult) -> None:
-        raise NotImplementedError
+        """One structured event per committed batch, to the log and to ``on_commit``."""
+        record = result.record
+        assert record is not None
+        event = {
+            "event": "batch_committed",
+            "table": self.storage.root_uri,
+            "batchId": result.batch_id,
+            "queryId": result.query_id,
+            "sparkBatchId": result.spark_batch_id,
+            "epoch": record.epoch,
+            "mode": record.mode,
+            "numRows": record.num_rows,
+            "numFiles": record.num_files,
+            "numBytes": record.num_bytes,
+            **self._event_details(result),
+            "stepMs": result.timings,
+            "commitMs": round(sum(v for k, v in result.timings.items() if k != "stage"), 3),
+        }
+        log.info(
+            "committed batch %s (query batch %s): %s rows, %s files, commit %.1f ms",
+            result.batch_id, result.spark_batch_id, record.num_rows, record.num_files, event["commitMs"],
+        )
+        if self.options.on_commit is not None:
+            self.options.on_commit(event)
+
+    def _event_details(self, result: CommitResult) -> dict[str, Any]:
+        """What a subclass adds to the commit event."""
+        return {}

@@ -280,35 +280,17 @@ class DatasetSink(BatchSink):
             tables=sorted(rejected),
         )
 
-    def _emit(self, result: CommitResult) -> None:
+    def _event_details(self, result: CommitResult) -> dict[str, Any]:
+        """The tables this batch touched, with their status, own batch id and checks."""
         record = result.record
         assert record is not None
-        this_batch = {
-            name: {"status": e.get("status"), "batchId": e.get("batchId"), "checks": e.get("checks", [])}
-            for name, e in (record.datasets or {}).items()
-            if name != "_quarantine" and e.get("lastGroupBatch") == record.batch_id
+        return {
+            "tables": {
+                name: {"status": e.get("status"), "batchId": e.get("batchId"), "checks": e.get("checks", [])}
+                for name, e in (record.datasets or {}).items()
+                if name != "_quarantine" and e.get("lastGroupBatch") == record.batch_id
+            }
         }
-        event = {
-            "event": "batch_committed",
-            "table": self.storage.root_uri,
-            "batchId": result.batch_id,
-            "queryId": result.query_id,
-            "sparkBatchId": result.spark_batch_id,
-            "epoch": record.epoch,
-            "mode": record.mode,
-            "numRows": record.num_rows,
-            "numFiles": record.num_files,
-            "numBytes": record.num_bytes,
-            "tables": this_batch,
-            "stepMs": result.timings,
-            "commitMs": round(sum(v for k, v in result.timings.items() if k != "stage"), 3),
-        }
-        log.info(
-            "committed group batch %s (query batch %s): %s rows in %d table(s), commit %.1f ms",
-            result.batch_id, result.spark_batch_id, record.num_rows, len(this_batch), event["commitMs"],
-        )
-        if self.options.on_commit is not None:
-            self.options.on_commit(event)
 
     # -- inspection ----------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from ..checkpoint.reader import InputFile
 from ..commit.committer import BatchAttempt, CommitResult, TableCommitter
 from ..errors import ConfigError
 from .batch_metrics import BatchObservation
-from .batch_sink import BatchSink, log
+from .batch_sink import BatchSink
 from .direct_writer import DirectWriter
 from .options import SinkOptions
 from .rename_writer import RenameWriter
@@ -99,31 +99,10 @@ class ExactlyOnceSink(BatchSink):
             schema=df.schema.json(),
         )
 
-    def _emit(self, result: CommitResult) -> None:
+    def _event_details(self, result: CommitResult) -> dict[str, Any]:
         record = result.record
         assert record is not None
-        event = {
-            "event": "batch_committed",
-            "table": self.storage.root_uri,
-            "batchId": result.batch_id,
-            "queryId": result.query_id,
-            "sparkBatchId": result.spark_batch_id,
-            "epoch": record.epoch,
-            "mode": record.mode,
-            "numRows": record.num_rows,
-            "numFiles": record.num_files,
-            "numBytes": record.num_bytes,
-            "numSkippedRows": record.num_skipped_rows,
-            "watermarks": record.watermarks,
-            "stepMs": result.timings,
-            "commitMs": round(sum(v for k, v in result.timings.items() if k != "stage"), 3),
-        }
-        log.info(
-            "committed batch %s (query batch %s): %s rows, %s files, commit %.1f ms",
-            result.batch_id, result.spark_batch_id, record.num_rows, record.num_files, event["commitMs"],
-        )
-        if self.options.on_commit is not None:
-            self.options.on_commit(event)
+        return {"numSkippedRows": record.num_skipped_rows, "watermarks": record.watermarks}
 
     # -- inspection --------------------------------------------------------------------------
 

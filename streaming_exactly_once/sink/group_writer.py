@@ -15,8 +15,6 @@ row check. The commit then renames each staged file to ``<table>/<same relative 
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -24,7 +22,7 @@ from typing import Any, Iterator
 
 from ..manifest.paths import partition_dir
 from ..storage.base import Storage
-from .arrow_file_writer import EXTENSIONS, FileSink, partition_text, split_by
+from .arrow_file_writer import EXTENSIONS, FileSink, json_value, partition_text, split_by
 from .outputs import Output
 
 FAILED = "__seo_failed"
@@ -33,16 +31,6 @@ CHECK_SEPARATOR = "; "
 QUARANTINE_ROWS = "_quarantine/rows"
 NULL_DATASET_CHECK = "dataset value is not null"
 RESULT_SCHEMA = "table string, rel string, staged string, size long, mtime long, rows long, kind string, stats string"
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, (dt.datetime, dt.date, dt.time)):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, bytes):
-        return value.hex()
-    return value
 
 
 @dataclass
@@ -72,7 +60,7 @@ class _Stats:
 
     def to_json(self) -> str:
         return json.dumps(
-            {"nulls": self.nulls, "marks": {k: [_plain(v[0]), _plain(v[1])] for k, v in self.marks.items()}, "failed": self.failed},
+            {"nulls": self.nulls, "marks": {k: [json_value(v[0]), json_value(v[1])] for k, v in self.marks.items()}, "failed": self.failed},
             separators=(",", ":"),
         )
 
