@@ -290,8 +290,8 @@ class PublishMembers(CommitStep):
             return
         # Each table costs two small durable writes: the threads wait on fsync, not on the CPU,
         # so more of them than for moves. Measured with 200 tables: on a busy machine 8 threads
-        # took 536 ms and 32 threads 286 ms; on a quiet one a single thread is as fast (the disk
-        # serialises the fsyncs) - see docs/benchmarks.md.
+        # took 536 ms and 32 threads 286 ms; on a quiet one 4 threads (move_threads=1) were as fast
+        # as 32 (the disk serialises the fsyncs) - see docs/benchmarks.md.
         with ThreadPoolExecutor(max_workers=ctx.move_threads * 4, thread_name_prefix="seo-members") as pool:
             list(pool.map(lambda m: self._publish(ctx, m), self.members[:half]))
             ctx.boundary("mid-members")
