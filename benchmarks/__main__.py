@@ -17,10 +17,29 @@ from pathlib import Path
 RESULTS = Path("benchmarks/results")
 
 
+#: (name, label) in the order they run; ``--only`` picks names.
+STEPS = (
+    ("commit", "commit path (no Spark)"),
+    ("log", "log layer"),
+    ("readers", "readers"),
+    ("datasets", "dataset groups (Spark)"),
+    ("throughput", "throughput (Spark)"),
+)
+
+
+def _run(name: str, size: str):
+    from importlib import import_module
+
+    module = import_module(f"benchmarks.bench_{name}")
+    if name == "log":
+        return module.main(["--entries", "1000000" if size == "full" else "100000", "--out", str(RESULTS / "log.json")])
+    return module.main(size)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("size", nargs="?", default="small", choices=["small", "full"])
-    p.add_argument("--only", default="throughput,readers,commit,log,datasets")
+    p.add_argument("--only", default=",".join(name for name, _ in STEPS))
     args = p.parse_args(argv)
     wanted = set(args.only.split(","))
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -29,36 +48,12 @@ def main(argv=None) -> int:
     results["machine"] = {"python": platform.python_version(), "cpus": __import__("os").cpu_count(), "platform": platform.platform()}
     results["size"] = args.size
     results["date"] = time.strftime("%Y-%m-%d")
-    if "commit" in wanted:
-        from . import bench_commit
-
-        print("commit path (no Spark):", flush=True)
-        results["commit"] = bench_commit.main(args.size)
-        path.write_text(json.dumps(results, indent=1))
-    if "log" in wanted:
-        from . import bench_log
-
-        print("log layer:", flush=True)
-        results["log"] = bench_log.main(["--entries", "1000000" if args.size == "full" else "100000", "--out", str(RESULTS / "log.json")])
-        path.write_text(json.dumps(results, indent=1))
-    if "readers" in wanted:
-        from . import bench_readers
-
-        print("readers:", flush=True)
-        results["readers"] = bench_readers.main(args.size)
-        path.write_text(json.dumps(results, indent=1))
-    if "datasets" in wanted:
-        from . import bench_datasets
-
-        print("dataset groups (Spark):", flush=True)
-        results["datasets"] = bench_datasets.main(args.size)
-        path.write_text(json.dumps(results, indent=1))
-    if "throughput" in wanted:
-        from . import bench_throughput
-
-        print("throughput (Spark):", flush=True)
-        results["throughput"] = bench_throughput.main(args.size)
-        path.write_text(json.dumps(results, indent=1))
+    for name, label in STEPS:
+        if name not in wanted:
+            continue
+        print(f"{label}:", flush=True)
+        results[name] = _run(name, args.size)
+        path.write_text(json.dumps(results, indent=1))  # keep what is done if a later step fails
     from .report import write_report
 
     write_report(results)

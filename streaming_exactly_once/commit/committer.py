@@ -354,7 +354,7 @@ class TableCommitter:
         seq = self._sequence(attempt, steps, now_ms)
         ctx = self._run_sequence(attempt, seq, t_plan)
         if self.options.build_manifest_index and is_compaction_batch(m, self.logs.manifest.interval):
-            self.janitor.submit_latest("index", lambda: self._index_manifest(m))
+            self.janitor.submit_latest("index", lambda: index_compact(self.logs, m))
         return self._committed_batch(attempt, record, input_files, ctx)
 
     def _record(self, attempt: BatchAttempt, batch_id: int, *, files: Sequence[StagedFile], num_rows: int | None, now_ms: int, **extra: Any) -> CommitRecord:
@@ -447,10 +447,6 @@ class TableCommitter:
         """Keep the next compact files of the growing logs built ahead (see CompactibleLog.prepare)."""
         self.logs.manifest.prepare()
         self.logs.sources.prepare()
-
-    def _index_manifest(self, compact_id: int) -> None:
-        """Columnar cache of a new compact file, for fast readers (off the commit path)."""
-        index_compact(self.logs, compact_id)
 
     def _apply_retention(self, batch_id: int) -> None:
         for log_ in self.logs.all_logs():

@@ -40,10 +40,10 @@ from ..log.compaction import is_compaction_batch
 from ..manifest.entry import ManifestEntry
 from ..storage.base import Storage
 from ..table.commits_log import CommitRecord
-from ..table.group_state import TableBatch, advance, advance_sources
+from ..table.group_state import QUARANTINE_KEY, TableBatch, advance, advance_sources, is_quarantine, split_state
 from ..table.identity import TableIdentity, ensure_identity
 from ..table.table_logs import TableLogs
-from .committer import BatchAttempt, CommitResult, StagedFile, TableCommitter, _ms, index_compact, sources_step
+from .committer import BatchAttempt, CommitResult, StagedFile, TableCommitter, index_compact, sources_step
 from .recovery import RecoveryReport, recover
 from .sequence import CommitSequence
 from .step import StepContext
@@ -51,8 +51,6 @@ from .steps import FileMove, MemberPublish, MoveFiles, PublishMembers, WriteComm
 
 log = logging.getLogger("streaming_exactly_once.commit")
 
-QUARANTINE_ROWS = "_quarantine/rows"
-QUARANTINE_BATCHES = "_quarantine/batches"
 
 
 @dataclass
@@ -163,8 +161,8 @@ class GroupCommitter(TableCommitter):
         return member
 
     def _expected_latest(self, table: str) -> int:
-        if table.startswith("_quarantine/"):
-            return int(self.state.get(_QUARANTINE_KEY, {}).get(table, -1))
+        if is_quarantine(table):
+            return int(self.state.get(QUARANTINE_KEY, {}).get(table, -1))
         return int(self.state.get(table, {}).get("batchId", -1))
 
     def _member_identity(self, mb: MemberBatch) -> None:
@@ -206,7 +204,7 @@ class GroupCommitter(TableCommitter):
         moves: list[FileMove] = []
         publishes: list[MemberPublish] = []
         table_batches: list[TableBatch] = []
-        quarantine_latest = dict(self.state.get(_QUARANTINE_KEY, {}))
+        datasets, quarantine_latest = split_state(self.state)
         for mb in members:
             member = self._checked_member(mb.table)
             self._member_identity(mb)
@@ -220,10 +218,10 @@ class GroupCommitter(TableCommitter):
                 watermarks=mb.watermarks, schema=mb.schema, table_rows=member.table_rows + num_rows,
             )
             publishes.append(MemberPublish(table=mb.table, batch_id=m, entries=entries, record=record))
-            is_quarantine = mb.table.startswith("_quarantine/")
-            if is_quarantine:
+            set_aside = is_quarantine(mb.table)
+            if set_aside:
                 quarantine_latest[mb.table] = m
-            if not is_quarantine or mb.dataset is not None:
+            if not set_aside or mb.dataset is not None:
                 table_batches.append(
                     TableBatch(
                         table=mb.dataset or mb.table,
@@ -237,11 +235,11 @@ class GroupCommitter(TableCommitter):
                         quarantined_rows=mb.quarantined_rows,
                     )
                 )
-        state = advance({k: v for k, v in self.state.items() if k != _QUARANTINE_KEY}, table_batches, g, expected)
+        state = advance(datasets, table_batches, g, expected)
         if quarantine_latest:
-            state[_QUARANTINE_KEY] = quarantine_latest
+            state[QUARANTINE_KEY] = quarantine_latest
         sources = advance_sources(self.source_state, source_ends or {}) if (source_ends or self.source_state) else None
-        total_rows = sum(mb.rows for mb in members if not mb.table.startswith("_quarantine/"))
+        total_rows = sum(mb.rows for mb in members if not is_quarantine(mb.table))
         all_files = [f for mb in members for f in mb.files]
         group_record = self._record(
             attempt, g, files=all_files, num_rows=total_rows, now_ms=now_ms,
@@ -265,7 +263,7 @@ class GroupCommitter(TableCommitter):
             member = self._members[p.table]
             member.latest = p.batch_id
             member.table_rows = p.record.table_rows or 0
-            if self.options.build_manifest_index and is_compaction_batch(p.batch_id, self.options.compact_interval):
+            if self.options.build_manifest_index and is_compaction_batch(p.batch_id, member.logs.manifest.interval):
                 self.janitor.submit_latest(("index", p.table), lambda logs=member.logs, b=p.batch_id: index_compact(logs, b))
         self.state = state
         self.source_state = sources or {}
@@ -293,12 +291,8 @@ class GroupCommitter(TableCommitter):
     def tables(self) -> list[str]:
         """Every table of the group that exists (datasets with a published batch, quarantine
         tables), from the newest state."""
-        names = [k for k, e in self.state.items() if k != _QUARANTINE_KEY and "batchId" in e]  # published at least once
-        return sorted(set(names) | set(self.state.get(_QUARANTINE_KEY, {})))
+        datasets, quarantine = split_state(self.state)
+        return sorted({k for k, e in datasets.items() if "batchId" in e} | set(quarantine))
 
 
-#: Key of the state entry that maps each quarantine table to its latest batch.
-_QUARANTINE_KEY = "_quarantine"
-
-
-__all__ = ["GroupCommitter", "MemberBatch", "QUARANTINE_ROWS", "QUARANTINE_BATCHES", "_ms"]
+__all__ = ["GroupCommitter", "MemberBatch"]

@@ -11,6 +11,7 @@ from ..errors import ExactlyOnceError
 from ..readers.history import batches
 from ..readers.visibility import committed_files
 from ..storage.base import Storage
+from ..table.group_state import split_state
 from ..table.identity import read_identity
 from ..table.layout import STAGING_DIR
 from ..table.rejections import REJECTED_DIR
@@ -71,8 +72,7 @@ def group_status(storage: Storage) -> dict[str, Any]:
     logs = TableLogs.for_identity(storage, identity)
     per_query = logs.commits.latest_per_query()
     newest = max(per_query.values(), key=lambda r: r.batch_id, default=None)
-    state = dict(newest.datasets or {}) if newest is not None else {}
-    quarantine = state.pop("_quarantine", {})
+    state, quarantine = split_state((newest.datasets or {}) if newest is not None else {})
     out: dict[str, Any] = {
         "group": storage.root_uri,
         "latestBatchId": newest.batch_id if newest is not None else None,

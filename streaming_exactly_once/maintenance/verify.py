@@ -23,6 +23,7 @@ from urllib.parse import unquote
 from ..manifest.paths import encode_uri, normalize_uri
 from ..readers.visibility import absent_files, committed_files, infer_original_root
 from ..storage.base import Storage
+from ..table.group_state import split_state
 from ..table.identity import read_identity
 from ..table.layout import STAGING_DIR, is_hidden
 from ..table.table_logs import TableLogs
@@ -166,8 +167,9 @@ def verify_group(storage: Storage, *, check_orphans: bool = True) -> VerifyRepor
     newest = max(per_query.values(), key=lambda r: r.batch_id, default=None)
     report.latest_batch_id = newest.batch_id if newest is not None else None
     state = dict(newest.datasets or {}) if newest is not None else {}
-    expected = {name: e["batchId"] for name, e in state.items() if name != "_quarantine" and "batchId" in e}
-    expected.update(state.get("_quarantine", {}))
+    datasets, quarantine = split_state(state)
+    expected = {name: e["batchId"] for name, e in datasets.items() if "batchId" in e}
+    expected.update(quarantine)
     for name, batch_id in sorted(expected.items()):
         sub = verify_table(storage.child(name), check_orphans=check_orphans)
         report.files += sub.files

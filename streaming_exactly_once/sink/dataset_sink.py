@@ -36,9 +36,9 @@ from pyspark.sql import functions as F
 
 from ..checkpoint.reader import InputFile
 from ..commit.committer import BatchAttempt, CommitResult, StagedFile
-from ..commit.group_committer import QUARANTINE_BATCHES, GroupCommitter, MemberBatch
+from ..commit.group_committer import GroupCommitter, MemberBatch
 from ..errors import BatchRejectedError, ConfigError
-from ..table.group_state import expected_by_dataset, source_partitions, starting_offsets
+from ..table.group_state import QUARANTINE_BATCHES, QUARANTINE_ROWS, expected_by_dataset, source_partitions, split_state, starting_offsets
 from ..table.rejections import read_rejections, write_rejection
 from .arrow_file_writer import check_partition_types
 from .batch_sink import BatchSink, log
@@ -215,7 +215,7 @@ class DatasetSink(BatchSink):
         """Evaluate batch checks per table; the member batches to publish and the failures."""
         members: list[MemberBatch] = []
         rejected: dict[str, list[CheckResult]] = {}
-        prefix = "_quarantine/rows/"
+        prefix = QUARANTINE_ROWS + "/"
         quarantined = {t.table[len(prefix):]: t for t in tables.values() if t.kind == "quarantine"}
         for name, t in sorted(tables.items()):
             fmt = t.output.format or self.options.format
@@ -287,8 +287,8 @@ class DatasetSink(BatchSink):
         return {
             "tables": {
                 name: {"status": e.get("status"), "batchId": e.get("batchId"), "checks": e.get("checks", [])}
-                for name, e in (record.datasets or {}).items()
-                if name != "_quarantine" and e.get("lastGroupBatch") == record.batch_id
+                for name, e in split_state(record.datasets or {})[0].items()
+                if e.get("lastGroupBatch") == record.batch_id
             }
         }
 
@@ -301,7 +301,7 @@ class DatasetSink(BatchSink):
     def watermarks(self) -> dict[str, dict[str, Any]]:
         """Per table: its latest batch, status, rows, watermarks (low/high/batch min-max) and
         the expected high the source gave - kept for tables absent from recent batches."""
-        return {k: v for k, v in self._state().items() if k != "_quarantine"}
+        return split_state(self._state())[0]
 
     def tables(self) -> list[str]:
         self.committer.ensure_open()

@@ -22,13 +22,13 @@ from typing import Any, Iterator
 
 from ..manifest.paths import partition_dir
 from ..storage.base import Storage
+from ..table.group_state import QUARANTINE_ROWS
 from .arrow_file_writer import EXTENSIONS, FileSink, json_value, partition_text, split_by
 from .outputs import Output
 
 FAILED = "__seo_failed"
 FAILED_CHECKS = "_seo_failed_checks"
 CHECK_SEPARATOR = "; "
-QUARANTINE_ROWS = "_quarantine/rows"
 NULL_DATASET_CHECK = "dataset value is not null"
 RESULT_SCHEMA = "table string, rel string, staged string, size long, mtime long, rows long, kind string, stats string"
 

@@ -32,6 +32,25 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+#: Where a group keeps what its checks set aside: ``rows/<table>`` (rows that failed a row
+#: check) and ``batches/<table>`` (batches a mandatory batch check rejected).
+QUARANTINE_DIR = "_quarantine"
+QUARANTINE_ROWS = f"{QUARANTINE_DIR}/rows"
+QUARANTINE_BATCHES = f"{QUARANTINE_DIR}/batches"
+#: The state entry that maps each quarantine table to its latest batch (no dataset is named so:
+#: dataset directory names never start with ``_``).
+QUARANTINE_KEY = QUARANTINE_DIR
+
+
+def is_quarantine(table: str) -> bool:
+    return table.startswith(QUARANTINE_DIR + "/")
+
+
+def split_state(state: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
+    """(per dataset table: its entry, per quarantine table: its latest batch)."""
+    datasets = {k: v for k, v in state.items() if k != QUARANTINE_KEY}
+    return datasets, dict(state.get(QUARANTINE_KEY, {}))
+
 
 @dataclass
 class TableBatch:

@@ -48,10 +48,9 @@ class TableLogs:
     @classmethod
     def for_identity(cls, storage: Storage, identity, **kwargs) -> "TableLogs":
         """The logs a table with this identity (or none: a plain table) has."""
-        kind = identity.kind if identity is not None else "table"
-        interval = identity.compact_interval if identity is not None else kwargs.pop("interval", 10)
-        kwargs.pop("interval", None)
-        return cls.open(storage, interval=interval, kind=kind, **kwargs)
+        if identity is None:
+            return cls.open(storage, **kwargs)
+        return cls.open(storage, interval=identity.compact_interval, kind=identity.kind, **kwargs)
 
     def all_logs(self):
         return tuple(log_ for log_ in (self.manifest, self.offsets, self.commits, self.sources) if log_ is not None)
