@@ -13,13 +13,32 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f}"
 
 
-def _plot_tiny(tiny: dict[str, Any]) -> str | None:
+def _pyplot():
+    """matplotlib's pyplot without a display, or None if matplotlib is missing (tables only)."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        return None
+    return plt
+
+
+def _save(plt, fig, ax, name: str) -> str:
+    """Finish a plot and write ``docs/img/<name>.png``; the path for the Markdown."""
+    ax.legend()
+    ax.grid(alpha=0.3)
+    IMG.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(IMG / f"{name}.png", dpi=110)
+    plt.close(fig)
+    return f"img/{name}.png"
+
+
+def _plot_tiny(tiny: dict[str, Any]) -> str | None:
+    plt = _pyplot()
+    if plt is None:
         return None
     fig, ax = plt.subplots(figsize=(8, 4))
     for name, series in tiny["series"].items():
@@ -33,23 +52,12 @@ def _plot_tiny(tiny: dict[str, Any]) -> str | None:
     ax.set_xlabel("batch id")
     ax.set_ylabel("addBatch, ms (median per window)")
     ax.set_title(f"Tiny batches: per-batch time as history grows ({tiny['batches']} batches)")
-    ax.legend()
-    ax.grid(alpha=0.3)
-    IMG.mkdir(parents=True, exist_ok=True)
-    path = IMG / "tiny_batches.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return "img/tiny_batches.png"
+    return _save(plt, fig, ax, "tiny_batches")
 
 
 def _plot_history(history: dict[str, Any]) -> str | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = _pyplot()
+    if plt is None:
         return None
     windows = history["windows"]
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -61,22 +69,12 @@ def _plot_history(history: dict[str, Any]) -> str | None:
     ax.set_xlabel("batch id")
     ax.set_ylabel("commit latency, ms")
     ax.set_title(f"Commit path vs history: {history['live_files']:,} live files after {history['batches']:,} batches")
-    ax.legend()
-    ax.grid(alpha=0.3)
-    IMG.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(IMG / "history.png", dpi=110)
-    plt.close(fig)
-    return "img/history.png"
+    return _save(plt, fig, ax, "history")
 
 
 def _plot_readers(readers: dict[str, Any]) -> str | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = _pyplot()
+    if plt is None:
         return None
     ns = sorted(int(n) for n in readers)
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -87,13 +85,7 @@ def _plot_readers(readers: dict[str, Any]) -> str | None:
     ax.set_xlabel("manifest entries")
     ax.set_ylabel("seconds")
     ax.set_title("Committed file list")
-    ax.legend()
-    ax.grid(alpha=0.3)
-    IMG.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(IMG / "readers.png", dpi=110)
-    plt.close(fig)
-    return "img/readers.png"
+    return _save(plt, fig, ax, "readers")
 
 
 def throughput_table(t: dict[str, Any]) -> list[str]:
