@@ -6,15 +6,19 @@
                 last Spark batch) - once per process and again after any failed batch
     per batch:
       is_committed(Q, b)?            -> skip: (query id, Spark batch id) already in the commits log
-      begin(Q, b)                    -> M = L + 1; fence check; intent _seo/offsets/M
+      begin(Q, b)                    -> M = L + 1; fence check; a new attempt (nothing written)
       ...the caller stages data...   -> rename mode: under _seo/staging/M-<attempt>/
                                         direct mode: final names, an intent file per data file
-      commit(attempt, files)         -> build the sequence [move] manifest sources commit cleanup
+      commit(attempt, files)         -> build the sequence [move] manifest offsets sources commit cleanup
                                         put _seo/wal/M        (create-if-absent: the claim on M)
                                         fence check           (a writer fenced before it claimed stops here)
                                         run the steps         (manifest = the visibility point)
                                         delete _seo/wal/M; L = M; retention of the four logs
                                         staging leftovers are removed by a background janitor
+
+Everything an attempt writes before its claim lives under its own staging directory (or, in
+direct mode, is named by intents there), so abandoning an attempt never touches anything
+another writer could own.
 
 From the WAL write on, the batch only rolls forward (``commit.recovery``). Per-batch cost is a
 fixed number of small create-if-absent writes plus one rename per file: the latest state lives
@@ -26,18 +30,18 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import InputFile
-from ..errors import LogConflictError, WriterFencedError
+from ..errors import ConfigError, WriterFencedError
 from ..log.compaction import is_compaction_batch
 from ..manifest.entry import ManifestEntry
 from ..manifest.manifest_index import delete_stale_indexes, write_index
 from ..storage.base import Storage
 from ..table.commits_log import CommitRecord
-from ..table.identity import TableIdentity, ensure_identity
+from ..table.identity import TableIdentity, ensure_identity, read_identity
 from ..table.layout import staging_dir
 from ..table.offsets_log import OffsetsRecord
 from ..table.sources_log import SourceFileRecord
@@ -48,7 +52,7 @@ from .janitor import Janitor
 from .recovery import INTENTS_SUBDIR, RecoveryReport, check_logs_consistent, discard_sequence, recover
 from .sequence import CommitSequence
 from .step import StepContext
-from .steps import CleanupStaging, FileMove, MoveFiles, PublishManifest, WriteCommit, WriteSources
+from .steps import CleanupStaging, FileMove, MoveFiles, PublishManifest, WriteCommit, WriteOffsets, WriteSources
 from .wal import CommitSequenceStore
 
 log = logging.getLogger("streaming_exactly_once.commit")
@@ -93,6 +97,8 @@ class BatchAttempt:
     staging_dir: str
     mode: str
     timings: dict[str, float] = field(default_factory=dict)
+    #: the offsets record the commit will write (query, Spark batch, source offsets)
+    offsets: OffsetsRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -149,6 +155,11 @@ class TableCommitter:
     def ready(self) -> bool:
         return self._ready
 
+    @property
+    def preparation_owner(self) -> str:
+        """Names this writer's compaction work files (``CompactibleLog.preparation_owner``)."""
+        return f"e{self.lease.epoch}"
+
     def _ctx(self) -> StepContext:
         return StepContext(
             storage=self.storage,
@@ -168,9 +179,11 @@ class TableCommitter:
                 self.lease.start_heartbeat()
         self.lease.check_fence("recover")
         try:
+            self._check_interval()
             self.janitor.drain()
             for log_ in self.logs.all_logs():
                 log_.discard_preparations()
+                log_.preparation_owner = self.preparation_owner
             report = self._recover()
             self.last_recovery = report
             self.latest_batch_id = report.latest_batch_id
@@ -184,7 +197,6 @@ class TableCommitter:
         except BaseException:
             # The table needs a person (the error says what to do): free it for `seo recover` at once.
             self.lease.release()
-            self.lease.epoch = None
             raise
         self._committed = {q: r.spark_batch_id for q, r in latest_records.items()}
         newest = max(latest_records.values(), key=lambda r: r.batch_id, default=None)
@@ -199,7 +211,7 @@ class TableCommitter:
     # -- what differs between a table and a dataset group (``commit.group_committer``) ---------
 
     def _recover(self) -> RecoveryReport:
-        return recover(self.storage, self.logs, self.wal, self._ctx(), retries=self.options.step_retries)
+        return recover(self.storage, self.logs, self.wal, self._ctx(), retries=self.options.step_retries, fence=self.lease.check_fence)
 
     def _ensure_identity(self) -> TableIdentity:
         assert self.logs.manifest is not None
@@ -215,9 +227,19 @@ class TableCommitter:
     def _load_state(self, newest: CommitRecord | None) -> None:
         """Extra state from the newest commit record (a group's datasets); nothing for a table."""
 
-    def _is_published(self, batch_id: int) -> bool:
-        assert self.logs.manifest is not None
-        return self.logs.manifest.get(batch_id) is not None
+    def _check_interval(self) -> None:
+        """The compact interval is part of a table's on-disk layout (file names): refuse another
+        one before anything reads the logs with it."""
+        identity = read_identity(self.storage)
+        if identity is not None and identity.compact_interval != self.options.compact_interval:
+            raise ConfigError(
+                f"Table {self.storage.root_uri} was created with compact_interval={identity.compact_interval}, "
+                f"but this writer is configured with compact_interval={self.options.compact_interval}. The interval "
+                "is fixed for the life of a table (its .compact file names depend on it): configure "
+                f"compact_interval={identity.compact_interval}, or write to a new table.",
+                key="compact_interval",
+                table=self.storage.root_uri,
+            )
 
     def invalidate(self) -> None:
         """After a failed batch: the next ``ensure_open`` recovers before anything else."""
@@ -265,49 +287,44 @@ class TableCommitter:
         self.lease.check_fence("stage")
         t0 = time.perf_counter()
         batch_id = self.latest_batch_id + 1
+        token = uuid.uuid4().hex[:8]
         attempt = BatchAttempt(
             batch_id=batch_id,
             query_id=query_id,
             spark_batch_id=spark_batch_id,
-            attempt=uuid.uuid4().hex[:8],
-            staging_dir="",
+            attempt=token,
+            staging_dir=staging_dir(batch_id, token),
             mode=mode,
         )
-        attempt.staging_dir = staging_dir(batch_id, attempt.attempt)
-        intent = OffsetsRecord(
+        attempt.offsets = OffsetsRecord(
             batch_id=batch_id,
             query_id=query_id,
             spark_batch_id=spark_batch_id,
             epoch=self.lease.epoch or 0,
-            attempt=attempt.attempt,
+            attempt=token,
             checkpoint=checkpoint,
             source_offsets=tuple(offsets.offsets) if offsets else (),
             batch_watermark_ms=offsets.batch_watermark_ms if offsets else None,
             batch_timestamp_ms=offsets.batch_timestamp_ms if offsets else None,
             written_ms=int(time.time() * 1000),
         )
-        try:
-            self.logs.offsets.add(batch_id, [intent])
-        except LogConflictError:
-            # An intent left by an earlier attempt of this process that failed before its claim.
-            self.storage.delete(self.logs.offsets.path(batch_id))
-            self.logs.offsets.add(batch_id, [intent])
         attempt.timings["intent"] = _ms(t0)
         self.faults("after-intent")
         return attempt
 
     def abort(self, attempt: BatchAttempt) -> None:
-        """Best-effort removal of an attempt that will not commit (nothing of it is visible)."""
+        """Best-effort removal of an attempt that will not commit (nothing of it is visible).
+
+        Only the attempt's own staging directory (and, in direct mode, the files its intents
+        name) goes: nothing outside it is the attempt's, whoever holds the table by now.
+        """
         from .recovery import abort_attempt
 
         try:
             claim = self.wal.get(attempt.batch_id)
             if claim is not None and claim.attempt == attempt.attempt:
                 return  # claimed: this batch may only roll forward (recovery does it)
-            if self._is_published(attempt.batch_id):
-                return  # published (the failure came after the WAL was deleted): nothing to undo
             abort_attempt(self.storage, attempt.staging_dir)
-            self.storage.delete(self.logs.offsets.path(attempt.batch_id))
         except Exception:  # recovery at the next start does the same; never mask the real error
             log.exception("could not clean up attempt %s of batch %d", attempt.attempt, attempt.batch_id)
 
@@ -333,6 +350,7 @@ class TableCommitter:
         if attempt.mode == "rename":
             steps.append(MoveFiles(moves=[FileMove(f.staged or "", f.final, f.size) for f in files]))
         steps.append(PublishManifest(batch_id=m, entries=entries))
+        steps.append(offsets_step(attempt, m))
         steps.append(sources_step(m, input_files))
         now_ms = int(time.time() * 1000)
         record = self._record(
@@ -445,6 +463,8 @@ class TableCommitter:
 
     def _prepare_compactions(self) -> None:
         """Keep the next compact files of the growing logs built ahead (see CompactibleLog.prepare)."""
+        if self.lease.is_fenced():
+            return
         self.logs.manifest.prepare()
         self.logs.sources.prepare()
 
@@ -467,6 +487,11 @@ def index_compact(logs: TableLogs, compact_id: int) -> None:
         log.debug("compact %d of %s is gone before it was indexed; a later one will be", compact_id, logs.storage.root_uri)
         return
     delete_stale_indexes(logs.storage, logs.manifest)
+
+
+def offsets_step(attempt: BatchAttempt, batch_id: int) -> WriteOffsets:
+    assert attempt.offsets is not None
+    return WriteOffsets(record=replace(attempt.offsets, batch_id=batch_id))
 
 
 def sources_step(batch_id: int, input_files: Sequence[InputFile]) -> WriteSources:

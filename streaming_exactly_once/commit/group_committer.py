@@ -17,6 +17,7 @@ batch gets no batch). The commit of group batch ``G``::
     WAL _seo/wal/G (create-if-absent: the claim)
       [move]     staged files -> <table>/<k=v>/part-...       (parallel)
       [members]  per table: _spark_metadata/m, _seo/commits/m (parallel across tables)
+      [offsets]  _seo/offsets/G
       [sources]  _seo/sources/G
       [commit]   _seo/commits/G  with the state of every table   <- the group batch is done
     delete WAL
@@ -43,7 +44,7 @@ from ..table.commits_log import CommitRecord
 from ..table.group_state import QUARANTINE_KEY, TableBatch, advance, advance_sources, is_quarantine, split_state
 from ..table.identity import TableIdentity, ensure_identity
 from ..table.table_logs import TableLogs
-from .committer import BatchAttempt, CommitResult, StagedFile, TableCommitter, index_compact, sources_step
+from .committer import BatchAttempt, CommitResult, StagedFile, TableCommitter, index_compact, offsets_step, sources_step
 from .recovery import RecoveryReport, recover
 from .sequence import CommitSequence
 from .step import StepContext
@@ -110,7 +111,10 @@ class GroupCommitter(TableCommitter):
             record = self.logs.commits.record(seq.batch_id)
             return record is not None and record.attempt == seq.attempt
 
-        return recover(self.storage, self.logs, self.wal, self._ctx(), retries=self.options.step_retries, latest=latest, published=published)
+        return recover(
+            self.storage, self.logs, self.wal, self._ctx(), retries=self.options.step_retries, latest=latest,
+            published=published, fence=self.lease.check_fence,
+        )
 
     def _ensure_identity(self) -> TableIdentity:
         return ensure_identity(
@@ -121,9 +125,6 @@ class GroupCommitter(TableCommitter):
         self._members.clear()  # recovery may have published batches the cached tables missed
         self.state = dict(newest.datasets or {}) if newest is not None else {}
         self.source_state = dict(newest.source_partitions or {}) if newest is not None else {}
-
-    def _is_published(self, batch_id: int) -> bool:
-        return self.logs.commits.get(batch_id) is not None
 
     # -- the tables ----------------------------------------------------------------------------
 
@@ -139,6 +140,7 @@ class GroupCommitter(TableCommitter):
                     child, interval=self.options.compact_interval, manifest_retention_ms=self.options.manifest_retention_ms, kind="member"
                 )
                 assert logs.manifest is not None
+                logs.manifest.preparation_owner = self.preparation_owner
                 latest = logs.manifest.latest_batch_id(refresh=True)
                 record = logs.commits.record(latest) if latest is not None else None
                 member = _Member(logs, -1 if latest is None else latest, (record.table_rows or 0) if record else 0)
@@ -253,6 +255,7 @@ class GroupCommitter(TableCommitter):
         steps: list = [
             MoveFiles(moves=moves),
             PublishMembers(members=publishes),
+            offsets_step(attempt, g),
             sources_step(g, input_files),
             WriteCommit(record=group_record),
         ]
@@ -271,6 +274,8 @@ class GroupCommitter(TableCommitter):
 
     def _prepare_compactions(self) -> None:
         assert self.logs.sources is not None
+        if self.lease.is_fenced():
+            return
         self.logs.sources.prepare()
         for table in list(self._touched):
             logs = self._members[table].logs

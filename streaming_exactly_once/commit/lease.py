@@ -3,21 +3,28 @@
 Bytes::
 
     _seo/epochs/4        v1
-                         {"epoch":4,"writerId":"2f6c...","host":"vm","pid":4121,"pidStart":"86523","startedMs":1795313165250,"description":"events-ingest"}
+                         {"epoch":4,"writerId":"2f6c...","host":"vm","pid":4121,"pidStart":"86523","startedMs":1795313165250,"description":"events-ingest","bootId":"8d0e...","pidNamespace":"pid:[4026531836]"}
     _seo/heartbeats/4    v1
                          {"epoch":4,"writerId":"2f6c...","heartbeatMs":1795313175250,"timeoutMs":60000,"released":false}
 
 * **Fencing.** A writer owns the table from the moment it creates ``epochs/E`` (a
   create-if-absent write, so two writers can never hold the same epoch) until ``epochs/E+1``
-  exists. Before claiming a batch and again right after claiming it (``commit.committer``) a
-  writer checks that ``epochs/E+1`` does not exist; a writer that finds it raises
-  ``WriterFencedError`` and never publishes. One ``exists`` call, whatever the history length.
+  exists - or ``epochs/E`` itself is gone. Before claiming a batch and again right after
+  claiming it (``commit.committer``) a writer checks both; a writer that finds itself fenced
+  raises ``WriterFencedError`` and never publishes. Two ``exists`` calls, whatever the history.
+* **Old epochs.** Only the newest ``KEEP_EPOCHS`` epochs are kept; older epoch files (with
+  their heartbeat and recovery record) are deleted *in ascending order*. So whenever
+  ``epochs/E+1`` is gone, ``epochs/E`` was deleted before it, and a writer frozen at epoch E
+  through any number of takeovers still finds itself fenced when it wakes up.
 * **Liveness.** Writer E rewrites only its own ``heartbeats/E`` (so a fenced writer cannot
   clobber its successor's record). A new writer may take over epoch E when E released the lease
-  (clean stop), when E's process is gone (same host: pid and its start time are checked; a
-  SIGKILLed writer is taken over at once) or when E's heartbeat is older than its timeout.
-  Otherwise it fails fast with ``ConcurrentWriterError``. Clocks of different hosts must agree
-  to well within the timeout.
+  (clean stop), when E's process is gone, or when E's heartbeat is older than its timeout.
+  Otherwise it fails fast with ``ConcurrentWriterError``. "Process gone" is trusted only when
+  the other writer ran in the same process space as the caller - same host name, same kernel
+  boot (``bootId``) and same pid namespace (``pidNamespace``): two containers on one node may
+  share a host name and reuse pids, so a pid that is dead *here* says nothing there. Epoch files
+  written before these two fields existed are judged by their heartbeat only. Clocks of
+  different hosts must agree to well within the timeout.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from ..log.batch_log import parse_batch_file_name
 from ..log.codec import field
 from ..log.record_file import encode_record, read_record
 from ..storage.base import Storage
-from ..table.layout import EPOCHS_DIR, HEARTBEATS_DIR
+from ..table.layout import EPOCH_SIDE_DIRS, EPOCHS_DIR, HEARTBEATS_DIR
 
 VERSION = 1
 KEEP_EPOCHS = 16
@@ -54,6 +61,8 @@ class WriterInfo:
     pid_start: str | None
     started_ms: int
     description: str = ""
+    boot_id: str | None = None
+    pid_namespace: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +73,8 @@ class WriterInfo:
             "pidStart": self.pid_start,
             "startedMs": self.started_ms,
             "description": self.description,
+            "bootId": self.boot_id,
+            "pidNamespace": self.pid_namespace,
         }
 
     @classmethod
@@ -76,6 +87,17 @@ class WriterInfo:
             pid_start=field(obj, "pidStart", str, optional=True),
             started_ms=field(obj, "startedMs", int),
             description=field(obj, "description", str, optional=True, default=""),
+            boot_id=field(obj, "bootId", str, optional=True),
+            pid_namespace=field(obj, "pidNamespace", str, optional=True),
+        )
+
+    def same_process_space(self, other: "ProcessSpace") -> bool:
+        """Whether this writer's pid means the same process as in ``other`` (see module docstring)."""
+        return (
+            self.host == other.host
+            and self.boot_id is not None
+            and self.pid_namespace is not None
+            and (self.boot_id, self.pid_namespace) == (other.boot_id, other.pid_namespace)
         )
 
 
@@ -116,6 +138,34 @@ class LeaseState:
     heartbeat: Heartbeat | None
     alive: bool
     reason: str
+
+
+@dataclass(frozen=True)
+class ProcessSpace:
+    """Where a pid is meaningful: host name, kernel boot and pid namespace of this process."""
+
+    host: str
+    boot_id: str | None
+    pid_namespace: str | None
+
+    @classmethod
+    def current(cls) -> "ProcessSpace":
+        return cls(socket.gethostname(), _read_text("/proc/sys/kernel/random/boot_id"), _pid_namespace())
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii") as fh:
+            return fh.read().strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _pid_namespace() -> str | None:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
 
 
 def process_start_time(pid: int) -> str | None:
@@ -163,7 +213,7 @@ def list_epochs(storage: Storage) -> list[int]:
     return sorted(ids)
 
 
-def read_lease_state(storage: Storage, *, now_ms: int | None = None, host: str | None = None) -> LeaseState | None:
+def read_lease_state(storage: Storage, *, now_ms: int | None = None, space: ProcessSpace | None = None) -> LeaseState | None:
     """The latest epoch's owner and whether it is still alive; None if no writer ever wrote."""
     epochs = list_epochs(storage)
     if not epochs:
@@ -172,10 +222,10 @@ def read_lease_state(storage: Storage, *, now_ms: int | None = None, host: str |
     writer = _read(storage, f"{EPOCHS_DIR}/{epoch}", WriterInfo)
     beat = _read(storage, f"{HEARTBEATS_DIR}/{epoch}", Heartbeat)
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    host = socket.gethostname() if host is None else host
+    space = ProcessSpace.current() if space is None else space
     if beat is not None and beat.released:
         return LeaseState(epoch, writer, beat, False, "released")
-    if writer is not None and writer.host == host and not process_is_running(writer.pid, writer.pid_start):
+    if writer is not None and writer.same_process_space(space) and not process_is_running(writer.pid, writer.pid_start):
         return LeaseState(epoch, writer, beat, False, "process gone")
     last = beat.heartbeat_ms if beat is not None else (writer.started_ms if writer else 0)
     timeout = beat.timeout_ms if beat is not None else 60_000
@@ -224,14 +274,17 @@ class Lease:
                 epoch=state.epoch,
             )
         epoch = (state.epoch if state is not None else 0) + 1
+        space = ProcessSpace.current()
         info = WriterInfo(
             epoch=epoch,
             writer_id=self.writer_id,
-            host=socket.gethostname(),
+            host=space.host,
             pid=os.getpid(),
             pid_start=process_start_time(os.getpid()),
             started_ms=self._now(),
             description=self.description,
+            boot_id=space.boot_id,
+            pid_namespace=space.pid_namespace,
         )
         try:
             self.storage.put_if_absent(f"{EPOCHS_DIR}/{epoch}", encode_record(info.to_json(), version=VERSION))
@@ -245,24 +298,41 @@ class Lease:
         self.epoch = epoch
         self._fenced = False
         self.beat()
-        for old in list_epochs(self.storage):
-            if old < epoch - KEEP_EPOCHS:
-                self.storage.delete(f"{EPOCHS_DIR}/{old}")
-                self.storage.delete(f"{HEARTBEATS_DIR}/{old}")
+        self._prune(epoch)
         return epoch
 
+    def _prune(self, epoch: int) -> None:
+        """Delete epochs older than the newest ``KEEP_EPOCHS``, lowest first (see the module
+        docstring: the order is what keeps a frozen writer fenced), with their side files."""
+        for old in list_epochs(self.storage):
+            if old >= epoch - KEEP_EPOCHS:
+                break
+            self.storage.delete(f"{EPOCHS_DIR}/{old}")
+            for directory in EPOCH_SIDE_DIRS:
+                self.storage.delete(f"{directory}/{old}")
+
     def release(self) -> None:
-        """Stop heartbeating and mark the lease released so a successor need not wait."""
+        """Stop heartbeating and mark the lease released so a successor need not wait.
+
+        The epoch is given up for good: writing again means ``acquire`` - a new epoch with a
+        heartbeat - never carrying on under an epoch the table already considers free."""
         self.stop_heartbeat()
-        if self.epoch is not None and not self.is_fenced():
-            self._write_heartbeat(released=True)
+        try:
+            if self.epoch is not None and not self.is_fenced():
+                self._write_heartbeat(released=True)
+        finally:
+            self.epoch = None
+            self._fenced = False
 
     # -- fencing -----------------------------------------------------------------------------
 
     def is_fenced(self) -> bool:
+        """A newer epoch exists, or ours was deleted (pruned after many takeovers, or by hand)."""
         if self.epoch is None:
             return False
-        if not self._fenced and self.storage.exists(f"{EPOCHS_DIR}/{self.epoch + 1}"):
+        if not self._fenced and (
+            self.storage.exists(f"{EPOCHS_DIR}/{self.epoch + 1}") or not self.storage.exists(f"{EPOCHS_DIR}/{self.epoch}")
+        ):
             self._fenced = True
         return self._fenced
 
@@ -272,7 +342,7 @@ class Lease:
         if self.is_fenced():
             raise WriterFencedError(
                 f"This writer (epoch {self.epoch}) lost table {self.storage.root_uri} to a newer writer "
-                f"(epoch {self.epoch + 1}) and will not {what} anything. Its in-flight batch, if its WAL "
+                f"(epoch {self.epoch + 1} or later) and will not {what} anything. Its in-flight batch, if its WAL "
                 "entry was written in time, is completed by the new writer. Restart this query only after "
                 "stopping the other one.",
                 table=self.storage.root_uri,

@@ -2,19 +2,25 @@
 
 Run by the lease owner, once per process and after any failed batch, before the next batch:
 
+0. **Record** what the WAL holds, once per epoch, before anything is deleted
+   (``commit.recovery_record``): a claim that appears later was made by a fenced writer.
 1. **Roll forward** every pending WAL entry that may have published or may still publish:
-   ``M == L + 1`` (the next batch after the latest manifest batch ``L``; it may have been claimed
-   by our crashed predecessor or by a writer we just fenced - either way its claim came first)
-   or ``M <= L`` whose manifest file holds its entries (published, bookkeeping unfinished).
-   Each step is verified and executed only if not done; then the entry is deleted.
-2. **Discard** any other WAL entry: a claim made by a fenced writer after the takeover (it never
-   executed a step, by the fencing protocol), together with its data.
+   ``M == L + 1`` (the next batch after the latest manifest batch ``L``, claimed by our crashed
+   predecessor or by a writer we just fenced, *before* the takeover) or ``M <= L`` whose manifest
+   file holds its entries (published, bookkeeping unfinished). Each step is verified and
+   executed only if not done; then the entry is deleted.
+2. **Discard** any other WAL entry - a claim made by a fenced writer after a takeover, which the
+   first recovery after it did not see (it never executed a step, by the fencing protocol, and
+   its data may already be gone) - together with what is left of its data.
 3. **Abort** staging directories that no WAL entry refers to (attempts that never reached their
    claim): their staged data - and, in ``direct`` mode, the data files their intents name - was
    never visible and is deleted.
-4. **Forget intents** (offsets records) of manifest batches after ``L``.
+4. **Forget intents** (offsets records an older release wrote before staging) of manifest
+   batches after ``L``.
 
-Nothing here lists a data directory; the cost depends on what is pending, not on history.
+Every destructive step is preceded by a fence check: a writer that lost the table meanwhile
+stops instead of deleting its successor's in-flight data. Nothing here lists a data directory;
+the cost depends on what is pending, not on history.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from ..errors import LogCorruptError, MissingBatchError
 from ..storage.base import Storage
 from ..table.layout import STAGING_DIR, parse_staging_name
 from ..table.table_logs import TableLogs
+from .recovery_record import claim_may_roll_forward, record_first_recovery
 from .sequence import CommitSequence
 from .step import StepContext
 from .steps import PublishManifest
@@ -110,21 +117,29 @@ def recover(
     retries: int = 3,
     latest: int | None = None,
     published: Callable[[CommitSequence], bool] | None = None,
+    fence: Callable[[str], None] = lambda what: None,
 ) -> RecoveryReport:
-    """``latest``/``published``: for a dataset group, the latest group batch and whether a
-    claim's batch already committed (a group has no manifest of its own to ask)."""
+    """``ctx.epoch`` is the recovering writer's epoch (it must hold the lease); ``fence(what)``
+    raises ``WriterFencedError`` once it no longer does. ``latest``/``published``: for a dataset
+    group, the latest group batch and whether a claim's batch already committed (a group has no
+    manifest of its own to ask)."""
+    if ctx.epoch is None:
+        raise ValueError("recovery needs the epoch of the lease it runs under")
+    fence("recover")
     if latest is None:
         assert logs.manifest is not None
         latest = logs.manifest.latest_batch_id(refresh=True)
         latest = -1 if latest is None else latest
     is_published = published or (lambda seq: _manifest_holds(logs, seq))
     report = RecoveryReport(latest_batch_id=latest)
+    claims = [seq for batch_id in wal.pending() if (seq := wal.get(batch_id)) is not None]
+    record_first_recovery(storage, ctx.epoch, claims)
     live_staging: set[str] = set()
-    for batch_id in wal.pending():
-        seq = wal.get(batch_id)
-        if seq is None:
-            continue
-        if batch_id == latest + 1 or (batch_id <= latest and is_published(seq)):
+    for seq in claims:
+        batch_id = seq.batch_id
+        may_roll = seq.epoch >= ctx.epoch or claim_may_roll_forward(storage, seq)
+        if may_roll and (batch_id == latest + 1 or (batch_id <= latest and is_published(seq))):
+            fence("complete")
             log.warning("rolling forward pending commit of manifest batch %d (query %s, Spark batch %d)", batch_id, seq.query_id, seq.spark_batch_id)
             seq.run(ctx, fresh=False, retries=retries)
             wal.delete(batch_id)
@@ -132,7 +147,9 @@ def recover(
             report.rolled_forward.append(batch_id)
             latest = max(latest, batch_id)
         else:
-            log.warning("discarding WAL entry %d of fenced writer epoch %d (never published)", batch_id, seq.epoch)
+            fence("discard")
+            why = "claimed after a takeover" if not may_roll else "never published"
+            log.warning("discarding WAL entry %d of fenced writer epoch %d (%s)", batch_id, seq.epoch, why)
             report.deleted_data_files += discard_sequence(storage, seq)
             wal.delete(batch_id)
             report.discarded.append(batch_id)
@@ -140,12 +157,14 @@ def recover(
     for entry in storage.list_dir(STAGING_DIR):
         if not entry.is_dir or parse_staging_name(entry.name) is None or entry.path in live_staging:
             continue
+        fence("abort")
         report.deleted_data_files += abort_attempt(storage, entry.path)
         report.aborted_attempts.append(entry.name)
     assert logs.offsets is not None
     for batch_id in range(latest + 1, latest + 4):
         path = logs.offsets.path(batch_id)
         if storage.exists(path):
+            fence("forget")
             storage.delete(path)
             report.removed_intents.append(batch_id)
     logs.offsets.latest_batch_id(refresh=True)

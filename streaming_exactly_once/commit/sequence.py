@@ -2,17 +2,25 @@
 
 This is the write-ahead log record (Gobblin's CommitSequence). Its bytes, in ``_seo/wal/M``::
 
-    v1
+    v2
     {"batchId":12,"queryId":"c578917c-...","sparkBatchId":40,"epoch":3,"attempt":"9f2c41d0","mode":"rename","stagingDir":"_seo/staging/12-9f2c41d0","createdMs":1795313165300}
     {"kind":"move","moves":[["_seo/staging/12-9f2c41d0/data/day=1/part-0.parquet","day=1/part-0.parquet",903]]}
     {"kind":"manifest","batchId":12,"entries":[{"path":"file:///t/day=1/part-0.parquet","size":903,...}]}
+    {"kind":"offsets","record":{"batchId":12,"queryId":"c578917c-...",...}}
     {"kind":"sources","batchId":12,"files":[...]}
     {"kind":"commit","record":{...}}
     {"kind":"cleanup","path":"_seo/staging/12-9f2c41d0"}
 
-Line 2 is the header (who, which batch); each further line is one step (``commit.steps``).
-Once this file exists the batch can only roll forward: ``run`` skips steps whose ``verify()``
-says they are done and executes the rest, retrying a failing step a bounded number of times.
+Line 2 is the header (who, which batch, and the writer's ``epoch``: recovery decides by it
+whether a claim may still roll forward, see ``commit.recovery``); each further line is one step
+(``commit.steps``). Once this file exists the batch can only roll forward: ``run`` skips steps
+whose ``verify()`` says they are done and executes the rest, retrying a failing step a bounded
+number of times.
+
+Versions: ``v1`` entries (before the ``offsets`` step existed; the offsets record was written
+before staging) are still read and rolled forward. ``v2`` is written now, so that an older
+release refuses it with "upgrade" instead of misreading it. A step kind this release does not
+know means a newer release wrote the entry; that is refused the same way.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from ..log.codec import RecordError, field
 from ..log.version import encode_file, encode_line, parse_body
 from .step import REGISTRY, CommitStep, StepContext
 
-VERSION = 1
+VERSION = 2
 HINT = (
     "A WAL entry is the only record of an in-flight commit. If its manifest batch does not exist yet "
     "the batch was never visible: `seo recover <table> --discard-wal M` removes the entry and its "
@@ -84,7 +92,13 @@ class CommitSequence:
             for number, obj in enumerate(objects[1:], start=3):
                 kind = obj.get("kind")
                 if kind not in REGISTRY:
-                    raise RecordError(f"line {number}: unknown step kind {kind!r}")
+                    raise LogCorruptError(
+                        path=path,
+                        batch_id=batch_id,
+                        problem=f"line {number} has a commit step this release does not know ({kind!r:.40})",
+                        hint="If a newer release of streaming-exactly-once wrote this table, upgrade before "
+                        "recovering or writing it; otherwise the entry is damaged. " + HINT,
+                    )
                 seq.steps.append(REGISTRY[kind].from_json(obj))
         except RecordError as exc:
             raise LogCorruptError(path=path, batch_id=batch_id, problem=str(exc), hint=HINT) from None

@@ -7,6 +7,10 @@ kind                    effect (and how ``verify`` knows it is done)
                         staged size); ``rename`` mode only
 ``manifest``            ``_spark_metadata/M[.compact]`` written - **the visibility point**
                         (the file exists and holds this batch's entries)
+``offsets``             ``_seo/offsets/M`` written: the query, Spark batch and source offsets of
+                        M (the file exists). Written after the manifest: nothing needs it
+                        before the batch is visible, and a writer that loses an attempt never
+                        has a record of it to clean up
 ``sources``             ``_seo/sources/M`` written (the file exists)
 ``commit``              ``_seo/commits/M`` written (the file exists)
 ``members``             dataset group: for each of its tables in the batch, the manifest entry
@@ -29,6 +33,7 @@ from ..errors import CommitError, LogConflictError
 from ..log.codec import RecordError, field
 from ..manifest.entry import ManifestEntry, ManifestEntryCodec
 from ..table.commits_log import CommitCodec, CommitRecord
+from ..table.offsets_log import OffsetsCodec, OffsetsRecord
 from ..table.sources_log import SourceFileCodec, SourceFileRecord
 from .step import CommitStep, StepContext, register
 
@@ -38,6 +43,7 @@ PARALLEL_MOVES_FROM = 32
 _MANIFEST_CODEC = ManifestEntryCodec()
 _COMMIT_CODEC = CommitCodec()
 _SOURCE_CODEC = SourceFileCodec()
+_OFFSETS_CODEC = OffsetsCodec()
 
 
 @dataclass(frozen=True)
@@ -192,6 +198,46 @@ class WriteSources(CommitStep):
     def from_json(cls, obj: dict[str, Any]) -> "WriteSources":
         files = [_SOURCE_CODEC.from_json(_obj(f)) for f in field(obj, "files", list)]
         return cls(batch_id=field(obj, "batchId", int), files=files)
+
+
+@register
+@dataclass
+class WriteOffsets(CommitStep):
+    """Record which (query, Spark batch) and source offsets manifest batch M holds."""
+
+    kind = "offsets"
+    record: OffsetsRecord | None = None
+
+    def _key(self, record: OffsetsRecord | None) -> tuple[str, int] | None:
+        return None if record is None else (record.query_id, record.spark_batch_id)
+
+    def verify(self, ctx: StepContext) -> bool:
+        assert self.record is not None and ctx.logs.offsets is not None
+        return self._key(ctx.logs.offsets.record(self.record.batch_id)) == self._key(self.record)
+
+    def execute(self, ctx: StepContext) -> None:
+        assert self.record is not None and ctx.logs.offsets is not None
+        log_ = ctx.logs.offsets
+        for second_try in (False, True):
+            try:
+                log_.add(self.record.batch_id, [self.record])
+                return
+            except LogConflictError:
+                if self._key(log_.record(self.record.batch_id)) == self._key(self.record):
+                    return  # a concurrent roll-forward wrote the same record
+                if second_try:
+                    raise
+                # An intent an older release wrote before staging, for an attempt that never
+                # committed: this claim's manifest entry is published, so its record wins.
+                log_.storage.delete(log_.path(self.record.batch_id))
+
+    def to_json(self) -> dict[str, Any]:
+        assert self.record is not None
+        return {"kind": self.kind, "record": _OFFSETS_CODEC.to_json(self.record)}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "WriteOffsets":
+        return cls(record=_OFFSETS_CODEC.from_json(_obj(field(obj, "record", dict))))
 
 
 @register

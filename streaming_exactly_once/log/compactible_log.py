@@ -47,11 +47,12 @@ def now_ms() -> int:
 
 @dataclass
 class _Preparation:
-    """The next compact file, built ahead of time under a hidden name."""
+    """The next compact file, built ahead of time under a hidden name only this writer uses."""
 
     compact_id: int
     path: str
     included: list[int] = field(default_factory=list)  # batch ids whose bodies are in the file
+    size: int = 0  # bytes this writer put in the file: anything else means someone touched it
 
 
 class CompactibleLog(BatchLog[T], Generic[T]):
@@ -81,6 +82,9 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         self._deleted_below: int | None = None
         self._prep_lock = threading.Lock()
         self._prep: _Preparation | None = None
+        #: Names this writer's work files (``commit.committer`` sets the lease epoch): writers
+        #: never share one, so a fenced writer's late preparation cannot touch its successor's.
+        self.preparation_owner = ""
 
     # -- interval and naming -----------------------------------------------------------------
 
@@ -185,7 +189,16 @@ class CompactibleLog(BatchLog[T], Generic[T]):
             self.storage.put_if_absent(path, data)
         except FileExistsError:
             existing = self.storage.read_bytes(path)
-            if existing != data and not (own_tail and existing.endswith(own_tail)):
+            # Concatenating logs are deterministic: another writer's compact file must be these
+            # very bytes. With a retention filter the kept records depend on the clock, so only
+            # the header and our own records at the end can be compared.
+            same = existing == data or (
+                not (self.concatenates and self.retain is None)
+                and existing.startswith(header(self.version) + b"\n")
+                and bool(own_tail)
+                and existing.endswith(own_tail)
+            )
+            if not same:
                 raise LogConflictError(
                     path=self.storage.uri(path),
                     batch_id=batch_id,
@@ -211,13 +224,20 @@ class CompactibleLog(BatchLog[T], Generic[T]):
     # A compact file is the previous compact file + the deltas after it + its own records, so
     # all but the last few lines are known long before its batch arrives. ``prepare`` (run off
     # the commit path, after each batch) appends what is already known to a hidden work file
-    # ``.<id>.compact.prep``; the compaction batch then appends only what is missing plus its
-    # own records and publishes the file with one no-replace rename. On a table with a million
+    # ``.<id>.compact.<owner>.prep``; the compaction batch then appends only what is missing plus
+    # its own records and publishes the file with one no-replace rename. On a table with a million
     # live files that turns "every 10th batch copies 230 MB" into "every batch appends a few
     # lines" - as long as batches are further apart than the copy takes. Same bytes either way.
+    #
+    # The work file belongs to one writer (its epoch is in the name) and is only ever appended
+    # to, never re-created by an append; before publishing, its size must be exactly what this
+    # writer wrote. A successor that deleted it at start-up, or anything else that touched it,
+    # makes the compaction batch fall back to building the file from the logs - never publish
+    # a compact file that differs from what the logs say.
 
     def _prep_path(self, compact_id: int) -> str:
-        return join(self.directory, f".{compact_id}{COMPACT_SUFFIX}.prep")
+        owner = f".{self.preparation_owner}" if self.preparation_owner else ""
+        return join(self.directory, f".{compact_id}{COMPACT_SUFFIX}{owner}.prep")
 
     def _prepared_for(self, compact_id: int) -> bool:
         prep = self._prep
@@ -240,17 +260,24 @@ class CompactibleLog(BatchLog[T], Generic[T]):
                 prep = _Preparation(target, self._prep_path(target))
                 with self.storage.open_prepared(prep.path, append=False) as fh:
                     fh.write(header(self.version))
+                prep.size = len(header(self.version))
                 self._prep = prep
             needed = [b for b in valid_batches_before_compaction(target, self.interval) if b not in prep.included]
             context = f"needed to prepare compact batch {target}"
-            with self.storage.open_prepared(prep.path, append=True) as fh:
-                for batch_id in needed:
-                    if batch_id > latest:
-                        break  # not written yet: the compaction batch appends it
-                    if prep.included and batch_id != prep.included[-1] + 1:
-                        break
-                    fh.write(self._raw_body(batch_id, context=context))
-                    prep.included.append(batch_id)
+            try:
+                with self.storage.open_prepared(prep.path, append=True) as fh:
+                    for batch_id in needed:
+                        if batch_id > latest:
+                            break  # not written yet: the compaction batch appends it
+                        if prep.included and batch_id != prep.included[-1] + 1:
+                            break
+                        body = self._raw_body(batch_id, context=context)
+                        fh.write(body)
+                        prep.size += len(body)
+                        prep.included.append(batch_id)
+            except FileNotFoundError:
+                self._prep = None  # removed by a writer that took over: start afresh next time
+                return
             # Flush the big copy (the previous compact) now and the rest just before the
             # compaction batch, not at publish time; the small deltas in between need no fsync
             # of their own (publishing syncs the file anyway), which keeps this thread off the
@@ -259,6 +286,7 @@ class CompactibleLog(BatchLog[T], Generic[T]):
                 self.storage.sync_prepared(prep.path)
 
     def _publish_preparation(self, compact_id: int, own_tail: bytes, *, context: str) -> bool | None:
+        """Publish the prepared file as compact ``compact_id``; None: build it from the logs."""
         with self._prep_lock:
             prep = self._prep
             if prep is None or prep.compact_id != compact_id:
@@ -268,9 +296,17 @@ class CompactibleLog(BatchLog[T], Generic[T]):
                 with self.storage.open_prepared(prep.path, append=True) as fh:
                     for batch_id in valid_batches_before_compaction(compact_id, self.interval):
                         if batch_id not in prep.included:
-                            fh.write(self._raw_body(batch_id, context=context))
+                            body = self._raw_body(batch_id, context=context)
+                            fh.write(body)
+                            prep.size += len(body)
                     fh.write(own_tail)
+                    prep.size += len(own_tail)
+                if self.storage.info(prep.path).size != prep.size:
+                    self.storage.delete(prep.path)
+                    return None  # someone else wrote to it: do not trust a byte of it
                 self.storage.publish_prepared(prep.path, self.path(compact_id))
+            except FileNotFoundError:
+                return None  # deleted by a writer that took over meanwhile
             except FileExistsError:
                 self.storage.delete(prep.path)
                 return None  # let the ordinary path compare with what is there

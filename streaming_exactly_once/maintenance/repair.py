@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..commit.committer import CommitterOptions, TableCommitter
+from ..commit.committer import CommitterOptions
 from ..commit.lease import Lease
 from ..commit.recovery import RecoveryReport, discard_sequence, recover
 from ..commit.step import StepContext
@@ -44,19 +44,22 @@ def recover_table(storage: Storage, *, lease_timeout_ms: int = 60_000) -> Recove
         from ..commit.faults import NO_FAULTS
         from ..commit.group_committer import GroupCommitter
 
-        group = GroupCommitter(storage, CommitterOptions(heartbeat=False, lease_timeout_ms=lease_timeout_ms), faults=NO_FAULTS)
+        group = GroupCommitter(storage, CommitterOptions(lease_timeout_ms=lease_timeout_ms), faults=NO_FAULTS)
         try:
             return group.open()
         finally:
             group.close()
-    committer = TableCommitter(storage, CommitterOptions(heartbeat=False, lease_timeout_ms=lease_timeout_ms))
+    # A roll-forward on an object store can outlast the lease timeout: heartbeat meanwhile, and
+    # stop at the first fence check that fails (another writer took the table over).
+    lease = Lease(storage, timeout_ms=lease_timeout_ms, description="seo recover")
+    lease.acquire()
+    lease.start_heartbeat()
     try:
-        committer.lease.acquire()
         logs = _logs(storage)
-        ctx = StepContext(storage=storage, logs=logs, epoch=committer.lease.epoch)
-        return recover(storage, logs, CommitSequenceStore(storage), ctx)
+        ctx = StepContext(storage=storage, logs=logs, epoch=lease.epoch)
+        return recover(storage, logs, CommitSequenceStore(storage), ctx, fence=lease.check_fence)
     finally:
-        committer.lease.release()
+        lease.release()
 
 
 def discard_wal(storage: Storage, batch_id: int, *, lease_timeout_ms: int = 60_000) -> str:

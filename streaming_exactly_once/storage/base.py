@@ -169,7 +169,10 @@ class Storage(ABC):
     supports_prepared_files: bool = False
 
     def open_prepared(self, path: str, *, append: bool) -> IO[bytes]:
-        """A writer for a hidden work file that ``publish_prepared`` will name later."""
+        """A writer for a hidden work file that ``publish_prepared`` will name later.
+
+        ``append=False`` creates (or truncates) the file; ``append=True`` appends to it and
+        raises ``FileNotFoundError`` if it is gone - it never re-creates a deleted work file."""
         raise NotImplementedError(f"{type(self).__name__} cannot prepare files")
 
     def sync_prepared(self, path: str) -> None:

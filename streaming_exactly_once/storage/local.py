@@ -245,8 +245,10 @@ class LocalStorage(Storage):
 
     def open_prepared(self, path: str, *, append: bool) -> IO[bytes]:
         target = self._abs(path)
+        if append:  # O_APPEND without O_CREAT: a work file someone deleted is never re-created
+            return os.fdopen(os.open(target, os.O_WRONLY | os.O_APPEND), "ab")
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        return open(target, "ab" if append else "wb")
+        return open(target, "wb")
 
     def sync_prepared(self, path: str) -> None:
         if self._durable:

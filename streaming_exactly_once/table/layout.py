@@ -12,6 +12,7 @@
         wal/M                                 pending commit sequence of batch M (commit.wal)
         epochs/E                              writer epoch E: the fencing token (commit.lease)
         heartbeats/E                          liveness of writer E (commit.lease)
+        recoveries/E                          the WAL claims writer E's first recovery saw (commit.recovery)
         staging/M-<attempt>/                  data of an uncommitted attempt (sink)
       k=v/part-....parquet                    data files
 
@@ -29,6 +30,9 @@ SOURCES_DIR = f"{SEO_DIR}/sources"
 WAL_DIR = f"{SEO_DIR}/wal"
 EPOCHS_DIR = f"{SEO_DIR}/epochs"
 HEARTBEATS_DIR = f"{SEO_DIR}/heartbeats"
+RECOVERIES_DIR = f"{SEO_DIR}/recoveries"
+#: Files kept per epoch besides ``epochs/E`` itself, pruned with it (``commit.lease``).
+EPOCH_SIDE_DIRS = (HEARTBEATS_DIR, RECOVERIES_DIR)
 STAGING_DIR = f"{SEO_DIR}/staging"
 
 HIDDEN_PREFIXES = ("_", ".")
