@@ -96,13 +96,19 @@ class MoveFiles(CommitStep):
     def execute(self, ctx: StepContext) -> None:
         if ctx.distribute is not None and len(self.moves) >= ctx.distribute_from:
             # Very large batches: the workers rename, in parallel across the cluster, each
-            # checking its own files (nothing is listed on the driver). Halves keep the
-            # mid-move boundary meaningful.
+            # checking and syncing its own files (nothing is listed on the driver). Halves keep
+            # the mid-move boundary meaningful.
             half = len(self.moves) // 2
             ctx.distribute(_move_on_worker, self.moves[:half])
             ctx.boundary("mid-move")
             ctx.distribute(_move_on_worker, self.moves[half:])
             return
+        self._move_all(ctx)
+        # Spark's writers do not fsync: the manifest entry must not become durable before the
+        # files it names (a power cut would leave it pointing at empty or missing files).
+        ctx.storage.sync([m.dst for m in self.moves])
+
+    def _move_all(self, ctx: StepContext) -> None:
         pending = [m for m in self.moves if not self._done(ctx, m)]
         half = len(pending) // 2
         parallel_from = PARALLEL_MOVES_FROM if ctx.storage.rename_is_atomic else 2  # object stores copy
@@ -138,6 +144,7 @@ def _move_on_worker(storage, moves: list[FileMove]) -> None:
     for move in moves:
         if not step._done(ctx, move):
             step._move_one(ctx, move)
+    storage.sync([m.dst for m in moves])
 
 
 @register

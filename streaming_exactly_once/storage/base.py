@@ -30,7 +30,7 @@ import contextlib
 import posixpath
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import IO, Any, Iterator, Literal
+from typing import IO, Any, Iterator, Literal, Sequence
 
 StagingMode = Literal["rename", "direct"]
 
@@ -150,6 +150,10 @@ class Storage(ABC):
     @abstractmethod
     def rename(self, src: str, dst: str) -> None:
         """Move ``src`` to ``dst`` (parents created); never overwrites ``dst``."""
+
+    def sync(self, paths: Sequence[str]) -> None:
+        """Make the bytes and the names of these files durable (a no-op where every write
+        already is, as on object stores). Called before a manifest entry names them."""
 
     @abstractmethod
     def delete(self, path: str, *, missing_ok: bool = True) -> None:
