@@ -150,6 +150,10 @@ class ConcurrentWriterError(ExactlyOnceError, TransientError):
     """Another live writer holds the table's lease."""
 
 
+class SinkInUseError(ExactlyOnceError, TerminalError, ValueError):
+    """One sink object was asked to serve two running queries at once."""
+
+
 class WriterFencedError(ExactlyOnceError, TerminalError):
     """This writer's lease was taken over by a newer writer; it must stop and never publish."""
 

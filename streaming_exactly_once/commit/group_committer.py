@@ -296,8 +296,24 @@ class GroupCommitter(TableCommitter):
     def tables(self) -> list[str]:
         """Every table of the group that exists (datasets with a published batch, quarantine
         tables), from the newest state."""
-        datasets, quarantine = split_state(self.state)
-        return sorted({k for k, e in datasets.items() if "batchId" in e} | set(quarantine))
+        return tables_in(self.state)
+
+    def current_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(tables' state, source partitions) as of the newest committed group batch - from
+        memory while this writer has the group open, else read from storage without the lease
+        (inspection must not take a running query's table away)."""
+        if self.ready:
+            return self.state, self.source_state
+        records = self.logs.commits.latest_per_query()
+        newest = max(records.values(), key=lambda r: r.batch_id, default=None)
+        if newest is None:
+            return {}, {}
+        return dict(newest.datasets or {}), dict(newest.source_partitions or {})
 
 
-__all__ = ["GroupCommitter", "MemberBatch"]
+def tables_in(state: dict[str, Any]) -> list[str]:
+    datasets, quarantine = split_state(state)
+    return sorted({k for k, e in datasets.items() if "batchId" in e} | set(quarantine))
+
+
+__all__ = ["GroupCommitter", "MemberBatch", "tables_in"]

@@ -1,9 +1,22 @@
 """What every sink of this library does around a batch, whatever it writes.
 
 ``BatchSink`` is the ``foreachBatch`` callable's skeleton: one batch at a time (a lock), the
-query's identity (query id + checkpoint), the idempotence check, the intent, the input-file
-records and the abort of a failed attempt. Subclasses stage and commit: ``ExactlyOnceSink`` one
-table, ``DatasetSink`` a group of tables.
+query's identity (query id + checkpoint), the idempotence check, the input-file records and the
+abort of a failed attempt. Subclasses stage and commit: ``ExactlyOnceSink`` one table,
+``DatasetSink`` a group of tables.
+
+**Configuration vs. process state.** A sink object is configuration (table, options,
+checkpoint) plus state that only makes sense in one process: the storage client, the committer
+with the table's lease and its heartbeat thread, the query it is writing for. The state is
+built on first use and never pickled, so the sink can be shipped to where ``foreachBatch`` runs
+- under Spark Connect a Python worker of the server - and it builds its own state there.
+
+**Following the query's life.** The sink holds the table's lease from the query's start (or
+its first batch) until the query ends, however it ends: ``query.stop()``, a failure, the end
+of an ``availableNow`` run or the session stopping. Spark tells us (``sink.query_watch``); the
+lease is released and the heartbeat stops, so the next query on the table - in this process
+or another - starts at once. A sink object may serve one query after another, never two at
+once.
 """
 
 from __future__ import annotations
@@ -19,12 +32,13 @@ from pyspark.sql import DataFrame
 from ..checkpoint.reader import InputFile, SparkCheckpoint
 from ..commit.committer import BatchAttempt, CommitResult, TableCommitter
 from ..commit.faults import FaultHooks
-from ..errors import ConfigError, DuplicateInputError
+from ..errors import ConcurrentWriterError, ConfigError, DuplicateInputError, SinkInUseError
 from ..storage import open_storage
+from ..storage.base import Storage
 from .batch_metrics import BatchObservation
 from .input_filter import drop_committed, keep_new, split_inputs
 from .options import SinkOptions
-from .query_identity import QueryIdentity, resolve_identity
+from .query_identity import QueryIdentity, is_connect, local_query_id, resolve_identity
 
 log = logging.getLogger("streaming_exactly_once.sink")
 
@@ -43,20 +57,59 @@ def _release_leases() -> None:  # a clean interpreter exit frees the table for t
 class BatchSink:
     """Skeleton of a ``foreachBatch`` sink; see the module docstring."""
 
-    committer: TableCommitter
+    #: Attributes that belong to one process: rebuilt after unpickling, never shipped.
+    _PROCESS_STATE = ("_lock", "_storage", "_committer", "_faults", "_writer", "_query", "_active_query", "_session", "_identities")
 
     def __init__(self, table: str, options: SinkOptions) -> None:
         self.options = options
         self.table = table
-        self.storage = open_storage(table, self.options.storage_options)
-        self.faults = FaultHooks.from_env()
         self._checkpoint = self.options.checkpoint_location
-        self._identities: dict[str, QueryIdentity] = {}
-        self._lock = threading.Lock()
-        self._query = None
         self.counters = {"committed": 0, "duplicates": 0, "empty": 0, "failed": 0, "skipped_rows": 0}
         self.last_result: CommitResult | None = None
+        self._setup_process_state()
+        open_storage(table, self.options.storage_options)  # a bad URI or scheme fails here, not in a batch
+
+    def _setup_process_state(self) -> None:
+        self._lock = threading.Lock()
+        self._storage: Storage | None = None
+        self._committer: TableCommitter | None = None
+        self._faults: FaultHooks | None = None
+        self._writer: Any = None
+        self._query: Any = None  # the StreamingQuery ``start`` started (classic and Connect client)
+        self._active_query: str | None = None  # id of the query whose batches this process commits
+        self._session: Any = None  # classic: the session running that query
+        self._identities: dict[str, QueryIdentity] = {}
         _LIVE_SINKS.add(self)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in self._PROCESS_STATE}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._setup_process_state()
+
+    # -- process state, built on first use ------------------------------------------------------
+
+    @property
+    def storage(self) -> Storage:
+        if self._storage is None:
+            self._storage = open_storage(self.table, self.options.storage_options)
+        return self._storage
+
+    @property
+    def faults(self) -> FaultHooks:
+        if self._faults is None:
+            self._faults = FaultHooks.from_env()
+        return self._faults
+
+    @property
+    def committer(self) -> TableCommitter:
+        if self._committer is None:
+            self._committer = self._make_committer()
+        return self._committer
+
+    def _make_committer(self) -> TableCommitter:
+        raise NotImplementedError
 
     @classmethod
     def from_config(
@@ -94,39 +147,114 @@ class BatchSink:
     ):
         """Start ``stream_df`` into this table; returns the ``StreamingQuery``.
 
-        The lease is taken *before* the query starts, so a second writer of the table fails here
-        with ``ConcurrentWriterError`` and its query never runs. ``trigger`` takes the keyword
-        arguments of ``DataStreamWriter.trigger`` (e.g. ``{"availableNow": True}``).
+        Classic Spark: the lease is taken *before* the query starts, so a second writer of the
+        table fails here with ``ConcurrentWriterError`` and its query never runs. Under Spark
+        Connect the sink runs in a worker of the server and takes the lease there, at the first
+        batch. ``trigger`` takes the keyword arguments of ``DataStreamWriter.trigger`` (e.g.
+        ``{"availableNow": True}``).
         """
+        if self._query is not None and self._query.isActive:
+            raise SinkInUseError(
+                f"This sink already writes {self.table} for the running query {self._query.id}. One sink "
+                "object serves one query at a time: stop that query first, or build another sink.",
+                table=self.table,
+            )
         self._checkpoint = checkpoint_location
-        self.committer.ensure_open()
+        remote = is_connect(stream_df)
+        if not remote:
+            self._take_table()
         writer = stream_df.writeStream.foreachBatch(self).option("checkpointLocation", checkpoint_location)
         if trigger:
             writer = writer.trigger(**trigger)
         if query_name:
             writer = writer.queryName(query_name)
-        self._query = writer.start()
-        return self._query
+        query = writer.start()
+        self._query = query
+        if not remote:
+            self._adopt_query(str(query.id), stream_df.sparkSession)
+        return query
 
     def open(self) -> None:
-        """Take the table's lease and recover it now (``start`` does this too).
+        """Take the table's lease and recover it now (``start`` does this too, in classic Spark).
 
         Calling it before building the SparkSession makes a second writer fail within a second,
         instead of after Spark's start-up.
         """
-        self.committer.ensure_open()
+        self._take_table()
 
     def stop(self, timeout_s: float = 120.0) -> None:
         """Stop the query started by ``start``; an in-flight commit is finished first."""
         if self._query is not None:
             self._query.stop()
-        if self._lock.acquire(timeout=timeout_s):
-            self._lock.release()
-        self.close()
+        self._release(timeout_s)
 
     def close(self) -> None:
         """Release the table's lease (the next writer need not wait for it to expire)."""
-        self.committer.close()
+        self._release(120.0)
+
+    # -- the table's lease follows the query ---------------------------------------------------
+
+    def _holds_table(self) -> bool:
+        return self._committer is not None and self._committer.lease.epoch is not None
+
+    def _query_running(self) -> bool:
+        if self._query is not None and self._query.isActive:
+            return True
+        return self._session is not None and self._active_query is not None and self._session.streams.get(self._active_query) is not None
+
+    def _take_table(self) -> None:
+        """Open the table for writing in this process. A sink of this process whose query has
+        ended hands the lease over now (Spark's notice of the end may still be on its way)."""
+        root = self.storage.root_uri
+        for other in list(_LIVE_SINKS):
+            if other is self or not other._holds_table() or other.storage.root_uri != root:
+                continue
+            if other._query_running():
+                raise ConcurrentWriterError(
+                    f"Table {root} is being written by query {other._active_query} in this process. Only one "
+                    "writer may write a table: stop the other query first.",
+                    table=root,
+                )
+            other._release(120.0)
+        self.committer.ensure_open()
+
+    def _adopt_query(self, query_id: str, session: Any) -> None:
+        """From now on this process commits batches of ``query_id`` (and only of it)."""
+        if self._active_query == query_id:
+            return
+        if self._active_query is not None and self._query_running():
+            raise SinkInUseError(
+                f"This sink already writes {self.table} for the running query {self._active_query}; query "
+                f"{query_id} called it too. One sink object serves one query at a time: give each query its "
+                "own sink (and its own table).",
+                table=self.table,
+            )
+        self._active_query = query_id
+        self._session = session
+        if session is not None:
+            from .query_watch import watch_query_end
+
+            watch_query_end(session, query_id, self._query_ended)
+
+    def _query_ended(self, query_id: str) -> None:
+        if self._active_query == query_id:
+            self._release(120.0, only_for=query_id)
+
+    def _release(self, timeout_s: float, *, only_for: str | None = None) -> None:
+        """Release the lease once no batch is in flight (waits for one up to ``timeout_s``)."""
+        got = self._lock.acquire(timeout=timeout_s)
+        try:
+            if only_for is not None and self._active_query != only_for:
+                return
+            if self._query is not None and (only_for is None or str(self._query.id) == only_for):
+                self._query = None
+            self._active_query = None
+            self._session = None
+            if self._committer is not None:
+                self._committer.close()
+        finally:
+            if got:
+                self._lock.release()
 
     # -- foreachBatch ------------------------------------------------------------------------
 
@@ -136,20 +264,23 @@ class BatchSink:
                 result = self._process(df, batch_id)
             except BaseException:
                 self.counters["failed"] += 1
-                self.committer.invalidate()
+                if self._committer is not None:
+                    self._committer.invalidate()
                 raise
             key = "duplicates" if result.status == "duplicate" else result.status
             self.counters[key] += 1
             self.last_result = result
 
     def _identity(self, df: DataFrame) -> QueryIdentity:
-        qid = self.options.query_id or df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
-        cached = self._identities.get(qid or "")
+        key = self.options.query_id or local_query_id(df) or f"checkpoint:{self._checkpoint}"
+        cached = self._identities.get(key)
         if cached is not None:
             return cached
-        identity = resolve_identity(df, query_id=self.options.query_id, checkpoint=self._checkpoint)
+        identity = resolve_identity(
+            df, query_id=self.options.query_id, checkpoint=self._checkpoint, checkpoint_query_id=self._checkpoint_query_id
+        )
         if identity.checkpoint is not None:
-            ckpt_id = SparkCheckpoint(open_storage(identity.checkpoint)).query_id()
+            ckpt_id = self._checkpoint_query_id(identity.checkpoint)
             if self.options.query_id is None and ckpt_id != identity.query_id:
                 raise ConfigError(
                     f"checkpoint_location {identity.checkpoint} belongs to query {ckpt_id}, but this batch comes "
@@ -162,8 +293,23 @@ class BatchSink:
                 "checkpoint of query %s unknown: source offsets and input files are not recorded; "
                 "use sink.start(...) or pass checkpoint_location=", identity.query_id
             )
-        self._identities[identity.query_id] = identity
+        self._identities[key] = identity
         return identity
+
+    def _checkpoint_query_id(self, location: str) -> str:
+        return SparkCheckpoint(open_storage(location)).query_id()
+
+    def _adopt_batch_query(self, identity: QueryIdentity, df: DataFrame) -> None:
+        if self._active_query == identity.query_id:
+            return
+        session = None
+        if not is_connect(df) and self.options.query_id is None:
+            from .query_watch import session_running
+
+            session = session_running(identity.query_id)
+        self._adopt_query(identity.query_id, session)
+        if not self._holds_table():
+            self._take_table()
 
     def _check_columns(self, df: DataFrame) -> None:
         names = set(df.columns)
@@ -177,11 +323,11 @@ class BatchSink:
 
     def _distribute_with(self, df: DataFrame) -> None:
         """Let the commit run very large move lists on the cluster's workers."""
-        if self.committer.distribute is not None:
-            return
+        if self.committer.distribute is not None or is_connect(df):
+            return  # Spark Connect has no SparkContext: the driver's threads move
         try:
             sc = df.sparkSession.sparkContext
-        except Exception:  # Spark Connect has no SparkContext: the driver's threads move
+        except Exception:
             return
         storage = self.storage
 
@@ -193,6 +339,7 @@ class BatchSink:
 
     def _process(self, df: DataFrame, batch_id: int) -> CommitResult:
         identity = self._identity(df)
+        self._adopt_batch_query(identity, df)
         self._distribute_with(df)
         qid = identity.query_id
         self.committer.ensure_open()

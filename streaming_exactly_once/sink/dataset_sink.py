@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 
 from ..checkpoint.reader import InputFile
 from ..commit.committer import BatchAttempt, CommitResult, StagedFile
-from ..commit.group_committer import GroupCommitter, MemberBatch
+from ..commit.group_committer import GroupCommitter, MemberBatch, tables_in
 from ..errors import BatchRejectedError, ConfigError
 from ..table.group_state import QUARANTINE_BATCHES, QUARANTINE_ROWS, expected_by_dataset, source_partitions, split_state, starting_offsets
 from ..table.rejections import read_rejections, write_rejection
@@ -118,9 +118,11 @@ class DatasetSink(BatchSink):
                     key="format",
                 )
         self.staging_mode = "rename"
-        self.committer = GroupCommitter(self.storage, self.options.committer_options(), faults=self.faults)
         self.counters["rejected_tables"] = 0
         self.counters["quarantined_rows"] = 0
+
+    def _make_committer(self) -> GroupCommitter:
+        return GroupCommitter(self.storage, self.options.committer_options(), faults=self.faults)
 
     # -- per batch -----------------------------------------------------------------------------
 
@@ -294,24 +296,18 @@ class DatasetSink(BatchSink):
 
     # -- inspection ----------------------------------------------------------------------------
 
-    def _state(self) -> dict[str, Any]:
-        self.committer.ensure_open()
-        return self.committer.state  # type: ignore[attr-defined]
-
     def watermarks(self) -> dict[str, dict[str, Any]]:
         """Per table: its latest batch, status, rows, watermarks (low/high/batch min-max) and
         the expected high the source gave - kept for tables absent from recent batches."""
-        return split_state(self._state())[0]
+        return split_state(self.committer.current_state()[0])[0]
 
     def tables(self) -> list[str]:
-        self.committer.ensure_open()
-        return self.committer.tables()  # type: ignore[attr-defined]
+        return tables_in(self.committer.current_state()[0])
 
     def starting_offsets(self, source: int = 0) -> str | None:
         """Kafka ``startingOffsets`` JSON resuming after the last committed batch (to seed a query
         whose checkpoint was lost); None if the source has no partitioned offsets."""
-        self.committer.ensure_open()
-        return starting_offsets(self.committer.source_state, source)  # type: ignore[attr-defined]
+        return starting_offsets(self.committer.current_state()[1], source)
 
     def rejections(self) -> list[dict[str, Any]]:
         """Batches the ``full`` policy refused to publish, with the checks that failed."""

@@ -72,14 +72,21 @@ class ExactlyOnceSink(BatchSink):
                 f"and csv; for format={self.options.format!r} pass staging_mode='rename'.",
                 key="staging_mode",
             )
-        self.committer = TableCommitter(self.storage, self.options.committer_options(), faults=self.faults)
-        writer_cls = RenameWriter if self.staging_mode == "rename" else DirectWriter
-        self.writer = writer_cls(
-            self.storage,
-            format=self.options.format,
-            partition_by=self.options.partition_by,
-            options=dict(self.options.writer_options),
-        )
+
+    def _make_committer(self) -> TableCommitter:
+        return TableCommitter(self.storage, self.options.committer_options(), faults=self.faults)
+
+    @property
+    def writer(self) -> RenameWriter | DirectWriter:
+        if self._writer is None:
+            writer_cls = RenameWriter if self.staging_mode == "rename" else DirectWriter
+            self._writer = writer_cls(
+                self.storage,
+                format=self.options.format,
+                partition_by=self.options.partition_by,
+                options=dict(self.options.writer_options),
+            )
+        return self._writer
 
     def _stage_and_commit(self, df: DataFrame, attempt: BatchAttempt, new_inputs: list[InputFile], skipped_rows, offsets) -> CommitResult:
         t_stage = time.perf_counter()

@@ -1,11 +1,16 @@
 """Which streaming query is calling ``foreachBatch``, and where its checkpoint is.
 
-The idempotence key is (query id, batch id). Spark puts the persistent query id - the ``id`` in
-``<checkpoint>/metadata``, new whenever the checkpoint is new - into the local property
-``sql.streaming.queryId`` of the thread that runs the batch. The checkpoint location is given to
-``ExactlyOnceSink.start``, passed as ``checkpoint_location=``, or looked up among the active
-queries of the session; without it the sink still works but cannot record source offsets or
-input files (and so cannot protect a recreated checkpoint from re-reading committed files).
+The idempotence key is (query id, batch id). The query id is the persistent ``id`` in
+``<checkpoint>/metadata`` - new whenever the checkpoint is new. Classic Spark also puts it into
+the local property ``sql.streaming.queryId`` of the thread that runs the batch. Under Spark
+Connect there is no SparkContext in the ``foreachBatch`` worker, so the id is read from the
+checkpoint's ``metadata`` file, which Spark writes before the first batch runs.
+
+The checkpoint location is given to ``ExactlyOnceSink.start``, passed as
+``checkpoint_location=``, or (classic only) looked up among the active queries of the session;
+without it the sink still works in classic Spark but cannot record source offsets or input
+files (and so cannot protect a recreated checkpoint from re-reading committed files); under
+Spark Connect it is required.
 """
 
 from __future__ import annotations
@@ -42,14 +47,36 @@ def _active_checkpoint(query_id: str) -> str | None:
     return None
 
 
-def resolve_identity(df, *, query_id: str | None, checkpoint: str | None) -> QueryIdentity:
-    """The calling query's id and checkpoint (explicit values win)."""
-    qid = query_id
-    if qid is None:
-        qid = df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+def is_connect(obj) -> bool:
+    """Whether a DataFrame or SparkSession is Spark Connect's (vs classic py4j PySpark)."""
+    return type(obj).__module__.startswith("pyspark.sql.connect")
+
+
+def local_query_id(df) -> str | None:
+    """Classic Spark: the query id Spark set on the thread running the batch (None under Connect)."""
+    if is_connect(df):
+        return None
+    return df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY) or None
+
+
+def resolve_identity(df, *, query_id: str | None, checkpoint: str | None, checkpoint_query_id) -> QueryIdentity:
+    """The calling query's id and checkpoint (explicit values win).
+
+    ``checkpoint_query_id(location)`` reads the id from ``<location>/metadata``."""
+    qid = query_id or local_query_id(df)
+    if qid is None and is_connect(df):
+        if checkpoint is None:
+            raise IdentityError(
+                "Under Spark Connect the sink learns the query's id from its checkpoint, and this sink was "
+                "not told where that is. Start the query with sink.start(df, checkpoint_location=...), or "
+                "build the sink with checkpoint_location= (the same location the query uses)."
+            )
+        qid = checkpoint_query_id(checkpoint)
     if not qid:
         raise IdentityError(
             "ExactlyOnceSink was called outside a streaming query's foreachBatch (no query id). "
             "Use it as writeStream.foreachBatch(sink) or sink.start(df), or pass query_id= explicitly."
         )
-    return QueryIdentity(query_id=qid, checkpoint=checkpoint or _active_checkpoint(qid))
+    if checkpoint is None and not is_connect(df):
+        checkpoint = _active_checkpoint(qid)
+    return QueryIdentity(query_id=qid, checkpoint=checkpoint)

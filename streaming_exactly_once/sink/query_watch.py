@@ -1,0 +1,87 @@
+"""Spark's own notice that a streaming query ended, delivered to the sink that writes for it.
+
+A sink holds its table's lease (and a heartbeat thread) while its query runs. Users end
+queries in many ways - ``query.stop()``, the Spark UI, an exception, ``availableNow`` running
+dry, the session stopping - and almost never through the sink. So the sink asks Spark: one
+``StreamingQueryListener`` per session, registered the first time a sink of that session needs
+it, calls back on ``onQueryTerminated`` with the query's id, and the sink releases the table.
+
+Classic PySpark only: the listener runs in this driver process, where the sink's lease lives.
+Under Spark Connect the ``foreachBatch`` function runs in a Python worker of the server, which
+the server stops when the query ends; a lease left by a process that is gone is taken over at
+once (``commit.lease``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+log = logging.getLogger("streaming_exactly_once.sink")
+
+OnEnd = Callable[[str], None]
+
+
+class _QueryEndListener(StreamingQueryListener):
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._callbacks: dict[str, list[OnEnd]] = {}
+
+    def add(self, query_id: str, callback: OnEnd) -> None:
+        with self._lock:
+            callbacks = self._callbacks.setdefault(query_id, [])
+            if callback not in callbacks:
+                callbacks.append(callback)
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        pass
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        query_id = str(event.id)
+        with self._lock:
+            callbacks = self._callbacks.pop(query_id, [])
+        for callback in callbacks:
+            try:
+                callback(query_id)
+            except Exception:  # a listener must never break Spark's listener bus
+                log.exception("releasing the table after query %s ended failed", query_id)
+
+
+_LISTENERS: dict[int, _QueryEndListener] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def watch_query_end(session: Any, query_id: str, callback: OnEnd) -> None:
+    """Call ``callback(query_id)`` once the query started on ``session`` terminates."""
+    key = id(session)
+    with _REGISTRY_LOCK:
+        listener = _LISTENERS.get(key)
+        if listener is None:
+            listener = _LISTENERS[key] = _QueryEndListener()
+            session.streams.addListener(listener)
+    listener.add(query_id, callback)
+
+
+def session_running(query_id: str) -> Any | None:
+    """The (classic) session on which query ``query_id`` is active, if any.
+
+    ``foreachBatch`` hands the function a DataFrame of a *clone* of the session that started
+    the query; listeners and ``streams.get`` only know the query on the original session."""
+    try:
+        from pyspark.sql import SparkSession
+
+        for session in (SparkSession._instantiatedSession, SparkSession.getActiveSession()):
+            if session is not None and session.streams.get(query_id) is not None:
+                return session
+    except Exception:  # no classic session in this process (Spark Connect worker)
+        log.debug("no session runs query %s", query_id, exc_info=True)
+    return None
