@@ -1,0 +1,100 @@
+"""The sink follows its query's life in one Python process (the notebook habit).
+
+However a query ends - ``query.stop()``, a failure in ``foreachBatch``, an ``availableNow`` run
+that drains its input - the sink's hold on the table ends with it: the next query on the table,
+with a new sink or the same one, starts at once.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import pytest
+
+from streaming_exactly_once import ExactlyOnceSink
+from streaming_exactly_once.commit.lease import read_lease_state
+from streaming_exactly_once.errors import SinkInUseError
+from streaming_exactly_once.storage import open_storage
+from tests.datagen import write_csv_files
+from tests.sink.conftest import assert_exactly_once, assert_table_clean, stream
+
+pytestmark = pytest.mark.spark
+
+
+def _wait_released(table, timeout=30.0):
+    """The lease is free (released, not merely expired) within ``timeout`` - Spark's notice of
+    the end arrives on its listener bus shortly after the query stops."""
+    deadline = time.time() + timeout
+    state = None
+    while time.time() < deadline:
+        state = read_lease_state(open_storage(str(table)))
+        if state is not None and not state.alive and state.reason == "released":
+            return state
+        time.sleep(0.1)
+    raise AssertionError(f"lease not released after the query ended: {state}")
+
+
+def test_query_stop_then_a_new_sink_starts_at_once(spark, tmp_path):
+    ids = write_csv_files(tmp_path / "in", n_files=6, rows_per_file=5)
+    table, ckpt = tmp_path / "t", tmp_path / "ckpt"
+    first = ExactlyOnceSink(str(table), partition_by=["p"])
+    q = first.start(stream(spark, tmp_path / "in", 1), checkpoint_location=str(ckpt), trigger={"processingTime": "50 milliseconds"})
+    while first.counters["committed"] < 2:
+        assert q.exception() is None
+        time.sleep(0.05)
+    q.stop()  # the user stops the query, not the sink
+    # a new sink on the same table, right away: no ConcurrentWriterError from our own process
+    second = ExactlyOnceSink(str(table), partition_by=["p"])
+    q2 = second.start(stream(spark, tmp_path / "in", 2), checkpoint_location=str(ckpt), trigger={"availableNow": True})
+    q2.awaitTermination()
+    _wait_released(table)
+    assert first._committer.lease.epoch is None and first._committer.lease._thread is None  # no heartbeat left
+    assert_exactly_once(spark, table, ids)
+    assert_table_clean(table)
+
+
+def test_the_same_sink_object_serves_one_query_after_another_never_two(spark, tmp_path):
+    ids = write_csv_files(tmp_path / "in", n_files=4, rows_per_file=5)
+    table, ckpt = tmp_path / "t", tmp_path / "ckpt"
+    sink = ExactlyOnceSink(str(table), partition_by=["p"])
+    q = sink.start(stream(spark, tmp_path / "in", 1), checkpoint_location=str(ckpt), trigger={"processingTime": "100 milliseconds"})
+    with pytest.raises(SinkInUseError):
+        sink.start(stream(spark, tmp_path / "in", 1), checkpoint_location=str(tmp_path / "other"))
+    while sink.counters["committed"] < 1:
+        time.sleep(0.05)
+    q.stop()
+    more = write_csv_files(tmp_path / "in", n_files=2, rows_per_file=5, start_file=4)
+    sink.start(stream(spark, tmp_path / "in", 2), checkpoint_location=str(ckpt), trigger={"availableNow": True}).awaitTermination()
+    _wait_released(table)
+    assert_exactly_once(spark, table, ids + more)
+
+
+def test_a_query_failing_in_foreach_batch_releases_the_table(spark, tmp_path):
+    ids = write_csv_files(tmp_path / "in", n_files=3, rows_per_file=5)
+    table, ckpt = tmp_path / "t", tmp_path / "ckpt"
+    # a watermark column the rows do not have: every batch fails in foreachBatch
+    bad = ExactlyOnceSink(str(table), partition_by=["p"], watermark_columns=["nope"])
+    q = bad.start(stream(spark, tmp_path / "in", 1), checkpoint_location=str(ckpt), trigger={"availableNow": True})
+    with pytest.raises(Exception):
+        q.awaitTermination()
+    _wait_released(table)
+    good = ExactlyOnceSink(str(table), partition_by=["p"])
+    good.start(stream(spark, tmp_path / "in", 2), checkpoint_location=str(ckpt), trigger={"availableNow": True}).awaitTermination()
+    assert_exactly_once(spark, table, ids)
+
+
+def test_checkpoint_deleted_and_query_restarted_in_the_same_session(spark, tmp_path):
+    first = write_csv_files(tmp_path / "in", n_files=4, rows_per_file=5)
+    table, ckpt = tmp_path / "t", tmp_path / "ckpt"
+    ExactlyOnceSink(str(table), partition_by=["p"]).start(
+        stream(spark, tmp_path / "in", 2), checkpoint_location=str(ckpt), trigger={"availableNow": True}
+    ).awaitTermination()
+    shutil.rmtree(ckpt)  # lost: the file source re-reads every file under a new query id
+    second = write_csv_files(tmp_path / "in", n_files=2, rows_per_file=5, start_file=4)
+    sink = ExactlyOnceSink(str(table), partition_by=["p"])
+    sink.start(stream(spark, tmp_path / "in", 3), checkpoint_location=str(ckpt), trigger={"availableNow": True}).awaitTermination()
+    _wait_released(table)
+    assert sink.counters["skipped_rows"] == len(first)
+    assert_exactly_once(spark, table, first + second)
+    assert_table_clean(table)
