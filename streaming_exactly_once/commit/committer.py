@@ -246,7 +246,7 @@ class TableCommitter:
         self._ready = False
 
     def ensure_open(self) -> None:
-        if not self._ready:
+        if not self._ready or self.lease.epoch is None:  # the lease may have been given up
             self.open()
 
     def close(self) -> None:

@@ -252,6 +252,10 @@ class Lease:
         self.clock = clock
         self.writer_id = str(uuid.uuid4())
         self.epoch: int | None = None
+        #: Optional: whether whoever holds the lease still needs it (the sink sets it to "is my
+        #: SparkContext still running" - Spark says nothing to listeners when a session stops).
+        #: The heartbeat gives the lease up the first time it answers False.
+        self.holder_alive: Callable[[], bool] | None = None
         self._fenced = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -369,6 +373,10 @@ class Lease:
         def loop() -> None:
             while not self._stop.wait(interval):
                 try:
+                    alive = self.holder_alive
+                    if alive is not None and not alive():
+                        self._give_up()
+                        return
                     self.beat()
                 except Exception:  # a missed beat only shortens our lease; never crash the query
                     pass
@@ -378,8 +386,16 @@ class Lease:
         self._thread = threading.Thread(target=loop, name="seo-lease-heartbeat", daemon=True)
         self._thread.start()
 
+    def _give_up(self) -> None:
+        """``release`` from the heartbeat thread itself (which cannot join itself)."""
+        if self.epoch is not None and not self.is_fenced():
+            self._write_heartbeat(released=True)
+        self.epoch = None
+        self._thread = None
+
     def stop_heartbeat(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+        self._thread = None

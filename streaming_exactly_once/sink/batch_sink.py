@@ -232,9 +232,11 @@ class BatchSink:
         self._active_query = query_id
         self._session = session
         if session is not None:
-            from .query_watch import watch_query_end
+            from .query_watch import spark_context_running, watch_query_end
 
             watch_query_end(session, query_id, self._query_ended)
+            # Stopping the session ends the query without telling listeners: the heartbeat asks.
+            self.committer.lease.holder_alive = spark_context_running
 
     def _query_ended(self, query_id: str) -> None:
         if self._active_query == query_id:

@@ -71,6 +71,15 @@ def watch_query_end(session: Any, query_id: str, callback: OnEnd) -> None:
     listener.add(query_id, callback)
 
 
+def spark_context_running() -> bool:
+    """Whether this process still has a running classic SparkContext (a local check, no JVM call):
+    ``spark.stop()`` ends every query without an ``onQueryTerminated``, so the lease's heartbeat
+    asks this instead."""
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
+
+
 def session_running(query_id: str) -> Any | None:
     """The (classic) session on which query ``query_id`` is active, if any.
 

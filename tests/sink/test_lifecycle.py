@@ -98,3 +98,45 @@ def test_checkpoint_deleted_and_query_restarted_in_the_same_session(spark, tmp_p
     assert sink.counters["skipped_rows"] == len(first)
     assert_exactly_once(spark, table, first + second)
     assert_table_clean(table)
+
+
+SESSION_STOP_SCRIPT = """
+import sys, time
+from pyspark.sql import SparkSession
+from streaming_exactly_once import ExactlyOnceSink
+from tests.datagen import CSV_SCHEMA
+spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+sink = ExactlyOnceSink(sys.argv[2], partition_by=["p"], lease_timeout="3s")
+df = spark.readStream.schema(CSV_SCHEMA).option("maxFilesPerTrigger", 1).csv(sys.argv[1])
+q = sink.start(df, checkpoint_location=sys.argv[3], trigger={"processingTime": "100 milliseconds"})
+while sink.counters["committed"] < 1:
+    time.sleep(0.05)
+spark.stop()  # ends the query without telling any listener
+print("STOPPED", flush=True)
+time.sleep(60)  # the process lives on, as a notebook kernel does
+"""
+
+
+def test_stopping_the_session_releases_the_table(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.sink.conftest import REPO
+
+    write_csv_files(tmp_path / "in", n_files=3, rows_per_file=5)
+    table = tmp_path / "t"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SESSION_STOP_SCRIPT, str(tmp_path / "in"), str(table), str(tmp_path / "ckpt")],
+        cwd=REPO, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        for line in proc.stdout:
+            if line.startswith("STOPPED"):
+                break
+        else:
+            raise AssertionError("the script ended before stopping its session")
+        state = _wait_released(table, timeout=10)  # one heartbeat interval (1 s) after spark.stop()
+        assert proc.poll() is None and state.writer.pid == proc.pid  # released by the live process itself
+    finally:
+        proc.kill()
