@@ -43,7 +43,7 @@ from ..table.rejections import read_rejections, write_rejection
 from .arrow_file_writer import check_partition_types
 from .batch_sink import BatchSink, log
 from .checks import Check, CheckResult, batch_checks, mandatory_failures, row_checks
-from .group_writer import CHECK_SEPARATOR, FAILED, FAILED_CHECKS, RESULT_SCHEMA, make_group_task_writer
+from .group_writer import BUILTIN_ROW_CHECKS, CHECK_SEPARATOR, FAILED, FAILED_CHECKS, RESULT_SCHEMA, make_group_task_writer
 from .options import DIRECT_FORMATS, SinkOptions
 from .outputs import Output, resolve_outputs
 
@@ -171,7 +171,10 @@ class DatasetSink(BatchSink):
                     has_failed_column=has_failed,
                 )
                 data_schema = out.drop(*[c for c in (FAILED, output.dataset_column) if c])
-                quarantine_schema = out.withColumnRenamed(FAILED, FAILED_CHECKS) if has_failed else out
+                # without row checks, only the writer's own checks (NULL dataset, names too long) add the column
+                quarantine_schema = (
+                    out.withColumnRenamed(FAILED, FAILED_CHECKS) if has_failed else out.withColumn(FAILED_CHECKS, F.lit(None).cast("string"))
+                )
                 for row in out.mapInArrow(fn, RESULT_SCHEMA).collect():
                     entry = tables.get(row["table"])
                     if entry is None:
@@ -229,6 +232,10 @@ class DatasetSink(BatchSink):
                 CheckResult(c.name, not (bad_rows and bad_rows.failed.get(c.name)), False,
                             f"{bad_rows.failed.get(c.name, 0) if bad_rows else 0} row(s) quarantined")
                 for c in row_checks(checks)
+            ] + [  # the writer's own checks are listed only when rows failed them
+                CheckResult(name, False, False, f"{bad_rows.failed[name]} row(s) quarantined")
+                for name in BUILTIN_ROW_CHECKS
+                if bad_rows and bad_rows.failed.get(name)
             ]
             if t.kind == "quarantine":
                 alone = dataset not in tables  # no row of the dataset passed: this stands in for it

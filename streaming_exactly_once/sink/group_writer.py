@@ -7,6 +7,10 @@ Each Spark task receives Arrow batches (``mapInArrow``) of one output's rows, wi
   the output's name plus the row's dataset value (``outputs.Output.table_for``);
 * failed rows - and rows whose dataset value is NULL - to
   ``<staging>/data/_quarantine/rows/<table>/part-...`` with a ``_seo_failed_checks`` column;
+* rows that need a directory name longer than a filesystem allows (``outputs.NAME_MAX_BYTES``:
+  a dataset value, or a partition's ``k=v``) to quarantine as well, with the built-in check
+  they failed (``DATASET_NAME_CHECK``, ``PARTITION_NAME_CHECK``). Writing them would fail the
+  batch on every retry - one such row would stop the query for good;
 
 and returns one row per file: where it goes, its size, and what the quality gates need without
 another scan - rows, null counts per column, min/max of the watermark columns, failures per
@@ -24,12 +28,16 @@ from ..manifest.paths import partition_dir
 from ..storage.base import Storage
 from ..table.group_state import QUARANTINE_ROWS
 from .arrow_file_writer import EXTENSIONS, FileSink, json_value, partition_text, split_by
-from .outputs import Output
+from .outputs import NAME_MAX_BYTES, Output, dataset_fits, fits_in_name
 
 FAILED = "__seo_failed"
 FAILED_CHECKS = "_seo_failed_checks"
 CHECK_SEPARATOR = "; "
 NULL_DATASET_CHECK = "dataset value is not null"
+DATASET_NAME_CHECK = f"dataset directory name <= {NAME_MAX_BYTES} bytes"
+PARTITION_NAME_CHECK = f"partition directory name <= {NAME_MAX_BYTES} bytes"
+#: Row checks the writer applies by itself (never configured, never mandatory).
+BUILTIN_ROW_CHECKS = (NULL_DATASET_CHECK, DATASET_NAME_CHECK, PARTITION_NAME_CHECK)
 RESULT_SCHEMA = "table string, rel string, staged string, size long, mtime long, rows long, kind string, stats string"
 
 
@@ -101,17 +109,37 @@ def make_group_task_writer(
             sink.write(data)
 
         def write_good(table_path: str, rows) -> None:
+            """Rows that passed every check; ``rows`` still has the dataset column (if any)."""
             for key, part in split_by(rows, partition_by):
                 directory = partition_dir([(c, partition_text(key[c])) for c in partition_by])
-                write(table_path, directory, part, "data")
+                if all(fits_in_name(component) for component in directory.split("/")):
+                    write(table_path, directory, part.drop_columns([dataset_column]) if dataset_column else part, "data")
+                else:
+                    write_bad(table_path, with_reason(part, PARTITION_NAME_CHECK))
 
         def write_bad(table_path: str, rows) -> None:
+            """Rows for quarantine; one file may get rows of several kinds (failed a row check,
+            NULL dataset, name too long), so their ``_seo_failed_checks`` is always nullable."""
+            i = rows.schema.get_field_index(FAILED_CHECKS)
+            if i >= 0 and not rows.schema.field(i).nullable:
+                rows = rows.cast(rows.schema.set(i, rows.schema.field(i).with_nullable(True)))
             write(f"{QUARANTINE_ROWS}/{table_path}", "", rows, "quarantine")
 
+        def with_reason(rows, reason: str):
+            """``rows`` with ``reason`` added to (or as) their ``_seo_failed_checks``."""
+            if FAILED_CHECKS in rows.column_names:
+                i = rows.column_names.index(FAILED_CHECKS)
+                column = rows[FAILED_CHECKS]
+                joined = pc.binary_join_element_wise(column, pa.scalar(reason, column.type), pa.scalar(CHECK_SEPARATOR, column.type))
+                return rows.set_column(i, FAILED_CHECKS, joined)
+            return rows.append_column(FAILED_CHECKS, pa.array([reason] * rows.num_rows, failed_type))
+
+        failed_type = None
         for batch in batches:
             if batch.num_rows == 0:
                 continue
             table = pa.Table.from_batches([batch])
+            failed_type = table.schema.field(FAILED).type if has_failed_column else pa.string()
             if has_failed_column:
                 failed = table[FAILED]
                 bad_mask = pc.and_(pc.is_valid(failed), pc.not_equal(failed, ""))
@@ -129,14 +157,18 @@ def make_group_task_writer(
             for key, part in split_by(good, (dataset_column,)):
                 value = key[dataset_column]
                 if value is None:  # no dataset to land in: quarantined, never dropped
-                    kind = table.schema.field(FAILED).type if has_failed_column else pa.string()
-                    marked = part.append_column(FAILED_CHECKS, pa.array([NULL_DATASET_CHECK] * part.num_rows, kind))
-                    write_bad(output.table_for(None), marked)
+                    write_bad(output.table_for(None), with_reason(part, NULL_DATASET_CHECK))
+                elif not dataset_fits(partition_text(value)):  # no directory can hold it
+                    write_bad(output.table_for(partition_text(value)), with_reason(part, DATASET_NAME_CHECK))
                 else:
-                    write_good(output.table_for(partition_text(value)), part.drop_columns([dataset_column]))
+                    write_good(output.table_for(partition_text(value)), part)
             if bad is not None and bad.num_rows:
                 for key, part in split_by(bad, (dataset_column,)):
                     value = key[dataset_column]
+                    if value is None:
+                        part = with_reason(part, NULL_DATASET_CHECK)
+                    elif not dataset_fits(partition_text(value)):
+                        part = with_reason(part, DATASET_NAME_CHECK)
                     write_bad(output.table_for(None if value is None else partition_text(value)), part)
 
         out: dict[str, list] = {k: [] for k in ("table", "rel", "staged", "size", "mtime", "rows", "kind", "stats")}

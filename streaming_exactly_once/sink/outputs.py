@@ -40,15 +40,42 @@ class Output:
             object.__setattr__(self, "checks", tuple(self.checks))
 
     def table_for(self, dataset: str | None) -> str:
-        """The table path under the root for a dataset value (or the output itself)."""
+        """The table path under the root for a dataset value (or the output itself).
+
+        A NULL value, or one whose directory name would not fit in ``NAME_MAX_BYTES``, gets a
+        fixed name starting with ``_`` (which ``dataset_dir_name`` never produces): only the
+        quarantine uses it, since such rows have no table to land in.
+        """
         if self.dataset_column is None:
             return self.name
-        leaf = dataset_dir_name(dataset) if dataset is not None else NULL_DATASET
+        if dataset is None:
+            leaf = NULL_DATASET
+        else:
+            leaf = dataset_dir_name(dataset) if dataset_fits(dataset) else TOO_LONG_DATASET
         return f"{self.name}/{leaf}" if self.name else leaf
 
 
 #: The table of rows whose dataset value is NULL (they go to quarantine: no dataset to land in).
 NULL_DATASET = "__null__"
+
+#: The table of rows whose dataset value is too long for a directory name (``fits_in_name``).
+TOO_LONG_DATASET = "__too_long__"
+
+#: The longest file or directory name, in bytes, that common filesystems accept (``NAME_MAX`` on
+#: Linux; ext4, xfs, btrfs, APFS and NTFS all stop near it). A row that needs a longer directory
+#: name can never be written, so every retry of its batch would fail: the group writer sends such
+#: rows to quarantine instead.
+NAME_MAX_BYTES = 255
+
+
+def fits_in_name(name: str) -> bool:
+    """Whether ``name`` can be one component of a path (see ``NAME_MAX_BYTES``)."""
+    return len(name.encode("utf-8")) <= NAME_MAX_BYTES
+
+
+def dataset_fits(value: str) -> bool:
+    """Whether a dataset value can have a table of its own (its directory name fits)."""
+    return fits_in_name(dataset_dir_name(value))
 
 
 def dataset_dir_name(value: str) -> str:
@@ -78,6 +105,12 @@ def check_table_path(path: str, *, what: str, allow_empty: bool = False) -> None
             raise ConfigError(
                 f"{what} {path!r}: each part must be a plain name not starting with '_' or '.' (those are hidden "
                 "from readers, and '_quarantine' is the sink's own)",
+                key="outputs",
+            )
+        if not fits_in_name(part):
+            raise ConfigError(
+                f"{what} {path!r}: the part {part[:40]!r}... is {len(part.encode('utf-8'))} bytes long; directory "
+                f"names may have at most {NAME_MAX_BYTES} bytes. Use a shorter name.",
                 key="outputs",
             )
 

@@ -166,6 +166,18 @@ class Storage(ABC):
     def makedirs(self, path: str) -> None:
         """Create a directory and its parents (a no-op on object stores)."""
 
+    def check_exclusive_create(self, probe_dir: str) -> None:
+        """Make sure ``put_if_absent`` really is exclusive here, or raise ``UnsupportedStorageError``.
+
+        Promise 1 rests on the service, not on this library: an S3-compatible endpoint that
+        ignores ``If-None-Match: *`` lets every create succeed, silently, and with it two writers
+        could both claim a batch. A backend whose exclusivity depends on such a remote service
+        probes it under ``probe_dir`` (a directory of this storage the caller owns, e.g.
+        ``_seo/probe``), leaves nothing behind and remembers the answer for the process. Here
+        the default does nothing: local disk and memory get exclusivity from the kernel (or
+        the process lock), which the conformance suite proves.
+        """
+
     # -- prepared files (background compaction) ----------------------------------------------
 
     #: Whether a file can be built by appends under a hidden name and then published by an

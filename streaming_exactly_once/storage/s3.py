@@ -8,6 +8,9 @@
 * ``rename`` is copy + delete: not atomic and O(size). The sink therefore defaults to the
   rename-free ``direct`` staging mode on S3, where the manifest write is the only commit.
 * Listing caches are disabled (see ``fsspec_store``).
+* Not every S3-compatible service honours ``If-None-Match: *``; one that ignores it answers
+  200 to every create, and nothing would show it. ``check_exclusive_create`` proves the
+  endpoint once per process (per endpoint and bucket) by creating one probe object twice.
 
 URIs ``s3://``, ``s3a://`` and ``s3n://`` all map to s3fs; the scheme the user gave is kept in
 ``root_uri`` so that manifest entries carry the scheme their Spark readers use.
@@ -16,12 +19,20 @@ URIs ``s3://``, ``s3a://`` and ``s3n://`` all map to s3fs; the scheme the user g
 from __future__ import annotations
 
 import errno
+import threading
+import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..errors import UnsupportedStorageError
+from .base import join
 from .fsspec_store import FsspecStorage
 
 _SINGLE_PUT_LIMIT = 5 * 1024**3
+
+#: (endpoint URL, bucket) -> None if create-if-absent proved exclusive there, else the reason.
+_PROBED: dict[tuple[str, str], str | None] = {}
+_PROBE_LOCK = threading.Lock()
 
 
 class S3Storage(FsspecStorage):
@@ -51,3 +62,34 @@ class S3Storage(FsspecStorage):
             raise FileExistsError(errno.EEXIST, "rename target exists", self.uri(dst))
         self._fs.copy(s, d)
         self._fs.rm_file(s)
+
+    def check_exclusive_create(self, probe_dir: str) -> None:
+        """Create ``<probe_dir>/<uuid>`` twice; the second create must fail (see ``Storage``)."""
+        endpoint = self._fs.connect().meta.endpoint_url
+        bucket = self._native_root.split("/", 1)[0]
+        key = (endpoint, bucket)
+        with _PROBE_LOCK:  # one probe per endpoint and bucket, even when many tables open at once
+            if key not in _PROBED:
+                _PROBED[key] = self._probe(join(probe_dir, uuid.uuid4().hex))
+            problem = _PROBED[key]
+        if problem is not None:
+            raise UnsupportedStorageError(
+                f"S3 endpoint {endpoint} (bucket {bucket}) does not honour conditional writes: {problem} "
+                "Without an exclusive create-if-absent, two writers could both commit the same batch and a fenced "
+                "writer would not be stopped. Use an S3 service or version that supports PutObject with "
+                "'If-None-Match: *' (answering 412 Precondition Failed when the key exists), or a filesystem "
+                "path; then restart the job.",
+                endpoint=endpoint,
+                bucket=bucket,
+            )
+
+    def _probe(self, path: str) -> str | None:
+        """None if a second create of ``path`` fails as it must, else what went wrong."""
+        self.put_if_absent(path, b"first")
+        try:
+            self.put_if_absent(path, b"second")
+        except FileExistsError:
+            return None
+        finally:
+            self.delete(path)
+        return f"a second create-if-absent of {self.uri(path)} succeeded instead of failing with 412."

@@ -260,6 +260,84 @@ def test_row_checks_quarantine_failing_rows(spark, tmp_path):
     assert sink.counters["quarantined_rows"] == len(bad)
 
 
+def test_values_too_long_for_a_directory_name_are_quarantined(spark, tmp_path):
+    """r14: a dataset value whose directory name exceeds 255 bytes (90 CJK characters, 270
+    bytes) made every retry of its batch fail with "File name too long". Such rows - and rows
+    whose partition directory ``k=v`` would be too long - now go to quarantine, named and
+    counted like failed row checks; the batch commits and every row lands exactly once."""
+    from streaming_exactly_once.sink.group_writer import DATASET_NAME_CHECK, PARTITION_NAME_CHECK
+    from streaming_exactly_once.sink.outputs import NAME_MAX_BYTES, TOO_LONG_DATASET
+
+    long_topic, long_day = "中" * 90, "x" * 300
+    assert len(dataset_dir_name(long_topic).encode()) > NAME_MAX_BYTES
+    ids = write_csv_files(tmp_path / "in", n_files=4, rows_per_file=10)
+    stream_df = (
+        spark.readStream.schema(CSV_SCHEMA).option("maxFilesPerTrigger", 2).csv(str(tmp_path / "in"))
+        .withColumn(
+            "topic",
+            F.when(F.col("id") % 10 == 4, F.lit(long_topic)).when(F.col("id") % 10 == 1, F.lit(None)).otherwise(F.col("p")),
+        )
+        .withColumn("day", F.when(F.col("id") % 10 == 5, F.lit(long_day)).otherwise(F.lit("2026-11-20")))
+    )
+    root = tmp_path / "lake"
+    sink = DatasetSink(str(root), dataset_column="topic", partition_by=["day"], checks=[Check.row("id % 7 <> 0", name="no 7")])
+    query = sink.start(stream_df, checkpoint_location=str(tmp_path / "ckpt"), trigger={"availableNow": True})
+    query.awaitTermination()
+    sink.close()
+    assert sink.counters["committed"] == 2 and sink.counters["failed"] == 0
+
+    long_ids = {i for i in ids if i % 10 == 4}  # 14 also fails "no 7": both reasons
+    null_ids = {i for i in ids if i % 10 == 1}  # 21 too
+    long_day_ids = {i for i in ids if i % 10 == 5}
+    sevens = {i for i in ids if i % 7 == 0}
+    seen: Counter = Counter()
+    too_long = read.pandas(str(root / "_quarantine" / "rows" / TOO_LONG_DATASET))
+    assert_once(Counter(too_long["id"].tolist()), long_ids, "quarantine of too long dataset values")
+    seen.update(too_long["id"].tolist())
+    for i, reasons in zip(too_long["id"], too_long["_seo_failed_checks"]):
+        assert reasons == (f"no 7; {DATASET_NAME_CHECK}" if i % 7 == 0 else DATASET_NAME_CHECK), (i, reasons)
+    assert set(too_long["topic"]) == {long_topic}  # the value itself is kept, for whoever repairs it
+    nulls = read.pandas(str(root / "_quarantine" / "rows" / "__null__"))
+    assert_once(Counter(nulls["id"].tolist()), null_ids, "quarantine of NULL dataset values")
+    seen.update(nulls["id"].tolist())
+    for i, reasons in zip(nulls["id"], nulls["_seo_failed_checks"]):
+        assert reasons == ("no 7; dataset value is not null" if i % 7 == 0 else "dataset value is not null"), (i, reasons)
+    # the state holds each table's checks of its last batch (ids 20..39), counted per check
+    last = {i for i in ids if i >= 20}
+    marks = sink.watermarks()
+    named = {c["name"]: c for c in marks[TOO_LONG_DATASET]["checks"]}
+    assert marks[TOO_LONG_DATASET]["status"] == "quarantined"
+    assert named[DATASET_NAME_CHECK] == {
+        "name": DATASET_NAME_CHECK, "passed": False, "mandatory": False, "detail": f"{len(long_ids & last)} row(s) quarantined",
+    }
+
+    for value, expected in expected_by_p(ids).items():
+        leaf = dataset_dir_name(value)
+        good = ids_in(root / leaf, spark=spark)
+        assert_once(good, expected - long_ids - null_ids - long_day_ids - sevens, value)
+        seen.update(good)
+        set_aside = expected & ((long_day_ids | sevens) - long_ids - null_ids)
+        if not set_aside:
+            assert not (root / "_quarantine" / "rows" / leaf).exists()
+            continue
+        quarantined = read.pandas(str(root / "_quarantine" / "rows" / leaf))
+        assert_once(Counter(quarantined["id"].tolist()), set_aside, f"quarantine {value}")
+        seen.update(quarantined["id"].tolist())
+        for i, reasons in zip(quarantined["id"], quarantined["_seo_failed_checks"]):
+            assert reasons == ("no 7" if i % 7 == 0 else PARTITION_NAME_CHECK), (i, reasons)
+        checks = {c["name"]: c for c in marks[leaf]["checks"]}
+        n = len(expected & (long_day_ids - sevens) & last)  # a row failing "no 7" is quarantined for that
+        if n:
+            assert checks[PARTITION_NAME_CHECK] == {
+                "name": PARTITION_NAME_CHECK, "passed": False, "mandatory": False, "detail": f"{n} row(s) quarantined",
+            }
+        else:
+            assert PARTITION_NAME_CHECK not in checks  # listed only when rows failed it
+    assert_once(seen, set(ids), "every table together")
+    assert sink.counters["quarantined_rows"] == len(long_ids | null_ids | long_day_ids | sevens)
+    assert_group_clean(root)
+
+
 def test_full_policy_publishes_nothing_and_says_why(spark, tmp_path):
     write_csv_files(tmp_path / "in", n_files=2, rows_per_file=12)
     root = tmp_path / "lake"
@@ -308,6 +386,8 @@ def test_bad_configuration_is_refused_up_front(tmp_path):
         DatasetSink(str(tmp_path / "a"), outputs=[Output("_raw")])
     with pytest.raises(ConfigError, match="nest"):
         DatasetSink(str(tmp_path / "a"), outputs=[Output("raw"), Output("raw/sub")])
+    with pytest.raises(ConfigError, match="at most 255 bytes"):
+        Output("raw/" + "x" * 256)
     with pytest.raises(ConfigError, match="policy"):
         DatasetSink(str(tmp_path / "a"), dataset_column="p", policy="some")
     with pytest.raises(ConfigError, match="DatasetSink"):
