@@ -42,7 +42,7 @@ from ..manifest.manifest_index import delete_stale_indexes, write_index
 from ..storage.base import Storage
 from ..table.commits_log import CommitRecord
 from ..table.identity import TableIdentity, ensure_identity, read_identity
-from ..table.layout import staging_dir
+from ..table.layout import PROBE_DIR, staging_dir
 from ..table.offsets_log import OffsetsRecord
 from ..table.sources_log import SourceFileRecord
 from ..table.table_logs import TableLogs
@@ -174,6 +174,9 @@ class TableCommitter:
     def open(self) -> RecoveryReport:
         """Take the lease (if not held), recover, and load the state batches are checked against."""
         if self.lease.epoch is None:
+            # The lease, the WAL and every log rely on exclusive creates: make sure this endpoint
+            # really has them before trusting it with one (cached per endpoint and bucket).
+            self.storage.check_exclusive_create(PROBE_DIR)
             self.lease.acquire()
             if self.options.heartbeat:
                 self.lease.start_heartbeat()

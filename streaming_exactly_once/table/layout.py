@@ -14,6 +14,7 @@
         heartbeats/E                          liveness of writer E (commit.lease)
         recoveries/E                          the WAL claims writer E's first recovery saw (commit.recovery)
         staging/M-<attempt>/                  data of an uncommitted attempt (sink)
+        probe/<uuid>                          short-lived: the object-store exclusivity check (storage)
       k=v/part-....parquet                    data files
 
 ``M`` is the manifest batch id, the sink's own gap-free sequence; it is *not* Spark's batch id
@@ -34,6 +35,7 @@ RECOVERIES_DIR = f"{SEO_DIR}/recoveries"
 #: Files kept per epoch besides ``epochs/E`` itself, pruned with it (``commit.lease``).
 EPOCH_SIDE_DIRS = (HEARTBEATS_DIR, RECOVERIES_DIR)
 STAGING_DIR = f"{SEO_DIR}/staging"
+PROBE_DIR = f"{SEO_DIR}/probe"
 
 HIDDEN_PREFIXES = ("_", ".")
 
