@@ -202,14 +202,15 @@ def log(ctx: Ctx, table: str, kind: str, batch: int | None, local_json: bool) ->
 @cli.command()
 @click.argument("table")
 @click.option("--as-of", type=int, default=None, help="The table as it was after this batch.")
+@click.option("--no-verify", is_flag=True, help="Do not check that the files exist, with their size and inside the table.")
 @_json_option
 @click.pass_obj
-def files(ctx: Ctx, table: str, as_of: int | None, local_json: bool) -> None:
-    """The committed data files (what every reader sees)."""
+def files(ctx: Ctx, table: str, as_of: int | None, no_verify: bool, local_json: bool) -> None:
+    """The committed data files (what every reader sees), checked like a reader checks them."""
     from ..readers.visibility import committed_files
 
     out = _out(ctx, local_json)
-    result = committed_files(table, as_of=as_of, storage_options=ctx.storage_options)
+    result = committed_files(table, as_of=as_of, storage_options=ctx.storage_options, verify=not no_verify)
     rows = list(zip(result.uris(), result.sizes))
     if out.as_json:
         return out.json({"asOf": result.as_of, "files": [{"uri": u, "size": s} for u, s in rows]})
