@@ -288,22 +288,38 @@ def recover(ctx: Ctx, table: str, discard_wal: int | None, rebuild_logs: bool, l
 @click.argument("table")
 @click.option("--dry-run", is_flag=True, help="List what would be deleted.")
 @click.option("--older-than", default="1h", show_default=True, help="Only files older than this (protects in-flight batches).")
+@click.option("--lease-timeout", default="60s", show_default=True, help="How long gc's own lease lasts without a heartbeat.")
 @_json_option
 @click.pass_obj
-def gc(ctx: Ctx, table: str, dry_run: bool, older_than: str, local_json: bool) -> None:
-    """Delete orphan data files and stale staging that no retained manifest entry references."""
+def gc(ctx: Ctx, table: str, dry_run: bool, older_than: str, lease_timeout: str, local_json: bool) -> None:
+    """Delete orphan data files and stale staging that no retained manifest entry references.
+
+    Takes the table's lease (a dataset group's, for a group or one of its tables): stop the
+    query first. On a group root every table of the group is collected.
+    """
     from ..maintenance.gc import collect_garbage
 
     out = _out(ctx, local_json)
-    report = collect_garbage(ctx.storage(table), older_than_ms=parse_duration_ms(older_than, key="--older-than"), dry_run=dry_run)
+    report = collect_garbage(
+        ctx.storage(table),
+        older_than_ms=parse_duration_ms(older_than, key="--older-than"),
+        dry_run=dry_run,
+        lease_timeout_ms=parse_duration_ms(lease_timeout, key="--lease-timeout"),
+    )
     if out.as_json:
-        return out.json({"dryRun": dry_run, "orphans": [{"uri": u, "size": s} for u, s in report.orphans], "staging": report.staging, "youngSkipped": report.young_skipped})
+        return out.json({
+            "dryRun": dry_run, "tables": report.tables, "orphans": [{"uri": u, "size": s} for u, s in report.orphans],
+            "staging": report.staging, "youngSkipped": report.young_skipped, "pendingCommits": report.pending_batches,
+        })
     verb = "would delete" if dry_run else "deleted"
     for uri, size in report.orphans:
         out.write(f"{verb} {uri} ({human_bytes(size)})")
     for uri in report.staging:
         out.write(f"{verb} staging {uri}")
-    out.write(f"{verb} {len(report.orphans)} orphan files ({human_bytes(report.bytes)}) and {len(report.staging)} staging dirs; {report.young_skipped} younger than {older_than} kept")
+    if report.pending_batches:
+        out.write(f"kept every file of pending commit(s) {', '.join(map(str, report.pending_batches))}; `seo recover` completes them")
+    tables = f" in {len(report.tables)} tables" if len(report.tables) > 1 else ""
+    out.write(f"{verb} {len(report.orphans)} orphan files ({human_bytes(report.bytes)}){tables} and {len(report.staging)} staging dirs; {report.young_skipped} younger than {older_than} kept")
 
 
 @cli.command()
