@@ -1,7 +1,9 @@
 """``seo``: inspect, verify, repair and run exactly-once tables from the shell.
 
 Every command takes ``--json``; errors are one line on stderr and a non-zero exit code
-(1 = the command failed; 2 = bad usage; ``verify`` exits 3 when it found only warnings).
+(1 = the command failed; 2 = bad usage; ``verify`` exits 3 when it found only warnings;
+130 = interrupted). That holds for *any* error, the library's own and unexpected ones alike:
+``--debug`` (or ``SEO_DEBUG=1``) prints the traceback as well.
 Only ``run`` starts Spark; the other commands need neither pyspark nor a JVM.
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 from typing import Any
 
 import click
@@ -49,8 +52,9 @@ def _storage_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of tables.")
 @click.option("-o", "--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE", help="Storage option (e.g. endpoint_url=...); also SEO_STORAGE__KEY env vars.")
+@click.option("--debug", is_flag=True, help="On an error, print the Python traceback too (also SEO_DEBUG=1).")
 @click.pass_context
-def cli(ctx: click.Context, as_json: bool, storage_option: tuple[str, ...]) -> None:
+def cli(ctx: click.Context, as_json: bool, storage_option: tuple[str, ...], debug: bool) -> None:
     """Exactly-once tables for Spark Structured Streaming."""
     ctx.obj = Ctx(as_json, _storage_options(storage_option))
 
@@ -378,7 +382,13 @@ def run(ctx: Ctx, job: str, conf_path: str | None, overrides: tuple[str, ...], j
     sys.exit(code)
 
 
+def _debug(argv: list[str] | None) -> bool:
+    args = sys.argv[1:] if argv is None else argv
+    return "--debug" in args or os.environ.get("SEO_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
+
+
 def main(argv: list[str] | None = None) -> None:
+    """Run the CLI: any error is one line on stderr and exit code 1 (see the module docstring)."""
     try:
         cli.main(args=argv, prog_name="seo", standalone_mode=False)
     except click.exceptions.Abort:
@@ -390,11 +400,26 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit:
         raise
     except ExactlyOnceError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_FAILED)
+        _fail(f"error: {_one_line(str(exc))}", argv)
     except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_FAILED)
+        _fail(f"error: {_one_line(str(exc))}", argv)
+    except Exception as exc:  # not ours: still one line, and a way to see more
+        _fail(
+            f"error: unexpected {type(exc).__name__}: {_one_line(str(exc))[:300]} (this is a bug in streaming-exactly-once "
+            "or a dependency; run with --debug or SEO_DEBUG=1 for the traceback and report it)",
+            argv,
+        )
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _fail(line: str, argv: list[str] | None) -> None:
+    if _debug(argv):
+        traceback.print_exc()
+    click.echo(line, err=True)
+    sys.exit(EXIT_FAILED)
 
 
 if __name__ == "__main__":
