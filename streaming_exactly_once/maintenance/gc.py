@@ -38,7 +38,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ..commit.lease import Lease, read_lease_state
 from ..commit.recovery import INTENTS_SUBDIR, abort_attempt
@@ -171,7 +171,7 @@ def _plan(
     return [plan], _plan_staging(owner, pending, cutoff, report)
 
 
-def _nested(table: str, tables: list[str]) -> list[str]:
+def _nested(table: str, tables: Iterable[str]) -> list[str]:
     """Other tables of the group below ``table``, relative to it."""
     prefix = table + "/"
     return [t[len(prefix):] + "/" for t in tables if t.startswith(prefix)]
@@ -196,7 +196,7 @@ def _plan_table(
     if expected is not None and latest < expected:
         raise MissingBatchError(
             directory=manifest.uri(),
-            missing=list(range(latest + 1, expected + 1)),
+            missing=list(range(latest + 1, min(expected, latest + 10) + 1)),
             context=f"the group's newest commit record says the table is at batch {expected}",
             hint="Manifest files were deleted; readers would miss committed data. Restore them from a backup.",
         )

@@ -27,14 +27,20 @@ TRUNCATED_HINT = "Manifest files were deleted; readers would miss committed data
 
 def _listed(storage: Storage, identity: TableIdentity | None, manifest: ManifestLog) -> tuple[list[int], list[int]]:
     """(manifest batch ids present, gaps between them); raises on a stray or truncated manifest."""
-    committed = CommitsLog(storage, interval=identity.compact_interval).latest_batch_id(refresh=True) if identity else None
+    committed = None
+    if identity is not None:
+        commits = CommitsLog(storage, interval=identity.compact_interval)
+        committed_ids = commits.list_batch_ids()
+        commits.gaps(committed_ids)  # a stray commits file is named, not taken for the latest batch
+        committed = committed_ids[-1] if committed_ids else None
     ids = manifest.list_batch_ids()
     gaps = manifest.gaps(ids)
     latest = ids[-1] if ids else None
     if committed is not None and (latest is None or committed > latest):
+        first_missing = (latest if latest is not None else -1) + 1
         raise MissingBatchError(
             directory=storage.uri(MANIFEST_DIR),
-            missing=list(range((latest if latest is not None else -1) + 1, committed + 1)),
+            missing=list(range(first_missing, min(committed, first_missing + 9) + 1)),
             context=f"the commits log records batches up to {committed}",
             hint=TRUNCATED_HINT,
         )

@@ -290,16 +290,20 @@ def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(capsys, ta
     assert code == 1 and "Traceback (most recent call last)" in err
 
 
-def test_a_stray_batch_file_is_named_at_once(table):
+@pytest.mark.parametrize("log_dir", ["_spark_metadata", "_seo/commits"])
+def test_a_stray_batch_file_is_named_at_once(table, log_dir):
     """r15: `_spark_metadata/100000000000` made committer.open() and `seo verify` enumerate
     10**11 batch ids for hours."""
-    (table / "_spark_metadata" / "100000000000").write_text("v1")
+    (table / log_dir / "100000000000").write_text("v1")
     seo_bin = str(Path(sys.executable).parent / "seo")
     opener = (
         "import sys\nfrom tests.commit.helpers import make_committer\nfrom streaming_exactly_once.storage import open_storage\n"
         "make_committer(open_storage(sys.argv[1]), compact_interval=3).open()"
     )
-    for command in ([sys.executable, "-c", opener, str(table)], [seo_bin, "verify", "--no-orphans", str(table)], [seo_bin, "files", str(table)], [seo_bin, "status", str(table)]):
+    commands = [[seo_bin, "verify", "--no-orphans", str(table)], [seo_bin, "files", str(table)]]
+    if log_dir == "_spark_metadata":  # (committer.open reads the commits snapshot before it looks for gaps)
+        commands += [[sys.executable, "-c", opener, str(table)], [seo_bin, "status", str(table)]]
+    for command in commands:
         out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
         assert out.returncode == 1, (command, out.stdout, out.stderr)
-        assert "_spark_metadata/100000000000" in out.stdout + out.stderr and "a stray file? move it away" in out.stdout + out.stderr
+        assert f"{log_dir}/100000000000" in out.stdout + out.stderr and "a stray file? move it away" in out.stdout + out.stderr

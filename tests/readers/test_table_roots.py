@@ -24,7 +24,6 @@ from streaming_exactly_once.errors import (
 from streaming_exactly_once.log.record_file import encode_record
 from streaming_exactly_once.manifest.entry import ManifestEntry
 from streaming_exactly_once.manifest.manifest_log import ManifestLog
-from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.table.identity import TableIdentity
 from streaming_exactly_once.table.layout import TABLE_FILE
 from tests.cli.test_cli import seo
