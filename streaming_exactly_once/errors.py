@@ -189,8 +189,24 @@ class ManifestEntryOutsideRootError(ReaderError, TerminalError):
     """A manifest entry points outside the table root and outside reads were not allowed."""
 
 
+class SymlinkOutsideRootError(ManifestEntryOutsideRootError):
+    """A committed data file (or its directory) is a symbolic link to a place outside the table root."""
+
+
 class UnsafeReadError(ReaderError, TerminalError):
     """The read as asked would bypass the manifest (globs, several paths) and see uncommitted files."""
+
+
+class InvalidAsOfError(ReaderError, ConfigError):
+    """``as_of`` is not a batch id of the table (negative, not an integer, after the latest batch)."""
+
+
+# --- maintenance ---------------------------------------------------------------------------
+
+
+class GcRefusedError(ExactlyOnceError, TerminalError):
+    """``seo gc`` found the table in a state where it cannot tell garbage from committed data;
+    it deleted nothing."""
 
 
 class BatchRejectedError(ExactlyOnceError, TerminalError):

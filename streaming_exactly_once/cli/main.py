@@ -1,7 +1,9 @@
 """``seo``: inspect, verify, repair and run exactly-once tables from the shell.
 
 Every command takes ``--json``; errors are one line on stderr and a non-zero exit code
-(1 = the command failed; 2 = bad usage; ``verify`` exits 3 when it found only warnings).
+(1 = the command failed; 2 = bad usage; ``verify`` exits 3 when it found only warnings;
+130 = interrupted). That holds for *any* error, the library's own and unexpected ones alike:
+``--debug`` (or ``SEO_DEBUG=1``) prints the traceback as well.
 Only ``run`` starts Spark; the other commands need neither pyspark nor a JVM.
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 from typing import Any
 
 import click
@@ -49,8 +52,9 @@ def _storage_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of tables.")
 @click.option("-o", "--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE", help="Storage option (e.g. endpoint_url=...); also SEO_STORAGE__KEY env vars.")
+@click.option("--debug", is_flag=True, help="On an error, print the Python traceback too (also SEO_DEBUG=1).")
 @click.pass_context
-def cli(ctx: click.Context, as_json: bool, storage_option: tuple[str, ...]) -> None:
+def cli(ctx: click.Context, as_json: bool, storage_option: tuple[str, ...], debug: bool) -> None:
     """Exactly-once tables for Spark Structured Streaming."""
     ctx.obj = Ctx(as_json, _storage_options(storage_option))
 
@@ -202,14 +206,15 @@ def log(ctx: Ctx, table: str, kind: str, batch: int | None, local_json: bool) ->
 @cli.command()
 @click.argument("table")
 @click.option("--as-of", type=int, default=None, help="The table as it was after this batch.")
+@click.option("--no-verify", is_flag=True, help="Do not check that the files exist, with their size and inside the table.")
 @_json_option
 @click.pass_obj
-def files(ctx: Ctx, table: str, as_of: int | None, local_json: bool) -> None:
-    """The committed data files (what every reader sees)."""
+def files(ctx: Ctx, table: str, as_of: int | None, no_verify: bool, local_json: bool) -> None:
+    """The committed data files (what every reader sees), checked like a reader checks them."""
     from ..readers.visibility import committed_files
 
     out = _out(ctx, local_json)
-    result = committed_files(table, as_of=as_of, storage_options=ctx.storage_options)
+    result = committed_files(table, as_of=as_of, storage_options=ctx.storage_options, verify=not no_verify)
     rows = list(zip(result.uris(), result.sizes))
     if out.as_json:
         return out.json({"asOf": result.as_of, "files": [{"uri": u, "size": s} for u, s in rows]})
@@ -287,22 +292,38 @@ def recover(ctx: Ctx, table: str, discard_wal: int | None, rebuild_logs: bool, l
 @click.argument("table")
 @click.option("--dry-run", is_flag=True, help="List what would be deleted.")
 @click.option("--older-than", default="1h", show_default=True, help="Only files older than this (protects in-flight batches).")
+@click.option("--lease-timeout", default="60s", show_default=True, help="How long gc's own lease lasts without a heartbeat.")
 @_json_option
 @click.pass_obj
-def gc(ctx: Ctx, table: str, dry_run: bool, older_than: str, local_json: bool) -> None:
-    """Delete orphan data files and stale staging that no retained manifest entry references."""
+def gc(ctx: Ctx, table: str, dry_run: bool, older_than: str, lease_timeout: str, local_json: bool) -> None:
+    """Delete orphan data files and stale staging that no retained manifest entry references.
+
+    Takes the table's lease (a dataset group's, for a group or one of its tables): stop the
+    query first. On a group root every table of the group is collected.
+    """
     from ..maintenance.gc import collect_garbage
 
     out = _out(ctx, local_json)
-    report = collect_garbage(ctx.storage(table), older_than_ms=parse_duration_ms(older_than, key="--older-than"), dry_run=dry_run)
+    report = collect_garbage(
+        ctx.storage(table),
+        older_than_ms=parse_duration_ms(older_than, key="--older-than"),
+        dry_run=dry_run,
+        lease_timeout_ms=parse_duration_ms(lease_timeout, key="--lease-timeout"),
+    )
     if out.as_json:
-        return out.json({"dryRun": dry_run, "orphans": [{"uri": u, "size": s} for u, s in report.orphans], "staging": report.staging, "youngSkipped": report.young_skipped})
+        return out.json({
+            "dryRun": dry_run, "tables": report.tables, "orphans": [{"uri": u, "size": s} for u, s in report.orphans],
+            "staging": report.staging, "youngSkipped": report.young_skipped, "pendingCommits": report.pending_batches,
+        })
     verb = "would delete" if dry_run else "deleted"
     for uri, size in report.orphans:
         out.write(f"{verb} {uri} ({human_bytes(size)})")
     for uri in report.staging:
         out.write(f"{verb} staging {uri}")
-    out.write(f"{verb} {len(report.orphans)} orphan files ({human_bytes(report.bytes)}) and {len(report.staging)} staging dirs; {report.young_skipped} younger than {older_than} kept")
+    if report.pending_batches:
+        out.write(f"kept every file of pending commit(s) {', '.join(map(str, report.pending_batches))}; `seo recover` completes them")
+    tables = f" in {len(report.tables)} tables" if len(report.tables) > 1 else ""
+    out.write(f"{verb} {len(report.orphans)} orphan files ({human_bytes(report.bytes)}){tables} and {len(report.staging)} staging dirs; {report.young_skipped} younger than {older_than} kept")
 
 
 @cli.command()
@@ -361,7 +382,13 @@ def run(ctx: Ctx, job: str, conf_path: str | None, overrides: tuple[str, ...], j
     sys.exit(code)
 
 
+def _debug(argv: list[str] | None) -> bool:
+    args = sys.argv[1:] if argv is None else argv
+    return "--debug" in args or os.environ.get("SEO_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
+
+
 def main(argv: list[str] | None = None) -> None:
+    """Run the CLI: any error is one line on stderr and exit code 1 (see the module docstring)."""
     try:
         cli.main(args=argv, prog_name="seo", standalone_mode=False)
     except click.exceptions.Abort:
@@ -373,11 +400,26 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit:
         raise
     except ExactlyOnceError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_FAILED)
+        _fail(f"error: {_one_line(str(exc))}", argv)
     except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_FAILED)
+        _fail(f"error: {_one_line(str(exc))}", argv)
+    except Exception as exc:  # not ours: still one line, and a way to see more
+        _fail(
+            f"error: unexpected {type(exc).__name__}: {_one_line(str(exc))[:300]} (this is a bug in streaming-exactly-once "
+            "or a dependency; run with --debug or SEO_DEBUG=1 for the traceback and report it)",
+            argv,
+        )
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _fail(line: str, argv: list[str] | None) -> None:
+    if _debug(argv):
+        traceback.print_exc()
+    click.echo(line, err=True)
+    sys.exit(EXIT_FAILED)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,11 @@ record per line (``log.version`` shows the bytes). What this layer adds:
 * ``add(batch_id, records)`` is **exclusive and idempotent**: it is one ``put_if_absent``;
   if the file already exists with the same bytes it returns ``False`` (a retry of our own
   write), with different bytes it raises ``LogConflictError`` (someone else wrote this batch).
-* ``get``/``read``/``get_range`` decode with precise errors; ``get_range`` and ``verify``
+* ``get``/``read``/``get_range`` decode with precise errors; ``get_range`` and ``gaps``
   detect gaps, which Spark's reader silently assumes away ("ids are contiguous").
+* ``gaps`` costs O(files present), whatever the names: a file more than ``STRAY_DISTANCE``
+  ids beyond the one before it (``_spark_metadata/100000000000`` left by a tool or a typo) is
+  reported as a stray file, by name, instead of as 10**11 missing batches.
 * Files whose name is not a batch id (temp files ``.<name>.<uuid>.tmp``, Hadoop ``.crc``
   side files, anything else) are ignored by listings, as Spark ignores them.
 
@@ -27,6 +30,11 @@ from .version import encode_file, encode_line, parse_body
 T = TypeVar("T")
 
 COMPACT_SUFFIX = ".compact"
+
+#: Batch ids are written one after another and retention deletes from the bottom up, so the
+#: only gaps a log can have are a few lost files. Two present ids further apart than this mean
+#: the higher file is not one of this log's batches.
+STRAY_DISTANCE = 10_000
 
 DEFAULT_HINT = (
     "Restore the file from a backup if you have one; otherwise run `seo verify <table>` to see "
@@ -155,13 +163,31 @@ class BatchLog(Generic[T]):
                 )
             yield batch_id, records
 
-    def gaps(self) -> list[int]:
-        """Batch ids missing between the lowest and the highest present (should be empty)."""
-        ids = self.list_batch_ids()
-        if not ids:
-            return []
-        present = set(ids)
-        return [b for b in range(ids[0], ids[-1] + 1) if b not in present]
+    def gaps(self, ids: Iterable[int] | None = None) -> list[int]:
+        """Batch ids missing between the lowest and the highest present (should be empty).
+
+        ``ids``: the ids present, if the caller has just listed them. A stray file (see the
+        module docstring) is a ``LogCorruptError`` naming it.
+        """
+        present = sorted(set(self.list_batch_ids() if ids is None else ids))
+        missing: list[int] = []
+        for previous, current in zip(present, present[1:]):
+            if current - previous > STRAY_DISTANCE:
+                name = self.list_batch_files().get(current, str(current))
+                raise LogCorruptError(
+                    path=self.storage.uri(join(self.directory, name)),
+                    batch_id=current,
+                    problem=(
+                        f"batch file {name} is far beyond the previous batch {previous} "
+                        f"({current - previous - 1} batch files would be missing in between): a stray file? move it away"
+                    ),
+                    hint=(
+                        f"Nothing of this library skips batch ids. If the {self.kind} did not write {name}, move it "
+                        f"out of {self.uri()} and try again; if it did, restore the batch files in between from a backup."
+                    ),
+                )
+            missing.extend(range(previous + 1, current))
+        return missing
 
     # -- writes ------------------------------------------------------------------------------
 

@@ -5,6 +5,10 @@ Decoding is strict the way Spark's json4s case classes are - every declared fiel
 present with the right type, unknown fields are ignored (forward compatibility within a
 version) - but a failure is a ``RecordError`` with the field's name, which the log turns into
 a ``LogCorruptError`` naming the file, the batch and the line.
+
+Integers must fit a signed 64-bit long, as they do for Spark's (Scala ``Long``) readers: a
+larger one is valid JSON but makes Arrow raise ``OverflowError`` (and Spark fail) further up.
+Paths must be text a filesystem can name (``path_value``): no NUL character.
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
 _TYPE_NAMES = {bool: "a boolean", int: "an integer", str: "a string", dict: "an object", list: "a list"}
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
 
 
 class RecordError(ValueError):
@@ -44,6 +51,23 @@ def field(obj: dict[str, Any], name: str, kind: type, *, optional: bool = False,
         ok = isinstance(value, kind)
     if not ok:
         raise RecordError(f"field '{name}' must be {_TYPE_NAMES.get(kind, kind.__name__)}, found {value!r:.40}")
+    if kind in (int, float) and isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        raise RecordError(f"field '{name}' is {str(value)[:25]}..., outside the 64-bit range every reader uses")
+    return value
+
+
+def non_negative(value: int, name: str) -> int:
+    """``value`` if it is >= 0 (sizes, counts); ``RecordError`` naming the field otherwise."""
+    if value < 0:
+        raise RecordError(f"field '{name}' must not be negative, found {value}")
+    return value
+
+
+def path_value(value: str, name: str) -> str:
+    """A file path or URI field: refused if it holds NUL, which no filesystem allows in a name
+    (local calls would raise a bare ``ValueError: embedded null byte``)."""
+    if "\x00" in value:
+        raise RecordError(f"field '{name}' holds a NUL character, which no file name can: {value[:60]!r}")
     return value
 
 

@@ -10,7 +10,14 @@ Every log file (ours and Spark's) is UTF-8 text::
   tolerated on read, as Spark's reader does; a blank line anywhere else is corruption.
 
 Parsing never raises a raw ``json``/``UnicodeDecodeError``: every problem becomes a
-``LogCorruptError`` or ``UnsupportedLogVersionError`` naming the file, the batch and what to do.
+``LogCorruptError`` or ``UnsupportedLogVersionError`` naming the file, the batch, the line and
+what to do. That includes input that is valid JSON but that nothing of ours can have written
+and that would make a foreign exception come out further up (``loads_line`` says which):
+
+* nesting deeper than ``MAX_DEPTH`` (``[[[[...`` - Python's decoder raises ``RecursionError``);
+* ``NaN``, ``Infinity`` and numbers that overflow a float (not JSON; Python accepts them);
+* a string with a lone UTF-16 surrogate (``"\\ud800"``): it cannot be encoded to UTF-8, so
+  Arrow, the filesystem or our own writer would raise ``UnicodeEncodeError`` later.
 """
 
 from __future__ import annotations
@@ -22,6 +29,86 @@ from typing import Any
 from ..errors import LogCorruptError, UnsupportedLogVersionError
 
 _HEADER = re.compile(r"^v([0-9]{1,9})$")
+
+#: Deepest nesting of arrays/objects a log line may have. Our records nest four levels at most
+#: (a group's commit record: datasets -> table -> watermarks -> column); the bound only has to
+#: stay well below Python's recursion limit.
+MAX_DEPTH = 64
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+class LineError(ValueError):
+    """A line is JSON Python can parse, but not JSON a log may hold (the message says why)."""
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise LineError(f"the number {text[:30]} does not fit a double")
+    return value
+
+
+def _no_constant(name: str):
+    raise LineError(f"{name} is not a JSON value")
+
+
+def _depth_ok(line: str) -> bool:
+    """Whether brackets outside strings nest at most ``MAX_DEPTH`` deep (checked before parsing,
+    so a hostile line never reaches the recursive decoder)."""
+    if line.count("[") + line.count("{") <= MAX_DEPTH:
+        return True
+    depth = 0
+    in_string = escaped = False
+    for ch in line:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return False
+        elif ch in "]}":
+            depth -= 1
+    return True
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if any("\ud800" <= ch <= "\udfff" for ch in item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def loads_line(line: str) -> Any:
+    """``json.loads`` for one log line, refusing what the module docstring lists.
+
+    Raises ``ValueError`` (``json.JSONDecodeError`` or ``LineError``) for anything unusable;
+    never ``RecursionError`` or ``OverflowError``.
+    """
+    if not _depth_ok(line):
+        raise LineError(f"nests deeper than {MAX_DEPTH} levels")
+    try:
+        value = json.loads(line, parse_float=_finite_float, parse_constant=_no_constant)
+    except RecursionError:  # unreachable after _depth_ok; kept so no caller ever sees it
+        raise LineError(f"nests deeper than {MAX_DEPTH} levels") from None
+    if "\\u" in line and _SURROGATE_ESCAPE.search(line) and _has_lone_surrogate(value):
+        raise LineError("holds a lone UTF-16 surrogate (\\ud800-\\udfff), which is not text")
+    return value
 
 
 def header(version: int) -> bytes:
@@ -77,7 +164,9 @@ def parse_body(
         if line.strip() == "":
             raise LogCorruptError(path=path, batch_id=batch_id, problem=f"line {number} is blank", hint=hint)
         try:
-            obj = json.loads(line)
+            obj = loads_line(line)
+        except LineError as exc:
+            raise LogCorruptError(path=path, batch_id=batch_id, problem=f"line {number} {exc}", hint=hint) from None
         except ValueError:
             cut = number - 1 == last and not text.endswith("\n")
             problem = (

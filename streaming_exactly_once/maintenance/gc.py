@@ -1,29 +1,57 @@
 """``gc``: delete what no reader can see and no writer still needs - never an in-flight batch.
 
 Deleted (or, with ``dry_run``, only listed):
-* **orphan data files**: in the table, outside ``_``/``.`` directories, named by *no* retained
-  manifest file (so no snapshot, not even a time-travel one, can read them), and older than
-  ``older_than`` - which is what keeps a batch being written right now (its files are young, and
-  in direct mode named by an intent) out of reach;
+
+* **orphan data files**: in a table, outside ``_``/``.`` directories, named by *no* retained
+  manifest file (so no snapshot, not even a time-travel one, can read them), by no pending
+  commit and by no intent, and older than ``older_than``;
 * **stale staging directories**: no WAL entry refers to them and nothing in them is younger than
   ``older_than`` (an attempt that died; its intents' data files go with it);
 * indexes of compact files that retention has deleted.
 
-Listing the table is O(files); this is a maintenance command, not part of any commit.
+What makes it safe:
+
+* **The lease.** gc takes the table's single-writer lease (a table of a dataset group: the
+  group's) and heartbeats it while it works, so no commit can publish behind its back; a live
+  writer makes it refuse (``ConcurrentWriterError``: stop the query first). A dry run takes no
+  lease (it changes nothing) but refuses the same way. Before every deletion gc checks that it
+  still holds the lease.
+* **Pending commits are kept whole** (``maintenance.pending``). The WAL is read *before* the
+  manifest: a commit that completes in between has published its manifest file before it
+  deleted its WAL entry, so its files are named by one or the other.
+* **Refusal instead of guessing** (``GcRefusedError``, nothing deleted): whenever a reader would
+  refuse the table - latest manifest file deleted while the commits log goes further, a manifest
+  file missing in between, a stray batch file, a manifest entry outside every root the table
+  was written under, a log file that does not parse - gc cannot tell garbage from committed
+  data. The checks are the readers' own (``readers.manifest_checks``, ``readers.table_roots``).
+  Every table is checked before anything is deleted.
+* **Dataset groups.** On a group root gc collects every table the group's newest commit record
+  names, each against its own manifest, plus the group's staging; nothing else under the root
+  is touched. On one table of a group it collects that table only, under the group's lease and
+  WAL. A table nested inside another is left to its own collection.
+
+Listing a table is O(files); this is a maintenance command, not part of any commit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
+from typing import Iterable, Iterator
 
+from ..commit.lease import Lease, read_lease_state
 from ..commit.recovery import INTENTS_SUBDIR, abort_attempt
-from ..commit.wal import CommitSequenceStore
+from ..errors import ConcurrentWriterError, GcRefusedError, IdentityError, LogError, MissingBatchError, ReaderError
 from ..manifest.manifest_index import delete_stale_indexes
 from ..manifest.manifest_log import ManifestLog
+from ..readers.manifest_checks import check_complete
 from ..storage.base import Storage
+from ..table.identity import TableIdentity, read_identity
 from ..table.layout import STAGING_DIR, is_hidden
-from .verify import referenced_relative_paths
+from .group_tables import group_of, group_tables
+from .kept import kept_files
+from .pending import PendingCommits, pending_commits
 
 
 @dataclass
@@ -32,49 +60,182 @@ class GcReport:
     orphans: list[tuple[str, int]] = field(default_factory=list)
     staging: list[str] = field(default_factory=list)
     young_skipped: int = 0
+    tables: list[str] = field(default_factory=list)  # URIs of the tables collected
+    pending_batches: list[int] = field(default_factory=list)  # pending commits whose files were kept
 
     @property
     def bytes(self) -> int:
         return sum(size for _, size in self.orphans)
 
 
-def collect_garbage(storage: Storage, *, older_than_ms: int = 3_600_000, dry_run: bool = False, now_ms: int | None = None) -> GcReport:
+@dataclass
+class _Plan:
+    """What one table's collection would delete (paths relative to its storage)."""
+
+    storage: Storage
+    files: list[tuple[str, int]] = field(default_factory=list)
+
+
+def collect_garbage(
+    storage: Storage,
+    *,
+    older_than_ms: int = 3_600_000,
+    dry_run: bool = False,
+    now_ms: int | None = None,
+    lease_timeout_ms: int = 60_000,
+) -> GcReport:
+    """Collect the table (or dataset group) at ``storage``; see the module docstring."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     cutoff = now - older_than_ms
+    identity = read_identity(storage)
+    owner, member = (storage, None) if identity is None or identity.kind != "member" else group_of(storage, identity)
     report = GcReport(dry_run=dry_run)
-    referenced = referenced_relative_paths(storage)
-    wal = CommitSequenceStore(storage)
-    live_staging = set()
-    for batch_id in wal.pending():
-        seq = wal.get(batch_id)
-        if seq is not None:
-            live_staging.add(seq.staging_dir)
-    intents: set[str] = set()
-    for entry in storage.list_dir(STAGING_DIR):
-        for intent in storage.list_dir(f"{entry.path}/{INTENTS_SUBDIR}"):
-            try:
-                intents.add(storage.read_bytes(intent.path).decode("utf-8").strip())
-            except (FileNotFoundError, UnicodeDecodeError):
-                continue
+    with _held_lease(owner, lease_timeout_ms=lease_timeout_ms, dry_run=dry_run) as lease:
+        try:
+            pending = pending_commits(owner)  # before any manifest: see the module docstring
+            report.pending_batches = list(pending.batches)
+            plans, staging = _plan(owner, member, identity, pending, cutoff, report)
+        except (LogError, ReaderError, IdentityError) as exc:
+            raise GcRefusedError(
+                f"seo gc deleted nothing in {storage.root_uri}: {exc}",
+                table=storage.root_uri,
+                reason=type(exc).__name__,
+            ) from exc
+        for plan in plans:
+            report.tables.append(plan.storage.root_uri)
+            for path, size in plan.files:
+                report.orphans.append((plan.storage.uri(path), size))
+                if lease is not None:
+                    lease.check_fence("delete")
+                    plan.storage.delete(path)
+        for path in staging:
+            report.staging.append(owner.uri(path))
+            if lease is not None:
+                lease.check_fence("delete")
+                abort_attempt(owner, path)
+        if lease is not None:
+            for plan in plans:
+                delete_stale_indexes(plan.storage, ManifestLog(plan.storage))
+    return report
+
+
+@contextlib.contextmanager
+def _held_lease(owner: Storage, *, lease_timeout_ms: int, dry_run: bool) -> Iterator[Lease | None]:
+    """The lease of the table or group at ``owner`` for the duration (None for a dry run)."""
+    state = read_lease_state(owner)
+    if state is not None and state.alive:
+        raise _busy(owner, state)
+    if dry_run:
+        yield None
+        return
+    lease = Lease(owner, timeout_ms=lease_timeout_ms, description="seo gc")
+    try:
+        lease.acquire()
+    except ConcurrentWriterError:
+        state = read_lease_state(owner)
+        if state is None or not state.alive:
+            raise
+        raise _busy(owner, state) from None
+    lease.start_heartbeat()
+    try:
+        yield lease
+    finally:
+        lease.release()
+
+
+def _busy(owner: Storage, state) -> ConcurrentWriterError:
+    w = state.writer
+    who = f"writer {w.writer_id[:8]} (pid {w.pid} on {w.host}" + (f", {w.description}" if w.description else "") + ")" if w else "a writer"
+    return ConcurrentWriterError(
+        f"seo gc needs {owner.root_uri} to itself, but it is being written by {who}, epoch {state.epoch}, "
+        f"{state.reason}. A commit could publish files gc is about to delete: stop the query (sink.stop(), "
+        "or Ctrl-C on `seo run`) and run gc when it is stopped.",
+        table=owner.root_uri,
+        epoch=state.epoch,
+    )
+
+
+def _plan(
+    owner: Storage, member: str | None, identity: TableIdentity | None, pending: PendingCommits, cutoff: int, report: GcReport
+) -> tuple[list[_Plan], list[str]]:
+    """Every deletion, decided before the first one; raises if any table must be refused."""
+    owner_identity = identity if member is None else read_identity(owner)
+    if owner_identity is not None and owner_identity.kind == "group":
+        tables = group_tables(owner, owner_identity)
+        chosen = sorted(tables) if member is None else [member]
+        if member is not None and member not in tables:
+            tables[member] = -1  # a table the group has not published to yet
+        plans = [_plan_table(owner.child(t), t, pending, _nested(t, tables), cutoff, report, expected=tables[t]) for t in chosen]
+        return plans, ([] if member is not None else _plan_staging(owner, pending, cutoff, report))
+    plan = _plan_table(owner, None, pending, [], cutoff, report, intents=_intent_targets(owner))
+    return [plan], _plan_staging(owner, pending, cutoff, report)
+
+
+def _nested(table: str, tables: Iterable[str]) -> list[str]:
+    """Other tables of the group below ``table``, relative to it."""
+    prefix = table + "/"
+    return [t[len(prefix):] + "/" for t in tables if t.startswith(prefix)]
+
+
+def _plan_table(
+    storage: Storage,
+    table: str | None,
+    pending: PendingCommits,
+    nested: list[str],
+    cutoff: int,
+    report: GcReport,
+    *,
+    intents: set[str] | None = None,
+    expected: int | None = None,
+) -> _Plan:
+    """``expected``: the batch a group's state says this table is at (its manifest must get there)."""
+    identity = read_identity(storage)
+    manifest = ManifestLog(storage, default_interval=identity.compact_interval if identity is not None else 10)
+    ids = check_complete(storage, identity, manifest)
+    latest = ids[-1] if ids else -1
+    if expected is not None and latest < expected:
+        raise MissingBatchError(
+            directory=manifest.uri(),
+            missing=list(range(latest + 1, min(expected, latest + 10) + 1)),
+            context=f"the group's newest commit record says the table is at batch {expected}",
+            hint="Manifest files were deleted; readers would miss committed data. Restore them from a backup.",
+        )
+    keep = kept_files(storage, identity, manifest, ids, pending, table, strict=True)
+    plan = _Plan(storage)
     for info in storage.walk_files():
-        if is_hidden(info.path) or info.path in referenced or info.path in intents:
+        if is_hidden(info.path) or info.path in keep or info.path in (intents or ()) or info.path.startswith(tuple(nested)):
             continue
         if info.mtime_ms > cutoff:
             report.young_skipped += 1
             continue
-        report.orphans.append((storage.uri(info.path), info.size))
-        if not dry_run:
-            storage.delete(info.path)
+        plan.files.append((info.path, info.size))
+    return plan
+
+
+def _intent_targets(storage: Storage) -> set[str]:
+    """Data files named by the intents of any staging directory (direct mode, not yet claimed)."""
+    targets: set[str] = set()
     for entry in storage.list_dir(STAGING_DIR):
-        if not entry.is_dir or entry.path in live_staging:
+        for intent in storage.list_dir(f"{entry.path}/{INTENTS_SUBDIR}"):
+            try:
+                targets.add(storage.read_bytes(intent.path).decode("utf-8").strip())
+            except (FileNotFoundError, UnicodeDecodeError):
+                continue
+    return targets
+
+
+def _plan_staging(owner: Storage, pending: PendingCommits, cutoff: int, report: GcReport) -> list[str]:
+    """Staging directories no pending commit names and nothing in which is young."""
+    stale = []
+    for entry in owner.list_dir(STAGING_DIR):
+        if not entry.is_dir or pending.dir_named(entry.path):
             continue
-        newest = max((f.mtime_ms for f in storage.walk_files(entry.path)), default=entry.mtime_ms)
+        newest = max((f.mtime_ms for f in owner.walk_files(entry.path)), default=entry.mtime_ms)
         if newest > cutoff:
             report.young_skipped += 1
             continue
-        report.staging.append(storage.uri(entry.path))
-        if not dry_run:
-            abort_attempt(storage, entry.path)
-    if not dry_run:
-        delete_stale_indexes(storage, ManifestLog(storage))
-    return report
+        stale.append(entry.path)
+    return stale
+
+
+__all__ = ["GcReport", "collect_garbage"]

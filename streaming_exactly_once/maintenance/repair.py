@@ -99,6 +99,7 @@ def rebuild_logs(storage: Storage, *, lease_timeout_ms: int = 60_000) -> Rebuild
     logs = _logs(storage)
     identity = read_identity(storage)
     first = identity.first_batch_id if identity else 0
+    logs.manifest.gaps()  # a stray manifest file is a named error, not a latest batch to rebuild up to
     latest = logs.manifest.latest_batch_id(refresh=True)
     report = RebuildReport()
     if latest is None:

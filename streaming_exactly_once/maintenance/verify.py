@@ -1,8 +1,10 @@
 """``verify``: check a table's logs against its storage, without changing anything.
 
 Errors (the table is damaged, readers may fail or miss data):
-  * a committed data file is missing, or its size differs from the manifest;
-  * a log (manifest, offsets, commits, sources) has a gap or a file that does not parse;
+  * a committed data file is missing, or its size differs from the manifest, or (local disks)
+    it is a symbolic link out of the table;
+  * a log (manifest, offsets, commits, sources) has a gap, a stray file far beyond its other
+    batch files, or a file that does not parse;
   * the commits or sources log disagrees with the manifest's latest batch.
 Warnings (harmless, cleaned by ``recover``/``gc``):
   * orphan data files (in the table, in no retained manifest entry) - left by crashed writers
@@ -18,15 +20,15 @@ from typing import Any
 from ..commit.wal import CommitSequenceStore
 from ..errors import ExactlyOnceError
 from ..manifest.manifest_log import ManifestLog
-from urllib.parse import unquote
-
-from ..manifest.paths import encode_uri, normalize_uri
-from ..readers.visibility import absent_files, committed_files, infer_original_root
+from ..readers.file_checks import inspect_files
+from ..readers.visibility import committed_files
 from ..storage.base import Storage
-from ..table.group_state import split_state
 from ..table.identity import read_identity
 from ..table.layout import STAGING_DIR, is_hidden
 from ..table.table_logs import TableLogs
+from .group_tables import group_of, group_tables
+from .kept import kept_files
+from .pending import PendingCommits, pending_commits
 
 
 @dataclass
@@ -76,22 +78,13 @@ class VerifyReport:
         }
 
 
-def referenced_relative_paths(storage: Storage) -> set[str]:
-    """Every data file named by any retained manifest file (latest state and time-travel states).
-
-    The union of all present manifest files is the union of every readable snapshot: a compact
-    file holds everything up to it, deltas add the rest. Each file is read once.
-    """
+def referenced_relative_paths(storage: Storage, pending: PendingCommits | None = None, table: str | None = None) -> set[str]:
+    """Every data file named by any retained manifest file (latest state and time-travel states)
+    or by a pending commit (``pending``, for the table at ``table`` in the pending commits' root),
+    relative to the table root. Entries outside the table are no file of it and are left out."""
     identity = read_identity(storage)
     manifest = ManifestLog(storage, default_interval=identity.compact_interval if identity else 10)
-    encoded: set[str] = set()
-    for batch_id in manifest.list_batch_ids():
-        encoded.update(e.path for e in manifest.read(batch_id))
-    root = identity.root_uri if identity is not None else infer_original_root(sorted(encoded)[:1])
-    if root is None:
-        return set()
-    prefix = encode_uri(normalize_uri(root)).rstrip("/") + "/"
-    return {unquote(normalize_uri(p)[len(prefix):]) for p in encoded if normalize_uri(p).startswith(prefix)}
+    return kept_files(storage, identity, manifest, manifest.list_batch_ids(), pending or PendingCommits(), table, strict=False)
 
 
 def _check_logs_parse(logs: TableLogs, identity, report: VerifyReport) -> None:
@@ -99,7 +92,12 @@ def _check_logs_parse(logs: TableLogs, identity, report: VerifyReport) -> None:
     for log_ in logs.all_logs():
         if log_ is not logs.manifest and identity is None:
             continue
-        for gap in log_.gaps():
+        try:
+            gaps = log_.gaps()
+        except ExactlyOnceError as exc:  # a stray file far beyond the others: named, not enumerated
+            report.add("error", "stray-file", getattr(exc, "path", log_.uri()), str(exc))
+            continue
+        for gap in gaps:
             report.add("error", "log-gap", log_.uri(gap), f"{log_.kind} batch {gap} is missing")
         for batch_id in log_.list_batch_ids():
             try:
@@ -108,7 +106,12 @@ def _check_logs_parse(logs: TableLogs, identity, report: VerifyReport) -> None:
                 report.add("error", "log-corrupt", log_.uri(batch_id), str(exc))
 
 
-def verify_table(storage: Storage, *, check_orphans: bool = True) -> VerifyReport:
+def verify_table(
+    storage: Storage, *, check_orphans: bool = True, skip: tuple[str, ...] = (), pending: PendingCommits | None = None,
+    table: str | None = None,
+) -> VerifyReport:
+    """``skip``: directories (relative, ending in ``/``) that hold other tables (a group's);
+    ``pending``/``table``: a group's pending commits and this table's path in the group."""
     identity = read_identity(storage)
     if identity is not None and identity.kind == "group":
         return verify_group(storage, check_orphans=check_orphans)
@@ -133,17 +136,42 @@ def verify_table(storage: Storage, *, check_orphans: bool = True) -> VerifyRepor
         return report
     report.files = len(current)
     report.bytes = current.total_bytes
-    for uri, problem in absent_files(current):
+    problems = inspect_files(current)
+    for uri, problem in problems.absent:
         kind = "missing-file" if problem == "does not exist" else "size-mismatch"
         report.add("error", kind, uri, f"listed in the manifest but {problem}")
-    _check_leftovers(storage, report)
+    for uri, target in problems.escapes:
+        report.add("error", "symlink-outside-root", uri, f"a symbolic link to {target}, outside the table root; readers refuse it")
+    if identity is None or identity.kind != "member":
+        _check_leftovers(storage, report)
     if check_orphans:
-        referenced = referenced_relative_paths(storage)
+        if pending is None and identity is not None and identity.kind == "member":
+            try:  # a table of a group: the group's WAL holds its pending commits
+                owner, table = group_of(storage, identity)
+                pending = _pending(owner, report)
+            except ExactlyOnceError as exc:
+                report.add("error", "group-missing", storage.uri("_seo/table"), str(exc))
+        if pending is None:
+            pending = _pending(storage, report)
+        try:
+            referenced = referenced_relative_paths(storage, pending, table)
+        except ExactlyOnceError as exc:
+            report.add("error", "manifest-unreadable", storage.uri("_spark_metadata"), str(exc))
+            return report
         for info in storage.walk_files():
-            if is_hidden(info.path) or info.path in referenced:
+            if is_hidden(info.path) or info.path in referenced or info.path.startswith(skip):
                 continue
             report.add("warning", "orphan", storage.uri(info.path), f"{info.size} bytes in no retained manifest entry; `seo gc` deletes it")
     return report
+
+
+def _pending(storage: Storage, report: VerifyReport) -> PendingCommits:
+    """The pending commits (what they name is no orphan); an unreadable WAL entry is an error."""
+    try:
+        return pending_commits(storage)
+    except ExactlyOnceError as exc:
+        report.add("error", "log-corrupt", storage.uri("_seo/wal"), str(exc))
+        return PendingCommits()
 
 
 def _check_leftovers(storage: Storage, report: VerifyReport) -> None:
@@ -163,15 +191,16 @@ def verify_group(storage: Storage, *, check_orphans: bool = True) -> VerifyRepor
     logs = TableLogs.for_identity(storage, identity)
     _check_logs_parse(logs, identity, report)
     _check_leftovers(storage, report)
-    per_query = logs.commits.latest_per_query()
-    newest = max(per_query.values(), key=lambda r: r.batch_id, default=None)
-    report.latest_batch_id = newest.batch_id if newest is not None else None
-    state = dict(newest.datasets or {}) if newest is not None else {}
-    datasets, quarantine = split_state(state)
-    expected = {name: e["batchId"] for name, e in datasets.items() if "batchId" in e}
-    expected.update(quarantine)
+    report.latest_batch_id = logs.commits.latest_batch_id(refresh=True)
+    try:
+        expected = group_tables(storage, identity)
+    except ExactlyOnceError as exc:
+        report.add("error", "log-corrupt", logs.commits.uri(), str(exc))
+        return report
+    pending = _pending(storage, report)
     for name, batch_id in sorted(expected.items()):
-        sub = verify_table(storage.child(name), check_orphans=check_orphans)
+        nested = tuple(t[len(name) + 1:] + "/" for t in expected if t.startswith(name + "/"))
+        sub = verify_table(storage.child(name), check_orphans=check_orphans, skip=nested, pending=pending, table=name)
         report.files += sub.files
         report.bytes += sub.bytes
         report.problems += sub.problems

@@ -11,19 +11,45 @@ Bytes of one entry (one line of ``_spark_metadata/N``)::
 * ``blockReplication`` / ``blockSize`` - informational, Spark writes the filesystem's values;
 * ``action`` - ``"add"``; Spark >= 3.1 does not interpret ``"delete"`` and neither do we.
 
-All seven fields are required on read, exactly as Spark's json4s reader requires them.
+All seven fields are required on read, exactly as Spark's json4s reader requires them. On top
+of Spark's checks, a line is refused (``LogCorruptError`` naming file, batch and line) when
+``size`` is negative or ``path`` is not a URI Hadoop could parse - a ``%`` not followed by two
+hex digits, escapes that decode to invalid UTF-8, a NUL character - because such an entry can
+only come from damage, and would otherwise surface as an unrelated error in some reader.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
-from ..log.codec import field
+from ..log.codec import RecordError, field, non_negative, path_value
 from .paths import decode_uri, encode_uri
 
 DEFAULT_BLOCK_SIZE = 33_554_432  # what Hadoop's local filesystem reports; S3A reports 32 MiB too
 ADD = "add"
+
+#: Paths that need ``check_entry_path`` (RE2 and Python syntax alike, for Arrow's vectorised
+#: pre-filter): a ``%`` without two hex digits, or an escaped byte >= 0x80 (which must be UTF-8).
+#: Hadoop leaves non-ASCII letters unescaped, so the second kind is rare.
+SUSPICIOUS_PATH = r"%([^0-9A-Fa-f]|[0-9A-Fa-f][^0-9A-Fa-f]|[0-9A-Fa-f]?$)|%[89A-Fa-f][0-9A-Fa-f]"
+_BAD_ESCAPE = re.compile(r"%([^0-9A-Fa-f]|[0-9A-Fa-f][^0-9A-Fa-f]|[0-9A-Fa-f]?$)")
+
+
+def check_entry_path(path: str) -> str:
+    """``path`` if it is a URI Hadoop parses and a file can have; ``RecordError`` otherwise."""
+    path_value(path, "path")
+    bad = _BAD_ESCAPE.search(path)
+    if bad is not None:
+        raise RecordError(f"field 'path' is not a valid URI: {bad.group(0)!r} is not a %XX escape in {path[:80]!r}")
+    if "%" in path:
+        try:
+            unquote(path, encoding="utf-8", errors="strict")
+        except UnicodeDecodeError:
+            raise RecordError(f"field 'path' has %XX escapes that are not UTF-8: {path[:80]!r}") from None
+    return path
 
 
 @dataclass(frozen=True)
@@ -65,8 +91,8 @@ class ManifestEntryCodec:
 
     def from_json(self, obj: dict[str, Any]) -> ManifestEntry:
         return ManifestEntry(
-            path=field(obj, "path", str),
-            size=field(obj, "size", int),
+            path=check_entry_path(field(obj, "path", str)),
+            size=non_negative(field(obj, "size", int), "size"),
             is_dir=field(obj, "isDir", bool),
             modification_time=field(obj, "modificationTime", int),
             block_replication=field(obj, "blockReplication", int),

@@ -10,6 +10,11 @@ Two encodings stack (verified against Spark 4.3's file sink, see ``tests/manifes
    character outside ``A-Za-z0-9 -_.!~*'() ,;:$&+= /@`` and outside non-ASCII letters is
    ``%XX``-encoded per UTF-8 byte, ``%`` included. So directory ``N out dir/p=c%25d`` appears
    as ``N%20out%20dir/p=c%2525d`` while ``é`` stays raw.
+
+One location has several spellings, and manifests hold whichever the writer used:
+``file:/x``, ``file:///x`` and ``file://localhost/x`` are one local file; ``s3://``, ``s3a://``
+and ``s3n://`` are one bucket (Hadoop's connectors and s3fs). ``canonical_uri`` picks one
+spelling and ``spellings`` lists them all, so a table root matches entries written either way.
 """
 
 from __future__ import annotations
@@ -119,6 +124,30 @@ def decode_uri(uri: str) -> str:
     """A manifest path back to the unencoded URI (inverse of ``encode_uri``)."""
     prefix, path = split_uri(uri)
     return prefix + unquote(path, encoding="utf-8", errors="strict")
+
+
+#: Schemes that name the same object store as another one (Hadoop's connectors for S3).
+_SAME_STORE = {"s3a": "s3", "s3n": "s3"}
+
+
+def canonical_uri(uri: str) -> str:
+    """One spelling per location: ``file:///x`` for local files, ``s3://`` for S3; no trailing ``/``."""
+    uri = normalize_uri(uri)
+    scheme, sep, rest = uri.partition("://")
+    if sep:
+        scheme = scheme.lower()
+        uri = f"{_SAME_STORE.get(scheme, scheme)}://{rest}"
+    return uri.rstrip("/") if not uri.endswith("://") else uri
+
+
+def spellings(uri: str) -> list[str]:
+    """Every spelling of ``uri`` a manifest may hold (the canonical one first)."""
+    canonical = canonical_uri(uri)
+    scheme, _, rest = canonical.partition("://")
+    if scheme == "file":
+        return [canonical, f"file:{rest}", f"file://localhost{rest}"]
+    same = [s for s, target in _SAME_STORE.items() if target == scheme]
+    return [canonical] + [f"{s}://{rest}" for s in same]
 
 
 def normalize_uri(uri: str) -> str:

@@ -5,13 +5,15 @@ becomes an integer in one engine and a string in another) and Arrow takes the da
 first file it opens. The sink records the Spark schema of each batch in its commit record;
 readers turn it into one Arrow schema so that Spark, pyarrow, pandas, Polars and DuckDB agree.
 Without a recorded schema (a table written by Spark's own sink) partition columns are strings.
+A recorded schema that is not Spark's schema JSON (``schema_fields`` says why) is not used.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
+
+from ..log.version import loads_line
 
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 
@@ -60,13 +62,25 @@ def spark_type_to_arrow(spark_type: Any):
     return None
 
 
+def schema_fields(schema_json: str) -> list[dict[str, Any]]:
+    """The ``fields`` of a Spark schema JSON (``{"type":"struct","fields":[{"name":...}]}``);
+    ``ValueError`` saying what is wrong if it is not one."""
+    schema = loads_line(schema_json)
+    if not isinstance(schema, dict) or not isinstance(schema.get("fields", []), list):
+        raise ValueError("not a Spark struct schema")
+    fields = schema.get("fields", [])
+    if not all(isinstance(f, dict) and isinstance(f.get("name"), str) for f in fields):
+        raise ValueError("a field of the schema has no name")
+    return fields
+
+
 def table_schema(schema_json: str | None, partition_columns: tuple[str, ...]):
     """(full Arrow schema or None, Arrow schema of the partition columns)."""
     import pyarrow as pa
 
     if not schema_json:
         return None, pa.schema([pa.field(c, pa.string()) for c in partition_columns])
-    fields_json = json.loads(schema_json).get("fields", [])
+    fields_json = schema_fields(schema_json)
     full, parts = [], {}
     for f in fields_json:
         arrow_type = spark_type_to_arrow(f.get("type"))

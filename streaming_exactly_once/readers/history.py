@@ -35,9 +35,11 @@ def batches(path: str, *, storage_options: Mapping[str, Any] | None = None) -> l
     identity = read_identity(storage)
     interval = identity.compact_interval if identity else 10
     manifest = ManifestLog(storage, default_interval=interval)
-    present = set(manifest.list_batch_ids())
-    if not present:
+    ids = manifest.list_batch_ids()
+    if not ids:
         return []
+    manifest.gaps(ids)  # a stray file far beyond the others is a named error, not 10**11 batches
+    present = set(ids)
     commits = CommitsLog(storage, interval=interval)
     out = []
     for batch_id in range(min(present), max(present) + 1):

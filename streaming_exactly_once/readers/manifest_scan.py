@@ -9,6 +9,12 @@ decided by ``ManifestLog`` alone. Each file is then read the fastest safe way:
 3. otherwise - or when Arrow rejects a file - the strict pure-Python parser of the log layer,
    which also produces the precise error (file, batch, line) for a damaged file.
 
+Arrow's reader is more lenient than Spark's and ours (two objects on one line, blank lines), and
+it accepts values the strict parser refuses (negative sizes, paths that are not URIs). So a file
+read the fast way is checked cheaply - one row per line, no negative size, no path matching
+``entry.SUSPICIOUS_PATH`` that fails ``check_entry_path`` - and anything odd is read again the
+strict way, which raises the named error. Both ways accept exactly the same files.
+
 With pyarrow the result is Arrow arrays; without it, Python lists.
 """
 
@@ -17,7 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..log.codec import RecordError
 from ..log.compaction import is_compaction_batch
+from ..manifest.entry import SUSPICIOUS_PATH, check_entry_path
 from ..manifest.manifest_index import parse_entries_arrow, read_index
 from ..manifest.manifest_log import ManifestLog
 
@@ -30,46 +38,86 @@ class ManifestColumns:
     arrow: bool
 
 
+def _pyarrow():
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+    except ImportError:
+        return None, None
+    return pa, pc
+
+
 def _python_columns(log: ManifestLog, data: bytes, batch_id: int):
     entries = [e for e in log.decode(data, batch_id=batch_id) if not e.is_dir]
     return [e.path for e in entries], [e.size for e in entries], [e.modification_time for e in entries]
 
 
+def _records_in(data: bytes) -> int:
+    """How many record lines a log file holds (the strict parser's count)."""
+    body = data[:-1] if data.endswith(b"\n") else data
+    return body.count(b"\n")
+
+
+#: One regex pass finds both kinds of odd paths (RE2 syntax): a NUL, or ``entry.SUSPICIOUS_PATH``.
+_ODD_PATH = "\\x00|" + SUSPICIOUS_PATH
+
+
+def _looks_sound(pc, paths, sizes) -> bool:
+    """The cheap checks of the module docstring, on one file's Arrow columns."""
+    if len(sizes) and pc.min(sizes).as_py() < 0:
+        return False
+    odd = paths.filter(pc.match_substring_regex(paths, _ODD_PATH))
+    try:
+        for path in odd.to_pylist():
+            check_entry_path(path)
+    except RecordError:
+        return False
+    return True
+
+
+def _read(log: ManifestLog, batch_id: int, context: str) -> bytes:
+    try:
+        return log.storage.read_bytes(log.path(batch_id))
+    except FileNotFoundError:
+        log.read(batch_id, context=context)  # raises MissingBatchError with the context
+        raise
+
+
+def file_columns(log: ManifestLog, batch_id: int, *, context: str) -> tuple[Any, Any, Any]:
+    """(paths, sizes, mtimes) of the non-directory entries of one manifest file."""
+    pa, pc = _pyarrow()
+    if pa is not None and is_compaction_batch(batch_id, log.interval):
+        index = read_index(log.storage, batch_id, log)
+        if index is not None:
+            columns = (index.column("path"), index.column("size"), index.column("modificationTime"))
+            if _looks_sound(pc, *columns[:2]):
+                return columns
+    data = _read(log, batch_id, context)
+    table = None
+    if pa is not None and (data.startswith(b"v1\n") or data == b"v1"):
+        newline = data.find(b"\n")
+        table = parse_entries_arrow(b"" if newline < 0 else data[newline + 1 :])
+        if table is not None and (
+            table.num_rows != _records_in(data) or not _looks_sound(pc, table.column("path"), table.column("size"))
+        ):
+            table = None
+    if table is not None:
+        table = table.filter(pc.invert(table.column("isDir")))
+        return table.column("path"), table.column("size"), table.column("modificationTime")
+    paths, sizes, mtimes = _python_columns(log, data, batch_id)
+    if pa is not None:
+        return pa.array(paths, pa.string()), pa.array(sizes, pa.int64()), pa.array(mtimes, pa.int64())
+    return paths, sizes, mtimes
+
+
 def scan_manifest(log: ManifestLog, as_of: int | None = None) -> ManifestColumns:
     """Every non-directory entry visible as of batch ``as_of`` (default: the latest)."""
-    try:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-    except ImportError:
-        pa = None
+    pa, _ = _pyarrow()
     ids = log.valid_batches(as_of)
     chunks: list[tuple[Any, Any, Any]] = []
     if ids:
         context = f"needed to read the table as of batch {ids[-1]} (compact interval {log.interval})"
-        for batch_id in ids:
-            if pa is not None and is_compaction_batch(batch_id, log.interval):
-                index = read_index(log.storage, batch_id, log)
-                if index is not None:
-                    chunks.append((index.column("path"), index.column("size"), index.column("modificationTime")))
-                    continue
-            try:
-                data = log.storage.read_bytes(log.path(batch_id))
-            except FileNotFoundError:
-                log.read(batch_id, context=context)  # raises MissingBatchError with the context
-                raise
-            table = None
-            if pa is not None and (data.startswith(b"v1\n") or data == b"v1"):
-                newline = data.find(b"\n")
-                table = parse_entries_arrow(b"" if newline < 0 else data[newline + 1 :])
-            if table is not None:
-                table = table.filter(pc.invert(table.column("isDir")))
-                chunks.append((table.column("path"), table.column("size"), table.column("modificationTime")))
-            else:
-                paths, sizes, mtimes = _python_columns(log, data, batch_id)
-                if pa is not None:
-                    chunks.append((pa.array(paths, pa.string()), pa.array(sizes, pa.int64()), pa.array(mtimes, pa.int64())))
-                else:
-                    chunks.append((paths, sizes, mtimes))
+        chunks = [file_columns(log, batch_id, context=context) for batch_id in ids]
     if pa is None:
         return ManifestColumns(
             [p for c in chunks for p in c[0]], [s for c in chunks for s in c[1]], [m for c in chunks for m in c[2]], False

@@ -17,25 +17,37 @@ Bytes::
   member's identity is what keeps a single-table writer from writing it behind the group's back::
 
     {"tableId":"...","rootUri":"file:///lake/orders","createdMs":...,"compactInterval":10,"format":"parquet","partitionBy":["day"],"firstBatchId":0,"writerOptions":{},"kind":"member","group":".."}
+
+* ``otherRootUris`` (absent = none): every *other* root a writer has written the table under
+  since ``rootUri`` - a symlinked path and the real one, the old and the new place of a moved
+  table. Manifest entries under any recorded root are inside the table (readers and ``seo gc``
+  treat them so; ``s3``/``s3a``/``s3n`` and ``file:/x``/``file:///x`` spellings of one root are
+  one root and are not recorded twice). The writer adds its root with ``note_root`` when it
+  opens the table; that is the only time the file is rewritten (atomically, by the lease
+  holder). Files without the field, and readers that ignore it, keep working::
+
+    {"tableId":"5b0c...","rootUri":"file:///data/events",...,"writerOptions":{},"otherRootUris":["file:///mnt/disk1/events"]}
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass, field as dc_field, replace
 from typing import Any
 
-from ..errors import ConfigError
-from ..log.codec import field
+from ..errors import ConfigError, IdentityError
+from ..log.codec import RecordError, field
 from ..log.record_file import encode_record, read_record
+from ..manifest.paths import canonical_uri
 from ..storage.base import Storage
 from .layout import TABLE_FILE
 
 VERSION = 1
 HINT = (
-    "The identity file is written once per table and never changes. Restore it from a backup, or "
-    "delete it (the sink recreates it, with a new table id) if you are sure this is the right table."
+    "The identity file is written once per table and changes only when a writer records a new root. "
+    "Restore it from a backup, or delete it (the sink recreates it, with a new table id) if you are "
+    "sure this is the right table."
 )
 
 
@@ -54,6 +66,13 @@ class TableIdentity:
     group: str | None = None
     #: ``"table"``, ``"member"`` (a table of a dataset group) or ``"group"`` (a group root).
     kind: str = "table"
+    #: Every other root the table was written under (see the module docstring).
+    other_root_uris: tuple[str, ...] = ()
+
+    @property
+    def root_uris(self) -> tuple[str, ...]:
+        """Every root the manifest's absolute paths may be under, the first one first."""
+        return (self.root_uri, *self.other_root_uris)
 
     def to_json(self) -> dict[str, Any]:
         out = self._base_json()
@@ -61,6 +80,8 @@ class TableIdentity:
             out["kind"] = self.kind
         if self.group is not None:
             out["group"] = self.group
+        if self.other_root_uris:
+            out["otherRootUris"] = list(self.other_root_uris)
         return out
 
     def _base_json(self) -> dict[str, Any]:
@@ -83,16 +104,50 @@ class TableIdentity:
             created_ms=field(obj, "createdMs", int),
             compact_interval=field(obj, "compactInterval", int),
             format=field(obj, "format", str),
-            partition_by=tuple(field(obj, "partitionBy", list, optional=True, default=[])),
+            partition_by=_strings(obj, "partitionBy"),
             first_batch_id=field(obj, "firstBatchId", int, optional=True, default=0),
             writer_options=dict(field(obj, "writerOptions", dict, optional=True, default={})),
             group=field(obj, "group", str, optional=True),
             kind=field(obj, "kind", str, optional=True, default="table"),
+            other_root_uris=_strings(obj, "otherRootUris"),
         )
+
+
+def _strings(obj: dict[str, Any], name: str) -> tuple[str, ...]:
+    values = field(obj, name, list, optional=True, default=[])
+    if not all(isinstance(v, str) for v in values):
+        raise RecordError(f"field '{name}' must be a list of strings")
+    return tuple(values)
 
 
 def read_identity(storage: Storage) -> TableIdentity | None:
     return read_record(storage, TABLE_FILE, TableIdentity.from_json, hint=HINT, version=VERSION)
+
+
+def note_root(storage: Storage, identity: TableIdentity) -> TableIdentity:
+    """Record ``storage.root_uri`` as one of the table's roots unless it already is one.
+
+    The writer calls this right after ``ensure_identity``, holding the lease, whenever it opens
+    the table: a table written through a symlink and through the real path, or moved and then
+    written at its new place, gets manifest entries under each root, and readers and ``seo gc``
+    must know every one of them. Returns the identity as now on disk. The file is replaced in
+    one ``atomic_write`` (readers see the old or the new bytes), starting from what is on disk,
+    so no root recorded meanwhile is lost.
+    """
+    current = read_identity(storage) or identity
+    if current.table_id != identity.table_id:
+        raise IdentityError(
+            f"The identity of {storage.root_uri} changed while it was open (table id {identity.table_id} -> "
+            f"{current.table_id}): another table was created at this path. Stop every writer of it and check "
+            f"{storage.uri(TABLE_FILE)}.",
+            table=storage.root_uri,
+        )
+    known = {canonical_uri(uri) for uri in current.root_uris}
+    if canonical_uri(storage.root_uri) in known:
+        return current
+    updated = replace(current, other_root_uris=(*current.other_root_uris, storage.root_uri))
+    storage.atomic_write(TABLE_FILE, encode_record(updated.to_json(), version=VERSION))
+    return updated
 
 
 def ensure_identity(

@@ -263,3 +263,47 @@ def test_ctrl_c_stops_gracefully_and_rate_job(tmp_path):
     assert events and all(e["event"] == "batch_committed" and "stepMs" in e for e in events)
     check = subprocess.run([seo_bin, "verify", ".work/rate/table"], cwd=copy, capture_output=True, text=True, timeout=120)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_a_deeply_nested_log_file_is_one_line_too(table):
+    """r06c: a deeply nested _seo/table printed a 46-line RecursionError traceback."""
+    (table / "_seo" / "table").write_bytes(b'v1\n{"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    seo_bin = str(Path(sys.executable).parent / "seo")
+    out = subprocess.run([seo_bin, "status", str(table)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith("error: Corrupt log file") and "_seo/table" in out.stderr and "nests deeper" in out.stderr
+
+
+def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(capsys, table, monkeypatch):
+    import streaming_exactly_once.maintenance.status as status_module
+
+    def broken(storage):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(status_module, "table_status", broken)
+    code, _, err = seo(capsys, "status", str(table))
+    assert code == 1 and err.count("\n") == 1 and err.startswith("error: unexpected RecursionError") and "--debug" in err, err
+    code, _, err = seo(capsys, "--debug", "status", str(table))
+    assert code == 1 and "Traceback (most recent call last)" in err and err.strip().splitlines()[-1].startswith("error: unexpected")
+    monkeypatch.setenv("SEO_DEBUG", "1")
+    code, _, err = seo(capsys, "status", str(table))
+    assert code == 1 and "Traceback (most recent call last)" in err
+
+
+@pytest.mark.parametrize("log_dir", ["_spark_metadata", "_seo/commits"])
+def test_a_stray_batch_file_is_named_at_once(table, log_dir):
+    """r15: `_spark_metadata/100000000000` made committer.open() and `seo verify` enumerate
+    10**11 batch ids for hours."""
+    (table / log_dir / "100000000000").write_text("v1")
+    seo_bin = str(Path(sys.executable).parent / "seo")
+    opener = (
+        "import sys\nfrom tests.commit.helpers import make_committer\nfrom streaming_exactly_once.storage import open_storage\n"
+        "make_committer(open_storage(sys.argv[1]), compact_interval=3).open()"
+    )
+    commands = [[seo_bin, "verify", "--no-orphans", str(table)], [seo_bin, "files", str(table)]]
+    if log_dir == "_spark_metadata":  # (committer.open reads the commits snapshot before it looks for gaps)
+        commands += [[sys.executable, "-c", opener, str(table)], [seo_bin, "status", str(table)]]
+    for command in commands:
+        out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1, (command, out.stdout, out.stderr)
+        assert f"{log_dir}/100000000000" in out.stdout + out.stderr and "a stray file? move it away" in out.stdout + out.stderr

@@ -5,6 +5,8 @@ Never a silent skip, never a raw JSONDecodeError/KeyError/UnicodeDecodeError.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -150,3 +152,102 @@ def test_fuzz_parsers_raise_only_library_errors(memory_storage, data, which):
             ckpt.query_id()
     except ExactlyOnceError:
         pass
+
+
+# --- valid JSON that no log can hold (r06) ------------------------------------------------------
+
+DEEP = "[" * 100_000 + "]" * 100_000
+ENTRY = '{"path":"%s","size":%s,"isDir":false,"modificationTime":1,"blockReplication":1,"blockSize":1,"action":"add"}'
+ADVERSARIAL = {
+    "deeply nested value": ('{"x":' + DEEP + "}", "nests deeper"),
+    "size beyond int64": (ENTRY % ("file:///t/p=a/x.parquet", "1" + "0" * 30), "64-bit"),
+    "int64 min minus one": (ENTRY % ("file:///t/p=a/x.parquet", str(-(2**63) - 1)), "64-bit"),
+    "negative size": (ENTRY % ("file:///t/p=a/x.parquet", "-5"), "negative"),
+    "NUL in path": (ENTRY % ("file:///t/p=a/x\\u0000.parquet", "5"), "NUL"),
+    "lone surrogate in path": (ENTRY % ("file:///t/p=a/x\\ud800.parquet", "5"), "surrogate"),
+    "bad percent escape": (ENTRY % ("file:///t/p=a/x%ZZ.parquet", "5"), "not a valid URI"),
+    "escape that is not UTF-8": (ENTRY % ("file:///t/p=a/x%C3.parquet", "5"), "not UTF-8"),
+    "NaN": (ENTRY % ("file:///t/p=a/x.parquet", "NaN"), "NaN"),
+    "float overflow": ('{"x":1e400}', "double"),
+    "huge integer literal": ('{"x":' + "9" * 5000 + "}", "line 2"),
+    "two records on one line": (ENTRY % ("file:///t/a", "1") + " " + ENTRY % ("file:///t/b", "1"), "line 2"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ADVERSARIAL))
+def test_valid_json_no_log_can_hold_is_a_named_error(memory_storage, case):
+    """Every reader path - Arrow's fast parser and the strict one - refuses the same lines, with
+    file, batch and line, instead of RecursionError, OverflowError or UnicodeEncodeError."""
+    from streaming_exactly_once import read
+
+    line, words = ADVERSARIAL[case]
+    memory_storage.put_if_absent("_spark_metadata/0", b"v1\n" + ENTRY.encode() % (b"file:///t/p=a/ok.parquet", b"1"))
+    memory_storage.put_if_absent("_spark_metadata/1", b"v1\n" + line.encode("utf-8", "surrogatepass"))
+    for call in (lambda: ManifestLog(memory_storage).files(), lambda: read.files(memory_storage.root_uri), lambda: read.arrow(memory_storage.root_uri)):
+        with pytest.raises(LogCorruptError) as err:
+            call()
+        message = str(err.value)
+        assert "_spark_metadata/1 (batch 1)" in message and "line 2" in message and words in message, message
+
+
+@pytest.mark.parametrize("kind", ["offsets", "commits", "sources", "wal", "identity", "epoch", "heartbeat"])
+def test_deep_json_in_every_log_kind_is_a_named_error(memory_storage, kind):
+    """r06b: the same deeply nested line in each of our log kinds."""
+    from streaming_exactly_once.commit.lease import read_lease_state
+    from streaming_exactly_once.commit.sequence import CommitSequence
+    from streaming_exactly_once.table.identity import read_identity
+    from streaming_exactly_once.table.table_logs import TableLogs
+
+    data = b'v1\n{"x":' + DEEP.encode() + b"}"
+    logs = TableLogs.open(memory_storage)
+    with pytest.raises(LogCorruptError, match="nests deeper"):
+        if kind == "wal":
+            CommitSequence.from_bytes(data, path="_seo/wal/0", batch_id=0)
+        elif kind == "identity":
+            memory_storage.put_if_absent("_seo/table", data)
+            read_identity(memory_storage)
+        elif kind in ("epoch", "heartbeat"):
+            writer = b'v1\n{"epoch":1,"writerId":"w","host":"h","pid":1,"startedMs":1}'
+            memory_storage.put_if_absent("_seo/epochs/1", data if kind == "epoch" else writer)
+            memory_storage.put_if_absent("_seo/heartbeats/1", data)
+            read_lease_state(memory_storage)
+        else:
+            log = {"offsets": logs.offsets, "commits": logs.commits, "sources": logs.sources}[kind]
+            memory_storage.put_if_absent(log.path(0), data)
+            log.read(0)
+
+
+_JSON_LEAVES = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
+    st.text(alphabet=st.characters(codec=None, categories=("Ll", "Nd", "Cs", "Cc", "Po")), max_size=8),
+)
+_JSON = st.recursive(_JSON_LEAVES, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=12)
+_PATHS = st.text(alphabet=st.characters(codec=None, categories=("Ll", "Nd", "Cs", "Cc", "Po", "Sm")), max_size=12).map(lambda t: "file:///t/" + t)
+
+
+def _entry_line(path, size, extra, depth):
+    obj = {"path": path, "size": size, "isDir": False, "modificationTime": 1, "blockReplication": 1, "blockSize": 1, "action": "add", "x": extra}
+    text = json.dumps(obj, ensure_ascii=True)  # writes lone surrogates as \ud800 escapes
+    return text.replace('"x":', '"x":' + "[" * depth, 1).replace("}", "]" * depth + "}", 1) if depth else text
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(
+    lines=st.lists(
+        st.tuples(_PATHS, st.one_of(st.integers(), st.integers(-(2**70), 2**70)), _JSON, st.sampled_from([0, 0, 70, 5000])),
+        min_size=1, max_size=3,
+    )
+)
+def test_fuzz_adversarial_manifest_lines_raise_only_library_errors(memory_storage, lines):
+    """Valid-JSON manifest lines with hostile values: the readers say "corrupt" or read them,
+    never let a foreign exception out."""
+    from streaming_exactly_once import read
+
+    body = "\n".join(_entry_line(*line) for line in lines)
+    st_ = memory_storage.child(f"f{abs(hash(body)) % 10**9}")
+    st_.atomic_write("_spark_metadata/0", ("v1\n" + body).encode("utf-8", "surrogatepass"))
+    for call in (lambda: read.files(st_.root_uri, verify=True), lambda: read.files(st_.root_uri, allow_outside_root=True)):
+        try:
+            call()
+        except ExactlyOnceError:
+            pass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming_exactly_once.errors import LogConflictError, MissingBatchError
+from streaming_exactly_once.errors import LogConflictError, LogCorruptError, MissingBatchError
 from streaming_exactly_once.log.batch_log import BatchLog, parse_batch_file_name
 from streaming_exactly_once.log.codec import DictCodec
 from streaming_exactly_once.log.compactible_log import CompactibleLog
@@ -157,3 +157,19 @@ def test_prepared_compaction_gives_the_same_bytes(tmp_path):
     assert leftovers == [".23.compact.prep"]  # the next one, already under way
     prepared.discard_preparations()
     assert not [p for p in (tmp_path / "b" / "c").iterdir() if p.name.startswith(".")]
+
+
+def test_gaps_cost_what_is_present_and_name_a_stray_file(memory_storage):
+    """r15: one file named like a huge batch id made gaps() enumerate every id below it."""
+    log = BatchLog(memory_storage, "log", DictCodec(), kind="test log")
+    for i in (0, 1, 3):
+        log.add(i, [rec(i)])
+    memory_storage.put_if_absent("log/1000000", b"v1")  # 10**11 in tests/cli: gaps() then never returned
+    with pytest.raises(LogCorruptError) as err:
+        log.gaps()
+    message = str(err.value)
+    assert "log/1000000" in message and "far beyond the previous batch 3" in message and "move it away" in message
+    assert err.value.batch_id == 1000000
+    memory_storage.delete("log/1000000")
+    assert log.gaps() == [2]
+    assert log.gaps([5, 9, 7]) == [6, 8]

@@ -3,6 +3,8 @@ never a duplicate, and no committed data lost. Where a repair is safe, the named
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,7 +31,8 @@ TARGETS = {
     "lease-epoch": "_seo/epochs/1",
     "lease-heartbeat": "_seo/heartbeats/1",
 }
-DAMAGE = ["empty", "truncated", "garbage", "newer-version", "missing"]
+DAMAGE = ["empty", "truncated", "garbage", "newer-version", "missing", "deep-json"]
+DEEP = b'v1\n{"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
 
 
 def build(storage, batches=7):
@@ -50,6 +53,7 @@ def damage(storage, path, how):
         "truncated": data[: max(3, len(data) - 25)],
         "garbage": b"\x00\xff\xfe\x01 not a log",
         "newer-version": b"v9" + data[2:],
+        "deep-json": DEEP,  # valid JSON; Python's decoder raises RecursionError on it (r06b)
     }[how]
     storage.atomic_write(path, new)
 
@@ -135,8 +139,23 @@ def test_discarding_a_published_batch_is_refused(local_storage):
 _FUZZ_TARGETS = ["wal", "epoch", "heartbeat", "identity", "offsets", "commits", "sources"]
 
 
+#: Valid JSON lines with hostile values: deep nesting, integers beyond int64, lone surrogates,
+#: NaN/Infinity, NUL (r06): each parser must refuse them with a named error or read them.
+_HOSTILE = st.recursive(
+    st.one_of(
+        st.integers(-(2**70), 2**70), st.floats(), st.booleans(), st.none(),
+        st.text(alphabet=st.characters(codec=None, categories=("Ll", "Nd", "Cs", "Cc")), max_size=6),
+    ),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["epoch", "batchId", "path", "size", "kind", "x"]), inner, max_size=4),
+    max_leaves=10,
+)
+_HOSTILE_LINES = st.tuples(st.lists(_HOSTILE, min_size=1, max_size=3), st.sampled_from([0, 0, 3000])).map(
+    lambda t: ("v1\n" + "\n".join("[" * t[1] + json.dumps(v) + "]" * t[1] for v in t[0])).encode()
+)
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.one_of(st.binary(max_size=400), st.text(max_size=300).map(lambda t: ("v1\n" + t).encode())), which=st.sampled_from(_FUZZ_TARGETS))
+@given(data=st.one_of(st.binary(max_size=400), st.text(max_size=300).map(lambda t: ("v1\n" + t).encode()), _HOSTILE_LINES), which=st.sampled_from(_FUZZ_TARGETS))
 def test_fuzz_every_parser_raises_only_library_errors(memory_storage, data, which):
     from streaming_exactly_once.commit.lease import read_lease_state
     from streaming_exactly_once.table.table_logs import TableLogs

@@ -1,0 +1,44 @@
+"""The files of a table that are not garbage: named by a retained manifest file or by a pending
+commit. ``gc`` deletes files outside this set (strictly: anything it cannot place is an error);
+``verify`` calls them orphans (leniently: it reports problems, it does not delete).
+"""
+
+from __future__ import annotations
+
+from ..errors import GcRefusedError
+from ..manifest.manifest_log import ManifestLog
+from ..readers.retained import retained_files
+from ..readers.table_roots import relative_path, table_roots
+from ..storage.base import Storage
+from ..table.identity import TableIdentity
+from .pending import PendingCommits
+
+
+def kept_files(
+    storage: Storage,
+    identity: TableIdentity | None,
+    manifest: ManifestLog,
+    batch_ids: list[int],
+    pending: PendingCommits,
+    table: str | None,
+    *,
+    strict: bool,
+) -> set[str]:
+    """Paths relative to the table at ``storage`` (``table``: its path in the pending commits'
+    root, None if it is that root). ``strict``: a manifest entry outside the table, or a pending
+    commit naming a file under none of its roots, raises instead of being left out."""
+    keep = retained_files(storage, identity, manifest, batch_ids, allow_outside_root=not strict)
+    keep |= pending.files_under(table)
+    roots = table_roots(storage, identity)
+    for batch_id, uri in pending.entries.get(table, []):
+        rel = relative_path(roots, uri)
+        if rel is not None:
+            keep.add(rel)
+        elif strict:
+            raise GcRefusedError(
+                f"seo gc deleted nothing in {storage.root_uri}: pending commit {batch_id} names {uri}, which is "
+                f"under none of the table's roots ({roots.describe()}). Run `seo recover` to complete it first.",
+                table=storage.root_uri,
+                batch_id=batch_id,
+            )
+    return keep

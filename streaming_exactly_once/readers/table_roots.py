@@ -1,0 +1,222 @@
+"""Which manifest entries are inside a table, and where each of them is now.
+
+Manifest paths are absolute URIs under the root the writer used. Over its life a table can have
+several such roots - written through a symlink and through the real path, moved and then
+written at its new place - and ``_seo/table`` records every one (``TableIdentity.root_uris``;
+for a table of Spark's own sink the root is inferred from an entry). The table's *roots* are
+those, the root it is opened at now and, on a local disk, that root with symlinks resolved.
+
+An entry is **inside** the table when it starts with a spelling (``paths.spellings``: ``s3``/
+``s3a``/``s3n``, ``file:/``/``file:///``/``file://localhost/``) of one of the roots plus ``/``,
+and its rest, percent-decoded and normalised, stays below the root. ``..`` segments, raw or
+percent-encoded (``p=a/%2E%2E%2F%2E%2E%2Fx``), that climb out of the root make it **outside**,
+like an entry under another directory. Inside entries are read at the *current* root plus the
+rest; outside ones are refused (``ManifestEntryOutsideRootError``) unless the caller allows them.
+
+The mapping runs vectorised on Arrow arrays (a million entries in a fraction of a second);
+entries that need decoding or normalising, and every entry when pyarrow is missing, go through
+``relative_path``, the one definition both ways follow.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from ..errors import ManifestEntryOutsideRootError
+from ..manifest.paths import canonical_uri, decode_uri, encode_uri, normalize_uri, split_uri, spellings
+from ..storage.base import Storage
+from ..table.identity import TableIdentity
+
+#: A relative path that ``posixpath.normpath`` would change (RE2 and Python syntax alike).
+_NOT_NORMAL = r"(^|/)\.{1,2}(/|$)|//|^/|/$"
+_NOT_NORMAL_RE = re.compile(_NOT_NORMAL)
+#: A relative path ``below_root`` must look at: escaped, not normal, or empty (one regex pass).
+_NEEDS_PYTHON = "%|^$|" + _NOT_NORMAL
+
+
+@dataclass(frozen=True)
+class TableRoots:
+    """The roots of one table: ``current`` (where it is read) and every prefix that is inside."""
+
+    current: str
+    roots: tuple[str, ...]  # unencoded, canonical, for messages
+    prefixes: tuple[str, ...]  # URI-encoded spellings + "/", the longest root's first
+
+    def describe(self) -> str:
+        return self.roots[0] if len(self.roots) == 1 else "any of " + ", ".join(self.roots)
+
+
+def infer_original_root(paths: list[str]) -> str | None:
+    """For manifests without ``_seo/table``: strip file names and ``k=v`` directories."""
+    if not paths:
+        return None
+    sample = normalize_uri(paths[0])
+    head = posixpath.dirname(sample)
+    while posixpath.basename(head).find("=") > 0:
+        head = posixpath.dirname(head)
+    try:
+        return decode_uri(head)
+    except UnicodeDecodeError:
+        return head
+
+
+def _local_real_root(storage: Storage) -> str | None:
+    """The current root with symlinks resolved, on a local disk (None elsewhere)."""
+    if storage.scheme != "file":
+        return None
+    local = normalize_uri(storage.root_uri)[len("file://"):]
+    return "file://" + os.path.realpath(local)
+
+
+def table_roots(storage: Storage, identity: TableIdentity | None, sample: str | None = None) -> TableRoots:
+    """The roots of the table at ``storage`` (``sample``: one manifest path, for a table
+    without identity, whose original root is inferred from it)."""
+    found: list[str] = []
+    if identity is not None:
+        found.extend(identity.root_uris)
+    else:
+        inferred = infer_original_root([sample] if sample else [])
+        if inferred is not None:
+            found.append(inferred)
+    found.append(storage.root_uri)
+    real = _local_real_root(storage)
+    if real is not None:
+        found.append(real)
+    roots: list[str] = []
+    for root in found:
+        canonical = canonical_uri(root)
+        if canonical not in roots:
+            roots.append(canonical)
+    prefixes: list[str] = []
+    for root in sorted(roots, key=len, reverse=True):  # a root inside another root matches first
+        for spelling in spellings(root):  # the canonical spelling first: it is what writers write
+            prefix = encode_uri(spelling).rstrip("/") + "/"
+            if prefix not in prefixes:
+                prefixes.append(prefix)
+    return TableRoots(storage.root_uri, tuple(roots), tuple(prefixes))
+
+
+def below_root(rest: str) -> str | None:
+    """The encoded rest of an entry after its root, decoded and normalised; None if it is not a
+    file below the root (it climbs out with ``..``, is absolute, or is the root itself)."""
+    if "%" in rest:
+        rest = unquote(rest)
+    if not _NOT_NORMAL_RE.search(rest):
+        return rest or None
+    normal = posixpath.normpath(rest)
+    if normal.startswith("/") or normal in (".", "..") or normal.startswith("../"):
+        return None
+    return normal
+
+
+def relative_path(roots: TableRoots, path: str) -> str | None:
+    """Where manifest entry ``path`` is relative to the table root, or None if it is outside."""
+    for prefix in roots.prefixes:
+        if path.startswith(prefix):
+            return below_root(path[len(prefix):])
+    return None
+
+
+def outside_uri(path: str) -> str:
+    """An outside entry as the URI a reader opens: decoded, ``file:///`` form, normalised."""
+    prefix, rest = split_uri(normalize_uri(unquote(path)))
+    return prefix + (posixpath.normpath(rest) if rest else rest)
+
+
+def outside_error(storage: Storage, entry: str, roots: TableRoots) -> ManifestEntryOutsideRootError:
+    return ManifestEntryOutsideRootError(
+        f"Manifest of {storage.root_uri} lists {entry}, which is outside the table root {roots.describe()}. "
+        "A reader would silently read another location's data; pass allow_outside_root=True if that "
+        "is intended (a table written under another root records it in _seo/table when its writer opens it).",
+        entry=entry,
+    )
+
+
+@dataclass
+class MappedEntries:
+    relative: Any  # Arrow string array or list of paths relative to the current root
+    sizes: Any
+    mtimes: Any
+    outside: list[str]  # URIs of outside entries (only when they are allowed)
+
+
+def map_entries(
+    paths: Any, sizes: Any, mtimes: Any, roots: TableRoots, storage: Storage, *, sub: str = "", allow_outside_root: bool = False
+) -> MappedEntries:
+    """Split manifest columns into entries inside the table (relative paths, under ``sub`` if
+    given) and outside it; raises on outside entries unless ``allow_outside_root``."""
+    if isinstance(paths, list):
+        return _map_python(paths, sizes, mtimes, roots, storage, sub, allow_outside_root)
+    return _map_arrow(paths, sizes, mtimes, roots, storage, sub, allow_outside_root)
+
+
+def _map_python(paths, sizes, mtimes, roots, storage, sub, allow_outside_root) -> MappedEntries:
+    out = MappedEntries([], [], [], [])
+    for path, size, mtime in zip(paths, sizes, mtimes):
+        rel = relative_path(roots, path)
+        if rel is None:
+            if not allow_outside_root:
+                raise outside_error(storage, path, roots)
+            out.outside.append(outside_uri(path))
+            continue
+        if sub and not rel.startswith(sub):
+            continue
+        out.relative.append(rel)
+        out.sizes.append(size)
+        out.mtimes.append(mtime)
+    return out
+
+
+def _map_arrow(paths, sizes, mtimes, roots, storage, sub, allow_outside_root) -> MappedEntries:
+    """``_map_python`` vectorised: prefixes matched and sliced by Arrow; only the rows whose rest
+    needs decoding or normalising (or that match no prefix) go through ``relative_path``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(paths, pa.ChunkedArray):
+        paths, sizes, mtimes = (c.combine_chunks() for c in (paths, sizes, mtimes))
+    if not len(paths):
+        return MappedEntries(paths, sizes, mtimes, [])
+    rel, matched = None, None
+    for prefix in roots.prefixes:
+        hit = pc.starts_with(paths, prefix)
+        if matched is not None:
+            hit = pc.and_(hit, pc.invert(matched))
+        if not pc.any(hit).as_py():
+            continue
+        sliced = pc.utf8_slice_codeunits(paths, len(prefix))
+        rel = sliced if rel is None else pc.if_else(hit, sliced, rel)
+        matched = hit if matched is None else pc.or_(matched, hit)
+        if pc.all(matched).as_py():
+            break
+    if rel is None:
+        plain = pa.array([False] * len(paths), pa.bool_())
+        rel = pa.array([""] * len(paths), pa.string())
+    else:
+        plain = pc.and_(matched, pc.invert(pc.match_substring_regex(rel, _NEEDS_PYTHON)))
+    outside: list[str] = []
+    if not pc.all(plain).as_py():
+        plain_rows = plain.to_pylist()
+        values = rel.to_pylist()
+        all_paths = paths.to_pylist()
+        inside = []
+        for i, is_plain in enumerate(plain_rows):
+            if not is_plain:
+                values[i] = relative_path(roots, all_paths[i])
+                if values[i] is None:
+                    if not allow_outside_root:
+                        raise outside_error(storage, normalize_uri(all_paths[i]), roots)
+                    outside.append(outside_uri(all_paths[i]))
+            inside.append(values[i] is not None)
+        keep = pa.array(inside, pa.bool_())
+        rel = pa.array([v for v in values if v is not None], pa.string())
+        sizes, mtimes = sizes.filter(keep), mtimes.filter(keep)
+    if sub:
+        keep = pc.starts_with(rel, sub)
+        rel, sizes, mtimes = rel.filter(keep), sizes.filter(keep), mtimes.filter(keep)
+    return MappedEntries(rel, sizes, mtimes, outside)

@@ -1,0 +1,102 @@
+"""Small real tables for reader and maintenance tests: Parquet batches written through the commit
+protocol (``TableCommitter``/``GroupCommitter``) without Spark, the way the sink's writers do."""
+
+from __future__ import annotations
+
+import io
+import os
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from streaming_exactly_once.checkpoint.reader import InputFile
+from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile, TableCommitter
+from streaming_exactly_once.commit.faults import NO_FAULTS, FaultHooks, FaultSpec
+from streaming_exactly_once.commit.group_committer import GroupCommitter, MemberBatch
+from streaming_exactly_once.storage import open_storage
+
+Q = "77777777-7777-7777-7777-777777777777"
+
+
+def parquet_bytes(rows: list[int]) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"id": pa.array(rows, pa.int64())}), buf)
+    return buf.getvalue()
+
+
+def committer(root: str, *, fail_at: str | None = None, timeout_ms: int = 60_000, **opts) -> TableCommitter:
+    options = CommitterOptions(heartbeat=False, lease_timeout_ms=timeout_ms, **opts)
+    faults = FaultHooks(fail_at=FaultSpec.parse(fail_at)) if fail_at else NO_FAULTS
+    return TableCommitter(open_storage(root), options, faults=faults)
+
+
+def stage(c: TableCommitter, attempt, rows: list[int], *, mode: str, nfiles: int = 2, partition: str = "p=a") -> list[StagedFile]:
+    """Write the batch's files as the sink's writers do: rename mode under the staging directory,
+    direct mode an intent first and then the file under its final name."""
+    files = []
+    for i in range(nfiles):
+        name = f"part-{i:05d}-{attempt.attempt}-{attempt.batch_id}.c000.snappy.parquet"
+        final = f"{partition}/{name}"
+        payload = parquet_bytes(rows[i::nfiles])
+        if mode == "rename":
+            staged = f"{attempt.staging_dir}/data/{final}"
+            c.storage.put_if_absent(staged, payload)
+        else:
+            c.storage.put_if_absent(f"{attempt.staging_dir}/intents/{name}", final.encode())
+            c.storage.put_if_absent(final, payload)
+            staged = None
+        info = c.storage.info(staged or final)
+        files.append(StagedFile(final=final, size=info.size, mtime_ms=info.mtime_ms, staged=staged))
+    return files
+
+
+def commit_batch(c: TableCommitter, spark_batch: int, rows: list[int], *, mode: str = "rename", query: str = Q, **kw):
+    """One whole batch; on failure the attempt is cleaned up as the sink does."""
+    c.ensure_open()
+    attempt = c.begin(query, spark_batch, mode=mode)
+    try:
+        files = stage(c, attempt, rows, mode=mode, **kw)
+        inputs = [InputFile(source=0, path=f"file:///in/{spark_batch}.csv", timestamp=1)]
+        return c.commit(attempt, files, input_files=inputs, num_rows=len(rows))
+    except BaseException:
+        c.abort(attempt)
+        c.invalidate()
+        raise
+
+
+def rows_of(batch: int) -> list[int]:
+    return list(range(batch * 10, batch * 10 + 10))
+
+
+def write_table(root: str, batches: int = 2, **opts) -> list[int]:
+    """A table of ``batches`` committed batches; returns every row id."""
+    c = committer(root, **opts)
+    for b in range(batches):
+        commit_batch(c, b, rows_of(b))
+    c.close()
+    return [r for b in range(batches) for r in rows_of(b)]
+
+
+def write_group(root: str, tables: dict[str, list[int]], *, spark_batch: int = 0) -> None:
+    """One group batch putting ``rows`` into each table of a dataset group at ``root``."""
+    g = GroupCommitter(open_storage(root), CommitterOptions(heartbeat=False), faults=NO_FAULTS)
+    g.open()
+    attempt = g.begin(Q, spark_batch, mode="rename")
+    members = []
+    for table, rows in tables.items():
+        rel = f"day=1/part-{spark_batch:05d}-{table.replace('/', '_')}.c000.snappy.parquet"
+        staged = f"{attempt.staging_dir}/data/{table}/{rel}"
+        g.storage.put_if_absent(staged, parquet_bytes(rows))
+        info = g.storage.info(staged)
+        members.append(MemberBatch(table=table, files=[StagedFile(rel, info.size, info.mtime_ms, staged)], rows=len(rows), format="parquet", partition_by=("day",)))
+    assert g.commit_group(attempt, members).status == "committed"
+    g.close()
+
+
+def age(root: str, seconds: float = 7200) -> None:
+    """Make every file under ``root`` look ``seconds`` old (gc only deletes files older than --older-than)."""
+    then = time.time() - seconds
+    for dirpath, _dirs, names in os.walk(root):
+        for name in names:
+            os.utime(os.path.join(dirpath, name), (then, then), follow_symlinks=False)
