@@ -11,14 +11,13 @@ Line 2 may be absent (read as ``{}``). v2 (``stateStore.checkpointFormatVersion=
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import LogCorruptError
 from ..log.batch_log import BatchLog
 from ..log.codec import DictCodec
-from ..log.version import parse_version
+from ..log.version import loads_line, parse_version
 from ..storage.base import Storage
 from .offset_seq import HINT
 
@@ -58,7 +57,7 @@ class CommitMarkerLog(BatchLog[dict]):
         metadata: dict[str, Any] = {}
         if len(lines) > 1 and lines[1].strip():
             try:
-                metadata = json.loads(lines[1])
+                metadata = loads_line(lines[1])
             except ValueError:
                 raise LogCorruptError(path=path, batch_id=batch_id, problem="line 2 is not valid JSON", hint=HINT) from None
             if not isinstance(metadata, dict):

@@ -15,14 +15,13 @@ offset yet". Format v2 prefixes each source line with ``<sourceId>:``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import LogCorruptError
 from ..log.batch_log import BatchLog
 from ..log.codec import DictCodec
-from ..log.version import parse_version
+from ..log.version import loads_line, parse_version
 from ..storage.base import Storage
 
 MAX_VERSION = 2
@@ -62,7 +61,7 @@ def file_source_log_offset(raw: str | None) -> int | None:
     if raw is None:
         return None
     try:
-        value = json.loads(raw)
+        value = loads_line(raw)
     except ValueError:
         return None
     if isinstance(value, dict) and set(value) == {"logOffset"} and isinstance(value["logOffset"], int):
@@ -95,7 +94,7 @@ class OffsetSeqLog(BatchLog[dict]):
         metadata: dict[str, Any] = {}
         if len(lines) > 1:
             try:
-                metadata = json.loads(lines[1])
+                metadata = loads_line(lines[1])
             except ValueError:
                 raise corrupt("line 2 (batch metadata) is not valid JSON") from None
             if not isinstance(metadata, dict):
@@ -114,7 +113,7 @@ class OffsetSeqLog(BatchLog[dict]):
                 offsets.append(None)
                 continue
             try:
-                json.loads(line)
+                loads_line(line)
             except ValueError:
                 raise corrupt(f"line {number} is not a valid offset (JSON or '-')") from None
             offsets.append(line)

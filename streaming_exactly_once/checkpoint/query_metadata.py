@@ -11,10 +11,10 @@ every restart; a new checkpoint therefore means a new id. The sink keys its idem
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 
+from ..log.version import loads_line
 from ..errors import LogCorruptError
 
 HINT = (
@@ -36,7 +36,7 @@ def parse_query_metadata(data: bytes, *, path: str) -> QueryMetadata:
     if not data.strip():
         raise corrupt("the file is empty")
     try:
-        obj = json.loads(data.decode("utf-8").splitlines()[0])
+        obj = loads_line(data.decode("utf-8").splitlines()[0])
     except (UnicodeDecodeError, ValueError, IndexError):
         raise corrupt("not a JSON object") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):

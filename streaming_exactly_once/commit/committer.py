@@ -41,7 +41,7 @@ from ..manifest.entry import ManifestEntry
 from ..manifest.manifest_index import delete_stale_indexes, write_index
 from ..storage.base import Storage
 from ..table.commits_log import CommitRecord
-from ..table.identity import TableIdentity, ensure_identity, read_identity
+from ..table.identity import TableIdentity, ensure_identity, note_root, read_identity
 from ..table.layout import PROBE_DIR, staging_dir
 from ..table.offsets_log import OffsetsRecord
 from ..table.sources_log import SourceFileRecord
@@ -185,12 +185,15 @@ class TableCommitter:
             self._check_interval()
             self.janitor.drain()
             for log_ in self.logs.all_logs():
+                log_.gaps()  # a stray file far beyond the latest batch is named before anything trusts "latest"
                 log_.discard_preparations()
                 log_.preparation_owner = self.preparation_owner
             report = self._recover()
             self.last_recovery = report
             self.latest_batch_id = report.latest_batch_id
-            self.identity = self._ensure_identity()
+            # A table reached through another spelling of its root (a symlink, a move, s3a://)
+            # gets entries under that root: record it so readers and gc know them all.
+            self.identity = note_root(self.storage, self._ensure_identity())
             if self.identity.first_batch_id > 0 and self.logs.commits.latest_batch_id(refresh=True) is None:
                 # Adopting a table written by Spark's own file sink: our logs start here.
                 for log_ in (self.logs.offsets, self.logs.commits, self.logs.sources):

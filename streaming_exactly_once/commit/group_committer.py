@@ -42,7 +42,7 @@ from ..manifest.entry import ManifestEntry
 from ..storage.base import Storage
 from ..table.commits_log import CommitRecord
 from ..table.group_state import QUARANTINE_KEY, TableBatch, advance, advance_sources, is_quarantine, split_state
-from ..table.identity import TableIdentity, ensure_identity
+from ..table.identity import TableIdentity, ensure_identity, note_root
 from ..table.table_logs import TableLogs
 from .committer import BatchAttempt, CommitResult, StagedFile, TableCommitter, index_compact, offsets_step, sources_step
 from .recovery import RecoveryReport, recover
@@ -172,8 +172,9 @@ class GroupCommitter(TableCommitter):
         if member.identity_checked:
             return
         depth = mb.table.count("/") + 1
-        ensure_identity(
-            self.storage.child(mb.table),
+        child = self.storage.child(mb.table)
+        identity = ensure_identity(
+            child,
             compact_interval=self.options.compact_interval,
             format=mb.format,
             partition_by=tuple(mb.partition_by),
@@ -181,6 +182,7 @@ class GroupCommitter(TableCommitter):
             kind="member",
             group="/".join([".."] * depth),
         )
+        note_root(child, identity)
         member.identity_checked = True
 
     # -- protocol ------------------------------------------------------------------------------

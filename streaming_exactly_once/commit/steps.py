@@ -30,8 +30,9 @@ from dataclasses import dataclass, field as dc_field, replace
 from typing import Any
 
 from ..errors import CommitError, LogConflictError
-from ..log.codec import RecordError, field
+from ..log.codec import RecordError, field, non_negative, path_value
 from ..manifest.entry import ManifestEntry, ManifestEntryCodec
+from ..storage.base import check_relative
 from ..table.commits_log import CommitCodec, CommitRecord
 from ..table.offsets_log import OffsetsCodec, OffsetsRecord
 from ..table.sources_log import SourceFileCodec, SourceFileRecord
@@ -133,7 +134,8 @@ class MoveFiles(CommitStep):
         for item in field(obj, "moves", list):
             if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[1], str) and isinstance(item[2], int)):
                 raise RecordError("field 'moves' must hold [src, dst, size] triples")
-            moves.append(FileMove(item[0], item[1], item[2]))
+            src, dst = (_relative_path(path_value(p, "moves")) for p in item[:2])
+            moves.append(FileMove(src, dst, non_negative(item[2], "moves")))
         return cls(moves=moves)
 
 
@@ -400,6 +402,14 @@ class CleanupStaging(CommitStep):
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> "CleanupStaging":
         return cls(path=field(obj, "path", str))
+
+
+def _relative_path(path: str) -> str:
+    """A path of the table's storage as a WAL entry may name it: relative, no ``..``."""
+    try:
+        return check_relative(path)
+    except ValueError:
+        raise RecordError(f"field 'moves' names {path[:60]!r}, which is not a path inside the table") from None
 
 
 def _obj(value: Any) -> dict[str, Any]:

@@ -32,6 +32,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ..log.version import loads_line
+
 #: Where a group keeps what its checks set aside: ``rows/<table>`` (rows that failed a row
 #: check) and ``batches/<table>`` (batches a mandatory batch check rejected).
 QUARANTINE_DIR = "_quarantine"
@@ -129,7 +131,7 @@ def source_partitions(source_offsets: tuple[str | None, ...] | list[str | None])
         if not text:
             continue
         try:
-            obj = json.loads(text)
+            obj = loads_line(text)
         except ValueError:
             continue
         if not isinstance(obj, dict):
