@@ -24,6 +24,7 @@ _LAZY = {
     "DatasetSink": ("streaming_exactly_once.sink", "DatasetSink"),
     "Output": ("streaming_exactly_once.sink", "Output"),
     "Check": ("streaming_exactly_once.sink", "Check"),
+    "SinkProgressListener": ("streaming_exactly_once.sink.progress", "SinkProgressListener"),
     "read": ("streaming_exactly_once.readers", None),
     "open_storage": ("streaming_exactly_once.storage", "open_storage"),
 }
@@ -37,4 +38,4 @@ def __getattr__(name: str) -> Any:
     return module if attr is None else getattr(module, attr)
 
 
-__all__ = ["ExactlyOnceError", "ExactlyOnceSink", "DatasetSink", "Output", "Check", "SinkOptions", "read", "open_storage", "__version__"]
+__all__ = ["ExactlyOnceError", "ExactlyOnceSink", "DatasetSink", "Output", "Check", "SinkOptions", "SinkProgressListener", "read", "open_storage", "__version__"]

@@ -39,6 +39,7 @@ from ..storage.base import Storage
 from .batch_metrics import BatchObservation
 from .input_filter import drop_committed, keep_new, split_inputs
 from .options import SinkOptions
+from .progress import observe_stream
 from .query_identity import QueryIdentity, is_connect, local_query_id, resolve_identity
 
 log = logging.getLogger("streaming_exactly_once.sink")
@@ -53,6 +54,18 @@ def _release_leases() -> None:  # a clean interpreter exit frees the table for t
             sink.close()
         except Exception:
             pass
+
+
+def _release_leases_now() -> None:
+    """On SIGTERM (Spark Connect ends a query's worker so): mark every lease of this process
+    released without waiting for the batch the signal interrupted - it will never finish."""
+    for sink in list(_LIVE_SINKS):
+        committer = sink._committer
+        if committer is not None:
+            try:
+                committer.lease.release()
+            except Exception:
+                pass
 
 
 #: Characters that make Hadoop take a path for a glob pattern (Spark's ``SparkHadoopUtil.isGlobPath``).
@@ -194,6 +207,8 @@ class BatchSink:
         remote = is_connect(stream_df)
         if not remote:
             self._take_table()
+        if self.options.progress_metrics:
+            stream_df = observe_stream(stream_df, tuple(self.options.watermark_columns))
         writer = stream_df.writeStream.foreachBatch(self).option("checkpointLocation", checkpoint_location)
         if trigger:
             writer = writer.trigger(**trigger)
@@ -336,7 +351,11 @@ class BatchSink:
         if self._active_query == identity.query_id:
             return
         session = None
-        if not is_connect(df) and self.options.query_id is None:
+        if is_connect(df):
+            from .query_watch import release_on_sigterm
+
+            release_on_sigterm(_release_leases_now)
+        elif self.options.query_id is None:
             from .query_watch import session_running
 
             session = session_running(identity.query_id)

@@ -41,6 +41,7 @@ class SinkOptions:
     step_retries: int = 3
     description: str = ""
     on_commit: Callable[[dict[str, Any]], None] | None = None
+    progress_metrics: bool = True  # ``start`` observes rows and watermarks into query progress
     # dataset groups (DatasetSink) only
     dataset_column: str | None = None
     outputs: tuple[Any, ...] = ()  # sink.outputs.Output

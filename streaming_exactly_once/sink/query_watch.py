@@ -94,3 +94,33 @@ def session_running(query_id: str) -> Any | None:
     except Exception:  # no classic session in this process (Spark Connect worker)
         log.debug("no session runs query %s", query_id, exc_info=True)
     return None
+
+
+_SIGTERM_INSTALLED = False
+
+
+def release_on_sigterm(release: Callable[[], None]) -> None:
+    """Spark Connect: the server ends a query's ``foreachBatch`` worker with SIGTERM (on
+    ``query.stop()``, a failure, a session timeout) without waiting for a running batch. Python's
+    default action dies without ``atexit``; this handler first marks the table's lease released -
+    so a writer on another host need not wait for it to expire - and then exits as SIGTERM would.
+    A commit cut short here is a crash like any other: the next writer rolls it forward or back.
+
+    Installed once per process, only from the main thread, and only over the default action."""
+    global _SIGTERM_INSTALLED
+    import os
+    import signal
+
+    if _SIGTERM_INSTALLED or threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        try:
+            release()
+        finally:
+            os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+    _SIGTERM_INSTALLED = True

@@ -36,6 +36,20 @@ class PerQueryLog(CompactibleLog[R], Generic[R]):
         own = [r for r in records if r.batch_id == batch_id]
         return own[-1] if own else None
 
+    def find(self, query_id: str, spark_batch_id: int, *, newest: int | None = None, depth: int = 64) -> R | None:
+        """The record of Spark batch ``spark_batch_id`` of ``query_id``, searched from the newest
+        batch down through at most ``depth`` batch files (metrics of recent batches; nothing on
+        the commit path calls this)."""
+        top = self.latest_batch_id(refresh=True) if newest is None else newest
+        if top is None:
+            return None
+        for batch_id in range(top, max(-1, top - depth), -1):
+            records = self.get(batch_id)
+            for record in records or ():
+                if record.query_id == query_id and record.spark_batch_id == spark_batch_id:  # type: ignore[attr-defined]
+                    return record
+        return None
+
     def latest_per_query(self) -> dict[str, R]:
         """The last record of every query the table has seen (compact file + deltas)."""
         latest: dict[str, R] = {}

@@ -140,3 +140,30 @@ def test_stopping_the_session_releases_the_table(tmp_path):
         assert proc.poll() is None and state.writer.pid == proc.pid  # released by the live process itself
     finally:
         proc.kill()
+
+
+def test_batch_figures_reach_a_streaming_query_listener(spark, tmp_path):
+    from streaming_exactly_once import SinkProgressListener
+
+    ids = write_csv_files(tmp_path / "in", n_files=4, rows_per_file=5)
+    table = tmp_path / "t"
+    sink = ExactlyOnceSink(str(table), partition_by=["p"], watermark_columns=["id"])
+    seen = []
+    listener = SinkProgressListener(sink, seen.append)
+    spark.streams.addListener(listener)
+    try:
+        q = sink.start(stream(spark, tmp_path / "in", 2), checkpoint_location=str(tmp_path / "ckpt"), trigger={"availableNow": True})
+        q.awaitTermination()
+        deadline = time.time() + 20
+        while time.time() < deadline and len([m for m in seen if m["status"] == "committed"]) < 2:
+            time.sleep(0.1)
+    finally:
+        spark.streams.removeListener(listener)
+    committed = [m for m in seen if m["status"] == "committed"]
+    assert [m["sparkBatchId"] for m in committed] == [0, 1], seen
+    assert sum(m["numRows"] for m in committed) == len(ids)
+    for m in committed:
+        assert m["numFiles"] >= 1 and m["numBytes"] > 0 and m["commitMs"] >= 0 and "manifest" in m["stepMs"]
+        # the same rows, counted by Spark in the query's own progress (observedMetrics)
+        assert m["observed"]["rows"] == m["numRows"]
+        assert m["observed"]["max:id"] == m["watermarks"]["id"]["max"]
