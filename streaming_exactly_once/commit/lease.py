@@ -252,6 +252,10 @@ class Lease:
         self.clock = clock
         self.writer_id = str(uuid.uuid4())
         self.epoch: int | None = None
+        #: How long ``acquire`` waits for a live writer *on this host* to let go before failing.
+        #: 0 (fail at once) except under Spark Connect, where the worker of the query that just
+        #: ended may take a few seconds to exit (and release) while the next query's worker starts.
+        self.handover_wait_s = 0.0
         #: Optional: whether whoever holds the lease still needs it (the sink sets it to "is my
         #: SparkContext still running" - Spark says nothing to listeners when a session stops).
         #: The heartbeat gives the lease up the first time it answers False.
@@ -267,6 +271,15 @@ class Lease:
 
     def acquire(self) -> int:
         state = read_lease_state(self.storage, now_ms=self._now())
+        deadline = time.monotonic() + self.handover_wait_s
+        space = ProcessSpace.current()
+        while (
+            state is not None and state.alive and state.writer is not None
+            and state.writer.same_process_space(space) and time.monotonic() < deadline
+        ):
+            # A writer on this very host may be on its way out (see ``handover_wait_s``).
+            time.sleep(0.2)
+            state = read_lease_state(self.storage, now_ms=self._now(), space=space)
         if state is not None and state.alive:
             w = state.writer
             who = f"writer {w.writer_id[:8]} (pid {w.pid} on {w.host}" + (f", {w.description}" if w.description else "") + ")" if w else "a writer"

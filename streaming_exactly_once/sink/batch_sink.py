@@ -46,6 +46,10 @@ log = logging.getLogger("streaming_exactly_once.sink")
 
 _LIVE_SINKS: "weakref.WeakSet[BatchSink]" = weakref.WeakSet()
 
+#: Spark Connect stops the worker of an ended query asynchronously (SIGTERM or end of input);
+#: on a loaded machine it was seen alive seconds after the next query's first batch arrived.
+CONNECT_HANDOVER_WAIT_S = 20.0
+
 
 @atexit.register
 def _release_leases() -> None:  # a clean interpreter exit frees the table for the next writer at once
@@ -355,6 +359,7 @@ class BatchSink:
             from .query_watch import release_on_sigterm
 
             release_on_sigterm(_release_leases_now)
+            self.committer.lease.handover_wait_s = CONNECT_HANDOVER_WAIT_S
         elif self.options.query_id is None:
             from .query_watch import session_running
 

@@ -33,7 +33,7 @@ class RenameWriter:
 
     def write(self, df: DataFrame, attempt: BatchAttempt) -> list[StagedFile]:
         data_dir = f"{attempt.staging_dir}/data"
-        writer = df.write.format(self.format).mode("errorifexists").options(**self.options)
+        writer = df.write.format(self.format).mode("error").options(**self.options)
         if self.partition_by:
             writer = writer.partitionBy(*self.partition_by)
         writer.save(spark_path(self.storage, data_dir))

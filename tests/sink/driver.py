@@ -39,6 +39,7 @@ def main(argv=None) -> int:
     p.add_argument("--compact-interval", type=int, default=10)
     p.add_argument("--retain", type=int, default=100)
     p.add_argument("--forks", action="store_true", help="a DatasetSink with two outputs (raw, byp per dataset)")
+    p.add_argument("--connect", action="store_true", help="run through a local Spark Connect server (remote('local[1]'))")
     args = p.parse_args(argv)
 
     from pyspark.sql import SparkSession
@@ -73,9 +74,16 @@ def main(argv=None) -> int:
                 options={"header": "true"} if args.format == "csv" else {},
                 **common,
             )
-        sink.open()  # the lease first: a second writer fails before Spark starts
+        if args.connect:
+            # foreachBatch runs in a worker of the server, which takes the lease at its first
+            # batch; the server is a child of this process and passes our environment on.
+            os.environ["SPARK_TESTING"] = "1"  # pyspark then binds the server to a free port
+            builder = SparkSession.builder.remote("local[1]").config("spark.connect.grpc.binding.address", "127.0.0.1")
+        else:
+            sink.open()  # the lease first: a second writer fails before Spark starts
+            builder = SparkSession.builder.master("local[2]")
         spark = (
-            SparkSession.builder.master("local[2]")
+            builder
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "2")
@@ -83,12 +91,14 @@ def main(argv=None) -> int:
             .config("spark.sql.streaming.noDataProgressEventInterval", "100")
             .getOrCreate()
         )
-        spark.sparkContext.setLogLevel("ERROR")
+        if not args.connect:
+            spark.sparkContext.setLogLevel("ERROR")
         stream = spark.readStream.schema(CSV_SCHEMA).option("maxFilesPerTrigger", args.files_per_trigger).csv(args.input)
         continuous = args.continuous or args.until_done
         trigger = {"processingTime": "200 milliseconds"} if continuous else {"availableNow": True}
         query = sink.start(stream, checkpoint_location=args.checkpoint, trigger=trigger)
-        print(f"STARTED {query.id} epoch {sink.committer.epoch}", flush=True)
+        epoch = "remote" if args.connect else sink.committer.epoch
+        print(f"STARTED {query.id} epoch {epoch}", flush=True)
         if args.until_done:
             last_ts, idle = None, 0
             while query.isActive:
@@ -119,6 +129,9 @@ def main(argv=None) -> int:
         return 3
     except Exception as exc:
         text = str(exc)
+        if "ConcurrentWriterError" in text:  # Spark Connect: raised in the worker at the first batch
+            print(f"CONCURRENT {text[:300]}", flush=True)
+            return 3
         if "WriterFencedError" in text or type(exc).__name__ == "WriterFencedError":
             print(f"FENCED {text[:300]}", flush=True)
             return 4
