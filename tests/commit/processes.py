@@ -179,10 +179,6 @@ def stop_all(writers: list[Writer]) -> None:
             pass
 
 
-def wait_file(path: Path, writer: Writer, timeout: float = 30.0) -> None:
-    writer.wait_for(path.exists, f"{path.name}", timeout)
-
-
 # -- the child's side ---------------------------------------------------------------------------
 
 

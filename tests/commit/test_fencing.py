@@ -22,7 +22,7 @@ import pytest
 
 from tests.commit.helpers import make_committer
 from tests.commit.processes import QA, QB, QC, QZ, Writer, batch_rows, stop_all
-from tests.commit.readback import committed_ids, judge, library_reads, read_table, recorded_batches
+from tests.commit.readback import Readout, committed_ids, judge, library_reads, read_table, recorded_batches
 
 pytestmark = pytest.mark.torture
 
@@ -111,28 +111,20 @@ def assert_no_errors(writer: Writer, what: str) -> None:
     assert not failed, f"{what}: {[(e.get('step'), e['error'], e['message'][:300]) for e in failed]}\n{writer.output()}"
 
 
-def assert_rows_once(root: Path, *writers: Writer, library: bool = True) -> None:
+def assert_rows_once(root: Path, *writers: Writer) -> None:
     """Every row of every committed batch (reported by a writer, or in the commits log) is read
-    exactly once, nothing else is read, every listed file exists - by the independent parse and,
-    with ``library``, by every reader of the library."""
+    exactly once, nothing else is read, every listed file exists - by the independent parse and
+    by every reader of the library."""
     committed = committed_ids([e for w in writers for e in w.events()], recorded_batches(root), rows_of)
     verdict = judge(read_table(root), committed)
     assert verdict.ok, f"independent read of {root.name}: {verdict.describe()}"
-    if not library:
-        return
     want = Counter(committed)
     for name, got in library_reads(root).items():
         assert isinstance(got, Counter), f"{name} failed on the table: {got}"
         if name == "read.files":
             assert all(n == 1 for n in got.values()), f"{name} lists files more than once: {[f for f, n in got.items() if n > 1]}"
         else:
-            assert got == want, f"{name}: {judge(_readout(got), committed).describe()}"
-
-
-def _readout(ids: Counter):
-    from tests.commit.readback import Readout
-
-    return Readout(ids=ids)
+            assert got == want, f"{name}: {judge(Readout(ids=got), committed).describe()}"
 
 
 # -- r01 -----------------------------------------------------------------------------------------
@@ -351,4 +343,4 @@ def test_live_writer_in_another_pid_namespace_is_not_taken_over(spawn, tmp_path,
     assert not opened, f"B took over the live writer A from another pid namespace (epoch {opened[0]['epoch']}); expected ConcurrentWriterError"
     assert [e["error"] for e in b.events("error")] == ["ConcurrentWriterError"], b.output()
     assert_no_errors(a, "the live writer was disturbed by the second one")
-    assert_rows_once(root, a, b, library=False)
+    assert_rows_once(root, a, b)
