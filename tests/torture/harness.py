@@ -12,8 +12,11 @@ keep appearing, and ends in one of these ways:
 Between runs it mixes in: deleting the checkpoint (the file source re-reads every input file);
 deleting the checkpoint's latest ``commits/N`` (Spark replays a committed batch); switching the
 staging mode; and starting a second writer against the live table (it must fail fast with
-``ConcurrentWriterError`` while the first carries on). At the end a clean run drains everything,
-``recover`` runs, and ``verify.verify_tortured_table`` checks the result independently.
+``ConcurrentWriterError`` while the first carries on); and, with ``zombies``, a *zombie
+takeover* (``zombie_takeover``): a driver frozen with SIGSTOP at a commit boundary while a
+successor driver commits through a compaction and is still running when the zombie is resumed.
+At the end a clean run drains everything, ``recover`` runs, and ``verify.verify_tortured_table``
+checks the result independently.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ class TortureConfig:
     name: str = "torture"
     log: bool = True
     forks: bool = False  # a DatasetSink with two outputs (tests.sink.driver --forks) instead of one table
+    compact_interval: int = 10  # of every driver's table (fixed when the table is created)
+    zombies: int = 0  # zombie takeovers mixed into the run (``zombie_takeover``)
 
 
 @dataclass
@@ -69,6 +74,7 @@ class TortureStats:
     checkpoint_deletions: int = 0
     replays: int = 0
     concurrent_rejected: int = 0
+    zombies: dict[str, str] = field(default_factory=dict)  # pause point -> how the zombie ended
     mode_runs: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
     files: int = 0
@@ -104,13 +110,14 @@ class TortureRun:
     # -- one driver --------------------------------------------------------------------------
 
     def launch(self, *, mode: str, checkpoint: Path | None = None, env_extra: dict | None = None,
-               files_per_trigger: int | None = None) -> subprocess.Popen:
+               files_per_trigger: int | None = None, until_done: Path | None = None) -> subprocess.Popen:
         cmd = [
             sys.executable, "-m", "tests.sink.driver",
             "--input", str(self.input), "--table", str(self.table),
             "--checkpoint", str(checkpoint or self.checkpoint), "--mode", mode,
             "--files-per-trigger", str(files_per_trigger or self.c.files_per_trigger), "--lease-timeout", self.c.lease_timeout,
-            "--until-done", str(self.done_marker), "--retain", "100000",
+            "--until-done", str(until_done or self.done_marker), "--retain", "100000",
+            "--compact-interval", str(self.c.compact_interval),
         ] + (["--forks"] if self.c.forks else [])
         env = dict(os.environ)
         for key in ("SEO_CRASH_AT", "SEO_FAIL_AT", "SEO_PAUSE_AT"):
@@ -208,6 +215,129 @@ class TortureRun:
             self.stats.kills += 1
             self.stats.random_kills += 1
 
+
+    # -- a zombie next to a live successor ---------------------------------------------------
+
+    def _manifest_dirs(self) -> list[Path]:
+        if self.c.forks:  # the group's tables: raw/ and one per dataset under byp/
+            return [d for d in self.table.glob("**/_spark_metadata") if d.is_dir()]
+        return [self.table / "_spark_metadata"]
+
+    def _zombie_claims(self, storage, epoch: int, *, pending: bool) -> set[int]:
+        """Batches (of the table, or of the group) committed under writer ``epoch``'s claim -
+        and, with ``pending``, claimed in the WAL but not finished yet."""
+        from streaming_exactly_once.commit.wal import CommitSequenceStore
+        from streaming_exactly_once.table.commits_log import CommitsLog
+
+        commits = CommitsLog(storage, interval=self.c.compact_interval)
+        claims = {b for b in commits.list_batch_ids() if (r := commits.record(b)) is not None and r.epoch == epoch}
+        if pending:
+            wal = CommitSequenceStore(storage)
+            claims |= {b for b in wal.pending() if (seq := wal.get(b)) is not None and seq.epoch == epoch}
+        return claims
+
+    def _batch_ids(self) -> dict[Path, list[int]]:
+        out = {}
+        for d in self._manifest_dirs():
+            if d.is_dir():
+                out[d] = sorted(int(n.split(".")[0]) for n in os.listdir(d) if n[:1].isdigit())
+        return out
+
+    def zombie_takeover(self, *, mode: str, pause_at: str, zombie_files: int = 3, drain: bool = True) -> str:
+        """A driver frozen with SIGSTOP at ``pause_at`` (``SEO_PAUSE_AT``) loses its lease; a
+        successor driver on the same checkpoint commits through at least one compaction while
+        the zombie is frozen and is still running when the zombie gets SIGCONT. The zombie must
+        stop without claiming anything after the takeover - at our fence (``WriterFencedError``)
+        or, if it woke up inside a batch it had claimed before (the successor completed it for
+        it), at Spark's own guard on the shared checkpoint - and the successor must carry on
+        and commit through another compaction. Then it drains the input and stops (``drain``),
+        or - in a long run, whose backlog only a drain run with big triggers gets through - it is
+        SIGKILLed. Returns how the zombie ended.
+        """
+        from streaming_exactly_once.commit.lease import list_epochs
+        from streaming_exactly_once.storage import open_storage
+
+        n = len(self.stats.zombies)
+        marker = self.c.work / f"zombie-{n}-done"
+        lease_s = parse_seconds(self.c.lease_timeout)
+        k = self.c.compact_interval
+        self.feed(zombie_files)
+        zombie = self.launch(mode=mode, env_extra={"SEO_PAUSE_AT": pause_at}, until_done=marker)
+        successor = None
+        try:
+            self.wait_started(zombie, 0)  # only starts the pump: it may freeze in its start-up recovery
+            deadline = time.time() + self.c.run_timeout_s * 2
+            while _process_state(zombie.pid) != "T":
+                assert zombie.poll() is None, f"zombie exited (rc={zombie.returncode}) before {pause_at}:\n{''.join(zombie._seo_lines)[-3000:]}"
+                assert time.time() < deadline, f"zombie never reached {pause_at}:\n{''.join(zombie._seo_lines)[-3000:]}"
+                time.sleep(0.1)
+            storage = open_storage(str(self.table))
+            zombie_epoch = list_epochs(storage)[-1]
+            claimed_before = self._zombie_claims(storage, zombie_epoch, pending=True)
+            frozen = self._batch_ids()
+            time.sleep(lease_s + 1)  # its heartbeat stopped with it
+            self.feed(k + 2)
+            successor = self.launch(mode=mode, until_done=marker)
+            started = self.wait_started(successor, self.c.run_timeout_s * 2)
+            assert started and started[-1].startswith("STARTED"), "".join(successor._seo_lines)[-3000:]
+            assert int(started[-1].split()[-1]) > zombie_epoch
+            deadline = time.time() + self.c.run_timeout_s * 3
+            while not self._compacted_since(frozen):
+                assert successor.poll() is None, f"successor died:\n{''.join(successor._seo_lines)[-3000:]}"
+                assert time.time() < deadline, f"successor committed no compaction while the zombie was frozen:\n{''.join(successor._seo_lines)[-3000:]}"
+                time.sleep(0.2)
+            os.kill(zombie.pid, signal.SIGCONT)
+            try:
+                code = zombie.wait(timeout=self.c.run_timeout_s * 2)
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"zombie still running after SIGCONT (not fenced?):\n{''.join(zombie._seo_lines)[-3000:]}") from None
+            zombie._seo_pump.join(timeout=10)
+            output = "".join(zombie._seo_lines)
+            assert successor.poll() is None, (
+                f"the successor died while the zombie was awake:\n{''.join(successor._seo_lines)[-3000:]}\n--- zombie:\n{output[-2000:]}"
+            )
+            claimed = pause_at.split("@")[0] not in ("before-stage", "after-stage", "after-intent", "before-wal")
+            if claimed:
+                assert code != 0 and ("FENCED" in output or "CONCURRENT_STREAM_LOG_UPDATE" in output), output[-3000:]
+            else:
+                assert code == 4 and "FENCED" in output, f"zombie frozen at {pause_at} was not fenced (rc={code}):\n{output[-3000:]}"
+            outcome = "fenced" if "FENCED" in output else "spark-checkpoint-guard"
+            woke = self._batch_ids()
+            self.feed(k + 1)  # the successor commits through another compaction after the wake-up
+            deadline = time.time() + self.c.run_timeout_s * 3
+            while not self._compacted_since(woke):
+                assert successor.poll() is None, f"successor died after the zombie woke up:\n{''.join(successor._seo_lines)[-3000:]}"
+                assert time.time() < deadline, f"successor committed no compaction after the zombie woke up:\n{''.join(successor._seo_lines)[-3000:]}"
+                time.sleep(0.2)
+            if drain:
+                marker.write_text("done")
+                assert successor.wait(timeout=self.c.run_timeout_s * 3) == 0, "".join(successor._seo_lines)[-3000:]
+            else:
+                successor.send_signal(signal.SIGKILL)
+                successor.wait()
+                self.stats.kills += 1
+                self.stats.random_kills += 1
+            late = sorted(self._zombie_claims(storage, zombie_epoch, pending=False) - claimed_before)
+            assert not late, f"batches {late} were published under claims the zombie (epoch {zombie_epoch}) made after the takeover"
+        finally:
+            marker.write_text("done")
+            for proc in (zombie, successor):
+                if proc is not None and proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        self.stats.zombies[f"{n}:{mode}:{pause_at}"] = outcome
+        self._say(f"zombie at {pause_at} ({mode}) woke next to its successor -> {outcome}")
+        return outcome
+
+    def _compacted_since(self, before: dict[Path, list[int]]) -> bool:
+        """A compact file of a batch the successor claimed itself: beyond anything the table
+        had at the freeze and beyond the zombie's in-flight batch (any of the group's tables)."""
+        for d, ids in self._batch_ids().items():
+            in_flight = max(before.get(d, []), default=-1) + 1
+            if any(n.endswith(".compact") and int(n.split(".")[0]) > in_flight for n in os.listdir(d)):
+                return True
+        return False
+
     # -- the whole run -----------------------------------------------------------------------
 
     def run(self) -> TortureStats:
@@ -231,9 +361,14 @@ class TortureRun:
                 schedule.append((mode, self.rng.choice(rename_cycle if mode == "rename" else direct_cycle)))
         events = {}
         if len(schedule) > 4:
-            slots = self.rng.sample(range(2, len(schedule)), k=min(len(schedule) - 2, self.c.checkpoint_deletions + self.c.replays + self.c.concurrent_writers))
-            kinds = ["delete-checkpoint"] * self.c.checkpoint_deletions + ["replay"] * self.c.replays + ["second-writer"] * self.c.concurrent_writers
+            kinds = (["delete-checkpoint"] * self.c.checkpoint_deletions + ["replay"] * self.c.replays
+                     + ["second-writer"] * self.c.concurrent_writers + ["zombie"] * self.c.zombies)
+            slots = self.rng.sample(range(2, len(schedule)), k=min(len(schedule) - 2, len(kinds)))
             events = dict(zip(slots, kinds))
+        zombie_cycle = {"rename": [b for b in RENAME_BOUNDARIES if "+" not in b], "direct": [b for b in DIRECT_BOUNDARIES if "+" not in b]}
+        if self.c.forks:
+            zombie_cycle = {"rename": list(GROUP_BOUNDARIES), "direct": list(GROUP_BOUNDARIES)}
+        zombie_start = 0
         for i, (mode, boundary) in enumerate(schedule):
             event = events.get(i)
             if event == "delete-checkpoint":
@@ -249,6 +384,12 @@ class TortureRun:
                     self._say(f"deleted checkpoint commits/{ids[-1]}: Spark replays a committed batch")
             elif event == "second-writer":
                 self.second_writer_is_rejected(mode)
+            elif event == "zombie":
+                cycle = zombie_cycle[mode]
+                if not self.stats.zombies:  # the seed decides where in the cycle a run starts
+                    zombie_start = self.rng.randrange(len(cycle))
+                pause_at = cycle[(zombie_start + len(self.stats.zombies)) % len(cycle)]
+                self.zombie_takeover(mode=mode, pause_at=pause_at, drain=False)
             self.feed(self.c.files_per_run)
             outcome = self.run_once(mode=mode, crash_at=boundary, random_kill=boundary is None)
             self._say(f"run {i + 1}/{len(schedule)} {mode:6s} {boundary or 'random':20s} -> {outcome}  (kills {self.stats.kills})")
@@ -268,3 +409,18 @@ class TortureRun:
             raise AssertionError(f"{self.c.name}: the drain runs did not end cleanly")
         self.stats.wall_s = time.time() - t0
         return self.stats
+
+
+def _process_state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0].decode()
+    except OSError:
+        return None
+
+
+def parse_seconds(text: str) -> float:
+    """``3s``/``500ms``/``1m`` as the driver's --lease-timeout takes them."""
+    from streaming_exactly_once.config import parse_duration_ms
+
+    return parse_duration_ms(text, key="lease_timeout") / 1000

@@ -1,9 +1,16 @@
 """``make torture ARGS="--kills 200"``: the long torture run, with a JSON summary at the end.
 
     python -m tests.torture.run [--kills 200] [--seed 7] [--work DIR] [--keep] [--forks]
+        [--zombies N] [--compact-interval K]
 
 ``--forks`` tortures dataset groups (two outputs, one of them split by dataset) instead of single
 tables: every group commit boundary, random kills, checkpoint deletions, replays, a second writer.
+
+``--zombies N`` mixes N zombie takeovers into the runs (``TortureRun.zombie_takeover``): a driver
+frozen with SIGSTOP at a commit boundary (cycling through the boundaries of each table's mode),
+a successor driver that commits through a compaction meanwhile and is still running when the
+zombie is resumed; the zombie must stop without publishing, the successor must carry on. Each
+costs two driver start-ups; ``--compact-interval 3`` keeps the successor's part short.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ def main(argv=None) -> int:
     p.add_argument("--keep", action="store_true")
     p.add_argument("--out", default=None, help="summary JSON (default benchmarks/results/torture[-forks].json)")
     p.add_argument("--forks", action="store_true", help="torture dataset groups (DatasetSink with forks)")
+    p.add_argument("--zombies", type=int, default=0, help="zombie takeovers mixed into the runs (split over the two tables)")
+    p.add_argument("--compact-interval", type=int, default=10, help="compact interval of the tortured tables")
     args = p.parse_args(argv)
 
     from benchmarks.spark_env import spark_session
@@ -49,7 +58,8 @@ def main(argv=None) -> int:
             checkpoint_deletions=args.checkpoint_deletions if args.checkpoint_deletions is not None else scale,
             replays=args.replays if args.replays is not None else scale,
             concurrent_writers=max(1, scale // 2), boundary_modes=(mode,), name=name + ("-forks" if args.forks else ""),
-            forks=args.forks,
+            forks=args.forks, compact_interval=args.compact_interval,
+            zombies=args.zombies // 2 + (args.zombies % 2 if i == 0 else 0), lease_timeout="10s" if args.zombies else "20s",
         )
         for i, (name, mode) in enumerate((("torture-rename", "rename"), ("torture-direct", "direct")))
     ]
@@ -70,6 +80,7 @@ def main(argv=None) -> int:
     summary = {
         "seed": args.seed,
         "kills": sum(r.stats.kills for r in runs),
+        "zombies": {r.c.name: r.stats.zombies for r in runs},
         "rows": sum(v["expected_rows"] for v in results.values()),
         "duplicates": sum(v["vanilla_spark"]["duplicates"] + v["independent_pyarrow"]["duplicates"] for v in results.values()),
         "losses": sum(v["vanilla_spark"]["losses"] + v["independent_pyarrow"]["losses"] for v in results.values()),

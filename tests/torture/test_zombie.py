@@ -1,4 +1,6 @@
-"""A writer frozen with SIGSTOP loses its lease; when resumed with SIGCONT it never publishes."""
+"""A writer frozen with SIGSTOP loses its lease; when resumed with SIGCONT it never publishes -
+whether its successor has already finished (``test_paused_zombie_never_publishes``) or is still
+running next to it (``test_zombie_wakes_next_to_a_live_successor``)."""
 
 from __future__ import annotations
 
@@ -60,3 +62,19 @@ def test_paused_zombie_never_publishes(spark, tmp_path, pause_at):
     recover_table(storage, lease_timeout_ms=3000)  # removes a claim the zombie made after the takeover
     result = verify_tortured_table(run.table, run.input, spark)
     assert result["vanilla_spark"]["duplicates"] == 0 and result["vanilla_spark"]["losses"] == 0
+
+
+def test_zombie_wakes_next_to_a_live_successor(spark, tmp_path):
+    """The driver freezes right after publishing the manifest entry of its second batch (claimed
+    before the takeover: the successor rolls it forward). The successor commits through a
+    compaction while the zombie is frozen and is still running when the zombie wakes up, finishes
+    its batch and lets its background work (staging cleanup, compaction preparation) run next to
+    the live successor. Then the successor commits through another compaction and drains: every
+    input row must be in the table exactly once for every reader, vanilla Spark included."""
+    run = TortureRun(TortureConfig(work=tmp_path, lease_timeout="3s", files_per_trigger=1, compact_interval=3, log=False))
+    outcome = run.zombie_takeover(mode="rename", pause_at="after-manifest@2")
+    assert outcome in ("fenced", "spark-checkpoint-guard")
+    recover_table(open_storage(str(run.table)), lease_timeout_ms=3000)  # what the next start does
+    result = verify_tortured_table(run.table, run.input, spark)
+    for reader in ("independent_pyarrow", "library_arrow", "vanilla_spark"):
+        assert result[reader]["duplicates"] == 0 and result[reader]["losses"] == 0, (reader, result[reader])
