@@ -5,7 +5,7 @@ manifest (any reader reads one table as it reads a single-sink table)::
 
     <root>/
       _seo/table                 identity, kind "group"
-      _seo/offsets/G  commits/G  sources/G  wal/G  epochs/  heartbeats/  staging/G-<attempt>/
+      _seo/offsets/G  commits/G  sources/G  wal/G  epochs/  heartbeats/  staging/G-<attempt>-e<E>/
       orders/                    a table: _spark_metadata/, _seo/table (kind "member"), _seo/commits/
       payments/
       _quarantine/rows/orders/   rows of "orders" that failed a row check (+ _seo_failed_checks)

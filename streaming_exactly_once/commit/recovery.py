@@ -2,25 +2,26 @@
 
 Run by the lease owner, once per process and after any failed batch, before the next batch:
 
-0. **Record** what the WAL holds, once per epoch, before anything is deleted
-   (``commit.recovery_record``): a claim that appears later was made by a fenced writer.
 1. **Roll forward** every pending WAL entry that may have published or may still publish:
-   ``M == L + 1`` (the next batch after the latest manifest batch ``L``, claimed by our crashed
-   predecessor or by a writer we just fenced, *before* the takeover) or ``M <= L`` whose manifest
-   file holds its entries (published, bookkeeping unfinished). Each step is verified and
-   executed only if not done; then the entry is deleted.
-2. **Discard** any other WAL entry - a claim made by a fenced writer after a takeover, which the
-   first recovery after it did not see (it never executed a step, by the fencing protocol, and
-   its data may already be gone) - together with what is left of its data.
+   ``M == L + 1`` (the next batch after the latest manifest batch ``L``) or ``M <= L`` whose
+   manifest file holds its entries (published, bookkeeping unfinished). Each step is verified
+   and executed only if not done; then the entry is deleted. A claim of an *earlier* epoch is
+   rolled forward only once its ``commit`` verdict holds (``commit.attempt_verdict``): if the
+   attempt was already judged ``abort`` - a fenced writer claimed it after a takeover, and its
+   data is gone - the claim is discarded instead.
+2. **Discard** any other WAL entry (its batch was committed by another attempt, or it was aborted
+   before its claim), together with what is left of its data.
 3. **Abort** staging directories that no WAL entry refers to (attempts that never reached their
    claim): their staged data - and, in ``direct`` mode, the data files their intents name - was
-   never visible and is deleted.
+   never visible and is deleted. Only attempts of this writer's epoch or earlier ones (the epoch
+   is in the staging name), and an earlier epoch's only after its ``abort`` verdict holds.
 4. **Forget intents** (offsets records an older release wrote before staging) of manifest
    batches after ``L``.
 
 Every destructive step is preceded by a fence check: a writer that lost the table meanwhile
-stops instead of deleting its successor's in-flight data. Nothing here lists a data directory;
-the cost depends on what is pending, not on history.
+stops. A writer frozen *after* such a check cannot do harm either: the verdicts make its view
+irrelevant for earlier epochs' attempts, and newer epochs' attempts are never its to touch.
+Nothing here lists a data directory; the cost depends on what is pending, not on history.
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..errors import LogCorruptError, MissingBatchError
+from ..errors import CommitError, LogCorruptError, MissingBatchError
 from ..storage.base import Storage
 from ..table.layout import STAGING_DIR, parse_staging_name
 from ..table.table_logs import TableLogs
-from .recovery_record import claim_may_roll_forward, record_first_recovery
+from .attempt_verdict import ABORT, COMMIT, decide
 from .sequence import CommitSequence
 from .step import StepContext
 from .steps import PublishManifest
@@ -100,6 +101,35 @@ def discard_sequence(storage: Storage, seq: CommitSequence) -> int:
     return deleted
 
 
+def _discard(storage: Storage, wal: CommitSequenceStore, seq: CommitSequence, report: RecoveryReport, fence: Callable[[str], None], why: str) -> None:
+    fence("discard")
+    log.warning("discarding WAL entry %d of writer epoch %d (%s)", seq.batch_id, seq.epoch, why)
+    report.deleted_data_files += discard_sequence(storage, seq)
+    wal.delete(seq.batch_id)
+    report.discarded.append(seq.batch_id)
+
+
+def _check_direct_files(storage: Storage, seq: CommitSequence) -> None:
+    """Never publish a manifest entry whose data file is gone: a direct-mode claim about to roll
+    forward must find every file it names (rename mode's move step checks its own)."""
+    if seq.mode != "direct":
+        return
+    missing = []
+    for step in seq.steps:
+        if isinstance(step, PublishManifest):
+            for entry in step.entries:
+                rel = _relative_to_root(storage, entry.uri)
+                if rel is None or not storage.exists(rel):
+                    missing.append(entry.uri)
+    if missing:
+        raise CommitError(
+            f"Pending commit of manifest batch {seq.batch_id} (WAL entry, attempt {seq.attempt}, epoch {seq.epoch}) "
+            f"names {len(missing)} data file(s) that do not exist, e.g. {missing[0]}; it was not published. "
+            "Something outside the commit protocol deleted them. Restore them, or discard the entry with "
+            "`seo recover <table> --discard-wal {seq.batch_id}` so that Spark re-runs the batch."
+        )
+
+
 def _relative_to_root(storage: Storage, uri: str) -> str | None:
     from ..manifest.paths import normalize_uri
 
@@ -133,12 +163,22 @@ def recover(
     is_published = published or (lambda seq: _manifest_holds(logs, seq))
     report = RecoveryReport(latest_batch_id=latest)
     claims = [seq for batch_id in wal.pending() if (seq := wal.get(batch_id)) is not None]
-    record_first_recovery(storage, ctx.epoch, claims)
     live_staging: set[str] = set()
     for seq in claims:
         batch_id = seq.batch_id
-        may_roll = seq.epoch >= ctx.epoch or claim_may_roll_forward(storage, seq)
-        if may_roll and (batch_id == latest + 1 or (batch_id <= latest and is_published(seq))):
+        live_staging.add(seq.staging_dir)
+        published = batch_id <= latest and is_published(seq)
+        if published or batch_id == latest + 1:
+            if seq.epoch < ctx.epoch:
+                fence("decide")
+                verdict = decide(storage, batch_id, seq.attempt, COMMIT, epoch=ctx.epoch)
+                if verdict == ABORT and not published:
+                    _discard(storage, wal, seq, report, fence, "aborted before its claim was seen: claimed after a takeover")
+                    continue
+                if verdict == ABORT:
+                    log.error("manifest batch %d is published although its attempt %s was judged aborted; finishing its bookkeeping", batch_id, seq.attempt)
+            if not published:
+                _check_direct_files(storage, seq)
             fence("complete")
             log.warning("rolling forward pending commit of manifest batch %d (query %s, Spark batch %d)", batch_id, seq.query_id, seq.spark_batch_id)
             seq.run(ctx, fresh=False, retries=retries)
@@ -147,16 +187,27 @@ def recover(
             report.rolled_forward.append(batch_id)
             latest = max(latest, batch_id)
         else:
-            fence("discard")
-            why = "claimed after a takeover" if not may_roll else "never published"
-            log.warning("discarding WAL entry %d of fenced writer epoch %d (%s)", batch_id, seq.epoch, why)
-            report.deleted_data_files += discard_sequence(storage, seq)
-            wal.delete(batch_id)
-            report.discarded.append(batch_id)
-        live_staging.add(seq.staging_dir)
+            if seq.epoch < ctx.epoch:
+                fence("decide")
+                if decide(storage, batch_id, seq.attempt, ABORT, epoch=ctx.epoch) == COMMIT:
+                    raise CommitError(
+                        f"WAL entry {wal.path(batch_id)} (attempt {seq.attempt}, epoch {seq.epoch}) was judged "
+                        f"'commit' by an earlier recovery, but manifest batch {batch_id} is neither published "
+                        f"nor next (the manifest is at batch {latest}). Nothing was deleted; run `seo status` "
+                        "and `seo recover` to inspect the table."
+                    )
+            _discard(storage, wal, seq, report, fence, "never published")
     for entry in storage.list_dir(STAGING_DIR):
-        if not entry.is_dir or parse_staging_name(entry.name) is None or entry.path in live_staging:
+        parsed = parse_staging_name(entry.name)
+        if not entry.is_dir or parsed is None or entry.path in live_staging:
             continue
+        batch_id, attempt, epoch = parsed
+        if epoch is not None and epoch > ctx.epoch:
+            continue  # a newer writer's attempt: we are fenced, and it is not ours to judge
+        if epoch is None or epoch < ctx.epoch:
+            fence("decide")
+            if decide(storage, batch_id, attempt, ABORT, epoch=ctx.epoch) == COMMIT:
+                continue  # being rolled forward by whoever judged it
         fence("abort")
         report.deleted_data_files += abort_attempt(storage, entry.path)
         report.aborted_attempts.append(entry.name)
@@ -169,6 +220,7 @@ def recover(
             report.removed_intents.append(batch_id)
     logs.offsets.latest_batch_id(refresh=True)
     report.latest_batch_id = latest
+    fence("recovered")  # a writer frozen in here learns now, not at its next batch, that its view is stale
     return report
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ..commit.committer import CommitterOptions
 from ..commit.lease import Lease
+from ..commit.attempt_verdict import ABORT, decide
 from ..commit.recovery import RecoveryReport, discard_sequence, recover
 from ..commit.step import StepContext
 from ..commit.wal import CommitSequenceStore
@@ -79,6 +80,9 @@ def discard_wal(storage: Storage, batch_id: int, *, lease_timeout_ms: int = 60_0
         except (LogCorruptError, UnsupportedLogVersionError):
             seq = None  # unreadable: nothing of it can have been published (checked above)
         if seq is not None:
+            # a person's decision: recorded so that no frozen writer rolls the claim forward
+            # later; a 'commit' verdict already there is overruled (nothing was published).
+            decide(storage, batch_id, seq.attempt, ABORT, epoch=lease.epoch or 0)
             discard_sequence(storage, seq)
         wal.delete(batch_id)
         storage.delete(logs.offsets.path(batch_id))

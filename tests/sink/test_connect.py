@@ -27,6 +27,14 @@ from tests.sink.conftest import REPO, assert_table_clean, run_driver
 pytestmark = [pytest.mark.spark, pytest.mark.connect]
 
 
+def _python_errors(stderr: str) -> str:
+    """The Python side of a failed Connect run: its tracebacks and error lines, not the JVM's
+    stack frames (which fill the tail of stderr)."""
+    keep = [line for line in stderr.splitlines() if not line.lstrip().startswith("at ")]
+    picked = [line for line in keep if "Traceback" in line or "Error" in line or "streaming_exactly_once" in line or line.startswith("  File")]
+    return "\n".join(picked[-80:])
+
+
 def _ids(table) -> Counter:
     return Counter(read.arrow(str(table), columns=["id"]).column("id").to_pylist())
 
@@ -48,7 +56,7 @@ def test_a_notebook_session_under_spark_connect(tmp_path, mode):
         cwd=REPO, capture_output=True, text=True, timeout=600,
     )
     steps = {s["step"]: s for s in (json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{"))}
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert proc.returncode == 0, proc.stdout[-1500:] + "\n" + _python_errors(proc.stderr)
     assert steps["session"]["type"] == "pyspark.sql.connect.session"
     committed = steps["metrics"]["batches"]
     assert [m["sparkBatchId"] for m in committed] == [0, 1]  # the listener saw both batches' figures
