@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import MissingDependencyError, StorageAccessError, StorageError, UnsupportedStorageError
-from .fsspec_store import FsspecStorage
+from .fsspec_store import FsspecStorage, error_chain
 from .probe import exclusive_create_problem
 
 SCHEMES = ("az", "abfs", "abfss")
@@ -130,7 +130,7 @@ class AzureStorage(FsspecStorage):
     def _access_error(self, exc: BaseException, path: str) -> StorageAccessError | None:
         from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
-        for cause in _chain(exc):
+        for cause in error_chain(exc):
             if isinstance(cause, HttpResponseError) and cause.status_code in (401, 403):
                 return StorageAccessError(
                     uri=self.uri(path),
@@ -166,11 +166,3 @@ class AzureStorage(FsspecStorage):
             except Exception:
                 return True  # cannot tell: let the original error through
         return bool(self._known["container"])
-
-
-def _chain(exc: BaseException):
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        yield exc
-        exc = exc.__cause__ or exc.__context__

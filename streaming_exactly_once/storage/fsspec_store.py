@@ -216,8 +216,17 @@ class FsspecStorage(Storage):
         self._fs = self._make_filesystem()
 
 
+def error_chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """``exc`` and its causes: SDKs and fsspec wrap the service's answer in other exceptions."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
 def parent_of(native: str) -> str:
     return posixpath.dirname(native.rstrip("/"))
 
 
-__all__ = ["FsspecStorage", "make_filesystem", "parent_of", "join"]
+__all__ = ["FsspecStorage", "error_chain", "make_filesystem", "parent_of", "join"]

@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import MissingDependencyError, StorageAccessError, UnsupportedStorageError
-from .fsspec_store import FsspecStorage
+from .fsspec_store import FsspecStorage, error_chain
 from .probe import exclusive_create_problem
 
 SCHEMES = ("gs", "gcs")
@@ -100,7 +100,7 @@ class GcsStorage(FsspecStorage):
             )
 
     def _access_error(self, exc: BaseException, path: str) -> StorageAccessError | None:
-        for cause in _chain(exc):
+        for cause in error_chain(exc):
             code = getattr(cause, "code", None)
             forbidden = type(cause) is OSError and str(cause).startswith("Forbidden")
             if forbidden or (type(cause).__name__ == "HttpError" and code in (401, 403)):
@@ -131,11 +131,3 @@ class GcsStorage(FsspecStorage):
                 return True  # cannot tell: let the original error through
             self._known["bucket"] = True
         return True
-
-
-def _chain(exc: BaseException):
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        yield exc
-        exc = exc.__cause__ or exc.__context__

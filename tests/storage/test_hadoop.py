@@ -63,21 +63,6 @@ def test_hadoop_create_without_overwrite_is_not_exclusive_on_file(spark, tmp_pat
     assert max(winners) > 1, f"every round had one winner: {winners}"
 
 
-def test_hadoop_rename_none_is_not_exclusive_on_file(spark, tmp_path):
-    jvm, gw, H, fc = _hadoop(spark, tmp_path)
-    Rename = getattr(H, "Options$Rename")
-    none = gw.new_array(Rename, 1)
-    none[0] = Rename.NONE
-    winners = []
-    for r in range(ROUNDS):
-        for i in range(THREADS):
-            (tmp_path / f"s{r}-{i}").write_bytes(b"x")
-        winners.append(_race(lambda i, r=r: fc.rename(H.Path(f"file://{tmp_path}/s{r}-{i}"), H.Path(f"file://{tmp_path}/d{r}"), none)))
-        if max(winners) > 1:
-            break
-    assert max(winners) > 1, f"every round had one winner: {winners}"
-
-
 def test_the_backend_is_exclusive_where_hadoop_is_not(hadoop_storage):
     winners = [_race(lambda i, r=r: hadoop_storage.put_if_absent(f"race/{r}", b"%d" % i)) for r in range(10)]
     assert winners == [1] * 10
