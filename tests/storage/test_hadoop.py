@@ -58,7 +58,11 @@ def test_hadoop_create_without_overwrite_is_not_exclusive_on_file(spark, tmp_pat
 
         return attempt
 
-    winners = [_race(create(f"c{r}")) for r in range(ROUNDS)]
+    winners = []
+    for r in range(ROUNDS):  # one round in three has several winners (measured): stop at the first
+        winners.append(_race(create(f"c{r}")))
+        if winners[-1] > 1:
+            break
     assert all(w >= 1 for w in winners)
     assert max(winners) > 1, f"every round had one winner: {winners}"
 
