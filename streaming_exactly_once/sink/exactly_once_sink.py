@@ -39,7 +39,8 @@ class ExactlyOnceSink(BatchSink):
     """Exactly-once file output for a streaming query; see the module docstring.
 
     Args:
-        table: URI or path of the table directory (``file://``, plain path, ``s3://``/``s3a://``).
+        table: URI or path of the table directory (``file://``, plain path, ``s3://``/``s3a://``,
+            ``az://``/``abfs[s]://``, ``gs://``, ``hdfs://`` or ``hadoop+file://``).
         format: ``parquet`` (default), ``json``, ``csv``, ``orc``, ``text`` or ``avro``.
         partition_by: partition columns (Hive-style ``k=v`` directories).
         options: Spark writer options (``compression``, ``header``, ...).
