@@ -382,6 +382,8 @@ class BatchSink:
         """Let the commit run very large move lists on the cluster's workers."""
         if self.committer.distribute is not None or is_connect(df):
             return  # Spark Connect has no SparkContext: the driver's threads move
+        if not self.storage.usable_on_executors:
+            return  # e.g. hdfs:// through the driver's JVM: workers cannot use it
         try:
             sc = df.sparkSession.sparkContext
         except Exception:
