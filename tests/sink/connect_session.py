@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     ids += write_csv_files(args.input, n_files=6, rows_per_file=5, start_file=4)
     running = sink()
     query = running.start(stream(1), checkpoint_location=args.checkpoint, trigger={"processingTime": "200 milliseconds"})
-    while query.lastProgress is None or query.lastProgress["numInputRows"] == 0:
+    while query.lastProgress is None or query.lastProgress.numInputRows == 0:
         if query.exception() is not None:
             raise query.exception()
         time.sleep(0.1)

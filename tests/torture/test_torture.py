@@ -52,3 +52,25 @@ def test_bounded_torture(spark, tmp_path):
         result = verify_tortured_table(run.table, run.input, spark)
         print(f"verification {run.c.name}: {result}")
         assert result["vanilla_spark"]["duplicates"] == 0 and result["vanilla_spark"]["losses"] == 0
+
+
+@pytest.mark.connect
+def test_bounded_torture_under_spark_connect(spark, tmp_path):
+    """The same harness with Spark Connect drivers (``make torture ARGS=--connect`` kills at
+    every boundary): the sink runs in the server's worker, which is killed at a boundary or with
+    the whole driver; a checkpoint deletion, a replay and a second writer are mixed in."""
+    config = TortureConfig(
+        work=tmp_path / "c", kills=7, seed=21, rows_per_file=10, checkpoint_deletions=1, replays=1, concurrent_writers=1,
+        boundary_modes=("rename",), random_kill_share=0.5, name="torture-connect", connect=True,
+        boundaries=("after-wal", "mid-move", "after-manifest+3ms", "after-commit", "before-wal", "after-cleanup"),
+        run_timeout_s=120.0,
+    )
+    run = TortureRun(config)
+    run.run()
+    print(f"torture under Spark Connect: {run.stats}")
+    assert run.stats.kills >= 7 and len(run.stats.boundary_kills) >= 5, run.stats
+    assert run.stats.concurrent_rejected == 1 and run.stats.checkpoint_deletions == 1
+    result = verify_tortured_table(run.table, run.input, spark)
+    print(f"verification: {result}")
+    assert result["vanilla_spark"]["duplicates"] == 0 and result["vanilla_spark"]["losses"] == 0
+    assert result["independent_pyarrow"]["duplicates"] == 0 and result["independent_pyarrow"]["losses"] == 0
