@@ -46,9 +46,12 @@ log = logging.getLogger("streaming_exactly_once.sink")
 
 _LIVE_SINKS: "weakref.WeakSet[BatchSink]" = weakref.WeakSet()
 
-#: Spark Connect stops the worker of an ended query asynchronously (SIGTERM or end of input);
-#: on a loaded machine it was seen alive seconds after the next query's first batch arrived.
-CONNECT_HANDOVER_WAIT_S = 20.0
+#: Spark Connect stops the worker of an ended query asynchronously: a listener on the server's
+#: listener bus (``StreamingRunnerCleanerListener``) ends it when the query's termination event
+#: arrives, which on a loaded machine can be long after the next query's first batch. A query
+#: that ended by itself (``availableNow``) is the slow case; ``query.stop()`` is quick. Waiting
+#: only delays the failure of a real second writer, so the wait is generous.
+CONNECT_HANDOVER_WAIT_S = 60.0
 
 
 @atexit.register
