@@ -46,12 +46,12 @@ log = logging.getLogger("streaming_exactly_once.sink")
 
 _LIVE_SINKS: "weakref.WeakSet[BatchSink]" = weakref.WeakSet()
 
-#: Spark Connect stops the worker of an ended query asynchronously: a listener on the server's
-#: listener bus (``StreamingRunnerCleanerListener``) ends it when the query's termination event
-#: arrives, which on a loaded machine can be long after the next query's first batch. A query
-#: that ended by itself (``availableNow``) is the slow case; ``query.stop()`` is quick. Waiting
-#: only delays the failure of a real second writer, so the wait is generous.
-CONNECT_HANDOVER_WAIT_S = 60.0
+# Spark Connect stops the worker of an ended query asynchronously: a listener on the server's
+# listener bus (``StreamingRunnerCleanerListener``) ends it when the query's termination event
+# arrives, which on a loaded machine can be long after the next query's first batch. A query
+# that ended by itself (``availableNow``) is the slow case; ``query.stop()`` is quick. Waiting
+# only delays the failure of a real second writer, so the default wait (the sink option
+# ``connect_handover_wait``, 60 s) is generous.
 
 
 @atexit.register
@@ -362,7 +362,7 @@ class BatchSink:
             from .query_watch import release_on_sigterm
 
             release_on_sigterm(_release_leases_now)
-            self.committer.lease.handover_wait_s = CONNECT_HANDOVER_WAIT_S
+            self.committer.lease.handover_wait_s = self.options.connect_handover_wait_ms / 1000
         elif self.options.query_id is None:
             from .query_watch import session_running
 

@@ -34,6 +34,7 @@ def main(argv=None) -> int:
     p.add_argument("--partition-by", default="p")
     p.add_argument("--files-per-trigger", type=int, default=2)
     p.add_argument("--lease-timeout", default="60s")
+    p.add_argument("--connect-handover-wait", default="60s")
     p.add_argument("--continuous", type=float, default=0.0, help="run with processingTime triggers for N seconds")
     p.add_argument("--events", default=None, help="append commit events (JSON lines) here")
     p.add_argument("--until-done", default=None, help="run continuously until this marker file exists and input is drained")
@@ -59,6 +60,7 @@ def main(argv=None) -> int:
     try:
         common = dict(
             lease_timeout=args.lease_timeout,
+            connect_handover_wait=args.connect_handover_wait,
             watermark_columns=["id"],
             on_commit=on_commit,
             compact_interval=args.compact_interval,

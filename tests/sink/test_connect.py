@@ -80,14 +80,15 @@ def test_second_writer_and_kill_9_under_spark_connect(tmp_path):
     args = dict(input=tmp_path / "in", table=table, checkpoint=tmp_path / "ckpt", files_per_trigger=1, connect=True)
     first = subprocess.Popen(
         [sys.executable, "-m", "tests.sink.driver", "--input", str(tmp_path / "in"), "--table", str(table),
-         "--checkpoint", str(tmp_path / "ckpt"), "--files-per-trigger", "1", "--connect", "--continuous", "90"],
+         "--checkpoint", str(tmp_path / "ckpt"), "--files-per-trigger", "1", "--connect", "--continuous", "600"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )
     try:
         while not (table / "_seo" / "commits" / "0").exists():
             assert first.poll() is None, first.stdout.read()[-3000:]
             time.sleep(0.2)
-        second = run_driver(tmp_path, input=tmp_path / "in", table=table, checkpoint=tmp_path / "other", connect=True)
+        second = run_driver(tmp_path, input=tmp_path / "in", table=table, checkpoint=tmp_path / "other", connect=True,
+                            connect_handover_wait="5s")  # a live writer, not one on its way out
         assert second.returncode == 3 and "CONCURRENT" in second.stdout, second.stdout[-2000:] + second.stderr[-2000:]
         assert first.poll() is None  # the first writer carries on
     finally:

@@ -124,7 +124,8 @@ class TortureRun:
     # -- one driver --------------------------------------------------------------------------
 
     def launch(self, *, mode: str, checkpoint: Path | None = None, env_extra: dict | None = None,
-               files_per_trigger: int | None = None, until_done: Path | None = None) -> subprocess.Popen:
+               files_per_trigger: int | None = None, until_done: Path | None = None,
+               extra_args: tuple[str, ...] = ()) -> subprocess.Popen:
         cmd = [
             sys.executable, "-m", "tests.sink.driver",
             "--input", str(self.input), "--table", str(self.table),
@@ -132,7 +133,7 @@ class TortureRun:
             "--files-per-trigger", str(files_per_trigger or self.c.files_per_trigger), "--lease-timeout", self.c.lease_timeout,
             "--until-done", str(until_done or self.done_marker), "--retain", "100000",
             "--compact-interval", str(self.c.compact_interval),
-        ] + (["--forks"] if self.c.forks else []) + (["--connect"] if self.c.connect else [])
+        ] + (["--forks"] if self.c.forks else []) + (["--connect"] if self.c.connect else []) + list(extra_args)
         env = dict(os.environ)
         for key in ("SEO_CRASH_AT", "SEO_FAIL_AT", "SEO_PAUSE_AT"):
             env.pop(key, None)
@@ -212,12 +213,24 @@ class TortureRun:
 
     def second_writer_is_rejected(self, mode: str) -> None:
         """While a writer runs, a second one on the same table must fail fast and change nothing."""
+        epochs = self.table / "_seo" / "epochs"
+        def newest_epoch() -> int:
+            return max((int(e.name) for e in epochs.iterdir() if e.name.isdigit()), default=0) if epochs.exists() else 0
+
+        before = newest_epoch()
         first = self.launch(mode=mode)
         try:
             started = self.wait_started(first, self.c.run_timeout_s)
             assert started and started[-1].startswith("STARTED"), "".join(started)
+            if self.c.connect:  # the lease is taken at the first batch there: wait until the first writer holds it
+                deadline = time.time() + self.c.run_timeout_s
+                while newest_epoch() <= before:
+                    assert first.poll() is None and time.time() < deadline, "the first writer never took the table"
+                    time.sleep(0.2)
             t0 = time.time()
-            second = self.launch(mode=mode, checkpoint=self.c.work / "other-checkpoint")
+            # a live writer, not one on its way out: no need for Connect's generous handover wait
+            second = self.launch(mode=mode, checkpoint=self.c.work / "other-checkpoint",
+                                 extra_args=("--connect-handover-wait", "5s"))
             out, _ = second.communicate(timeout=self.c.run_timeout_s)
             if not self.c.connect:  # under Connect the lease is taken at the first batch, after the query started
                 assert not (self.c.work / "other-checkpoint" / "offsets").exists(), "the second writer's query ran"
