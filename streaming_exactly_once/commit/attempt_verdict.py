@@ -91,4 +91,16 @@ def decide(storage: Storage, batch_id: int, attempt: str, verdict: str, *, epoch
     return existing.verdict
 
 
-__all__ = ["ABORT", "COMMIT", "AttemptVerdict", "decide", "verdict_path"]
+def read_verdict(storage: Storage, batch_id: int, attempt: str) -> AttemptVerdict | None:
+    return read_record(storage, verdict_path(batch_id, attempt), AttemptVerdict.from_json, hint=HINT, version=VERSION)
+
+
+def overrule(storage: Storage, batch_id: int, attempt: str, verdict: str, *, epoch: int) -> None:
+    """Replace a verdict: only for a person's repair (``seo recover --discard-wal``) of an attempt
+    whose earlier verdict came from an *older* epoch that can no longer act on it (the caller
+    holds a newer lease and checks its fence after this write, before it deletes anything)."""
+    record = AttemptVerdict(verdict, epoch, int(time.time() * 1000))
+    storage.atomic_write(verdict_path(batch_id, attempt), encode_record(record.to_json(), version=VERSION))
+
+
+__all__ = ["ABORT", "COMMIT", "AttemptVerdict", "decide", "overrule", "read_verdict", "verdict_path"]

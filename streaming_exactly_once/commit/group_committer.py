@@ -104,8 +104,10 @@ class GroupCommitter(TableCommitter):
 
     def _recover(self) -> RecoveryReport:
         self._members.clear()
-        latest = self.logs.commits.latest_batch_id(refresh=True)
-        latest = -1 if latest is None else latest
+
+        def latest() -> int:
+            newest = self.logs.commits.latest_batch_id(refresh=True)
+            return -1 if newest is None else newest
 
         def published(seq: CommitSequence) -> bool:
             record = self.logs.commits.record(seq.batch_id)

@@ -37,7 +37,7 @@ from ..table.table_logs import TableLogs
 from .attempt_verdict import ABORT, COMMIT, decide
 from .sequence import CommitSequence
 from .step import StepContext
-from .steps import PublishManifest
+from .steps import MoveFiles, PublishManifest
 from .wal import CommitSequenceStore
 
 log = logging.getLogger("streaming_exactly_once.recovery")
@@ -109,24 +109,34 @@ def _discard(storage: Storage, wal: CommitSequenceStore, seq: CommitSequence, re
     report.discarded.append(seq.batch_id)
 
 
+def claim_files_missing(storage: Storage, seq: CommitSequence) -> list[str]:
+    """Data files a claim needs and cannot find: in direct mode the files its manifest entries
+    name; in rename mode the files of a move whose staged source and target are both gone.
+    Empty means the claim can be completed."""
+    missing = []
+    for step in seq.steps:
+        if seq.mode == "direct" and isinstance(step, PublishManifest):
+            for entry in step.entries:
+                rel = _relative_to_root(storage, entry.uri)
+                if rel is None or not storage.exists(rel):
+                    missing.append(entry.uri)
+        elif isinstance(step, MoveFiles):
+            missing += [storage.uri(m.dst) for m in step.moves if not storage.exists(m.src) and not storage.exists(m.dst)]
+    return missing
+
+
 def _check_direct_files(storage: Storage, seq: CommitSequence) -> None:
     """Never publish a manifest entry whose data file is gone: a direct-mode claim about to roll
     forward must find every file it names (rename mode's move step checks its own)."""
     if seq.mode != "direct":
         return
-    missing = []
-    for step in seq.steps:
-        if isinstance(step, PublishManifest):
-            for entry in step.entries:
-                rel = _relative_to_root(storage, entry.uri)
-                if rel is None or not storage.exists(rel):
-                    missing.append(entry.uri)
+    missing = claim_files_missing(storage, seq)
     if missing:
         raise CommitError(
             f"Pending commit of manifest batch {seq.batch_id} (WAL entry, attempt {seq.attempt}, epoch {seq.epoch}) "
             f"names {len(missing)} data file(s) that do not exist, e.g. {missing[0]}; it was not published. "
             "Something outside the commit protocol deleted them. Restore them, or discard the entry with "
-            "`seo recover <table> --discard-wal {seq.batch_id}` so that Spark re-runs the batch."
+            f"`seo recover <table> --discard-wal {seq.batch_id}` so that Spark re-runs the batch."
         )
 
 
@@ -145,30 +155,40 @@ def recover(
     ctx: StepContext,
     *,
     retries: int = 3,
-    latest: int | None = None,
+    latest: Callable[[], int] | None = None,
     published: Callable[[CommitSequence], bool] | None = None,
     fence: Callable[[str], None] = lambda what: None,
 ) -> RecoveryReport:
     """``ctx.epoch`` is the recovering writer's epoch (it must hold the lease); ``fence(what)``
     raises ``WriterFencedError`` once it no longer does. ``latest``/``published``: for a dataset
-    group, the latest group batch and whether a claim's batch already committed (a group has no
-    manifest of its own to ask)."""
+    group, how to read the latest group batch and whether a claim's batch already committed (a
+    group has no manifest of its own to ask).
+
+    The WAL is listed *before* the latest batch is read. A fenced writer may still be finishing
+    a commit it claimed before our epoch began (its fence checks passed earlier); its claim is
+    then either in our listing (and we roll it forward with it, step by idempotent step) or
+    already deleted, which it does last - after publishing, so the latest batch read next
+    includes it. Read the other way round, a batch published in between would be missed and
+    its offsets record deleted as a stale intent."""
     if ctx.epoch is None:
         raise ValueError("recovery needs the epoch of the lease it runs under")
     fence("recover")
+    claims = [seq for batch_id in wal.pending() if (seq := wal.get(batch_id)) is not None]
     if latest is None:
         assert logs.manifest is not None
-        latest = logs.manifest.latest_batch_id(refresh=True)
-        latest = -1 if latest is None else latest
+        newest = logs.manifest.latest_batch_id(refresh=True)
+        latest_id = -1 if newest is None else newest
+    else:
+        latest_id = latest()
+    latest = None  # the reader above; from here on ``latest_id`` is the batch number
     is_published = published or (lambda seq: _manifest_holds(logs, seq))
-    report = RecoveryReport(latest_batch_id=latest)
-    claims = [seq for batch_id in wal.pending() if (seq := wal.get(batch_id)) is not None]
+    report = RecoveryReport(latest_batch_id=latest_id)
     live_staging: set[str] = set()
     for seq in claims:
         batch_id = seq.batch_id
         live_staging.add(seq.staging_dir)
-        published = batch_id <= latest and is_published(seq)
-        if published or batch_id == latest + 1:
+        published = batch_id <= latest_id and is_published(seq)
+        if published or batch_id == latest_id + 1:
             if seq.epoch < ctx.epoch:
                 fence("decide")
                 verdict = decide(storage, batch_id, seq.attempt, COMMIT, epoch=ctx.epoch)
@@ -185,7 +205,7 @@ def recover(
             wal.delete(batch_id)
             storage.delete_tree(seq.staging_dir)  # leftovers; the data has moved or is committed
             report.rolled_forward.append(batch_id)
-            latest = max(latest, batch_id)
+            latest_id = max(latest_id, batch_id)
         else:
             if seq.epoch < ctx.epoch:
                 fence("decide")
@@ -193,7 +213,7 @@ def recover(
                     raise CommitError(
                         f"WAL entry {wal.path(batch_id)} (attempt {seq.attempt}, epoch {seq.epoch}) was judged "
                         f"'commit' by an earlier recovery, but manifest batch {batch_id} is neither published "
-                        f"nor next (the manifest is at batch {latest}). Nothing was deleted; run `seo status` "
+                        f"nor next (the manifest is at batch {latest_id}). Nothing was deleted; run `seo status` "
                         "and `seo recover` to inspect the table."
                     )
             _discard(storage, wal, seq, report, fence, "never published")
@@ -212,14 +232,14 @@ def recover(
         report.deleted_data_files += abort_attempt(storage, entry.path)
         report.aborted_attempts.append(entry.name)
     assert logs.offsets is not None
-    for batch_id in range(latest + 1, latest + 4):
+    for batch_id in range(latest_id + 1, latest_id + 4):
         path = logs.offsets.path(batch_id)
         if storage.exists(path):
             fence("forget")
             storage.delete(path)
             report.removed_intents.append(batch_id)
     logs.offsets.latest_batch_id(refresh=True)
-    report.latest_batch_id = latest
+    report.latest_batch_id = latest_id
     fence("recovered")  # a writer frozen in here learns now, not at its next batch, that its view is stale
     return report
 

@@ -121,3 +121,50 @@ def test_a_recoverer_frozen_after_its_listing_does_not_delete_a_published_batch(
     assert frozen.finish(resume=True)["frozen"] == "fenced"
     final = assert_batch_once(tmp_path, "direct")
     assert final["batch 0 committed before"] == "True"
+
+
+CLAIMED = [("direct", "before-listing", ""), ("direct", "after-listing", ""), ("rename", "after-listing", ""),
+           ("rename", "before-listing", "group"), ("rename", "after-listing", "group")]
+
+
+@pytest.mark.parametrize("mode,where,group", CLAIMED)
+def test_a_claim_completed_during_a_takeovers_recovery_keeps_its_records(tmp_path, mode, where, group):
+    """rt04/rt05: a fenced writer past its last fence check completes its batch while the new
+    writer's recovery runs. The recovery lists the WAL before it reads the latest batch, so it
+    either rolls the claim forward too or sees the batch published - never a published batch
+    taken for a stale intent (whose offsets record it deleted, failing the next open)."""
+    extra = (group,) if group else ()
+    claimer = Role("claimer", str(tmp_path), mode, *extra).wait_frozen()
+    outlive_lease()
+    stale = Role("stale", str(tmp_path), where, mode, *extra).wait_frozen()
+    assert claimer.finish(resume=True)["claimer"] in ("committed as batch 0", "fenced")
+    said = stale.finish(resume=True)
+    assert said.get("batch 1") == "committed as batch 1", said["_output"][-3000:]
+    assert "reopened" in said, said["_output"][-3000:]  # no missing offsets record, no conflict
+    assert said["rows"] == str(list(range(20)))
+
+
+@pytest.mark.parametrize("crash", ["after-wal", "after-manifest"])
+def test_discard_wal_refuses_a_claim_that_can_be_completed(tmp_path, crash):
+    """rt06: a complete claim may be completed at any moment (a frozen writer past its fence
+    check, a recoverer); `--discard-wal` deleting its files would publish missing files."""
+    killed = Role("crasher", str(tmp_path), crash, "direct")
+    killed.finish()
+    assert killed.proc.returncode == -signal.SIGKILL
+    said = run("discard", str(tmp_path), "now")
+    assert "completed, not discarded" in said.get("discard raised", "") or "published" in said.get("discard raised", ""), said["_output"]
+    final = assert_batch_once(tmp_path, "direct")
+    assert final["batch 0 committed before"] == "True"  # rolled forward, not re-run
+
+
+def test_discard_wal_drops_a_claim_whose_files_are_gone(tmp_path):
+    """The case `--discard-wal` exists for: the claim names a file deleted outside the protocol;
+    recovery refuses to publish it, the discard drops it, Spark re-runs the batch."""
+    killed = Role("crasher", str(tmp_path), "after-wal", "direct")
+    killed.finish()
+    next(tmp_path.glob("p=a/part-0-*")).unlink()
+    said = run("takeover", str(tmp_path))
+    assert "--discard-wal 0" in said["_output"]
+    assert run("discard", str(tmp_path), "now").get("discard") == "discarded WAL entry 0"
+    final = assert_batch_once(tmp_path, "direct")
+    assert final["batch 0 committed before"] == "False"

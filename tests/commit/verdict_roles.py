@@ -15,6 +15,15 @@ Roles:
   rollforward CRASH  S: opens and is SIGKILLed at CRASH inside the roll-forward (or 'none').
   final MODE         T: opens, commits Spark batch 0 again if it is not committed (Spark re-runs
                      an uncommitted batch), and prints what a reader sees.
+  claimer MODE [group]
+                     A: opens, commits Spark batch 0 and freezes after its post-claim fence check,
+                     right before it publishes; on resume it completes the batch.
+  stale WHERE MODE [group]
+                     R: opens with a freeze inside its recovery - before it lists the WAL
+                     ('before-listing') or right after ('after-listing') - then commits Spark
+                     batch 1 and prints every row a reader sees.
+  crasher CRASH MODE commits Spark batch 0 and is SIGKILLed at CRASH.
+  discard FREEZE     ``seo recover --discard-wal 0``, optionally frozen ('freeze') before its verdict.
 """
 
 from __future__ import annotations
@@ -111,6 +120,117 @@ def final(root: str, mode: str) -> None:
     say("rows", visible_rows(storage))
 
 
+def make_group(storage, *, heartbeat: bool = False, faults: FaultHooks | None = None):
+    from streaming_exactly_once.commit.group_committer import GroupCommitter
+
+    options = CommitterOptions(heartbeat=heartbeat, lease_timeout_ms=LEASE_MS)
+    return GroupCommitter(storage, options, faults=faults or FaultHooks())
+
+
+GROUP_TABLES = ("orders", "payments")
+
+
+def commit_group(g, spark_batch: int, rows: list[int]):
+    """One group batch: the rows split over two tables, one text file each (as ``stage_and_commit``)."""
+    from streaming_exactly_once.checkpoint.reader import InputFile
+    from streaming_exactly_once.commit.committer import StagedFile
+    from streaming_exactly_once.commit.group_committer import MemberBatch
+
+    g.ensure_open()
+    if g.is_committed(Q, spark_batch):
+        return None
+    attempt = g.begin(Q, spark_batch, mode="rename")
+    try:
+        members = []
+        for i, table in enumerate(GROUP_TABLES):
+            part = rows[i:: len(GROUP_TABLES)]
+            final = f"p=a/part-{table}-{spark_batch:05d}-{attempt.attempt}.txt"
+            staged = f"{attempt.staging_dir}/data/{table}/{final}"
+            g.storage.put_if_absent(staged, ",".join(map(str, part)).encode())
+            info = g.storage.info(staged)
+            members.append(MemberBatch(table=table, files=[StagedFile(final, info.size, info.mtime_ms, staged)], rows=len(part), format="parquet"))
+        inputs = [InputFile(source=0, path=f"file:///in/{Q[:4]}-{spark_batch}.csv", timestamp=1)]
+        return g.commit_group(attempt, members, input_files=inputs)
+    except BaseException:
+        g.abort(attempt)
+        g.invalidate()
+        raise
+
+
+def rows_seen(root: str, group: bool) -> list[int]:
+    if not group:
+        return visible_rows(open_storage(root))
+    return sorted(r for t in GROUP_TABLES for r in visible_rows(open_storage(f"{root}/{t}")))
+
+
+def claimer(root: str, mode: str, group: str = "") -> None:
+    from streaming_exactly_once.commit import steps
+
+    if mode == "rename":
+        faults = FaultHooks(pause_at=FaultSpec.parse("after-move"))
+    else:
+        faults = FaultHooks()
+        publish = steps.PublishManifest.execute
+        steps.PublishManifest.execute = lambda self, ctx: (freeze(), publish(self, ctx))[1]  # type: ignore[method-assign]
+    storage = open_storage(root)
+    c = make_group(storage, heartbeat=True, faults=faults) if group else make_committer(storage, heartbeat=True, faults=faults)
+    c.open()
+    try:
+        result = commit_group(c, 0, ROWS) if group else stage_and_commit(c, Q, 0, ROWS, mode=mode)
+        say("claimer", f"{result.status} as batch {result.batch_id}")
+    except WriterFencedError:
+        say("claimer", "fenced")  # its claim is left to the recoverer
+
+
+def crasher(root: str, crash: str, mode: str) -> None:
+    c = make_committer(open_storage(root), faults=FaultHooks(crash_at=FaultSpec.parse(crash)))
+    c.open()
+    stage_and_commit(c, Q, 0, ROWS, mode=mode)
+
+
+def stale(root: str, where: str, mode: str, group: str = "") -> None:
+    from streaming_exactly_once.commit.wal import CommitSequenceStore
+
+    listing = CommitSequenceStore.pending
+    calls: list[int] = []
+
+    def pending(self):
+        first = not calls
+        calls.append(1)
+        if first and where == "before-listing":
+            freeze()
+        found = listing(self)
+        if first and where == "after-listing":
+            freeze()
+        return found
+
+    CommitSequenceStore.pending = pending  # type: ignore[method-assign]
+    storage = open_storage(root)
+    c = make_group(storage, heartbeat=True) if group else make_committer(storage, heartbeat=True)
+    say("stale", c.open())
+    more = list(range(10, 20))
+    result = commit_group(c, 1, more) if group else stage_and_commit(c, Q, 1, more, mode=mode)
+    say("batch 1", f"{result.status} as batch {result.batch_id}")
+    c.close()
+    again = make_group(storage) if group else make_committer(storage)
+    say("reopened", again.open())
+    again.close()
+    say("rows", rows_seen(root, bool(group)))
+
+
+def discard(root: str, when: str) -> None:
+    import streaming_exactly_once.maintenance.repair as repair
+
+    if when == "freeze":
+        found = repair.claim_files_missing
+        repair.claim_files_missing = lambda *a, **k: (freeze(), found(*a, **k))[1]
+    try:
+        say("discard", repair.discard_wal(open_storage(root), 0, lease_timeout_ms=LEASE_MS))
+    except Exception as exc:  # noqa: BLE001 - the test reads the refusal
+        say("discard raised", f"{type(exc).__name__}: {exc}".replace("\n", " "))
+
+
 if __name__ == "__main__":
     role, root, *rest = sys.argv[1:]
-    {"zombie": zombie, "gc": gc, "takeover": takeover, "frozen": frozen, "rollforward": rollforward, "final": final}[role](root, *rest)
+    {"zombie": zombie, "gc": gc, "takeover": takeover, "frozen": frozen, "rollforward": rollforward, "final": final,
+     "claimer": claimer, "crasher": crasher, "stale": stale, "discard": discard}[role](root, *rest)
