@@ -48,8 +48,9 @@ COMMIT: Literal["commit"] = "commit"
 ABORT: Literal["abort"] = "abort"
 HINT = (
     "An attempt verdict records whether an abandoned commit attempt was rolled forward or aborted. "
-    "Restore it from a backup; if it is lost, check with `seo status` that no commit is pending and "
-    "delete the file."
+    "Restore it from a backup; if it is lost, delete the file and run `seo recover <table>`: the attempt "
+    "is judged again, rolled forward only if every data file it names is there (otherwise the error "
+    "names the `seo recover --discard-wal` command that drops it)."
 )
 
 

@@ -168,3 +168,29 @@ def test_discard_wal_drops_a_claim_whose_files_are_gone(tmp_path):
     assert run("discard", str(tmp_path), "now").get("discard") == "discarded WAL entry 0"
     final = assert_batch_once(tmp_path, "direct")
     assert final["batch 0 committed before"] == "False"
+
+
+@pytest.mark.parametrize("damage", ["torn", "directory"])
+def test_a_damaged_verdict_is_named_and_its_hint_leads_back_to_exactly_once(tmp_path, damage):
+    """rt08: a late claim whose verdict ('abort') is damaged. The next writer names the file and
+    decides nothing blind; following the error's hint (delete it, recover) re-judges the claim,
+    which cannot publish (its files were deleted) and is dropped by the command it names."""
+    zombie = Role("zombie", str(tmp_path), "direct").wait_frozen()
+    outlive_lease()
+    run("takeover", str(tmp_path))  # aborts the zombie's attempt: verdict 'abort', data deleted
+    assert zombie.finish(resume=True)["zombie"] == "fenced"
+    (verdict,) = (tmp_path / "_seo" / "verdicts").iterdir()
+    verdict.unlink()
+    if damage == "torn":
+        verdict.write_bytes(b"v1\n{\"verdict\":\"ab")
+    else:
+        verdict.mkdir()
+    said = run("takeover", str(tmp_path))
+    assert "LogCorruptError" in said["_output"] and verdict.name in said["_output"], said["_output"][-2000:]
+    assert "delete the file and run `seo recover" in said["_output"]
+    (verdict.rmdir if verdict.is_dir() else verdict.unlink)()
+    said = run("takeover", str(tmp_path))
+    assert "--discard-wal 0" in said["_output"], said["_output"][-2000:]
+    assert run("discard", str(tmp_path), "now").get("discard") == "discarded WAL entry 0"
+    final = assert_batch_once(tmp_path, "direct")
+    assert final["batch 0 committed before"] == "False"

@@ -205,3 +205,28 @@ def test_per_batch_commit_lists_no_growing_directory(local_storage):
     names = {e.name for e in local_storage.list_dir("_spark_metadata")}
     assert len(names) <= 8  # retention keeps the log small: two compacts and the deltas after them
     assert len(local_storage.list_dir("_seo/manifest-index")) <= 3
+
+
+@pytest.mark.parametrize("mode", ["rename", "direct"])
+def test_a_claim_of_the_previous_release_rolls_forward(local_storage, mode):
+    """Upgrading mid-commit: the previous release wrote ``v2`` WAL entries and staging names
+    without the epoch suffix (``M-<attempt>``); this one reads both and completes the batch."""
+    import re
+
+    storage = local_storage
+    failing = make_committer(storage, fail_at="after-wal")
+    with pytest.raises(InjectedFailure):
+        stage_and_commit(failing, Q, 0, list(range(10)), mode=mode)
+    failing.close()
+    (name,) = [e.name for e in storage.list_dir(STAGING_DIR)]
+    old_name = re.sub(r"-e\d+$", "", name)
+    storage.rename(f"{STAGING_DIR}/{name}", f"{STAGING_DIR}/{old_name}")
+    entry = storage.read_bytes(f"{WAL_DIR}/0").decode()
+    assert entry.startswith("v3\n")
+    old_entry = "v2\n" + entry[3:].replace(f"{STAGING_DIR}/{name}", f"{STAGING_DIR}/{old_name}")
+    storage.atomic_write(f"{WAL_DIR}/0", old_entry.encode())
+    c = make_committer(storage)
+    assert c.open().rolled_forward == [0]
+    assert visible_rows(storage) == list(range(10))
+    assert stage_and_commit(c, Q, 0, list(range(10)), mode=mode) is None  # Spark's replay is skipped
+    assert not list(storage.list_dir(STAGING_DIR))
