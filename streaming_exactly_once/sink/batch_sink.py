@@ -54,6 +54,15 @@ _LIVE_SINKS: "weakref.WeakSet[BatchSink]" = weakref.WeakSet()
 # ``connect_handover_wait``, 60 s) is generous.
 
 
+def _spark_app_id(df: DataFrame) -> str | None:
+    """The Spark application running the batch: with the query id it tells a new run of our
+    query from another writer (``commit.lease``). One config read, at a query's first batch."""
+    try:
+        return df.sparkSession.conf.get("spark.app.id", None)
+    except Exception:  # noqa: BLE001 - without it the lease just waits as before
+        return None
+
+
 @atexit.register
 def _release_leases() -> None:  # a clean interpreter exit frees the table for the next writer at once
     for sink in list(_LIVE_SINKS):
@@ -358,6 +367,9 @@ class BatchSink:
         if self._active_query == identity.query_id:
             return
         session = None
+        lease = self.committer.lease
+        lease.query_id = identity.query_id
+        lease.spark_app = _spark_app_id(df)
         if is_connect(df):
             from .query_watch import release_on_sigterm
 

@@ -230,3 +230,27 @@ def test_a_claim_of_the_previous_release_rolls_forward(local_storage, mode):
     assert visible_rows(storage) == list(range(10))
     assert stage_and_commit(c, Q, 0, list(range(10)), mode=mode) is None  # Spark's replay is skipped
     assert not list(storage.list_dir(STAGING_DIR))
+
+
+def test_a_new_run_of_the_same_query_in_the_same_application_takes_over_at_once(local_storage):
+    """Under Spark Connect the worker of an ended run lingers with a live lease; the next run of
+    the *same* query in the *same* application (Spark runs one at a time) takes over without
+    waiting, and the old holder is fenced. Any other writer still fails fast."""
+    from streaming_exactly_once.commit.lease import Lease, read_lease_state
+
+    def lease(query: str, app: str) -> Lease:
+        made = Lease(local_storage, timeout_ms=60_000)
+        made.query_id, made.spark_app = query, app
+        return made
+
+    old = lease("q-1", "app-1")
+    old.acquire()
+    for query, app in (("q-2", "app-1"), ("q-1", "app-2")):
+        with pytest.raises(ConcurrentWriterError):
+            lease(query, app).acquire()  # another query, or the same checkpoint in another application
+    new = lease("q-1", "app-1")
+    assert new.acquire() == old.epoch + 1
+    with pytest.raises(WriterFencedError):
+        old.check_fence()
+    holder = read_lease_state(local_storage).writer
+    assert (holder.query_id, holder.spark_app) == ("q-1", "app-1")
