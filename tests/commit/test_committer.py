@@ -254,3 +254,17 @@ def test_a_new_run_of_the_same_query_in_the_same_application_takes_over_at_once(
         old.check_fence()
     holder = read_lease_state(local_storage).writer
     assert (holder.query_id, holder.spark_app) == ("q-1", "app-1")
+
+
+def test_a_changed_compact_interval_is_a_named_config_error(local_storage):
+    """r12: the interval is part of the table (Spark derives it from .compact names); a writer
+    configured otherwise gets a ConfigError naming both values, not a 'missing batch' error."""
+    from streaming_exactly_once.errors import ConfigError
+
+    c = make_committer(local_storage, compact_interval=3)
+    for batch in range(4):
+        stage_and_commit(c, Q, batch, [batch])
+    c.close()
+    with pytest.raises(ConfigError, match="created with compact_interval=3.*compact_interval=5"):
+        make_committer(local_storage, compact_interval=5).open()
+    assert visible_rows(local_storage) == [0, 1, 2, 3]
