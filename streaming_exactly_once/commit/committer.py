@@ -424,7 +424,7 @@ class TableCommitter:
         self.lease.check_fence("publish")  # a claim made after a takeover stops here
         seq.run(ctx, fresh=True, retries=self.options.step_retries)
         t_del = time.perf_counter()
-        self.wal.delete(seq.batch_id)
+        self.wal.delete_completed(seq.batch_id)
         ctx.timings["walDelete"] = _ms(t_del)
         self.faults("after-wal-delete")
         self.janitor.delete_tree(attempt.staging_dir)  # leftovers only (.crc, _SUCCESS, empty dirs)
@@ -457,7 +457,7 @@ class TableCommitter:
             # not see it): it fails its own fence check and never runs a step. Remove it.
             log.warning("removing WAL claim on batch %d by fenced epoch %d", seq.batch_id, existing.epoch)
             discard_sequence(self.storage, existing)
-            self.wal.delete(seq.batch_id)
+            self.wal.delete(seq.batch_id, attempt=existing.attempt)
             self.wal.put(seq)
             return
         raise WriterFencedError(

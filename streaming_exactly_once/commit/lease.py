@@ -219,6 +219,15 @@ def _read(storage: Storage, path: str, cls):
     return read_record(storage, path, cls.from_json, hint=HINT, version=VERSION)
 
 
+def writer_still_running(storage: Storage, epoch: int) -> WriterInfo | None:
+    """The writer of ``epoch`` if its process provably still runs (same process space, same pid
+    and start time); None when it is gone or cannot be judged from here."""
+    writer = _read(storage, f"{EPOCHS_DIR}/{epoch}", WriterInfo)
+    if writer is None or not writer.same_process_space(ProcessSpace.current()):
+        return None
+    return writer if process_is_running(writer.pid, writer.pid_start) else None
+
+
 def list_epochs(storage: Storage) -> list[int]:
     ids = []
     for entry in storage.list_dir(EPOCHS_DIR):

@@ -105,7 +105,7 @@ def _discard(storage: Storage, wal: CommitSequenceStore, seq: CommitSequence, re
     fence("discard")
     log.warning("discarding WAL entry %d of writer epoch %d (%s)", seq.batch_id, seq.epoch, why)
     report.deleted_data_files += discard_sequence(storage, seq)
-    wal.delete(seq.batch_id)
+    wal.delete(seq.batch_id, attempt=seq.attempt)
     report.discarded.append(seq.batch_id)
 
 
@@ -202,7 +202,7 @@ def recover(
             fence("complete")
             log.warning("rolling forward pending commit of manifest batch %d (query %s, Spark batch %d)", batch_id, seq.query_id, seq.spark_batch_id)
             seq.run(ctx, fresh=False, retries=retries)
-            wal.delete(batch_id)
+            wal.delete(batch_id, attempt=seq.attempt)
             storage.delete_tree(seq.staging_dir)  # leftovers; the data has moved or is committed
             report.rolled_forward.append(batch_id)
             latest_id = max(latest_id, batch_id)

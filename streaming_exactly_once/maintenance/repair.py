@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..commit.committer import CommitterOptions
-from ..commit.lease import Lease
+from ..commit.lease import Lease, writer_still_running
 from ..commit.attempt_verdict import ABORT, COMMIT, decide, overrule, read_verdict
 from ..commit.recovery import RecoveryReport, claim_files_missing, discard_sequence, recover
 from ..commit.step import StepContext
@@ -84,9 +84,14 @@ def discard_wal(storage: Storage, batch_id: int, *, lease_timeout_ms: int = 60_0
     refuse_if_published("")
     lease = Lease(storage, timeout_ms=lease_timeout_ms, description="seo recover --discard-wal")
     lease.acquire()
+    lease.start_heartbeat()  # slow object stores: keep the table while deleting
     try:
         epoch = lease.epoch or 0
         wal = CommitSequenceStore(storage)
+        try:
+            raw = storage.read_bytes(wal.path(batch_id))
+        except FileNotFoundError:
+            raw = None
         try:
             seq = wal.get(batch_id)
         except (LogCorruptError, UnsupportedLogVersionError):
@@ -98,6 +103,16 @@ def discard_wal(storage: Storage, batch_id: int, *, lease_timeout_ms: int = 60_0
             raise ExactlyOnceError(
                 f"WAL entry {batch_id} of {storage.root_uri} (attempt {seq.attempt}, epoch {seq.epoch}) has every "
                 "data file it needs, so it is completed, not discarded: run `seo recover`. Nothing was deleted.",
+                batch_id=batch_id,
+            )
+        running = writer_still_running(storage, seq.epoch) if seq is not None else None
+        if seq is not None and running is not None:
+            # A frozen writer past its last fence check publishes its claim when it wakes up;
+            # files deleted now would be named by that manifest entry. (Across hosts this cannot
+            # be seen: the README's limits say to stop the writer before discarding.)
+            raise ExactlyOnceError(
+                f"WAL entry {batch_id} of {storage.root_uri} was claimed by writer epoch {seq.epoch} (pid {running.pid} "
+                f"on {running.host}), which is still running. Stop that process first. Nothing was deleted.",
                 batch_id=batch_id,
             )
         if seq is not None:
@@ -116,8 +131,18 @@ def discard_wal(storage: Storage, batch_id: int, *, lease_timeout_ms: int = 60_0
         refuse_if_published(" (completed by another writer while this command ran)")
         if seq is not None:
             discard_sequence(storage, seq)
-        wal.delete(batch_id)
-        storage.delete(logs.offsets.path(batch_id))
+        # Only what we judged: if this command was frozen long enough for a newer writer to
+        # re-run the batch under the same number, its claim and records are not ours to delete.
+        if seq is not None:
+            wal.delete(batch_id, attempt=seq.attempt)
+        elif raw is not None:
+            wal.delete(batch_id, raw=raw)
+        try:
+            intent = logs.offsets.record(batch_id)
+        except (LogCorruptError, UnsupportedLogVersionError):
+            intent = None  # left for recovery, which forgets records of batches after the latest
+        if intent is not None and seq is not None and intent.attempt == seq.attempt:
+            storage.delete(logs.offsets.path(batch_id))  # written by the claim's own offsets step
         return f"discarded WAL entry {batch_id}"
     finally:
         lease.release()

@@ -367,9 +367,10 @@ class BatchSink:
         if self._active_query == identity.query_id:
             return
         session = None
-        lease = self.committer.lease
-        lease.query_id = identity.query_id
-        lease.spark_app = _spark_app_id(df)
+        if self.options.query_id is None:  # Spark's own id (from the checkpoint): one run at a time
+            lease = self.committer.lease
+            lease.query_id = identity.query_id
+            lease.spark_app = _spark_app_id(df)
         if is_connect(df):
             from .query_watch import release_on_sigterm
 

@@ -117,8 +117,14 @@ def release_on_sigterm(release: Callable[[], None]) -> None:
         return
 
     def handler(signum: int, frame: Any) -> None:
+        # The release runs on its own thread, bounded: a signal handler interrupts the main
+        # thread anywhere, possibly inside a lock the release needs, and a worker hung here
+        # would hold the table until its lease expires. Exiting without the release is fine -
+        # a writer on this host sees the process gone and takes over at once.
+        releasing = threading.Thread(target=release, name="seo-sigterm-release", daemon=True)
         try:
-            release()
+            releasing.start()
+            releasing.join(timeout=10.0)
         finally:
             os._exit(128 + signum)
 

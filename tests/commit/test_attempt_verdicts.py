@@ -194,3 +194,38 @@ def test_a_damaged_verdict_is_named_and_its_hint_leads_back_to_exactly_once(tmp_
     assert run("discard", str(tmp_path), "now").get("discard") == "discarded WAL entry 0"
     final = assert_batch_once(tmp_path, "direct")
     assert final["batch 0 committed before"] == "False"
+
+
+def test_a_recoverer_frozen_in_a_discard_leaves_the_next_writers_claim_alone(tmp_path):
+    """Red-team 3b: batch numbers are reused. R froze while discarding a void claim on batch 0;
+    S discarded it too, re-ran the batch as manifest batch 0 and was killed after publishing.
+    R wakes: deleting _seo/wal/0 by number would strand S's batch (its data aborted next)."""
+    zombie = Role("zombie", str(tmp_path), "direct").wait_frozen()
+    outlive_lease()
+    run("takeover", str(tmp_path))
+    assert zombie.finish(resume=True)["zombie"] == "fenced"  # a void claim on batch 0 remains
+    stale = Role("stalediscard", str(tmp_path)).wait_frozen()
+    outlive_lease()
+    successor = Role("paused", str(tmp_path), "direct", "after-manifest").wait_frozen()
+    assert stale.finish(resume=True)["stalediscard"] == "fenced"
+    assert (tmp_path / "_seo" / "wal" / "0").exists(), "the successor's claim was deleted"
+    successor.proc.kill()
+    successor.finish()
+    final = assert_batch_once(tmp_path, "direct")
+    assert final["batch 0 committed before"] == "True"
+
+
+def test_a_frozen_discard_wal_leaves_the_next_writers_claim_alone(tmp_path):
+    """Red-team 2a: `--discard-wal` froze right before deleting (its checks passed, its lease
+    ran out); S re-ran the batch under the same number and was killed after publishing."""
+    Role("crasher", str(tmp_path), "after-wal", "direct").finish()
+    next(tmp_path.glob("p=a/part-0-*")).unlink()  # the case --discard-wal exists for
+    discard = Role("discard", str(tmp_path), "freeze").wait_frozen()
+    outlive_lease()
+    successor = Role("paused", str(tmp_path), "direct", "after-manifest").wait_frozen()
+    assert discard.finish(resume=True).get("discard") == "discarded WAL entry 0"
+    assert (tmp_path / "_seo" / "wal" / "0").exists(), "the successor's claim was deleted"
+    successor.proc.kill()
+    successor.finish()
+    final = assert_batch_once(tmp_path, "direct")
+    assert final["batch 0 committed before"] == "True"

@@ -22,6 +22,8 @@ Roles:
                      R: opens with a freeze inside its recovery - before it lists the WAL
                      ('before-listing') or right after ('after-listing') - then commits Spark
                      batch 1 and prints every row a reader sees.
+  paused MODE PAUSE  commits Spark batch 0 and freezes at PAUSE (the test kills it there).
+  stalediscard       opens; its recovery freezes right before it deletes a void claim's WAL entry.
   crasher CRASH MODE commits Spark batch 0 and is SIGKILLed at CRASH.
   discard FREEZE     ``seo recover --discard-wal 0``, optionally frozen ('freeze') before its verdict.
 """
@@ -182,6 +184,25 @@ def claimer(root: str, mode: str, group: str = "") -> None:
         say("claimer", "fenced")  # its claim is left to the recoverer
 
 
+def paused(root: str, mode: str, pause: str) -> None:
+    c = make_committer(open_storage(root), faults=FaultHooks(pause_at=FaultSpec.parse(pause)))
+    c.open()
+    stage_and_commit(c, Q, 0, ROWS, mode=mode)
+
+
+def stalediscard(root: str) -> None:
+    """Opens; its recovery freezes in the middle of discarding a void claim (checks passed)."""
+    from streaming_exactly_once.commit.wal import CommitSequenceStore
+
+    delete = CommitSequenceStore.delete
+    CommitSequenceStore.delete = lambda self, *a, **k: (freeze(), delete(self, *a, **k))[1]  # type: ignore[method-assign]
+    c = make_committer(open_storage(root), heartbeat=True)
+    try:
+        say("stalediscard", c.open())
+    except WriterFencedError:
+        say("stalediscard", "fenced")
+
+
 def crasher(root: str, crash: str, mode: str) -> None:
     c = make_committer(open_storage(root), faults=FaultHooks(crash_at=FaultSpec.parse(crash)))
     c.open()
@@ -221,9 +242,9 @@ def stale(root: str, where: str, mode: str, group: str = "") -> None:
 def discard(root: str, when: str) -> None:
     import streaming_exactly_once.maintenance.repair as repair
 
-    if when == "freeze":
-        found = repair.claim_files_missing
-        repair.claim_files_missing = lambda *a, **k: (freeze(), found(*a, **k))[1]
+    if when == "freeze":  # after every check, right before it deletes
+        discard_files = repair.discard_sequence
+        repair.discard_sequence = lambda *a, **k: (freeze(), discard_files(*a, **k))[1]
     try:
         say("discard", repair.discard_wal(open_storage(root), 0, lease_timeout_ms=LEASE_MS))
     except Exception as exc:  # noqa: BLE001 - the test reads the refusal
@@ -233,4 +254,4 @@ def discard(root: str, when: str) -> None:
 if __name__ == "__main__":
     role, root, *rest = sys.argv[1:]
     {"zombie": zombie, "gc": gc, "takeover": takeover, "frozen": frozen, "rollforward": rollforward, "final": final,
-     "claimer": claimer, "crasher": crasher, "stale": stale, "discard": discard}[role](root, *rest)
+     "claimer": claimer, "crasher": crasher, "paused": paused, "stalediscard": stalediscard, "stale": stale, "discard": discard}[role](root, *rest)
