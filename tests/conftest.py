@@ -29,6 +29,21 @@ os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
 os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
 
 
+def pytest_addoption(parser):
+    parser.addoption("--hazards", action="store_true", help="also run the probabilistic demonstrations of dependencies' races")
+
+
+def pytest_collection_modifyitems(config, items):
+    """A race in someone else's code shows up in some runs only: demonstrating it cannot be a
+    test that gates CI. The backends' own exclusivity is tested deterministically instead."""
+    if config.getoption("--hazards"):
+        return
+    skip = pytest.mark.skip(reason="probabilistic demonstration of a dependency's race; run with --hazards")
+    for item in items:
+        if "hazard" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def spark():
     if shutil.which("java") is None:

@@ -13,7 +13,7 @@ from streaming_exactly_once.storage import open_storage
 
 pytestmark = [pytest.mark.spark, pytest.mark.hadoop]
 
-ROUNDS, THREADS = 40, 16
+ROUNDS, THREADS = 200, 16
 
 
 def _race(attempt) -> int:
@@ -45,8 +45,12 @@ def _hadoop(spark, tmp_path):
     return jvm, gw, H, fc
 
 
+@pytest.mark.hazard
 def test_hadoop_create_without_overwrite_is_not_exclusive_on_file(spark, tmp_path):
-    """The hazard the backend works around: FileContext.create(CREATE) checks, then opens."""
+    """The hazard the backend works around: FileContext.create(CREATE) checks, then opens.
+
+    Several winners showed in about one round in three on a quiet machine, and in none of 40
+    rounds on a loaded CI machine: opt-in (``pytest --hazards``), not a gate."""
     jvm, gw, H, fc = _hadoop(spark, tmp_path)
     no_opts = gw.new_array(getattr(H, "Options$CreateOpts"), 0)
 
