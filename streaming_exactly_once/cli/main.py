@@ -354,11 +354,12 @@ def read(ctx: Ctx, table: str, as_of: int | None, limit: int, local_json: bool) 
 def index(ctx: Ctx, table: str, batch: int | None, local_json: bool) -> None:
     """Build the Parquet index of compact manifest files (fast readers for huge tables)."""
     from ..manifest.manifest_index import write_index
-    from ..manifest.manifest_log import ManifestLog
+    from ..table.identity import read_identity
+    from ..table.table_logs import open_manifest
 
     out = _out(ctx, local_json)
     storage = ctx.storage(table)
-    log_ = ManifestLog(storage)
+    log_ = open_manifest(storage, read_identity(storage))
     targets = [batch] if batch is not None else [b for b, n in log_.list_batch_files().items() if n.endswith(".compact")]
     built = [b for b in sorted(targets) if write_index(storage, b, log_)]
     if out.as_json:

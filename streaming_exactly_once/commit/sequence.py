@@ -17,10 +17,24 @@ whether a claim may still roll forward, see ``commit.recovery``); each further l
 whose ``verify()`` says they are done and executes the rest, retrying a failing step a bounded
 number of times.
 
+A ``format="delta"`` table's entry has a ``delta`` step right after ``manifest``
+(``commit.delta_step`` shows its line) and is written as ``v3``::
+
+    v3
+    {"batchId":12,...}
+    {"kind":"move",...}
+    {"kind":"manifest",...}
+    {"kind":"delta","batchId":12,"appId":"streaming-exactly-once:5b0c...","partitionBy":["day"],"schema":"...","files":[...],...}
+    {"kind":"offsets",...}
+    ...
+
 Versions: ``v1`` entries (before the ``offsets`` step existed; the offsets record was written
-before staging) are still read and rolled forward. ``v2`` is written now, so that an older
-release refuses it with "upgrade" instead of misreading it. A step kind this release does not
-know means a newer release wrote the entry; that is refused the same way.
+before staging) are still read and rolled forward. ``v2`` is written for every entry without a
+``delta`` step, so that the previous release still reads (and rolls forward) what this one
+writes for its tables; ``v3`` only for entries with one, which a release without Delta support
+refuses with "written by a newer release: upgrade" - it must never finish such a batch without
+its Delta commit. A step kind this release does not know means a newer release wrote the entry;
+that is refused the same way.
 """
 
 from __future__ import annotations
@@ -34,7 +48,9 @@ from ..log.codec import RecordError, field
 from ..log.version import encode_file, encode_line, parse_body
 from .step import REGISTRY, CommitStep, StepContext
 
-VERSION = 2
+VERSION = 3  # newest version read; ``to_bytes`` writes the oldest one that can say the entry
+#: Step kinds that need a reader of at least this version (older entries hold none of them).
+KIND_VERSIONS = {"delta": 3}
 HINT = (
     "A WAL entry is the only record of an in-flight commit. If its manifest batch does not exist yet "
     "the batch was never visible: `seo recover <table> --discard-wal M` removes the entry and its "
@@ -69,8 +85,12 @@ class CommitSequence:
             "createdMs": self.created_ms,
         }
 
+    @property
+    def file_version(self) -> int:
+        return max([2] + [KIND_VERSIONS.get(s.kind, 2) for s in self.steps])
+
     def to_bytes(self) -> bytes:
-        return encode_file(VERSION, [encode_line(self.header())] + [encode_line(s.to_json()) for s in self.steps])
+        return encode_file(self.file_version, [encode_line(self.header())] + [encode_line(s.to_json()) for s in self.steps])
 
     @classmethod
     def from_bytes(cls, data: bytes, *, path: str, batch_id: int | None) -> "CommitSequence":
@@ -149,3 +169,7 @@ class CommitSequence:
                         step=step.kind,
                     ) from exc
                 sleep(backoff_s * (2 ** (attempt - 1)))
+
+
+# Every step kind a WAL entry may hold is registered before any entry is read.
+from . import delta_step, steps  # noqa: E402,F401

@@ -19,13 +19,13 @@ from typing import Any
 
 from ..commit.wal import CommitSequenceStore
 from ..errors import ExactlyOnceError
-from ..manifest.manifest_log import ManifestLog
+
 from ..readers.file_checks import inspect_files
 from ..readers.visibility import committed_files
 from ..storage.base import Storage
 from ..table.identity import read_identity
 from ..table.layout import STAGING_DIR, is_hidden
-from ..table.table_logs import TableLogs
+from ..table.table_logs import TableLogs, open_manifest
 from .group_tables import group_of, group_tables
 from .kept import kept_files
 from .pending import PendingCommits, pending_commits
@@ -83,7 +83,7 @@ def referenced_relative_paths(storage: Storage, pending: PendingCommits | None =
     or by a pending commit (``pending``, for the table at ``table`` in the pending commits' root),
     relative to the table root. Entries outside the table are no file of it and are left out."""
     identity = read_identity(storage)
-    manifest = ManifestLog(storage, default_interval=identity.compact_interval if identity else 10)
+    manifest = open_manifest(storage, identity)
     return kept_files(storage, identity, manifest, manifest.list_batch_ids(), pending or PendingCommits(), table, strict=False)
 
 
@@ -132,7 +132,7 @@ def verify_table(
     try:
         current = committed_files(storage.root_uri, storage_options=storage.options(), allow_outside_root=True)
     except ExactlyOnceError as exc:
-        report.add("error", "manifest-unreadable", storage.uri("_spark_metadata"), str(exc))
+        report.add("error", "manifest-unreadable", logs.manifest.uri(), str(exc))
         return report
     report.files = len(current)
     report.bytes = current.total_bytes
@@ -156,7 +156,7 @@ def verify_table(
         try:
             referenced = referenced_relative_paths(storage, pending, table)
         except ExactlyOnceError as exc:
-            report.add("error", "manifest-unreadable", storage.uri("_spark_metadata"), str(exc))
+            report.add("error", "manifest-unreadable", logs.manifest.uri(), str(exc))
             return report
         for info in storage.walk_files():
             if is_hidden(info.path) or info.path in referenced or info.path.startswith(skip):

@@ -31,14 +31,15 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..errors import InvalidAsOfError, TableNotFoundError, UnsafeReadError
+from ..manifest.manifest_log import DIRECTORIES as MANIFEST_DIRS
 from ..manifest.manifest_log import DIRECTORY as MANIFEST_DIR
-from ..manifest.manifest_log import ManifestLog
 from ..manifest.paths import parse_partition_dir
 from ..storage import open_storage
 from ..storage.base import Storage
 from ..table.commits_log import CommitsLog
 from ..table.identity import TableIdentity, read_identity
 from ..table.layout import TABLE_FILE
+from ..table.table_logs import open_manifest
 from .arrow_schema import schema_fields
 from .file_checks import absent_files, check_present
 from .manifest_checks import latest_batch
@@ -160,7 +161,7 @@ def locate(path: str, storage_options: Mapping[str, Any] | None = None, *, allow
             "and reads orphaned and uncommitted files. Pass the table root or a partition directory instead."
         )
     storage = open_storage(path.rstrip("/"), storage_options)
-    if storage.exists(MANIFEST_DIR):
+    if _has_manifest(storage):
         return TableLocation(storage)
     parts: list[str] = []
     probe = storage.root_uri
@@ -170,7 +171,7 @@ def locate(path: str, storage_options: Mapping[str, Any] | None = None, *, allow
             break
         parts.insert(0, tail)
         candidate = open_storage(head, storage_options)
-        if candidate.exists(MANIFEST_DIR):
+        if _has_manifest(candidate):
             return TableLocation(candidate, "/".join(parts))
         probe = head
     identity = read_identity(storage) if storage.exists(TABLE_FILE) else None
@@ -186,6 +187,11 @@ def locate(path: str, storage_options: Mapping[str, Any] | None = None, *, allow
         f"{MANIFEST_DIR}/ manifest. Check the path (a table written by ExactlyOnceSink or Spark's file "
         "sink has one)."
     )
+
+
+def _has_manifest(storage: Storage) -> bool:
+    """``_spark_metadata``, or the private manifest of a table written with ``spark_manifest=False``."""
+    return any(storage.exists(d) for d in MANIFEST_DIRS)
 
 
 def check_as_of(as_of: Any) -> int | None:
@@ -219,7 +225,7 @@ def committed_files(
     location = locate(path, storage_options)
     storage = location.storage
     identity = read_identity(storage)
-    manifest = ManifestLog(storage, default_interval=identity.compact_interval if identity is not None else 10)
+    manifest = open_manifest(storage, identity)
     latest = latest_batch(storage, identity, manifest)
     if as_of is not None and (latest is None or as_of > latest):
         raise InvalidAsOfError(

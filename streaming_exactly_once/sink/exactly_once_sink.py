@@ -40,7 +40,12 @@ class ExactlyOnceSink(BatchSink):
 
     Args:
         table: URI or path of the table directory (``file://``, plain path, ``s3://``/``s3a://``).
-        format: ``parquet`` (default), ``json``, ``csv``, ``orc``, ``text`` or ``avro``.
+        format: ``parquet`` (default), ``json``, ``csv``, ``orc``, ``text``, ``avro`` or ``delta``
+            (Parquet files, and each batch one Delta commit with the transaction (table, batch)).
+        spark_manifest: ``format="delta"`` only: also publish ``_spark_metadata`` (default True).
+        delta_checkpoint_interval, delta_log_retention: ``format="delta"`` only: Delta table
+            properties the first batch creates the table with (checkpoint every N versions,
+            default 10; how long Delta keeps its log, default Delta's 30 days).
         partition_by: partition columns (Hive-style ``k=v`` directories).
         options: Spark writer options (``compression``, ``header``, ...).
         staging_mode: ``rename`` or ``direct``; default by storage (rename on local disk).
@@ -66,7 +71,7 @@ class ExactlyOnceSink(BatchSink):
         super().__init__(table, SinkOptions.build(**options))
         self.options.reject_group_options("ExactlyOnceSink")
         self.staging_mode = self.options.staging_mode or self.storage.default_staging_mode
-        if self.staging_mode == "direct" and self.options.format not in ("parquet", "json", "csv"):
+        if self.staging_mode == "direct" and self.options.file_format not in ("parquet", "json", "csv"):
             raise ConfigError(
                 f"{self.storage.scheme}:// tables default to staging_mode='direct', which writes parquet, json "
                 f"and csv; for format={self.options.format!r} pass staging_mode='rename'.",
@@ -82,7 +87,7 @@ class ExactlyOnceSink(BatchSink):
             writer_cls = RenameWriter if self.staging_mode == "rename" else DirectWriter
             self._writer = writer_cls(
                 self.storage,
-                format=self.options.format,
+                format=self.options.file_format,
                 partition_by=self.options.partition_by,
                 options=dict(self.options.writer_options),
             )
