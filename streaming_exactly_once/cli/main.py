@@ -86,10 +86,13 @@ def status(ctx: Ctx, table: str, local_json: bool) -> None:
         return _group_status(out, info)
     lease = info.get("lease") or {}
     travel = info.get("timeTravel") or {}
+    delta = info.get("delta")
     out.block(
         [
             ("table", info["table"]),
             ("latest batch", info["latestBatchId"]),
+            *([("delta", _delta_text(delta))] if delta is not None else []),
+            *([("manifest", f"{info['manifest']} (not read by Spark's file source)")] if "manifest" in info else []),
             ("files", info.get("files")),
             ("bytes", human_bytes(info.get("bytes"))),
             ("rows", info.get("rows")),
@@ -109,6 +112,14 @@ def status(ctx: Ctx, table: str, local_json: bool) -> None:
             [(q["queryId"], q["lastSparkBatchId"], q["lastBatchId"], human_time(q["commitTimeMs"]), q["watermarks"]) for q in queries],
             ["query id", "last spark batch", "table batch", "committed", "watermarks"],
         )
+
+
+def _delta_text(delta: dict) -> str:
+    if "error" in delta:
+        return f"ERROR: {delta['error']}"
+    if delta.get("version") is None:
+        return "no Delta log yet (the first batch creates it)"
+    return f"version {delta['version']}, holds batches up to {delta['batchId']}"
 
 
 def _lease_text(info: dict) -> str:

@@ -142,6 +142,8 @@ def verify_table(
         report.add("error", kind, uri, f"listed in the manifest but {problem}")
     for uri, target in problems.escapes:
         report.add("error", "symlink-outside-root", uri, f"a symbolic link to {target}, outside the table root; readers refuse it")
+    if identity is not None and identity.is_delta:
+        _check_delta(storage, identity, latest, current, report)
     if identity is None or identity.kind != "member":
         _check_leftovers(storage, report)
     if check_orphans:
@@ -163,6 +165,37 @@ def verify_table(
                 continue
             report.add("warning", "orphan", storage.uri(info.path), f"{info.size} bytes in no retained manifest entry; `seo gc` deletes it")
     return report
+
+
+def _check_delta(storage: Storage, identity, latest: int | None, current, report: VerifyReport) -> None:
+    """A ``format="delta"`` table: the Delta log holds the manifest's batches and the same files."""
+    from ..delta.target import DeltaTarget
+
+    target = DeltaTarget(storage, identity.delta_app_id)
+    try:
+        applied = target.applied_batch()
+        live = {f.path for f in target.live_files()}
+    except ExactlyOnceError as exc:
+        report.add("error", "delta-unreadable", target.log_uri, str(exc))
+        return
+    applied = -1 if applied is None else applied
+    latest = -1 if latest is None else latest
+    if applied < latest:
+        pending = CommitSequenceStore(storage).pending()
+        if any(applied < b <= latest for b in pending):
+            report.add("warning", "delta-pending", target.log_uri, f"batches {applied + 1}..{latest} are pending in the WAL; the next start (or `seo recover`) commits them to Delta")
+        else:
+            report.add("error", "delta-behind", target.log_uri, f"holds batches up to {applied}, the manifest up to {latest}: Delta readers miss data")
+    elif applied > latest:
+        report.add("error", "delta-ahead", target.log_uri, f"holds batches up to {applied}, the manifest only up to {latest}")
+    manifest_files = set(current.relative)
+    if applied == latest and live != manifest_files:
+        only_delta, only_manifest = len(live - manifest_files), len(manifest_files - live)
+        report.add(
+            "warning", "delta-diverged", target.log_uri,
+            f"{only_delta} file(s) only in the Delta table, {only_manifest} only in the manifest: another Delta writer "
+            "changed the table; Delta readers and _spark_metadata readers see different rows",
+        )
 
 
 def _pending(storage: Storage, report: VerifyReport) -> PendingCommits:

@@ -148,7 +148,8 @@ class SinkOptions:
             raise ConfigError("on_commit must be a callable taking one dict", key="on_commit")
 
     def _validate_delta(self) -> None:
-        if self.format != "delta":
+        any_delta = self.format == "delta" or any(getattr(o, "format", None) == "delta" for o in self.outputs)
+        if not any_delta:
             given = [k for k in DELTA_ONLY if getattr(self, k) != SinkOptions.__dataclass_fields__[k].default]
             if given:
                 raise ConfigError(f"{given[0]} applies to format='delta' tables only; this sink writes format={self.format!r}", key=given[0])
