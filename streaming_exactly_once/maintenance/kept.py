@@ -6,7 +6,7 @@ commit or - on a ``format="delta"`` table - by a retained Delta version. ``gc`` 
 from __future__ import annotations
 
 from ..delta.target import DeltaTarget
-from ..errors import GcRefusedError
+from ..errors import DeltaTableError, GcRefusedError
 from ..manifest.manifest_log import ManifestLog
 from ..readers.retained import retained_files
 from ..readers.table_roots import relative_path, table_roots
@@ -31,7 +31,12 @@ def kept_files(
     keep = retained_files(storage, identity, manifest, batch_ids, allow_outside_root=not strict)
     keep |= pending.files_under(table)
     if identity is not None and identity.is_delta:
-        keep |= delta_files(storage, identity)
+        try:
+            keep |= delta_files(storage, identity)
+        except DeltaTableError:
+            if strict:
+                raise  # gc: refuse; verify reports the Delta log on its own
+
     roots = table_roots(storage, identity)
     for batch_id, uri in pending.entries.get(table, []):
         rel = relative_path(roots, uri)
