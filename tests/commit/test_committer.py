@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from streaming_exactly_once.commit.faults import BOUNDARIES, GROUP_ONLY, InjectedFailure
+from streaming_exactly_once.commit.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY, InjectedFailure
 from streaming_exactly_once.commit.wal import CommitSequenceStore
 from streaming_exactly_once.errors import ConcurrentWriterError, WriterFencedError
 from streaming_exactly_once.table.layout import STAGING_DIR, WAL_DIR
@@ -48,7 +48,7 @@ def test_replayed_batch_is_skipped_even_after_restart(storage):
     assert visible_rows(storage) == rows_of(0) + [1000]
 
 
-@pytest.mark.parametrize("boundary", [b for b in BOUNDARIES if b not in ("before-stage", "after-stage", *GROUP_ONLY)])
+@pytest.mark.parametrize("boundary", [b for b in BOUNDARIES if b not in ("before-stage", "after-stage", *GROUP_ONLY, *DELTA_ONLY)])
 @pytest.mark.parametrize("mode", ["rename", "direct"])
 def test_failure_at_every_boundary_then_restart(local_storage, boundary, mode):
     if mode == "direct" and boundary in ("mid-move", "after-move"):
