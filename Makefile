@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 EXTRAS := all,test,bench
 
-.PHONY: demo test test-fast torture bench lint venv check-java clean
+.PHONY: demo test test-fast torture bench lint venv check-java clean emulators
 
 $(STAMP): setup.cfg constraints.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,7 +27,12 @@ demo: check-java venv
 	rm -rf .work/quickstart
 	$(BIN)/seo run landing_to_parquet --conf conf/local.toml
 
-test: check-java venv
+# Azurite (npm) for the Azure storage tests, pinned in tests/emulators/package-lock.json;
+# skipped with a message where node/npm are missing (the tests then skip too).
+emulators: venv
+	$(BIN)/python -m tests.emulators.servers
+
+test: check-java venv emulators
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 

@@ -78,6 +78,18 @@ class UnsupportedStorageError(StorageError, TerminalError):
     """The URI scheme or filesystem cannot give the guarantees the library needs."""
 
 
+class StorageAccessError(StorageError, TerminalError):
+    """The store refused a table's URI: credentials rejected, or its container/bucket missing.
+
+    Raised instead of the SDK's own exception (often after a chain of retries and wrappers) so
+    that the one line a user sees names the URI and what to fix. ``reason`` is ``credentials``
+    or ``container``; ``uri`` the path that was being read or written.
+    """
+
+    def __init__(self, *, uri: str, reason: str, detail: str, hint: str) -> None:
+        super().__init__(f"Cannot access {uri}: {detail}. {hint}", uri=uri, reason=reason, detail=detail, hint=hint)
+
+
 # --- logs ----------------------------------------------------------------------------------
 
 

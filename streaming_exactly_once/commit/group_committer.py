@@ -5,7 +5,7 @@ manifest (any reader reads one table as it reads a single-sink table)::
 
     <root>/
       _seo/table                 identity, kind "group"
-      _seo/offsets/G  commits/G  sources/G  wal/G  epochs/  heartbeats/  staging/G-<attempt>/
+      _seo/offsets/G  commits/G  sources/G  wal/G  epochs/  heartbeats/  staging/G-<attempt>-e<E>/
       orders/                    a table: _spark_metadata/, _seo/table (kind "member"), _seo/commits/
       payments/
       _quarantine/rows/orders/   rows of "orders" that failed a row check (+ _seo_failed_checks)
@@ -109,8 +109,10 @@ class GroupCommitter(TableCommitter):
 
     def _recover(self) -> RecoveryReport:
         self._members.clear()
-        latest = self.logs.commits.latest_batch_id(refresh=True)
-        latest = -1 if latest is None else latest
+
+        def latest() -> int:
+            newest = self.logs.commits.latest_batch_id(refresh=True)
+            return -1 if newest is None else newest
 
         def published(seq: CommitSequence) -> bool:
             record = self.logs.commits.record(seq.batch_id)

@@ -3,7 +3,7 @@
 Bytes::
 
     _seo/epochs/4        v1
-                         {"epoch":4,"writerId":"2f6c...","host":"vm","pid":4121,"pidStart":"86523","startedMs":1795313165250,"description":"events-ingest","bootId":"8d0e...","pidNamespace":"pid:[4026531836]"}
+                         {"epoch":4,"writerId":"2f6c...","host":"vm","pid":4121,"pidStart":"86523","startedMs":1795313165250,"description":"events-ingest","bootId":"8d0e...","pidNamespace":"pid:[4026531836]","sparkApp":"local-1795313160001","queryId":"c578917c-..."}
     _seo/heartbeats/4    v1
                          {"epoch":4,"writerId":"2f6c...","heartbeatMs":1795313175250,"timeoutMs":60000,"released":false}
 
@@ -25,10 +25,17 @@ Bytes::
   share a host name and reuse pids, so a pid that is dead *here* says nothing there. Epoch files
   written before these two fields existed are judged by their heartbeat only. Clocks of
   different hosts must agree to well within the timeout.
+* **A new run of the same query.** ``sparkApp`` and ``queryId`` (optional; a sink sets them)
+  name the Spark application and streaming query the writer commits for. Spark runs at most one
+  run of a query id at a time within an application, so a writer for the same query in the same
+  application on the same host holds the lease of a run that has ended; its process may linger
+  (under Spark Connect the server ends an ended query's worker late). The new run takes over at
+  once instead of waiting; anything the old process still does is fenced like any zombie's.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -43,6 +50,8 @@ from ..log.codec import field
 from ..log.record_file import encode_record, read_record
 from ..storage.base import Storage
 from ..table.layout import EPOCH_SIDE_DIRS, EPOCHS_DIR, HEARTBEATS_DIR
+
+log = logging.getLogger("streaming_exactly_once.lease")
 
 VERSION = 1
 KEEP_EPOCHS = 16
@@ -63,6 +72,8 @@ class WriterInfo:
     description: str = ""
     boot_id: str | None = None
     pid_namespace: str | None = None
+    spark_app: str | None = None
+    query_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -75,6 +86,8 @@ class WriterInfo:
             "description": self.description,
             "bootId": self.boot_id,
             "pidNamespace": self.pid_namespace,
+            "sparkApp": self.spark_app,
+            "queryId": self.query_id,
         }
 
     @classmethod
@@ -89,6 +102,8 @@ class WriterInfo:
             description=field(obj, "description", str, optional=True, default=""),
             boot_id=field(obj, "bootId", str, optional=True),
             pid_namespace=field(obj, "pidNamespace", str, optional=True),
+            spark_app=field(obj, "sparkApp", str, optional=True),
+            query_id=field(obj, "queryId", str, optional=True),
         )
 
     def same_process_space(self, other: "ProcessSpace") -> bool:
@@ -256,6 +271,10 @@ class Lease:
         #: 0 (fail at once) except under Spark Connect, where the worker of the query that just
         #: ended may take a few seconds to exit (and release) while the next query's worker starts.
         self.handover_wait_s = 0.0
+        #: The Spark application and streaming query this writer commits for (module docstring:
+        #: "a new run of the same query"); None outside a sink.
+        self.spark_app: str | None = None
+        self.query_id: str | None = None
         #: Optional: whether whoever holds the lease still needs it (the sink sets it to "is my
         #: SparkContext still running" - Spark says nothing to listeners when a session stops).
         #: The heartbeat gives the lease up the first time it answers False.
@@ -274,13 +293,18 @@ class Lease:
         deadline = time.monotonic() + self.handover_wait_s
         space = ProcessSpace.current()
         while (
-            state is not None and state.alive and state.writer is not None
+            state is not None and state.alive and state.writer is not None and not self._supersedes(state.writer, space)
             and state.writer.same_process_space(space) and time.monotonic() < deadline
         ):
             # A writer on this very host may be on its way out (see ``handover_wait_s``).
             time.sleep(0.2)
             state = read_lease_state(self.storage, now_ms=self._now(), space=space)
-        if state is not None and state.alive:
+        if state is not None and state.alive and state.writer is not None and self._supersedes(state.writer, space):
+            log.warning(
+                "taking table %s over from an ended run of query %s in Spark application %s (epoch %d, pid %d)",
+                self.storage.root_uri, self.query_id, self.spark_app, state.epoch, state.writer.pid,
+            )
+        elif state is not None and state.alive:
             w = state.writer
             who = f"writer {w.writer_id[:8]} (pid {w.pid} on {w.host}" + (f", {w.description}" if w.description else "") + ")" if w else "a writer"
             raise ConcurrentWriterError(
@@ -302,6 +326,8 @@ class Lease:
             description=self.description,
             boot_id=space.boot_id,
             pid_namespace=space.pid_namespace,
+            spark_app=self.spark_app,
+            query_id=self.query_id,
         )
         try:
             self.storage.put_if_absent(f"{EPOCHS_DIR}/{epoch}", encode_record(info.to_json(), version=VERSION))
@@ -317,6 +343,14 @@ class Lease:
         self.beat()
         self._prune(epoch)
         return epoch
+
+    def _supersedes(self, holder: WriterInfo, space: "ProcessSpace") -> bool:
+        """Whether ``holder`` is an ended run of our own query (module docstring)."""
+        return (
+            self.query_id is not None and self.spark_app is not None and holder.writer_id != self.writer_id
+            and (holder.query_id, holder.spark_app) == (self.query_id, self.spark_app)
+            and holder.same_process_space(space)
+        )
 
     def _prune(self, epoch: int) -> None:
         """Delete epochs older than the newest ``KEEP_EPOCHS``, lowest first (see the module

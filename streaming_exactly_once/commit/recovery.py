@@ -2,25 +2,26 @@
 
 Run by the lease owner, once per process and after any failed batch, before the next batch:
 
-0. **Record** what the WAL holds, once per epoch, before anything is deleted
-   (``commit.recovery_record``): a claim that appears later was made by a fenced writer.
 1. **Roll forward** every pending WAL entry that may have published or may still publish:
-   ``M == L + 1`` (the next batch after the latest manifest batch ``L``, claimed by our crashed
-   predecessor or by a writer we just fenced, *before* the takeover) or ``M <= L`` whose manifest
-   file holds its entries (published, bookkeeping unfinished). Each step is verified and
-   executed only if not done; then the entry is deleted.
-2. **Discard** any other WAL entry - a claim made by a fenced writer after a takeover, which the
-   first recovery after it did not see (it never executed a step, by the fencing protocol, and
-   its data may already be gone) - together with what is left of its data.
+   ``M == L + 1`` (the next batch after the latest manifest batch ``L``) or ``M <= L`` whose
+   manifest file holds its entries (published, bookkeeping unfinished). Each step is verified
+   and executed only if not done; then the entry is deleted. A claim of an *earlier* epoch is
+   rolled forward only once its ``commit`` verdict holds (``commit.attempt_verdict``): if the
+   attempt was already judged ``abort`` - a fenced writer claimed it after a takeover, and its
+   data is gone - the claim is discarded instead.
+2. **Discard** any other WAL entry (its batch was committed by another attempt, or it was aborted
+   before its claim), together with what is left of its data.
 3. **Abort** staging directories that no WAL entry refers to (attempts that never reached their
    claim): their staged data - and, in ``direct`` mode, the data files their intents name - was
-   never visible and is deleted.
+   never visible and is deleted. Only attempts of this writer's epoch or earlier ones (the epoch
+   is in the staging name), and an earlier epoch's only after its ``abort`` verdict holds.
 4. **Forget intents** (offsets records an older release wrote before staging) of manifest
    batches after ``L``.
 
 Every destructive step is preceded by a fence check: a writer that lost the table meanwhile
-stops instead of deleting its successor's in-flight data. Nothing here lists a data directory;
-the cost depends on what is pending, not on history.
+stops. A writer frozen *after* such a check cannot do harm either: the verdicts make its view
+irrelevant for earlier epochs' attempts, and newer epochs' attempts are never its to touch.
+Nothing here lists a data directory; the cost depends on what is pending, not on history.
 """
 
 from __future__ import annotations
@@ -29,14 +30,14 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..errors import LogCorruptError, MissingBatchError
+from ..errors import CommitError, LogCorruptError, MissingBatchError
 from ..storage.base import Storage
 from ..table.layout import STAGING_DIR, parse_staging_name
 from ..table.table_logs import TableLogs
-from .recovery_record import claim_may_roll_forward, record_first_recovery
+from .attempt_verdict import ABORT, COMMIT, decide
 from .sequence import CommitSequence
 from .step import StepContext
-from .steps import PublishManifest
+from .steps import MoveFiles, PublishManifest
 from .wal import CommitSequenceStore
 
 log = logging.getLogger("streaming_exactly_once.recovery")
@@ -100,6 +101,45 @@ def discard_sequence(storage: Storage, seq: CommitSequence) -> int:
     return deleted
 
 
+def _discard(storage: Storage, wal: CommitSequenceStore, seq: CommitSequence, report: RecoveryReport, fence: Callable[[str], None], why: str) -> None:
+    fence("discard")
+    log.warning("discarding WAL entry %d of writer epoch %d (%s)", seq.batch_id, seq.epoch, why)
+    report.deleted_data_files += discard_sequence(storage, seq)
+    wal.delete(seq.batch_id)
+    report.discarded.append(seq.batch_id)
+
+
+def claim_files_missing(storage: Storage, seq: CommitSequence) -> list[str]:
+    """Data files a claim needs and cannot find: in direct mode the files its manifest entries
+    name; in rename mode the files of a move whose staged source and target are both gone.
+    Empty means the claim can be completed."""
+    missing = []
+    for step in seq.steps:
+        if seq.mode == "direct" and isinstance(step, PublishManifest):
+            for entry in step.entries:
+                rel = _relative_to_root(storage, entry.uri)
+                if rel is None or not storage.exists(rel):
+                    missing.append(entry.uri)
+        elif isinstance(step, MoveFiles):
+            missing += [storage.uri(m.dst) for m in step.moves if not storage.exists(m.src) and not storage.exists(m.dst)]
+    return missing
+
+
+def _check_direct_files(storage: Storage, seq: CommitSequence) -> None:
+    """Never publish a manifest entry whose data file is gone: a direct-mode claim about to roll
+    forward must find every file it names (rename mode's move step checks its own)."""
+    if seq.mode != "direct":
+        return
+    missing = claim_files_missing(storage, seq)
+    if missing:
+        raise CommitError(
+            f"Pending commit of manifest batch {seq.batch_id} (WAL entry, attempt {seq.attempt}, epoch {seq.epoch}) "
+            f"names {len(missing)} data file(s) that do not exist, e.g. {missing[0]}; it was not published. "
+            "Something outside the commit protocol deleted them. Restore them, or discard the entry with "
+            f"`seo recover <table> --discard-wal {seq.batch_id}` so that Spark re-runs the batch."
+        )
+
+
 def _relative_to_root(storage: Storage, uri: str) -> str | None:
     from ..manifest.paths import normalize_uri
 
@@ -115,60 +155,92 @@ def recover(
     ctx: StepContext,
     *,
     retries: int = 3,
-    latest: int | None = None,
+    latest: Callable[[], int] | None = None,
     published: Callable[[CommitSequence], bool] | None = None,
     fence: Callable[[str], None] = lambda what: None,
 ) -> RecoveryReport:
     """``ctx.epoch`` is the recovering writer's epoch (it must hold the lease); ``fence(what)``
     raises ``WriterFencedError`` once it no longer does. ``latest``/``published``: for a dataset
-    group, the latest group batch and whether a claim's batch already committed (a group has no
-    manifest of its own to ask)."""
+    group, how to read the latest group batch and whether a claim's batch already committed (a
+    group has no manifest of its own to ask).
+
+    The WAL is listed *before* the latest batch is read. A fenced writer may still be finishing
+    a commit it claimed before our epoch began (its fence checks passed earlier); its claim is
+    then either in our listing (and we roll it forward with it, step by idempotent step) or
+    already deleted, which it does last - after publishing, so the latest batch read next
+    includes it. Read the other way round, a batch published in between would be missed and
+    its offsets record deleted as a stale intent."""
     if ctx.epoch is None:
         raise ValueError("recovery needs the epoch of the lease it runs under")
     fence("recover")
+    claims = [seq for batch_id in wal.pending() if (seq := wal.get(batch_id)) is not None]
     if latest is None:
         assert logs.manifest is not None
-        latest = logs.manifest.latest_batch_id(refresh=True)
-        latest = -1 if latest is None else latest
+        newest = logs.manifest.latest_batch_id(refresh=True)
+        latest_id = -1 if newest is None else newest
+    else:
+        latest_id = latest()
+    latest = None  # the reader above; from here on ``latest_id`` is the batch number
     is_published = published or (lambda seq: _manifest_holds(logs, seq))
-    report = RecoveryReport(latest_batch_id=latest)
-    claims = [seq for batch_id in wal.pending() if (seq := wal.get(batch_id)) is not None]
-    record_first_recovery(storage, ctx.epoch, claims)
+    report = RecoveryReport(latest_batch_id=latest_id)
     live_staging: set[str] = set()
     for seq in claims:
         batch_id = seq.batch_id
-        may_roll = seq.epoch >= ctx.epoch or claim_may_roll_forward(storage, seq)
-        if may_roll and (batch_id == latest + 1 or (batch_id <= latest and is_published(seq))):
+        live_staging.add(seq.staging_dir)
+        published = batch_id <= latest_id and is_published(seq)
+        if published or batch_id == latest_id + 1:
+            if seq.epoch < ctx.epoch:
+                fence("decide")
+                verdict = decide(storage, batch_id, seq.attempt, COMMIT, epoch=ctx.epoch)
+                if verdict == ABORT and not published:
+                    _discard(storage, wal, seq, report, fence, "aborted before its claim was seen: claimed after a takeover")
+                    continue
+                if verdict == ABORT:
+                    log.error("manifest batch %d is published although its attempt %s was judged aborted; finishing its bookkeeping", batch_id, seq.attempt)
+            if not published:
+                _check_direct_files(storage, seq)
             fence("complete")
             log.warning("rolling forward pending commit of manifest batch %d (query %s, Spark batch %d)", batch_id, seq.query_id, seq.spark_batch_id)
             seq.run(ctx, fresh=False, retries=retries)
             wal.delete(batch_id)
             storage.delete_tree(seq.staging_dir)  # leftovers; the data has moved or is committed
             report.rolled_forward.append(batch_id)
-            latest = max(latest, batch_id)
+            latest_id = max(latest_id, batch_id)
         else:
-            fence("discard")
-            why = "claimed after a takeover" if not may_roll else "never published"
-            log.warning("discarding WAL entry %d of fenced writer epoch %d (%s)", batch_id, seq.epoch, why)
-            report.deleted_data_files += discard_sequence(storage, seq)
-            wal.delete(batch_id)
-            report.discarded.append(batch_id)
-        live_staging.add(seq.staging_dir)
+            if seq.epoch < ctx.epoch:
+                fence("decide")
+                if decide(storage, batch_id, seq.attempt, ABORT, epoch=ctx.epoch) == COMMIT:
+                    raise CommitError(
+                        f"WAL entry {wal.path(batch_id)} (attempt {seq.attempt}, epoch {seq.epoch}) was judged "
+                        f"'commit' by an earlier recovery, but manifest batch {batch_id} is neither published "
+                        f"nor next (the manifest is at batch {latest_id}). Nothing was deleted; run `seo status` "
+                        "and `seo recover` to inspect the table."
+                    )
+            _discard(storage, wal, seq, report, fence, "never published")
     for entry in storage.list_dir(STAGING_DIR):
-        if not entry.is_dir or parse_staging_name(entry.name) is None or entry.path in live_staging:
+        parsed = parse_staging_name(entry.name)
+        if not entry.is_dir or parsed is None or entry.path in live_staging:
             continue
+        batch_id, attempt, epoch = parsed
+        if epoch is not None and epoch > ctx.epoch:
+            continue  # a newer writer's attempt: we are fenced, and it is not ours to judge
+        if epoch is None or epoch < ctx.epoch:
+            fence("decide")
+            if decide(storage, batch_id, attempt, ABORT, epoch=ctx.epoch) == COMMIT:
+                continue  # being rolled forward by whoever judged it
         fence("abort")
         report.deleted_data_files += abort_attempt(storage, entry.path)
         report.aborted_attempts.append(entry.name)
     assert logs.offsets is not None
-    for batch_id in range(latest + 1, latest + 4):
+    for batch_id in range(latest_id + 1, latest_id + 4):
         path = logs.offsets.path(batch_id)
         if storage.exists(path):
             fence("forget")
             storage.delete(path)
             report.removed_intents.append(batch_id)
     logs.offsets.latest_batch_id(refresh=True)
-    report.latest_batch_id = latest
+    report.latest_batch_id = latest_id
+    fence("recovered")  # a writer frozen in here learns now, not at its next batch, that its view is stale
     return report
 
 

@@ -2,14 +2,14 @@
 
 This is the write-ahead log record (Gobblin's CommitSequence). Its bytes, in ``_seo/wal/M``::
 
-    v2
-    {"batchId":12,"queryId":"c578917c-...","sparkBatchId":40,"epoch":3,"attempt":"9f2c41d0","mode":"rename","stagingDir":"_seo/staging/12-9f2c41d0","createdMs":1795313165300}
-    {"kind":"move","moves":[["_seo/staging/12-9f2c41d0/data/day=1/part-0.parquet","day=1/part-0.parquet",903]]}
+    v3
+    {"batchId":12,"queryId":"c578917c-...","sparkBatchId":40,"epoch":3,"attempt":"9f2c41d0","mode":"rename","stagingDir":"_seo/staging/12-9f2c41d0-e3","createdMs":1795313165300}
+    {"kind":"move","moves":[["_seo/staging/12-9f2c41d0-e3/data/day=1/part-0.parquet","day=1/part-0.parquet",903]]}
     {"kind":"manifest","batchId":12,"entries":[{"path":"file:///t/day=1/part-0.parquet","size":903,...}]}
     {"kind":"offsets","record":{"batchId":12,"queryId":"c578917c-...",...}}
     {"kind":"sources","batchId":12,"files":[...]}
     {"kind":"commit","record":{...}}
-    {"kind":"cleanup","path":"_seo/staging/12-9f2c41d0"}
+    {"kind":"cleanup","path":"_seo/staging/12-9f2c41d0-e3"}
 
 Line 2 is the header (who, which batch, and the writer's ``epoch``: recovery decides by it
 whether a claim may still roll forward, see ``commit.recovery``); each further line is one step
@@ -18,9 +18,9 @@ whose ``verify()`` says they are done and executes the rest, retrying a failing 
 number of times.
 
 A ``format="delta"`` table's entry has a ``delta`` step right after ``manifest``
-(``commit.delta_step`` shows its line) and is written as ``v3``::
+(``commit.delta_step`` shows its line) and is written as ``v4``::
 
-    v3
+    v4
     {"batchId":12,...}
     {"kind":"move",...}
     {"kind":"manifest",...}
@@ -29,12 +29,14 @@ A ``format="delta"`` table's entry has a ``delta`` step right after ``manifest``
     ...
 
 Versions: ``v1`` entries (before the ``offsets`` step existed; the offsets record was written
-before staging) are still read and rolled forward. ``v2`` is written for every entry without a
-``delta`` step, so that the previous release still reads (and rolls forward) what this one
-writes for its tables; ``v3`` only for entries with one, which a release without Delta support
-refuses with "written by a newer release: upgrade" - it must never finish such a batch without
-its Delta commit. A step kind this release does not know means a newer release wrote the entry;
-that is refused the same way.
+before staging) and ``v2`` entries (before attempt verdicts) are still read and rolled forward.
+``v3`` is written for every entry without a ``delta`` step. Its bytes are those of ``v2``; the
+bump is for older releases: they know nothing of ``_seo/verdicts`` and would roll forward a late
+claim whose data a recovery of this release aborted (publishing missing files), so they must
+refuse the entry with "upgrade" instead. ``v4`` is written only for entries with a ``delta``
+step, which a release without Delta support refuses the same way - it must never finish such a
+batch without its Delta commit. A step kind this release does not know means a newer release
+wrote the entry; that is refused the same way.
 """
 
 from __future__ import annotations
@@ -48,9 +50,9 @@ from ..log.codec import RecordError, field
 from ..log.version import encode_file, encode_line, parse_body
 from .step import REGISTRY, CommitStep, StepContext
 
-VERSION = 3  # newest version read; ``to_bytes`` writes the oldest one that can say the entry
-#: Step kinds that need a reader of at least this version (older entries hold none of them).
-KIND_VERSIONS = {"delta": 3}
+VERSION = 4  # newest version read; ``to_bytes`` writes the oldest one that can say the entry
+#: Step kinds that need a reader of at least this version (entries without them are ``v3``).
+KIND_VERSIONS = {"delta": 4}
 HINT = (
     "A WAL entry is the only record of an in-flight commit. If its manifest batch does not exist yet "
     "the batch was never visible: `seo recover <table> --discard-wal M` removes the entry and its "
@@ -87,7 +89,7 @@ class CommitSequence:
 
     @property
     def file_version(self) -> int:
-        return max([2] + [KIND_VERSIONS.get(s.kind, 2) for s in self.steps])
+        return max([3] + [KIND_VERSIONS.get(s.kind, 3) for s in self.steps])
 
     def to_bytes(self) -> bytes:
         return encode_file(self.file_version, [encode_line(self.header())] + [encode_line(s.to_json()) for s in self.steps])

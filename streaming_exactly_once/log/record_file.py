@@ -30,6 +30,8 @@ def read_record(storage: Storage, path: str, from_json: Callable[[dict[str, Any]
         data = storage.read_bytes(path)
     except FileNotFoundError:
         return None
+    except (IsADirectoryError, NotADirectoryError) as exc:
+        raise LogCorruptError(path=storage.uri(path), batch_id=None, problem=f"not a file ({exc.strerror})", hint=hint) from None
     uri = storage.uri(path)
     _, objects = parse_body(data, path=uri, batch_id=None, max_supported=version, hint=hint)
     if len(objects) != 1:

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 from ..commit.lease import Lease, read_lease_state
+from ..commit.attempt_verdict import ABORT, COMMIT, decide
 from ..commit.recovery import INTENTS_SUBDIR, abort_attempt
 from ..errors import ConcurrentWriterError, DeltaTableError, GcRefusedError, IdentityError, LogError, MissingBatchError, ReaderError
 from ..manifest.manifest_index import delete_stale_indexes
@@ -48,7 +49,7 @@ from ..table.table_logs import open_manifest
 from ..readers.manifest_checks import check_complete
 from ..storage.base import Storage
 from ..table.identity import TableIdentity, read_identity
-from ..table.layout import STAGING_DIR, is_hidden
+from ..table.layout import STAGING_DIR, is_hidden, parse_staging_name
 from .group_tables import group_of, group_tables
 from .kept import kept_files
 from .pending import PendingCommits, pending_commits
@@ -109,10 +110,15 @@ def collect_garbage(
                     lease.check_fence("delete")
                     plan.storage.delete(path)
         for path in staging:
-            report.staging.append(owner.uri(path))
             if lease is not None:
+                parsed = parse_staging_name(path.rsplit("/", 1)[-1])
+                if parsed is not None:
+                    lease.check_fence("decide")
+                    if decide(owner, parsed[0], parsed[1], ABORT, epoch=lease.epoch or 0) == COMMIT:
+                        continue  # a recovery is rolling this attempt forward
                 lease.check_fence("delete")
                 abort_attempt(owner, path)
+            report.staging.append(owner.uri(path))
         if lease is not None:
             for plan in plans:
                 delete_stale_indexes(plan.storage, open_manifest(plan.storage, read_identity(plan.storage)))

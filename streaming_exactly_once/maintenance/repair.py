@@ -2,9 +2,11 @@
 
 * ``recover_table`` - take the lease, roll pending commits forward, remove aborted attempts,
   release the lease. The same thing the sink does when it starts; safe at any time.
-* ``discard_wal`` - drop one WAL entry *whose manifest batch was never published* (e.g. a
-  corrupt entry). Refused if the manifest file exists: then the batch is visible and must be
-  completed, not discarded. Spark re-runs the batch, because its checkpoint has no commit for it.
+* ``discard_wal`` - drop one WAL entry *whose manifest batch was never published and cannot be*:
+  a corrupt entry, or a claim whose data files were deleted by something outside the protocol.
+  Refused if the manifest file exists (the batch is visible and must be completed) and if the
+  claim has all its files (it can be completed, and a frozen writer may be completing it).
+  Spark re-runs the batch, because its checkpoint has no commit for it.
 * ``rebuild_logs`` - recreate missing offsets records from the commits log (source offsets are
   then unknown), and missing commits/sources records of published batches from the offsets log (the intent each batch wrote before staging). A rebuilt sources record is empty,
   so those batches' input files are not protected against a recreated checkpoint; the command
@@ -17,7 +19,8 @@ from dataclasses import dataclass, field
 
 from ..commit.committer import CommitterOptions
 from ..commit.lease import Lease
-from ..commit.recovery import RecoveryReport, discard_sequence, recover
+from ..commit.attempt_verdict import ABORT, COMMIT, decide, overrule, read_verdict
+from ..commit.recovery import RecoveryReport, claim_files_missing, discard_sequence, recover
 from ..commit.step import StepContext
 from ..commit.wal import CommitSequenceStore
 from ..errors import ExactlyOnceError, LogCorruptError, UnsupportedLogVersionError
@@ -63,21 +66,54 @@ def recover_table(storage: Storage, *, lease_timeout_ms: int = 60_000) -> Recove
 
 
 def discard_wal(storage: Storage, batch_id: int, *, lease_timeout_ms: int = 60_000) -> str:
+    """A person's decision that a claim must never publish. Order matters, because a writer or
+    a recoverer may be rolling the same claim forward: take the lease (fencing older writers),
+    record ``abort`` (a ``commit`` verdict of a *newer* epoch, or a manifest file that appeared,
+    means someone completed it - refuse), check the fence and the manifest once more, and only
+    then delete the claim's data."""
     logs = _logs(storage)
-    if storage.exists(logs.manifest.path(batch_id)) or storage.exists(f"{logs.manifest.directory}/{batch_id}"):
-        raise ExactlyOnceError(
-            f"Manifest batch {batch_id} of {storage.root_uri} is published, so its WAL entry must be rolled "
-            "forward, not discarded. Run `seo recover` instead.",
-            batch_id=batch_id,
-        )
+
+    def refuse_if_published(when: str) -> None:
+        if storage.exists(logs.manifest.path(batch_id)) or storage.exists(f"{logs.manifest.directory}/{batch_id}"):
+            raise ExactlyOnceError(
+                f"Manifest batch {batch_id} of {storage.root_uri} is published{when}, so its WAL entry must be "
+                "rolled forward, not discarded. Nothing was deleted. Run `seo recover` instead.",
+                batch_id=batch_id,
+            )
+
+    refuse_if_published("")
     lease = Lease(storage, timeout_ms=lease_timeout_ms, description="seo recover --discard-wal")
     lease.acquire()
     try:
+        epoch = lease.epoch or 0
         wal = CommitSequenceStore(storage)
         try:
             seq = wal.get(batch_id)
         except (LogCorruptError, UnsupportedLogVersionError):
-            seq = None  # unreadable: nothing of it can have been published (checked above)
+            seq = None  # unreadable: nothing of it can have been published (checked above and below)
+        if seq is not None and not claim_files_missing(storage, seq):
+            # A claim with all its files can be completed, and may be completed right now: a
+            # frozen writer past its last fence check, or a recoverer, publishes it whatever we
+            # decide here. Deleting its files would make that publish name missing files.
+            raise ExactlyOnceError(
+                f"WAL entry {batch_id} of {storage.root_uri} (attempt {seq.attempt}, epoch {seq.epoch}) has every "
+                "data file it needs, so it is completed, not discarded: run `seo recover`. Nothing was deleted.",
+                batch_id=batch_id,
+            )
+        if seq is not None:
+            if decide(storage, batch_id, seq.attempt, ABORT, epoch=epoch) == COMMIT:
+                held = read_verdict(storage, batch_id, seq.attempt)
+                if held is not None and held.epoch > epoch:
+                    raise ExactlyOnceError(
+                        f"Writer epoch {held.epoch} took {storage.root_uri} over while this command ran and is "
+                        f"rolling WAL entry {batch_id} forward. Nothing was deleted. Run `seo status`.",
+                        batch_id=batch_id,
+                    )
+                # an older recovery judged it 'commit' and then found it could not publish (the
+                # case this command exists for): the person's 'abort' replaces that verdict
+                overrule(storage, batch_id, seq.attempt, ABORT, epoch=epoch)
+        lease.check_fence("discard")
+        refuse_if_published(" (completed by another writer while this command ran)")
         if seq is not None:
             discard_sequence(storage, seq)
         wal.delete(batch_id)

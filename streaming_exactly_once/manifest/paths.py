@@ -13,7 +13,8 @@ Two encodings stack (verified against Spark 4.3's file sink, see ``tests/manifes
 
 One location has several spellings, and manifests hold whichever the writer used:
 ``file:/x``, ``file:///x`` and ``file://localhost/x`` are one local file; ``s3://``, ``s3a://``
-and ``s3n://`` are one bucket (Hadoop's connectors and s3fs). ``canonical_uri`` picks one
+and ``s3n://`` are one bucket (Hadoop's connectors and s3fs), ``abfs://``, ``abfss://`` and
+``az://`` one Azure container, ``gs://`` and ``gcs://`` one GCS bucket. ``canonical_uri`` picks one
 spelling and ``spellings`` lists them all, so a table root matches entries written either way.
 """
 
@@ -126,8 +127,9 @@ def decode_uri(uri: str) -> str:
     return prefix + unquote(path, encoding="utf-8", errors="strict")
 
 
-#: Schemes that name the same object store as another one (Hadoop's connectors for S3).
-_SAME_STORE = {"s3a": "s3", "s3n": "s3"}
+#: Schemes that name the same object store as another one (Hadoop's connectors for S3; adlfs
+#: reads ``az://`` and ``abfs[s]://`` alike; gcsfs ``gs://`` and ``gcs://``).
+_SAME_STORE = {"s3a": "s3", "s3n": "s3", "abfss": "abfs", "az": "abfs", "gcs": "gs"}
 
 
 def canonical_uri(uri: str) -> str:

@@ -46,9 +46,21 @@ log = logging.getLogger("streaming_exactly_once.sink")
 
 _LIVE_SINKS: "weakref.WeakSet[BatchSink]" = weakref.WeakSet()
 
-#: Spark Connect stops the worker of an ended query asynchronously (SIGTERM or end of input);
-#: on a loaded machine it was seen alive seconds after the next query's first batch arrived.
-CONNECT_HANDOVER_WAIT_S = 20.0
+# Spark Connect stops the worker of an ended query asynchronously: a listener on the server's
+# listener bus (``StreamingRunnerCleanerListener``) ends it when the query's termination event
+# arrives, which on a loaded machine can be long after the next query's first batch. A query
+# that ended by itself (``availableNow``) is the slow case; ``query.stop()`` is quick. Waiting
+# only delays the failure of a real second writer, so the default wait (the sink option
+# ``connect_handover_wait``, 60 s) is generous.
+
+
+def _spark_app_id(df: DataFrame) -> str | None:
+    """The Spark application running the batch: with the query id it tells a new run of our
+    query from another writer (``commit.lease``). One config read, at a query's first batch."""
+    try:
+        return df.sparkSession.conf.get("spark.app.id", None)
+    except Exception:  # noqa: BLE001 - without it the lease just waits as before
+        return None
 
 
 @atexit.register
@@ -355,11 +367,14 @@ class BatchSink:
         if self._active_query == identity.query_id:
             return
         session = None
+        lease = self.committer.lease
+        lease.query_id = identity.query_id
+        lease.spark_app = _spark_app_id(df)
         if is_connect(df):
             from .query_watch import release_on_sigterm
 
             release_on_sigterm(_release_leases_now)
-            self.committer.lease.handover_wait_s = CONNECT_HANDOVER_WAIT_S
+            self.committer.lease.handover_wait_s = self.options.connect_handover_wait_ms / 1000
         elif self.options.query_id is None:
             from .query_watch import session_running
 
@@ -382,6 +397,8 @@ class BatchSink:
         """Let the commit run very large move lists on the cluster's workers."""
         if self.committer.distribute is not None or is_connect(df):
             return  # Spark Connect has no SparkContext: the driver's threads move
+        if not self.storage.usable_on_executors:
+            return  # e.g. hdfs:// through the driver's JVM: workers cannot use it
         try:
             sc = df.sparkSession.sparkContext
         except Exception:

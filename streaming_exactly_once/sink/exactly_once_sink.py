@@ -39,7 +39,8 @@ class ExactlyOnceSink(BatchSink):
     """Exactly-once file output for a streaming query; see the module docstring.
 
     Args:
-        table: URI or path of the table directory (``file://``, plain path, ``s3://``/``s3a://``).
+        table: URI or path of the table directory (``file://``, plain path, ``s3://``/``s3a://``,
+            ``az://``/``abfs[s]://``, ``gs://``, ``hdfs://`` or ``hadoop+file://``).
         format: ``parquet`` (default), ``json``, ``csv``, ``orc``, ``text``, ``avro`` or ``delta``
             (Parquet files, and each batch one Delta commit with the transaction (table, batch)).
         spark_manifest: ``format="delta"`` only: also publish ``_spark_metadata`` (default True).
@@ -71,6 +72,13 @@ class ExactlyOnceSink(BatchSink):
         super().__init__(table, SinkOptions.build(**options))
         self.options.reject_group_options("ExactlyOnceSink")
         self.staging_mode = self.options.staging_mode or self.storage.default_staging_mode
+        if self.staging_mode == "direct" and not self.storage.usable_on_executors:
+            raise ConfigError(
+                f"staging_mode='direct' writes data files from Spark's workers through the table's storage, and "
+                f"{self.storage.root_uri} is reached through the driver's JVM only; use staging_mode='rename' "
+                "(the default there).",
+                key="staging_mode",
+            )
         if self.staging_mode == "direct" and self.options.file_format not in ("parquet", "json", "csv"):
             raise ConfigError(
                 f"{self.storage.scheme}:// tables default to staging_mode='direct', which writes parquet, json "

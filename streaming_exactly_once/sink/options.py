@@ -46,6 +46,9 @@ class SinkOptions:
     source_retention_ms: int | None = None
     watermark_columns: tuple[str, ...] = ()
     lease_timeout_ms: int = 60_000
+    #: Spark Connect only: how long a query's first batch waits for a live writer on the same
+    #: host to let the table go (the server ends the previous query's worker asynchronously).
+    connect_handover_wait_ms: int = 60_000
     move_threads: int = 8
     worker_moves_from: int = 5_000
     step_retries: int = 3
@@ -75,12 +78,18 @@ class SinkOptions:
 
     @classmethod
     def build(cls, **kwargs: Any) -> "SinkOptions":
-        valid = set(cls.__dataclass_fields__) | {"cleanup_delay", "retention", "source_retention", "lease_timeout", "options", "delta_log_retention"}
+        valid = set(cls.__dataclass_fields__) | {
+            "cleanup_delay", "retention", "source_retention", "lease_timeout", "connect_handover_wait", "options",
+            "delta_log_retention",
+        }
         unknown = sorted(set(kwargs) - valid)
         if unknown:
             raise ConfigError(
                 f"Unknown ExactlyOnceSink option(s) {', '.join(unknown)}. Valid options: "
-                + ", ".join(sorted(valid - {"writer_options", "cleanup_delay_ms", "retention_ms", "source_retention_ms", "lease_timeout_ms", "delta_log_retention_ms"})),
+                + ", ".join(sorted(valid - {
+                    "writer_options", "cleanup_delay_ms", "retention_ms", "source_retention_ms", "lease_timeout_ms",
+                    "connect_handover_wait_ms", "delta_log_retention_ms",
+                })),
                 unknown=unknown,
             )
         values = dict(kwargs)
@@ -91,6 +100,7 @@ class SinkOptions:
             ("retention", "retention_ms"),
             ("source_retention", "source_retention_ms"),
             ("lease_timeout", "lease_timeout_ms"),
+            ("connect_handover_wait", "connect_handover_wait_ms"),
             ("delta_log_retention", "delta_log_retention_ms"),
         ):
             if text_key in values:
@@ -140,6 +150,8 @@ class SinkOptions:
         parse_int(self.step_retries, key="step_retries", minimum=0, maximum=20)
         if self.lease_timeout_ms < 1000:
             raise ConfigError(f"lease_timeout must be at least 1s, got {self.lease_timeout_ms} ms", key="lease_timeout")
+        if self.connect_handover_wait_ms < 0:
+            raise ConfigError("connect_handover_wait cannot be negative", key="connect_handover_wait")
         dupes = [c for c in self.partition_by if list(self.partition_by).count(c) > 1]
         if dupes:
             raise ConfigError(f"partition_by lists {dupes[0]!r} twice", key="partition_by")

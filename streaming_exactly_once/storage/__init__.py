@@ -1,7 +1,9 @@
 """Storage layer: ``open_storage(uri, options)`` picks the backend for a URI's scheme.
 
-Supported: local paths and ``file:`` URIs, ``s3://``/``s3a://``/``s3n://`` (extra ``[s3]``)
-and ``memory://`` (tests). Other fsspec schemes are refused with
+Supported: local paths and ``file:`` URIs, ``s3://``/``s3a://``/``s3n://`` (extra ``[s3]``),
+``az://``/``abfs://``/``abfss://`` (extra ``[azure]``), ``gs://``/``gcs://`` (extra ``[gcs]``),
+``hdfs://`` and ``hadoop+<scheme>://`` through the running Spark driver's Hadoop filesystem
+(``hadoop.py``), and ``memory://`` (tests). Other fsspec schemes are refused with
 ``UnsupportedStorageError``, because without a known exclusive-create primitive the commit
 protocol cannot be made safe on them.
 """
@@ -13,7 +15,7 @@ from typing import Any, Mapping
 from ..errors import UnsupportedStorageError
 from .base import FileInfo, StagingMode, Storage, join
 
-SUPPORTED_SCHEMES = ("file", "s3", "s3a", "s3n", "memory")
+SUPPORTED_SCHEMES = ("file", "s3", "s3a", "s3n", "az", "abfs", "abfss", "gs", "gcs", "hdfs", "hadoop+<scheme>", "memory")
 
 
 def scheme_of(uri: str) -> str:
@@ -35,6 +37,18 @@ def open_storage(uri: str, options: Mapping[str, Any] | None = None) -> Storage:
         from .s3 import S3Storage
 
         return S3Storage(uri, opts)
+    if scheme in ("az", "abfs", "abfss"):
+        from .azure import AzureStorage
+
+        return AzureStorage(uri, opts)
+    if scheme in ("gs", "gcs"):
+        from .gcs import GcsStorage
+
+        return GcsStorage(uri, opts)
+    if scheme == "hdfs" or scheme.startswith("hadoop+"):
+        from .hadoop import HadoopStorage
+
+        return HadoopStorage(uri, opts)
     if scheme == "memory":
         from .memory import MemoryStorage
 

@@ -20,8 +20,11 @@ containing ``..``. ``uri(path)`` gives the fully-qualified, *unencoded* URI of a
 manifest layer encodes it the way Hadoop does.
 
 Backends: ``local`` (POSIX calls: temp file in the same directory + fsync + ``link`` or
-``renameat2(RENAME_NOREPLACE)``), ``s3`` (conditional PUT, ``If-None-Match: *``), ``memory``
-(in-process, for fast unit tests). Only ``fsspec_store`` imports fsspec.
+``renameat2(RENAME_NOREPLACE)``), ``s3`` (conditional PUT, ``If-None-Match: *``), ``azure``
+(conditional upload, ``If-None-Match: *``), ``gcs`` (conditional multipart upload,
+``ifGenerationMatch=0``), ``hadoop`` (the Spark driver's Hadoop API: no-overwrite rename on
+HDFS), ``memory`` (in-process, for fast unit tests). Only the storage layer imports fsspec and
+the stores' SDKs.
 """
 
 from __future__ import annotations
@@ -68,6 +71,9 @@ class Storage(ABC):
     root_uri: str
     #: Whether ``rename`` is a single atomic metadata operation on this backend.
     rename_is_atomic: bool = False
+    #: Whether a pickled copy works in a Spark worker's Python process (false for a backend
+    #: that drives the driver's JVM: the sink then never ships it to workers).
+    usable_on_executors: bool = True
 
     # -- identity ----------------------------------------------------------------------------
 

@@ -2,9 +2,13 @@
 
 Generic operations (read, list, delete) go straight to fsspec. The two operations whose
 exclusivity fsspec does not promise in general - ``put_if_absent`` and ``rename`` - are left to
-the backend subclasses (``memory.py``, ``s3.py``), which know which primitive is really
-atomic on their service. Listing caches are always off: a log that trusts a stale listing
-would miss a batch written by the writer it is about to fence.
+the backend subclasses (``memory.py``, ``s3.py``, ``azure.py``, ``gcs.py``), which know which
+primitive is really atomic on their service. Listing caches are always off: a log that trusts a
+stale listing would miss a batch written by the writer it is about to fence.
+
+Every call goes through ``_errors(path)``, where a backend turns the SDK's failure for a
+rejected credential or a missing container into one ``StorageAccessError`` naming the URI
+(``_access_error``); ``FileExistsError``/``FileNotFoundError`` keep their meaning otherwise.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import IO, Any, Iterator
 
 import fsspec
 
-from ..errors import MissingDependencyError
+from ..errors import MissingDependencyError, StorageAccessError
 from .base import FileInfo, Storage, check_relative, join
 
 #: URI scheme -> (fsspec protocol, package providing it, extra that installs it)
@@ -34,7 +38,7 @@ def make_filesystem(scheme: str, options: dict[str, Any]) -> Any:
     """An fsspec filesystem for ``scheme`` with listing caches off."""
     protocol, package, extra = PROTOCOLS.get(scheme, (scheme, scheme, "all"))
     kwargs = dict(options)
-    if protocol == "s3":
+    if protocol not in ("file", "memory"):
         kwargs.setdefault("use_listings_cache", False)
     try:
         return fsspec.filesystem(protocol, **kwargs)
@@ -66,7 +70,29 @@ class FsspecStorage(Storage):
         self.root_uri = root_uri.rstrip("/")
         self._native_root = native_root.rstrip("/")
         self._options = dict(options or {})
-        self._fs = make_filesystem(self.scheme, self._options)
+        self._fs = self._make_filesystem()
+
+    def _make_filesystem(self) -> Any:
+        return make_filesystem(self.scheme, self._options)
+
+    # -- errors ------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _errors(self, path: str) -> Iterator[None]:
+        """Re-raise a backend's access failure as ``StorageAccessError`` naming ``path``'s URI."""
+        try:
+            yield
+        except FileExistsError:
+            raise
+        except Exception as exc:
+            mapped = self._access_error(exc, path)
+            if mapped is None:
+                raise
+            raise mapped from exc
+
+    def _access_error(self, exc: BaseException, path: str) -> StorageAccessError | None:
+        """The ``StorageAccessError`` that ``exc`` means, or None to let it through unchanged."""
+        return None
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -106,21 +132,26 @@ class FsspecStorage(Storage):
         return clone
 
     def read_bytes(self, path: str) -> bytes:
-        return self._fs.cat_file(self._native(path))
+        with self._errors(path):
+            return self._fs.cat_file(self._native(path))
 
     def read_head(self, path: str, n: int) -> bytes:
-        return self._fs.cat_file(self._native(path), start=0, end=n)
+        with self._errors(path):
+            return self._fs.cat_file(self._native(path), start=0, end=n)
 
     def read_tail(self, path: str, n: int) -> bytes:
-        size = self._fs.info(self._native(path))["size"]
-        return self._fs.cat_file(self._native(path), start=max(0, size - n), end=size)
+        with self._errors(path):
+            size = self._fs.info(self._native(path))["size"]
+            return self._fs.cat_file(self._native(path), start=max(0, size - n), end=size)
 
     def info(self, path: str) -> FileInfo:
-        return self._to_info(self._fs.info(self._native(path)))
+        with self._errors(path):
+            return self._to_info(self._fs.info(self._native(path)))
 
     def list_dir(self, path: str = "") -> list[FileInfo]:
         try:
-            entries = self._fs.ls(self._native(path), detail=True)
+            with self._errors(path):
+                entries = self._fs.ls(self._native(path), detail=True)
         except (FileNotFoundError, NotADirectoryError):
             return []
         native = self._native(path).rstrip("/")
@@ -128,7 +159,8 @@ class FsspecStorage(Storage):
 
     def walk_files(self, path: str = "") -> Iterator[FileInfo]:
         try:
-            found = self._fs.find(self._native(path), detail=True)
+            with self._errors(path):
+                found = self._fs.find(self._native(path), detail=True)
         except FileNotFoundError:
             return
         for entry in found.values():
@@ -136,7 +168,8 @@ class FsspecStorage(Storage):
                 yield self._to_info(entry)
 
     def atomic_write(self, path: str, data: bytes) -> None:
-        self._fs.pipe_file(self._native(path), data)
+        with self._errors(path):
+            self._fs.pipe_file(self._native(path), data)
 
     @contextlib.contextmanager
     def open_exclusive(self, path: str) -> Iterator[IO[bytes]]:
@@ -146,15 +179,17 @@ class FsspecStorage(Storage):
 
     def open_write(self, path: str) -> IO[bytes]:
         native = self._native(path)
-        if self._fs.exists(native):
+        if self.exists(path):
             raise FileExistsError(self.uri(path))
-        return self._fs.open(native, "wb")
+        with self._errors(path):
+            return self._fs.open(native, "wb")
 
     def delete(self, path: str, *, missing_ok: bool = True) -> None:
-        if not missing_ok and not self._fs.exists(self._native(path)):
+        if not missing_ok and not self.exists(path):
             raise FileNotFoundError(self.uri(path))  # object stores delete missing keys silently
         try:
-            self._fs.rm_file(self._native(path))
+            with self._errors(path):
+                self._fs.rm_file(self._native(path))
         except FileNotFoundError:
             if not missing_ok:
                 raise
@@ -162,7 +197,7 @@ class FsspecStorage(Storage):
     def delete_tree(self, path: str) -> None:
         if check_relative(path) == "":
             raise ValueError("refusing to delete a storage root")
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError), self._errors(path):
             self._fs.rm(self._native(path), recursive=True)
 
     def filesystem(self) -> tuple[Any, str]:
@@ -178,11 +213,20 @@ class FsspecStorage(Storage):
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._fs = make_filesystem(self.scheme, self._options)
+        self._fs = self._make_filesystem()
+
+
+def error_chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """``exc`` and its causes: SDKs and fsspec wrap the service's answer in other exceptions."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
 
 
 def parent_of(native: str) -> str:
     return posixpath.dirname(native.rstrip("/"))
 
 
-__all__ = ["FsspecStorage", "make_filesystem", "parent_of", "join"]
+__all__ = ["FsspecStorage", "error_chain", "make_filesystem", "parent_of", "join"]

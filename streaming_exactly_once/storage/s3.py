@@ -19,20 +19,14 @@ URIs ``s3://``, ``s3a://`` and ``s3n://`` all map to s3fs; the scheme the user g
 from __future__ import annotations
 
 import errno
-import threading
-import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import UnsupportedStorageError
-from .base import join
 from .fsspec_store import FsspecStorage
+from .probe import exclusive_create_problem
 
 _SINGLE_PUT_LIMIT = 5 * 1024**3
-
-#: (endpoint URL, bucket) -> None if create-if-absent proved exclusive there, else the reason.
-_PROBED: dict[tuple[str, str], str | None] = {}
-_PROBE_LOCK = threading.Lock()
 
 
 class S3Storage(FsspecStorage):
@@ -67,11 +61,7 @@ class S3Storage(FsspecStorage):
         """Create ``<probe_dir>/<uuid>`` twice; the second create must fail (see ``Storage``)."""
         endpoint = self._fs.connect().meta.endpoint_url
         bucket = self._native_root.split("/", 1)[0]
-        key = (endpoint, bucket)
-        with _PROBE_LOCK:  # one probe per endpoint and bucket, even when many tables open at once
-            if key not in _PROBED:
-                _PROBED[key] = self._probe(join(probe_dir, uuid.uuid4().hex))
-            problem = _PROBED[key]
+        problem = exclusive_create_problem(self, ("s3", endpoint, bucket), probe_dir)
         if problem is not None:
             raise UnsupportedStorageError(
                 f"S3 endpoint {endpoint} (bucket {bucket}) does not honour conditional writes: {problem} "
@@ -82,14 +72,3 @@ class S3Storage(FsspecStorage):
                 endpoint=endpoint,
                 bucket=bucket,
             )
-
-    def _probe(self, path: str) -> str | None:
-        """None if a second create of ``path`` fails as it must, else what went wrong."""
-        self.put_if_absent(path, b"first")
-        try:
-            self.put_if_absent(path, b"second")
-        except FileExistsError:
-            return None
-        finally:
-            self.delete(path)
-        return f"a second create-if-absent of {self.uri(path)} succeeded instead of failing with 412."

@@ -12,8 +12,8 @@
         wal/M                                 pending commit sequence of batch M (commit.wal)
         epochs/E                              writer epoch E: the fencing token (commit.lease)
         heartbeats/E                          liveness of writer E (commit.lease)
-        recoveries/E                          the WAL claims writer E's first recovery saw (commit.recovery)
-        staging/M-<attempt>/                  data of an uncommitted attempt (sink)
+        verdicts/M-<attempt>                  rolled forward or aborted: an abandoned attempt's one verdict (commit.attempt_verdict)
+        staging/M-<attempt>-e<E>/             data of an uncommitted attempt of writer E (sink)
         probe/<uuid>                          short-lived: the object-store exclusivity check (storage)
       k=v/part-....parquet                    data files
 
@@ -31,6 +31,9 @@ SOURCES_DIR = f"{SEO_DIR}/sources"
 WAL_DIR = f"{SEO_DIR}/wal"
 EPOCHS_DIR = f"{SEO_DIR}/epochs"
 HEARTBEATS_DIR = f"{SEO_DIR}/heartbeats"
+VERDICTS_DIR = f"{SEO_DIR}/verdicts"
+#: Written by earlier builds (first-recovery records, replaced by attempt verdicts); still
+#: pruned with the epochs, never read.
 RECOVERIES_DIR = f"{SEO_DIR}/recoveries"
 #: Files kept per epoch besides ``epochs/E`` itself, pruned with it (``commit.lease``).
 EPOCH_SIDE_DIRS = (HEARTBEATS_DIR, RECOVERIES_DIR)
@@ -40,16 +43,26 @@ PROBE_DIR = f"{SEO_DIR}/probe"
 HIDDEN_PREFIXES = ("_", ".")
 
 
-def staging_dir(batch_id: int, attempt: str) -> str:
-    return f"{STAGING_DIR}/{batch_id}-{attempt}"
+def staging_dir(batch_id: int, attempt: str, epoch: int) -> str:
+    """``_seo/staging/12-3fa9c1d2-e5``: the writer's epoch in the name lets a recovery tell a
+    newer writer's attempt (never its to touch) from an abandoned one without reading anything."""
+    return f"{STAGING_DIR}/{batch_id}-{attempt}-e{epoch}"
 
 
-def parse_staging_name(name: str) -> tuple[int, str] | None:
-    """``12-3fa9c1d2`` -> (12, ``3fa9c1d2``); anything else -> None."""
-    head, sep, attempt = name.partition("-")
-    if not sep or not head.isdigit() or not attempt:
+def parse_staging_name(name: str) -> tuple[int, str, int | None] | None:
+    """``12-3fa9c1d2-e5`` -> (12, ``3fa9c1d2``, 5); ``12-3fa9c1d2`` (earlier builds,
+    no epoch) -> (12, ``3fa9c1d2``, None); anything else -> None."""
+    head, sep, rest = name.partition("-")
+    if not sep or not head.isdigit() or not rest:
         return None
-    return int(head), attempt
+    attempt, sep, epoch = rest.partition("-e")
+    if not attempt:
+        return None
+    if not sep:
+        return int(head), attempt, None
+    if not epoch.isdigit():
+        return None
+    return int(head), attempt, int(epoch)
 
 
 def is_hidden(relative_path: str) -> bool:

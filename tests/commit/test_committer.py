@@ -205,3 +205,66 @@ def test_per_batch_commit_lists_no_growing_directory(local_storage):
     names = {e.name for e in local_storage.list_dir("_spark_metadata")}
     assert len(names) <= 8  # retention keeps the log small: two compacts and the deltas after them
     assert len(local_storage.list_dir("_seo/manifest-index")) <= 3
+
+
+@pytest.mark.parametrize("mode", ["rename", "direct"])
+def test_a_claim_of_the_previous_release_rolls_forward(local_storage, mode):
+    """Upgrading mid-commit: the previous release wrote ``v2`` WAL entries and staging names
+    without the epoch suffix (``M-<attempt>``); this one reads both and completes the batch."""
+    import re
+
+    storage = local_storage
+    failing = make_committer(storage, fail_at="after-wal")
+    with pytest.raises(InjectedFailure):
+        stage_and_commit(failing, Q, 0, list(range(10)), mode=mode)
+    failing.close()
+    (name,) = [e.name for e in storage.list_dir(STAGING_DIR)]
+    old_name = re.sub(r"-e\d+$", "", name)
+    storage.rename(f"{STAGING_DIR}/{name}", f"{STAGING_DIR}/{old_name}")
+    entry = storage.read_bytes(f"{WAL_DIR}/0").decode()
+    assert entry.startswith("v3\n")
+    old_entry = "v2\n" + entry[3:].replace(f"{STAGING_DIR}/{name}", f"{STAGING_DIR}/{old_name}")
+    storage.atomic_write(f"{WAL_DIR}/0", old_entry.encode())
+    c = make_committer(storage)
+    assert c.open().rolled_forward == [0]
+    assert visible_rows(storage) == list(range(10))
+    assert stage_and_commit(c, Q, 0, list(range(10)), mode=mode) is None  # Spark's replay is skipped
+    assert not list(storage.list_dir(STAGING_DIR))
+
+
+def test_a_new_run_of_the_same_query_in_the_same_application_takes_over_at_once(local_storage):
+    """Under Spark Connect the worker of an ended run lingers with a live lease; the next run of
+    the *same* query in the *same* application (Spark runs one at a time) takes over without
+    waiting, and the old holder is fenced. Any other writer still fails fast."""
+    from streaming_exactly_once.commit.lease import Lease, read_lease_state
+
+    def lease(query: str, app: str) -> Lease:
+        made = Lease(local_storage, timeout_ms=60_000)
+        made.query_id, made.spark_app = query, app
+        return made
+
+    old = lease("q-1", "app-1")
+    old.acquire()
+    for query, app in (("q-2", "app-1"), ("q-1", "app-2")):
+        with pytest.raises(ConcurrentWriterError):
+            lease(query, app).acquire()  # another query, or the same checkpoint in another application
+    new = lease("q-1", "app-1")
+    assert new.acquire() == old.epoch + 1
+    with pytest.raises(WriterFencedError):
+        old.check_fence()
+    holder = read_lease_state(local_storage).writer
+    assert (holder.query_id, holder.spark_app) == ("q-1", "app-1")
+
+
+def test_a_changed_compact_interval_is_a_named_config_error(local_storage):
+    """r12: the interval is part of the table (Spark derives it from .compact names); a writer
+    configured otherwise gets a ConfigError naming both values, not a 'missing batch' error."""
+    from streaming_exactly_once.errors import ConfigError
+
+    c = make_committer(local_storage, compact_interval=3)
+    for batch in range(4):
+        stage_and_commit(c, Q, batch, [batch])
+    c.close()
+    with pytest.raises(ConfigError, match="created with compact_interval=3.*compact_interval=5"):
+        make_committer(local_storage, compact_interval=5).open()
+    assert visible_rows(local_storage) == [0, 1, 2, 3]

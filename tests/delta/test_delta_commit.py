@@ -343,16 +343,16 @@ def test_gc_deletes_only_files_no_delta_version_and_no_manifest_entry_names(tmp_
     assert "delta-diverged" in [p.kind for p in verify_table(storage).problems]
 
 
-def test_wal_entries_with_a_delta_step_are_v3_and_read_back(tmp_path):
+def test_wal_entries_with_a_delta_step_are_v4_and_read_back(tmp_path):
     step = CommitDelta(batch_id=4, app_id="streaming-exactly-once:x", files=[DeltaFile("p=a/f.parquet", 10, 5)],
                        partition_by=("p",), schema=SCHEMA, table="orders", settings=DeltaSettings(3, 60_000), info={"queryId": "q"})
     seq = CommitSequence(batch_id=4, query_id="q", spark_batch_id=1, epoch=1, attempt="a", mode="rename", staging_dir="s", created_ms=1, steps=[step])
     data = seq.to_bytes()
-    assert data.startswith(b"v3\n")
+    assert data.startswith(b"v4\n")
     back = CommitSequence.from_bytes(data, path="wal/4", batch_id=4)
     assert back.steps == [step]
     plain = CommitSequence(batch_id=4, query_id="q", spark_batch_id=1, epoch=1, attempt="a", mode="rename", staging_dir="s", created_ms=1)
-    assert plain.to_bytes().startswith(b"v2\n")  # tables without Delta stay readable by the previous release
+    assert plain.to_bytes().startswith(b"v3\n")  # tables without Delta stay readable by the previous release
     bad = data.replace(b'"p=a/f.parquet"', b'"../escape.parquet"')
     with pytest.raises(LogCorruptError, match="not a path inside the table"):
         CommitSequence.from_bytes(bad, path="wal/4", batch_id=4)

@@ -25,10 +25,10 @@ def parquet_bytes(rows: list[int]) -> bytes:
     return buf.getvalue()
 
 
-def committer(root: str, *, fail_at: str | None = None, timeout_ms: int = 60_000, **opts) -> TableCommitter:
+def committer(root: str, *, fail_at: str | None = None, timeout_ms: int = 60_000, storage_options=None, **opts) -> TableCommitter:
     options = CommitterOptions(heartbeat=False, lease_timeout_ms=timeout_ms, **opts)
     faults = FaultHooks(fail_at=FaultSpec.parse(fail_at)) if fail_at else NO_FAULTS
-    return TableCommitter(open_storage(root), options, faults=faults)
+    return TableCommitter(open_storage(root, storage_options), options, faults=faults)
 
 
 def stage(c: TableCommitter, attempt, rows: list[int], *, mode: str, nfiles: int = 2, partition: str = "p=a") -> list[StagedFile]:

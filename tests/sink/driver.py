@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 
@@ -33,6 +34,7 @@ def main(argv=None) -> int:
     p.add_argument("--partition-by", default="p")
     p.add_argument("--files-per-trigger", type=int, default=2)
     p.add_argument("--lease-timeout", default="60s")
+    p.add_argument("--connect-handover-wait", default="60s")
     p.add_argument("--continuous", type=float, default=0.0, help="run with processingTime triggers for N seconds")
     p.add_argument("--events", default=None, help="append commit events (JSON lines) here")
     p.add_argument("--until-done", default=None, help="run continuously until this marker file exists and input is drained")
@@ -58,6 +60,7 @@ def main(argv=None) -> int:
     try:
         common = dict(
             lease_timeout=args.lease_timeout,
+            connect_handover_wait=args.connect_handover_wait,
             watermark_columns=["id"],
             on_commit=on_commit,
             compact_interval=args.compact_interval,
@@ -103,6 +106,15 @@ def main(argv=None) -> int:
             last_ts, idle = None, 0
             while query.isActive:
                 time.sleep(0.25)
+                if args.connect:
+                    # Connect: a restarted query with nothing new reports no progress at all;
+                    # its status says whether a trigger found data or is running
+                    status = query.status
+                    quiet = not status["isDataAvailable"] and not status["isTriggerActive"]
+                    idle = idle + 1 if quiet and os.path.exists(args.until_done) else 0
+                    if idle >= 8:
+                        break
+                    continue
                 progress = query.lastProgress
                 if progress is None or progress["timestamp"] == last_ts:
                     continue
@@ -129,6 +141,12 @@ def main(argv=None) -> int:
         return 3
     except Exception as exc:
         text = str(exc)
+        if args.connect and os.environ.get("SEO_CRASH_AT") and "Python worker exited unexpectedly" in text:
+            # the worker killed itself at its boundary: the rest of the "machine" goes with it
+            print("WORKER-KILLED", flush=True)
+            if os.getpgrp() == os.getpid():  # launched as its own group (the torture harness)
+                os.killpg(0, signal.SIGKILL)
+            return 9
         if "ConcurrentWriterError" in text:  # Spark Connect: raised in the worker at the first batch
             print(f"CONCURRENT {text[:300]}", flush=True)
             return 3

@@ -62,6 +62,20 @@ class TortureConfig:
     forks: bool = False  # a DatasetSink with two outputs (tests.sink.driver --forks) instead of one table
     compact_interval: int = 10  # of every driver's table (fixed when the table is created)
     zombies: int = 0  # zombie takeovers mixed into the run (``zombie_takeover``)
+    #: drivers are Spark Connect clients with their own local server (``driver --connect``): the
+    #: sink runs in the server's foreachBatch worker, which kills itself at a boundary; the driver
+    #: then kills its whole process group (client, server, worker), as a crashed machine would.
+    connect: bool = False
+    #: kill at these boundaries only (default: every boundary of ``boundary_modes``)
+    boundaries: tuple[str, ...] = ()
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL a driver and everything it started (its JVM; a Connect server's workers)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 @dataclass
@@ -110,7 +124,8 @@ class TortureRun:
     # -- one driver --------------------------------------------------------------------------
 
     def launch(self, *, mode: str, checkpoint: Path | None = None, env_extra: dict | None = None,
-               files_per_trigger: int | None = None, until_done: Path | None = None) -> subprocess.Popen:
+               files_per_trigger: int | None = None, until_done: Path | None = None,
+               extra_args: tuple[str, ...] = ()) -> subprocess.Popen:
         cmd = [
             sys.executable, "-m", "tests.sink.driver",
             "--input", str(self.input), "--table", str(self.table),
@@ -118,14 +133,15 @@ class TortureRun:
             "--files-per-trigger", str(files_per_trigger or self.c.files_per_trigger), "--lease-timeout", self.c.lease_timeout,
             "--until-done", str(until_done or self.done_marker), "--retain", "100000",
             "--compact-interval", str(self.c.compact_interval),
-        ] + (["--forks"] if self.c.forks else [])
+        ] + (["--forks"] if self.c.forks else []) + (["--connect"] if self.c.connect else []) + list(extra_args)
         env = dict(os.environ)
         for key in ("SEO_CRASH_AT", "SEO_FAIL_AT", "SEO_PAUSE_AT"):
             env.pop(key, None)
         # C1-only JIT: drivers live for seconds, so a cheaper JIT starts Spark ~20% faster
         env.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell")
         env.update(env_extra or {})
-        return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # its own process group: a kill takes the driver's JVM (and a Connect server's workers) too
+        return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
     @staticmethod
     def wait_started(proc: subprocess.Popen, timeout: float) -> list[str]:
@@ -165,11 +181,11 @@ class TortureRun:
             started = self.wait_started(proc, self.c.run_timeout_s)
             if started and started[-1].startswith("STARTED") and random_kill:
                 time.sleep(self.rng.uniform(0.2, 3.0))
-                proc.send_signal(signal.SIGKILL)
+                kill_group(proc)
             try:
                 proc.wait(timeout=timeout_s or self.c.run_timeout_s)
             except subprocess.TimeoutExpired:
-                proc.send_signal(signal.SIGKILL)  # did not reach its boundary in time: a random kill
+                kill_group(proc)  # did not reach its boundary in time: a random kill
                 proc.wait()
                 random_kill = True
             rc = proc.returncode
@@ -191,26 +207,39 @@ class TortureRun:
             stop_feed.set()
             feeder.join()
             if proc.poll() is None:
-                proc.kill()
+                kill_group(proc)
                 proc.wait()
         return outcome
 
     def second_writer_is_rejected(self, mode: str) -> None:
         """While a writer runs, a second one on the same table must fail fast and change nothing."""
+        epochs = self.table / "_seo" / "epochs"
+        def newest_epoch() -> int:
+            return max((int(e.name) for e in epochs.iterdir() if e.name.isdigit()), default=0) if epochs.exists() else 0
+
+        before = newest_epoch()
         first = self.launch(mode=mode)
         try:
             started = self.wait_started(first, self.c.run_timeout_s)
             assert started and started[-1].startswith("STARTED"), "".join(started)
+            if self.c.connect:  # the lease is taken at the first batch there: wait until the first writer holds it
+                deadline = time.time() + self.c.run_timeout_s
+                while newest_epoch() <= before:
+                    assert first.poll() is None and time.time() < deadline, "the first writer never took the table"
+                    time.sleep(0.2)
             t0 = time.time()
-            second = self.launch(mode=mode, checkpoint=self.c.work / "other-checkpoint")
+            # a live writer, not one on its way out: no need for Connect's generous handover wait
+            second = self.launch(mode=mode, checkpoint=self.c.work / "other-checkpoint",
+                                 extra_args=("--connect-handover-wait", "5s"))
             out, _ = second.communicate(timeout=self.c.run_timeout_s)
-            assert not (self.c.work / "other-checkpoint" / "offsets").exists(), "the second writer's query ran"
+            if not self.c.connect:  # under Connect the lease is taken at the first batch, after the query started
+                assert not (self.c.work / "other-checkpoint" / "offsets").exists(), "the second writer's query ran"
             assert second.returncode == 3 and "CONCURRENT" in out, out[-3000:]
             self.stats.concurrent_rejected += 1
             self._say(f"second writer rejected in {time.time() - t0:.1f}s: {out.splitlines()[-1][:140]}")
             assert first.poll() is None, "the first writer died when the second one tried to start"
         finally:
-            first.send_signal(signal.SIGKILL)
+            kill_group(first)
             first.wait()
             self.stats.kills += 1
             self.stats.random_kills += 1
@@ -313,7 +342,7 @@ class TortureRun:
                 marker.write_text("done")
                 assert successor.wait(timeout=self.c.run_timeout_s * 3) == 0, "".join(successor._seo_lines)[-3000:]
             else:
-                successor.send_signal(signal.SIGKILL)
+                kill_group(successor)
                 successor.wait()
                 self.stats.kills += 1
                 self.stats.random_kills += 1
@@ -323,7 +352,7 @@ class TortureRun:
             marker.write_text("done")
             for proc in (zombie, successor):
                 if proc is not None and proc.poll() is None:
-                    proc.kill()
+                    kill_group(proc)
                     proc.wait()
         self.stats.zombies[f"{n}:{mode}:{pause_at}"] = outcome
         self._say(f"zombie at {pause_at} ({mode}) woke next to its successor -> {outcome}")
@@ -347,6 +376,9 @@ class TortureRun:
         rename_cycle, direct_cycle = list(RENAME_BOUNDARIES), list(DIRECT_BOUNDARIES)
         if self.c.forks:  # one commit sequence for every output: the group's boundaries
             rename_cycle = direct_cycle = list(GROUP_BOUNDARIES)
+        if self.c.boundaries:
+            rename_cycle = [b for b in rename_cycle if b in self.c.boundaries]
+            direct_cycle = [b for b in direct_cycle if b in self.c.boundaries]
         # every boundary of both modes at least once, then a mix
         if "rename" in self.c.boundary_modes:
             schedule += [("rename", b) for b in rename_cycle]

@@ -43,6 +43,7 @@ def main(argv=None) -> int:
     p.add_argument("--forks", action="store_true", help="torture dataset groups (DatasetSink with forks)")
     p.add_argument("--zombies", type=int, default=0, help="zombie takeovers mixed into the runs (split over the two tables)")
     p.add_argument("--compact-interval", type=int, default=10, help="compact interval of the tortured tables")
+    p.add_argument("--connect", action="store_true", help="drivers are Spark Connect clients (the sink runs in the server's foreachBatch worker)")
     args = p.parse_args(argv)
 
     from benchmarks.spark_env import spark_session
@@ -57,8 +58,9 @@ def main(argv=None) -> int:
             work=work / name, kills=half, seed=args.seed + i, rows_per_file=args.rows_per_file,
             checkpoint_deletions=args.checkpoint_deletions if args.checkpoint_deletions is not None else scale,
             replays=args.replays if args.replays is not None else scale,
-            concurrent_writers=max(1, scale // 2), boundary_modes=(mode,), name=name + ("-forks" if args.forks else ""),
-            forks=args.forks, compact_interval=args.compact_interval,
+            concurrent_writers=max(1, scale // 2), boundary_modes=(mode,), name=name + ("-forks" if args.forks else "") + ("-connect" if args.connect else ""),
+            forks=args.forks, compact_interval=args.compact_interval, connect=args.connect,
+            run_timeout_s=120.0 if args.connect else TortureConfig.run_timeout_s,
             zombies=args.zombies // 2 + (args.zombies % 2 if i == 0 else 0), lease_timeout="10s" if args.zombies else "20s",
         )
         for i, (name, mode) in enumerate((("torture-rename", "rename"), ("torture-direct", "direct")))
@@ -89,7 +91,8 @@ def main(argv=None) -> int:
         "verification": results,
     }
     print(json.dumps(summary, indent=1))
-    out = Path(args.out or f"benchmarks/results/torture{'-forks' if args.forks else ''}.json")
+    suffix = ("-forks" if args.forks else "") + ("-connect" if args.connect else "")
+    out = Path(args.out or f"benchmarks/results/torture{suffix}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=1))
     if not args.keep and not args.work:

@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from tests.torture.harness import DIRECT_BOUNDARIES, RENAME_BOUNDARIES, TortureConfig, TortureRun
-from tests.torture.verify import verify_tortured_table
+from tests.torture.verify import verify_tortured_group, verify_tortured_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.torture]
 
@@ -52,3 +52,45 @@ def test_bounded_torture(spark, tmp_path):
         result = verify_tortured_table(run.table, run.input, spark)
         print(f"verification {run.c.name}: {result}")
         assert result["vanilla_spark"]["duplicates"] == 0 and result["vanilla_spark"]["losses"] == 0
+
+
+@pytest.mark.connect
+def test_bounded_torture_under_spark_connect(spark, tmp_path):
+    """The same harness with Spark Connect drivers (``make torture ARGS=--connect`` kills at
+    every boundary): the sink runs in the server's worker, which is killed at a boundary or with
+    the whole driver; a checkpoint deletion, a replay and a second writer are mixed in."""
+    config = TortureConfig(
+        work=tmp_path / "c", kills=7, seed=21, rows_per_file=10, checkpoint_deletions=1, replays=1, concurrent_writers=1,
+        boundary_modes=("rename",), random_kill_share=0.5, name="torture-connect", connect=True,
+        boundaries=("after-wal", "mid-move", "after-manifest+3ms", "after-commit", "before-wal", "after-cleanup"),
+        run_timeout_s=120.0,
+    )
+    run = TortureRun(config)
+    run.run()
+    print(f"torture under Spark Connect: {run.stats}")
+    assert run.stats.kills >= 7 and len(run.stats.boundary_kills) >= 5, run.stats
+    assert run.stats.concurrent_rejected == 1 and run.stats.checkpoint_deletions == 1
+    result = verify_tortured_table(run.table, run.input, spark)
+    print(f"verification: {result}")
+    assert result["vanilla_spark"]["duplicates"] == 0 and result["vanilla_spark"]["losses"] == 0
+    assert result["independent_pyarrow"]["duplicates"] == 0 and result["independent_pyarrow"]["losses"] == 0
+
+
+@pytest.mark.connect
+def test_dataset_group_torture_under_spark_connect(spark, tmp_path):
+    """A DatasetSink (a fork and one table per dataset) under Spark Connect: its mapInArrow
+    writer runs from the server's foreachBatch worker, which is killed at group boundaries."""
+    config = TortureConfig(
+        work=tmp_path / "g", kills=3, seed=31, rows_per_file=10, checkpoint_deletions=0, replays=0, concurrent_writers=0,
+        boundary_modes=("rename",), random_kill_share=0.0, name="torture-connect-forks", connect=True, forks=True,
+        boundaries=("after-wal", "mid-members", "after-commit"), run_timeout_s=120.0,
+    )
+    run = TortureRun(config)
+    run.run()
+    print(f"group torture under Spark Connect: {run.stats}")
+    assert len(run.stats.boundary_kills) >= 3, run.stats
+    result = verify_tortured_group(run.table, run.input, spark)
+    print(f"verification: {result}")
+    assert result["vanilla_spark"]["duplicates"] == 0 and result["vanilla_spark"]["losses"] == 0, result
+    assert result["byp_library"]["duplicates"] == 0 and result["byp_library"]["losses"] == 0, result
+    assert result["byp_library"]["tables"] >= 2, result

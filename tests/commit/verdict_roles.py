@@ -1,0 +1,236 @@
+"""The parties of the attempt-verdict scenarios, one per process (``python -m tests.commit.verdict_roles ROLE ROOT [ARG]``).
+
+Each role prints ``<label>: <value>`` lines the test reads. Freezing is real: a role stops
+itself with SIGSTOP (the library's own pause points, or a patched call for points the library
+has no name for) and the test resumes it with SIGCONT.
+
+Roles:
+  zombie MODE        A: opens, stages batch 0, freezes before its WAL claim; on resume claims
+                     late and must be fenced.
+  gc                 ``seo gc`` with no age limit (it aborts the zombie's staging as stale).
+  takeover           opens (recovery included) and closes.
+  frozen WHERE       F: opens, freezes inside its recovery - before it lists the WAL
+                     ('before-listing') or after the listing, before its first verdict
+                     ('before-verdict') - then carries on with what it saw.
+  rollforward CRASH  S: opens and is SIGKILLed at CRASH inside the roll-forward (or 'none').
+  final MODE         T: opens, commits Spark batch 0 again if it is not committed (Spark re-runs
+                     an uncommitted batch), and prints what a reader sees.
+  claimer MODE [group]
+                     A: opens, commits Spark batch 0 and freezes after its post-claim fence check,
+                     right before it publishes; on resume it completes the batch.
+  stale WHERE MODE [group]
+                     R: opens with a freeze inside its recovery - before it lists the WAL
+                     ('before-listing') or right after ('after-listing') - then commits Spark
+                     batch 1 and prints every row a reader sees.
+  crasher CRASH MODE commits Spark batch 0 and is SIGKILLed at CRASH.
+  discard FREEZE     ``seo recover --discard-wal 0``, optionally frozen ('freeze') before its verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from streaming_exactly_once.commit.faults import FaultHooks, FaultSpec
+from streaming_exactly_once.errors import WriterFencedError
+from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.commit.committer import CommitterOptions, TableCommitter
+from tests.commit.helpers import stage_and_commit, visible_rows
+
+Q = "11111111-1111-1111-1111-111111111111"
+LEASE_MS = 1500
+ROWS = list(range(10))
+
+
+def say(label: str, value: object) -> None:
+    print(f"{label}: {value}", flush=True)
+
+
+def make_committer(storage, *, heartbeat: bool = False, faults: FaultHooks | None = None) -> TableCommitter:
+    options = CommitterOptions(heartbeat=heartbeat, lease_timeout_ms=LEASE_MS)
+    return TableCommitter(storage, options, faults=faults or FaultHooks())
+
+
+def freeze() -> None:
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def zombie(root: str, mode: str) -> None:
+    c = make_committer(open_storage(root), heartbeat=True, faults=FaultHooks(pause_at=FaultSpec.parse("before-wal")))
+    c.open()
+    try:
+        stage_and_commit(c, Q, 0, ROWS, mode=mode)
+        say("zombie", "committed")
+    except WriterFencedError:
+        say("zombie", "fenced")
+
+
+def gc(root: str) -> None:
+    from streaming_exactly_once.maintenance.gc import collect_garbage
+
+    report = collect_garbage(open_storage(root), older_than_ms=0, lease_timeout_ms=LEASE_MS)
+    say("gc aborted", len(report.staging))
+
+
+def takeover(root: str) -> None:
+    c = make_committer(open_storage(root))
+    say("takeover", c.open())
+    c.close()
+
+
+def frozen(root: str, where: str) -> None:
+    import streaming_exactly_once.commit.recovery as recovery
+    from streaming_exactly_once.commit.wal import CommitSequenceStore
+
+    if where == "before-listing":
+        listing = CommitSequenceStore.pending
+        CommitSequenceStore.pending = lambda self: (freeze(), listing(self))[1]  # type: ignore[method-assign]
+    else:
+        first = recovery.decide
+        calls = []
+
+        def decide_after_a_nap(*args, **kwargs):
+            if not calls:
+                calls.append(1)
+                freeze()
+            return first(*args, **kwargs)
+
+        recovery.decide = decide_after_a_nap
+    c = make_committer(open_storage(root), heartbeat=True)
+    try:
+        say("frozen", c.open())
+    except WriterFencedError:
+        say("frozen", "fenced")
+
+
+def rollforward(root: str, crash: str) -> None:
+    c = make_committer(open_storage(root), faults=FaultHooks(crash_at=FaultSpec.parse(None if crash == "none" else crash)))
+    say("rollforward", c.open())
+    c.close()
+
+
+def final(root: str, mode: str) -> None:
+    storage = open_storage(root)
+    c = make_committer(storage)
+    say("recovery", c.open())
+    say("batch 0 committed before", c.is_committed(Q, 0))
+    stage_and_commit(c, Q, 0, ROWS, mode=mode)
+    c.close()
+    say("rows", visible_rows(storage))
+
+
+def make_group(storage, *, heartbeat: bool = False, faults: FaultHooks | None = None):
+    from streaming_exactly_once.commit.group_committer import GroupCommitter
+
+    options = CommitterOptions(heartbeat=heartbeat, lease_timeout_ms=LEASE_MS)
+    return GroupCommitter(storage, options, faults=faults or FaultHooks())
+
+
+GROUP_TABLES = ("orders", "payments")
+
+
+def commit_group(g, spark_batch: int, rows: list[int]):
+    """One group batch: the rows split over two tables, one text file each (as ``stage_and_commit``)."""
+    from streaming_exactly_once.checkpoint.reader import InputFile
+    from streaming_exactly_once.commit.committer import StagedFile
+    from streaming_exactly_once.commit.group_committer import MemberBatch
+
+    g.ensure_open()
+    if g.is_committed(Q, spark_batch):
+        return None
+    attempt = g.begin(Q, spark_batch, mode="rename")
+    try:
+        members = []
+        for i, table in enumerate(GROUP_TABLES):
+            part = rows[i:: len(GROUP_TABLES)]
+            final = f"p=a/part-{table}-{spark_batch:05d}-{attempt.attempt}.txt"
+            staged = f"{attempt.staging_dir}/data/{table}/{final}"
+            g.storage.put_if_absent(staged, ",".join(map(str, part)).encode())
+            info = g.storage.info(staged)
+            members.append(MemberBatch(table=table, files=[StagedFile(final, info.size, info.mtime_ms, staged)], rows=len(part), format="parquet"))
+        inputs = [InputFile(source=0, path=f"file:///in/{Q[:4]}-{spark_batch}.csv", timestamp=1)]
+        return g.commit_group(attempt, members, input_files=inputs)
+    except BaseException:
+        g.abort(attempt)
+        g.invalidate()
+        raise
+
+
+def rows_seen(root: str, group: bool) -> list[int]:
+    if not group:
+        return visible_rows(open_storage(root))
+    return sorted(r for t in GROUP_TABLES for r in visible_rows(open_storage(f"{root}/{t}")))
+
+
+def claimer(root: str, mode: str, group: str = "") -> None:
+    from streaming_exactly_once.commit import steps
+
+    if mode == "rename":
+        faults = FaultHooks(pause_at=FaultSpec.parse("after-move"))
+    else:
+        faults = FaultHooks()
+        publish = steps.PublishManifest.execute
+        steps.PublishManifest.execute = lambda self, ctx: (freeze(), publish(self, ctx))[1]  # type: ignore[method-assign]
+    storage = open_storage(root)
+    c = make_group(storage, heartbeat=True, faults=faults) if group else make_committer(storage, heartbeat=True, faults=faults)
+    c.open()
+    try:
+        result = commit_group(c, 0, ROWS) if group else stage_and_commit(c, Q, 0, ROWS, mode=mode)
+        say("claimer", f"{result.status} as batch {result.batch_id}")
+    except WriterFencedError:
+        say("claimer", "fenced")  # its claim is left to the recoverer
+
+
+def crasher(root: str, crash: str, mode: str) -> None:
+    c = make_committer(open_storage(root), faults=FaultHooks(crash_at=FaultSpec.parse(crash)))
+    c.open()
+    stage_and_commit(c, Q, 0, ROWS, mode=mode)
+
+
+def stale(root: str, where: str, mode: str, group: str = "") -> None:
+    from streaming_exactly_once.commit.wal import CommitSequenceStore
+
+    listing = CommitSequenceStore.pending
+    calls: list[int] = []
+
+    def pending(self):
+        first = not calls
+        calls.append(1)
+        if first and where == "before-listing":
+            freeze()
+        found = listing(self)
+        if first and where == "after-listing":
+            freeze()
+        return found
+
+    CommitSequenceStore.pending = pending  # type: ignore[method-assign]
+    storage = open_storage(root)
+    c = make_group(storage, heartbeat=True) if group else make_committer(storage, heartbeat=True)
+    say("stale", c.open())
+    more = list(range(10, 20))
+    result = commit_group(c, 1, more) if group else stage_and_commit(c, Q, 1, more, mode=mode)
+    say("batch 1", f"{result.status} as batch {result.batch_id}")
+    c.close()
+    again = make_group(storage) if group else make_committer(storage)
+    say("reopened", again.open())
+    again.close()
+    say("rows", rows_seen(root, bool(group)))
+
+
+def discard(root: str, when: str) -> None:
+    import streaming_exactly_once.maintenance.repair as repair
+
+    if when == "freeze":
+        found = repair.claim_files_missing
+        repair.claim_files_missing = lambda *a, **k: (freeze(), found(*a, **k))[1]
+    try:
+        say("discard", repair.discard_wal(open_storage(root), 0, lease_timeout_ms=LEASE_MS))
+    except Exception as exc:  # noqa: BLE001 - the test reads the refusal
+        say("discard raised", f"{type(exc).__name__}: {exc}".replace("\n", " "))
+
+
+if __name__ == "__main__":
+    role, root, *rest = sys.argv[1:]
+    {"zombie": zombie, "gc": gc, "takeover": takeover, "frozen": frozen, "rollforward": rollforward, "final": final,
+     "claimer": claimer, "crasher": crasher, "stale": stale, "discard": discard}[role](root, *rest)
