@@ -9,13 +9,18 @@ table?" is ``txn version >= M``, answered from the log alone.
 
 **Never twice.** ``commit`` asks that question first, then commits with delta-rs with its
 automatic retries switched off (``max_commit_retries=0``): delta-rs rebases a commit that lost
-a race onto the newer version and retries it, which for a commit of the same batch by two
-processes (a fenced writer finishing a roll-forward next to its successor) would add the files
-twice. Here a lost race is an error, after which the log is read again and the batch counts as
-done if the winner carried its transaction; otherwise the commit is tried again on the new
-version. A commit whose answer was lost (the process died, the network broke) is found the same
-way. delta-rs creates ``_delta_log/N.json`` put-if-absent (``conditional_put=etag`` on S3), so
-two commits of one version cannot both land.
+a race onto the newer version and retries it. Here a lost race is an error, after which the log
+is read again and the batch counts as done if the winner carried its transaction; otherwise the
+commit is tried again on the new version. A commit whose answer was lost (the process died, the
+network broke) is found the same way. delta-rs creates ``_delta_log/N.json`` put-if-absent
+(``conditional_put=etag`` on S3), so two commits of one version cannot both land.
+
+*Known limit (delta-rs 1.6):* when two processes commit the *same* batch within milliseconds
+(a fenced writer finishing a roll-forward at the instant its successor does), the loser's write
+of version N can fail with "version exists" and delta-rs then retries it once on N+1 despite
+``max_commit_retries=0`` (``test_processes_racing_to_commit_one_batch_adds_its_rows_once``
+reproduces it). The second version re-adds the very same paths, and Delta keys a table's files
+by path, so every Delta reader still sees each row once - but the batch occupies two versions.
 
 **Creating the table.** The first batch of a table without a Delta log creates it - version 0
 holds the schema, the partition columns, the table properties (checkpoint interval, log
@@ -29,6 +34,7 @@ break (column mapping, deletion vectors, constraints, generated or identity colu
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import dataclass
@@ -280,16 +286,33 @@ class DeltaTarget:
         )
 
     def version_committing(self, batch_id: int, *, search: int = 8) -> int | None:
-        """The Delta version whose commit carries ``batch_id``, looked up among the newest ones."""
+        """The Delta version whose commit carries ``batch_id``, looked up among the newest ones.
+
+        Reads the newest ``_delta_log/<version>.json`` files for our ``txn`` action (reading only:
+        delta-rs writes them). Not ``DeltaTable.history()``: delta-rs 1.x's history never
+        returned against an S3 endpoint here (moto's server), and the answer is informational.
+        """
         table = self.load()
         if table is None:
             return None
-        try:
-            for entry in table.history(search):
-                if entry.get(APP_KEY) == self.app_id and entry.get(BATCH_KEY) == str(batch_id):
-                    return int(entry["version"])
-        except Exception as exc:  # history is informational; the txn is what decides
-            log.debug("history of %s unreadable: %s", self.log_uri, exc)
+        latest = table.version()
+        for version in range(latest, max(-1, latest - search), -1):
+            try:
+                data = self.storage.read_bytes(f"{LOG_DIR}/{version:020d}.json")
+            except Exception as exc:  # cleaned up by log retention, or unreadable: the txn is what decides
+                log.debug("Delta commit %d of %s unreadable: %s", version, self.log_uri, exc)
+                return None
+            for line in data.splitlines():
+                try:
+                    action = json.loads(line)
+                except ValueError:
+                    break
+                txn = action.get("txn") if isinstance(action, dict) else None
+                if isinstance(txn, dict) and txn.get("appId") == self.app_id:
+                    if txn.get("version") == batch_id:
+                        return version
+                    if isinstance(txn.get("version"), int) and txn["version"] < batch_id:
+                        return None  # older than the batch: it is not among these versions
         return None
 
     # -- time travel ---------------------------------------------------------------------------

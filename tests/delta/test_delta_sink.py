@@ -23,10 +23,11 @@ from tests.sink.conftest import assert_exactly_once, assert_table_clean, run_que
 pytestmark = pytest.mark.spark
 
 
-def polars_ids(table, storage_options=None) -> Counter:
+def polars_ids(table, storage_options=None, *, use_pyarrow=False) -> Counter:
     import polars as pl
 
-    return Counter(pl.read_delta(str(table), storage_options=storage_options).get_column("id").to_list())
+    frame = pl.read_delta(str(table), storage_options=storage_options, use_pyarrow=use_pyarrow)
+    return Counter(frame.get_column("id").to_list())
 
 
 @pytest.mark.parametrize("mode", ["rename", "direct"])
@@ -97,7 +98,7 @@ def test_existing_delta_table_with_another_schema_fails_the_query_with_a_named_e
     write_deltalake(str(table), pa.table({"id": pa.array([1], pa.int64()), "p": ["x"], "v": ["text"]}), partition_by=["p"])
     _, error = run_query(spark, tmp_path / "in", table, tmp_path / "ckpt", format="delta", partition_by=["p"])
     assert error is not None
-    assert "DeltaSchemaMismatchError" in str(error) or "does not fit the existing Delta table" in str(error)
+    assert "DeltaSchemaMismatchError" in str(error)  # the named error, through Spark's foreachBatch
     assert "column 'v' is double in the batch, string in the table" in str(error)
     assert DeltaTable(str(table)).version() == 0 and delta_ids(table) == Counter([1])
 
@@ -149,11 +150,17 @@ def test_delta_table_on_s3_end_to_end(spark, tmp_path, s3_bucket, s3_options):
     assert error is None and sink.staging_mode == "direct"
     delta_options = object_store_options(open_storage(table, s3_options))
     assert delta_ids(table, storage_options=delta_options) == Counter(ids)
-    assert polars_ids(table, storage_options=delta_options) == Counter(ids)
+    # polars 2.1's native reader asks S3 for the add path still URL-encoded ("p=a%20b/..." for the
+    # directory "p=a b"), a 404; through delta-rs's dataset (use_pyarrow) it reads the table right
+    assert polars_ids(table, storage_options=delta_options, use_pyarrow=True) == Counter(ids)
     assert Counter(read.arrow(table, storage_options=s3_options).column("id").to_pylist()) == Counter(ids)
+    import json
+
     from deltalake import DeltaTable
 
+    app = json.loads(open_storage(table, s3_options).read_bytes("_seo/table").decode().splitlines()[1])["delta"]["appId"]
     dt = DeltaTable(table, storage_options=delta_options)
-    assert dt.version() == 2 and [h["operation"] for h in dt.history()][-1] == "CREATE TABLE" or dt.version() == 2
+    assert dt.version() == 2  # three batches, three Delta versions; each one's txn names its batch
+    assert [DeltaTable(table, version=v, storage_options=delta_options).transaction_version(app) for v in range(3)] == [0, 1, 2]
     assert read.delta_version(table, as_of=1, storage_options=s3_options) == 1
     assert verify_table(open_storage(table, s3_options)).problems == []
