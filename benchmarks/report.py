@@ -282,8 +282,8 @@ def delta_section(dl: dict[str, Any]) -> list[str]:
         "Not flat on local disk. Checkpoints bound what a snapshot *replays* (at most `checkpoint_interval` JSON "
         "files), but every snapshot update of delta-rs 1.6 *lists* `_delta_log` to find the newest version, and on "
         "a local filesystem that listing covers every file in the directory (about 7 ms at 4,700 versions here); "
-        "the Delta step updates its snapshot several times per batch (verify, execute, the pre-commit check, the "
-        "schema check, after the commit) and delta-rs lists once more to commit. Delta's expired-log cleanup "
+        "the Delta step updates its snapshot three times per batch (verify, execute, after the commit; the commit "
+        "and its schema check reuse the execute's snapshot) and delta-rs lists again inside its commit. Delta's expired-log cleanup "
         "(`delta_log_retention`) is what bounds the directory over time; on S3 listing can start after the known "
         "version (not measured here).",
         "",

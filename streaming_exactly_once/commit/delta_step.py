@@ -67,11 +67,13 @@ class CommitDelta(CommitStep):
 
     def execute(self, ctx: StepContext) -> None:
         target = self.target(ctx)
-        applied = target.applied_batch()
+        applied = target.applied_batch()  # one log listing for the check and the commit's first attempt
         if applied is None or applied < self.batch_id:
             storage = target.storage
             files = [DeltaFile(f.path, f.size, f.mtime_ms, parquet_rows(storage, f.path)) for f in self.files]
-            version = target.commit(self.batch_id, files, schema_json=self.schema, partition_by=self.partition_by, metadata=self.info)
+            version = target.commit(
+                self.batch_id, files, schema_json=self.schema, partition_by=self.partition_by, metadata=self.info, fresh=True,
+            )
         else:
             version = target.version_committing(self.batch_id)
         if version is not None:

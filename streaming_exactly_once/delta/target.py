@@ -109,9 +109,17 @@ class DeltaTarget:
     def _has_commits(self) -> bool:
         return any(_COMMIT_FILE.match(e.name) for e in self.storage.list_dir(LOG_DIR))
 
-    def load(self) -> Any:
-        """The table at its latest version, or None if there is no Delta table yet."""
+    def load(self, *, refresh: bool = True) -> Any:
+        """The table at its latest version, or None if there is no Delta table yet.
+
+        ``refresh=False`` reuses the snapshot this object last brought up to date (within one
+        commit step: each update lists ``_delta_log``, which on a local disk costs time in
+        proportion to the files there). A stale snapshot never lets a batch in twice: delta-rs
+        refuses a commit on top of an old version, and the log is then read again.
+        """
         dl = deltalake()
+        if self._table is not None and not refresh:
+            return self._table
         if self._table is not None:
             try:
                 self._table.update_incremental()
@@ -137,9 +145,9 @@ class DeltaTarget:
             path=self.log_uri,
         )
 
-    def applied_batch(self) -> int | None:
+    def applied_batch(self, *, refresh: bool = True) -> int | None:
         """The newest manifest batch committed to the Delta table (its ``txn`` version), or None."""
-        table = self.load()
+        table = self.load(refresh=refresh)
         return None if table is None else _txn(table, self.app_id)
 
     def status(self) -> dict[str, Any]:
@@ -150,9 +158,9 @@ class DeltaTarget:
 
     # -- before the WAL claim ----------------------------------------------------------------
 
-    def check_batch(self, schema_json: str | None, partition_by: Sequence[str]) -> None:
+    def check_batch(self, schema_json: str | None, partition_by: Sequence[str], *, refresh: bool = True) -> None:
         """Refuse, before anything is claimed, a batch the Delta commit could not take."""
-        table = self.load()
+        table = self.load(refresh=refresh)
         if schema_json is None:
             if table is None:
                 raise DeltaSchemaMismatchError(
@@ -214,20 +222,22 @@ class DeltaTarget:
         schema_json: str | None,
         partition_by: Sequence[str],
         metadata: dict[str, str],
+        fresh: bool = False,
     ) -> int | None:
         """Commit ``files`` as manifest batch ``batch_id`` unless it is in the log already.
 
         Returns the Delta version holding the batch (None if it could not be told apart, e.g.
-        after a foreign writer's commits). See the module docstring for why this never commits
-        one batch twice.
+        after a foreign writer's commits). ``fresh``: the snapshot was brought up to date by the
+        caller within this step (the first attempt does not list the log again). See the module
+        docstring for why this never commits one batch twice.
         """
         dl = deltalake()
         tx = dl.transaction
         actions = add_actions(files, partition_by, table=self.storage.root_uri)
         info = {**metadata, BATCH_KEY: str(batch_id), APP_KEY: self.app_id}
         last: BaseException | None = None
-        for _ in range(COMMIT_ATTEMPTS):
-            table = self.load()
+        for attempt in range(COMMIT_ATTEMPTS):
+            table = self.load(refresh=attempt > 0 or not fresh)
             if table is not None:
                 done = _txn(table, self.app_id)
                 if done is not None and done >= batch_id:
@@ -240,7 +250,7 @@ class DeltaTarget:
             try:
                 if table is None:
                     if schema_json is None:
-                        self.check_batch(None, partition_by)
+                        self.check_batch(None, partition_by, refresh=False)
                     tx.create_table_with_add_actions(
                         self.uri,
                         dl.Schema.from_json(schema_json),
@@ -253,7 +263,7 @@ class DeltaTarget:
                     )
                 else:
                     if schema_json is not None:
-                        self.check_batch(schema_json, partition_by)  # a table created meanwhile must fit too
+                        self.check_batch(schema_json, partition_by, refresh=False)  # a table created meanwhile must fit too
                     table.create_write_transaction(
                         actions,
                         mode="append",

@@ -156,11 +156,11 @@ def test_the_delta_step_is_idempotent_and_never_commits_a_batch_twice(tmp_path):
     class Behind(DeltaTarget):
         stale = True
 
-        def load(self):
+        def load(self, *, refresh=True):
             if self.stale:
                 self.stale = False
                 return deltalake.DeltaTable(str(table), version=0)
-            return super().load()
+            return super().load(refresh=refresh)
 
     assert Behind(storage, app).commit(1, step.files, schema_json=SCHEMA, partition_by=("p",), metadata={}) == 1
     assert sorted(batch_commits(table)) == [0, 1]
