@@ -226,6 +226,9 @@ def write_report(results: dict[str, Any]) -> None:
                 f"{st.get('members', {}).get('median', 0):.1f} |"
             )
         md.append("")
+    dl = results.get("delta")
+    if dl:
+        md += delta_section(dl)
     lg = results.get("log")
     if lg:
         md += [
@@ -237,3 +240,52 @@ def write_report(results: dict[str, Any]) -> None:
             "",
         ]
     (DOCS / "benchmarks.md").write_text("\n".join(md) + "\n")
+
+
+def delta_section(dl: dict[str, Any]) -> list[str]:
+    """The Delta target: interleaved throughput, and the Delta step's cost as the log grows."""
+    t, g = dl["throughput"], dl["growth"]
+    inp = t["input"]
+    md = [
+        "## Delta target",
+        "",
+        f"`{dl.get('size', '?')}` size, {dl.get('date', '?')}.",
+        "",
+        f"{inp['rows']:,} rows in {inp['files']} CSV files, {inp['files_per_trigger']} files per trigger "
+        f"({inp['batches']} batches), Parquet partitioned by `p`; the three writers run interleaved, {t['rounds']} rounds "
+        "in one SparkSession, medians. `exactly_once_delta` publishes `_spark_metadata` and one Delta commit per batch.",
+        "",
+        "| writer | wall (s) | vs plain append | vs manifest mode | commit overhead per batch (ms) |",
+        "|---|---|---|---|---|",
+    ]
+    for name, row in t["writers"].items():
+        commit = row.get("commit_ms")
+        md.append(
+            f"| {name} | {row['wall_s']['median']:.2f} | {row['ratio_vs_plain']:.2f} | {row['ratio_vs_manifest']:.2f} | "
+            f"{_ms(commit['median']) if commit else '-'} |"
+        )
+    md += [
+        "",
+        f"The `delta` step alone (read the log's new tail, commit, stats from the Parquet footers): median "
+        f"{t['delta_step_ms']['median']:.1f} ms, p95 {t['delta_step_ms']['p95']:.1f} ms per batch.",
+        "",
+        f"Delta step cost as the table grows (commit layer, no Spark): {g['versions']:,} one-file batches, "
+        f"checkpoint every {g['checkpoint_interval']} versions; medians over the {g['window']} versions before each mark.",
+        "",
+        "| Delta versions | delta step median (ms) | p95 (ms) | whole commit median (ms) |",
+        "|---|---|---|---|",
+    ]
+    for n, row in sorted(g["at_versions"].items(), key=lambda kv: int(kv[0])):
+        md.append(f"| {int(n):,} | {row['delta_ms']['median']:.1f} | {row['delta_ms']['p95']:.1f} | {row['commit_ms']['median']:.1f} |")
+    md += [
+        "",
+        "Not flat on local disk. Checkpoints bound what a snapshot *replays* (at most `checkpoint_interval` JSON "
+        "files), but every snapshot update of delta-rs 1.6 *lists* `_delta_log` to find the newest version, and on "
+        "a local filesystem that listing covers every file in the directory (about 7 ms at 4,700 versions here); "
+        "the Delta step updates its snapshot three times per batch (verify, execute, after the commit; the commit "
+        "and its schema check reuse the execute's snapshot) and delta-rs lists again inside its commit. Delta's expired-log cleanup "
+        "(`delta_log_retention`) is what bounds the directory over time; on S3 listing can start after the known "
+        "version (not measured here).",
+        "",
+    ]
+    return md

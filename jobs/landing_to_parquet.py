@@ -45,6 +45,18 @@ def _arrivals(sample: Path, landing: Path, interval_s: float, stop: threading.Ev
             return
 
 
+def _delta_ids(table_uri: str, storage_options: dict) -> list:
+    """The event ids a Delta reader (delta-rs, no Spark) sees in the table."""
+    from deltalake import DeltaTable
+
+    from streaming_exactly_once.delta.engine import object_store_options, table_uri as delta_uri
+    from streaming_exactly_once.storage import open_storage
+
+    storage = open_storage(table_uri, storage_options)
+    table = DeltaTable(delta_uri(storage), storage_options=object_store_options(storage) or None)
+    return table.to_pyarrow_table(columns=["event_id"]).column("event_id").to_pylist()
+
+
 def run(config, *, on_event, stop, say):
     from pyspark.sql import functions as F
 
@@ -89,6 +101,11 @@ def run(config, *, on_event, stop, say):
         landed_ids = {r[0] for r in landed.select("event_id").collect()}
         table = read.arrow(sink.storage.root_uri, columns=["event_id"], storage_options=config["storage"])
         ids = table.column("event_id").to_pylist()
+        if sink.options.format == "delta":  # Delta readers must see the very same rows
+            delta_ids = _delta_ids(sink.storage.root_uri, config["storage"])
+            summary["rows in Delta table"] = len(delta_ids)
+            if sorted(delta_ids) != sorted(ids):
+                summary["Delta table differs"] = True
         from streaming_exactly_once.maintenance.verify import verify_table
 
         report = verify_table(sink.storage)
@@ -103,6 +120,6 @@ def run(config, *, on_event, stop, say):
         )
         summary["verified"] = summary["duplicates"] == 0 and summary["table check"] == "OK" and (
             stop.is_set() or summary["missing"] == 0
-        )
+        ) and not summary.get("Delta table differs")
     spark.stop()
     return summary

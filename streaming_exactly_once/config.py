@@ -99,6 +99,9 @@ SINK_KEYS: dict[str, str] = {
     "description": "str",
     "options": "table",
     "metrics_path": "str",
+    "spark_manifest": "bool",  # format = "delta" only (see ExactlyOnceSink)
+    "delta_checkpoint_interval": "int",
+    "delta_log_retention": "duration",
 }
 TRIGGER_KEYS = {"mode": "str", "interval": "str"}
 SECRET_MARKERS = ("secret", "password", "token", "key", "credential")

@@ -182,6 +182,18 @@ class DuplicateInputError(ExactlyOnceError, TerminalError):
     """A batch re-reads input already committed and its rows cannot be attributed to input files."""
 
 
+# --- Delta target ------------------------------------------------------------------------
+
+
+class DeltaTableError(ExactlyOnceError, TerminalError):
+    """The Delta table of a ``format="delta"`` target cannot be used as asked: its ``_delta_log``
+    does not load, it uses features our other readers cannot honour, or a Delta commit failed."""
+
+
+class DeltaSchemaMismatchError(DeltaTableError, ConfigError):
+    """A batch's columns do not fit the schema (or partitioning) of an existing Delta table."""
+
+
 # --- readers -------------------------------------------------------------------------------
 
 

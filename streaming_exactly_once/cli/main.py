@@ -86,10 +86,13 @@ def status(ctx: Ctx, table: str, local_json: bool) -> None:
         return _group_status(out, info)
     lease = info.get("lease") or {}
     travel = info.get("timeTravel") or {}
+    delta = info.get("delta")
     out.block(
         [
             ("table", info["table"]),
             ("latest batch", info["latestBatchId"]),
+            *([("delta", _delta_text(delta))] if delta is not None else []),
+            *([("manifest", f"{info['manifest']} (not read by Spark's file source)")] if "manifest" in info else []),
             ("files", info.get("files")),
             ("bytes", human_bytes(info.get("bytes"))),
             ("rows", info.get("rows")),
@@ -109,6 +112,14 @@ def status(ctx: Ctx, table: str, local_json: bool) -> None:
             [(q["queryId"], q["lastSparkBatchId"], q["lastBatchId"], human_time(q["commitTimeMs"]), q["watermarks"]) for q in queries],
             ["query id", "last spark batch", "table batch", "committed", "watermarks"],
         )
+
+
+def _delta_text(delta: dict) -> str:
+    if "error" in delta:
+        return f"ERROR: {delta['error']}"
+    if delta.get("version") is None:
+        return "no Delta log yet (the first batch creates it)"
+    return f"version {delta['version']}, holds batches up to {delta['batchId']}"
 
 
 def _lease_text(info: dict) -> str:
@@ -354,11 +365,12 @@ def read(ctx: Ctx, table: str, as_of: int | None, limit: int, local_json: bool) 
 def index(ctx: Ctx, table: str, batch: int | None, local_json: bool) -> None:
     """Build the Parquet index of compact manifest files (fast readers for huge tables)."""
     from ..manifest.manifest_index import write_index
-    from ..manifest.manifest_log import ManifestLog
+    from ..table.identity import read_identity
+    from ..table.table_logs import open_manifest
 
     out = _out(ctx, local_json)
     storage = ctx.storage(table)
-    log_ = ManifestLog(storage)
+    log_ = open_manifest(storage, read_identity(storage))
     targets = [batch] if batch is not None else [b for b, n in log_.list_batch_files().items() if n.endswith(".compact")]
     built = [b for b in sorted(targets) if write_index(storage, b, log_)]
     if out.as_json:

@@ -9,7 +9,7 @@
       begin(Q, b)                    -> M = L + 1; fence check; a new attempt (nothing written)
       ...the caller stages data...   -> rename mode: under _seo/staging/M-<attempt>/
                                         direct mode: final names, an intent file per data file
-      commit(attempt, files)         -> build the sequence [move] manifest offsets sources commit cleanup
+      commit(attempt, files)         -> build the sequence [move] manifest [delta] offsets sources commit cleanup
                                         put _seo/wal/M        (create-if-absent: the claim on M)
                                         fence check           (a writer fenced before it claimed stops here)
                                         run the steps         (manifest = the visibility point)
@@ -35,13 +35,16 @@ from typing import Any, Sequence
 
 from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import InputFile
-from ..errors import ConfigError, WriterFencedError
+from ..delta.target import DeltaSettings, DeltaTarget
+from ..errors import ConfigError, DeltaTableError, WriterFencedError
 from ..log.compaction import is_compaction_batch
 from ..manifest.entry import ManifestEntry
 from ..manifest.manifest_index import delete_stale_indexes, write_index
 from ..storage.base import Storage
 from ..table.commits_log import CommitRecord
 from ..table.identity import TableIdentity, ensure_identity, note_root, read_identity
+from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR
+from ..manifest.manifest_log import PRIVATE_DIRECTORY as PRIVATE_MANIFEST_DIR
 from ..table.layout import PROBE_DIR, staging_dir
 from ..table.offsets_log import OffsetsRecord
 from ..table.sources_log import SourceFileRecord
@@ -50,6 +53,8 @@ from .faults import NO_FAULTS, FaultHooks
 from .lease import Lease
 from .janitor import Janitor
 from .recovery import INTENTS_SUBDIR, RecoveryReport, check_logs_consistent, discard_sequence, recover
+from ..delta.files import DeltaFile
+from .delta_step import CommitDelta
 from .sequence import CommitSequence
 from .step import StepContext
 from .steps import CleanupStaging, FileMove, MoveFiles, PublishManifest, WriteCommit, WriteOffsets, WriteSources
@@ -76,6 +81,10 @@ class CommitterOptions:
     build_manifest_index: bool = True
     prepare_compactions: bool = True
     worker_moves_from: int = 5_000  # move lists this long run on the workers (when a sink gives them)
+    #: ``format="delta"``: every batch is also one Delta commit (``commit.delta_step``); None: no Delta log
+    delta: DeltaSettings | None = None
+    #: False: the manifest is kept under ``_seo/manifest``, out of Spark's file-source readers' sight
+    spark_manifest: bool = True
 
 
 @dataclass(frozen=True)
@@ -131,6 +140,7 @@ class TableCommitter:
             manifest_retention_ms=options.manifest_retention_ms,
             sources_retention_ms=options.sources_retention_ms,
             kind=self.KIND,
+            manifest_dir=SPARK_MANIFEST_DIR if options.spark_manifest else PRIVATE_MANIFEST_DIR,
         )
         self.wal = CommitSequenceStore(storage)
         self.lease = Lease(storage, timeout_ms=options.lease_timeout_ms, description=options.description)
@@ -144,6 +154,8 @@ class TableCommitter:
         self.janitor = Janitor(storage)
         #: set by a sink: runs a function over chunks of a list on the cluster (see StepContext)
         self.distribute = None
+        #: Delta logs by table (None: this table), kept across batches (``StepContext.delta_targets``)
+        self.delta_targets: dict[str | None, DeltaTarget] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -169,6 +181,7 @@ class TableCommitter:
             epoch=self.lease.epoch,
             distribute=self.distribute,
             distribute_from=self.options.worker_moves_from,
+            delta_targets=self.delta_targets,
         )
 
     def open(self) -> RecoveryReport:
@@ -199,6 +212,7 @@ class TableCommitter:
                 for log_ in (self.logs.offsets, self.logs.commits, self.logs.sources):
                     log_.write_empty_baseline(self.identity.first_batch_id - 1)
             check_logs_consistent(self.logs, self.latest_batch_id, self.identity.first_batch_id)
+            self._check_delta()
             latest_records = self.logs.commits.latest_per_query()
         except BaseException:
             # The table needs a person (the error says what to do): free it for `seo recover` at once.
@@ -228,7 +242,46 @@ class TableCommitter:
             partition_by=tuple(self.options.partition_by),
             first_batch_id=self.latest_batch_id + 1,
             writer_options=dict(self.options.writer_options),
+            delta=self.options.delta is not None,
+            spark_manifest=self.options.spark_manifest,
         )
+
+    @property
+    def delta(self) -> DeltaTarget | None:
+        """This table's Delta log (``format="delta"``, after ``open``); None otherwise."""
+        if self.identity is None or self.identity.delta_app_id is None or self.options.delta is None:
+            return None
+        target = self.delta_targets.get(None)
+        if target is None or target.app_id != self.identity.delta_app_id:
+            target = self.delta_targets[None] = DeltaTarget(self.storage, self.identity.delta_app_id, self.options.delta)
+        return target
+
+    def _check_delta(self) -> None:
+        """After recovery the Delta log holds exactly the manifest's batches (every batch whose
+        manifest entry is published had its Delta commit rolled forward)."""
+        target = self.delta
+        if target is None:
+            return
+        assert self.identity is not None
+        if self.identity.first_batch_id > 0:
+            raise ConfigError(
+                f"Table {self.storage.root_uri} was first written by Spark's own file sink (batches before "
+                f"{self.identity.first_batch_id} have no records of this library), so its Delta log would miss them. "
+                "Write format='delta' to a new table.",
+                table=self.storage.root_uri,
+                key="format",
+            )
+        applied = target.applied_batch()
+        applied = -1 if applied is None else applied
+        if applied != self.latest_batch_id:
+            raise DeltaTableError(
+                f"The Delta log {target.log_uri} holds batches up to {applied} of table {self.storage.root_uri}, but its "
+                f"manifest holds batches up to {self.latest_batch_id} and no commit is pending. Delta readers and "
+                "manifest readers would see different data. Restore the Delta log (or the manifest) from a backup; "
+                "`seo status` shows both.",
+                path=target.log_uri,
+                table=self.storage.root_uri,
+            )
 
     def _load_state(self, newest: CommitRecord | None) -> None:
         """Extra state from the newest commit record (a group's datasets); nothing for a table."""
@@ -352,10 +405,15 @@ class TableCommitter:
         t_plan = time.perf_counter()
         m = attempt.batch_id
         entries = [ManifestEntry.for_file(self.storage.uri(f.final), size=f.size, modification_time=f.mtime_ms) for f in files]
+        delta_step = self._delta_step(attempt, files, schema)
+        if delta_step is not None and m == 0:
+            entries = self._adopted_entries() + entries
         steps: list = []
         if attempt.mode == "rename":
             steps.append(MoveFiles(moves=[FileMove(f.staged or "", f.final, f.size) for f in files]))
         steps.append(PublishManifest(batch_id=m, entries=entries))
+        if delta_step is not None:
+            steps.append(delta_step)
         steps.append(offsets_step(attempt, m))
         steps.append(sources_step(m, input_files))
         now_ms = int(time.time() * 1000)
@@ -380,6 +438,32 @@ class TableCommitter:
         if self.options.build_manifest_index and is_compaction_batch(m, self.logs.manifest.interval):
             self.janitor.submit_latest("index", lambda: index_compact(self.logs, m))
         return self._committed_batch(attempt, record, input_files, ctx)
+
+    def _delta_step(self, attempt: BatchAttempt, files: Sequence[StagedFile], schema: str | None) -> CommitDelta | None:
+        """The batch's Delta commit, after checking (before any claim) that the table takes it."""
+        target = self.delta
+        if target is None:
+            return None
+        t0 = time.perf_counter()
+        target.check_batch(schema, self.options.partition_by)
+        attempt.timings["deltaCheck"] = _ms(t0)
+        return CommitDelta(
+            batch_id=attempt.batch_id,
+            app_id=target.app_id,
+            files=[DeltaFile(f.final, f.size, f.mtime_ms) for f in files],
+            partition_by=tuple(self.options.partition_by),
+            schema=schema,
+            settings=target.settings,
+            info={"queryId": attempt.query_id, "sparkBatchId": str(attempt.spark_batch_id)},
+        )
+
+    def _adopted_entries(self) -> list[ManifestEntry]:
+        """Manifest batch 0 of a table adopted from an existing Delta table: its files too, so that
+        ``_spark_metadata`` readers see the same rows as Delta readers (``spark_manifest`` only)."""
+        target = self.delta
+        if target is None or not self.options.spark_manifest:
+            return []
+        return [ManifestEntry.for_file(self.storage.uri(f.path), size=f.size, modification_time=f.mtime_ms) for f in target.live_files()]
 
     def _record(self, attempt: BatchAttempt, batch_id: int, *, files: Sequence[StagedFile], num_rows: int | None, now_ms: int, **extra: Any) -> CommitRecord:
         """The commit record of ``files`` as batch ``batch_id`` of this attempt."""

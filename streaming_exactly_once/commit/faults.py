@@ -3,8 +3,11 @@
 A boundary is a point between two effects of the commit protocol::
 
     before-stage  after-stage  after-intent  before-wal  after-wal  mid-move  after-move
-    after-manifest  after-sources  after-commit  after-cleanup  after-wal-delete
+    after-manifest  after-delta  after-sources  after-commit  after-cleanup  after-wal-delete
     mid-members  after-members          (dataset groups: between and after the tables' publishes)
+
+``after-manifest`` is also the instant before a ``format="delta"`` table's Delta commit
+(``commit.delta_step``), ``after-delta`` the one after it.
 
 ``crash_at`` kills this very process with SIGKILL there (no cleanup, no finally blocks: what a
 power cut or an OOM kill does); ``fail_at`` raises ``InjectedFailure`` (what an exception from
@@ -36,6 +39,7 @@ BOUNDARIES = (
     "mid-move",
     "after-move",
     "after-manifest",
+    "after-delta",
     "after-sources",
     "after-commit",
     "after-cleanup",
@@ -46,6 +50,8 @@ BOUNDARIES = (
 #: Boundaries only a dataset group's commit reaches, and those only a single table's reaches.
 GROUP_ONLY = ("mid-members", "after-members")
 TABLE_ONLY = ("after-manifest",)
+#: Boundaries only a commit with a Delta step reaches (``format="delta"``).
+DELTA_ONLY = ("after-delta",)
 
 _SPEC = re.compile(r"^(?P<name>[a-z-]+)(?:@(?P<nth>\d+))?(?:\+(?P<ms>\d+)ms)?$")
 

@@ -17,6 +17,7 @@ batch gets no batch). The commit of group batch ``G``::
     WAL _seo/wal/G (create-if-absent: the claim)
       [move]     staged files -> <table>/<k=v>/part-...       (parallel)
       [members]  per table: _spark_metadata/m, _seo/commits/m (parallel across tables)
+      [delta]    per format="delta" table: one Delta commit with (table's app id, m)
       [offsets]  _seo/offsets/G
       [sources]  _seo/sources/G
       [commit]   _seo/commits/G  with the state of every table   <- the group batch is done
@@ -36,7 +37,9 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..checkpoint.reader import InputFile
-from ..errors import LogCorruptError
+from ..delta.files import DeltaFile
+from ..delta.target import DeltaSettings, DeltaTarget
+from ..errors import DeltaTableError, LogCorruptError
 from ..log.compaction import is_compaction_batch
 from ..manifest.entry import ManifestEntry
 from ..storage.base import Storage
@@ -45,6 +48,7 @@ from ..table.group_state import QUARANTINE_KEY, TableBatch, advance, advance_sou
 from ..table.identity import TableIdentity, ensure_identity, note_root
 from ..table.table_logs import TableLogs
 from .committer import BatchAttempt, CommitResult, StagedFile, TableCommitter, index_compact, offsets_step, sources_step
+from .delta_step import CommitDelta
 from .recovery import RecoveryReport, recover
 from .sequence import CommitSequence
 from .step import StepContext
@@ -69,6 +73,7 @@ class MemberBatch:
     #: "committed"; "rejected" (``table`` is then the quarantine table the batch went to);
     #: "quarantined" (a quarantine-rows table standing in for a dataset none of whose rows passed)
     status: str = "committed"
+    #: ``format="delta"`` tables: the files are Parquet and the batch is also one Delta commit
     dataset: str | None = None  # the dataset the state entry is about (defaults to ``table``)
     checks: list[dict[str, Any]] = field(default_factory=list)
     quarantined_rows: int = 0
@@ -79,7 +84,7 @@ class _Member:
     logs: TableLogs
     latest: int
     table_rows: int
-    identity_checked: bool = False
+    identity: TableIdentity | None = None  # checked once per process, at the table's first batch
 
 
 class GroupCommitter(TableCommitter):
@@ -169,23 +174,58 @@ class GroupCommitter(TableCommitter):
             return int(self.state.get(QUARANTINE_KEY, {}).get(table, -1))
         return int(self.state.get(table, {}).get("batchId", -1))
 
-    def _member_identity(self, mb: MemberBatch) -> None:
+    def _member_identity(self, mb: MemberBatch) -> TableIdentity:
         member = self._members[mb.table]
-        if member.identity_checked:
-            return
+        if member.identity is not None:
+            return member.identity
         depth = mb.table.count("/") + 1
         child = self.storage.child(mb.table)
+        is_delta = mb.format == "delta"
         identity = ensure_identity(
             child,
             compact_interval=self.options.compact_interval,
-            format=mb.format,
+            format="parquet" if is_delta else mb.format,
             partition_by=tuple(mb.partition_by),
             writer_options=dict(mb.writer_options),
             kind="member",
             group="/".join([".."] * depth),
+            delta=is_delta,
         )
-        note_root(child, identity)
-        member.identity_checked = True
+        identity = note_root(child, identity)
+        if is_delta:
+            applied = self._delta_target(mb.table, identity).applied_batch()
+            if (-1 if applied is None else applied) != member.latest:
+                raise DeltaTableError(
+                    f"The Delta log of table {child.root_uri} holds batches up to {applied}, but its manifest holds "
+                    f"batches up to {member.latest} and no commit is pending: Delta readers and manifest readers would "
+                    "see different data. Restore the Delta log (or the manifest) from a backup.",
+                    table=child.root_uri,
+                )
+        member.identity = identity
+        return identity
+
+    def _delta_target(self, table: str, identity: TableIdentity) -> DeltaTarget:
+        assert identity.delta_app_id is not None
+        target = self.delta_targets.get(table)
+        if target is None or target.app_id != identity.delta_app_id:
+            target = DeltaTarget(self.storage.child(table), identity.delta_app_id, self.options.delta or DeltaSettings())
+            self.delta_targets[table] = target
+        return target
+
+    def _delta_member_step(self, attempt: BatchAttempt, mb: MemberBatch, identity: TableIdentity, batch_id: int) -> CommitDelta:
+        """A Delta table's batch: checked against the table before the claim, committed after the members."""
+        target = self._delta_target(mb.table, identity)
+        target.check_batch(mb.schema, mb.partition_by)
+        return CommitDelta(
+            batch_id=batch_id,
+            app_id=target.app_id,
+            files=[DeltaFile(f.final, f.size, f.mtime_ms) for f in mb.files],
+            partition_by=tuple(mb.partition_by),
+            schema=mb.schema,
+            table=mb.table,
+            settings=target.settings,
+            info={"queryId": attempt.query_id, "sparkBatchId": str(attempt.spark_batch_id), "groupBatchId": str(attempt.batch_id)},
+        )
 
     # -- protocol ------------------------------------------------------------------------------
 
@@ -209,13 +249,16 @@ class GroupCommitter(TableCommitter):
         now_ms = int(time.time() * 1000)
         moves: list[FileMove] = []
         publishes: list[MemberPublish] = []
+        delta_steps: list[CommitDelta] = []
         table_batches: list[TableBatch] = []
         datasets, quarantine_latest = split_state(self.state)
         for mb in members:
             member = self._checked_member(mb.table)
-            self._member_identity(mb)
+            identity = self._member_identity(mb)
             child = self.storage.child(mb.table)
             m = member.latest + 1
+            if identity.is_delta:
+                delta_steps.append(self._delta_member_step(attempt, mb, identity, m))
             num_rows = mb.rows
             entries = [ManifestEntry.for_file(child.uri(f.final), size=f.size, modification_time=f.mtime_ms) for f in mb.files]
             moves += [FileMove(f.staged or "", f"{mb.table}/{f.final}", f.size) for f in mb.files]
@@ -259,6 +302,7 @@ class GroupCommitter(TableCommitter):
         steps: list = [
             MoveFiles(moves=moves),
             PublishMembers(members=publishes),
+            *delta_steps,
             offsets_step(attempt, g),
             sources_step(g, input_files),
             WriteCommit(record=group_record),

@@ -227,7 +227,14 @@ def recover(
         if epoch is None or epoch < ctx.epoch:
             fence("decide")
             if decide(storage, batch_id, attempt, ABORT, epoch=ctx.epoch) == COMMIT:
-                continue  # being rolled forward by whoever judged it
+                if batch_id <= latest_id:
+                    # judged 'commit' and its WAL entry gone before the WAL was listed: the
+                    # roll-forward finished and died before deleting the staging leftovers
+                    # (between ``wal.delete`` and ``delete_tree`` above). Only those remain;
+                    # the data is published - never ``abort_attempt`` it.
+                    fence("abort")
+                    storage.delete_tree(entry.path)
+                continue  # otherwise being rolled forward by whoever judged it
         fence("abort")
         report.deleted_data_files += abort_attempt(storage, entry.path)
         report.aborted_attempts.append(entry.name)

@@ -17,13 +17,26 @@ whether a claim may still roll forward, see ``commit.recovery``); each further l
 whose ``verify()`` says they are done and executes the rest, retrying a failing step a bounded
 number of times.
 
+A ``format="delta"`` table's entry has a ``delta`` step right after ``manifest``
+(``commit.delta_step`` shows its line) and is written as ``v4``::
+
+    v4
+    {"batchId":12,...}
+    {"kind":"move",...}
+    {"kind":"manifest",...}
+    {"kind":"delta","batchId":12,"appId":"streaming-exactly-once:5b0c...","partitionBy":["day"],"schema":"...","files":[...],...}
+    {"kind":"offsets",...}
+    ...
+
 Versions: ``v1`` entries (before the ``offsets`` step existed; the offsets record was written
 before staging) and ``v2`` entries (before attempt verdicts) are still read and rolled forward.
-``v3`` is written now. Its bytes are those of ``v2``; the bump is for older releases: they know
-nothing of ``_seo/verdicts`` and would roll forward a late claim whose data a recovery of this
-release aborted (publishing missing files), so they must refuse the entry with "upgrade"
-instead. A step kind this release does not know means a newer release wrote the entry; that is
-refused the same way.
+``v3`` is written for every entry without a ``delta`` step. Its bytes are those of ``v2``; the
+bump is for older releases: they know nothing of ``_seo/verdicts`` and would roll forward a late
+claim whose data a recovery of this release aborted (publishing missing files), so they must
+refuse the entry with "upgrade" instead. ``v4`` is written only for entries with a ``delta``
+step, which a release without Delta support refuses the same way - it must never finish such a
+batch without its Delta commit. A step kind this release does not know means a newer release
+wrote the entry; that is refused the same way.
 """
 
 from __future__ import annotations
@@ -37,7 +50,9 @@ from ..log.codec import RecordError, field
 from ..log.version import encode_file, encode_line, parse_body
 from .step import REGISTRY, CommitStep, StepContext
 
-VERSION = 3
+VERSION = 4  # newest version read; ``to_bytes`` writes the oldest one that can say the entry
+#: Step kinds that need a reader of at least this version (entries without them are ``v3``).
+KIND_VERSIONS = {"delta": 4}
 HINT = (
     "A WAL entry is the only record of an in-flight commit. If its manifest batch does not exist yet "
     "the batch was never visible: `seo recover <table> --discard-wal M` removes the entry and its "
@@ -72,8 +87,12 @@ class CommitSequence:
             "createdMs": self.created_ms,
         }
 
+    @property
+    def file_version(self) -> int:
+        return max([3] + [KIND_VERSIONS.get(s.kind, 3) for s in self.steps])
+
     def to_bytes(self) -> bytes:
-        return encode_file(VERSION, [encode_line(self.header())] + [encode_line(s.to_json()) for s in self.steps])
+        return encode_file(self.file_version, [encode_line(self.header())] + [encode_line(s.to_json()) for s in self.steps])
 
     @classmethod
     def from_bytes(cls, data: bytes, *, path: str, batch_id: int | None) -> "CommitSequence":
@@ -152,3 +171,7 @@ class CommitSequence:
                         step=step.kind,
                     ) from exc
                 sleep(backoff_s * (2 ** (attempt - 1)))
+
+
+# Every step kind a WAL entry may hold is registered before any entry is read.
+from . import delta_step, steps  # noqa: E402,F401

@@ -35,6 +35,11 @@ class StepContext:
     #: provides it from the SparkContext); used for very large move lists. None: driver threads.
     distribute: Callable[[Callable[[Storage, list], None], list], None] | None = None
     distribute_from: int = 5_000  # moves from which ``distribute`` is used
+    #: Delta logs of the table (key None) or of a group's tables (key: path under the root), kept
+    #: across batches by the committer so that each commit reads only the log's new versions.
+    delta_targets: dict[str | None, Any] = dc_field(default_factory=dict)
+    #: What steps learn while running that a later step records (e.g. ``deltaVersion``).
+    notes: dict[str, Any] = dc_field(default_factory=dict)
 
 
 class CommitStep(ABC):

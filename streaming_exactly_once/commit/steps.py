@@ -7,6 +7,9 @@ kind                    effect (and how ``verify`` knows it is done)
                         staged size); ``rename`` mode only
 ``manifest``            ``_spark_metadata/M[.compact]`` written - **the visibility point**
                         (the file exists and holds this batch's entries)
+``delta``               ``format="delta"``: one Delta commit with the batch's files and the
+                        transaction (app id, M) - Delta readers' visibility point (the log's
+                        transaction version is >= M); ``commit.delta_step``
 ``offsets``             ``_seo/offsets/M`` written: the query, Spark batch and source offsets of
                         M (the file exists). Written after the manifest: nothing needs it
                         before the batch is visible, and a writer that loses an attempt never
@@ -267,6 +270,7 @@ class WriteCommit(CommitStep):
             self.record,
             step_ms={**self.record.step_ms, **ctx.timings},
             committed_by_epoch=ctx.epoch if ctx.epoch is not None else self.record.epoch,
+            delta_version=self.record.delta_version if self.record.delta_version is not None else ctx.notes.get("deltaVersion"),
         )
         try:
             ctx.logs.commits.add(record.batch_id, [record])

@@ -43,9 +43,9 @@ from typing import Iterable, Iterator
 from ..commit.lease import Lease, read_lease_state
 from ..commit.attempt_verdict import ABORT, COMMIT, decide
 from ..commit.recovery import INTENTS_SUBDIR, abort_attempt
-from ..errors import ConcurrentWriterError, GcRefusedError, IdentityError, LogError, MissingBatchError, ReaderError
+from ..errors import ConcurrentWriterError, DeltaTableError, GcRefusedError, IdentityError, LogError, MissingBatchError, ReaderError
 from ..manifest.manifest_index import delete_stale_indexes
-from ..manifest.manifest_log import ManifestLog
+from ..table.table_logs import open_manifest
 from ..readers.manifest_checks import check_complete
 from ..storage.base import Storage
 from ..table.identity import TableIdentity, read_identity
@@ -96,7 +96,7 @@ def collect_garbage(
             pending = pending_commits(owner)  # before any manifest: see the module docstring
             report.pending_batches = list(pending.batches)
             plans, staging = _plan(owner, member, identity, pending, cutoff, report)
-        except (LogError, ReaderError, IdentityError) as exc:
+        except (LogError, ReaderError, IdentityError, DeltaTableError) as exc:
             raise GcRefusedError(
                 f"seo gc deleted nothing in {storage.root_uri}: {exc}",
                 table=storage.root_uri,
@@ -121,7 +121,7 @@ def collect_garbage(
             report.staging.append(owner.uri(path))
         if lease is not None:
             for plan in plans:
-                delete_stale_indexes(plan.storage, ManifestLog(plan.storage))
+                delete_stale_indexes(plan.storage, open_manifest(plan.storage, read_identity(plan.storage)))
     return report
 
 
@@ -196,7 +196,7 @@ def _plan_table(
 ) -> _Plan:
     """``expected``: the batch a group's state says this table is at (its manifest must get there)."""
     identity = read_identity(storage)
-    manifest = ManifestLog(storage, default_interval=identity.compact_interval if identity is not None else 10)
+    manifest = open_manifest(storage, identity)
     ids = check_complete(storage, identity, manifest)
     latest = ids[-1] if ids else -1
     if expected is not None and latest < expected:

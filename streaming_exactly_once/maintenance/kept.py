@@ -1,11 +1,12 @@
-"""The files of a table that are not garbage: named by a retained manifest file or by a pending
-commit. ``gc`` deletes files outside this set (strictly: anything it cannot place is an error);
+"""The files of a table that are not garbage: named by a retained manifest file, by a pending
+commit or - on a ``format="delta"`` table - by a retained Delta version. ``gc`` deletes files outside this set (strictly: anything it cannot place is an error);
 ``verify`` calls them orphans (leniently: it reports problems, it does not delete).
 """
 
 from __future__ import annotations
 
-from ..errors import GcRefusedError
+from ..delta.target import DeltaTarget
+from ..errors import DeltaTableError, GcRefusedError
 from ..manifest.manifest_log import ManifestLog
 from ..readers.retained import retained_files
 from ..readers.table_roots import relative_path, table_roots
@@ -29,6 +30,13 @@ def kept_files(
     commit naming a file under none of its roots, raises instead of being left out."""
     keep = retained_files(storage, identity, manifest, batch_ids, allow_outside_root=not strict)
     keep |= pending.files_under(table)
+    if identity is not None and identity.is_delta:
+        try:
+            keep |= delta_files(storage, identity)
+        except DeltaTableError:
+            if strict:
+                raise  # gc: refuse; verify reports the Delta log on its own
+
     roots = table_roots(storage, identity)
     for batch_id, uri in pending.entries.get(table, []):
         rel = relative_path(roots, uri)
@@ -42,3 +50,12 @@ def kept_files(
                 batch_id=batch_id,
             )
     return keep
+
+
+def delta_files(storage: Storage, identity: TableIdentity) -> set[str]:
+    """Files a retained version of the table's Delta log can read: the latest version's and every
+    file a ``remove`` still names (a Delta reader may time-travel to before the remove; Delta's own
+    ``VACUUM`` decides when such files may go). A Delta log that does not load raises: gc must not
+    guess which files Delta readers need."""
+    assert identity.delta_app_id is not None
+    return DeltaTarget(storage, identity.delta_app_id).referenced_files()

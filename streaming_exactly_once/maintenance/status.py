@@ -34,6 +34,10 @@ def table_status(storage: Storage) -> dict[str, Any]:
         out["createdMs"] = identity.created_ms
         if identity.root_uri != storage.root_uri:
             out["writtenAt"] = identity.root_uri
+        if not identity.spark_manifest:
+            out["manifest"] = identity.manifest_dir
+        if identity.is_delta:
+            out["delta"] = delta_status(storage, identity)
     else:
         out["writer"] = "Spark file sink (no _seo/ metadata)"
     try:
@@ -64,6 +68,16 @@ def table_status(storage: Storage) -> dict[str, Any]:
         out["group"] = identity.group
     _writer_and_pending(storage, out)
     return out
+
+
+def delta_status(storage: Storage, identity) -> dict[str, Any]:
+    """The Delta log next to the manifest: its version, and the newest batch it holds (our txn)."""
+    from ..delta.target import DeltaTarget
+
+    try:
+        return DeltaTarget(storage, identity.delta_app_id).status()
+    except ExactlyOnceError as exc:
+        return {"appId": identity.delta_app_id, "error": str(exc)}
 
 
 def group_status(storage: Storage) -> dict[str, Any]:

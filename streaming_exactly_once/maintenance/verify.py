@@ -19,13 +19,13 @@ from typing import Any
 
 from ..commit.wal import CommitSequenceStore
 from ..errors import ExactlyOnceError
-from ..manifest.manifest_log import ManifestLog
+
 from ..readers.file_checks import inspect_files
 from ..readers.visibility import committed_files
 from ..storage.base import Storage
 from ..table.identity import read_identity
 from ..table.layout import STAGING_DIR, is_hidden
-from ..table.table_logs import TableLogs
+from ..table.table_logs import TableLogs, open_manifest
 from .group_tables import group_of, group_tables
 from .kept import kept_files
 from .pending import PendingCommits, pending_commits
@@ -83,7 +83,7 @@ def referenced_relative_paths(storage: Storage, pending: PendingCommits | None =
     or by a pending commit (``pending``, for the table at ``table`` in the pending commits' root),
     relative to the table root. Entries outside the table are no file of it and are left out."""
     identity = read_identity(storage)
-    manifest = ManifestLog(storage, default_interval=identity.compact_interval if identity else 10)
+    manifest = open_manifest(storage, identity)
     return kept_files(storage, identity, manifest, manifest.list_batch_ids(), pending or PendingCommits(), table, strict=False)
 
 
@@ -132,7 +132,7 @@ def verify_table(
     try:
         current = committed_files(storage.root_uri, storage_options=storage.options(), allow_outside_root=True)
     except ExactlyOnceError as exc:
-        report.add("error", "manifest-unreadable", storage.uri("_spark_metadata"), str(exc))
+        report.add("error", "manifest-unreadable", logs.manifest.uri(), str(exc))
         return report
     report.files = len(current)
     report.bytes = current.total_bytes
@@ -142,6 +142,8 @@ def verify_table(
         report.add("error", kind, uri, f"listed in the manifest but {problem}")
     for uri, target in problems.escapes:
         report.add("error", "symlink-outside-root", uri, f"a symbolic link to {target}, outside the table root; readers refuse it")
+    if identity is not None and identity.is_delta:
+        _check_delta(storage, identity, latest, current, report)
     if identity is None or identity.kind != "member":
         _check_leftovers(storage, report)
     if check_orphans:
@@ -156,13 +158,44 @@ def verify_table(
         try:
             referenced = referenced_relative_paths(storage, pending, table)
         except ExactlyOnceError as exc:
-            report.add("error", "manifest-unreadable", storage.uri("_spark_metadata"), str(exc))
+            report.add("error", "manifest-unreadable", logs.manifest.uri(), str(exc))
             return report
         for info in storage.walk_files():
             if is_hidden(info.path) or info.path in referenced or info.path.startswith(skip):
                 continue
             report.add("warning", "orphan", storage.uri(info.path), f"{info.size} bytes in no retained manifest entry; `seo gc` deletes it")
     return report
+
+
+def _check_delta(storage: Storage, identity, latest: int | None, current, report: VerifyReport) -> None:
+    """A ``format="delta"`` table: the Delta log holds the manifest's batches and the same files."""
+    from ..delta.target import DeltaTarget
+
+    target = DeltaTarget(storage, identity.delta_app_id)
+    try:
+        applied = target.applied_batch()
+        live = {f.path for f in target.live_files()}
+    except ExactlyOnceError as exc:
+        report.add("error", "delta-unreadable", target.log_uri, str(exc))
+        return
+    applied = -1 if applied is None else applied
+    latest = -1 if latest is None else latest
+    if applied < latest:
+        pending = CommitSequenceStore(storage).pending()
+        if any(applied < b <= latest for b in pending):
+            report.add("warning", "delta-pending", target.log_uri, f"batches {applied + 1}..{latest} are pending in the WAL; the next start (or `seo recover`) commits them to Delta")
+        else:
+            report.add("error", "delta-behind", target.log_uri, f"holds batches up to {applied}, the manifest up to {latest}: Delta readers miss data")
+    elif applied > latest:
+        report.add("error", "delta-ahead", target.log_uri, f"holds batches up to {applied}, the manifest only up to {latest}")
+    manifest_files = set(current.relative)
+    if applied == latest and live != manifest_files:
+        only_delta, only_manifest = len(live - manifest_files), len(manifest_files - live)
+        report.add(
+            "warning", "delta-diverged", target.log_uri,
+            f"{only_delta} file(s) only in the Delta table, {only_manifest} only in the manifest: another Delta writer "
+            "changed the table; Delta readers and _spark_metadata readers see different rows",
+        )
 
 
 def _pending(storage: Storage, report: VerifyReport) -> PendingCommits:

@@ -5,6 +5,7 @@
     read.spark(spark, "file:///data/events", as_of=120)
     read.arrow(...), read.pandas(...), read.polars(...), read.duckdb(..., con)
     read.batches(...)                                # history: rows, files, commit time per batch
+    read.delta_version(path, as_of=120)              # format="delta": the Delta version of batch 120
 
 Importing this module needs neither pyspark nor pyarrow; each reader says which extra to
 install when its engine is missing.
@@ -15,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .history import BatchInfo, batches
-from .visibility import CommittedFiles, committed_files
+from .visibility import CommittedFiles, committed_files, delta_version
 
 
 def files(path: str, *, as_of: int | None = None, storage_options: Mapping[str, Any] | None = None, allow_outside_root: bool = False, verify: bool = False) -> list[str]:
@@ -59,4 +60,7 @@ def duckdb(path: str, con: Any = None, **kwargs: Any):
     return _duckdb(path, con, **kwargs)
 
 
-__all__ = ["BatchInfo", "CommittedFiles", "arrow", "batches", "committed_files", "dataset", "duckdb", "files", "pandas", "polars", "spark"]
+__all__ = [
+    "BatchInfo", "CommittedFiles", "arrow", "batches", "committed_files", "dataset", "delta_version", "duckdb", "files",
+    "pandas", "polars", "spark",
+]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..log.compaction import all_valid_batches
-from ..manifest.manifest_log import ManifestLog
+from ..table.table_logs import open_manifest
 from ..table.commits_log import CommitsLog
 from .visibility import locate
 from ..table.identity import read_identity
@@ -34,7 +34,7 @@ def batches(path: str, *, storage_options: Mapping[str, Any] | None = None) -> l
     storage = location.storage
     identity = read_identity(storage)
     interval = identity.compact_interval if identity else 10
-    manifest = ManifestLog(storage, default_interval=interval)
+    manifest = open_manifest(storage, identity)
     ids = manifest.list_batch_ids()
     if not ids:
         return []

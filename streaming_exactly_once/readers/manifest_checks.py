@@ -16,7 +16,6 @@ file, so a commit landing between the two listings cannot make a healthy table l
 from __future__ import annotations
 
 from ..errors import MissingBatchError
-from ..manifest.manifest_log import DIRECTORY as MANIFEST_DIR
 from ..manifest.manifest_log import ManifestLog
 from ..storage.base import Storage
 from ..table.commits_log import CommitsLog
@@ -39,7 +38,7 @@ def _listed(storage: Storage, identity: TableIdentity | None, manifest: Manifest
     if committed is not None and (latest is None or committed > latest):
         first_missing = (latest if latest is not None else -1) + 1
         raise MissingBatchError(
-            directory=storage.uri(MANIFEST_DIR),
+            directory=manifest.uri(),
             missing=list(range(first_missing, min(committed, first_missing + 9) + 1)),
             context=f"the commits log records batches up to {committed}",
             hint=TRUNCATED_HINT,
@@ -58,7 +57,7 @@ def check_complete(storage: Storage, identity: TableIdentity | None, manifest: M
     ids, gaps = _listed(storage, identity, manifest)
     if gaps:
         raise MissingBatchError(
-            directory=storage.uri(MANIFEST_DIR),
+            directory=manifest.uri(),
             missing=gaps,
             context=f"the manifest has batch files {ids[0]}..{ids[-1]} with these in between missing",
             hint=TRUNCATED_HINT,

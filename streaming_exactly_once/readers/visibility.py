@@ -20,6 +20,10 @@ It also takes care of what Spark's own reader gets wrong or refuses:
   (``manifest_checks``), a missing or resized data file and, on a local disk, a data file that is
   a link out of the table (``file_checks``, with ``verify=True``) each raise their own error.
 * ``as_of`` must be a batch id of the table (``InvalidAsOfError`` otherwise).
+* **Delta tables** (``format="delta"``): the files are the manifest's - the same files as the
+  Delta version of the batch - and ``CommittedFiles.delta_version`` names that version, so an
+  engine reading the Delta log directly (``polars.read_delta(table, version=...)``,
+  ``DeltaTable(table, version=...)``) reads the same snapshot (``delta_version``).
 """
 
 from __future__ import annotations
@@ -30,15 +34,16 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..errors import InvalidAsOfError, TableNotFoundError, UnsafeReadError
+from ..errors import InvalidAsOfError, MissingDependencyError, TableNotFoundError, UnsafeReadError
+from ..manifest.manifest_log import DIRECTORIES as MANIFEST_DIRS
 from ..manifest.manifest_log import DIRECTORY as MANIFEST_DIR
-from ..manifest.manifest_log import ManifestLog
 from ..manifest.paths import parse_partition_dir
 from ..storage import open_storage
 from ..storage.base import Storage
 from ..table.commits_log import CommitsLog
 from ..table.identity import TableIdentity, read_identity
 from ..table.layout import TABLE_FILE
+from ..table.table_logs import open_manifest
 from .arrow_schema import schema_fields
 from .file_checks import absent_files, check_present
 from .manifest_checks import latest_batch
@@ -47,7 +52,7 @@ from .table_roots import infer_original_root, map_entries, table_roots
 
 log = logging.getLogger("streaming_exactly_once.readers")
 
-__all__ = ["CommittedFiles", "TableLocation", "absent_files", "check_present", "committed_files", "infer_original_root", "locate"]
+__all__ = ["CommittedFiles", "TableLocation", "absent_files", "check_present", "committed_files", "delta_version", "infer_original_root", "locate"]
 
 GLOB_CHARS = ("*", "?", "[", "{")
 
@@ -75,6 +80,9 @@ class CommittedFiles:
         self.outside: list[str] = []  # absolute URIs (allow_outside_root only)
         self.schema_json: str | None = None
         self.partition_columns: tuple[str, ...] = ()
+        #: Delta tables: the Delta version that is this snapshot (None: not a Delta table, or
+        #: the version is no longer in the Delta log)
+        self.delta_version: int | None = None
         self._columns: dict[str, Any] = {"relative": [], "sizes": [], "mtimes": []}
 
     def _set(self, relative: Any, sizes: Any, mtimes: Any) -> None:
@@ -160,7 +168,7 @@ def locate(path: str, storage_options: Mapping[str, Any] | None = None, *, allow
             "and reads orphaned and uncommitted files. Pass the table root or a partition directory instead."
         )
     storage = open_storage(path.rstrip("/"), storage_options)
-    if storage.exists(MANIFEST_DIR):
+    if _has_manifest(storage):
         return TableLocation(storage)
     parts: list[str] = []
     probe = storage.root_uri
@@ -170,7 +178,7 @@ def locate(path: str, storage_options: Mapping[str, Any] | None = None, *, allow
             break
         parts.insert(0, tail)
         candidate = open_storage(head, storage_options)
-        if candidate.exists(MANIFEST_DIR):
+        if _has_manifest(candidate):
             return TableLocation(candidate, "/".join(parts))
         probe = head
     identity = read_identity(storage) if storage.exists(TABLE_FILE) else None
@@ -186,6 +194,11 @@ def locate(path: str, storage_options: Mapping[str, Any] | None = None, *, allow
         f"{MANIFEST_DIR}/ manifest. Check the path (a table written by ExactlyOnceSink or Spark's file "
         "sink has one)."
     )
+
+
+def _has_manifest(storage: Storage) -> bool:
+    """``_spark_metadata``, or the private manifest of a table written with ``spark_manifest=False``."""
+    return any(storage.exists(d) for d in MANIFEST_DIRS)
 
 
 def check_as_of(as_of: Any) -> int | None:
@@ -219,7 +232,7 @@ def committed_files(
     location = locate(path, storage_options)
     storage = location.storage
     identity = read_identity(storage)
-    manifest = ManifestLog(storage, default_interval=identity.compact_interval if identity is not None else 10)
+    manifest = open_manifest(storage, identity)
     latest = latest_batch(storage, identity, manifest)
     if as_of is not None and (latest is None or as_of > latest):
         raise InvalidAsOfError(
@@ -241,6 +254,8 @@ def committed_files(
             )
             result._set(mapped.relative, mapped.sizes, mapped.mtimes)
             result.outside = mapped.outside
+    if identity is not None and identity.is_delta and snapshot is not None:
+        result.delta_version = _delta_version(storage, identity, snapshot, latest=as_of is None)
     schema, partitions = _schema_as_of(storage, identity, result.as_of)
     result.schema_json = schema
     first = result.sample()
@@ -248,6 +263,49 @@ def committed_files(
     if verify:
         check_present(result)
     return result
+
+
+def _delta_version(storage: Storage, identity: TableIdentity, batch_id: int, *, latest: bool) -> int | None:
+    """The Delta version of manifest batch ``batch_id`` (see ``delta_version``). For the latest
+    batch it is the one the commit record noted (no Delta log is read); for an older one it is
+    looked up in the Delta log. None if unknown: the Delta log no longer has it (log retention),
+    or ``deltalake`` is not installed - the manifest still reads the batch."""
+    from ..delta.target import DeltaTarget
+
+    record = CommitsLog(storage, interval=identity.compact_interval).record(batch_id)
+    hint = record.delta_version if record is not None else None
+    if latest:
+        return hint
+    try:
+        return DeltaTarget(storage, identity.delta_app_id or "").version_for_batch(batch_id, hint=hint)
+    except (InvalidAsOfError, MissingDependencyError) as exc:
+        log.warning("%s", exc)
+        return None
+
+
+def delta_version(
+    path: str, *, as_of: int | None = None, storage_options: Mapping[str, Any] | None = None
+) -> int:
+    """The Delta version of a ``format="delta"`` table that holds exactly manifest batch ``as_of``
+    (default: the latest batch) - what a Delta reader passes as ``version=`` to read the same rows."""
+    as_of = check_as_of(as_of)
+    storage = locate(path, storage_options).storage
+    identity = read_identity(storage)
+    if identity is None or not identity.is_delta:
+        raise TableNotFoundError(f"{storage.root_uri} is not a Delta table written by this library (format='delta').")
+    manifest = open_manifest(storage, identity)
+    latest = latest_batch(storage, identity, manifest)
+    batch = latest if as_of is None else as_of
+    if batch is None or (latest is not None and batch > latest):
+        raise InvalidAsOfError(f"as_of={as_of}: table {storage.root_uri} has no batch {batch}; its latest batch is {latest}.", as_of=as_of)
+    version = _delta_version(storage, identity, batch, latest=False)
+    if version is None:
+        raise InvalidAsOfError(
+            f"as_of={batch}: the Delta version of batch {batch} is no longer in {storage.uri('_delta_log')} (Delta log "
+            "retention); the manifest readers (read.arrow, read.spark, ...) still read it.",
+            as_of=batch,
+        )
+    return version
 
 
 def _schema_as_of(storage: Storage, identity: TableIdentity | None, as_of: int | None) -> tuple[str | None, tuple[str, ...]]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 from ..checkpoint.reader import InputFile
 from ..commit.committer import BatchAttempt, CommitResult, StagedFile
 from ..commit.group_committer import GroupCommitter, MemberBatch, tables_in
+from ..delta.target import DeltaSettings
 from ..errors import BatchRejectedError, ConfigError
 from ..table.group_state import QUARANTINE_BATCHES, QUARANTINE_ROWS, expected_by_dataset, source_partitions, split_state, starting_offsets
 from ..table.rejections import read_rejections, write_rejection
@@ -117,12 +118,27 @@ class DatasetSink(BatchSink):
                     f"DatasetSink writes {', '.join(DIRECT_FORMATS)}; output {output.name or '(datasets)'!r} asks for {fmt!r}",
                     key="format",
                 )
+        if not self.options.spark_manifest:
+            raise ConfigError(
+                "DatasetSink always publishes _spark_metadata in its tables; spark_manifest=False is an ExactlyOnceSink "
+                "option.",
+                key="spark_manifest",
+            )
         self.staging_mode = "rename"
         self.counters["rejected_tables"] = 0
         self.counters["quarantined_rows"] = 0
 
     def _make_committer(self) -> GroupCommitter:
-        return GroupCommitter(self.storage, self.options.committer_options(), faults=self.faults)
+        options = self.options.committer_options()
+        if any(self._format(o) == "delta" for o in self.outputs):  # settings of the outputs' Delta tables
+            options = replace(options, delta=DeltaSettings(
+                checkpoint_interval=self.options.delta_checkpoint_interval, log_retention_ms=self.options.delta_log_retention_ms,
+            ))
+        return GroupCommitter(self.storage, options, faults=self.faults)
+
+    def _format(self, output: Output) -> str:
+        """An output's format: ``delta`` tables hold Parquet files and a Delta log."""
+        return output.format or self.options.format
 
     # -- per batch -----------------------------------------------------------------------------
 
@@ -164,7 +180,7 @@ class DatasetSink(BatchSink):
                 marks = tuple(c for c in self.options.watermark_columns if c in out.columns)
                 fn = make_group_task_writer(
                     self.storage, attempt.staging_dir, output,
-                    format=output.format or self.options.format,
+                    format="parquet" if self._format(output) == "delta" else self._format(output),
                     partition_by=partition_by,
                     options={**self.options.writer_options, **dict(output.options or {})},
                     watermark_columns=marks,
@@ -223,7 +239,8 @@ class DatasetSink(BatchSink):
         prefix = QUARANTINE_ROWS + "/"
         quarantined = {t.table[len(prefix):]: t for t in tables.values() if t.kind == "quarantine"}
         for name, t in sorted(tables.items()):
-            fmt = t.output.format or self.options.format
+            fmt = self._format(t.output)
+            files_fmt = "parquet" if fmt == "delta" else fmt  # quarantine tables hold the files only
             options = {**self.options.writer_options, **dict(t.output.options or {})}
             dataset = name[len(prefix):] if t.kind == "quarantine" else name
             checks = output_checks[name]
@@ -241,7 +258,7 @@ class DatasetSink(BatchSink):
                 alone = dataset not in tables  # no row of the dataset passed: this stands in for it
                 members.append(
                     MemberBatch(
-                        table=name, files=t.files, rows=t.rows, format=fmt, writer_options=options, schema=t.schema,
+                        table=name, files=t.files, rows=t.rows, format=files_fmt, writer_options=options, schema=t.schema,
                         dataset=dataset if alone else None, status="quarantined",
                         checks=[r.to_json() for r in row_results] if alone else [],
                         quarantined_rows=t.rows if alone else 0,
@@ -262,7 +279,7 @@ class DatasetSink(BatchSink):
             )
             if failures:
                 rejected[name] = failures
-                mb.status, mb.dataset, mb.table = "rejected", name, f"{QUARANTINE_BATCHES}/{name}"
+                mb.status, mb.dataset, mb.table, mb.format = "rejected", name, f"{QUARANTINE_BATCHES}/{name}", files_fmt
                 log.warning("table %s: mandatory check(s) failed: %s", name, "; ".join(f"{r.name} ({r.detail})" for r in failures))
             members.append(mb)
         return members, rejected

@@ -41,7 +41,12 @@ class ExactlyOnceSink(BatchSink):
     Args:
         table: URI or path of the table directory (``file://``, plain path, ``s3://``/``s3a://``,
             ``az://``/``abfs[s]://``, ``gs://``, ``hdfs://`` or ``hadoop+file://``).
-        format: ``parquet`` (default), ``json``, ``csv``, ``orc``, ``text`` or ``avro``.
+        format: ``parquet`` (default), ``json``, ``csv``, ``orc``, ``text``, ``avro`` or ``delta``
+            (Parquet files, and each batch one Delta commit with the transaction (table, batch)).
+        spark_manifest: ``format="delta"`` only: also publish ``_spark_metadata`` (default True).
+        delta_checkpoint_interval, delta_log_retention: ``format="delta"`` only: Delta table
+            properties the first batch creates the table with (checkpoint every N versions,
+            default 10; how long Delta keeps its log, default Delta's 30 days).
         partition_by: partition columns (Hive-style ``k=v`` directories).
         options: Spark writer options (``compression``, ``header``, ...).
         staging_mode: ``rename`` or ``direct``; default by storage (rename on local disk).
@@ -74,7 +79,7 @@ class ExactlyOnceSink(BatchSink):
                 "(the default there).",
                 key="staging_mode",
             )
-        if self.staging_mode == "direct" and self.options.format not in ("parquet", "json", "csv"):
+        if self.staging_mode == "direct" and self.options.file_format not in ("parquet", "json", "csv"):
             raise ConfigError(
                 f"{self.storage.scheme}:// tables default to staging_mode='direct', which writes parquet, json "
                 f"and csv; for format={self.options.format!r} pass staging_mode='rename'.",
@@ -90,7 +95,7 @@ class ExactlyOnceSink(BatchSink):
             writer_cls = RenameWriter if self.staging_mode == "rename" else DirectWriter
             self._writer = writer_cls(
                 self.storage,
-                format=self.options.format,
+                format=self.options.file_format,
                 partition_by=self.options.partition_by,
                 options=dict(self.options.writer_options),
             )

@@ -2,6 +2,13 @@
 
 Every option is keyword-only on the sink; durations accept ``"30s"``, ``"10m"``, ``"500ms"``
 or seconds as a number.
+
+``format="delta"`` writes Parquet data files and makes each batch one Delta commit too
+(``commit.delta_step``); its options: ``spark_manifest`` (default true: keep publishing
+``_spark_metadata`` for Spark's file-source readers), ``delta_checkpoint_interval`` (a Delta
+checkpoint every N versions, default 10) and ``delta_log_retention`` (how long Delta keeps log
+entries, i.e. how far back Delta time travel reaches; default Delta's 30 days). The last two
+are table properties, set when the first batch creates the Delta table.
 """
 
 from __future__ import annotations
@@ -11,12 +18,15 @@ from typing import Any, Callable, ClassVar, Mapping
 
 from ..commit.committer import CommitterOptions
 from ..config import parse_choice, parse_duration_ms, parse_int
+from ..delta.target import DeltaSettings
 from ..errors import ConfigError
 from ..log.compaction import interval_is_spark_safe
 
-FORMATS = ("parquet", "json", "csv", "orc", "text", "avro")
+FORMATS = ("parquet", "json", "csv", "orc", "text", "avro", "delta")
 STAGING_MODES = ("rename", "direct")
-DIRECT_FORMATS = ("parquet", "json", "csv")
+DIRECT_FORMATS = ("parquet", "json", "csv", "delta")
+#: Options that mean something only with ``format="delta"``.
+DELTA_ONLY = ("spark_manifest", "delta_checkpoint_interval", "delta_log_retention_ms")
 
 
 @dataclass(frozen=True)
@@ -45,6 +55,10 @@ class SinkOptions:
     description: str = ""
     on_commit: Callable[[dict[str, Any]], None] | None = None
     progress_metrics: bool = True  # ``start`` observes rows and watermarks into query progress
+    # format="delta" only
+    spark_manifest: bool = True
+    delta_checkpoint_interval: int = 10
+    delta_log_retention_ms: int | None = None
     # dataset groups (DatasetSink) only
     dataset_column: str | None = None
     outputs: tuple[Any, ...] = ()  # sink.outputs.Output
@@ -64,12 +78,18 @@ class SinkOptions:
 
     @classmethod
     def build(cls, **kwargs: Any) -> "SinkOptions":
-        valid = set(cls.__dataclass_fields__) | {"cleanup_delay", "retention", "source_retention", "lease_timeout", "connect_handover_wait", "options"}
+        valid = set(cls.__dataclass_fields__) | {
+            "cleanup_delay", "retention", "source_retention", "lease_timeout", "connect_handover_wait", "options",
+            "delta_log_retention",
+        }
         unknown = sorted(set(kwargs) - valid)
         if unknown:
             raise ConfigError(
                 f"Unknown ExactlyOnceSink option(s) {', '.join(unknown)}. Valid options: "
-                + ", ".join(sorted(valid - {"writer_options", "cleanup_delay_ms", "retention_ms", "source_retention_ms", "lease_timeout_ms", "connect_handover_wait_ms"})),
+                + ", ".join(sorted(valid - {
+                    "writer_options", "cleanup_delay_ms", "retention_ms", "source_retention_ms", "lease_timeout_ms",
+                    "connect_handover_wait_ms", "delta_log_retention_ms",
+                })),
                 unknown=unknown,
             )
         values = dict(kwargs)
@@ -81,6 +101,7 @@ class SinkOptions:
             ("source_retention", "source_retention_ms"),
             ("lease_timeout", "lease_timeout_ms"),
             ("connect_handover_wait", "connect_handover_wait_ms"),
+            ("delta_log_retention", "delta_log_retention_ms"),
         ):
             if text_key in values:
                 raw = values.pop(text_key)
@@ -122,6 +143,7 @@ class SinkOptions:
                 "raise spark_reader_compact_interval if every reader sets that Spark conf.",
                 key="compact_interval",
             )
+        self._validate_delta()
         parse_int(self.min_batches_to_retain, key="min_batches_to_retain", minimum=1)
         parse_int(self.move_threads, key="move_threads", minimum=1, maximum=256)
         parse_int(self.worker_moves_from, key="worker_moves_from", minimum=1)
@@ -137,9 +159,34 @@ class SinkOptions:
         if self.on_commit is not None and not callable(self.on_commit):
             raise ConfigError("on_commit must be a callable taking one dict", key="on_commit")
 
+    def _validate_delta(self) -> None:
+        any_delta = self.format == "delta" or any(getattr(o, "format", None) == "delta" for o in self.outputs)
+        if not any_delta:
+            given = [k for k in DELTA_ONLY if getattr(self, k) != SinkOptions.__dataclass_fields__[k].default]
+            if given:
+                raise ConfigError(f"{given[0]} applies to format='delta' tables only; this sink writes format={self.format!r}", key=given[0])
+            return
+        if not isinstance(self.spark_manifest, bool):
+            raise ConfigError(f"spark_manifest must be true or false, got {self.spark_manifest!r}", key="spark_manifest")
+        parse_int(self.delta_checkpoint_interval, key="delta_checkpoint_interval", minimum=1)
+        if self.delta_log_retention_ms is not None and self.delta_log_retention_ms < 1000:
+            raise ConfigError(f"delta_log_retention must be at least 1s, got {self.delta_log_retention_ms} ms", key="delta_log_retention")
+
+    @property
+    def file_format(self) -> str:
+        """The format of the data files (a Delta table's files are Parquet)."""
+        return "parquet" if self.format == "delta" else self.format
+
+    def delta_settings(self) -> DeltaSettings | None:
+        if self.format != "delta":
+            return None
+        return DeltaSettings(checkpoint_interval=self.delta_checkpoint_interval, log_retention_ms=self.delta_log_retention_ms)
+
     def committer_options(self) -> CommitterOptions:
         return CommitterOptions(
-            format=self.format,
+            format=self.file_format,
+            delta=self.delta_settings(),
+            spark_manifest=self.spark_manifest,
             partition_by=self.partition_by,
             compact_interval=self.compact_interval,
             min_batches_to_retain=self.min_batches_to_retain,

@@ -6,6 +6,10 @@ all the idempotence check needs: Spark batch ids only grow within a query)::
     v1
     {"batchId":12,"queryId":"c578917c-...","sparkBatchId":40,"epoch":3,"attempt":"9f2c41d0","mode":"rename","numFiles":4,"numRows":20000,"numBytes":812345,"numSkippedRows":0,"commitTimeMs":1795313165400,"stepMs":{"stage":812.4,"wal":0.6,"move":1.9,"manifest":0.7},"watermarks":{"ts":{"min":"2024-01-01T00:00:00","max":"2024-01-01T00:09:59"}},"sourceFiles":1,"committedByEpoch":3,"tableRows":240000,"schema":"{\"type\":\"struct\",...}"}
 
+A ``format="delta"`` table's record also carries ``"deltaVersion"``: the Delta version that
+holds the batch (readers map ``as_of=M`` to it; absent when the commit was finished by a
+recovery that found the version already there - readers then search the Delta log).
+
 A dataset group's root record also carries ``"datasets"`` - for every table of the group, its
 latest batch, rows, watermarks and last checks, carried forward when a table is absent from a
 batch - and ``"sourcePartitions"`` (per source partition: low and high offset)::
@@ -58,6 +62,8 @@ class CommitRecord:
     datasets: dict[str, Any] | None = None
     #: dataset group root only: per source partition, {"low": previous end, "high": this end}
     source_partitions: dict[str, Any] | None = None
+    #: ``format="delta"``: the Delta version of this batch's commit, when the writer knew it
+    delta_version: int | None = None
 
 
 class CommitCodec:
@@ -89,6 +95,8 @@ class CommitCodec:
             out["datasets"] = r.datasets
         if r.source_partitions is not None:
             out["sourcePartitions"] = r.source_partitions
+        if r.delta_version is not None:
+            out["deltaVersion"] = r.delta_version
         return out
 
     def from_json(self, obj: dict[str, Any]) -> CommitRecord:
@@ -113,6 +121,7 @@ class CommitCodec:
             table_rows=field(obj, "tableRows", int, optional=True),
             datasets=field(obj, "datasets", dict, optional=True),
             source_partitions=field(obj, "sourcePartitions", dict, optional=True),
+            delta_version=field(obj, "deltaVersion", int, optional=True),
         )
 
 

@@ -27,6 +27,16 @@ Bytes::
   holder). Files without the field, and readers that ignore it, keep working::
 
     {"tableId":"5b0c...","rootUri":"file:///data/events",...,"writerOptions":{},"otherRootUris":["file:///mnt/disk1/events"]}
+
+* ``delta`` (absent = none): the table is also a Delta table (``format="delta"``): every batch
+  is one Delta commit carrying the application transaction ``(appId, batch id)``
+  (``delta.target``). ``sparkManifest`` (absent = true): false when the manifest is kept under
+  ``_seo/manifest`` instead of ``_spark_metadata`` (``manifest.manifest_log``). A table with
+  either is written as ``v2``, so that a release that knows neither refuses it ("written by a
+  newer release") instead of writing batches that would be missing from its Delta log::
+
+    v2
+    {"tableId":"5b0c...","rootUri":"file:///data/events",...,"format":"parquet",...,"delta":{"appId":"streaming-exactly-once:5b0c..."},"sparkManifest":false}
 """
 
 from __future__ import annotations
@@ -38,12 +48,15 @@ from typing import Any
 
 from ..errors import ConfigError, IdentityError
 from ..log.codec import RecordError, field
+from ..delta.target import app_id as delta_app_id
 from ..log.record_file import encode_record, read_record
+from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR
+from ..manifest.manifest_log import PRIVATE_DIRECTORY as PRIVATE_MANIFEST_DIR
 from ..manifest.paths import canonical_uri
 from ..storage.base import Storage
 from .layout import TABLE_FILE
 
-VERSION = 1
+VERSION = 2  # read up to; v1 is written unless the table uses ``delta`` or ``sparkManifest``
 HINT = (
     "The identity file is written once per table and changes only when a writer records a new root. "
     "Restore it from a backup, or delete it (the sink recreates it, with a new table id) if you are "
@@ -68,6 +81,23 @@ class TableIdentity:
     kind: str = "table"
     #: Every other root the table was written under (see the module docstring).
     other_root_uris: tuple[str, ...] = ()
+    #: Delta application id of a ``format="delta"`` table; None: no Delta log.
+    delta_app_id: str | None = None
+    #: Whether the manifest is ``_spark_metadata`` (Spark's file-source readers honour it).
+    spark_manifest: bool = True
+
+    @property
+    def is_delta(self) -> bool:
+        return self.delta_app_id is not None
+
+    @property
+    def manifest_dir(self) -> str:
+        return SPARK_MANIFEST_DIR if self.spark_manifest else PRIVATE_MANIFEST_DIR
+
+    @property
+    def file_version(self) -> int:
+        """The format version this identity is written in (see the module docstring)."""
+        return 2 if self.is_delta or not self.spark_manifest else 1
 
     @property
     def root_uris(self) -> tuple[str, ...]:
@@ -82,6 +112,10 @@ class TableIdentity:
             out["group"] = self.group
         if self.other_root_uris:
             out["otherRootUris"] = list(self.other_root_uris)
+        if self.delta_app_id is not None:
+            out["delta"] = {"appId": self.delta_app_id}
+        if not self.spark_manifest:
+            out["sparkManifest"] = False
         return out
 
     def _base_json(self) -> dict[str, Any]:
@@ -110,7 +144,14 @@ class TableIdentity:
             group=field(obj, "group", str, optional=True),
             kind=field(obj, "kind", str, optional=True, default="table"),
             other_root_uris=_strings(obj, "otherRootUris"),
+            delta_app_id=_delta_app_id(obj),
+            spark_manifest=field(obj, "sparkManifest", bool, optional=True, default=True),
         )
+
+
+def _delta_app_id(obj: dict[str, Any]) -> str | None:
+    delta = field(obj, "delta", dict, optional=True)
+    return None if delta is None else field(delta, "appId", str)
 
 
 def _strings(obj: dict[str, Any], name: str) -> tuple[str, ...]:
@@ -146,19 +187,21 @@ def note_root(storage: Storage, identity: TableIdentity) -> TableIdentity:
     if canonical_uri(storage.root_uri) in known:
         return current
     updated = replace(current, other_root_uris=(*current.other_root_uris, storage.root_uri))
-    storage.atomic_write(TABLE_FILE, encode_record(updated.to_json(), version=VERSION))
+    storage.atomic_write(TABLE_FILE, encode_record(updated.to_json(), version=updated.file_version))
     return updated
 
 
 def ensure_identity(
     storage: Storage, *, compact_interval: int, format: str, partition_by: tuple[str, ...], first_batch_id: int = 0,
     writer_options: dict[str, str] | None = None, kind: str = "table", group: str | None = None,
+    delta: bool = False, spark_manifest: bool = True,
 ) -> TableIdentity:
     """Read the identity, or create it (exclusively) for a new table; check it matches."""
     existing = read_identity(storage)
     if existing is None:
+        table_id = str(uuid.uuid4())
         identity = TableIdentity(
-            table_id=str(uuid.uuid4()),
+            table_id=table_id,
             root_uri=storage.root_uri,
             created_ms=int(time.time() * 1000),
             compact_interval=compact_interval,
@@ -168,9 +211,11 @@ def ensure_identity(
             writer_options=dict(writer_options or {}),
             kind=kind,
             group=group,
+            delta_app_id=delta_app_id(table_id) if delta else None,
+            spark_manifest=spark_manifest,
         )
         try:
-            storage.put_if_absent(TABLE_FILE, encode_record(identity.to_json(), version=VERSION))
+            storage.put_if_absent(TABLE_FILE, encode_record(identity.to_json(), version=identity.file_version))
         except FileExistsError:  # another writer created it first: use theirs
             existing = read_identity(storage)
         else:
@@ -190,7 +235,29 @@ def ensure_identity(
             f"format={format!r}. Use format={existing.format!r} or write to a new table.",
             table=storage.root_uri,
         )
+    if existing.is_delta != delta:
+        raise ConfigError(_delta_mismatch(storage.root_uri, existing), table=storage.root_uri, key="format")
+    if existing.spark_manifest != spark_manifest:
+        raise ConfigError(
+            f"Table {storage.root_uri} keeps its manifest in {existing.manifest_dir}/, but the sink was configured with "
+            f"spark_manifest={spark_manifest}. Where the manifest lives is fixed for the life of a table: configure "
+            f"spark_manifest={existing.spark_manifest}, or write to a new table.",
+            table=storage.root_uri,
+            key="spark_manifest",
+        )
     return existing
+
+
+def _delta_mismatch(root: str, existing: TableIdentity) -> str:
+    if existing.is_delta:
+        return (
+            f"Table {root} is a Delta table written by this library (its batches are Delta commits), but the sink was "
+            "configured without format='delta': its batches would be missing from the Delta log. Use format='delta'."
+        )
+    return (
+        f"Table {root} was written without a Delta log (format={existing.format!r}); a Delta log started now would "
+        "miss every earlier batch. Write format='delta' to a new table."
+    )
 
 
 def _kind_mismatch(root: str, existing: TableIdentity, wanted: str) -> str:

@@ -10,6 +10,7 @@ A child runs a small JSON *program* (``python -m tests.commit.processes PROGRAM`
 
     {"name": "A", "root": "/tmp/t", "group": ["t0", "t1"] | null,
      "options": {"lease_timeout_ms": 2000, "compact_interval": 3, ...},   # CommitterOptions
+     "delta": {"checkpoint_interval": 3} | null,   # format="delta" (DeltaSettings; group: every table)
      "steps": [{"do": "open"}, {"do": "commits", "query": Q, "count": 2, "base": 0}, ...]}
 
 Steps (each reports what happened as one JSON line on stdout, see ``Writer.events``):
@@ -187,6 +188,13 @@ def _emit(**event: Any) -> None:
     sys.stdout.flush()
 
 
+#: Spark schema JSON of the rows ``_parquet_bytes`` writes, with the partition column ``p``.
+SCHEMA_JSON = json.dumps({"type": "struct", "fields": [
+    {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+    {"name": "p", "type": "string", "nullable": True, "metadata": {}},
+]})
+
+
 def _parquet_bytes(rows: list[int]) -> bytes:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -218,7 +226,11 @@ class _Child:
         from streaming_exactly_once.commit.group_committer import GroupCommitter
         from streaming_exactly_once.storage import open_storage
 
+        from streaming_exactly_once.delta.target import DeltaSettings
+
         opts = {"heartbeat": True, "lease_timeout_ms": 2000, **self.p.get("options", {})}
+        if self.p.get("delta") is not None:
+            opts.update(delta=DeltaSettings(**self.p["delta"]), partition_by=("p",))
         cls = GroupCommitter if self.p.get("group") else TableCommitter
         self.c = cls(open_storage(self.p["root"]), CommitterOptions(**opts), faults=self.faults)
 
@@ -287,7 +299,11 @@ class _Child:
                 info = st.info(staged)
                 staged_files.append(StagedFile(final=final, size=info.size, mtime_ms=info.mtime_ms, staged=staged))
             if part:
-                members.append(MemberBatch(table=table, files=staged_files, rows=len(part), format="parquet"))
+                delta = self.p.get("delta") is not None
+                members.append(MemberBatch(
+                    table=table, files=staged_files, rows=len(part), format="delta" if delta else "parquet",
+                    partition_by=("p",) if delta else (), schema=SCHEMA_JSON if delta else None,
+                ))
         return members
 
     def _commit_staged(self, attempt, staged, inputs, num_rows):
@@ -295,7 +311,8 @@ class _Child:
         try:
             if self.p.get("group"):
                 return c.commit_group(attempt, staged, input_files=inputs)
-            return c.commit(attempt, staged, input_files=inputs, num_rows=num_rows)
+            schema = SCHEMA_JSON if self.p.get("delta") is not None else None
+            return c.commit(attempt, staged, input_files=inputs, num_rows=num_rows, schema=schema)
         except BaseException:
             c.abort(attempt)
             c.invalidate()

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from streaming_exactly_once.commit.faults import BOUNDARIES, GROUP_ONLY, InjectedFailure
+from streaming_exactly_once.commit.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY, InjectedFailure
 from streaming_exactly_once.commit.wal import CommitSequenceStore
 from streaming_exactly_once.errors import ConcurrentWriterError, WriterFencedError
 from streaming_exactly_once.table.layout import STAGING_DIR, WAL_DIR
@@ -48,7 +48,7 @@ def test_replayed_batch_is_skipped_even_after_restart(storage):
     assert visible_rows(storage) == rows_of(0) + [1000]
 
 
-@pytest.mark.parametrize("boundary", [b for b in BOUNDARIES if b not in ("before-stage", "after-stage", *GROUP_ONLY)])
+@pytest.mark.parametrize("boundary", [b for b in BOUNDARIES if b not in ("before-stage", "after-stage", *GROUP_ONLY, *DELTA_ONLY)])
 @pytest.mark.parametrize("mode", ["rename", "direct"])
 def test_failure_at_every_boundary_then_restart(local_storage, boundary, mode):
     if mode == "direct" and boundary in ("mid-move", "after-move"):
@@ -268,3 +268,31 @@ def test_a_changed_compact_interval_is_a_named_config_error(local_storage):
     with pytest.raises(ConfigError, match="created with compact_interval=3.*compact_interval=5"):
         make_committer(local_storage, compact_interval=5).open()
     assert visible_rows(local_storage) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("mode", ["rename", "direct"])
+def test_staging_left_by_a_finished_roll_forward_is_removed_at_the_next_start(local_storage, mode):
+    """Found by the Delta torture run (a kill 3 ms after the Delta step of a roll-forward): a
+    recovery judged a claim 'commit', completed it and deleted its WAL entry, and died before
+    deleting the staging directory. The next start must remove those leftovers (only them: the
+    batch's data is published) instead of skipping them forever as 'being rolled forward'."""
+    from streaming_exactly_once.maintenance.verify import verify_table
+
+    storage = local_storage
+    failing = make_committer(storage, fail_at="after-commit")
+    with pytest.raises(InjectedFailure):
+        stage_and_commit(failing, Q, 0, list(range(10)), mode=mode)
+    failing.close()
+    (name,) = [e.name for e in storage.list_dir(STAGING_DIR)]
+    c = make_committer(storage)
+    assert c.open().rolled_forward == [0]  # writes the 'commit' verdict, deletes WAL entry and staging
+    c.close()
+    storage.put_if_absent(f"{STAGING_DIR}/{name}/data/p=a/.part-00000.c000.snappy.parquet.crc", b"crc")  # the leftover
+    assert [p.kind for p in verify_table(storage).problems] == ["staging"]
+    c = make_committer(storage)
+    report = c.open()
+    assert not list(storage.list_dir(STAGING_DIR)) and report.aborted_attempts == []
+    assert visible_rows(storage) == list(range(10))
+    assert stage_and_commit(c, Q, 1, [10]) is not None
+    c.close()
+    assert verify_table(storage).problems == []

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from streaming_exactly_once import ExactlyOnceSink
-from streaming_exactly_once.commit.faults import BOUNDARIES, GROUP_ONLY
+from streaming_exactly_once.commit.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY
 from streaming_exactly_once.errors import ConcurrentWriterError
 from streaming_exactly_once.manifest.paths import normalize_uri
 from tests.datagen import PARTITION_VALUES, write_csv_files
@@ -42,7 +42,7 @@ def test_every_row_exactly_once(spark, tmp_path, fmt, mode):
 
 
 @pytest.mark.parametrize("mode", ["rename", "direct"])
-@pytest.mark.parametrize("boundary", [b for b in BOUNDARIES if b != "mid-move" and b not in GROUP_ONLY])
+@pytest.mark.parametrize("boundary", [b for b in BOUNDARIES if b != "mid-move" and b not in (*GROUP_ONLY, *DELTA_ONLY)])
 def test_failure_at_every_boundary_then_restart(spark, tmp_path, monkeypatch, boundary, mode):
     if (mode, boundary) in (("direct", "after-move"), ("rename", "after-cleanup")):
         pytest.skip(f"{mode} mode has no {boundary} boundary")

@@ -32,14 +32,24 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streaming_exactly_once.commit.faults import BOUNDARIES, GROUP_ONLY
+from streaming_exactly_once.commit.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY
 
 REPO = Path(__file__).resolve().parents[2]
 
 #: A dataset group's commit (``--forks``): no single-table manifest step, no direct-mode cleanup.
-GROUP_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-manifest", "after-cleanup")]
-RENAME_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-cleanup", *GROUP_ONLY)] + ["after-manifest+3ms"]
-DIRECT_BOUNDARIES = [b for b in BOUNDARIES if b not in ("mid-move", "after-move", *GROUP_ONLY)] + ["after-manifest+3ms"]
+GROUP_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-manifest", "after-cleanup", *DELTA_ONLY)]
+RENAME_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-cleanup", *GROUP_ONLY, *DELTA_ONLY)] + ["after-manifest+3ms"]
+DIRECT_BOUNDARIES = [b for b in BOUNDARIES if b not in ("mid-move", "after-move", *GROUP_ONLY, *DELTA_ONLY)] + ["after-manifest+3ms"]
+#: A ``format="delta"`` table (``delta``): ``after-manifest`` is the instant before its Delta
+#: commit, ``after-manifest+3ms`` usually inside it (delta-rs writing ``_delta_log/N.json`` or a
+#: checkpoint), ``after-delta`` the instant after it, ``after-delta+3ms`` the next steps' first writes.
+DELTA_EXTRA = ["after-delta", "after-delta+3ms"]
+
+
+def boundaries_of(mode: str, *, delta: bool = False) -> list[str]:
+    """Every boundary a single table's commit in staging ``mode`` reaches."""
+    base = RENAME_BOUNDARIES if mode == "rename" else DIRECT_BOUNDARIES
+    return list(base) + (DELTA_EXTRA if delta else [])
 
 
 @dataclass
@@ -68,6 +78,9 @@ class TortureConfig:
     connect: bool = False
     #: kill at these boundaries only (default: every boundary of ``boundary_modes``)
     boundaries: tuple[str, ...] = ()
+    #: the table is ``format="delta"`` (``driver --format delta``, ``_spark_metadata`` kept too):
+    #: the Delta step's boundaries join the cycle, and ``verify.verify_tortured_delta`` checks it.
+    delta: bool = False
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -133,7 +146,8 @@ class TortureRun:
             "--files-per-trigger", str(files_per_trigger or self.c.files_per_trigger), "--lease-timeout", self.c.lease_timeout,
             "--until-done", str(until_done or self.done_marker), "--retain", "100000",
             "--compact-interval", str(self.c.compact_interval),
-        ] + (["--forks"] if self.c.forks else []) + (["--connect"] if self.c.connect else []) + list(extra_args)
+        ] + (["--forks"] if self.c.forks else []) + (["--connect"] if self.c.connect else []) \
+            + (["--format", "delta"] if self.c.delta else []) + list(extra_args)
         env = dict(os.environ)
         for key in ("SEO_CRASH_AT", "SEO_FAIL_AT", "SEO_PAUSE_AT"):
             env.pop(key, None)
@@ -373,7 +387,7 @@ class TortureRun:
         t0 = time.time()
         self.feed(self.c.files_per_run)
         schedule: list[tuple[str, str | None]] = []
-        rename_cycle, direct_cycle = list(RENAME_BOUNDARIES), list(DIRECT_BOUNDARIES)
+        rename_cycle, direct_cycle = boundaries_of("rename", delta=self.c.delta), boundaries_of("direct", delta=self.c.delta)
         if self.c.forks:  # one commit sequence for every output: the group's boundaries
             rename_cycle = direct_cycle = list(GROUP_BOUNDARIES)
         if self.c.boundaries:
@@ -397,7 +411,7 @@ class TortureRun:
                      + ["second-writer"] * self.c.concurrent_writers + ["zombie"] * self.c.zombies)
             slots = self.rng.sample(range(2, len(schedule)), k=min(len(schedule) - 2, len(kinds)))
             events = dict(zip(slots, kinds))
-        zombie_cycle = {"rename": [b for b in RENAME_BOUNDARIES if "+" not in b], "direct": [b for b in DIRECT_BOUNDARIES if "+" not in b]}
+        zombie_cycle = {m: [b for b in boundaries_of(m, delta=self.c.delta) if "+" not in b] for m in ("rename", "direct")}
         if self.c.forks:
             zombie_cycle = {"rename": list(GROUP_BOUNDARIES), "direct": list(GROUP_BOUNDARIES)}
         zombie_start = 0

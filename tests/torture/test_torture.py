@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from tests.torture.harness import DIRECT_BOUNDARIES, RENAME_BOUNDARIES, TortureConfig, TortureRun
-from tests.torture.verify import verify_tortured_group, verify_tortured_table
+from tests.torture.verify import verify_tortured_delta, verify_tortured_group, verify_tortured_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.torture]
 
@@ -94,3 +94,28 @@ def test_dataset_group_torture_under_spark_connect(spark, tmp_path):
     assert result["vanilla_spark"]["duplicates"] == 0 and result["vanilla_spark"]["losses"] == 0, result
     assert result["byp_library"]["duplicates"] == 0 and result["byp_library"]["losses"] == 0, result
     assert result["byp_library"]["tables"] >= 2, result
+
+
+def test_bounded_torture_of_a_delta_table(spark, tmp_path):
+    """A ``format="delta"`` table killed at the Delta step's boundaries (before its commit, a few
+    ms into it, right after it and a few ms after it) and at the WAL boundaries around them, a
+    checkpoint deletion and a replay mixed in (``make torture ARGS=--delta`` kills at every
+    boundary of both modes). Checked as Delta readers see it (delta-rs, polars: every id once, one
+    Delta version per batch with our transaction) and through ``_spark_metadata``."""
+    config = TortureConfig(
+        work=tmp_path / "d", kills=8, seed=41, rows_per_file=10, checkpoint_deletions=1, replays=1, concurrent_writers=0,
+        boundary_modes=("rename",), random_kill_share=0.5, name="torture-delta", delta=True,
+        boundaries=("after-wal", "after-manifest", "after-manifest+3ms", "after-delta", "after-delta+3ms", "after-commit"),
+    )
+    run = TortureRun(config)
+    run.run()
+    print(f"torture of a Delta table: {run.stats}")
+    assert {"after-manifest", "after-delta"} <= set(run.stats.boundary_kills), run.stats
+    assert len(run.stats.boundary_kills) >= 5 and run.stats.checkpoint_deletions == 1, run.stats
+    result = verify_tortured_table(run.table, run.input, spark)
+    assert result["vanilla_spark"]["duplicates"] == 0 and result["vanilla_spark"]["losses"] == 0
+    delta = verify_tortured_delta(run.table, run.input)
+    print(f"verification: {result}\ndelta: {delta}")
+    assert delta["delta_rs"]["duplicates"] == 0 and delta["delta_rs"]["losses"] == 0, delta
+    assert delta["polars_delta"]["duplicates"] == 0 and delta["polars_delta"]["losses"] == 0, delta
+    assert delta["delta_versions"] == delta["manifest_batches"] == result["batches"] >= 3, delta

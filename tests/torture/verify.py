@@ -137,3 +137,43 @@ def verify_tortured_group(root: Path, input_dir: Path, spark=None) -> dict:
     } if spark is not None else result["raw"]["library_arrow"]
     result["independent_pyarrow"] = result["raw"]["independent_pyarrow"]
     return result
+
+
+def verify_tortured_delta(table: Path, input_dir: Path) -> dict:
+    """A ``format="delta"`` tortured table, read the way Delta readers read it (no Spark, none of
+    the library's code): delta-rs and polars must return every input id exactly once; every
+    manifest batch must be exactly one Delta version carrying our transaction, and no other
+    version may exist; the files the latest Delta version reads must be the files
+    ``_spark_metadata`` lists (both logs describe the same table)."""
+    import polars as pl
+
+    from tests.delta.readback import batch_commits, delta_commits, delta_ids
+
+    expected = expected_ids(input_dir)
+    result: dict = {"expected_rows": sum(expected.values())}
+    for name, got in (
+        ("delta_rs", delta_ids(table)),
+        ("polars_delta", Counter(pl.read_delta(str(table)).get_column("id").to_list())),
+    ):
+        dup = sum(c - 1 for c in got.values() if c > 1)
+        lost = len(set(expected) - set(got))
+        extra = len(set(got) - set(expected))
+        result[name] = {"rows": sum(got.values()), "duplicates": dup, "losses": lost, "unexpected": extra}
+        assert dup == 0 and lost == 0 and extra == 0, f"{name}: {result[name]}"
+    names = [n for n in os.listdir(table / "_spark_metadata") if n[:1].isdigit()]
+    latest = max(int(n.split(".")[0]) for n in names)
+    by_batch = batch_commits(table)  # asserts one txn of ours per commit and no batch in two versions
+    commits = delta_commits(table)
+    assert sorted(by_batch) == list(range(latest + 1)), f"manifest batches 0..{latest}, Delta has {sorted(by_batch)}"
+    assert len(commits) == latest + 1, f"{len(commits)} Delta versions for {latest + 1} manifest batches"
+    assert all(by_batch[b] == b for b in by_batch), "a Delta version that is not one batch"
+    live: set[str] = set()
+    for commit in commits:
+        live -= {unquote(p) for p in commit.removes}
+        live |= {unquote(p) for p in commit.adds}
+    root = str(table.resolve())
+    listed = {os.path.relpath(os.path.realpath(path), root) for path, _ in manifest_files(table)}
+    assert live == listed, f"Delta reads {len(live - listed)} files the manifest does not list, misses {len(listed - live)}"
+    result["delta_versions"] = len(commits)
+    result["manifest_batches"] = latest + 1
+    return result

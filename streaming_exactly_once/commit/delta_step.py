@@ -1,0 +1,139 @@
+"""The ``delta`` commit step: manifest batch M as one Delta commit with the transaction (app id, M).
+
+It runs right after the ``manifest`` step - the manifest entry is Spark's visibility point,
+this commit is every Delta reader's - and before the bookkeeping (offsets, sources, commit
+record), so that a batch's commit record is written only once every reader can see it. Like
+every step it is judged by content:
+
+* ``verify``: the Delta log's application transaction of our app id is at least M (Delta's
+  ``txn``: the newest batch committed; it only grows, one batch per Delta version);
+* ``execute``: read each file's row count from its Parquet footer (which also proves the file
+  is there and complete), then ``DeltaTarget.commit``, which checks the log again right before
+  committing and never lets delta-rs retry a commit on its own (see ``delta.target``). So the
+  step is idempotent under a retry, a roll-forward after a crash at any instant, and a fenced
+  writer finishing the same step next to its successor.
+
+Bytes in the WAL (``commit.sequence``; one line)::
+
+    {"kind":"delta","batchId":12,"appId":"streaming-exactly-once:5b0c...","partitionBy":["day"],"schema":"{\\"type\\":\\"struct\\",...}","files":[["day=2024-01-01/part-00000-<uuid>.c000.snappy.parquet",903,1795313165250]],"table":"orders","checkpointInterval":10,"logRetentionMs":2592000000,"info":{"queryId":"c578917c-...","sparkBatchId":"40"}}
+
+``files`` are [path relative to the table, size, mtime ms]; ``schema`` is the batch's Spark
+schema JSON (the table's schema when the batch creates it; null only for a table that already
+exists); ``table`` is the table's path under a dataset group's root (absent for a single
+table); ``checkpointInterval``/``logRetentionMs`` are the table properties a first batch
+creates the table with; ``info`` goes into the Delta commit's ``commitInfo``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field as dc_field
+from typing import Any
+
+from ..delta.files import DeltaFile
+from ..delta.stats import parquet_rows
+from ..delta.target import DeltaSettings, DeltaTarget
+from ..log.codec import RecordError, field, non_negative, path_value
+from ..storage.base import check_relative
+from .step import CommitStep, StepContext, register
+
+
+@register
+@dataclass
+class CommitDelta(CommitStep):
+    """Commit manifest batch ``batch_id`` to the table's Delta log (see the module docstring)."""
+
+    kind = "delta"
+    batch_id: int = 0
+    app_id: str = ""
+    files: list[DeltaFile] = dc_field(default_factory=list)
+    partition_by: tuple[str, ...] = ()
+    schema: str | None = None
+    table: str | None = None
+    settings: DeltaSettings = DeltaSettings()
+    info: dict[str, str] = dc_field(default_factory=dict)
+
+    def target(self, ctx: StepContext) -> DeltaTarget:
+        """The table's Delta log, kept in ``ctx`` across batches (its snapshot only moves forward)."""
+        target = ctx.delta_targets.get(self.table)
+        if target is None or target.app_id != self.app_id:
+            storage = ctx.storage if self.table is None else ctx.storage.child(self.table)
+            target = DeltaTarget(storage, self.app_id, self.settings)
+            ctx.delta_targets[self.table] = target
+        return target
+
+    def verify(self, ctx: StepContext) -> bool:
+        applied = self.target(ctx).applied_batch()
+        return applied is not None and applied >= self.batch_id
+
+    def execute(self, ctx: StepContext) -> None:
+        target = self.target(ctx)
+        applied = target.applied_batch()  # one log listing for the check and the commit's first attempt
+        if applied is None or applied < self.batch_id:
+            storage = target.storage
+            files = [DeltaFile(f.path, f.size, f.mtime_ms, parquet_rows(storage, f.path)) for f in self.files]
+            version = target.commit(
+                self.batch_id, files, schema_json=self.schema, partition_by=self.partition_by, metadata=self.info, fresh=True,
+            )
+        else:
+            version = target.version_committing(self.batch_id)
+        if version is not None:
+            ctx.notes[_note_key(self.table)] = version
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "batchId": self.batch_id,
+            "appId": self.app_id,
+            "partitionBy": list(self.partition_by),
+            "schema": self.schema,
+            "files": [[f.path, f.size, f.mtime_ms] for f in self.files],
+        }
+        if self.table is not None:
+            out["table"] = self.table
+        out["checkpointInterval"] = self.settings.checkpoint_interval
+        if self.settings.log_retention_ms is not None:
+            out["logRetentionMs"] = self.settings.log_retention_ms
+        out["info"] = dict(self.info)
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "CommitDelta":
+        files = []
+        for item in field(obj, "files", list):
+            if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and all(isinstance(v, int) for v in item[1:])):
+                raise RecordError("field 'files' must hold [path, size, mtime] triples")
+            files.append(DeltaFile(_inside(path_value(item[0], "files")), non_negative(item[1], "files"), item[2]))
+        partition_by = field(obj, "partitionBy", list)
+        info = field(obj, "info", dict, optional=True, default={})
+        if not all(isinstance(c, str) for c in partition_by) or not all(isinstance(v, str) for v in info.values()):
+            raise RecordError("fields 'partitionBy' and 'info' must hold strings")
+        table = field(obj, "table", str, optional=True)
+        return cls(
+            batch_id=field(obj, "batchId", int),
+            app_id=field(obj, "appId", str),
+            files=files,
+            partition_by=tuple(partition_by),
+            schema=field(obj, "schema", str, optional=True),
+            table=None if table is None else _inside(table),
+            settings=DeltaSettings(
+                checkpoint_interval=field(obj, "checkpointInterval", int, optional=True, default=10),
+                log_retention_ms=field(obj, "logRetentionMs", int, optional=True),
+            ),
+            info=dict(info),
+        )
+
+
+def _note_key(table: str | None) -> str:
+    return "deltaVersion" if table is None else f"deltaVersion:{table}"
+
+
+def delta_version_note(ctx: StepContext, table: str | None = None) -> int | None:
+    """The Delta version the ``delta`` step of ``table`` committed (or found) in this run, if known."""
+    return ctx.notes.get(_note_key(table))
+
+
+def _inside(path: str) -> str:
+    try:
+        return check_relative(path)
+    except ValueError:
+        raise RecordError(f"{path[:60]!r} is not a path inside the table") from None

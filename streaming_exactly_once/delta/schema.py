@@ -1,0 +1,101 @@
+"""Does a batch fit the Delta table it is appended to? Decided before the batch's WAL claim.
+
+Spark's schema JSON (``df.schema.json()``, kept in every commit record) *is* Delta's schema
+format (``schemaString`` in a Delta ``metaData`` action), so the two are compared field by
+field without going through any engine. The rules are those of an append to a Delta table
+without schema evolution:
+
+* the partition columns must be the table's, in the table's order;
+* every column of the batch must be a column of the table with the same type (nested types
+  included; field metadata such as comments is ignored);
+* a table column the batch lacks must be nullable (Delta readers give NULL for it).
+
+Nullability of columns the batch has is not compared: Spark marks nearly every streaming
+column nullable, and Delta tables created by other engines often are not.
+
+Partition columns must have types whose directory names Spark and Delta spell the same way
+(strings, integers, booleans, dates): a timestamp partition is named in Spark's session time
+zone on disk, which a Delta ``partitionValues`` entry cannot say.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+from ..errors import DeltaSchemaMismatchError
+
+PARTITION_TYPES = ("string", "byte", "short", "integer", "long", "boolean", "date")
+
+
+def fields_of(schema_json: str) -> list[dict[str, Any]]:
+    """The top-level fields of a Spark/Delta struct schema JSON string."""
+    obj = json.loads(schema_json)
+    if not isinstance(obj, dict) or obj.get("type") != "struct" or not isinstance(obj.get("fields"), list):
+        raise ValueError("not a struct schema")
+    return obj["fields"]
+
+
+def _bare(type_: Any) -> Any:
+    """A type without field metadata (comments, column-mapping ids), for comparison."""
+    if isinstance(type_, dict):
+        out = {k: _bare(v) for k, v in type_.items() if k != "metadata"}
+        return out
+    if isinstance(type_, list):
+        return [_bare(v) for v in type_]
+    return type_
+
+
+def _type_text(type_: Any) -> str:
+    return type_ if isinstance(type_, str) else json.dumps(_bare(type_), separators=(",", ":"))[:120]
+
+
+def check_partition_types(schema_json: str, partition_by: Sequence[str], *, table: str) -> None:
+    types = {f["name"]: f["type"] for f in fields_of(schema_json)}
+    for column in partition_by:
+        type_ = types.get(column)
+        if type_ not in PARTITION_TYPES:
+            raise DeltaSchemaMismatchError(
+                f"Delta table {table}: partition column {column!r} has type {_type_text(type_)}; format='delta' "
+                f"partitions by {', '.join(PARTITION_TYPES)} columns only (their directory names mean the same to "
+                "Spark and to Delta readers). Partition by a derived column, e.g. to_date(ts) or a string.",
+                table=table,
+                column=column,
+            )
+
+
+def schema_differences(
+    table_schema: str, table_partitions: Sequence[str], batch_schema: str, partition_by: Sequence[str]
+) -> list[str]:
+    """Why the batch cannot be appended, one reason per line (empty: it fits)."""
+    problems = []
+    if list(table_partitions) != list(partition_by):
+        problems.append(f"the table is partitioned by {list(table_partitions)}, the sink by {list(partition_by)}")
+    table_fields = {f["name"]: f for f in fields_of(table_schema)}
+    batch_fields = {f["name"]: f for f in fields_of(batch_schema)}
+    for name, field in batch_fields.items():
+        known = table_fields.get(name)
+        if known is None:
+            problems.append(f"column {name!r} ({_type_text(field['type'])}) is not in the table")
+        elif _bare(known["type"]) != _bare(field["type"]):
+            problems.append(f"column {name!r} is {_type_text(field['type'])} in the batch, {_type_text(known['type'])} in the table")
+    for name, field in table_fields.items():
+        if name not in batch_fields and not field.get("nullable", True):
+            problems.append(f"the table's non-nullable column {name!r} is not in the batch")
+    return problems
+
+
+def check_fits(
+    table_schema: str, table_partitions: Sequence[str], batch_schema: str, partition_by: Sequence[str], *, table: str, log_uri: str
+) -> None:
+    problems = schema_differences(table_schema, table_partitions, batch_schema, partition_by)
+    if problems:
+        raise DeltaSchemaMismatchError(
+            f"The batch does not fit the existing Delta table {table} (schema in {log_uri}): "
+            + "; ".join(problems[:8])
+            + ("; ..." if len(problems) > 8 else "")
+            + ". Nothing was written. Select and cast the stream's columns to the table's schema (and use its "
+            "partition columns), or write to a new table.",
+            table=table,
+            problems=problems,
+        )

@@ -1,0 +1,47 @@
+"""Per-file statistics for Delta ``add`` actions: the row count from the Parquet footer.
+
+Only ``numRecords`` is given. It is exact and cheap (one read of the file's last bytes), lets
+Delta readers count rows without opening files, and cannot be wrong the way min/max values
+can: Delta readers skip files by min/max, so a min/max spelled differently from what the
+reader expects (timestamps, truncated strings) would silently hide rows. Readers treat
+missing min/max as "may contain anything" and read the file.
+
+Reading the footer also proves, right before the Delta commit names a file, that it exists
+and is a complete Parquet file.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..errors import DeltaTableError
+from ..storage.base import Storage
+
+_MAGIC = b"PAR1"
+_FIRST_READ = 64 * 1024
+
+
+def parquet_rows(storage: Storage, path: str) -> int:
+    """Rows of the Parquet file at ``path`` (read from its footer only)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tail = storage.read_tail(path, _FIRST_READ)
+    if len(tail) < 12 or tail[-4:] != _MAGIC:
+        raise DeltaTableError(
+            f"{storage.uri(path)} is not a complete Parquet file (no footer); a Delta table can only name "
+            "Parquet files. The file was truncated or replaced after it was written: restore it, or discard "
+            "the pending batch with `seo recover <table> --discard-wal M`.",
+            path=path,
+        )
+    footer = int.from_bytes(tail[-8:-4], "little")
+    if footer + 8 > len(tail):
+        tail = storage.read_tail(path, footer + 8)
+    try:
+        return pq.read_metadata(pa.BufferReader(tail[-(footer + 8):])).num_rows
+    except (OSError, ValueError) as exc:
+        raise DeltaTableError(f"{storage.uri(path)}: its Parquet footer does not parse ({exc}).", path=path) from None
+
+
+def stats_json(rows: int) -> str:
+    return json.dumps({"numRecords": rows}, separators=(",", ":"))

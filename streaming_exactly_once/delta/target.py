@@ -1,0 +1,461 @@
+"""``DeltaTarget``: one table's Delta log, as the commit protocol and the readers use it.
+
+Every manifest batch ``M`` of a ``format="delta"`` table becomes exactly one Delta commit that
+adds the batch's files and carries Delta's application transaction (a ``txn`` action)
+``(app id, M)``, the way Delta's own idempotent ``foreachBatch`` writes do. The app id is
+``streaming-exactly-once:<table id>`` (``table.identity``): stable for the life of the table,
+across queries and recreated checkpoints, and ``M`` only grows - so "is batch M in the Delta
+table?" is ``txn version >= M``, answered from the log alone.
+
+**Never twice.** ``commit`` asks that question first, then commits with delta-rs with its
+automatic retries switched off (``max_commit_retries=0``): delta-rs rebases a commit that lost
+a race onto the newer version and retries it. Here a lost race is an error, after which the log
+is read again and the batch counts as done if the winner carried its transaction; otherwise the
+commit is tried again on the new version. A commit whose answer was lost (the process died, the
+network broke) is found the same way. delta-rs creates ``_delta_log/N.json`` put-if-absent
+(``conditional_put=etag`` on S3), so two commits of one version cannot both land.
+
+*Known limit (delta-rs 1.6):* when two processes commit the *same* batch within milliseconds
+(a fenced writer finishing a roll-forward at the instant its successor does), the loser's write
+of version N can fail with "version exists" and delta-rs then retries it once on N+1 despite
+``max_commit_retries=0`` (``test_processes_racing_to_commit_one_batch_adds_its_rows_once``
+reproduces it). The second version re-adds the very same paths, and Delta keys a table's files
+by path, so every Delta reader still sees each row once - but the batch occupies two versions.
+
+**Creating the table.** The first batch of a table without a Delta log creates it - version 0
+holds the schema, the partition columns, the table properties (checkpoint interval, log
+retention) *and* the batch's files and transaction, so that every Delta version is one batch.
+
+**Using an existing table.** A table written by delta-spark or delta-rs is appended to as it is:
+``check_batch`` (before the batch's WAL claim) refuses a batch that does not fit its schema
+(``DeltaSchemaMismatchError``) and a table using features a plain append of Parquet files would
+break (column mapping, deletion vectors, constraints, generated or identity columns).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Sequence
+from urllib.parse import unquote
+
+from ..errors import DeltaSchemaMismatchError, DeltaTableError, InvalidAsOfError
+from ..storage.base import Storage
+from .engine import deltalake, object_store_options, table_uri
+from .files import DeltaFile, add_actions
+from .schema import check_fits, check_partition_types, fields_of
+
+log = logging.getLogger("streaming_exactly_once.delta")
+
+LOG_DIR = "_delta_log"
+APP_ID_PREFIX = "streaming-exactly-once:"
+#: Keys of our entries in a Delta commit's ``commitInfo`` (strings: every Delta reader shows them).
+BATCH_KEY = "seoBatchId"
+APP_KEY = "seoAppId"
+#: Commits of one batch tried before giving up while other writers keep winning the race.
+COMMIT_ATTEMPTS = 8
+
+_COMMIT_FILE = re.compile(r"^\d{20}\.(json|checkpoint\.parquet|checkpoint\.\d{10}\.\d{10}\.parquet)$")
+#: Reader features a table may have: appended Parquet files still mean what they say.
+_READER_FEATURES_OK = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
+#: Schema metadata keys of features an append of files (that delta-rs does not look into) would break.
+_SCHEMA_MARKERS = ("delta.columnMapping", "delta.generationExpression", "delta.identity", "delta.invariants")
+
+HINT = (
+    "Delta readers (delta-spark, delta-rs, Trino, DuckDB, polars) read the table through this log; nothing "
+    "was committed to it. Restore the file from a backup (or let the tool that damaged it repair it), then "
+    "restart the query or run `seo recover <table>`."
+)
+
+
+def app_id(table_id: str) -> str:
+    """The Delta application id of the table with this identity (``table.identity``)."""
+    return APP_ID_PREFIX + table_id
+
+
+@dataclass(frozen=True)
+class DeltaSettings:
+    """Table properties set when the first batch creates the table (plain values, see the sink)."""
+
+    checkpoint_interval: int = 10  # delta.checkpointInterval: log replay reads at most this many JSON files
+    log_retention_ms: int | None = None  # delta.logRetentionDuration (None: Delta's default, 30 days)
+
+    def table_properties(self) -> dict[str, str]:
+        props = {"delta.checkpointInterval": str(self.checkpoint_interval)}
+        if self.log_retention_ms is not None:
+            props["delta.logRetentionDuration"] = f"interval {max(1, self.log_retention_ms // 1000)} seconds"
+        return props
+
+
+class DeltaTarget:
+    """The Delta log of the table at ``storage`` for the app id of one table identity."""
+
+    def __init__(self, storage: Storage, app: str, settings: DeltaSettings = DeltaSettings()) -> None:
+        self.storage = storage
+        self.app_id = app
+        self.settings = settings
+        self.uri = table_uri(storage)
+        self.options = object_store_options(storage)
+        self._table: Any = None  # the loaded DeltaTable, brought up to date before each use
+
+    @property
+    def log_uri(self) -> str:
+        return self.storage.uri(LOG_DIR)
+
+    # -- reading the log ---------------------------------------------------------------------
+
+    def _has_commits(self) -> bool:
+        return any(_COMMIT_FILE.match(e.name) for e in self.storage.list_dir(LOG_DIR))
+
+    def load(self, *, refresh: bool = True) -> Any:
+        """The table at its latest version, or None if there is no Delta table yet.
+
+        ``refresh=False`` reuses the snapshot this object last brought up to date (within one
+        commit step: each update lists ``_delta_log``, which on a local disk costs time in
+        proportion to the files there). A stale snapshot never lets a batch in twice: delta-rs
+        refuses a commit on top of an old version, and the log is then read again.
+        """
+        dl = deltalake()
+        if self._table is not None and not refresh:
+            return self._table
+        if self._table is not None:
+            try:
+                self._table.update_incremental()
+                return self._table
+            except Exception:  # e.g. log files cleaned up under a long-idle snapshot: load afresh
+                self._table = None
+        if not self._has_commits():
+            return None
+        try:
+            self._table = dl.DeltaTable(self.uri, storage_options=self.options or None)
+        except Exception as exc:
+            raise self.damaged(exc) from None
+        return self._table
+
+    def forget(self) -> None:
+        """Drop the cached snapshot (the next ``load`` reads the log afresh)."""
+        self._table = None
+
+    def damaged(self, exc: BaseException) -> DeltaTableError:
+        text = " ".join(str(exc).split())[:300]
+        return DeltaTableError(
+            f"The Delta log {self.log_uri} does not load: {type(exc).__name__}: {text}. {HINT}",
+            path=self.log_uri,
+        )
+
+    def applied_batch(self, *, refresh: bool = True) -> int | None:
+        """The newest manifest batch committed to the Delta table (its ``txn`` version), or None."""
+        table = self.load(refresh=refresh)
+        return None if table is None else _txn(table, self.app_id)
+
+    def status(self) -> dict[str, Any]:
+        table = self.load()
+        if table is None:
+            return {"version": None, "appId": self.app_id, "batchId": None}
+        return {"version": table.version(), "appId": self.app_id, "batchId": _txn(table, self.app_id)}
+
+    # -- before the WAL claim ----------------------------------------------------------------
+
+    def check_batch(self, schema_json: str | None, partition_by: Sequence[str], *, refresh: bool = True) -> None:
+        """Refuse, before anything is claimed, a batch the Delta commit could not take."""
+        table = self.load(refresh=refresh)
+        if schema_json is None:
+            if table is None:
+                raise DeltaSchemaMismatchError(
+                    f"Delta table {self.storage.root_uri}: the batch came without a schema, and the first batch "
+                    "creates the table with the batch's schema.",
+                    table=self.storage.root_uri,
+                )
+            return
+        check_partition_types(schema_json, partition_by, table=self.storage.root_uri)
+        if table is None:
+            try:
+                deltalake().Schema.from_json(schema_json)
+            except Exception as exc:
+                raise DeltaSchemaMismatchError(
+                    f"Delta table {self.storage.root_uri}: the batch's schema cannot be a Delta schema "
+                    f"({' '.join(str(exc).split())[:200]}). Cast such columns (e.g. NULL-typed ones) to a real type.",
+                    table=self.storage.root_uri,
+                ) from None
+            return
+        self.check_table(table)
+        metadata = table.metadata()
+        check_fits(
+            table.schema().to_json(), metadata.partition_columns, schema_json, partition_by,
+            table=self.storage.root_uri, log_uri=self.log_uri,
+        )
+
+    def check_table(self, table: Any) -> None:
+        """Refuse tables whose features a plain append of Parquet files would break."""
+        protocol = table.protocol()
+        reasons = []
+        reader_features = set(protocol.reader_features or ())
+        if protocol.min_reader_version == 2 or (reader_features - _READER_FEATURES_OK):
+            reasons.append(
+                "it requires reader features "
+                + (", ".join(sorted(reader_features - _READER_FEATURES_OK)) or "of reader version 2 (column mapping)")
+            )
+        schema = table.schema().to_json()
+        markers = [m for m in _SCHEMA_MARKERS if m in schema]
+        if markers:
+            reasons.append(f"its schema uses {', '.join(markers)}")
+        constraints = [k for k in (table.metadata().configuration or {}) if k.startswith("delta.constraints.")]
+        if constraints:
+            reasons.append(f"it has CHECK constraints ({', '.join(sorted(constraints))})")
+        if reasons:
+            raise DeltaTableError(
+                f"Delta table {self.storage.root_uri} cannot take appended Parquet files: {'; '.join(reasons)}. "
+                "The sink adds files it wrote without Delta's writer (which would map column names, evaluate "
+                "constraints or compute columns). Write to a new table, or to one without these features.",
+                table=self.storage.root_uri,
+            )
+
+    # -- the commit of one batch ---------------------------------------------------------------
+
+    def commit(
+        self,
+        batch_id: int,
+        files: Sequence[DeltaFile],
+        *,
+        schema_json: str | None,
+        partition_by: Sequence[str],
+        metadata: dict[str, str],
+        fresh: bool = False,
+    ) -> int | None:
+        """Commit ``files`` as manifest batch ``batch_id`` unless it is in the log already.
+
+        Returns the Delta version holding the batch (None if it could not be told apart, e.g.
+        after a foreign writer's commits). ``fresh``: the snapshot was brought up to date by the
+        caller within this step (the first attempt does not list the log again). See the module
+        docstring for why this never commits one batch twice.
+        """
+        dl = deltalake()
+        tx = dl.transaction
+        actions = add_actions(files, partition_by, table=self.storage.root_uri)
+        info = {**metadata, BATCH_KEY: str(batch_id), APP_KEY: self.app_id}
+        last: BaseException | None = None
+        for attempt in range(COMMIT_ATTEMPTS):
+            table = self.load(refresh=attempt > 0 or not fresh)
+            if table is not None:
+                done = _txn(table, self.app_id)
+                if done is not None and done >= batch_id:
+                    return self.version_committing(batch_id)
+            properties = tx.CommitProperties(
+                custom_metadata=info,
+                max_commit_retries=0,
+                app_transactions=[tx.Transaction(self.app_id, batch_id)],
+            )
+            try:
+                if table is None:
+                    if schema_json is None:
+                        self.check_batch(None, partition_by, refresh=False)
+                    tx.create_table_with_add_actions(
+                        self.uri,
+                        dl.Schema.from_json(schema_json),
+                        actions,
+                        mode="error",
+                        partition_by=list(partition_by) or None,
+                        configuration=self.settings.table_properties(),
+                        storage_options=self.options or None,
+                        commit_properties=properties,
+                    )
+                else:
+                    if schema_json is not None:
+                        self.check_batch(schema_json, partition_by, refresh=False)  # a table created meanwhile must fit too
+                    table.create_write_transaction(
+                        actions,
+                        mode="append",
+                        schema=table.schema(),
+                        partition_by=list(table.metadata().partition_columns) or None,
+                        commit_properties=properties,
+                    )
+            except DeltaTableError:
+                raise
+            except Exception as exc:
+                if not _lost_race(exc, dl):
+                    raise DeltaTableError(
+                        f"Delta commit of manifest batch {batch_id} to {self.log_uri} failed: {type(exc).__name__}: "
+                        f"{' '.join(str(exc).split())[:300]}. The batch stays pending in the WAL and is committed "
+                        "when the sink restarts or `seo recover <table>` runs.",
+                        path=self.log_uri,
+                        batch_id=batch_id,
+                    ) from exc
+                log.info("Delta commit of batch %d lost a race (%s); reading the log again", batch_id, type(exc).__name__)
+                last = exc
+                self.forget()
+                continue
+            return self.version_committing(batch_id)
+        raise DeltaTableError(
+            f"Delta commit of manifest batch {batch_id} to {self.log_uri} lost {COMMIT_ATTEMPTS} races in a row to "
+            f"other writers of the Delta table (last: {last}). Stop the other writers; the batch stays pending in "
+            "the WAL and is committed at the next start.",
+            path=self.log_uri,
+            batch_id=batch_id,
+        )
+
+    def version_committing(self, batch_id: int, *, search: int = 8) -> int | None:
+        """The Delta version whose commit carries ``batch_id``, looked up among the newest ones.
+
+        Reads the newest ``_delta_log/<version>.json`` files for our ``txn`` action (reading only:
+        delta-rs writes them). Not ``DeltaTable.history()``: delta-rs 1.x's history never
+        returned against an S3 endpoint here (moto's server), and the answer is informational.
+        """
+        table = self.load()
+        if table is None:
+            return None
+        latest = table.version()
+        for version in range(latest, max(-1, latest - search), -1):
+            try:
+                data = self.storage.read_bytes(f"{LOG_DIR}/{version:020d}.json")
+            except Exception as exc:  # cleaned up by log retention, or unreadable: the txn is what decides
+                log.debug("Delta commit %d of %s unreadable: %s", version, self.log_uri, exc)
+                return None
+            for line in data.splitlines():
+                try:
+                    action = json.loads(line)
+                except ValueError:
+                    break
+                txn = action.get("txn") if isinstance(action, dict) else None
+                if isinstance(txn, dict) and txn.get("appId") == self.app_id:
+                    if txn.get("version") == batch_id:
+                        return version
+                    if isinstance(txn.get("version"), int) and txn["version"] < batch_id:
+                        return None  # older than the batch: it is not among these versions
+        return None
+
+    # -- time travel ---------------------------------------------------------------------------
+
+    def _txn_at(self, version: int) -> int | None:
+        """``txn`` of our app at Delta ``version`` (-1 if none); None if the version cannot be loaded."""
+        try:
+            table = deltalake().DeltaTable(self.uri, version=version, storage_options=self.options or None)
+        except Exception:
+            return None
+        found = _txn(table, self.app_id)
+        return -1 if found is None else found
+
+    def version_for_batch(self, batch_id: int, *, hint: int | None = None) -> int:
+        """The Delta version that is the table as of manifest batch ``batch_id``.
+
+        ``hint``: the version the commit record noted (checked, not trusted). Otherwise a binary
+        search over versions for the first whose ``txn`` reaches ``batch_id``: our txn version
+        only grows, one batch per version.
+        """
+        if hint is not None and self._txn_at(hint) == batch_id:
+            return hint
+        table = self.load()
+        if table is None:
+            raise InvalidAsOfError(f"as_of={batch_id}: {self.storage.root_uri} has no Delta log yet.", as_of=batch_id)
+        lo, hi = 0, table.version()
+        if (_txn(table, self.app_id) or -1) < batch_id:
+            raise InvalidAsOfError(
+                f"as_of={batch_id}: manifest batch {batch_id} is not in the Delta table {self.storage.root_uri} (its "
+                f"newest batch is {_txn(table, self.app_id)}); a pending commit finishes at the next start.",
+                as_of=batch_id,
+            )
+        while lo < hi:
+            mid = (lo + hi) // 2
+            found = self._txn_at(mid)
+            if found is None or found < batch_id:  # unloadable: older than the retained log
+                lo = mid + 1
+            else:
+                hi = mid
+        if self._txn_at(lo) != batch_id:
+            raise InvalidAsOfError(
+                f"as_of={batch_id}: the Delta version of batch {batch_id} is no longer in {self.log_uri} (Delta log "
+                "retention, delta.logRetentionDuration, removed it). `seo log <table>` lists the batches readable.",
+                as_of=batch_id,
+            )
+        return lo
+
+    # -- what gc must keep ---------------------------------------------------------------------
+
+    def referenced_files(self) -> set[str]:
+        """Paths (relative to the table root, unencoded) that a retained Delta version may read:
+        the latest version's files and every file a ``remove`` still names (Delta's own vacuum
+        decides when those may go)."""
+        table = self.load()
+        if table is None:
+            return set()
+        out: set[str] = set()
+        roots = _root_spellings(self.uri)
+        for uri in table.file_uris():
+            rel = _relative(uri, roots)
+            if rel is not None:
+                out.add(rel)
+        for path in table.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=True):
+            out.add(_relative(path, roots) or path)
+        return out
+
+    def live_files(self) -> list[DeltaFile]:
+        """The latest version's files (relative, unencoded), e.g. of a table written before the sink
+        adopted it. A file outside the table root raises: the manifest can only name files in it."""
+        table = self.load()
+        if table is None:
+            return []
+        import pyarrow as pa
+
+        actions = pa.table(table.get_add_actions(flatten=True))
+        out = []
+        roots = _root_spellings(self.uri)
+        for path, size, mtime in zip(
+            actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(), actions.column("modification_time").to_pylist()
+        ):
+            rel = _relative(unquote(path), roots)
+            if rel is None:
+                raise DeltaTableError(
+                    f"Delta table {self.storage.root_uri} names a data file outside its root ({path}); the "
+                    "_spark_metadata manifest can only name files inside it. Write with spark_manifest=False, or "
+                    "to a new table.",
+                    table=self.storage.root_uri,
+                )
+            out.append(DeltaFile(rel, int(size), _ms(mtime)))
+        return out
+
+    def schema_json(self) -> str | None:
+        table = self.load()
+        return None if table is None else table.schema().to_json()
+
+    def columns(self) -> list[str]:
+        schema = self.schema_json()
+        return [f["name"] for f in fields_of(schema)] if schema else []
+
+
+def _ms(value: Any) -> int:
+    """A modification time as ms since the epoch (delta-rs gives ints or datetimes by version)."""
+    if hasattr(value, "timestamp"):
+        return int(value.timestamp() * 1000)
+    return int(value or 0)
+
+
+def _txn(table: Any, app: str) -> int | None:
+    found = table.transaction_version(app)
+    return None if found is None else int(found)
+
+
+def _lost_race(exc: BaseException, dl: Any) -> bool:
+    """A commit that failed because another one got there first (ours may be that one)."""
+    if isinstance(exc, dl.exceptions.CommitFailedError):
+        return True
+    return "already exists" in str(exc).lower()
+
+
+def _root_spellings(uri: str) -> tuple[str, ...]:
+    root = uri.rstrip("/")
+    if "://" in root:
+        return (root + "/",)
+    return (root + "/", "file://" + root + "/")
+
+
+def _relative(uri: str, roots: tuple[str, ...]) -> str | None:
+    if "://" not in uri and not uri.startswith("/"):
+        return uri
+    for root in roots:
+        if uri.startswith(root):
+            return uri[len(root):]
+    return None
+
+
+__all__ = ["APP_ID_PREFIX", "DeltaSettings", "DeltaTarget", "LOG_DIR", "app_id"]

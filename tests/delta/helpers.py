@@ -1,0 +1,63 @@
+"""Commit Delta batches without Spark: Parquet files staged by hand, as the sink would stage them."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from streaming_exactly_once.checkpoint.reader import InputFile
+from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile, TableCommitter
+from streaming_exactly_once.commit.faults import FaultHooks, FaultSpec
+from streaming_exactly_once.delta.target import DeltaSettings
+
+#: Spark schema JSON of the batches below (``id`` long, partition column ``p`` string).
+SCHEMA = json.dumps({"type": "struct", "fields": [
+    {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+    {"name": "p", "type": "string", "nullable": True, "metadata": {}},
+]})
+
+
+def delta_committer(storage, *, fail_at=None, checkpoint_interval: int = 10, spark_manifest: bool = True, **opts) -> TableCommitter:
+    options = CommitterOptions(
+        heartbeat=False, partition_by=("p",), delta=DeltaSettings(checkpoint_interval=checkpoint_interval),
+        spark_manifest=spark_manifest, **opts,
+    )
+    return TableCommitter(storage, options, faults=FaultHooks(fail_at=FaultSpec.parse(fail_at)))
+
+
+def parquet(ids: list[int]) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), buf)
+    return buf.getvalue()
+
+
+def commit_batch(committer: TableCommitter, query: str, spark_batch: int, ids: list[int], *, mode="rename",
+                 partition="p=a", schema: str = SCHEMA):
+    """One batch of ``ids`` in two files, the way the sink stages them; None if already committed."""
+    committer.ensure_open()
+    if committer.is_committed(query, spark_batch):
+        return None
+    attempt = committer.begin(query, spark_batch, mode=mode)
+    try:
+        files = []
+        for part, chunk in enumerate((ids[: len(ids) // 2], ids[len(ids) // 2 :])):
+            name = f"part-{part:05d}-{attempt.attempt}.c000.snappy.parquet"
+            final = f"{partition}/{name}"
+            if mode == "rename":
+                staged = f"{attempt.staging_dir}/data/{final}"
+                committer.storage.put_if_absent(staged, parquet(chunk))
+            else:
+                committer.storage.put_if_absent(f"{attempt.staging_dir}/intents/{name}", final.encode())
+                committer.storage.put_if_absent(final, parquet(chunk))
+                staged = None
+            info = committer.storage.info(staged or final)
+            files.append(StagedFile(final=final, size=info.size, mtime_ms=info.mtime_ms, staged=staged))
+        inputs = [InputFile(source=0, path=f"file:///in/{query[:4]}-{spark_batch}.csv", timestamp=1)]
+        return committer.commit(attempt, files, input_files=inputs, num_rows=len(ids), schema=schema)
+    except BaseException:
+        committer.abort(attempt)
+        committer.invalidate()
+        raise
