@@ -106,17 +106,25 @@ def _parquet(ids: list[int]) -> bytes:
     return buf.getvalue()
 
 
-def growth(*, versions: int, checkpoint_interval: int, work: Path, windows=(100, 1_000, 10_000), window: int = 100) -> dict[str, Any]:
-    """Commit ``versions`` one-file batches through ``TableCommitter`` (rename mode, Delta step)."""
+def growth(*, versions: int, checkpoint_interval: int, work: Path, windows=(100, 1_000, 10_000), window: int = 100,
+           log_retention_ms: int | None = None, s3: dict[str, Any] | None = None, label: str = "local") -> dict[str, Any]:
+    """Commit ``versions`` one-file batches through ``TableCommitter`` (Delta step).
+
+    ``log_retention_ms`` sets ``delta.logRetentionDuration`` (None: Delta's 30 days), so
+    delta-rs's expired-log cleanup at each checkpoint keeps ``_delta_log`` to the versions of
+    that window; ``s3`` (endpoint options of a moto server) runs the same series on S3, whose
+    listing starts after a key, in direct mode (the sink's default there)."""
     from streaming_exactly_once.checkpoint.reader import InputFile
     from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile, TableCommitter
     from streaming_exactly_once.delta.target import DeltaSettings
     from streaming_exactly_once.storage import open_storage
 
-    root = work / f"growth-{checkpoint_interval}"
+    root = work / f"growth-{label}-{checkpoint_interval}"
     shutil.rmtree(root, ignore_errors=True)
-    storage = open_storage(str(root))
-    options = CommitterOptions(heartbeat=False, partition_by=("p",), delta=DeltaSettings(checkpoint_interval=checkpoint_interval))
+    storage = open_storage(f"s3://{s3['bucket']}/{label}" if s3 else str(root), s3["options"] if s3 else None)
+    mode = "direct" if s3 else "rename"
+    settings = DeltaSettings(checkpoint_interval=checkpoint_interval, log_retention_ms=log_retention_ms)
+    options = CommitterOptions(heartbeat=False, partition_by=("p",), delta=settings)
     committer = TableCommitter(storage, options)
     committer.open()
     schema = json.dumps({"type": "struct", "fields": [
@@ -128,18 +136,20 @@ def growth(*, versions: int, checkpoint_interval: int, work: Path, windows=(100,
     t_start = time.perf_counter()
     try:
         for b in range(versions):
-            attempt = committer.begin(QUERY, b, mode="rename")
-            rel = f"p=a/part-00000-{attempt.attempt}.c000.snappy.parquet"
-            staged = f"{attempt.staging_dir}/data/{rel}"
+            attempt = committer.begin(QUERY, b, mode=mode)
+            rel = f"p=a/part-00000-{attempt.attempt}-{b}.c000.snappy.parquet"
+            staged = f"{attempt.staging_dir}/data/{rel}" if mode == "rename" else rel
+            if mode == "direct":  # the intent a direct-mode writer records before its file
+                storage.put_if_absent(f"{attempt.staging_dir}/intents/{rel.rsplit('/', 1)[1]}", rel.encode())
             storage.put_if_absent(staged, _parquet([b]))
             info = storage.info(staged)
-            files = [StagedFile(final=rel, size=info.size, mtime_ms=info.mtime_ms, staged=staged)]
+            files = [StagedFile(final=rel, size=info.size, mtime_ms=info.mtime_ms, staged=staged if mode == "rename" else None)]
             inputs = [InputFile(source=0, path=f"file:///in/{b}.csv", timestamp=1)]
             result = committer.commit(attempt, files, input_files=inputs, num_rows=1, schema=schema)
             delta_ms.append(result.timings["delta"])
             total_ms.append(sum(v for k, v in result.timings.items() if k != "stage"))
             if (b + 1) % 1000 == 0:
-                print(f"  growth (checkpoint every {checkpoint_interval}): {b + 1} versions, delta step median of the last "
+                print(f"  growth {label} (checkpoint every {checkpoint_interval}): {b + 1} versions, delta step median of the last "
                       f"1000 {statistics.median(delta_ms[-1000:]):.1f} ms", flush=True)
     finally:
         committer.close()
@@ -148,14 +158,53 @@ def growth(*, versions: int, checkpoint_interval: int, work: Path, windows=(100,
         if n <= versions:
             chunk = delta_ms[max(0, n - window):n]
             at[str(n)] = {"delta_ms": summary(chunk), "commit_ms": summary(total_ms[max(0, n - window):n])}
+    log_files = (len(storage.list_dir("_delta_log")) if s3 else len(list((root / "_delta_log").iterdir())))
     return {
+        "label": label,
+        "storage": "s3 (moto server)" if s3 else "local disk",
+        "log_retention_ms": log_retention_ms,
         "versions": versions,
         "checkpoint_interval": checkpoint_interval,
         "window": window,
         "at_versions": at,
         "wall_s": time.perf_counter() - t_start,
-        "delta_log_files": len(list((root / "_delta_log").iterdir())),
+        "delta_log_files": log_files,
     }
+
+
+class _MotoS3:
+    """moto's S3 server on 127.0.0.1 (port 0) with one bucket, as the S3 tests start it."""
+
+    def __enter__(self) -> dict[str, Any]:
+        import logging
+
+        import boto3
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request otherwise
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.server.start()
+        host, port = self.server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
+                     region_name="us-east-1").create_bucket(Bucket="bench")
+        return {"bucket": "bench", "options": {"endpoint_url": endpoint, "key": "testing", "secret": "testing",
+                                               "client_kwargs": {"region_name": "us-east-1"}}}
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.stop()
+
+
+def growth_series(*, versions: int, s3_versions: int, work: Path) -> list[dict[str, Any]]:
+    """What bounds the step's growth: the same series with a 30-second log retention (delta-rs's
+    expired-log cleanup keeps ``_delta_log`` to that window), and on S3 with Delta's default."""
+    marks = (100, 1_000, 2_000, 5_000, 10_000)
+    out = [growth(versions=versions, checkpoint_interval=10, work=work, log_retention_ms=30_000, label="local-retention-30s",
+                  windows=tuple(m for m in marks if m <= versions))]
+    with _MotoS3() as s3:
+        out.append(growth(versions=s3_versions, checkpoint_interval=10, work=work, s3=s3, label="s3",
+                          windows=tuple(m for m in marks if m <= s3_versions)))
+    return out
 
 
 def main(size: str = "small", work: Path | None = None, versions: int | None = None) -> dict[str, Any]:
@@ -173,6 +222,7 @@ def main(size: str = "small", work: Path | None = None, versions: int | None = N
             "throughput": throughput(n_files=sizes["n_files"], rows_per_file=sizes["rows_per_file"],
                                      files_per_trigger=sizes["files_per_trigger"], rounds=sizes["rounds"], work=work),
             "growth": grown,
+            "growth_series": growth_series(versions=n, s3_versions=min(n, 2_000), work=work),
             "size": size,
             "date": time.strftime("%Y-%m-%d"),
         }
