@@ -134,8 +134,9 @@ def _check_direct_files(storage: Storage, seq: CommitSequence) -> None:
     if missing:
         raise CommitError(
             f"Pending commit of manifest batch {seq.batch_id} (WAL entry, attempt {seq.attempt}, epoch {seq.epoch}) "
-            f"names {len(missing)} data file(s) that do not exist, e.g. {missing[0]}; it was not published. "
-            "Something outside the commit protocol deleted them. Restore them, or discard the entry with "
+            f"names {len(missing)} data file(s) that do not exist, e.g. {missing[0]}; the roll-forward stopped. "
+            "Something outside the commit protocol deleted them (e.g. a Delta VACUUM that ran while the batch "
+            "waited for its Delta commit). Restore them, or discard the entry with "
             f"`seo recover <table> --discard-wal {seq.batch_id}` so that Spark re-runs the batch."
         )
 

@@ -91,8 +91,9 @@ class MoveFiles(CommitStep):
             if not self._done(ctx, move):
                 raise CommitError(
                     f"Commit step 'move': staged file {ctx.storage.uri(move.src)} is gone and its target "
-                    f"{ctx.storage.uri(move.dst)} does not exist. The staged data was deleted by hand or by "
-                    "another tool; this batch cannot be completed. Restore the staged file, or run "
+                    f"{ctx.storage.uri(move.dst)} does not exist. The data was deleted by hand or by another "
+                    "tool (e.g. a Delta VACUUM that ran while this batch waited for its Delta commit, which "
+                    "happens at the sink's next start); this batch cannot be completed. Restore the staged file, or run "
                     "`seo recover --discard-wal` to drop the batch (Spark will not re-run it).",
                     path=move.src,
                 ) from None

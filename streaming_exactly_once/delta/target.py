@@ -20,7 +20,13 @@ network broke) is found the same way. delta-rs creates ``_delta_log/N.json`` put
 of version N can fail with "version exists" and delta-rs then retries it once on N+1 despite
 ``max_commit_retries=0`` (``test_processes_racing_to_commit_one_batch_adds_its_rows_once``
 reproduces it). The second version re-adds the very same paths, and Delta keys a table's files
-by path, so every Delta reader still sees each row once - but the batch occupies two versions.
+by path, so every snapshot read sees each row once - but the batch occupies two versions, and
+readers of changes (Change Data Feed, Delta's streaming source) see its rows twice.
+
+**In order.** Batch ``M`` is committed only on a log whose ``txn`` is ``M - 1`` (none for
+``M = 0``): anything else means the log lost commits it had (see ``_check_follows``), and a
+commit on top would hide that from Delta readers for good. Our ``txn`` carries ``lastUpdated``
+(delta-spark drops a txn without one where ``delta.setTransactionRetentionDuration`` is set).
 
 **Creating the table.** The first batch of a table without a Delta log creates it - version 0
 holds the schema, the partition columns, the table properties (checkpoint interval, log
@@ -37,6 +43,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 from urllib.parse import unquote
@@ -54,6 +61,8 @@ APP_ID_PREFIX = "streaming-exactly-once:"
 #: Keys of our entries in a Delta commit's ``commitInfo`` (strings: every Delta reader shows them).
 BATCH_KEY = "seoBatchId"
 APP_KEY = "seoAppId"
+#: delta.checkpointInterval where a table does not set it (delta-rs checkpoints every 100 versions then).
+DELTA_DEFAULT_CHECKPOINT_INTERVAL = 100
 #: Commits of one batch tried before giving up while other writers keep winning the race.
 COMMIT_ATTEMPTS = 8
 
@@ -107,7 +116,15 @@ class DeltaTarget:
     # -- reading the log ---------------------------------------------------------------------
 
     def _has_commits(self) -> bool:
-        return any(_COMMIT_FILE.match(e.name) for e in self.storage.list_dir(LOG_DIR))
+        if any(_COMMIT_FILE.match(e.name) for e in self.storage.list_dir(LOG_DIR)):
+            return True
+        if self.storage.exists(LOG_DIR) and not self.storage.info(LOG_DIR).is_dir:
+            raise DeltaTableError(
+                f"{self.log_uri} is a file, not a directory: no Delta table can live at {self.storage.root_uri}. "
+                "Move the file away (or write to another table); nothing was committed.",
+                path=self.log_uri,
+            )
+        return False
 
     def load(self, *, refresh: bool = True) -> Any:
         """The table at its latest version, or None if there is no Delta table yet.
@@ -238,15 +255,19 @@ class DeltaTarget:
         last: BaseException | None = None
         for attempt in range(COMMIT_ATTEMPTS):
             table = self.load(refresh=attempt > 0 or not fresh)
-            if table is not None:
-                done = _txn(table, self.app_id)
-                if done is not None and done >= batch_id:
-                    return self.version_committing(batch_id)
+            done = None if table is None else _txn(table, self.app_id)
+            if done is not None and done >= batch_id:
+                return self.version_committing(batch_id)
+            self._check_follows(batch_id, done, table)
             properties = tx.CommitProperties(
                 custom_metadata=info,
                 max_commit_retries=0,
-                app_transactions=[tx.Transaction(self.app_id, batch_id)],
+                # lastUpdated: delta-spark drops a txn without one where delta.setTransactionRetentionDuration is set
+                app_transactions=[tx.Transaction(self.app_id, batch_id, last_updated=int(time.time() * 1000))],
             )
+            # delta-rs would list the whole _delta_log after every commit for its expired-log cleanup;
+            # ``_clean_up_log`` runs it at checkpoints only (see there)
+            hooks = tx.PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
             try:
                 if table is None:
                     if schema_json is None:
@@ -260,6 +281,7 @@ class DeltaTarget:
                         configuration=self.settings.table_properties(),
                         storage_options=self.options or None,
                         commit_properties=properties,
+                        post_commithook_properties=hooks,
                     )
                 else:
                     if schema_json is not None:
@@ -270,6 +292,7 @@ class DeltaTarget:
                         schema=table.schema(),
                         partition_by=list(table.metadata().partition_columns) or None,
                         commit_properties=properties,
+                        post_commithook_properties=hooks,
                     )
             except DeltaTableError:
                 raise
@@ -286,7 +309,9 @@ class DeltaTarget:
                 last = exc
                 self.forget()
                 continue
-            return self.version_committing(batch_id)
+            version = self.version_committing(batch_id)
+            self._clean_up_log()
+            return version
         raise DeltaTableError(
             f"Delta commit of manifest batch {batch_id} to {self.log_uri} lost {COMMIT_ATTEMPTS} races in a row to "
             f"other writers of the Delta table (last: {last}). Stop the other writers; the batch stays pending in "
@@ -294,6 +319,53 @@ class DeltaTarget:
             path=self.log_uri,
             batch_id=batch_id,
         )
+
+    def _check_follows(self, batch_id: int, done: int | None, table: Any) -> None:
+        """Refuse to commit batch ``M`` unless the log's ``txn`` is ``M - 1`` (none for ``M = 0``).
+
+        Batches reach the Delta log in order, one version each, so anything else means the log
+        lost commits it had: e.g. a ``N.json`` emptied by a power cut (delta-rs reads an empty
+        commit file as a version without actions), or a ``txn`` dropped by a writer honouring
+        ``delta.setTransactionRetentionDuration``. Committing on top would hide the loss from
+        Delta readers for good; stopping here keeps it visible and repairable.
+        """
+        expected = batch_id - 1
+        if (-1 if done is None else done) == expected:
+            return
+        where = "has no Delta log" if table is None else f"is at Delta version {table.version()}"
+        holds = "no batch of this table" if done is None else f"batches up to {done}"
+        raise DeltaTableError(
+            f"Delta commit of manifest batch {batch_id}: the Delta log {self.log_uri} {where} and holds {holds} "
+            f"(txn of app {self.app_id}), but batches reach it in order and {expected} is the last one committed. "
+            "Delta commits of this table were lost (an emptied or deleted _delta_log/<version>.json, a restored "
+            "older log, or a txn dropped by delta.setTransactionRetentionDuration). Nothing was added; restore "
+            "the log from a backup, then restart. `seo status` shows both logs.",
+            path=self.log_uri,
+            batch_id=batch_id,
+        )
+
+    def _clean_up_log(self) -> None:
+        """Delta's expired-log cleanup, at checkpoint versions only (as delta-spark runs it).
+
+        delta-rs 1.6 runs it after *every* commit when the table allows it, and it lists all of
+        ``_delta_log`` each time (measured: 27 ms instead of 15 ms per commit at 2,000 versions
+        on local disk; on S3 a full listing per batch). It deletes only commits older than
+        ``delta.logRetentionDuration`` that a newer checkpoint covers, so running it when a
+        checkpoint was just written removes the same files. A failure is logged, never raised:
+        the batch is committed.
+        """
+        table = self._table
+        if table is None:
+            return
+        try:
+            config = table.metadata().configuration or {}
+            if str(config.get("delta.enableExpiredLogCleanup", "true")).lower() == "false":
+                return
+            interval = int(config.get("delta.checkpointInterval", DELTA_DEFAULT_CHECKPOINT_INTERVAL))
+            if interval > 0 and (table.version() + 1) % interval == 0:  # delta-rs checkpoints versions k*interval - 1
+                table.cleanup_metadata()
+        except Exception as exc:
+            log.warning("Delta log cleanup of %s failed (the batch is committed): %s", self.log_uri, exc)
 
     def version_committing(self, batch_id: int, *, search: int = 8) -> int | None:
         """The Delta version whose commit carries ``batch_id``, looked up among the newest ones.
@@ -349,10 +421,11 @@ class DeltaTarget:
         if table is None:
             raise InvalidAsOfError(f"as_of={batch_id}: {self.storage.root_uri} has no Delta log yet.", as_of=batch_id)
         lo, hi = 0, table.version()
-        if (_txn(table, self.app_id) or -1) < batch_id:
+        newest = _txn(table, self.app_id)
+        if newest is None or newest < batch_id:
             raise InvalidAsOfError(
                 f"as_of={batch_id}: manifest batch {batch_id} is not in the Delta table {self.storage.root_uri} (its "
-                f"newest batch is {_txn(table, self.app_id)}); a pending commit finishes at the next start.",
+                f"newest batch is {newest}); a pending commit finishes at the next start.",
                 as_of=batch_id,
             )
         while lo < hi:
