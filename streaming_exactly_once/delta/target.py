@@ -309,8 +309,10 @@ class DeltaTarget:
                 last = exc
                 self.forget()
                 continue
-            version = self.version_committing(batch_id)
-            self._clean_up_log()
+            version = self._version_written(batch_id, -1 if table is None else table.version())
+            if version is None:
+                version = self.version_committing(batch_id)
+            self._clean_up_log(version)
             return version
         raise DeltaTableError(
             f"Delta commit of manifest batch {batch_id} to {self.log_uri} lost {COMMIT_ATTEMPTS} races in a row to "
@@ -344,7 +346,23 @@ class DeltaTarget:
             batch_id=batch_id,
         )
 
-    def _clean_up_log(self) -> None:
+    def _version_written(self, batch_id: int, base: int) -> int | None:
+        """The version a successful commit on top of ``base`` wrote: ``base + 1`` if that commit
+        file carries our ``txn`` for the batch (one read, where ``version_committing`` would list
+        the log to bring the snapshot up to date; the snapshot is brought up to date at the next
+        batch anyway). None if it does not (e.g. delta-rs retried the commit on a later version)."""
+        if _txn_in(self._read_commit(base + 1), self.app_id) == batch_id:
+            return base + 1
+        return None
+
+    def _read_commit(self, version: int) -> bytes | None:
+        try:
+            return self.storage.read_bytes(f"{LOG_DIR}/{version:020d}.json")
+        except Exception as exc:  # cleaned up by log retention, or unreadable: the txn is what decides
+            log.debug("Delta commit %d of %s unreadable: %s", version, self.log_uri, exc)
+            return None
+
+    def _clean_up_log(self, version: int | None) -> None:
         """Delta's expired-log cleanup, at checkpoint versions only (as delta-spark runs it).
 
         delta-rs 1.6 runs it after *every* commit when the table allows it, and it lists all of
@@ -355,14 +373,15 @@ class DeltaTarget:
         the batch is committed.
         """
         table = self._table
-        if table is None:
+        if table is None or version is None:
             return
         try:
             config = table.metadata().configuration or {}
             if str(config.get("delta.enableExpiredLogCleanup", "true")).lower() == "false":
                 return
             interval = int(config.get("delta.checkpointInterval", DELTA_DEFAULT_CHECKPOINT_INTERVAL))
-            if interval > 0 and (table.version() + 1) % interval == 0:  # delta-rs checkpoints versions k*interval - 1
+            if interval > 0 and (version + 1) % interval == 0:  # delta-rs checkpoints versions k*interval - 1
+                table = self.load()  # the snapshot that sees the new checkpoint
                 table.cleanup_metadata()
         except Exception as exc:
             log.warning("Delta log cleanup of %s failed (the batch is committed): %s", self.log_uri, exc)
@@ -379,22 +398,14 @@ class DeltaTarget:
             return None
         latest = table.version()
         for version in range(latest, max(-1, latest - search), -1):
-            try:
-                data = self.storage.read_bytes(f"{LOG_DIR}/{version:020d}.json")
-            except Exception as exc:  # cleaned up by log retention, or unreadable: the txn is what decides
-                log.debug("Delta commit %d of %s unreadable: %s", version, self.log_uri, exc)
+            data = self._read_commit(version)
+            if data is None:
                 return None
-            for line in data.splitlines():
-                try:
-                    action = json.loads(line)
-                except ValueError:
-                    break
-                txn = action.get("txn") if isinstance(action, dict) else None
-                if isinstance(txn, dict) and txn.get("appId") == self.app_id:
-                    if txn.get("version") == batch_id:
-                        return version
-                    if isinstance(txn.get("version"), int) and txn["version"] < batch_id:
-                        return None  # older than the batch: it is not among these versions
+            found = _txn_in(data, self.app_id)
+            if found == batch_id:
+                return version
+            if found is not None and found < batch_id:
+                return None  # older than the batch: it is not among these versions
         return None
 
     # -- time travel ---------------------------------------------------------------------------
@@ -506,6 +517,19 @@ def _ms(value: Any) -> int:
 def _txn(table: Any, app: str) -> int | None:
     found = table.transaction_version(app)
     return None if found is None else int(found)
+
+
+def _txn_in(data: bytes | None, app: str) -> int | None:
+    """The version of ``app``'s ``txn`` action in one commit file's bytes (None if it has none)."""
+    for line in (data or b"").splitlines():
+        try:
+            action = json.loads(line)
+        except ValueError:
+            return None
+        txn = action.get("txn") if isinstance(action, dict) else None
+        if isinstance(txn, dict) and txn.get("appId") == app and isinstance(txn.get("version"), int):
+            return int(txn["version"])
+    return None
 
 
 def _lost_race(exc: BaseException, dl: Any) -> bool:
