@@ -300,12 +300,15 @@ def delta_section(dl: dict[str, Any]) -> list[str]:
         "",
         "Not flat on local disk with Delta's default retention. Checkpoints bound what a snapshot *replays* (at most "
         "`checkpoint_interval` JSON files), but every snapshot update of delta-rs 1.6 *lists* `_delta_log` to find the "
-        "newest version, and on a local filesystem that listing covers (and stats) every file in the directory; the "
-        "Delta step updates its snapshot three times per batch (verify, execute, after the commit) and delta-rs lists "
-        "again inside its commit. On S3 delta-rs lists with `start-after` the version it knows, so the listing does not "
-        "grow with the log; on local disk Delta's expired-log cleanup (`delta_log_retention`, run at each checkpoint) "
-        "is what bounds the directory, and with it the step. What still grows slowly in every column is the table's "
-        "state: each batch adds a live file, and each checkpoint holds every live file.",
+        "newest version, and on a local filesystem that listing covers (and stats) every file in the directory. Per "
+        "batch the sink updates its snapshot twice (the schema check before the WAL claim, the step's own `txn` check; "
+        "the version written is read from its commit file) and delta-rs lists again inside its commit; its "
+        "expired-log cleanup, which lists the whole log, runs at checkpoint versions only. On local disk Delta's "
+        "expired-log cleanup (`delta_log_retention`) is what bounds the directory, and with it the step. On S3 "
+        "delta-rs lists with `start-after` the version it knows, but moto's server filters every key of the bucket "
+        "in Python for each listing (data files included), so its column grows with the bucket, not with the request "
+        "pattern: it shows the requests work, not S3's cost. What grows slowly in every column is the table's state: "
+        "each batch adds a live file, and each checkpoint holds every live file.",
         "",
     ]
     return md
