@@ -64,7 +64,7 @@ class AttemptVerdict:
         return {"verdict": self.verdict, "epoch": self.epoch, "writtenMs": self.written_ms}
 
     @classmethod
-    def from_json(cls, obj: dict) -> "AttemptVerdict":
+    def from_json(cls, obj: dict) -> AttemptVerdict:
         verdict = field(obj, "verdict", str)
         if verdict not in (COMMIT, ABORT):
             raise RecordError(f"field 'verdict' must be '{COMMIT}' or '{ABORT}', not {verdict!r}")

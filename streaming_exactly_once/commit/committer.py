@@ -30,31 +30,31 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any
 
 from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import InputFile
+from ..delta.files import DeltaFile
 from ..delta.target import DeltaSettings, DeltaTarget
 from ..errors import ConfigError, DeltaTableError, WriterFencedError
 from ..log.compaction import is_compaction_batch
 from ..manifest.entry import ManifestEntry
 from ..manifest.manifest_index import delete_stale_indexes, write_index
+from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR, PRIVATE_DIRECTORY as PRIVATE_MANIFEST_DIR
 from ..storage.base import Storage
 from ..table.commits_log import CommitRecord
 from ..table.identity import TableIdentity, ensure_identity, note_root, read_identity
-from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR
-from ..manifest.manifest_log import PRIVATE_DIRECTORY as PRIVATE_MANIFEST_DIR
 from ..table.layout import PROBE_DIR, staging_dir
 from ..table.offsets_log import OffsetsRecord
 from ..table.sources_log import SourceFileRecord
 from ..table.table_logs import TableLogs
-from .faults import NO_FAULTS, FaultHooks
-from .lease import Lease
-from .janitor import Janitor
-from .recovery import INTENTS_SUBDIR, RecoveryReport, check_logs_consistent, discard_sequence, recover
-from ..delta.files import DeltaFile
 from .delta_step import CommitDelta
+from .faults import NO_FAULTS, FaultHooks
+from .janitor import Janitor
+from .lease import Lease
+from .recovery import INTENTS_SUBDIR, RecoveryReport, check_logs_consistent, discard_sequence, recover
 from .sequence import CommitSequence
 from .step import StepContext
 from .steps import CleanupStaging, FileMove, MoveFiles, PublishManifest, WriteCommit, WriteOffsets, WriteSources
@@ -465,7 +465,9 @@ class TableCommitter:
             return []
         return [ManifestEntry.for_file(self.storage.uri(f.path), size=f.size, modification_time=f.mtime_ms) for f in target.live_files()]
 
-    def _record(self, attempt: BatchAttempt, batch_id: int, *, files: Sequence[StagedFile], num_rows: int | None, now_ms: int, **extra: Any) -> CommitRecord:
+    def _record(
+        self, attempt: BatchAttempt, batch_id: int, *, files: Sequence[StagedFile], num_rows: int | None, now_ms: int, **extra: Any
+    ) -> CommitRecord:
         """The commit record of ``files`` as batch ``batch_id`` of this attempt."""
         return CommitRecord(
             batch_id=batch_id,

@@ -33,8 +33,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from ..checkpoint.reader import InputFile
 from ..delta.files import DeltaFile

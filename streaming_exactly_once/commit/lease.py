@@ -41,8 +41,9 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import ConcurrentWriterError, WriterFencedError
 from ..log.batch_log import parse_batch_file_name
@@ -91,7 +92,7 @@ class WriterInfo:
         }
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "WriterInfo":
+    def from_json(cls, obj: dict[str, Any]) -> WriterInfo:
         return cls(
             epoch=field(obj, "epoch", int),
             writer_id=field(obj, "writerId", str),
@@ -106,7 +107,7 @@ class WriterInfo:
             query_id=field(obj, "queryId", str, optional=True),
         )
 
-    def same_process_space(self, other: "ProcessSpace") -> bool:
+    def same_process_space(self, other: ProcessSpace) -> bool:
         """Whether this writer's pid means the same process as in ``other`` (see module docstring)."""
         return (
             self.host == other.host
@@ -134,7 +135,7 @@ class Heartbeat:
         }
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "Heartbeat":
+    def from_json(cls, obj: dict[str, Any]) -> Heartbeat:
         return cls(
             epoch=field(obj, "epoch", int),
             writer_id=field(obj, "writerId", str),
@@ -164,7 +165,7 @@ class ProcessSpace:
     pid_namespace: str | None
 
     @classmethod
-    def current(cls) -> "ProcessSpace":
+    def current(cls) -> ProcessSpace:
         return cls(socket.gethostname(), _read_text("/proc/sys/kernel/random/boot_id"), _pid_namespace())
 
 
@@ -353,7 +354,7 @@ class Lease:
         self._prune(epoch)
         return epoch
 
-    def _supersedes(self, holder: WriterInfo, space: "ProcessSpace") -> bool:
+    def _supersedes(self, holder: WriterInfo, space: ProcessSpace) -> bool:
         """Whether ``holder`` is an ended run of our own query (module docstring)."""
         return (
             self.query_id is not None and self.spark_app is not None and holder.writer_id != self.writer_id

@@ -27,8 +27,8 @@ Nothing here lists a data directory; the cost depends on what is pending, not on
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..errors import CommitError, LogCorruptError, MissingBatchError
 from ..storage.base import Storage
@@ -196,7 +196,9 @@ def recover(
                     _discard(storage, wal, seq, report, fence, "aborted before its claim was seen: claimed after a takeover")
                     continue
                 if verdict == ABORT:
-                    log.error("manifest batch %d is published although its attempt %s was judged aborted; finishing its bookkeeping", batch_id, seq.attempt)
+                    log.error(
+                        "manifest batch %d is published although its attempt %s was judged aborted; finishing its bookkeeping", batch_id, seq.attempt
+                    )
             if not published:
                 _check_direct_files(storage, seq)
             fence("complete")

@@ -12,8 +12,9 @@ Steps are stored in the WAL as one JSON object each, tagged by ``kind``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field as dc_field
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from ..storage.base import Storage
 from ..table.table_logs import TableLogs
@@ -59,7 +60,7 @@ class CommitStep(ABC):
 
     @classmethod
     @abstractmethod
-    def from_json(cls, obj: dict[str, Any]) -> "CommitStep":
+    def from_json(cls, obj: dict[str, Any]) -> CommitStep:
         """Inverse of ``to_json`` (raises ``RecordError`` on a bad shape)."""
 
 

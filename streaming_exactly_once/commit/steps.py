@@ -132,7 +132,7 @@ class MoveFiles(CommitStep):
         return {"kind": self.kind, "moves": [[m.src, m.dst, m.size] for m in self.moves]}
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "MoveFiles":
+    def from_json(cls, obj: dict[str, Any]) -> MoveFiles:
         moves = []
         for item in field(obj, "moves", list):
             if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[1], str) and isinstance(item[2], int)):
@@ -183,7 +183,7 @@ class PublishManifest(CommitStep):
         return {"kind": self.kind, "batchId": self.batch_id, "entries": [_MANIFEST_CODEC.to_json(e) for e in self.entries]}
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "PublishManifest":
+    def from_json(cls, obj: dict[str, Any]) -> PublishManifest:
         entries = [_MANIFEST_CODEC.from_json(_obj(e)) for e in field(obj, "entries", list)]
         return cls(batch_id=field(obj, "batchId", int), entries=entries)
 
@@ -207,7 +207,7 @@ class WriteSources(CommitStep):
         return {"kind": self.kind, "batchId": self.batch_id, "files": [_SOURCE_CODEC.to_json(f) for f in self.files]}
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "WriteSources":
+    def from_json(cls, obj: dict[str, Any]) -> WriteSources:
         files = [_SOURCE_CODEC.from_json(_obj(f)) for f in field(obj, "files", list)]
         return cls(batch_id=field(obj, "batchId", int), files=files)
 
@@ -248,7 +248,7 @@ class WriteOffsets(CommitStep):
         return {"kind": self.kind, "record": _OFFSETS_CODEC.to_json(self.record)}
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "WriteOffsets":
+    def from_json(cls, obj: dict[str, Any]) -> WriteOffsets:
         return cls(record=_OFFSETS_CODEC.from_json(_obj(field(obj, "record", dict))))
 
 
@@ -289,7 +289,7 @@ class WriteCommit(CommitStep):
         return {"kind": self.kind, "record": _COMMIT_CODEC.to_json(self.record)}
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "WriteCommit":
+    def from_json(cls, obj: dict[str, Any]) -> WriteCommit:
         return cls(record=_COMMIT_CODEC.from_json(_obj(field(obj, "record", dict))))
 
 
@@ -371,7 +371,7 @@ class PublishMembers(CommitStep):
         }
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "PublishMembers":
+    def from_json(cls, obj: dict[str, Any]) -> PublishMembers:
         members = []
         for item in field(obj, "members", list):
             item = _obj(item)
@@ -404,7 +404,7 @@ class CleanupStaging(CommitStep):
         return {"kind": self.kind, "path": self.path}
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "CleanupStaging":
+    def from_json(cls, obj: dict[str, Any]) -> CleanupStaging:
         return cls(path=field(obj, "path", str))
 
 

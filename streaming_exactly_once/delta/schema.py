@@ -21,7 +21,8 @@ zone on disk, which a Delta ``partitionValues`` entry cannot say.
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import DeltaSchemaMismatchError
 

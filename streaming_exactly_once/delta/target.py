@@ -37,8 +37,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 from urllib.parse import unquote
 
 from ..errors import DeltaSchemaMismatchError, DeltaTableError, InvalidAsOfError
@@ -401,7 +402,8 @@ class DeltaTarget:
         out = []
         roots = _root_spellings(self.uri)
         for path, size, mtime in zip(
-            actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(), actions.column("modification_time").to_pylist()
+            actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(), actions.column("modification_time").to_pylist(),
+            strict=True,
         ):
             rel = _relative(unquote(path), roots)
             if rel is None:

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Generic, Iterable, Iterator, Sequence, TypeVar
+from typing import Generic, TypeVar
 
 from ..errors import LogConflictError, MissingBatchError
 from ..storage.base import Storage, join

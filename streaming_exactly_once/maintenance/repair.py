@@ -8,7 +8,8 @@
   claim has all its files (it can be completed, and a frozen writer may be completing it).
   Spark re-runs the batch, because its checkpoint has no commit for it.
 * ``rebuild_logs`` - recreate missing offsets records from the commits log (source offsets are
-  then unknown), and missing commits/sources records of published batches from the offsets log (the intent each batch wrote before staging). A rebuilt sources record is empty,
+  then unknown), and missing commits/sources records of published batches from the offsets log
+  (the intent each batch wrote before staging). A rebuilt sources record is empty,
   so those batches' input files are not protected against a recreated checkpoint; the command
   says which batches that affects.
 """
@@ -17,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..commit.attempt_verdict import ABORT, COMMIT, decide, overrule, read_verdict
 from ..commit.committer import CommitterOptions
 from ..commit.lease import Lease, writer_still_running
-from ..commit.attempt_verdict import ABORT, COMMIT, decide, overrule, read_verdict
 from ..commit.recovery import RecoveryReport, claim_files_missing, discard_sequence, recover
 from ..commit.step import StepContext
 from ..commit.wal import CommitSequenceStore

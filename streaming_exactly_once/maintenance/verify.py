@@ -19,7 +19,6 @@ from typing import Any
 
 from ..commit.wal import CommitSequenceStore
 from ..errors import ExactlyOnceError
-
 from ..readers.file_checks import inspect_files
 from ..readers.visibility import committed_files
 from ..storage.base import Storage
@@ -183,9 +182,16 @@ def _check_delta(storage: Storage, identity, latest: int | None, current, report
     if applied < latest:
         pending = CommitSequenceStore(storage).pending()
         if any(applied < b <= latest for b in pending):
-            report.add("warning", "delta-pending", target.log_uri, f"batches {applied + 1}..{latest} are pending in the WAL; the next start (or `seo recover`) commits them to Delta")
+            report.add(
+                "warning",
+                "delta-pending",
+                target.log_uri,
+                f"batches {applied + 1}..{latest} are pending in the WAL; the next start (or `seo recover`) commits them to Delta",
+            )
         else:
-            report.add("error", "delta-behind", target.log_uri, f"holds batches up to {applied}, the manifest up to {latest}: Delta readers miss data")
+            report.add(
+                "error", "delta-behind", target.log_uri, f"holds batches up to {applied}, the manifest up to {latest}: Delta readers miss data"
+            )
     elif applied > latest:
         report.add("error", "delta-ahead", target.log_uri, f"holds batches up to {applied}, the manifest only up to {latest}")
     manifest_files = set(current.relative)

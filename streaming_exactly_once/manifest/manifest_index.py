@@ -53,7 +53,7 @@ def parse_entries_arrow(body: bytes):
         ]
     )
     if not body.strip():
-        return pa.table({n: pa.array([], t) for n, t in zip(schema.names, schema.types)})
+        return pa.table({n: pa.array([], t) for n, t in zip(schema.names, schema.types, strict=True)})
     try:
         table = pj.read_json(
             io.BytesIO(body),

@@ -13,13 +13,21 @@ install when its engine is missing.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .history import BatchInfo, batches
 from .visibility import CommittedFiles, committed_files, delta_version
 
 
-def files(path: str, *, as_of: int | None = None, storage_options: Mapping[str, Any] | None = None, allow_outside_root: bool = False, verify: bool = False) -> list[str]:
+def files(
+    path: str,
+    *,
+    as_of: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    allow_outside_root: bool = False,
+    verify: bool = False,
+) -> list[str]:
     """URIs of the committed data files as of batch ``as_of`` (default: latest)."""
     return committed_files(path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, verify=verify).uris()
 

@@ -9,7 +9,8 @@ backend stream their bytes; nothing is downloaded first.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import DataFileMissingError, MissingDependencyError
 from ..manifest.paths import normalize_uri
@@ -41,8 +42,12 @@ def _file_format(fmt: str, full_schema, partition_columns, options: Mapping[str,
         names = [f.name for f in data_fields] if data_fields else None
         return ds.CsvFileFormat(
             parse_options=pacsv.ParseOptions(delimiter=options.get("sep", options.get("delimiter", ","))),
-            read_options=pacsv.ReadOptions(column_names=names, skip_rows=1 if header and names else 0, autogenerate_column_names=names is None and not header),
-            convert_options=pacsv.ConvertOptions(column_types={f.name: f.type for f in data_fields} if data_fields else None, strings_can_be_null=True),
+            read_options=pacsv.ReadOptions(
+                column_names=names, skip_rows=1 if header and names else 0, autogenerate_column_names=names is None and not header
+            ),
+            convert_options=pacsv.ConvertOptions(
+                column_types={f.name: f.type for f in data_fields} if data_fields else None, strings_can_be_null=True
+            ),
         )
     if fmt == "json":
         import pyarrow.json as pj

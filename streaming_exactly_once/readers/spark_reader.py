@@ -10,7 +10,8 @@ directory and never sees an uncommitted file.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import MissingDependencyError
 from .visibility import committed_files
@@ -49,7 +50,10 @@ def spark(
         schema = StructType(data + parts)
     elif paths:
         sample = session.read.format(fmt).options(**reader_options).load(paths[0]).schema
-        schema = StructType([f for f in sample.fields if f.name not in files.partition_columns] + [StructField(c, StringType(), True) for c in files.partition_columns])
+        schema = StructType(
+            [f for f in sample.fields if f.name not in files.partition_columns]
+            + [StructField(c, StringType(), True) for c in files.partition_columns]
+        )
     else:
         schema = StructType([StructField(c, StringType(), True) for c in files.partition_columns])
     if not paths:

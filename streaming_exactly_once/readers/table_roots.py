@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from ..errors import ManifestEntryOutsideRootError
-from ..manifest.paths import canonical_uri, decode_uri, encode_uri, normalize_uri, split_uri, spellings
+from ..manifest.paths import canonical_uri, decode_uri, encode_uri, normalize_uri, spellings, split_uri
 from ..storage.base import Storage
 from ..table.identity import TableIdentity
 
@@ -157,7 +157,7 @@ def map_entries(
 
 def _map_python(paths, sizes, mtimes, roots, storage, sub, allow_outside_root) -> MappedEntries:
     out = MappedEntries([], [], [], [])
-    for path, size, mtime in zip(paths, sizes, mtimes):
+    for path, size, mtime in zip(paths, sizes, mtimes, strict=True):
         rel = relative_path(roots, path)
         if rel is None:
             if not allow_outside_root:

@@ -31,12 +31,12 @@ from __future__ import annotations
 import logging
 import operator
 import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ..errors import InvalidAsOfError, MissingDependencyError, TableNotFoundError, UnsafeReadError
-from ..manifest.manifest_log import DIRECTORIES as MANIFEST_DIRS
-from ..manifest.manifest_log import DIRECTORY as MANIFEST_DIR
+from ..manifest.manifest_log import DIRECTORIES as MANIFEST_DIRS, DIRECTORY as MANIFEST_DIR
 from ..manifest.paths import parse_partition_dir
 from ..storage import open_storage
 from ..storage.base import Storage

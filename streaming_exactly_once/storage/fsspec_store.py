@@ -16,8 +16,9 @@ from __future__ import annotations
 import contextlib
 import io
 import posixpath
+from collections.abc import Iterator
 from datetime import datetime
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 import fsspec
 
@@ -123,7 +124,7 @@ class FsspecStorage(Storage):
 
     # -- Storage -----------------------------------------------------------------------------
 
-    def child(self, path: str) -> "FsspecStorage":
+    def child(self, path: str) -> FsspecStorage:
         clone = object.__new__(type(self))
         clone.__dict__.update(self.__dict__)
         rel = check_relative(path)

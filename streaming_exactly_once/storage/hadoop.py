@@ -43,7 +43,8 @@ import posixpath
 import sys
 import threading
 import uuid
-from typing import IO, Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 from ..errors import StorageAccessError, UnsupportedStorageError
@@ -263,7 +264,7 @@ class HadoopStorage(Storage):
 
     # -- Storage -----------------------------------------------------------------------------
 
-    def child(self, path: str) -> "HadoopStorage":
+    def child(self, path: str) -> HadoopStorage:
         clone = object.__new__(type(self))
         clone.__dict__.update(self.__dict__)
         rel = check_relative(path)

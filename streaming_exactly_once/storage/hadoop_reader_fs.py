@@ -22,7 +22,7 @@ class HadoopReadFileSystem(AbstractFileSystem):
     protocol = "seo-hadoop"
     cachable = False
 
-    def __init__(self, storage: "HadoopStorage", **kwargs: Any) -> None:
+    def __init__(self, storage: HadoopStorage, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._storage = storage
 

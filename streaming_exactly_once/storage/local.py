@@ -30,8 +30,9 @@ import io
 import os
 import shutil
 import uuid
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Any, Iterator, Sequence
+from typing import IO, Any
 from urllib.parse import unquote, urlsplit
 
 from ..errors import UnsupportedStorageError
@@ -185,7 +186,7 @@ class LocalStorage(Storage):
 
     # -- Storage -----------------------------------------------------------------------------
 
-    def child(self, path: str) -> "LocalStorage":
+    def child(self, path: str) -> LocalStorage:
         return LocalStorage(self._abs(path), durable=self._durable)
 
     def read_bytes(self, path: str) -> bytes:

@@ -29,8 +29,9 @@ Source partitions (``sourcePartitions``; source index -> ``topic/partition`` -> 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from ..log.version import loads_line
 

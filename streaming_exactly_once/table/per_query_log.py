@@ -9,7 +9,8 @@ readable from their delta files for as long as retention keeps them.
 
 from __future__ import annotations
 
-from typing import Generic, Iterable, Sequence, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import Generic, TypeVar
 
 from ..log.compactible_log import CompactibleLog
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR
-from ..manifest.manifest_log import ManifestLog
+from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR, ManifestLog
 from ..storage.base import Storage
 from .commits_log import CommitsLog
 from .offsets_log import OffsetsLog
@@ -35,7 +34,7 @@ class TableLogs:
         sources_retention_ms: int | None = None,
         kind: str = "table",
         manifest_dir: str = SPARK_MANIFEST_DIR,
-    ) -> "TableLogs":
+    ) -> TableLogs:
         """``kind``: ``table`` (all four logs), ``group`` (no manifest), ``member`` (manifest and commits);
         ``manifest_dir``: where the manifest lives (``TableIdentity.manifest_dir``)."""
         with_manifest = kind != "group"
@@ -51,7 +50,7 @@ class TableLogs:
         )
 
     @classmethod
-    def for_identity(cls, storage: Storage, identity, **kwargs) -> "TableLogs":
+    def for_identity(cls, storage: Storage, identity, **kwargs) -> TableLogs:
         """The logs a table with this identity (or none: a plain table) has."""
         if identity is None:
             return cls.open(storage, **kwargs)
