@@ -255,7 +255,7 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         with self._prep_lock:
             prep = self._prep
             fresh = prep is None or prep.compact_id != target
-            if fresh:
+            if prep is None or fresh:
                 if prep is not None:
                     self.storage.delete(prep.path)
                 prep = _Preparation(target, self._prep_path(target))

@@ -137,7 +137,7 @@ def source_partitions(source_offsets: tuple[str | None, ...] | list[str | None])
             continue
         if not isinstance(obj, dict):
             continue
-        parts = {}
+        parts: dict[str, int] = {}
         for topic, partitions in obj.items():
             if not isinstance(partitions, dict):
                 parts = {}
