@@ -43,7 +43,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ConcurrentWriterError, WriterFencedError
 from ..log.batch_log import parse_batch_file_name
@@ -216,14 +216,17 @@ def process_is_running(pid: int, start: str | None) -> bool:
     return True
 
 
-def _read(storage: Storage, path: str, cls):
-    return read_record(storage, path, cls.from_json, hint=HINT, version=VERSION)
+R = TypeVar("R")
+
+
+def _read(storage: Storage, path: str, from_json: Callable[[dict[str, Any]], R]) -> R | None:
+    return read_record(storage, path, from_json, hint=HINT, version=VERSION)
 
 
 def writer_still_running(storage: Storage, epoch: int) -> WriterInfo | None:
     """The writer of ``epoch`` if its process provably still runs (same process space, same pid
     and start time); None when it is gone or cannot be judged from here."""
-    writer = _read(storage, f"{EPOCHS_DIR}/{epoch}", WriterInfo)
+    writer = _read(storage, f"{EPOCHS_DIR}/{epoch}", WriterInfo.from_json)
     if writer is None or not writer.same_process_space(ProcessSpace.current()):
         return None
     return writer if process_is_running(writer.pid, writer.pid_start) else None
@@ -244,8 +247,8 @@ def read_lease_state(storage: Storage, *, now_ms: int | None = None, space: Proc
     if not epochs:
         return None
     epoch = epochs[-1]
-    writer = _read(storage, f"{EPOCHS_DIR}/{epoch}", WriterInfo)
-    beat = _read(storage, f"{HEARTBEATS_DIR}/{epoch}", Heartbeat)
+    writer = _read(storage, f"{EPOCHS_DIR}/{epoch}", WriterInfo.from_json)
+    beat = _read(storage, f"{HEARTBEATS_DIR}/{epoch}", Heartbeat.from_json)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     space = ProcessSpace.current() if space is None else space
     if beat is not None and beat.released:

@@ -151,7 +151,9 @@ class CommitSequence:
             ctx.timings[step.kind] = round((time.perf_counter() - t0) * 1000, 3)
             ctx.boundary(f"after-{step.kind}")
 
-    def _execute_with_retries(self, step, ctx, *, retries, backoff_s, sleep) -> None:
+    def _execute_with_retries(
+        self, step: CommitStep, ctx: StepContext, *, retries: int, backoff_s: float, sleep: Callable[[float], None]
+    ) -> None:
         attempt = 0
         while True:
             try:
