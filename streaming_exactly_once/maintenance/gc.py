@@ -41,7 +41,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ..commit.attempt_verdict import ABORT, COMMIT, decide
-from ..commit.lease import Lease, read_lease_state
+from ..commit.lease import Lease, LeaseState, read_lease_state
 from ..commit.recovery import INTENTS_SUBDIR, abort_attempt
 from ..errors import ConcurrentWriterError, DeltaTableError, GcRefusedError, IdentityError, LogError, MissingBatchError, ReaderError
 from ..manifest.manifest_index import delete_stale_indexes
@@ -149,7 +149,7 @@ def _held_lease(owner: Storage, *, lease_timeout_ms: int, dry_run: bool) -> Iter
         lease.release()
 
 
-def _busy(owner: Storage, state) -> ConcurrentWriterError:
+def _busy(owner: Storage, state: LeaseState) -> ConcurrentWriterError:
     w = state.writer
     who = f"writer {w.writer_id[:8]} (pid {w.pid} on {w.host}" + (f", {w.description}" if w.description else "") + ")" if w else "a writer"
     return ConcurrentWriterError(

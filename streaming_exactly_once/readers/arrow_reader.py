@@ -14,11 +14,12 @@ from typing import Any
 
 from ..errors import DataFileMissingError, MissingDependencyError
 from ..manifest.paths import normalize_uri
+from ..storage.base import Storage
 from .arrow_schema import table_schema
 from .visibility import CommittedFiles, committed_files
 
 
-def _pyarrow():
+def _pyarrow() -> tuple[Any, Any, Any]:  # the pyarrow, pyarrow.dataset and pyarrow.fs modules
     try:
         import pyarrow as pa
         import pyarrow.dataset as ds
@@ -28,7 +29,7 @@ def _pyarrow():
     return pa, ds, pafs
 
 
-def _file_format(fmt: str, full_schema, partition_columns, options: Mapping[str, str]):
+def _file_format(fmt: str, full_schema: Any, partition_columns: tuple[str, ...], options: Mapping[str, str]) -> Any:
     pa, ds, _ = _pyarrow()
     if fmt == "parquet":
         return ds.ParquetFileFormat()
@@ -57,7 +58,7 @@ def _file_format(fmt: str, full_schema, partition_columns, options: Mapping[str,
     raise ValueError(f"unsupported format {fmt!r}")
 
 
-def arrow_filesystem(storage):
+def arrow_filesystem(storage: Storage) -> tuple[Any, str]:  # a pyarrow FileSystem and its root
     _, _, pafs = _pyarrow()
     fs, root = storage.filesystem()
     if storage.scheme == "file":
@@ -73,14 +74,14 @@ def dataset(
     allow_outside_root: bool = False,
     format: str | None = None,
     options: Mapping[str, str] | None = None,
-):
+) -> Any:
     """A ``pyarrow.dataset.Dataset`` of exactly the committed files (see module docstring)."""
     pa, ds, _ = _pyarrow()
     files = committed_files(path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, verify=True)
     return dataset_of(files, format=format, options=options)
 
 
-def dataset_of(files: CommittedFiles, *, format: str | None = None, options: Mapping[str, str] | None = None):
+def dataset_of(files: CommittedFiles, *, format: str | None = None, options: Mapping[str, str] | None = None) -> Any:
     pa, ds, _ = _pyarrow()
     fmt = files.file_format(format)
     reader_options = files.reader_options(options)
@@ -104,7 +105,7 @@ def dataset_of(files: CommittedFiles, *, format: str | None = None, options: Map
         raise DataFileMissingError(f"Committed data file vanished while opening the table: {exc}") from exc
 
 
-def arrow(path: str, *, columns: list[str] | None = None, filter: Any = None, **kwargs: Any):
+def arrow(path: str, *, columns: list[str] | None = None, filter: Any = None, **kwargs: Any) -> Any:
     """The committed rows as one ``pyarrow.Table``."""
     data = dataset(path, **kwargs)
     try:

@@ -11,19 +11,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingDependencyError
+from ..storage.base import Storage
 from .visibility import committed_files
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
-def _spark_path(storage, relative: str | None = None) -> str:
+
+def _spark_path(storage: Storage, relative: str | None = None) -> str:
     uri = storage.root_uri if relative is None else f"{storage.root_uri}/{relative}"
     return uri[len("file://"):] if uri.startswith("file://") else uri
 
 
 def spark(
-    session,
+    session: SparkSession,
     path: str,
     *,
     as_of: int | None = None,
@@ -31,7 +35,7 @@ def spark(
     allow_outside_root: bool = False,
     format: str | None = None,
     options: Mapping[str, str] | None = None,
-):
+) -> DataFrame:
     """A DataFrame of exactly the committed rows of ``path`` as of batch ``as_of``."""
     try:
         from pyspark.sql.types import StringType, StructField, StructType
