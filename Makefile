@@ -1,6 +1,6 @@
 # Two commands on a fresh machine (Python 3.11, Java 17, package registries):
 #   make demo   - set up .venv and run the default job end to end on bundled sample data
-#   make test   - set up .venv and run the test suite (plus the import-layer contracts)
+#   make test   - set up .venv and run make lint (ruff, mypy, the import-layer contracts), then the test suite
 # Longer runs are separate: make torture, make bench.
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
@@ -32,8 +32,14 @@ demo: check-java venv
 emulators: venv
 	$(BIN)/python -m tests.emulators.servers
 
-test: check-java venv emulators
+# ruff (style, imports, bugbear, pyupgrade) over all the code; mypy --strict over the library
+# (config in pyproject.toml and setup.cfg); the import-layer contracts.
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+test: check-java venv emulators lint
 	$(BIN)/python -m pytest -q
 
 test-fast: venv

@@ -64,7 +64,12 @@ def overhead(*, batches: int, files_per_batch: int, work: Path) -> dict[str, Any
         for key, value in result.timings.items():
             steps.setdefault(key, []).append(value)
     c.close()
-    return {"batches": batches, "files_per_batch": files_per_batch, "total_ms": summary(totals), "steps_ms": {k: summary(v) for k, v in steps.items()}}
+    return {
+        "batches": batches,
+        "files_per_batch": files_per_batch,
+        "total_ms": summary(totals),
+        "steps_ms": {k: summary(v) for k, v in steps.items()},
+    }
 
 
 def seed_manifest(root: Path, live_files: int) -> None:
@@ -196,7 +201,8 @@ def recovery(*, histories: list[int], work: Path) -> dict[str, Any]:
             pass
         c.lease.release()
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", _RECOVERY_CHILD.format(repo=repo, root=str(root), query=QUERY, batch=h + 1)], capture_output=True, text=True, check=True)
+        child = _RECOVERY_CHILD.format(repo=repo, root=str(root), query=QUERY, batch=h + 1)
+        proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, check=True)
         wall = time.perf_counter() - t0
         inner, rolled = proc.stdout.split(" ", 1)
         # the child's clock starts before its imports and stops when the first new batch is
@@ -219,19 +225,30 @@ def main(size: str = "small") -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="seo-bench-commit-"))
     try:
         result = {"overhead": overhead(batches=cfg["overhead"], files_per_batch=10, work=work)}
-        print(f"  commit overhead (10 files/batch): median {result['overhead']['total_ms']['median']:.2f} ms, p99 {result['overhead']['total_ms']['p99']:.2f} ms", flush=True)
+        total = result["overhead"]["total_ms"]
+        print(f"  commit overhead (10 files/batch): median {total['median']:.2f} ms, p99 {total['p99']:.2f} ms", flush=True)
         result["history"] = history(batches=cfg["history"], files_per_batch=10, work=work, time_box_s=cfg["box"])
         h = result["history"]
-        print(f"  history: {h['batches']:,} batches, {h['live_files']:,} live files: p99 {h['first_window_ms']['p99']:.1f} ms -> {h['last_window_ms']['p99']:.1f} ms", flush=True)
+        print(
+            f"  history: {h['batches']:,} batches, {h['live_files']:,} live files: "
+            f"p99 {h['first_window_ms']['p99']:.1f} ms -> {h['last_window_ms']['p99']:.1f} ms",
+            flush=True,
+        )
         if cfg["spaced"]:
             # a table with 1M live files, batches 1 s apart (a realistic trigger): the compaction
             # is prepared in the background; without preparation every 10th batch copies it all
             for prepare in (True, False):
                 key = "spaced_prepared" if prepare else "spaced_unprepared"
-                result[key] = history(batches=cfg["spaced"], files_per_batch=10, work=work, time_box_s=900, interval_s=1.0, seed_live_files=cfg["seed"], prepare=prepare)
+                result[key] = history(
+                    batches=cfg["spaced"], files_per_batch=10, work=work, time_box_s=900, interval_s=1.0, seed_live_files=cfg["seed"], prepare=prepare
+                )
                 r = result[key]
                 comp = [ms for _, ms in r["compaction_ms"]]
-                print(f"  {key}: {r['live_files']:,} live files, compaction batches {['%.0f' % x for x in comp]} ms, other batches p99 {r['other_batches_ms']['p99']:.1f} ms", flush=True)
+                print(
+                    f"  {key}: {r['live_files']:,} live files, compaction batches {['%.0f' % x for x in comp]} ms, "
+                    f"other batches p99 {r['other_batches_ms']['p99']:.1f} ms",
+                    flush=True,
+                )
         result["recovery"] = recovery(histories=cfg["recovery"], work=work)
     finally:
         shutil.rmtree(work, ignore_errors=True)

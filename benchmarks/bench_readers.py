@@ -80,19 +80,19 @@ def run(sizes: list[int], *, repeat: int = 3, first_row_max: int = 100_000, work
             storage = open_storage(str(table))
             row: dict[str, Any] = {"entries": n}
             storage.delete(index_path(9))
-            row["ours_files_json_s"] = summary(_time(lambda: read.files(str(table)), repeat))
+            row["ours_files_json_s"] = summary(_time(lambda table=table: read.files(str(table)), repeat))
             t0 = time.perf_counter()
             write_index(storage, 9)
             row["index_build_s"] = time.perf_counter() - t0
-            row["ours_files_index_s"] = summary(_time(lambda: read.files(str(table)), repeat))
+            row["ours_files_index_s"] = summary(_time(lambda table=table: read.files(str(table)), repeat))
             row["spark_planning_s"] = summary(
-                _time(lambda: spark.read.schema("id LONG, v DOUBLE").parquet(str(table)).inputFiles(), repeat)
+                _time(lambda table=table: spark.read.schema("id LONG, v DOUBLE").parquet(str(table)).inputFiles(), repeat)
             )
             row["speedup_json"] = row["spark_planning_s"]["median"] / row["ours_files_json_s"]["median"]
             row["speedup_index"] = row["spark_planning_s"]["median"] / row["ours_files_index_s"]["median"]
             if real:
-                row["ours_first_row_s"] = summary(_time(lambda: read.dataset(str(table)).head(1), repeat))
-                row["spark_first_row_s"] = summary(_time(lambda: spark.read.parquet(str(table)).limit(1).collect(), repeat))
+                row["ours_first_row_s"] = summary(_time(lambda table=table: read.dataset(str(table)).head(1), repeat))
+                row["spark_first_row_s"] = summary(_time(lambda table=table: spark.read.parquet(str(table)).limit(1).collect(), repeat))
             results[str(n)] = row
             print(
                 f"  readers {n:>9,} entries: ours {row['ours_files_json_s']['median']:.3f} s (json) "

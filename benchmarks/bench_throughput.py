@@ -17,8 +17,9 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .spark_env import spark_session, write_input
 from .stats import summary

@@ -78,7 +78,11 @@ def _plot_readers(readers: dict[str, Any]) -> str | None:
         return None
     ns = sorted(int(n) for n in readers)
     fig, ax = plt.subplots(figsize=(7, 4))
-    for key, label in (("ours_files_index_s", "read.files (index)"), ("ours_files_json_s", "read.files (JSON)"), ("spark_planning_s", "Spark planning")):
+    for key, label in (
+        ("ours_files_index_s", "read.files (index)"),
+        ("ours_files_json_s", "read.files (JSON)"),
+        ("spark_planning_s", "Spark planning"),
+    ):
         ax.plot(ns, [readers[str(n)][key]["median"] for n in ns], marker="o", label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -130,9 +134,17 @@ def write_report(results: dict[str, Any]) -> None:
         tiny = t.get("tiny_batches")
         if tiny:
             img = _plot_tiny(tiny)
-            md += ["## Tiny batches: per-batch cost as history grows", "", "| writer | first 10% median (ms) | last 10% median (ms) | first 10% p99 | last 10% p99 |", "|---|---|---|---|---|"]
+            md += [
+                "## Tiny batches: per-batch cost as history grows",
+                "",
+                "| writer | first 10% median (ms) | last 10% median (ms) | first 10% p99 | last 10% p99 |",
+                "|---|---|---|---|---|",
+            ]
             for name, s in tiny["series"].items():
-                md.append(f"| {name.replace('_', ' ')} | {_ms(s['first_window_median'])} | {_ms(s['last_window_median'])} | {_ms(s['first_window_p99'])} | {_ms(s['last_window_p99'])} |")
+                md.append(
+                    f"| {name.replace('_', ' ')} | {_ms(s['first_window_median'])} | {_ms(s['last_window_median'])} | "
+                    f"{_ms(s['first_window_p99'])} | {_ms(s['last_window_p99'])} |"
+                )
             md += ["", f"![tiny batches]({img})" if img else "", ""]
     c = results.get("commit")
     if c:
@@ -159,8 +171,10 @@ def write_report(results: dict[str, Any]) -> None:
             "",
             "| window | median (ms) | p99 (ms) | max (ms) |",
             "|---|---|---|---|",
-            f"| first {h['first_window_ms']['n']} batches | {h['first_window_ms']['median']:.2f} | {h['first_window_ms']['p99']:.2f} | {h['first_window_ms']['max']:.1f} |",
-            f"| last {h['last_window_ms']['n']} batches | {h['last_window_ms']['median']:.2f} | {h['last_window_ms']['p99']:.2f} | {h['last_window_ms']['max']:.1f} |",
+            f"| first {h['first_window_ms']['n']} batches | {h['first_window_ms']['median']:.2f} | {h['first_window_ms']['p99']:.2f} | "
+            f"{h['first_window_ms']['max']:.1f} |",
+            f"| last {h['last_window_ms']['n']} batches | {h['last_window_ms']['median']:.2f} | {h['last_window_ms']['p99']:.2f} | "
+            f"{h['last_window_ms']['max']:.1f} |",
             "",
             f"![history]({img})" if img else "",
             "",
@@ -177,7 +191,8 @@ def write_report(results: dict[str, Any]) -> None:
             for key, label in (("spaced_prepared", "prepared in the background"), ("spaced_unprepared", "at the batch (Spark's way)")):
                 r = c[key]
                 comp = ", ".join(f"{ms:.0f}" for _, ms in r["compaction_ms"])
-                md.append(f"| {label} | {comp} | {r['other_batches_ms']['median']:.1f} / {r['other_batches_ms']['p99']:.1f} | {r['peak_rss_mb']:.0f} |")
+                other = r["other_batches_ms"]
+                md.append(f"| {label} | {comp} | {other['median']:.1f} / {other['p99']:.1f} | {r['peak_rss_mb']:.0f} |")
             md.append("")
         md += [
             "## Recovery time vs history",
@@ -204,7 +219,8 @@ def write_report(results: dict[str, Any]) -> None:
             md.append(
                 f"| {int(n):,} | {row['ours_files_json_s']['median']:.3f} | {row['ours_files_index_s']['median']:.3f} | "
                 f"{row['spark_planning_s']['median']:.2f} | {row['speedup_index']:.0f}x | "
-                f"{row.get('ours_first_row_s', {}).get('median', float('nan')):.2f} | {row.get('spark_first_row_s', {}).get('median', float('nan')):.2f} |"
+                f"{row.get('ours_first_row_s', {}).get('median', float('nan')):.2f} | "
+                f"{row.get('spark_first_row_s', {}).get('median', float('nan')):.2f} |"
             )
         md += ["", f"![readers]({img})" if img else "", ""]
     d = results.get("datasets")
@@ -215,7 +231,8 @@ def write_report(results: dict[str, Any]) -> None:
             f"One `DatasetSink` batch of {d['rows_per_batch']:,} rows split into N tables (two files each); medians over the "
             "batches after the first (which creates the tables).",
             "",
-            "| tables | move_threads (publishes use 4x) | batch (ms) | Spark stage (ms) | commit (ms) | commit p95 (ms) | moves (ms) | table publishes (ms) |",
+            "| tables | move_threads (publishes use 4x) | batch (ms) | Spark stage (ms) | commit (ms) | commit p95 (ms) | moves (ms) "
+            "| table publishes (ms) |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for r in d["series"]:

@@ -74,7 +74,8 @@ def run(config, *, on_event, stop, say):
         .withColumn("day", F.to_date(F.col("event_time")))
     )
     say(f"streaming {landing} -> dataset group {sink.storage.root_uri}")
-    query = sink.start(stream, checkpoint_location=sink.checkpoint_location or str(landing.parent / "checkpoint"), trigger=trigger_of(config["trigger"]))
+    checkpoint = sink.checkpoint_location or str(landing.parent / "checkpoint")
+    query = sink.start(stream, checkpoint_location=checkpoint, trigger=trigger_of(config["trigger"]))
     wait(query, sink, stop, say)
     summary = {"group": sink.storage.root_uri, "tables": len(sink.tables()), "quarantined rows": sink.counters["quarantined_rows"]}
     if config["job"].get("verify", True):

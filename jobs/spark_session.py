@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 DEFAULTS = {
     "master": "local[2]",
@@ -18,10 +19,10 @@ DEFAULTS = {
 def build_spark(settings: Mapping[str, Any], app_name: str):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors run this venv's Python
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
     import signal
     import threading
+
+    from pyspark.sql import SparkSession
 
     # PySpark replaces the SIGINT handler with one that cancels all jobs; keep the runner's
     # (the first Ctrl-C stops the query gracefully) if there is one.

@@ -38,4 +38,15 @@ def __getattr__(name: str) -> Any:
     return module if attr is None else getattr(module, attr)
 
 
-__all__ = ["ExactlyOnceError", "ExactlyOnceSink", "DatasetSink", "Output", "Check", "SinkOptions", "SinkProgressListener", "read", "open_storage", "__version__"]
+__all__ = [
+    "ExactlyOnceError",
+    "ExactlyOnceSink",
+    "DatasetSink",
+    "Output",
+    "Check",
+    "SinkOptions",
+    "SinkProgressListener",
+    "read",
+    "open_storage",
+    "__version__",
+]

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from .errors import ConfigError
 
@@ -62,7 +63,8 @@ def parse_choice(value: Any, *, key: str, choices: Iterable[str]) -> str:
     options = list(choices)
     if value not in options:
         raise ConfigError(f"{key} must be one of {', '.join(map(repr, options))}, got {value!r}", key=key)
-    return value
+    chosen: str = value  # one of the choices
+    return chosen
 
 
 def reject_unknown(given: Iterable[str], valid: Iterable[str], *, where: str) -> None:
@@ -141,7 +143,7 @@ def load_job_config(
     path: str | Path | None,
     *,
     spec: Mapping[str, Mapping[str, str]],
-    overrides: list[str] = (),  # type: ignore[assignment]
+    overrides: Sequence[str] = (),
     environ: Mapping[str, str] | None = None,
     open_sections: tuple[str, ...] = ("spark", "storage"),
 ) -> dict[str, dict[str, Any]]:

@@ -16,6 +16,7 @@ e.g. a corrupt log file).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -37,11 +38,12 @@ class ExactlyOnceError(Exception):
             setattr(self, key, value)
         self._attrs = attrs
 
-    def __reduce__(self):  # keep errors picklable across Spark/py4j/process boundaries
+    def __reduce__(self) -> tuple[Callable[..., ExactlyOnceError], tuple[type[ExactlyOnceError], str, dict[str, Any]]]:
+        # keep errors picklable across Spark/py4j/process boundaries
         return (_rebuild, (type(self), self.message, self._attrs))
 
 
-def _rebuild(cls: type, message: str, attrs: dict) -> ExactlyOnceError:
+def _rebuild(cls: type[ExactlyOnceError], message: str, attrs: dict[str, Any]) -> ExactlyOnceError:
     err = cls.__new__(cls)
     ExactlyOnceError.__init__(err, message, **attrs)
     return err

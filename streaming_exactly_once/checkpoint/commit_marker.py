@@ -35,7 +35,7 @@ class CommitMarker:
         return value if isinstance(value, int) else None
 
 
-class CommitMarkerLog(BatchLog[dict]):
+class CommitMarkerLog(BatchLog[dict[str, Any]]):
     """Read-only view of ``<checkpoint>/commits``."""
 
     def __init__(self, storage: Storage) -> None:

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..log.compaction import is_compaction_batch, next_compaction_batch
 from ..log.codec import field
 from ..log.compactible_log import CompactibleLog
+from ..log.compaction import is_compaction_batch, next_compaction_batch
 from ..storage.base import Storage
 from .offset_seq import HINT
 

@@ -69,7 +69,7 @@ def file_source_log_offset(raw: str | None) -> int | None:
     return None
 
 
-class OffsetSeqLog(BatchLog[dict]):
+class OffsetSeqLog(BatchLog[dict[str, Any]]):
     """Read-only view of ``<checkpoint>/offsets``."""
 
     def __init__(self, storage: Storage) -> None:

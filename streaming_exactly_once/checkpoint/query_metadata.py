@@ -14,8 +14,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from ..log.version import loads_line
 from ..errors import LogCorruptError
+from ..log.version import loads_line
 
 HINT = (
     "This file is Spark's, not ours: if the checkpoint is damaged, restore it from a backup or "

@@ -51,7 +51,14 @@ def _storage_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of tables.")
-@click.option("-o", "--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE", help="Storage option (e.g. endpoint_url=...); also SEO_STORAGE__KEY env vars.")
+@click.option(
+    "-o",
+    "--storage-option",
+    "storage_option",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Storage option (e.g. endpoint_url=...); also SEO_STORAGE__KEY env vars.",
+)
 @click.option("--debug", is_flag=True, help="On an error, print the Python traceback too (also SEO_DEBUG=1).")
 @click.pass_context
 def cli(ctx: click.Context, as_json: bool, storage_option: tuple[str, ...], debug: bool) -> None:
@@ -100,7 +107,12 @@ def status(ctx: Ctx, table: str, local_json: bool) -> None:
             ("partitioned by", ", ".join(info.get("partitionBy") or []) or "-"),
             ("last commit", human_time(info.get("lastCommitMs"))),
             ("time travel", f"batches {travel['oldest']}..{travel['latest']}" if travel else "-"),
-            ("writer", f"epoch {lease['epoch']}, {'LIVE' if lease['alive'] else 'not running'} ({lease['state']}), pid {lease['pid']} on {lease['host']}" if lease else "none yet"),
+            (
+                "writer",
+                f"epoch {lease['epoch']}, {'LIVE' if lease['alive'] else 'not running'} ({lease['state']}), pid {lease['pid']} on {lease['host']}"
+                if lease
+                else "none yet",
+            ),
             ("pending commits", ", ".join(map(str, info["pendingCommits"])) or "none"),
             ("staging dirs", info["stagingDirs"]),
         ]
@@ -195,7 +207,18 @@ def log(ctx: Ctx, table: str, kind: str, batch: int | None, local_json: bool) ->
     if kind == "manifest" or identity is not None and identity.kind == "group" and kind == "commits":
         if kind == "commits":
             records = [logs.commits.record(b) for b in logs.commits.list_batch_ids()]
-            rows_ = [(r.batch_id, human_time(r.commit_time_ms), r.num_rows, r.num_files, r.spark_batch_id, len([1 for e in (r.datasets or {}).values() if e.get("lastGroupBatch") == r.batch_id])) for r in records if r]
+            rows_ = [
+                (
+                    r.batch_id,
+                    human_time(r.commit_time_ms),
+                    r.num_rows,
+                    r.num_files,
+                    r.spark_batch_id,
+                    len([1 for e in (r.datasets or {}).values() if e.get("lastGroupBatch") == r.batch_id]),
+                )
+                for r in records
+                if r
+            ]
             if out.as_json:
                 return out.json([{"batchId": r[0], "rows": r[2], "files": r[3], "sparkBatchId": r[4], "tables": r[5]} for r in rows_])
             return out.table(rows_, ["batch", "committed", "rows", "files", "spark batch", "tables"])
@@ -205,7 +228,19 @@ def log(ctx: Ctx, table: str, kind: str, batch: int | None, local_json: bool) ->
         if out.as_json:
             return out.json([r.__dict__ for r in rows])
         return out.table(
-            [(r.batch_id, "yes" if r.readable else "no", human_time(r.commit_time_ms), r.num_rows, r.num_files, human_bytes(r.num_bytes), r.spark_batch_id, (r.query_id or "-")[:8]) for r in rows],
+            [
+                (
+                    r.batch_id,
+                    "yes" if r.readable else "no",
+                    human_time(r.commit_time_ms),
+                    r.num_rows,
+                    r.num_files,
+                    human_bytes(r.num_bytes),
+                    r.spark_batch_id,
+                    (r.query_id or "-")[:8],
+                )
+                for r in rows
+            ],
             ["batch", "as_of ok", "committed", "rows", "files", "bytes", "spark batch", "query"],
         )
     files = log_.list_batch_files()
@@ -226,7 +261,7 @@ def files(ctx: Ctx, table: str, as_of: int | None, no_verify: bool, local_json: 
 
     out = _out(ctx, local_json)
     result = committed_files(table, as_of=as_of, storage_options=ctx.storage_options, verify=not no_verify)
-    rows = list(zip(result.uris(), result.sizes))
+    rows = list(zip(result.uris(), result.sizes, strict=True))
     if out.as_json:
         return out.json({"asOf": result.as_of, "files": [{"uri": u, "size": s} for u, s in rows]})
     out.table([(u, human_bytes(s)) for u, s in rows], ["file", "size"])
@@ -250,7 +285,10 @@ def verify(ctx: Ctx, table: str, no_orphans: bool, local_json: bool) -> None:
         if report.problems:
             out.table([(p.severity, p.kind, p.path, p.detail) for p in report.problems], ["severity", "kind", "path", "detail"])
         verdict = "OK" if not report.problems else ("ERRORS" if report.errors else "warnings only")
-        out.write(f"{report.table}: {verdict} - batch {report.latest_batch_id}, {report.files} files, {human_bytes(report.bytes)}, {len(report.errors)} errors, {len(report.warnings)} warnings")
+        out.write(
+            f"{report.table}: {verdict} - batch {report.latest_batch_id}, {report.files} files, {human_bytes(report.bytes)}, "
+            f"{len(report.errors)} errors, {len(report.warnings)} warnings"
+        )
     if report.errors:
         sys.exit(EXIT_FAILED)
     if report.warnings:
@@ -334,7 +372,10 @@ def gc(ctx: Ctx, table: str, dry_run: bool, older_than: str, lease_timeout: str,
     if report.pending_batches:
         out.write(f"kept every file of pending commit(s) {', '.join(map(str, report.pending_batches))}; `seo recover` completes them")
     tables = f" in {len(report.tables)} tables" if len(report.tables) > 1 else ""
-    out.write(f"{verb} {len(report.orphans)} orphan files ({human_bytes(report.bytes)}){tables} and {len(report.staging)} staging dirs; {report.young_skipped} younger than {older_than} kept")
+    out.write(
+        f"{verb} {len(report.orphans)} orphan files ({human_bytes(report.bytes)}){tables} and {len(report.staging)} staging dirs; "
+        f"{report.young_skipped} younger than {older_than} kept"
+    )
 
 
 @cli.command()

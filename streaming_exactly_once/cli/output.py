@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 
 def human_bytes(n: int | None) -> str:
@@ -51,11 +52,11 @@ class Output:
         cells = [[_cell(v) for v in row] for row in rows]
         widths = [len(h) for h in headers]
         for row in cells:
-            widths = [max(w, len(c)) for w, c in zip(widths, row)]
-        self.write("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
+            widths = [max(w, len(c)) for w, c in zip(widths, row, strict=False)]
+        self.write("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)).rstrip())
         self.write("  ".join("-" * w for w in widths))
         for row in cells:
-            self.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+            self.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip())
 
     def block(self, pairs: Sequence[tuple[str, Any]]) -> None:
         width = max((len(k) for k, _ in pairs), default=0)

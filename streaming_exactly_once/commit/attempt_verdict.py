@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from ..log.codec import RecordError, field
 from ..log.record_file import encode_record, read_record
@@ -60,11 +60,11 @@ class AttemptVerdict:
     epoch: int
     written_ms: int
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "epoch": self.epoch, "writtenMs": self.written_ms}
 
     @classmethod
-    def from_json(cls, obj: dict) -> "AttemptVerdict":
+    def from_json(cls, obj: dict[str, Any]) -> AttemptVerdict:
         verdict = field(obj, "verdict", str)
         if verdict not in (COMMIT, ABORT):
             raise RecordError(f"field 'verdict' must be '{COMMIT}' or '{ABORT}', not {verdict!r}")

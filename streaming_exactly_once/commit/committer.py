@@ -30,33 +30,33 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any
 
 from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import InputFile
+from ..delta.files import DeltaFile
 from ..delta.target import DeltaSettings, DeltaTarget
 from ..errors import ConfigError, DeltaTableError, WriterFencedError
 from ..log.compaction import is_compaction_batch
 from ..manifest.entry import ManifestEntry
 from ..manifest.manifest_index import delete_stale_indexes, write_index
+from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR, PRIVATE_DIRECTORY as PRIVATE_MANIFEST_DIR
 from ..storage.base import Storage
 from ..table.commits_log import CommitRecord
 from ..table.identity import TableIdentity, ensure_identity, note_root, read_identity
-from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR
-from ..manifest.manifest_log import PRIVATE_DIRECTORY as PRIVATE_MANIFEST_DIR
 from ..table.layout import PROBE_DIR, staging_dir
 from ..table.offsets_log import OffsetsRecord
 from ..table.sources_log import SourceFileRecord
 from ..table.table_logs import TableLogs
-from .faults import NO_FAULTS, FaultHooks
-from .lease import Lease
-from .janitor import Janitor
-from .recovery import INTENTS_SUBDIR, RecoveryReport, check_logs_consistent, discard_sequence, recover
-from ..delta.files import DeltaFile
 from .delta_step import CommitDelta
+from .faults import NO_FAULTS, FaultHooks
+from .janitor import Janitor
+from .lease import Lease
+from .recovery import INTENTS_SUBDIR, RecoveryReport, check_logs_consistent, discard_sequence, recover
 from .sequence import CommitSequence
-from .step import StepContext
+from .step import CommitStep, Distribute, StepContext
 from .steps import CleanupStaging, FileMove, MoveFiles, PublishManifest, WriteCommit, WriteOffsets, WriteSources
 from .wal import CommitSequenceStore
 
@@ -105,9 +105,9 @@ class BatchAttempt:
     attempt: str
     staging_dir: str
     mode: str
-    timings: dict[str, float] = field(default_factory=dict)
     #: the offsets record the commit will write (query, Spark batch, source offsets)
-    offsets: OffsetsRecord | None = None
+    offsets: OffsetsRecord
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ class TableCommitter:
         self.last_recovery: RecoveryReport | None = None
         self.janitor = Janitor(storage)
         #: set by a sink: runs a function over chunks of a list on the cluster (see StepContext)
-        self.distribute = None
+        self.distribute: Distribute | None = None
         #: Delta logs by table (None: this table), kept across batches (``StepContext.delta_targets``)
         self.delta_targets: dict[str | None, DeltaTarget] = {}
 
@@ -209,7 +209,7 @@ class TableCommitter:
             self.identity = note_root(self.storage, self._ensure_identity())
             if self.identity.first_batch_id > 0 and self.logs.commits.latest_batch_id(refresh=True) is None:
                 # Adopting a table written by Spark's own file sink: our logs start here.
-                for log_ in (self.logs.offsets, self.logs.commits, self.logs.sources):
+                for log_ in (self.logs.require_offsets(), self.logs.commits, self.logs.require_sources()):
                     log_.write_empty_baseline(self.identity.first_batch_id - 1)
             check_logs_consistent(self.logs, self.latest_batch_id, self.identity.first_batch_id)
             self._check_delta()
@@ -234,10 +234,9 @@ class TableCommitter:
         return recover(self.storage, self.logs, self.wal, self._ctx(), retries=self.options.step_retries, fence=self.lease.check_fence)
 
     def _ensure_identity(self) -> TableIdentity:
-        assert self.logs.manifest is not None
         return ensure_identity(
             self.storage,
-            compact_interval=self.logs.manifest.interval,
+            compact_interval=self.logs.require_manifest().interval,
             format=self.options.format,
             partition_by=tuple(self.options.partition_by),
             first_batch_id=self.latest_batch_id + 1,
@@ -328,7 +327,7 @@ class TableCommitter:
     def committed_input_paths(self) -> set[str]:
         """Every input file the table has committed (loaded on first use, then kept current)."""
         if self._input_paths is None:
-            self._input_paths = self.logs.sources.committed_paths()
+            self._input_paths = self.logs.require_sources().committed_paths()
         return self._input_paths
 
     # -- protocol ----------------------------------------------------------------------------
@@ -354,18 +353,18 @@ class TableCommitter:
             attempt=token,
             staging_dir=staging_dir(batch_id, token, self.lease.epoch or 0),
             mode=mode,
-        )
-        attempt.offsets = OffsetsRecord(
-            batch_id=batch_id,
-            query_id=query_id,
-            spark_batch_id=spark_batch_id,
-            epoch=self.lease.epoch or 0,
-            attempt=token,
-            checkpoint=checkpoint,
-            source_offsets=tuple(offsets.offsets) if offsets else (),
-            batch_watermark_ms=offsets.batch_watermark_ms if offsets else None,
-            batch_timestamp_ms=offsets.batch_timestamp_ms if offsets else None,
-            written_ms=int(time.time() * 1000),
+            offsets=OffsetsRecord(
+                batch_id=batch_id,
+                query_id=query_id,
+                spark_batch_id=spark_batch_id,
+                epoch=self.lease.epoch or 0,
+                attempt=token,
+                checkpoint=checkpoint,
+                source_offsets=tuple(offsets.offsets) if offsets else (),
+                batch_watermark_ms=offsets.batch_watermark_ms if offsets else None,
+                batch_timestamp_ms=offsets.batch_timestamp_ms if offsets else None,
+                written_ms=int(time.time() * 1000),
+            ),
         )
         attempt.timings["intent"] = _ms(t0)
         self.faults("after-intent")
@@ -408,7 +407,7 @@ class TableCommitter:
         delta_step = self._delta_step(attempt, files, schema)
         if delta_step is not None and m == 0:
             entries = self._adopted_entries() + entries
-        steps: list = []
+        steps: list[CommitStep] = []
         if attempt.mode == "rename":
             steps.append(MoveFiles(moves=[FileMove(f.staged or "", f.final, f.size) for f in files]))
         steps.append(PublishManifest(batch_id=m, entries=entries))
@@ -435,7 +434,7 @@ class TableCommitter:
             steps.append(CleanupStaging(path=f"{attempt.staging_dir}/{INTENTS_SUBDIR}"))
         seq = self._sequence(attempt, steps, now_ms)
         ctx = self._run_sequence(attempt, seq, t_plan)
-        if self.options.build_manifest_index and is_compaction_batch(m, self.logs.manifest.interval):
+        if self.options.build_manifest_index and is_compaction_batch(m, self.logs.require_manifest().interval):
             self.janitor.submit_latest("index", lambda: index_compact(self.logs, m))
         return self._committed_batch(attempt, record, input_files, ctx)
 
@@ -465,7 +464,9 @@ class TableCommitter:
             return []
         return [ManifestEntry.for_file(self.storage.uri(f.path), size=f.size, modification_time=f.mtime_ms) for f in target.live_files()]
 
-    def _record(self, attempt: BatchAttempt, batch_id: int, *, files: Sequence[StagedFile], num_rows: int | None, now_ms: int, **extra: Any) -> CommitRecord:
+    def _record(
+        self, attempt: BatchAttempt, batch_id: int, *, files: Sequence[StagedFile], num_rows: int | None, now_ms: int, **extra: Any
+    ) -> CommitRecord:
         """The commit record of ``files`` as batch ``batch_id`` of this attempt."""
         return CommitRecord(
             batch_id=batch_id,
@@ -481,7 +482,7 @@ class TableCommitter:
             **extra,
         )
 
-    def _sequence(self, attempt: BatchAttempt, steps: list, now_ms: int) -> CommitSequence:
+    def _sequence(self, attempt: BatchAttempt, steps: list[CommitStep], now_ms: int) -> CommitSequence:
         return CommitSequence(
             batch_id=attempt.batch_id,
             query_id=attempt.query_id,
@@ -555,8 +556,8 @@ class TableCommitter:
         """Keep the next compact files of the growing logs built ahead (see CompactibleLog.prepare)."""
         if self.lease.is_fenced():
             return
-        self.logs.manifest.prepare()
-        self.logs.sources.prepare()
+        self.logs.require_manifest().prepare()
+        self.logs.require_sources().prepare()
 
     def _apply_retention(self, batch_id: int) -> None:
         for log_ in self.logs.all_logs():
@@ -570,17 +571,16 @@ class TableCommitter:
 def index_compact(logs: TableLogs, compact_id: int) -> None:
     """Index compact file ``compact_id`` of a table's manifest, unless retention removed it
     meanwhile (batches can outrun the background thread); then drop older indexes."""
-    assert logs.manifest is not None
+    manifest = logs.require_manifest()
     try:
-        write_index(logs.storage, compact_id, logs.manifest)
+        write_index(logs.storage, compact_id, manifest)
     except FileNotFoundError:
         log.debug("compact %d of %s is gone before it was indexed; a later one will be", compact_id, logs.storage.root_uri)
         return
-    delete_stale_indexes(logs.storage, logs.manifest)
+    delete_stale_indexes(logs.storage, manifest)
 
 
 def offsets_step(attempt: BatchAttempt, batch_id: int) -> WriteOffsets:
-    assert attempt.offsets is not None
     return WriteOffsets(record=replace(attempt.offsets, batch_id=batch_id))
 
 

@@ -97,7 +97,7 @@ class CommitDelta(CommitStep):
         return out
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "CommitDelta":
+    def from_json(cls, obj: dict[str, Any]) -> CommitDelta:
         files = []
         for item in field(obj, "files", list):
             if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and all(isinstance(v, int) for v in item[1:])):

@@ -28,6 +28,7 @@ import re
 import signal
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 BOUNDARIES = (
@@ -67,7 +68,7 @@ class FaultSpec:
     delay_ms: int = 0
 
     @classmethod
-    def parse(cls, text: str | None) -> "FaultSpec | None":
+    def parse(cls, text: str | None) -> FaultSpec | None:
         if not text:
             return None
         match = _SPEC.match(text.strip())
@@ -87,7 +88,7 @@ class FaultHooks:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_env(cls, environ=os.environ) -> "FaultHooks":
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> FaultHooks:
         return cls(
             FaultSpec.parse(environ.get("SEO_CRASH_AT")),
             FaultSpec.parse(environ.get("SEO_FAIL_AT")),

@@ -30,11 +30,13 @@ the batch is published or, after a crash, finished by recovery - never some tabl
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from ..checkpoint.reader import InputFile
 from ..delta.files import DeltaFile
@@ -47,11 +49,12 @@ from ..table.commits_log import CommitRecord
 from ..table.group_state import QUARANTINE_KEY, TableBatch, advance, advance_sources, is_quarantine, split_state
 from ..table.identity import TableIdentity, ensure_identity, note_root
 from ..table.table_logs import TableLogs
-from .committer import BatchAttempt, CommitResult, StagedFile, TableCommitter, index_compact, offsets_step, sources_step
+from .committer import BatchAttempt, CommitResult, CommitterOptions, StagedFile, TableCommitter, index_compact, offsets_step, sources_step
 from .delta_step import CommitDelta
+from .faults import FaultHooks
 from .recovery import RecoveryReport, recover
 from .sequence import CommitSequence
-from .step import StepContext
+from .step import CommitStep, StepContext
 from .steps import FileMove, MemberPublish, MoveFiles, PublishMembers, WriteCommit
 
 log = logging.getLogger("streaming_exactly_once.commit")
@@ -92,7 +95,7 @@ class GroupCommitter(TableCommitter):
 
     KIND = "group"
 
-    def __init__(self, storage: Storage, options, *, faults) -> None:
+    def __init__(self, storage: Storage, options: CommitterOptions, *, faults: FaultHooks) -> None:
         super().__init__(storage, options, faults=faults)
         self._members: dict[str, _Member] = {}
         self._members_lock = threading.Lock()
@@ -146,9 +149,9 @@ class GroupCommitter(TableCommitter):
                 logs = TableLogs.open(
                     child, interval=self.options.compact_interval, manifest_retention_ms=self.options.manifest_retention_ms, kind="member"
                 )
-                assert logs.manifest is not None
-                logs.manifest.preparation_owner = self.preparation_owner
-                latest = logs.manifest.latest_batch_id(refresh=True)
+                manifest = logs.require_manifest()
+                manifest.preparation_owner = self.preparation_owner
+                latest = manifest.latest_batch_id(refresh=True)
                 record = logs.commits.record(latest) if latest is not None else None
                 member = _Member(logs, -1 if latest is None else latest, (record.table_rows or 0) if record else 0)
                 self._members[table] = member
@@ -299,7 +302,7 @@ class GroupCommitter(TableCommitter):
             datasets=state,
             source_partitions=sources,
         )
-        steps: list = [
+        steps: list[CommitStep] = [
             MoveFiles(moves=moves),
             PublishMembers(members=publishes),
             *delta_steps,
@@ -314,21 +317,18 @@ class GroupCommitter(TableCommitter):
             member = self._members[p.table]
             member.latest = p.batch_id
             member.table_rows = p.record.table_rows or 0
-            if self.options.build_manifest_index and is_compaction_batch(p.batch_id, member.logs.manifest.interval):
-                self.janitor.submit_latest(("index", p.table), lambda logs=member.logs, b=p.batch_id: index_compact(logs, b))
+            if self.options.build_manifest_index and is_compaction_batch(p.batch_id, member.logs.require_manifest().interval):
+                self.janitor.submit_latest(("index", p.table), functools.partial(index_compact, member.logs, p.batch_id))
         self.state = state
         self.source_state = sources or {}
         return self._committed_batch(attempt, group_record, input_files, ctx)
 
     def _prepare_compactions(self) -> None:
-        assert self.logs.sources is not None
         if self.lease.is_fenced():
             return
-        self.logs.sources.prepare()
+        self.logs.require_sources().prepare()
         for table in list(self._touched):
-            logs = self._members[table].logs
-            assert logs.manifest is not None
-            logs.manifest.prepare()
+            self._members[table].logs.require_manifest().prepare()
 
     def _apply_retention(self, batch_id: int) -> None:
         super()._apply_retention(batch_id)

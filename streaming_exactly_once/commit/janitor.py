@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from ..storage.base import Storage
 
@@ -21,7 +21,7 @@ log = logging.getLogger("streaming_exactly_once.janitor")
 class Janitor:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
-        self._queue: "queue.Queue[Callable[[], object]]" = queue.Queue()
+        self._queue: queue.Queue[Callable[[], object]] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._latest: dict[object, Callable[[], object]] = {}

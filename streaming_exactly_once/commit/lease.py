@@ -41,8 +41,9 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, TypeVar
 
 from ..errors import ConcurrentWriterError, WriterFencedError
 from ..log.batch_log import parse_batch_file_name
@@ -91,7 +92,7 @@ class WriterInfo:
         }
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "WriterInfo":
+    def from_json(cls, obj: dict[str, Any]) -> WriterInfo:
         return cls(
             epoch=field(obj, "epoch", int),
             writer_id=field(obj, "writerId", str),
@@ -106,7 +107,7 @@ class WriterInfo:
             query_id=field(obj, "queryId", str, optional=True),
         )
 
-    def same_process_space(self, other: "ProcessSpace") -> bool:
+    def same_process_space(self, other: ProcessSpace) -> bool:
         """Whether this writer's pid means the same process as in ``other`` (see module docstring)."""
         return (
             self.host == other.host
@@ -134,7 +135,7 @@ class Heartbeat:
         }
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "Heartbeat":
+    def from_json(cls, obj: dict[str, Any]) -> Heartbeat:
         return cls(
             epoch=field(obj, "epoch", int),
             writer_id=field(obj, "writerId", str),
@@ -164,7 +165,7 @@ class ProcessSpace:
     pid_namespace: str | None
 
     @classmethod
-    def current(cls) -> "ProcessSpace":
+    def current(cls) -> ProcessSpace:
         return cls(socket.gethostname(), _read_text("/proc/sys/kernel/random/boot_id"), _pid_namespace())
 
 
@@ -215,14 +216,17 @@ def process_is_running(pid: int, start: str | None) -> bool:
     return True
 
 
-def _read(storage: Storage, path: str, cls):
-    return read_record(storage, path, cls.from_json, hint=HINT, version=VERSION)
+R = TypeVar("R")
+
+
+def _read(storage: Storage, path: str, from_json: Callable[[dict[str, Any]], R]) -> R | None:
+    return read_record(storage, path, from_json, hint=HINT, version=VERSION)
 
 
 def writer_still_running(storage: Storage, epoch: int) -> WriterInfo | None:
     """The writer of ``epoch`` if its process provably still runs (same process space, same pid
     and start time); None when it is gone or cannot be judged from here."""
-    writer = _read(storage, f"{EPOCHS_DIR}/{epoch}", WriterInfo)
+    writer = _read(storage, f"{EPOCHS_DIR}/{epoch}", WriterInfo.from_json)
     if writer is None or not writer.same_process_space(ProcessSpace.current()):
         return None
     return writer if process_is_running(writer.pid, writer.pid_start) else None
@@ -243,8 +247,8 @@ def read_lease_state(storage: Storage, *, now_ms: int | None = None, space: Proc
     if not epochs:
         return None
     epoch = epochs[-1]
-    writer = _read(storage, f"{EPOCHS_DIR}/{epoch}", WriterInfo)
-    beat = _read(storage, f"{HEARTBEATS_DIR}/{epoch}", Heartbeat)
+    writer = _read(storage, f"{EPOCHS_DIR}/{epoch}", WriterInfo.from_json)
+    beat = _read(storage, f"{HEARTBEATS_DIR}/{epoch}", Heartbeat.from_json)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     space = ProcessSpace.current() if space is None else space
     if beat is not None and beat.released:
@@ -353,7 +357,7 @@ class Lease:
         self._prune(epoch)
         return epoch
 
-    def _supersedes(self, holder: WriterInfo, space: "ProcessSpace") -> bool:
+    def _supersedes(self, holder: WriterInfo, space: ProcessSpace) -> bool:
         """Whether ``holder`` is an ended run of our own query (module docstring)."""
         return (
             self.query_id is not None and self.spark_app is not None and holder.writer_id != self.writer_id

@@ -27,8 +27,8 @@ Nothing here lists a data directory; the cost depends on what is pending, not on
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..errors import CommitError, LogCorruptError, MissingBatchError
 from ..storage.base import Storage
@@ -60,7 +60,7 @@ class RecoveryReport:
 
 
 def _manifest_holds(logs: TableLogs, seq: CommitSequence) -> bool:
-    records = logs.manifest.get(seq.batch_id)
+    records = logs.require_manifest().get(seq.batch_id)
     if records is None:
         return False
     present = {e.path for e in records}
@@ -176,29 +176,29 @@ def recover(
     fence("recover")
     claims = [seq for batch_id in wal.pending() if (seq := wal.get(batch_id)) is not None]
     if latest is None:
-        assert logs.manifest is not None
-        newest = logs.manifest.latest_batch_id(refresh=True)
+        newest = logs.require_manifest().latest_batch_id(refresh=True)
         latest_id = -1 if newest is None else newest
     else:
         latest_id = latest()
-    latest = None  # the reader above; from here on ``latest_id`` is the batch number
     is_published = published or (lambda seq: _manifest_holds(logs, seq))
     report = RecoveryReport(latest_batch_id=latest_id)
     live_staging: set[str] = set()
     for seq in claims:
         batch_id = seq.batch_id
         live_staging.add(seq.staging_dir)
-        published = batch_id <= latest_id and is_published(seq)
-        if published or batch_id == latest_id + 1:
+        already_published = batch_id <= latest_id and is_published(seq)
+        if already_published or batch_id == latest_id + 1:
             if seq.epoch < ctx.epoch:
                 fence("decide")
                 verdict = decide(storage, batch_id, seq.attempt, COMMIT, epoch=ctx.epoch)
-                if verdict == ABORT and not published:
+                if verdict == ABORT and not already_published:
                     _discard(storage, wal, seq, report, fence, "aborted before its claim was seen: claimed after a takeover")
                     continue
                 if verdict == ABORT:
-                    log.error("manifest batch %d is published although its attempt %s was judged aborted; finishing its bookkeeping", batch_id, seq.attempt)
-            if not published:
+                    log.error(
+                        "manifest batch %d is published although its attempt %s was judged aborted; finishing its bookkeeping", batch_id, seq.attempt
+                    )
+            if not already_published:
                 _check_direct_files(storage, seq)
             fence("complete")
             log.warning("rolling forward pending commit of manifest batch %d (query %s, Spark batch %d)", batch_id, seq.query_id, seq.spark_batch_id)
@@ -239,14 +239,14 @@ def recover(
         fence("abort")
         report.deleted_data_files += abort_attempt(storage, entry.path)
         report.aborted_attempts.append(entry.name)
-    assert logs.offsets is not None
+    offsets = logs.require_offsets()
     for batch_id in range(latest_id + 1, latest_id + 4):
-        path = logs.offsets.path(batch_id)
+        path = offsets.path(batch_id)
         if storage.exists(path):
             fence("forget")
             storage.delete(path)
             report.removed_intents.append(batch_id)
-    logs.offsets.latest_batch_id(refresh=True)
+    offsets.latest_batch_id(refresh=True)
     report.latest_batch_id = latest_id
     fence("recovered")  # a writer frozen in here learns now, not at its next batch, that its view is stale
     return report
@@ -255,9 +255,9 @@ def recover(
 def check_logs_consistent(logs: TableLogs, latest: int, first_batch_id: int) -> None:
     """After recovery every published batch has its commit and sources record."""
     manifest_gaps = logs.manifest.gaps() if logs.manifest is not None else []
-    if manifest_gaps:
+    if logs.manifest is not None and manifest_gaps:
         raise MissingBatchError(
-            directory=logs.manifest.uri(),  # type: ignore[union-attr]
+            directory=logs.manifest.uri(),
             missing=manifest_gaps,
             context=f"the manifest has batches up to {latest}",
             hint="Readers would fail or miss committed data. Restore the files from a backup.",
@@ -266,25 +266,25 @@ def check_logs_consistent(logs: TableLogs, latest: int, first_batch_id: int) -> 
         log_.check_snapshot()
     if latest < first_batch_id:
         return
-    assert logs.offsets is not None and logs.sources is not None
-    last_offsets = logs.offsets.latest_batch_id(refresh=True)
+    offsets, sources = logs.require_offsets(), logs.require_sources()
+    last_offsets = offsets.latest_batch_id(refresh=True)
     if last_offsets is not None and last_offsets < latest:
         raise LogCorruptError(
-            path=logs.offsets.uri(),
+            path=offsets.uri(),
             batch_id=latest,
             problem=f"the offsets log ends at batch {last_offsets}, but the manifest is at batch {latest}",
             hint="Run `seo recover <table> --rebuild-logs` to rebuild the missing records from the commits log.",
         )
-    offsets_gaps = [b for b in logs.offsets.gaps() if b >= first_batch_id]
+    offsets_gaps = [b for b in offsets.gaps() if b >= first_batch_id]
     if offsets_gaps:
         raise LogCorruptError(
-            path=logs.offsets.uri(),
+            path=offsets.uri(),
             batch_id=offsets_gaps[0],
             problem=f"the offsets log is missing batch file(s) {offsets_gaps[:5]}",
             hint="Restore them from a backup; the commits log still holds what they recorded, so "
             "`seo recover <table> --rebuild-logs` can write replacements.",
         )
-    for log_, name in ((logs.commits, "commits"), (logs.sources, "sources")):
+    for log_, name in ((logs.commits, "commits"), (sources, "sources")):
         last = log_.latest_batch_id(refresh=True)
         if last is None or last < latest:
             missing = list(range((last if last is not None else first_batch_id - 1) + 1, latest + 1))

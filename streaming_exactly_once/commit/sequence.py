@@ -42,8 +42,9 @@ wrote the entry; that is refused the same way.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field as dc_field
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import CommitError, ExactlyOnceError, LogCorruptError
 from ..log.codec import RecordError, field
@@ -95,7 +96,7 @@ class CommitSequence:
         return encode_file(self.file_version, [encode_line(self.header())] + [encode_line(s.to_json()) for s in self.steps])
 
     @classmethod
-    def from_bytes(cls, data: bytes, *, path: str, batch_id: int | None) -> "CommitSequence":
+    def from_bytes(cls, data: bytes, *, path: str, batch_id: int | None) -> CommitSequence:
         _, objects = parse_body(data, path=path, batch_id=batch_id, max_supported=VERSION, hint=HINT)
         if not objects:
             raise LogCorruptError(path=path, batch_id=batch_id, problem="no header record", hint=HINT)
@@ -150,7 +151,9 @@ class CommitSequence:
             ctx.timings[step.kind] = round((time.perf_counter() - t0) * 1000, 3)
             ctx.boundary(f"after-{step.kind}")
 
-    def _execute_with_retries(self, step, ctx, *, retries, backoff_s, sleep) -> None:
+    def _execute_with_retries(
+        self, step: CommitStep, ctx: StepContext, *, retries: int, backoff_s: float, sleep: Callable[[float], None]
+    ) -> None:
         attempt = 0
         while True:
             try:

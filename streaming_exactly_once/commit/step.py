@@ -12,32 +12,46 @@ Steps are stored in the WAL as one JSON object each, tagged by ``kind``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field as dc_field
-from typing import Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..storage.base import Storage
 from ..table.table_logs import TableLogs
 
+if TYPE_CHECKING:
+    from ..delta.target import DeltaTarget
+    from .steps import FileMove
 
-@dataclass
-class StepContext:
-    """What a step needs at execution time (nothing of it is persisted)."""
+#: Runs ``fn(storage, moves)`` over chunks of ``moves`` on the cluster's workers (the sink
+#: provides it from the SparkContext); used for very large move lists.
+Distribute = Callable[[Callable[[Storage, "list[FileMove]"], None], "list[FileMove]"], None]
+
+
+@dataclass(kw_only=True)
+class MoveContext:
+    """What moving staged files needs: all a Spark worker running a share of the moves has."""
 
     storage: Storage
-    logs: TableLogs
     move_threads: int = 8
     boundary: Callable[[str], None] = lambda name: None  # crash/failure injection points
+    #: ``Distribute``; None: the driver's threads move.
+    distribute: Distribute | None = None
+    distribute_from: int = 5_000  # moves from which ``distribute`` is used
+
+
+@dataclass(kw_only=True)
+class StepContext(MoveContext):
+    """What a step needs at execution time (nothing of it is persisted)."""
+
+    logs: TableLogs
     timings: dict[str, float] = dc_field(default_factory=dict)  # ms per step, filled while running
     epoch: int | None = None  # epoch of the writer executing the steps (may be a successor)
     #: A dataset group's tables by path under the root (``commit.group_committer``); None for a table.
     member_logs: Callable[[str], TableLogs] | None = None
-    #: Runs ``fn(storage, items)`` over chunks of ``items`` on the cluster's workers (the sink
-    #: provides it from the SparkContext); used for very large move lists. None: driver threads.
-    distribute: Callable[[Callable[[Storage, list], None], list], None] | None = None
-    distribute_from: int = 5_000  # moves from which ``distribute`` is used
     #: Delta logs of the table (key None) or of a group's tables (key: path under the root), kept
     #: across batches by the committer so that each commit reads only the log's new versions.
-    delta_targets: dict[str | None, Any] = dc_field(default_factory=dict)
+    delta_targets: dict[str | None, DeltaTarget] = dc_field(default_factory=dict)
     #: What steps learn while running that a later step records (e.g. ``deltaVersion``).
     notes: dict[str, Any] = dc_field(default_factory=dict)
 
@@ -59,13 +73,16 @@ class CommitStep(ABC):
 
     @classmethod
     @abstractmethod
-    def from_json(cls, obj: dict[str, Any]) -> "CommitStep":
+    def from_json(cls, obj: dict[str, Any]) -> CommitStep:
         """Inverse of ``to_json`` (raises ``RecordError`` on a bad shape)."""
 
 
 REGISTRY: dict[str, type[CommitStep]] = {}
 
 
-def register(cls: type[CommitStep]) -> type[CommitStep]:
+S = TypeVar("S", bound=CommitStep)
+
+
+def register(cls: type[S]) -> type[S]:
     REGISTRY[cls.kind] = cls
     return cls

@@ -35,11 +35,12 @@ from typing import Any
 from ..errors import CommitError, LogConflictError
 from ..log.codec import RecordError, field, non_negative, path_value
 from ..manifest.entry import ManifestEntry, ManifestEntryCodec
-from ..storage.base import check_relative
+from ..storage.base import Storage, check_relative
 from ..table.commits_log import CommitCodec, CommitRecord
 from ..table.offsets_log import OffsetsCodec, OffsetsRecord
 from ..table.sources_log import SourceFileCodec, SourceFileRecord
-from .step import CommitStep, StepContext, register
+from ..table.table_logs import TableLogs
+from .step import CommitStep, MoveContext, StepContext, register
 
 #: Below this many files a thread pool costs more than it saves (local renames take ~50 us).
 PARALLEL_MOVES_FROM = 32
@@ -65,7 +66,7 @@ class MoveFiles(CommitStep):
     kind = "move"
     moves: list[FileMove] = dc_field(default_factory=list)
 
-    def _done(self, ctx: StepContext, move: FileMove) -> bool:
+    def _done(self, ctx: MoveContext, move: FileMove) -> bool:
         try:
             info = ctx.storage.info(move.dst)
         except FileNotFoundError:
@@ -82,7 +83,7 @@ class MoveFiles(CommitStep):
     def verify(self, ctx: StepContext) -> bool:
         return all(self._done(ctx, m) for m in self.moves)
 
-    def _move_one(self, ctx: StepContext, move: FileMove) -> None:
+    def _move_one(self, ctx: MoveContext, move: FileMove) -> None:
         try:
             ctx.storage.rename(move.src, move.dst)
         except FileExistsError:
@@ -113,7 +114,7 @@ class MoveFiles(CommitStep):
         # files it names (a power cut would leave it pointing at empty or missing files).
         ctx.storage.sync([m.dst for m in self.moves])
 
-    def _move_all(self, ctx: StepContext) -> None:
+    def _move_all(self, ctx: MoveContext) -> None:
         pending = [m for m in self.moves if not self._done(ctx, m)]
         half = len(pending) // 2
         parallel_from = PARALLEL_MOVES_FROM if ctx.storage.rename_is_atomic else 2  # object stores copy
@@ -133,7 +134,7 @@ class MoveFiles(CommitStep):
         return {"kind": self.kind, "moves": [[m.src, m.dst, m.size] for m in self.moves]}
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "MoveFiles":
+    def from_json(cls, obj: dict[str, Any]) -> MoveFiles:
         moves = []
         for item in field(obj, "moves", list):
             if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[1], str) and isinstance(item[2], int)):
@@ -143,9 +144,9 @@ class MoveFiles(CommitStep):
         return cls(moves=moves)
 
 
-def _move_on_worker(storage, moves: list[FileMove]) -> None:
+def _move_on_worker(storage: Storage, moves: list[FileMove]) -> None:
     """One worker's share of a ``move`` step (runs in a Spark task; same checks as the driver's)."""
-    ctx = StepContext(storage=storage, logs=None, move_threads=1)  # type: ignore[arg-type]
+    ctx = MoveContext(storage=storage, move_threads=1)
     step = MoveFiles(moves=moves)
     for move in moves:
         if not step._done(ctx, move):
@@ -163,14 +164,15 @@ class PublishManifest(CommitStep):
     entries: list[ManifestEntry] = dc_field(default_factory=list)
 
     def verify(self, ctx: StepContext) -> bool:
-        records = ctx.logs.manifest.get(self.batch_id)
+        manifest = ctx.logs.require_manifest()
+        records = manifest.get(self.batch_id)
         if records is None:
             return False
         present = {e.path for e in records}
         missing = [e.path for e in self.entries if e.path not in present]
         if missing:
             raise LogConflictError(
-                path=ctx.logs.manifest.uri(self.batch_id),
+                path=manifest.uri(self.batch_id),
                 batch_id=self.batch_id,
                 hint="Another writer published this manifest batch with other files. Stop every other "
                 "writer of this table and run `seo verify`.",
@@ -178,13 +180,13 @@ class PublishManifest(CommitStep):
         return True
 
     def execute(self, ctx: StepContext) -> None:
-        ctx.logs.manifest.add(self.batch_id, self.entries)
+        ctx.logs.require_manifest().add(self.batch_id, self.entries)
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "batchId": self.batch_id, "entries": [_MANIFEST_CODEC.to_json(e) for e in self.entries]}
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "PublishManifest":
+    def from_json(cls, obj: dict[str, Any]) -> PublishManifest:
         entries = [_MANIFEST_CODEC.from_json(_obj(e)) for e in field(obj, "entries", list)]
         return cls(batch_id=field(obj, "batchId", int), entries=entries)
 
@@ -199,16 +201,17 @@ class WriteSources(CommitStep):
     files: list[SourceFileRecord] = dc_field(default_factory=list)
 
     def verify(self, ctx: StepContext) -> bool:
-        return ctx.logs.sources.storage.exists(ctx.logs.sources.path(self.batch_id))
+        sources = ctx.logs.require_sources()
+        return sources.storage.exists(sources.path(self.batch_id))
 
     def execute(self, ctx: StepContext) -> None:
-        ctx.logs.sources.add(self.batch_id, self.files)
+        ctx.logs.require_sources().add(self.batch_id, self.files)
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "batchId": self.batch_id, "files": [_SOURCE_CODEC.to_json(f) for f in self.files]}
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "WriteSources":
+    def from_json(cls, obj: dict[str, Any]) -> WriteSources:
         files = [_SOURCE_CODEC.from_json(_obj(f)) for f in field(obj, "files", list)]
         return cls(batch_id=field(obj, "batchId", int), files=files)
 
@@ -219,18 +222,16 @@ class WriteOffsets(CommitStep):
     """Record which (query, Spark batch) and source offsets manifest batch M holds."""
 
     kind = "offsets"
-    record: OffsetsRecord | None = None
+    record: OffsetsRecord
 
     def _key(self, record: OffsetsRecord | None) -> tuple[str, int] | None:
         return None if record is None else (record.query_id, record.spark_batch_id)
 
     def verify(self, ctx: StepContext) -> bool:
-        assert self.record is not None and ctx.logs.offsets is not None
-        return self._key(ctx.logs.offsets.record(self.record.batch_id)) == self._key(self.record)
+        return self._key(ctx.logs.require_offsets().record(self.record.batch_id)) == self._key(self.record)
 
     def execute(self, ctx: StepContext) -> None:
-        assert self.record is not None and ctx.logs.offsets is not None
-        log_ = ctx.logs.offsets
+        log_ = ctx.logs.require_offsets()
         for second_try in (False, True):
             try:
                 log_.add(self.record.batch_id, [self.record])
@@ -245,11 +246,10 @@ class WriteOffsets(CommitStep):
                 log_.storage.delete(log_.path(self.record.batch_id))
 
     def to_json(self) -> dict[str, Any]:
-        assert self.record is not None
         return {"kind": self.kind, "record": _OFFSETS_CODEC.to_json(self.record)}
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "WriteOffsets":
+    def from_json(cls, obj: dict[str, Any]) -> WriteOffsets:
         return cls(record=_OFFSETS_CODEC.from_json(_obj(field(obj, "record", dict))))
 
 
@@ -259,14 +259,12 @@ class WriteCommit(CommitStep):
     """Record what the batch committed and for which (query, Spark batch)."""
 
     kind = "commit"
-    record: CommitRecord | None = None
+    record: CommitRecord
 
     def verify(self, ctx: StepContext) -> bool:
-        assert self.record is not None
         return ctx.logs.commits.storage.exists(ctx.logs.commits.path(self.record.batch_id))
 
     def execute(self, ctx: StepContext) -> None:
-        assert self.record is not None
         record = replace(
             self.record,
             step_ms={**self.record.step_ms, **ctx.timings},
@@ -286,11 +284,10 @@ class WriteCommit(CommitStep):
                 raise
 
     def to_json(self) -> dict[str, Any]:
-        assert self.record is not None
         return {"kind": self.kind, "record": _COMMIT_CODEC.to_json(self.record)}
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "WriteCommit":
+    def from_json(cls, obj: dict[str, Any]) -> WriteCommit:
         return cls(record=_COMMIT_CODEC.from_json(_obj(field(obj, "record", dict))))
 
 
@@ -317,7 +314,7 @@ class PublishMembers(CommitStep):
     kind = "members"
     members: list[MemberPublish] = dc_field(default_factory=list)
 
-    def _logs(self, ctx: StepContext, table: str):
+    def _logs(self, ctx: StepContext, table: str) -> TableLogs:
         if ctx.member_logs is None:
             raise CommitError(f"commit step 'members' (table {table!r}) needs a dataset group's writer")
         return ctx.member_logs(table)
@@ -372,7 +369,7 @@ class PublishMembers(CommitStep):
         }
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "PublishMembers":
+    def from_json(cls, obj: dict[str, Any]) -> PublishMembers:
         members = []
         for item in field(obj, "members", list):
             item = _obj(item)
@@ -405,7 +402,7 @@ class CleanupStaging(CommitStep):
         return {"kind": self.kind, "path": self.path}
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "CleanupStaging":
+    def from_json(cls, obj: dict[str, Any]) -> CleanupStaging:
         return cls(path=field(obj, "path", str))
 
 

@@ -71,7 +71,9 @@ class CommitSequenceStore:
             except ExactlyOnceError:
                 same = False
         if not same:
-            log.warning("WAL entry %s is no longer the claim of attempt %s: another writer claimed the batch; left alone", self.storage.uri(path), attempt)
+            log.warning(
+                "WAL entry %s is no longer the claim of attempt %s: another writer claimed the batch; left alone", self.storage.uri(path), attempt
+            )
             return False
         self.storage.delete(path)
         return True

@@ -13,8 +13,9 @@ a NULL partition value, which is what Delta readers return for both.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import DeltaTableError
 from ..manifest.paths import parse_partition_dir

@@ -21,7 +21,8 @@ zone on disk, which a Delta ``partitionValues`` entry cannot say.
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import DeltaSchemaMismatchError
 
@@ -33,7 +34,8 @@ def fields_of(schema_json: str) -> list[dict[str, Any]]:
     obj = json.loads(schema_json)
     if not isinstance(obj, dict) or obj.get("type") != "struct" or not isinstance(obj.get("fields"), list):
         raise ValueError("not a struct schema")
-    return obj["fields"]
+    fields: list[dict[str, Any]] = obj["fields"]
+    return fields
 
 
 def _bare(type_: Any) -> Any:

@@ -38,7 +38,8 @@ def parquet_rows(storage: Storage, path: str) -> int:
     if footer + 8 > len(tail):
         tail = storage.read_tail(path, footer + 8)
     try:
-        return pq.read_metadata(pa.BufferReader(tail[-(footer + 8):])).num_rows
+        rows: int = pq.read_metadata(pa.BufferReader(tail[-(footer + 8):])).num_rows
+        return rows
     except (OSError, ValueError) as exc:
         raise DeltaTableError(f"{storage.uri(path)}: its Parquet footer does not parse ({exc}).", path=path) from None
 

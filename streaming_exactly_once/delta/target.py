@@ -44,8 +44,9 @@ import json
 import logging
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 from urllib.parse import unquote
 
 from ..errors import DeltaSchemaMismatchError, DeltaTableError, InvalidAsOfError
@@ -485,7 +486,8 @@ class DeltaTarget:
         out = []
         roots = _root_spellings(self.uri)
         for path, size, mtime in zip(
-            actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(), actions.column("modification_time").to_pylist()
+            actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(), actions.column("modification_time").to_pylist(),
+            strict=True,
         ):
             rel = _relative(unquote(path), roots)
             if rel is None:

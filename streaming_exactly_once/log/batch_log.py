@@ -20,7 +20,9 @@ so the per-batch cost does not grow with history.
 
 from __future__ import annotations
 
-from typing import Generic, Iterable, Iterator, Sequence, TypeVar
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Generic, TypeVar
 
 from ..errors import LogConflictError, LogCorruptError, MissingBatchError
 from ..storage.base import Storage, join
@@ -171,7 +173,7 @@ class BatchLog(Generic[T]):
         """
         present = sorted(set(self.list_batch_ids() if ids is None else ids))
         missing: list[int] = []
-        for previous, current in zip(present, present[1:]):
+        for previous, current in itertools.pairwise(present):
             if current - previous > STRAY_DISTANCE:
                 name = self.list_batch_files().get(current, str(current))
                 raise LogCorruptError(

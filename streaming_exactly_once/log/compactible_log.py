@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Generic, Iterable, Iterator, Sequence, TypeVar
+from typing import Generic, TypeVar
 
 from ..errors import LogConflictError, MissingBatchError
 from ..storage.base import Storage, join
@@ -254,7 +255,7 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         with self._prep_lock:
             prep = self._prep
             fresh = prep is None or prep.compact_id != target
-            if fresh:
+            if prep is None or fresh:
                 if prep is not None:
                     self.storage.delete(prep.path)
                 prep = _Preparation(target, self._prep_path(target))

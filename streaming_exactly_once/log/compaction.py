@@ -16,7 +16,7 @@ than the readers' default (``spark.sql.streaming.fileSink.log.compactInterval``,
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 
 def is_compaction_batch(batch_id: int, interval: int) -> bool:

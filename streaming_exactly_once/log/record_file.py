@@ -11,7 +11,8 @@ None when the file is absent, and a ``LogCorruptError`` naming the file for anyt
 
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..errors import LogCorruptError
 from ..storage.base import Storage

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 from ..errors import LogCorruptError, UnsupportedLogVersionError
 
@@ -49,7 +49,7 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _no_constant(name: str):
+def _no_constant(name: str) -> NoReturn:
     raise LineError(f"{name} is not a JSON value")
 
 

@@ -37,19 +37,19 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
 
-from ..commit.lease import Lease, read_lease_state
 from ..commit.attempt_verdict import ABORT, COMMIT, decide
+from ..commit.lease import Lease, LeaseState, read_lease_state
 from ..commit.recovery import INTENTS_SUBDIR, abort_attempt
 from ..errors import ConcurrentWriterError, DeltaTableError, GcRefusedError, IdentityError, LogError, MissingBatchError, ReaderError
 from ..manifest.manifest_index import delete_stale_indexes
-from ..table.table_logs import open_manifest
 from ..readers.manifest_checks import check_complete
 from ..storage.base import Storage
 from ..table.identity import TableIdentity, read_identity
 from ..table.layout import STAGING_DIR, is_hidden, parse_staging_name
+from ..table.table_logs import open_manifest
 from .group_tables import group_of, group_tables
 from .kept import kept_files
 from .pending import PendingCommits, pending_commits
@@ -149,7 +149,7 @@ def _held_lease(owner: Storage, *, lease_timeout_ms: int, dry_run: bool) -> Iter
         lease.release()
 
 
-def _busy(owner: Storage, state) -> ConcurrentWriterError:
+def _busy(owner: Storage, state: LeaseState) -> ConcurrentWriterError:
     w = state.writer
     who = f"writer {w.writer_id[:8]} (pid {w.pid} on {w.host}" + (f", {w.description}" if w.description else "") + ")" if w else "a writer"
     return ConcurrentWriterError(

@@ -15,13 +15,14 @@ from typing import Any
 from ..errors import IdentityError, LogCorruptError
 from ..storage import open_storage
 from ..storage.base import Storage
+from ..table.commits_log import CommitRecord
 from ..table.group_state import split_state
 from ..table.identity import TableIdentity, read_identity
 from ..table.layout import COMMITS_DIR
 from ..table.table_logs import TableLogs
 
 
-def newest_group_record(storage: Storage, identity: TableIdentity | None):
+def newest_group_record(storage: Storage, identity: TableIdentity | None) -> CommitRecord | None:
     """The newest commit record of the group at ``storage`` (None before its first batch)."""
     logs = TableLogs.for_identity(storage, identity)
     per_query = logs.commits.latest_per_query()
@@ -50,11 +51,13 @@ def group_tables(storage: Storage, identity: TableIdentity | None = None) -> dic
         tables.update(quarantine)
     except (TypeError, ValueError, AttributeError):
         raise corrupt("is not a map of tables") from None
+    checked: dict[str, int] = {}
     for name, batch_id in tables.items():
         parts = name.split("/") if isinstance(name, str) else [""]
         if "" in parts or ".." in parts or not isinstance(batch_id, int) or isinstance(batch_id, bool):
             raise corrupt(f"names table {name!r} at batch {batch_id!r}, which is no table path and batch id")
-    return tables
+        checked[name] = batch_id
+    return checked
 
 
 def group_of(storage: Storage, identity: TableIdentity) -> tuple[Storage, str]:

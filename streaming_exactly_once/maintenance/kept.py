@@ -1,5 +1,6 @@
 """The files of a table that are not garbage: named by a retained manifest file, by a pending
-commit or - on a ``format="delta"`` table - by a retained Delta version. ``gc`` deletes files outside this set (strictly: anything it cannot place is an error);
+commit or - on a ``format="delta"`` table - by a retained Delta version. ``gc`` deletes files outside this set
+(strictly: anything it cannot place is an error);
 ``verify`` calls them orphans (leniently: it reports problems, it does not delete).
 """
 

@@ -8,7 +8,8 @@
   claim has all its files (it can be completed, and a frozen writer may be completing it).
   Spark re-runs the batch, because its checkpoint has no commit for it.
 * ``rebuild_logs`` - recreate missing offsets records from the commits log (source offsets are
-  then unknown), and missing commits/sources records of published batches from the offsets log (the intent each batch wrote before staging). A rebuilt sources record is empty,
+  then unknown), and missing commits/sources records of published batches from the offsets log
+  (the intent each batch wrote before staging). A rebuilt sources record is empty,
   so those batches' input files are not protected against a recreated checkpoint; the command
   says which batches that affects.
 """
@@ -17,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..commit.attempt_verdict import ABORT, COMMIT, decide, overrule, read_verdict
 from ..commit.committer import CommitterOptions
 from ..commit.lease import Lease, writer_still_running
-from ..commit.attempt_verdict import ABORT, COMMIT, decide, overrule, read_verdict
 from ..commit.recovery import RecoveryReport, claim_files_missing, discard_sequence, recover
 from ..commit.step import StepContext
 from ..commit.wal import CommitSequenceStore
@@ -74,7 +75,7 @@ def discard_wal(storage: Storage, batch_id: int, *, lease_timeout_ms: int = 60_0
     logs = _logs(storage)
 
     def refuse_if_published(when: str) -> None:
-        if storage.exists(logs.manifest.path(batch_id)) or storage.exists(f"{logs.manifest.directory}/{batch_id}"):
+        if storage.exists(logs.require_manifest().path(batch_id)) or storage.exists(f"{logs.require_manifest().directory}/{batch_id}"):
             raise ExactlyOnceError(
                 f"Manifest batch {batch_id} of {storage.root_uri} is published{when}, so its WAL entry must be "
                 "rolled forward, not discarded. Nothing was deleted. Run `seo recover` instead.",
@@ -138,11 +139,11 @@ def discard_wal(storage: Storage, batch_id: int, *, lease_timeout_ms: int = 60_0
         elif raw is not None:
             wal.delete(batch_id, raw=raw)
         try:
-            intent = logs.offsets.record(batch_id)
+            intent = logs.require_offsets().record(batch_id)
         except (LogCorruptError, UnsupportedLogVersionError):
             intent = None  # left for recovery, which forgets records of batches after the latest
         if intent is not None and seq is not None and intent.attempt == seq.attempt:
-            storage.delete(logs.offsets.path(batch_id))  # written by the claim's own offsets step
+            storage.delete(logs.require_offsets().path(batch_id))  # written by the claim's own offsets step
         return f"discarded WAL entry {batch_id}"
     finally:
         lease.release()
@@ -160,8 +161,8 @@ def rebuild_logs(storage: Storage, *, lease_timeout_ms: int = 60_000) -> Rebuild
     logs = _logs(storage)
     identity = read_identity(storage)
     first = identity.first_batch_id if identity else 0
-    logs.manifest.gaps()  # a stray manifest file is a named error, not a latest batch to rebuild up to
-    latest = logs.manifest.latest_batch_id(refresh=True)
+    logs.require_manifest().gaps()  # a stray manifest file is a named error, not a latest batch to rebuild up to
+    latest = logs.require_manifest().latest_batch_id(refresh=True)
     report = RebuildReport()
     if latest is None:
         return report
@@ -169,14 +170,14 @@ def rebuild_logs(storage: Storage, *, lease_timeout_ms: int = 60_000) -> Rebuild
     lease.acquire()
     try:
         present_commits = set(logs.commits.list_batch_ids())
-        present_sources = set(logs.sources.list_batch_ids())
-        present_offsets = set(logs.offsets.list_batch_ids())
+        present_sources = set(logs.require_sources().list_batch_ids())
+        present_offsets = set(logs.require_offsets().list_batch_ids())
         low = min(present_commits | present_sources | present_offsets | {first})
         for batch_id in range(max(first, low), latest + 1):
             if batch_id not in present_offsets and batch_id in present_commits:
                 record = logs.commits.record(batch_id)
                 if record is not None:
-                    logs.offsets.add(
+                    logs.require_offsets().add(
                         batch_id,
                         [
                             OffsetsRecord(
@@ -187,7 +188,7 @@ def rebuild_logs(storage: Storage, *, lease_timeout_ms: int = 60_000) -> Rebuild
                     )
                     report.offsets.append(batch_id)
             if batch_id not in present_commits:
-                intent = logs.offsets.record(batch_id)
+                intent = logs.require_offsets().record(batch_id)
                 if intent is None:
                     raise ExactlyOnceError(
                         f"Cannot rebuild the commit record of batch {batch_id}: its offsets record is gone too, so "
@@ -206,7 +207,7 @@ def rebuild_logs(storage: Storage, *, lease_timeout_ms: int = 60_000) -> Rebuild
                 )
                 report.commits.append(batch_id)
             if batch_id not in present_sources:
-                logs.sources.add(batch_id, [])
+                logs.require_sources().add(batch_id, [])
                 report.sources.append(batch_id)
                 report.unprotected_batches.append(batch_id)
         return report

@@ -36,8 +36,8 @@ def table_status(storage: Storage) -> dict[str, Any]:
             out["writtenAt"] = identity.root_uri
         if not identity.spark_manifest:
             out["manifest"] = identity.manifest_dir
-        if identity.is_delta:
-            out["delta"] = delta_status(storage, identity)
+        if identity.delta_app_id is not None:
+            out["delta"] = delta_status(storage, identity.delta_app_id)
     else:
         out["writer"] = "Spark file sink (no _seo/ metadata)"
     try:
@@ -70,14 +70,14 @@ def table_status(storage: Storage) -> dict[str, Any]:
     return out
 
 
-def delta_status(storage: Storage, identity) -> dict[str, Any]:
+def delta_status(storage: Storage, app_id: str) -> dict[str, Any]:
     """The Delta log next to the manifest: its version, and the newest batch it holds (our txn)."""
     from ..delta.target import DeltaTarget
 
     try:
-        return DeltaTarget(storage, identity.delta_app_id).status()
+        return DeltaTarget(storage, app_id).status()
     except ExactlyOnceError as exc:
-        return {"appId": identity.delta_app_id, "error": str(exc)}
+        return {"appId": app_id, "error": str(exc)}
 
 
 def group_status(storage: Storage) -> dict[str, Any]:

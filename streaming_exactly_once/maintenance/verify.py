@@ -19,11 +19,10 @@ from typing import Any
 
 from ..commit.wal import CommitSequenceStore
 from ..errors import ExactlyOnceError
-
 from ..readers.file_checks import inspect_files
-from ..readers.visibility import committed_files
+from ..readers.visibility import CommittedFiles, committed_files
 from ..storage.base import Storage
-from ..table.identity import read_identity
+from ..table.identity import TableIdentity, read_identity
 from ..table.layout import STAGING_DIR, is_hidden
 from ..table.table_logs import TableLogs, open_manifest
 from .group_tables import group_of, group_tables
@@ -87,7 +86,7 @@ def referenced_relative_paths(storage: Storage, pending: PendingCommits | None =
     return kept_files(storage, identity, manifest, manifest.list_batch_ids(), pending or PendingCommits(), table, strict=False)
 
 
-def _check_logs_parse(logs: TableLogs, identity, report: VerifyReport) -> None:
+def _check_logs_parse(logs: TableLogs, identity: TableIdentity | None, report: VerifyReport) -> None:
     """Every log parses and has no gaps."""
     for log_ in logs.all_logs():
         if log_ is not logs.manifest and identity is None:
@@ -142,8 +141,8 @@ def verify_table(
         report.add("error", kind, uri, f"listed in the manifest but {problem}")
     for uri, target in problems.escapes:
         report.add("error", "symlink-outside-root", uri, f"a symbolic link to {target}, outside the table root; readers refuse it")
-    if identity is not None and identity.is_delta:
-        _check_delta(storage, identity, latest, current, report)
+    if identity is not None and identity.delta_app_id is not None:
+        _check_delta(storage, identity.delta_app_id, latest, current, report)
     if identity is None or identity.kind != "member":
         _check_leftovers(storage, report)
     if check_orphans:
@@ -167,11 +166,11 @@ def verify_table(
     return report
 
 
-def _check_delta(storage: Storage, identity, latest: int | None, current, report: VerifyReport) -> None:
+def _check_delta(storage: Storage, app_id: str, latest: int | None, current: CommittedFiles, report: VerifyReport) -> None:
     """A ``format="delta"`` table: the Delta log holds the manifest's batches and the same files."""
     from ..delta.target import DeltaTarget
 
-    target = DeltaTarget(storage, identity.delta_app_id)
+    target = DeltaTarget(storage, app_id)
     try:
         applied = target.applied_batch()
         live = {f.path for f in target.live_files()}
@@ -183,9 +182,16 @@ def _check_delta(storage: Storage, identity, latest: int | None, current, report
     if applied < latest:
         pending = CommitSequenceStore(storage).pending()
         if any(applied < b <= latest for b in pending):
-            report.add("warning", "delta-pending", target.log_uri, f"batches {applied + 1}..{latest} are pending in the WAL; the next start (or `seo recover`) commits them to Delta")
+            report.add(
+                "warning",
+                "delta-pending",
+                target.log_uri,
+                f"batches {applied + 1}..{latest} are pending in the WAL; the next start (or `seo recover`) commits them to Delta",
+            )
         else:
-            report.add("error", "delta-behind", target.log_uri, f"holds batches up to {applied}, the manifest up to {latest}: Delta readers miss data")
+            report.add(
+                "error", "delta-behind", target.log_uri, f"holds batches up to {applied}, the manifest up to {latest}: Delta readers miss data"
+            )
     elif applied > latest:
         report.add("error", "delta-ahead", target.log_uri, f"holds batches up to {applied}, the manifest only up to {latest}")
     manifest_files = set(current.relative)

@@ -65,7 +65,7 @@ class ManifestEntry:
     action: str = ADD
 
     @classmethod
-    def for_file(cls, uri: str, *, size: int, modification_time: int) -> "ManifestEntry":
+    def for_file(cls, uri: str, *, size: int, modification_time: int) -> ManifestEntry:
         """An ``add`` entry for the unencoded fully-qualified ``uri``."""
         return cls(path=encode_uri(uri), size=size, modification_time=modification_time)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 import logging
+from typing import Any
 
 from ..storage.base import Storage
 from .manifest_log import ManifestLog
@@ -34,7 +35,7 @@ def index_path(compact_id: int) -> str:
     return f"{INDEX_DIR}/{compact_id}.parquet"
 
 
-def parse_entries_arrow(body: bytes):
+def parse_entries_arrow(body: bytes) -> Any:  # a pyarrow Table or None
     """Arrow table (path, size, isDir, modificationTime) of a manifest body, or None if unusable."""
     try:
         import pyarrow as pa
@@ -53,7 +54,7 @@ def parse_entries_arrow(body: bytes):
         ]
     )
     if not body.strip():
-        return pa.table({n: pa.array([], t) for n, t in zip(schema.names, schema.types)})
+        return pa.table({n: pa.array([], t) for n, t in zip(schema.names, schema.types, strict=True)})
     try:
         table = pj.read_json(
             io.BytesIO(body),
@@ -103,7 +104,7 @@ def write_index(storage: Storage, compact_id: int, log_: ManifestLog | None = No
     return True
 
 
-def read_index(storage: Storage, compact_id: int, log_: ManifestLog):
+def read_index(storage: Storage, compact_id: int, log_: ManifestLog) -> Any:  # a pyarrow Table or None
     """The index table if it exists and matches the compact file, else None."""
     try:
         import pyarrow.parquet as pq

@@ -21,7 +21,7 @@ spelling and ``spellings`` lists them all, so a table root matches entries writt
 from __future__ import annotations
 
 import unicodedata
-from typing import Sequence
+from collections.abc import Sequence
 from urllib.parse import unquote
 
 DEFAULT_PARTITION_NAME = "__HIVE_DEFAULT_PARTITION__"

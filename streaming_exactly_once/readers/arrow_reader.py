@@ -9,15 +9,17 @@ backend stream their bytes; nothing is downloaded first.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import DataFileMissingError, MissingDependencyError
 from ..manifest.paths import normalize_uri
+from ..storage.base import Storage
 from .arrow_schema import table_schema
 from .visibility import CommittedFiles, committed_files
 
 
-def _pyarrow():
+def _pyarrow() -> tuple[Any, Any, Any]:  # the pyarrow, pyarrow.dataset and pyarrow.fs modules
     try:
         import pyarrow as pa
         import pyarrow.dataset as ds
@@ -27,7 +29,7 @@ def _pyarrow():
     return pa, ds, pafs
 
 
-def _file_format(fmt: str, full_schema, partition_columns, options: Mapping[str, str]):
+def _file_format(fmt: str, full_schema: Any, partition_columns: tuple[str, ...], options: Mapping[str, str]) -> Any:
     pa, ds, _ = _pyarrow()
     if fmt == "parquet":
         return ds.ParquetFileFormat()
@@ -41,8 +43,12 @@ def _file_format(fmt: str, full_schema, partition_columns, options: Mapping[str,
         names = [f.name for f in data_fields] if data_fields else None
         return ds.CsvFileFormat(
             parse_options=pacsv.ParseOptions(delimiter=options.get("sep", options.get("delimiter", ","))),
-            read_options=pacsv.ReadOptions(column_names=names, skip_rows=1 if header and names else 0, autogenerate_column_names=names is None and not header),
-            convert_options=pacsv.ConvertOptions(column_types={f.name: f.type for f in data_fields} if data_fields else None, strings_can_be_null=True),
+            read_options=pacsv.ReadOptions(
+                column_names=names, skip_rows=1 if header and names else 0, autogenerate_column_names=names is None and not header
+            ),
+            convert_options=pacsv.ConvertOptions(
+                column_types={f.name: f.type for f in data_fields} if data_fields else None, strings_can_be_null=True
+            ),
         )
     if fmt == "json":
         import pyarrow.json as pj
@@ -52,7 +58,7 @@ def _file_format(fmt: str, full_schema, partition_columns, options: Mapping[str,
     raise ValueError(f"unsupported format {fmt!r}")
 
 
-def arrow_filesystem(storage):
+def arrow_filesystem(storage: Storage) -> tuple[Any, str]:  # a pyarrow FileSystem and its root
     _, _, pafs = _pyarrow()
     fs, root = storage.filesystem()
     if storage.scheme == "file":
@@ -68,14 +74,14 @@ def dataset(
     allow_outside_root: bool = False,
     format: str | None = None,
     options: Mapping[str, str] | None = None,
-):
+) -> Any:
     """A ``pyarrow.dataset.Dataset`` of exactly the committed files (see module docstring)."""
     pa, ds, _ = _pyarrow()
     files = committed_files(path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, verify=True)
     return dataset_of(files, format=format, options=options)
 
 
-def dataset_of(files: CommittedFiles, *, format: str | None = None, options: Mapping[str, str] | None = None):
+def dataset_of(files: CommittedFiles, *, format: str | None = None, options: Mapping[str, str] | None = None) -> Any:
     pa, ds, _ = _pyarrow()
     fmt = files.file_format(format)
     reader_options = files.reader_options(options)
@@ -99,7 +105,7 @@ def dataset_of(files: CommittedFiles, *, format: str | None = None, options: Map
         raise DataFileMissingError(f"Committed data file vanished while opening the table: {exc}") from exc
 
 
-def arrow(path: str, *, columns: list[str] | None = None, filter: Any = None, **kwargs: Any):
+def arrow(path: str, *, columns: list[str] | None = None, filter: Any = None, **kwargs: Any) -> Any:
     """The committed rows as one ``pyarrow.Table``."""
     data = dataset(path, **kwargs)
     try:

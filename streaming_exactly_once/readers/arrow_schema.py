@@ -18,7 +18,7 @@ from ..log.version import loads_line
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 
 
-def spark_type_to_arrow(spark_type: Any):
+def spark_type_to_arrow(spark_type: Any) -> Any:  # a pyarrow DataType or None
     """An Arrow type for a Spark JSON type, or None when there is no faithful mapping."""
     import pyarrow as pa
 
@@ -71,17 +71,19 @@ def schema_fields(schema_json: str) -> list[dict[str, Any]]:
     fields = schema.get("fields", [])
     if not all(isinstance(f, dict) and isinstance(f.get("name"), str) for f in fields):
         raise ValueError("a field of the schema has no name")
-    return fields
+    named: list[dict[str, Any]] = fields
+    return named
 
 
-def table_schema(schema_json: str | None, partition_columns: tuple[str, ...]):
+def table_schema(schema_json: str | None, partition_columns: tuple[str, ...]) -> tuple[Any, Any]:  # pyarrow Schemas
     """(full Arrow schema or None, Arrow schema of the partition columns)."""
     import pyarrow as pa
 
     if not schema_json:
         return None, pa.schema([pa.field(c, pa.string()) for c in partition_columns])
     fields_json = schema_fields(schema_json)
-    full, parts = [], {}
+    full: list[Any] | None = []  # pyarrow fields; None: a type has no faithful mapping
+    parts: dict[str, Any] = {}
     for f in fields_json:
         arrow_type = spark_type_to_arrow(f.get("type"))
         if arrow_type is None:

@@ -8,7 +8,7 @@ from ..errors import MissingDependencyError
 from .arrow_reader import arrow, dataset
 
 
-def pandas(path: str, **kwargs: Any):
+def pandas(path: str, **kwargs: Any) -> Any:
     """The committed rows as a ``pandas.DataFrame`` (partition columns typed as recorded)."""
     try:
         import pandas  # noqa: F401
@@ -17,7 +17,7 @@ def pandas(path: str, **kwargs: Any):
     return arrow(path, **kwargs).to_pandas()
 
 
-def polars(path: str, *, lazy: bool = False, **kwargs: Any):
+def polars(path: str, *, lazy: bool = False, **kwargs: Any) -> Any:
     """A ``polars.DataFrame`` (or ``LazyFrame`` with ``lazy=True``, scanning the Arrow dataset)."""
     try:
         import polars as pl
@@ -28,7 +28,7 @@ def polars(path: str, *, lazy: bool = False, **kwargs: Any):
     return pl.from_arrow(arrow(path, **kwargs))
 
 
-def duckdb(path: str, con: Any = None, *, name: str = "seo_table", **kwargs: Any):
+def duckdb(path: str, con: Any = None, *, name: str = "seo_table", **kwargs: Any) -> Any:
     """A DuckDB relation over the committed files, registered in ``con`` as view ``name``.
 
     DuckDB scans the Arrow dataset directly (projection and filter pushdown included), which

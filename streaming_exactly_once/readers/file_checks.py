@@ -65,11 +65,11 @@ def _listing(storage: Storage, local_root: str | None, directory: str) -> dict[s
     return found
 
 
-def inspect_files(files: "CommittedFiles") -> FileProblems:
+def inspect_files(files: CommittedFiles) -> FileProblems:
     """Every absent file and every link out of the table among ``files``' committed files."""
     storage = files.storage
     by_dir: dict[str, dict[str, int]] = {}
-    for rel, size in zip(files.relative, files.sizes):
+    for rel, size in zip(files.relative, files.sizes, strict=True):
         directory, _, name = rel.rpartition("/")
         by_dir.setdefault(directory, {})[name] = size
     local_root = _local_root(storage)
@@ -91,12 +91,12 @@ def inspect_files(files: "CommittedFiles") -> FileProblems:
     return problems
 
 
-def absent_files(files: "CommittedFiles") -> list[tuple[str, str]]:
+def absent_files(files: CommittedFiles) -> list[tuple[str, str]]:
     """(URI, problem) of every committed file that is missing or has another size."""
     return inspect_files(files).absent
 
 
-def check_present(files: "CommittedFiles") -> None:
+def check_present(files: CommittedFiles) -> None:
     """Every committed file exists with its recorded size (``DataFileMissingError``) and, unless
     ``files.allow_outside_root``, is no link out of the table (``SymlinkOutsideRootError``)."""
     problems = inspect_files(files)

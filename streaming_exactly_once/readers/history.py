@@ -6,14 +6,15 @@ retention deletes old ones, so ``batches`` says which batches can still be read.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ..log.compaction import all_valid_batches
-from ..table.table_logs import open_manifest
 from ..table.commits_log import CommitsLog
-from .visibility import locate
 from ..table.identity import read_identity
+from ..table.table_logs import open_manifest
+from .visibility import locate
 
 
 @dataclass(frozen=True)

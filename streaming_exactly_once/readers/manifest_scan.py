@@ -38,7 +38,7 @@ class ManifestColumns:
     arrow: bool
 
 
-def _pyarrow():
+def _pyarrow() -> tuple[Any, Any]:  # the pyarrow and pyarrow.compute modules, or Nones
     try:
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -47,7 +47,7 @@ def _pyarrow():
     return pa, pc
 
 
-def _python_columns(log: ManifestLog, data: bytes, batch_id: int):
+def _python_columns(log: ManifestLog, data: bytes, batch_id: int) -> tuple[list[str], list[int], list[int]]:
     entries = [e for e in log.decode(data, batch_id=batch_id) if not e.is_dir]
     return [e.path for e in entries], [e.size for e in entries], [e.modification_time for e in entries]
 
@@ -62,7 +62,7 @@ def _records_in(data: bytes) -> int:
 _ODD_PATH = "\\x00|" + SUSPICIOUS_PATH
 
 
-def _looks_sound(pc, paths, sizes) -> bool:
+def _looks_sound(pc: Any, paths: Any, sizes: Any) -> bool:  # pyarrow.compute and Arrow arrays
     """The cheap checks of the module docstring, on one file's Arrow columns."""
     if len(sizes) and pc.min(sizes).as_py() < 0:
         return False
@@ -123,8 +123,8 @@ def scan_manifest(log: ManifestLog, as_of: int | None = None) -> ManifestColumns
             [p for c in chunks for p in c[0]], [s for c in chunks for s in c[1]], [m for c in chunks for m in c[2]], False
         )
 
-    def concat(values, kind):
-        arrays = []
+    def concat(values: list[Any], kind: Any) -> Any:  # Arrow arrays of one type
+        arrays: list[Any] = []
         for v in values:
             arrays.extend(v.chunks if isinstance(v, pa.ChunkedArray) else [v])
         return pa.chunked_array(arrays, type=kind).combine_chunks() if arrays else pa.array([], kind)

@@ -10,19 +10,24 @@ directory and never sees an uncommitted file.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingDependencyError
+from ..storage.base import Storage
 from .visibility import committed_files
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
-def _spark_path(storage, relative: str | None = None) -> str:
+
+def _spark_path(storage: Storage, relative: str | None = None) -> str:
     uri = storage.root_uri if relative is None else f"{storage.root_uri}/{relative}"
     return uri[len("file://"):] if uri.startswith("file://") else uri
 
 
 def spark(
-    session,
+    session: SparkSession,
     path: str,
     *,
     as_of: int | None = None,
@@ -30,7 +35,7 @@ def spark(
     allow_outside_root: bool = False,
     format: str | None = None,
     options: Mapping[str, str] | None = None,
-):
+) -> DataFrame:
     """A DataFrame of exactly the committed rows of ``path`` as of batch ``as_of``."""
     try:
         from pyspark.sql.types import StringType, StructField, StructType
@@ -49,7 +54,10 @@ def spark(
         schema = StructType(data + parts)
     elif paths:
         sample = session.read.format(fmt).options(**reader_options).load(paths[0]).schema
-        schema = StructType([f for f in sample.fields if f.name not in files.partition_columns] + [StructField(c, StringType(), True) for c in files.partition_columns])
+        schema = StructType(
+            [f for f in sample.fields if f.name not in files.partition_columns]
+            + [StructField(c, StringType(), True) for c in files.partition_columns]
+        )
     else:
         schema = StructType([StructField(c, StringType(), True) for c in files.partition_columns])
     if not paths:

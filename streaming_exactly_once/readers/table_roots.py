@@ -23,12 +23,13 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
 from ..errors import ManifestEntryOutsideRootError
-from ..manifest.paths import canonical_uri, decode_uri, encode_uri, normalize_uri, split_uri, spellings
+from ..manifest.paths import canonical_uri, decode_uri, encode_uri, normalize_uri, spellings, split_uri
 from ..storage.base import Storage
 from ..table.identity import TableIdentity
 
@@ -155,9 +156,11 @@ def map_entries(
     return _map_arrow(paths, sizes, mtimes, roots, storage, sub, allow_outside_root)
 
 
-def _map_python(paths, sizes, mtimes, roots, storage, sub, allow_outside_root) -> MappedEntries:
+def _map_python(
+    paths: Sequence[str], sizes: Sequence[int], mtimes: Sequence[int], roots: TableRoots, storage: Storage, sub: str, allow_outside_root: bool
+) -> MappedEntries:
     out = MappedEntries([], [], [], [])
-    for path, size, mtime in zip(paths, sizes, mtimes):
+    for path, size, mtime in zip(paths, sizes, mtimes, strict=True):
         rel = relative_path(roots, path)
         if rel is None:
             if not allow_outside_root:
@@ -172,7 +175,9 @@ def _map_python(paths, sizes, mtimes, roots, storage, sub, allow_outside_root) -
     return out
 
 
-def _map_arrow(paths, sizes, mtimes, roots, storage, sub, allow_outside_root) -> MappedEntries:
+def _map_arrow(
+    paths: Any, sizes: Any, mtimes: Any, roots: TableRoots, storage: Storage, sub: str, allow_outside_root: bool
+) -> MappedEntries:  # pyarrow arrays
     """``_map_python`` vectorised: prefixes matched and sliced by Arrow; only the rows whose rest
     needs decoding or normalising (or that match no prefix) go through ``relative_path``."""
     import pyarrow as pa

@@ -31,12 +31,12 @@ from __future__ import annotations
 import logging
 import operator
 import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ..errors import InvalidAsOfError, MissingDependencyError, TableNotFoundError, UnsafeReadError
-from ..manifest.manifest_log import DIRECTORIES as MANIFEST_DIRS
-from ..manifest.manifest_log import DIRECTORY as MANIFEST_DIR
+from ..manifest.manifest_log import DIRECTORIES as MANIFEST_DIRS, DIRECTORY as MANIFEST_DIR
 from ..manifest.paths import parse_partition_dir
 from ..storage import open_storage
 from ..storage.base import Storage
@@ -88,11 +88,12 @@ class CommittedFiles:
     def _set(self, relative: Any, sizes: Any, mtimes: Any) -> None:
         self._columns = {"relative": relative, "sizes": sizes, "mtimes": mtimes}
 
-    def _list(self, name: str) -> list:
+    def _list(self, name: str) -> list[Any]:
         value = self._columns[name]
         if not isinstance(value, list):
             value = self._columns[name] = value.to_pylist()
-        return value
+        values: list[Any] = value
+        return values
 
     @property
     def relative(self) -> list[str]:
@@ -113,7 +114,8 @@ class CommittedFiles:
         """One relative path (or outside URI), without converting a whole column."""
         value = self._columns["relative"]
         if len(value):
-            return value[0] if isinstance(value, list) else value[0].as_py()
+            first: str = value[0] if isinstance(value, list) else value[0].as_py()
+            return first
         return self.outside[0] if self.outside else None
 
     def prefixed(self, prefix: str) -> list[str]:
@@ -123,7 +125,8 @@ class CommittedFiles:
             return [prefix + r for r in value]
         import pyarrow.compute as pc
 
-        return pc.binary_join_element_wise(prefix, value, "").to_pylist()
+        joined: list[str] = pc.binary_join_element_wise(prefix, value, "").to_pylist()
+        return joined
 
     def uris(self) -> list[str]:
         return self.prefixed(self.storage.root_uri + "/") + list(self.outside)

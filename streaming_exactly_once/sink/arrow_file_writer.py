@@ -11,7 +11,8 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pyspark.sql import types as T
 

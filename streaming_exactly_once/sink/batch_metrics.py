@@ -10,8 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Observation
-from pyspark.sql import functions as F
+from pyspark.sql import Column, DataFrame, Observation, functions as F
 
 from .arrow_file_writer import json_value
 

@@ -25,7 +25,8 @@ import atexit
 import logging
 import threading
 import weakref
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import unquote
 
 from pyspark.sql import DataFrame
@@ -44,7 +45,7 @@ from .query_identity import QueryIdentity, is_connect, local_query_id, resolve_i
 
 log = logging.getLogger("streaming_exactly_once.sink")
 
-_LIVE_SINKS: "weakref.WeakSet[BatchSink]" = weakref.WeakSet()
+_LIVE_SINKS: weakref.WeakSet[BatchSink] = weakref.WeakSet()
 
 # Spark Connect stops the worker of an ended query asynchronously: a listener on the server's
 # listener bus (``StreamingRunnerCleanerListener``) ends it when the query's termination event

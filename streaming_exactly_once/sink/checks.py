@@ -18,8 +18,9 @@ the failed outputs); a failed optional check is recorded as a warning.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ..errors import ConfigError
 
@@ -51,27 +52,27 @@ class Check:
     # -- constructors ------------------------------------------------------------------------
 
     @classmethod
-    def row(cls, expression: str, *, name: str | None = None) -> "Check":
+    def row(cls, expression: str, *, name: str | None = None) -> Check:
         if not isinstance(expression, str) or not expression.strip():
             raise ConfigError("Check.row takes a SQL predicate such as 'amount >= 0'", key="checks")
         return cls("row", name or expression, True, expression=expression)
 
     @classmethod
-    def rows_between(cls, low: int | None = None, high: int | None = None, *, mandatory: bool = True, name: str | None = None) -> "Check":
+    def rows_between(cls, low: int | None = None, high: int | None = None, *, mandatory: bool = True, name: str | None = None) -> Check:
         return cls("rows_between", name or f"rows between {low} and {high}", mandatory, low=low, high=high)
 
     @classmethod
-    def null_fraction(cls, column: str, *, at_most: float, mandatory: bool = True, name: str | None = None) -> "Check":
+    def null_fraction(cls, column: str, *, at_most: float, mandatory: bool = True, name: str | None = None) -> Check:
         if not 0 <= at_most <= 1:
             raise ConfigError(f"null_fraction({column!r}) at_most must be within 0..1, got {at_most}", key="checks")
         return cls("null_fraction", name or f"null fraction of {column} <= {at_most}", mandatory, column=column, high=at_most)
 
     @classmethod
-    def schema(cls, ddl: str, *, mandatory: bool = True, name: str | None = None) -> "Check":
+    def schema(cls, ddl: str, *, mandatory: bool = True, name: str | None = None) -> Check:
         return cls("schema", name or "schema", mandatory, expression=ddl)
 
     @classmethod
-    def batch(cls, predicate: Callable[[Mapping[str, Any]], bool], *, name: str, mandatory: bool = True) -> "Check":
+    def batch(cls, predicate: Callable[[Mapping[str, Any]], bool], *, name: str, mandatory: bool = True) -> Check:
         if not callable(predicate):
             raise ConfigError("Check.batch takes a callable receiving the batch metrics", key="checks")
         return cls("batch", name, mandatory, predicate=predicate)
@@ -99,7 +100,11 @@ class Check:
             expected = _ddl_fields(self.expression or "")
             actual = metrics.get("fields") or {}
             missing = {k: v for k, v in expected.items() if actual.get(k) != v}
-            detail = "matches" if not missing else "differs: " + ", ".join(f"{k} expected {v}, found {actual.get(k, 'nothing')}" for k, v in missing.items())
+            detail = (
+                "matches"
+                if not missing
+                else "differs: " + ", ".join(f"{k} expected {v}, found {actual.get(k, 'nothing')}" for k, v in missing.items())
+            )
             return CheckResult(self.name, not missing, self.mandatory, detail)
         if self.kind == "batch":
             try:

@@ -31,8 +31,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, functions as F
 
 from ..checkpoint.reader import InputFile
 from ..commit.committer import BatchAttempt, CommitResult, StagedFile

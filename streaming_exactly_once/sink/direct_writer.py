@@ -15,16 +15,16 @@ Partition values are written as Spark names them (strings, integers, booleans, d
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
-from pyspark.sql import DataFrame
-from pyspark.sql import types as T
+from pyspark.sql import DataFrame, types as T
 
 from ..commit.committer import BatchAttempt, StagedFile
-from .arrow_file_writer import EXTENSIONS, FileSink, check_partition_types, partition_text, split_by
 from ..commit.recovery import INTENTS_SUBDIR
 from ..manifest.paths import partition_dir
 from ..storage.base import Storage
+from .arrow_file_writer import EXTENSIONS, FileSink, check_partition_types, partition_text, split_by
 
 RESULT_SCHEMA = "final string, size long, mtime long, rows long"
 

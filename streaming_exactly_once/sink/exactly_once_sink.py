@@ -21,7 +21,8 @@ A crash anywhere rolls forward (after the WAL) or back (before it) on restart, n
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from pyspark.sql import DataFrame
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from ..manifest.paths import partition_dir
 from ..storage.base import Storage

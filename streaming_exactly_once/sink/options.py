@@ -13,8 +13,9 @@ are table properties, set when the first batch creates the Delta table.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, ClassVar
 
 from ..commit.committer import CommitterOptions
 from ..config import parse_choice, parse_duration_ms, parse_int
@@ -77,7 +78,7 @@ class SinkOptions:
             )
 
     @classmethod
-    def build(cls, **kwargs: Any) -> "SinkOptions":
+    def build(cls, **kwargs: Any) -> SinkOptions:
         valid = set(cls.__dataclass_fields__) | {
             "cleanup_delay", "retention", "source_retention", "lease_timeout", "connect_handover_wait", "options",
             "delta_log_retention",

@@ -13,8 +13,9 @@ them have the batch or none. Options left as ``None`` fall back to the sink's.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ..errors import ConfigError
 from .checks import Check

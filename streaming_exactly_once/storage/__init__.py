@@ -10,7 +10,8 @@ protocol cannot be made safe on them.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import UnsupportedStorageError
 from .base import FileInfo, StagingMode, Storage, join

@@ -55,7 +55,7 @@ class AzureStorage(FsspecStorage):
             opts["account_name"] = account
         native = (container + "/" + parts.path.strip("/")).rstrip("/")
         self._container = container
-        self._known = {}  # shared with children: facts proven once (container exists)
+        self._known: dict[str, bool] = {}  # shared with children: facts proven once (container exists)
         super().__init__(f"{parts.scheme.lower()}://{parts.netloc}/{parts.path.strip('/')}".rstrip("/"), native, opts)
 
     def _make_filesystem(self) -> Any:
@@ -135,10 +135,10 @@ class AzureStorage(FsspecStorage):
                 return StorageAccessError(
                     uri=self.uri(path),
                     reason="credentials",
-                    detail=f"Azure refused the credentials ({cause.status_code} {cause.error_code or cause.reason})",
+                    detail=f"Azure refused the credentials ({cause.status_code} {_error_code(cause) or cause.reason})",
                     hint="Check the account name and key, SAS token or connection string in storage_options.",
                 )
-            if isinstance(cause, ResourceNotFoundError) and str(cause.error_code or "") == "ContainerNotFound":
+            if isinstance(cause, ResourceNotFoundError) and str(_error_code(cause) or "") == "ContainerNotFound":
                 return self._no_container(path)
         if isinstance(exc, FileNotFoundError) and not self._container_exists():
             return self._no_container(path)
@@ -159,10 +159,18 @@ class AzureStorage(FsspecStorage):
 
             async def exists() -> bool:
                 async with self._fs.service_client.get_container_client(self._container) as cc:
-                    return await cc.exists()
+                    found: bool = await cc.exists()
+                    return found
 
             try:
                 self._known["container"] = sync(self._fs.loop, exists)
             except Exception:
                 return True  # cannot tell: let the original error through
         return bool(self._known["container"])
+
+
+def _error_code(error: BaseException) -> str | None:
+    """The storage service's error code: azure-storage-blob sets ``error_code`` on the errors it
+    raises; azure-core's own (e.g. from the credential pipeline) have none."""
+    code: str | None = getattr(error, "error_code", None)
+    return code

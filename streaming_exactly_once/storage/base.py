@@ -32,8 +32,9 @@ from __future__ import annotations
 import contextlib
 import posixpath
 from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Iterator, Literal, Sequence
+from typing import IO, Any, Literal
 
 StagingMode = Literal["rename", "direct"]
 
@@ -87,7 +88,7 @@ class Storage(ABC):
         return self.root_uri if not path else f"{self.root_uri}/{path}"
 
     @abstractmethod
-    def child(self, path: str) -> "Storage":
+    def child(self, path: str) -> Storage:
         """A storage rooted at ``path`` below this root, sharing the same backend."""
 
     @property
@@ -160,6 +161,7 @@ class Storage(ABC):
     def sync(self, paths: Sequence[str]) -> None:
         """Make the bytes and the names of these files durable (a no-op where every write
         already is, as on object stores). Called before a manifest entry names them."""
+        return  # the default: every write already is durable
 
     @abstractmethod
     def delete(self, path: str, *, missing_ok: bool = True) -> None:
@@ -171,6 +173,7 @@ class Storage(ABC):
 
     def makedirs(self, path: str) -> None:
         """Create a directory and its parents (a no-op on object stores)."""
+        return  # the default: directories are implicit
 
     def check_exclusive_create(self, probe_dir: str) -> None:
         """Make sure ``put_if_absent`` really is exclusive here, or raise ``UnsupportedStorageError``.
@@ -183,6 +186,7 @@ class Storage(ABC):
         the default does nothing: local disk and memory get exclusivity from the kernel (or
         the process lock), which the conformance suite proves.
         """
+        return
 
     # -- prepared files (background compaction) ----------------------------------------------
 
@@ -199,6 +203,7 @@ class Storage(ABC):
 
     def sync_prepared(self, path: str) -> None:
         """Make what was appended so far durable (so that publishing later flushes little)."""
+        return  # the default: nothing to flush ahead of publishing
 
     def publish_prepared(self, path: str, final: str) -> None:
         """fsync ``path`` and give it the name ``final`` unless that exists (``FileExistsError``)."""

@@ -16,8 +16,9 @@ from __future__ import annotations
 import contextlib
 import io
 import posixpath
+from collections.abc import Iterator
 from datetime import datetime
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 import fsspec
 
@@ -46,7 +47,7 @@ def make_filesystem(scheme: str, options: dict[str, Any]) -> Any:
         raise MissingDependencyError(package=package, extra=extra, feature=f"{scheme}:// storage") from exc
 
 
-def _mtime_ms(info: dict) -> int:
+def _mtime_ms(info: dict[str, Any]) -> int:
     for key in ("LastModified", "mtime", "created", "last_modified", "updated"):
         value = info.get(key)
         if value is None:
@@ -113,7 +114,7 @@ class FsspecStorage(Storage):
             return native.lstrip("/")[len(alt):]
         return native
 
-    def _to_info(self, entry: dict) -> FileInfo:
+    def _to_info(self, entry: dict[str, Any]) -> FileInfo:
         return FileInfo(
             self._rel(entry["name"]),
             int(entry.get("size") or 0),
@@ -123,7 +124,7 @@ class FsspecStorage(Storage):
 
     # -- Storage -----------------------------------------------------------------------------
 
-    def child(self, path: str) -> "FsspecStorage":
+    def child(self, path: str) -> FsspecStorage:
         clone = object.__new__(type(self))
         clone.__dict__.update(self.__dict__)
         rel = check_relative(path)
@@ -133,16 +134,19 @@ class FsspecStorage(Storage):
 
     def read_bytes(self, path: str) -> bytes:
         with self._errors(path):
-            return self._fs.cat_file(self._native(path))
+            data: bytes = self._fs.cat_file(self._native(path))
+            return data
 
     def read_head(self, path: str, n: int) -> bytes:
         with self._errors(path):
-            return self._fs.cat_file(self._native(path), start=0, end=n)
+            head: bytes = self._fs.cat_file(self._native(path), start=0, end=n)
+            return head
 
     def read_tail(self, path: str, n: int) -> bytes:
         with self._errors(path):
             size = self._fs.info(self._native(path))["size"]
-            return self._fs.cat_file(self._native(path), start=max(0, size - n), end=size)
+            tail: bytes = self._fs.cat_file(self._native(path), start=max(0, size - n), end=size)
+            return tail
 
     def info(self, path: str) -> FileInfo:
         with self._errors(path):
@@ -182,7 +186,8 @@ class FsspecStorage(Storage):
         if self.exists(path):
             raise FileExistsError(self.uri(path))
         with self._errors(path):
-            return self._fs.open(native, "wb")
+            writer: IO[bytes] = self._fs.open(native, "wb")
+            return writer
 
     def delete(self, path: str, *, missing_ok: bool = True) -> None:
         if not missing_ok and not self.exists(path):
@@ -206,12 +211,12 @@ class FsspecStorage(Storage):
     def options(self) -> dict[str, Any]:
         return dict(self._options)
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.pop("_fs", None)
         return state
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._fs = self._make_filesystem()
 

@@ -49,7 +49,7 @@ class GcsStorage(FsspecStorage):
         if not parts.netloc:
             raise ValueError(f"GCS URI {root_uri!r} has no bucket; use gs://bucket/path")
         self._bucket = parts.netloc
-        self._known = {}  # shared with children: facts proven once (bucket exists)
+        self._known: dict[str, bool] = {}  # shared with children: facts proven once (bucket exists)
         native = (parts.netloc + "/" + parts.path.strip("/")).rstrip("/")
         super().__init__(f"{parts.scheme.lower()}://{native}", native, options)
 

@@ -43,7 +43,8 @@ import posixpath
 import sys
 import threading
 import uuid
-from typing import IO, Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 from ..errors import StorageAccessError, UnsupportedStorageError
@@ -174,17 +175,19 @@ class HadoopStorage(Storage):
         self._fs_uri = "file:///" if self._local else f"{scheme}://{parts.netloc}/"
         self._path_root = path.rstrip("/") or "/"
         self._options = dict(options or {})
-        self._shared = {"jvm": None}
+        self._shared: dict[str, _Jvm | None] = {"jvm": None}  # one JVM handle for the storage and its children
 
     # -- plumbing ----------------------------------------------------------------------------
 
     @property
     def _j(self) -> _Jvm:
-        if self._shared["jvm"] is None:
+        jvm = self._shared["jvm"]
+        if jvm is None:
             with _lock:
-                if self._shared["jvm"] is None:
-                    self._shared["jvm"] = _Jvm(self._fs_uri, self._local)
-        return self._shared["jvm"]
+                jvm = self._shared["jvm"]
+                if jvm is None:
+                    jvm = self._shared["jvm"] = _Jvm(self._fs_uri, self._local)
+        return jvm
 
     def _abs(self, path: str) -> str:
         rel = check_relative(path)
@@ -263,7 +266,7 @@ class HadoopStorage(Storage):
 
     # -- Storage -----------------------------------------------------------------------------
 
-    def child(self, path: str) -> "HadoopStorage":
+    def child(self, path: str) -> HadoopStorage:
         clone = object.__new__(type(self))
         clone.__dict__.update(self.__dict__)
         rel = check_relative(path)
@@ -380,7 +383,7 @@ class HadoopStorage(Storage):
     def options(self) -> dict[str, Any]:
         return dict(self._options)
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_shared"] = {"jvm": None}
         return state

@@ -16,13 +16,13 @@ if TYPE_CHECKING:
     from .hadoop import HadoopStorage
 
 
-class HadoopReadFileSystem(AbstractFileSystem):
+class HadoopReadFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec has no type information
     """Absolute paths (``/user/t/part-0.parquet``) on the storage's filesystem."""
 
     protocol = "seo-hadoop"
     cachable = False
 
-    def __init__(self, storage: "HadoopStorage", **kwargs: Any) -> None:
+    def __init__(self, storage: HadoopStorage, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._storage = storage
 
@@ -35,28 +35,28 @@ class HadoopReadFileSystem(AbstractFileSystem):
             raise FileNotFoundError(path)
         return path[len(root) + 1:]
 
-    def _entry(self, rel: str, size: int, is_dir: bool) -> dict:
+    def _entry(self, rel: str, size: int, is_dir: bool) -> dict[str, Any]:
         name = self._storage._abs(rel)
         return {"name": name, "size": size, "type": "directory" if is_dir else "file"}
 
-    def ls(self, path: str, detail: bool = True, **kwargs: Any):
+    def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[dict[str, Any]] | list[str]:
         rel = self._rel(path)
         info = self._storage.info(rel)
         entries = [info] if not info.is_dir else self._storage.list_dir(rel)
         out = [self._entry(e.path, e.size, e.is_dir) for e in entries]
         return out if detail else [e["name"] for e in out]
 
-    def info(self, path: str, **kwargs: Any) -> dict:
+    def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         info = self._storage.info(self._rel(path))
         return self._entry(info.path, info.size, info.is_dir)
 
-    def _open(self, path: str, mode: str = "rb", block_size: Any = None, **kwargs: Any):
+    def _open(self, path: str, mode: str = "rb", block_size: Any = None, **kwargs: Any) -> _HadoopFile:
         if mode != "rb":
             raise PermissionError("the Hadoop reader filesystem is read-only")
         return _HadoopFile(self, path, mode, block_size=block_size or 4 * 2**20, **kwargs)
 
 
-class _HadoopFile(AbstractBufferedFile):
+class _HadoopFile(AbstractBufferedFile):  # type: ignore[misc]  # fsspec has no type information
     def _fetch_range(self, start: int, end: int) -> bytes:
         fs: HadoopReadFileSystem = self.fs
         return fs._storage._read_range(fs._rel(self.path), start, max(0, end - start))

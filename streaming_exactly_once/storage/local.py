@@ -30,8 +30,10 @@ import io
 import os
 import shutil
 import uuid
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Any, Iterator, Sequence
+from types import TracebackType
+from typing import IO, Any
 from urllib.parse import unquote, urlsplit
 
 from ..errors import UnsupportedStorageError
@@ -41,7 +43,7 @@ _AT_FDCWD = -100
 _RENAME_NOREPLACE = 1
 
 
-def _load_renameat2():
+def _load_renameat2() -> Callable[..., int] | None:
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
         fn = libc.renameat2
@@ -185,7 +187,7 @@ class LocalStorage(Storage):
 
     # -- Storage -----------------------------------------------------------------------------
 
-    def child(self, path: str) -> "LocalStorage":
+    def child(self, path: str) -> LocalStorage:
         return LocalStorage(self._abs(path), durable=self._durable)
 
     def read_bytes(self, path: str) -> bytes:
@@ -373,13 +375,15 @@ class LocalStorage(Storage):
     def options(self) -> dict[str, Any]:
         return {}
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[LocalStorage], tuple[str], dict[str, Any]]:
         return (LocalStorage, (self._root,), {"_durable": self._durable})
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self._durable = state["_durable"]
 
 
-def _ignore_missing(func, path, exc_info) -> None:
+def _ignore_missing(
+    func: Callable[..., Any], path: str, exc_info: tuple[type[BaseException], BaseException, TracebackType | None]
+) -> None:
     if not isinstance(exc_info[1], FileNotFoundError):
         raise exc_info[1]

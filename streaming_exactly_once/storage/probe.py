@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import Hashable
+from collections.abc import Hashable
 
 from .base import Storage, join
 

@@ -12,9 +12,14 @@ recovery that found the version already there - readers then search the Delta lo
 
 A dataset group's root record also carries ``"datasets"`` - for every table of the group, its
 latest batch, rows, watermarks and last checks, carried forward when a table is absent from a
-batch - and ``"sourcePartitions"`` (per source partition: low and high offset)::
+batch - and ``"sourcePartitions"`` (per source partition: low and high offset); one line in
+the file, shown wrapped here::
 
-    {"batchId":7,...,"datasets":{"orders":{"batchId":5,"lastGroupBatch":7,"rows":1200,"status":"committed","watermarks":{"ts":{"low":"2024-01-01T00:05:00","high":"2024-01-01T00:09:59","batchMin":"2024-01-01T00:05:01","batchMax":"2024-01-01T00:09:59"}},"checks":[{"name":"rows between 1 and None","passed":true,"mandatory":true,"detail":"200 rows"}]}},"sourcePartitions":{"0":{"orders/0":{"low":120,"high":180}}}}
+    {"batchId":7,...,"datasets":{"orders":{"batchId":5,"lastGroupBatch":7,"rows":1200,"status":"committed",
+      "watermarks":{"ts":{"low":"2024-01-01T00:05:00","high":"2024-01-01T00:09:59",
+      "batchMin":"2024-01-01T00:05:01","batchMax":"2024-01-01T00:09:59"}},
+      "checks":[{"name":"rows between 1 and None","passed":true,"mandatory":true,"detail":"200 rows"}]}},
+      "sourcePartitions":{"0":{"orders/0":{"low":120,"high":180}}}}
 
 The record is written by the commit sequence right after the manifest entry; the WAL entry that
 carries the same (query, Spark batch) is durable before the manifest, so the idempotence key is
@@ -27,9 +32,9 @@ from dataclasses import dataclass, field as dc_field
 from typing import Any
 
 from ..log.codec import field
-from .per_query_log import PerQueryLog
 from ..storage.base import Storage
 from .layout import COMMITS_DIR
+from .per_query_log import PerQueryLog
 
 HINT = (
     "The commits log is the sink's idempotence record. Run `seo verify <table>` to see what is "

@@ -29,8 +29,9 @@ Source partitions (``sourcePartitions``; source index -> ``topic/partition`` -> 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from ..log.version import loads_line
 
@@ -136,7 +137,7 @@ def source_partitions(source_offsets: tuple[str | None, ...] | list[str | None])
             continue
         if not isinstance(obj, dict):
             continue
-        parts = {}
+        parts: dict[str, int] = {}
         for topic, partitions in obj.items():
             if not isinstance(partitions, dict):
                 parts = {}

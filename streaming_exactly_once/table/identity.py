@@ -46,12 +46,11 @@ import uuid
 from dataclasses import dataclass, field as dc_field, replace
 from typing import Any
 
+from ..delta.target import app_id as delta_app_id
 from ..errors import ConfigError, IdentityError
 from ..log.codec import RecordError, field
-from ..delta.target import app_id as delta_app_id
 from ..log.record_file import encode_record, read_record
-from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR
-from ..manifest.manifest_log import PRIVATE_DIRECTORY as PRIVATE_MANIFEST_DIR
+from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR, PRIVATE_DIRECTORY as PRIVATE_MANIFEST_DIR
 from ..manifest.paths import canonical_uri
 from ..storage.base import Storage
 from .layout import TABLE_FILE
@@ -131,7 +130,7 @@ class TableIdentity:
         }
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "TableIdentity":
+    def from_json(cls, obj: dict[str, Any]) -> TableIdentity:
         return cls(
             table_id=field(obj, "tableId", str),
             root_uri=field(obj, "rootUri", str),

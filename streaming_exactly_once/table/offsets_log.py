@@ -17,9 +17,9 @@ from dataclasses import dataclass, field as dc_field
 from typing import Any
 
 from ..log.codec import field
-from .per_query_log import PerQueryLog
 from ..storage.base import Storage
 from .layout import OFFSETS_DIR
+from .per_query_log import PerQueryLog
 
 HINT = (
     "Offsets records are intent records: `seo recover <table>` rebuilds what it can from the WAL "

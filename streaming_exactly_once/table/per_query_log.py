@@ -9,22 +9,38 @@ readable from their delta files for as long as retention keeps them.
 
 from __future__ import annotations
 
-from typing import Generic, Iterable, Sequence, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import Generic, Protocol, TypeVar
 
 from ..log.compactible_log import CompactibleLog
 
-R = TypeVar("R")
+
+class QueryRecord(Protocol):
+    """A record of one manifest batch, tagged with the query and Spark batch that produced it."""
+
+    @property
+    def batch_id(self) -> int: ...
+
+    @property
+    def query_id(self) -> str: ...
+
+    @property
+    def spark_batch_id(self) -> int: ...
+
+
+R = TypeVar("R", bound=QueryRecord)
 
 
 class PerQueryLog(CompactibleLog[R], Generic[R]):
-    """Records must have ``batch_id`` and ``query_id`` attributes."""
+    """A compactible log of ``QueryRecord`` records."""
 
     concatenates = False
 
-    def fold(self, previous: Iterable[R], new: Sequence[R], now: int):
+    def fold(self, previous: Iterable[R], new: Sequence[R], now: int) -> list[R]:
         latest: dict[str, R] = {}
         for record in list(previous) + list(new):
-            latest.pop(record.query_id, None)  # re-insert: the dict keeps the order of last records
+            if record.query_id in latest:  # re-insert: the dict keeps the order of last records
+                del latest[record.query_id]
             latest[record.query_id] = record
         return list(latest.values())
 
@@ -46,7 +62,7 @@ class PerQueryLog(CompactibleLog[R], Generic[R]):
         for batch_id in range(top, max(-1, top - depth), -1):
             records = self.get(batch_id)
             for record in records or ():
-                if record.query_id == query_id and record.spark_batch_id == spark_batch_id:  # type: ignore[attr-defined]
+                if record.query_id == query_id and record.spark_batch_id == spark_batch_id:
                     return record
         return None
 

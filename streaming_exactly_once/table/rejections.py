@@ -2,10 +2,11 @@
 
 Under the ``full`` commit policy a failed mandatory check publishes nothing and fails the batch;
 this record is what is left to say why (the batch itself stays in the source, and Spark re-runs
-it after the restart). Bytes::
+it after the restart). Bytes (the second line shown wrapped)::
 
     v1
-    {"queryId":"c578917c-...","sparkBatchId":4,"attempt":"9f2c41d0","timeMs":1795313165300,"policy":"full","tables":{"orders":[{"name":"rows between 1 and 100","passed":false,"mandatory":true,"detail":"250 rows"}]}}
+    {"queryId":"c578917c-...","sparkBatchId":4,"attempt":"9f2c41d0","timeMs":1795313165300,"policy":"full",
+      "tables":{"orders":[{"name":"rows between 1 and 100","passed":false,"mandatory":true,"detail":"250 rows"}]}}
 """
 
 from __future__ import annotations

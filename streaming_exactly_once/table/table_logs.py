@@ -8,11 +8,12 @@ manifest and a commits log of its own batches, which is what readers of that tab
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR
-from ..manifest.manifest_log import ManifestLog
+from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR, ManifestLog
 from ..storage.base import Storage
 from .commits_log import CommitsLog
+from .identity import TableIdentity
 from .offsets_log import OffsetsLog
 from .sources_log import SourcesLog
 
@@ -35,7 +36,7 @@ class TableLogs:
         sources_retention_ms: int | None = None,
         kind: str = "table",
         manifest_dir: str = SPARK_MANIFEST_DIR,
-    ) -> "TableLogs":
+    ) -> TableLogs:
         """``kind``: ``table`` (all four logs), ``group`` (no manifest), ``member`` (manifest and commits);
         ``manifest_dir``: where the manifest lives (``TableIdentity.manifest_dir``)."""
         with_manifest = kind != "group"
@@ -51,17 +52,35 @@ class TableLogs:
         )
 
     @classmethod
-    def for_identity(cls, storage: Storage, identity, **kwargs) -> "TableLogs":
+    def for_identity(cls, storage: Storage, identity: TableIdentity | None, **kwargs: Any) -> TableLogs:
         """The logs a table with this identity (or none: a plain table) has."""
         if identity is None:
             return cls.open(storage, **kwargs)
         return cls.open(storage, interval=identity.compact_interval, kind=identity.kind, manifest_dir=identity.manifest_dir, **kwargs)
 
-    def all_logs(self):
+    def all_logs(self) -> tuple[ManifestLog | OffsetsLog | CommitsLog | SourcesLog, ...]:
         return tuple(log_ for log_ in (self.manifest, self.offsets, self.commits, self.sources) if log_ is not None)
 
+    # The logs a kind has for certain: a table all four, a group root no manifest, a member no
+    # offsets and sources. Code that runs for one kind only reaches them through these.
 
-def open_manifest(storage: Storage, identity, **kwargs) -> ManifestLog:
+    def require_manifest(self) -> ManifestLog:
+        if self.manifest is None:
+            raise RuntimeError(f"{self.storage.root_uri} is a dataset group's root: it has no manifest")
+        return self.manifest
+
+    def require_offsets(self) -> OffsetsLog:
+        if self.offsets is None:
+            raise RuntimeError(f"{self.storage.root_uri} is a table of a dataset group: its root keeps the offsets")
+        return self.offsets
+
+    def require_sources(self) -> SourcesLog:
+        if self.sources is None:
+            raise RuntimeError(f"{self.storage.root_uri} is a table of a dataset group: its root keeps the sources")
+        return self.sources
+
+
+def open_manifest(storage: Storage, identity: TableIdentity | None, **kwargs: Any) -> ManifestLog:
     """The manifest of the table with this identity (or none: a table of Spark's file sink)."""
     if identity is None:
         return ManifestLog(storage, **kwargs)

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from streaming_exactly_once.cli.main import main
+from streaming_exactly_once.commit.faults import InjectedFailure
 from streaming_exactly_once.config import SINK_KEYS, load_job_config, redacted
 from streaming_exactly_once.errors import ConfigError
 from tests.commit.helpers import make_committer, stage_and_commit
@@ -115,7 +116,7 @@ def test_recover_and_its_repairs(capsys, table):
 
     storage = open_storage(str(table))
     failing = make_committer(storage, compact_interval=3, fail_at="after-wal@1")
-    with pytest.raises(Exception):
+    with pytest.raises(InjectedFailure):
         stage_and_commit(failing, Q, 5, [100, 101])
     failing.close()
     code, out, _ = seo(capsys, "status", str(table), "--json")
@@ -204,11 +205,15 @@ def test_quickstart_from_a_clean_copy(tmp_path):
     seo_bin = str(Path(sys.executable).parent / "seo")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEO_")}
     env["PYTHONPATH"] = ""  # the installed package, not this checkout's tests
-    out = subprocess.run([seo_bin, "run", "landing_to_parquet", "--conf", "conf/local.toml"], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [seo_bin, "run", "landing_to_parquet", "--conf", "conf/local.toml"], cwd=copy, env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert out.stdout.count("\nbatch ") == 4
     assert "rows in table    2000" in out.stdout and "duplicates       0" in out.stdout and "verified         True" in out.stdout
-    again = subprocess.run([seo_bin, "run", "landing_to_parquet", "--conf", "conf/local.toml"], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+    again = subprocess.run(
+        [seo_bin, "run", "landing_to_parquet", "--conf", "conf/local.toml"], cwd=copy, env=env, capture_output=True, text=True, timeout=300
+    )
     assert again.returncode == 0 and "\nbatch " not in again.stdout and "rows in table    2000" in again.stdout
 
 
@@ -252,14 +257,14 @@ def test_ctrl_c_stops_gracefully_and_rate_job(tmp_path):
     lines = []
     for line in proc.stdout:
         lines.append(line)
-        if sum(1 for l in lines if l.startswith("batch ")) >= 2:
+        if sum(1 for ln in lines if ln.startswith("batch ")) >= 2:
             proc.send_signal(signal.SIGINT)
             break
     rest, _ = proc.communicate(timeout=120)
     output = "".join(lines) + rest
     assert proc.returncode == 0, output[-3000:]
     assert "stopped" in output
-    events = [json.loads(l) for l in (copy / "metrics.jsonl").read_text().splitlines()]
+    events = [json.loads(ln) for ln in (copy / "metrics.jsonl").read_text().splitlines()]
     assert events and all(e["event"] == "batch_committed" and "stepMs" in e for e in events)
     check = subprocess.run([seo_bin, "verify", ".work/rate/table"], cwd=copy, capture_output=True, text=True, timeout=120)
     assert check.returncode == 0, check.stdout + check.stderr

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from streaming_exactly_once.checkpoint.reader import InputFile
 from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile, TableCommitter
 from streaming_exactly_once.commit.faults import FaultHooks, FaultSpec
-from streaming_exactly_once.checkpoint.reader import InputFile
 
 
 def make_committer(storage, *, fail_at=None, heartbeat=False, timeout_ms=60_000, **opts) -> TableCommitter:

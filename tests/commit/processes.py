@@ -43,8 +43,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -224,9 +225,8 @@ class _Child:
     def new(self) -> None:
         from streaming_exactly_once.commit.committer import CommitterOptions, TableCommitter
         from streaming_exactly_once.commit.group_committer import GroupCommitter
-        from streaming_exactly_once.storage import open_storage
-
         from streaming_exactly_once.delta.target import DeltaSettings
+        from streaming_exactly_once.storage import open_storage
 
         opts = {"heartbeat": True, "lease_timeout_ms": 2000, **self.p.get("options", {})}
         if self.p.get("delta") is not None:
@@ -358,7 +358,7 @@ class _Child:
             b = self.next_batch.get(query, 0)
             ids = batch_rows(base, b, rows)
 
-            def one():
+            def one(b=b, ids=ids):
                 staged = self._begin_and_stage(query, b, ids, files=files, mode=mode)
                 return None if staged is None else self._commit_staged(*staged)
 
@@ -438,7 +438,8 @@ class _Child:
 def main(argv: list[str]) -> int:
     import logging
 
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format=f"%(asctime)s {json.loads(argv[0]).get('name', '')} %(name)s %(levelname)s %(message)s")
+    name = json.loads(argv[0]).get("name", "")
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format=f"%(asctime)s {name} %(name)s %(levelname)s %(message)s")
     return _Child(json.loads(argv[0])).run()
 
 

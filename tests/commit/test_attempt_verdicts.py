@@ -34,7 +34,7 @@ class Role:
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
 
-    def wait_frozen(self, timeout: float = 60.0) -> "Role":
+    def wait_frozen(self, timeout: float = 60.0) -> Role:
         deadline = time.time() + timeout
         while process_state(self.proc.pid) != "T":
             assert self.proc.poll() is None, f"exited before it froze:\n{self.proc.stdout.read()}"

@@ -260,10 +260,16 @@ def test_fenced_writers_background_preparation_loses_nothing(spawn, tmp_path):
     root = tmp_path / "t"
     ready, go = tmp_path / "b-ready", tmp_path / "go"
     opts = dict(compact_interval=5)
-    a = spawn(program("A", root, [OPEN, commits(QA, count=4, drain=True), commits(QA, count=2, pause_at="after-manifest", drain=True), DRAIN, CLOSE], **opts))
+    a = spawn(
+        program(
+            "A", root, [OPEN, commits(QA, count=4, drain=True), commits(QA, count=2, pause_at="after-manifest", drain=True), DRAIN, CLOSE], **opts
+        )
+    )
     a.wait_stopped()
     outlive_lease()
-    b = spawn(program("B", root, [OPEN, commits(QB, count=2, drain=True), DRAIN, touch(ready), wait(go), commits(QB, count=3, drain=True), CLOSE], **opts))
+    b = spawn(
+        program("B", root, [OPEN, commits(QB, count=2, drain=True), DRAIN, touch(ready), wait(go), commits(QB, count=3, drain=True), CLOSE], **opts)
+    )
     b.wait_for(ready.exists, "batches 5 and 6")
     a.resume()
     a.wait()

@@ -34,10 +34,10 @@ import os
 import signal
 import sys
 
+from streaming_exactly_once.commit.committer import CommitterOptions, TableCommitter
 from streaming_exactly_once.commit.faults import FaultHooks, FaultSpec
 from streaming_exactly_once.errors import WriterFencedError
 from streaming_exactly_once.storage import open_storage
-from streaming_exactly_once.commit.committer import CommitterOptions, TableCommitter
 from tests.commit.helpers import stage_and_commit, visible_rows
 
 Q = "11111111-1111-1111-1111-111111111111"

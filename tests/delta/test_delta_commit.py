@@ -28,7 +28,7 @@ from streaming_exactly_once.errors import ConfigError, DeltaSchemaMismatchError,
 from streaming_exactly_once.maintenance.gc import collect_garbage
 from streaming_exactly_once.maintenance.verify import verify_table
 from streaming_exactly_once.storage import open_storage
-from tests.commit.processes import QA, QB, Writer, batch_rows, stop_all
+from tests.commit.processes import QA, Writer, batch_rows, stop_all
 from tests.delta.helpers import SCHEMA, commit_batch, delta_committer, parquet
 from tests.delta.readback import app_id_of, batch_commits, delta_commits, delta_ids
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import http.client
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 from urllib.parse import urlsplit
 
 #: (method, path, headers) -> (path, headers) to forward
@@ -70,7 +70,7 @@ class HttpProxy:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> "HttpProxy":
+    def __enter__(self) -> HttpProxy:
         self.thread.start()
         return self
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from streaming_exactly_once.checkpoint import SparkCheckpoint
 from streaming_exactly_once.errors import (
@@ -183,7 +182,11 @@ def test_valid_json_no_log_can_hold_is_a_named_error(memory_storage, case):
     line, words = ADVERSARIAL[case]
     memory_storage.put_if_absent("_spark_metadata/0", b"v1\n" + ENTRY.encode() % (b"file:///t/p=a/ok.parquet", b"1"))
     memory_storage.put_if_absent("_spark_metadata/1", b"v1\n" + line.encode("utf-8", "surrogatepass"))
-    for call in (lambda: ManifestLog(memory_storage).files(), lambda: read.files(memory_storage.root_uri), lambda: read.arrow(memory_storage.root_uri)):
+    for call in (
+        lambda: ManifestLog(memory_storage).files(),
+        lambda: read.files(memory_storage.root_uri),
+        lambda: read.arrow(memory_storage.root_uri),
+    ):
         with pytest.raises(LogCorruptError) as err:
             call()
         message = str(err.value)

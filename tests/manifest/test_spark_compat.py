@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq

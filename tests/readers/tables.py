@@ -89,7 +89,8 @@ def write_group(root: str, tables: dict[str, list[int]], *, spark_batch: int = 0
         staged = f"{attempt.staging_dir}/data/{table}/{rel}"
         g.storage.put_if_absent(staged, parquet_bytes(rows))
         info = g.storage.info(staged)
-        members.append(MemberBatch(table=table, files=[StagedFile(rel, info.size, info.mtime_ms, staged)], rows=len(rows), format="parquet", partition_by=("day",)))
+        files = [StagedFile(rel, info.size, info.mtime_ms, staged)]
+        members.append(MemberBatch(table=table, files=files, rows=len(rows), format="parquet", partition_by=("day",)))
     assert g.commit_group(attempt, members).status == "committed"
     g.close()
 

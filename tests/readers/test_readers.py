@@ -65,9 +65,9 @@ def test_all_readers_agree_row_for_row(spark, sink_table):
     spark_rows = sorted((r.id, r.p, r.v) for r in read.spark(spark, str(table)).collect())
     plain_rows = sorted((r.id, r.p, r.v) for r in spark.read.parquet(str(table)).collect())
     arrow_table = read.arrow(str(table))
-    arrow_rows = sorted(zip(*(arrow_table.column(c).to_pylist() for c in ("id", "p", "v"))))
+    arrow_rows = sorted(zip(*(arrow_table.column(c).to_pylist() for c in ("id", "p", "v")), strict=True))
     pdf = read.pandas(str(table))
-    pandas_rows = sorted(zip(pdf["id"], pdf["p"], pdf["v"]))
+    pandas_rows = sorted(zip(pdf["id"], pdf["p"], pdf["v"], strict=True))
     pl_df = read.polars(str(table))
     polars_rows = sorted(pl_df.select(["id", "p", "v"]).iter_rows())
     duck_rows = sorted(read.duckdb(str(table)).project("id, p, v").fetchall())
@@ -177,9 +177,10 @@ def test_s3_table_copied_from_local_and_native(sink_table, s3_storage, s3_option
     assert Counter(r[0] for r in read.duckdb(uri, storage_options=s3_options).project("id").fetchall()) == Counter(ids)
     assert all(u.startswith("s3://") for u in read.files(uri, storage_options=s3_options))
 
-    from tests.commit.helpers import make_committer
-    from streaming_exactly_once.commit.committer import StagedFile
     import io
+
+    from streaming_exactly_once.commit.committer import StagedFile
+    from tests.commit.helpers import make_committer
 
     native = s3_storage.child("native")
     c = make_committer(native)

@@ -56,7 +56,9 @@ def add_entry(root: Path, path: str, size: int) -> None:
 # --- r07: '..' and symbolic links ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("entry", ["{root}/../secret/s.parquet", "{root}/p=a/%2E%2E%2F%2E%2E%2Fsecret/s.parquet", "{root}/p=a/..%2F../secret/s.parquet"])
+@pytest.mark.parametrize(
+    "entry", ["{root}/../secret/s.parquet", "{root}/p=a/%2E%2E%2F%2E%2E%2Fsecret/s.parquet", "{root}/p=a/..%2F../secret/s.parquet"]
+)
 def test_dot_dot_entries_are_outside_the_root(capsys, with_secret, entry):
     root, secret = with_secret
     add_entry(root, "file://" + entry.format(root=root), secret.stat().st_size)

@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     from pyspark.sql import SparkSession
 
     from streaming_exactly_once import DatasetSink, ExactlyOnceSink
-    from streaming_exactly_once.errors import ConcurrentWriterError, WriterFencedError
+    from streaming_exactly_once.errors import ConcurrentWriterError
     from tests.datagen import CSV_SCHEMA
 
     events = open(args.events, "a") if args.events else None

@@ -8,6 +8,7 @@ query id from the checkpoint. Each test's client is its own process (see
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -19,8 +20,8 @@ from collections import Counter
 import pytest
 
 from streaming_exactly_once import read
-from streaming_exactly_once.table.commits_log import CommitsLog
 from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.table.commits_log import CommitsLog
 from tests.datagen import write_csv_files
 from tests.sink.conftest import REPO, assert_table_clean, run_driver
 
@@ -66,7 +67,7 @@ def test_a_notebook_session_under_spark_connect(tmp_path, mode):
     # its lease running out: every new epoch began within the previous one's lease timeout
     epoch_dir, beat_dir = table / "_seo" / "epochs", table / "_seo" / "heartbeats"
     numbers = sorted(int(e.name) for e in epoch_dir.iterdir() if e.name.isdigit())
-    for before, after in zip(numbers, numbers[1:]):
+    for before, after in itertools.pairwise(numbers):
         if not (beat_dir / str(before)).exists():
             continue  # that writer never beat (it wrote nothing either)
         beat = json.loads((beat_dir / str(before)).read_text().splitlines()[1])

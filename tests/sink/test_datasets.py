@@ -192,7 +192,9 @@ def test_forks_all_or_nothing_under_kill_9_at_each_step(tmp_path):
     for boundary in GROUP_BOUNDARIES:
         ids += write_csv_files(inp, n_files=2, rows_per_file=6, start_file=f)
         f += 2
-        out = run_driver(tmp_path, input=inp, table=root, checkpoint=ckpt, files_per_trigger=1, forks=True, env_extra={"SEO_CRASH_AT": f"{boundary}@1"})
+        out = run_driver(
+            tmp_path, input=inp, table=root, checkpoint=ckpt, files_per_trigger=1, forks=True, env_extra={"SEO_CRASH_AT": f"{boundary}@1"}
+        )
         assert out.returncode == -9, f"{boundary}: rc {out.returncode}\n{out.stdout[-2000:]}{out.stderr[-3000:]}"
         raw = set(read.pandas(str(root / "raw"))["id"]) if (root / "raw" / "_spark_metadata").exists() else set()
         byp = set()
@@ -294,13 +296,13 @@ def test_values_too_long_for_a_directory_name_are_quarantined(spark, tmp_path):
     too_long = read.pandas(str(root / "_quarantine" / "rows" / TOO_LONG_DATASET))
     assert_once(Counter(too_long["id"].tolist()), long_ids, "quarantine of too long dataset values")
     seen.update(too_long["id"].tolist())
-    for i, reasons in zip(too_long["id"], too_long["_seo_failed_checks"]):
+    for i, reasons in zip(too_long["id"], too_long["_seo_failed_checks"], strict=True):
         assert reasons == (f"no 7; {DATASET_NAME_CHECK}" if i % 7 == 0 else DATASET_NAME_CHECK), (i, reasons)
     assert set(too_long["topic"]) == {long_topic}  # the value itself is kept, for whoever repairs it
     nulls = read.pandas(str(root / "_quarantine" / "rows" / "__null__"))
     assert_once(Counter(nulls["id"].tolist()), null_ids, "quarantine of NULL dataset values")
     seen.update(nulls["id"].tolist())
-    for i, reasons in zip(nulls["id"], nulls["_seo_failed_checks"]):
+    for i, reasons in zip(nulls["id"], nulls["_seo_failed_checks"], strict=True):
         assert reasons == ("no 7; dataset value is not null" if i % 7 == 0 else "dataset value is not null"), (i, reasons)
     # the state holds each table's checks of its last batch (ids 20..39), counted per check
     last = {i for i in ids if i >= 20}
@@ -323,7 +325,7 @@ def test_values_too_long_for_a_directory_name_are_quarantined(spark, tmp_path):
         quarantined = read.pandas(str(root / "_quarantine" / "rows" / leaf))
         assert_once(Counter(quarantined["id"].tolist()), set_aside, f"quarantine {value}")
         seen.update(quarantined["id"].tolist())
-        for i, reasons in zip(quarantined["id"], quarantined["_seo_failed_checks"]):
+        for i, reasons in zip(quarantined["id"], quarantined["_seo_failed_checks"], strict=True):
             assert reasons == ("no 7" if i % 7 == 0 else PARTITION_NAME_CHECK), (i, reasons)
         checks = {c["name"]: c for c in marks[leaf]["checks"]}
         n = len(expected & (long_day_ids - sevens) & last)  # a row failing "no 7" is quarantined for that

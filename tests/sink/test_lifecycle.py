@@ -11,6 +11,7 @@ import shutil
 import time
 
 import pytest
+from pyspark.errors import StreamingQueryException
 
 from streaming_exactly_once import ExactlyOnceSink
 from streaming_exactly_once.commit.lease import read_lease_state
@@ -76,7 +77,7 @@ def test_a_query_failing_in_foreach_batch_releases_the_table(spark, tmp_path):
     # a watermark column the rows do not have: every batch fails in foreachBatch
     bad = ExactlyOnceSink(str(table), partition_by=["p"], watermark_columns=["nope"])
     q = bad.start(stream(spark, tmp_path / "in", 1), checkpoint_location=str(ckpt), trigger={"availableNow": True})
-    with pytest.raises(Exception):
+    with pytest.raises(StreamingQueryException):
         q.awaitTermination()
     _wait_released(table)
     good = ExactlyOnceSink(str(table), partition_by=["p"])

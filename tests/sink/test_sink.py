@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import threading
 import time
 
 import pytest

@@ -65,7 +65,7 @@ class S3Proxy:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> "S3Proxy":
+    def __enter__(self) -> S3Proxy:
         self.thread.start()
         return self
 

@@ -327,7 +327,9 @@ class TortureRun:
             deadline = time.time() + self.c.run_timeout_s * 3
             while not self._compacted_since(frozen):
                 assert successor.poll() is None, f"successor died:\n{''.join(successor._seo_lines)[-3000:]}"
-                assert time.time() < deadline, f"successor committed no compaction while the zombie was frozen:\n{''.join(successor._seo_lines)[-3000:]}"
+                assert time.time() < deadline, (
+                    f"successor committed no compaction while the zombie was frozen:\n{''.join(successor._seo_lines)[-3000:]}"
+                )
                 time.sleep(0.2)
             os.kill(zombie.pid, signal.SIGCONT)
             try:
@@ -375,7 +377,7 @@ class TortureRun:
     def _compacted_since(self, before: dict[Path, list[int]]) -> bool:
         """A compact file of a batch the successor claimed itself: beyond anything the table
         had at the freeze and beyond the zombie's in-flight batch (any of the group's tables)."""
-        for d, ids in self._batch_ids().items():
+        for d in self._batch_ids():
             in_flight = max(before.get(d, []), default=-1) + 1
             if any(n.endswith(".compact") and int(n.split(".")[0]) > in_flight for n in os.listdir(d)):
                 return True
@@ -410,7 +412,7 @@ class TortureRun:
             kinds = (["delete-checkpoint"] * self.c.checkpoint_deletions + ["replay"] * self.c.replays
                      + ["second-writer"] * self.c.concurrent_writers + ["zombie"] * self.c.zombies)
             slots = self.rng.sample(range(2, len(schedule)), k=min(len(schedule) - 2, len(kinds)))
-            events = dict(zip(slots, kinds))
+            events = dict(zip(slots, kinds, strict=False))
         zombie_cycle = {m: [b for b in boundaries_of(m, delta=self.c.delta) if "+" not in b] for m in ("rename", "direct")}
         if self.c.forks:
             zombie_cycle = {"rename": list(GROUP_BOUNDARIES), "direct": list(GROUP_BOUNDARIES)}

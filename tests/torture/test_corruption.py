@@ -6,12 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from streaming_exactly_once import read
 from streaming_exactly_once.commit.faults import InjectedFailure
-from streaming_exactly_once.commit.lease import Lease
 from streaming_exactly_once.commit.sequence import CommitSequence
 from streaming_exactly_once.errors import ConcurrentWriterError, ExactlyOnceError, LogCorruptError, MissingBatchError, UnsupportedLogVersionError
 from streaming_exactly_once.maintenance.repair import discard_wal, rebuild_logs
@@ -146,7 +144,8 @@ _HOSTILE = st.recursive(
         st.integers(-(2**70), 2**70), st.floats(), st.booleans(), st.none(),
         st.text(alphabet=st.characters(codec=None, categories=("Ll", "Nd", "Cs", "Cc")), max_size=6),
     ),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["epoch", "batchId", "path", "size", "kind", "x"]), inner, max_size=4),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from(["epoch", "batchId", "path", "size", "kind", "x"]), inner, max_size=4),
     max_leaves=10,
 )
 _HOSTILE_LINES = st.tuples(st.lists(_HOSTILE, min_size=1, max_size=3), st.sampled_from([0, 0, 3000])).map(
@@ -155,7 +154,10 @@ _HOSTILE_LINES = st.tuples(st.lists(_HOSTILE, min_size=1, max_size=3), st.sample
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.one_of(st.binary(max_size=400), st.text(max_size=300).map(lambda t: ("v1\n" + t).encode()), _HOSTILE_LINES), which=st.sampled_from(_FUZZ_TARGETS))
+@given(
+    data=st.one_of(st.binary(max_size=400), st.text(max_size=300).map(lambda t: ("v1\n" + t).encode()), _HOSTILE_LINES),
+    which=st.sampled_from(_FUZZ_TARGETS),
+)
 def test_fuzz_every_parser_raises_only_library_errors(memory_storage, data, which):
     from streaming_exactly_once.commit.lease import read_lease_state
     from streaming_exactly_once.table.table_logs import TableLogs

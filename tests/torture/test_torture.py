@@ -44,7 +44,8 @@ def test_bounded_torture(spark, tmp_path):
     hit = set().union(*(r.stats.boundary_kills for r in runs))
     print(f"torture: {kills} kills, {[r.stats for r in runs]}")
     assert kills >= 30
-    assert not (set(RENAME_BOUNDARIES) | set(DIRECT_BOUNDARIES)) - hit, f"boundaries never hit: {(set(RENAME_BOUNDARIES) | set(DIRECT_BOUNDARIES)) - hit}"
+    never_hit = (set(RENAME_BOUNDARIES) | set(DIRECT_BOUNDARIES)) - hit
+    assert not never_hit, f"boundaries never hit: {never_hit}"
     assert sum(r.stats.checkpoint_deletions for r in runs) == 2 and sum(r.stats.replays for r in runs) >= 1
     assert sum(r.stats.concurrent_rejected for r in runs) == 1
     for run in runs:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.torture.zombie_run import PAIRS, _what, run_many
+from tests.torture.zombie_run import PAIRS, run_many
 
 pytestmark = [pytest.mark.torture, pytest.mark.slow]
 

@@ -52,11 +52,11 @@ def manifest_files(table: Path) -> list[tuple[str, int]]:
 
 def verify_tortured_table(table: Path, input_dir: Path, spark=None) -> dict:
     from streaming_exactly_once import read
+    from streaming_exactly_once.log.compaction import is_compaction_batch
     from streaming_exactly_once.maintenance.verify import verify_table
+    from streaming_exactly_once.manifest.manifest_log import ManifestLog
     from streaming_exactly_once.storage import open_storage
     from streaming_exactly_once.table.commits_log import CommitsLog
-    from streaming_exactly_once.manifest.manifest_log import ManifestLog
-    from streaming_exactly_once.log.compaction import is_compaction_batch
 
     expected = expected_ids(input_dir)
     assert all(c == 1 for c in expected.values()), "input generator produced duplicate ids"

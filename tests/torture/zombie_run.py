@@ -47,7 +47,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from streaming_exactly_once.commit.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY
-
 from tests.commit.processes import QA, QB, QC, Writer, batch_rows, stop_all
 from tests.commit.readback import committed_ids, judge, read_table, read_tables, recorded_batches
 
@@ -84,7 +83,7 @@ class Scenario:
     lease_ms: int
 
     @classmethod
-    def from_seed(cls, seed: int, *, lease_ms: int = 600) -> "Scenario":
+    def from_seed(cls, seed: int, *, lease_ms: int = 600) -> Scenario:
         rng = random.Random(seed)
         kind, boundary = PAIRS[seed % len(PAIRS)]
         k = rng.choice([2, 3, 4])
@@ -156,8 +155,8 @@ def _compacts(sc: Scenario, root: Path) -> set[str]:
 def _reopen(sc: Scenario, root: Path) -> str | None:
     """The next start of a writer: take the lease and recover. None if it works."""
     from streaming_exactly_once.commit.committer import CommitterOptions, TableCommitter
-    from streaming_exactly_once.commit.group_committer import GroupCommitter
     from streaming_exactly_once.commit.faults import NO_FAULTS
+    from streaming_exactly_once.commit.group_committer import GroupCommitter
     from streaming_exactly_once.storage import open_storage
 
     cls = GroupCommitter if sc.tables else TableCommitter
@@ -191,7 +190,11 @@ def _judge_zombie(sc: Scenario, a: Writer, armed_step: int) -> list[str]:
 
 
 def _errors(w: Writer) -> list[str]:
-    return [f"{w.name} {e.get('step')}: {e['error']}: {e['message'][:240]}" for e in w.events() if e.get("event") == "error" or e.get("status") == "error"]
+    return [
+        f"{w.name} {e.get('step')}: {e['error']}: {e['message'][:240]}"
+        for e in w.events()
+        if e.get("event") == "error" or e.get("status") == "error"
+    ]
 
 
 def run_scenario(sc: Scenario, work: Path) -> RunResult:
