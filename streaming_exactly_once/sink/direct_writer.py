@@ -24,12 +24,12 @@ from ..commit.committer import BatchAttempt, StagedFile
 from ..commit.recovery import INTENTS_SUBDIR
 from ..manifest.paths import partition_dir
 from ..storage.base import Storage
-from .arrow_file_writer import EXTENSIONS, FileSink, check_partition_types, partition_text, split_by
+from .arrow_file_writer import EXTENSIONS, ArrowTask, FileSink, check_partition_types, partition_text, split_by
 
 RESULT_SCHEMA = "final string, size long, mtime long, rows long"
 
 
-def make_task_writer(storage: Storage, staging: str, fmt: str, partition_by: tuple[str, ...], options: dict[str, str]):
+def make_task_writer(storage: Storage, staging: str, fmt: str, partition_by: tuple[str, ...], options: dict[str, str]) -> ArrowTask:
     ext = EXTENSIONS[fmt]
 
     def write_partition(batches: Iterator[Any]) -> Iterator[Any]:
@@ -40,7 +40,7 @@ def make_task_writer(storage: Storage, staging: str, fmt: str, partition_by: tup
         task = ctx.partitionId() if ctx is not None else 0
         sinks: dict[str, FileSink] = {}
 
-        def sink_for(directory: str, schema) -> FileSink:
+        def sink_for(directory: str, schema: pa.Schema) -> FileSink:
             if directory not in sinks:
                 file_id = uuid.uuid4()
                 name = f"part-{task:05d}-{file_id}{ext}"

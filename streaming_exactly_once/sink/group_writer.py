@@ -21,15 +21,19 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..manifest.paths import partition_dir
 from ..storage.base import Storage
 from ..table.group_state import QUARANTINE_ROWS
-from .arrow_file_writer import EXTENSIONS, FileSink, json_value, partition_text, split_by
+from .arrow_file_writer import EXTENSIONS, ArrowTask, FileSink, json_value, partition_text, split_by
 from .outputs import NAME_MAX_BYTES, Output, dataset_fits, fits_in_name
+
+if TYPE_CHECKING:  # imported where used: a task imports pyarrow only when it writes
+    from collections.abc import Iterator
+
+    import pyarrow as pa
 
 FAILED = "__seo_failed"
 FAILED_CHECKS = "_seo_failed_checks"
@@ -49,7 +53,7 @@ class _Stats:
     marks: dict[str, list[Any]] = field(default_factory=dict)
     failed: dict[str, int] = field(default_factory=dict)
 
-    def add(self, table, watermark_columns: tuple[str, ...]) -> None:
+    def add(self, table: pa.Table, watermark_columns: tuple[str, ...]) -> None:
         import pyarrow.compute as pc
 
         self.rows += table.num_rows
@@ -84,11 +88,11 @@ def make_group_task_writer(
     options: dict[str, str],
     watermark_columns: tuple[str, ...],
     has_failed_column: bool,
-):
+) -> ArrowTask:
     ext = EXTENSIONS[format]
     dataset_column = output.dataset_column
 
-    def write_partition(batches: Iterator[Any]) -> Iterator[Any]:
+    def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
         import pyarrow.compute as pc
         from pyspark import TaskContext
@@ -97,7 +101,7 @@ def make_group_task_writer(
         task = ctx.partitionId() if ctx is not None else 0
         sinks: dict[tuple[str, str], tuple[FileSink, _Stats, str, str]] = {}
 
-        def write(table_path: str, directory: str, part, kind: str) -> None:
+        def write(table_path: str, directory: str, part: pa.Table, kind: str) -> None:
             key = (table_path, directory)
             data = part.drop_columns([c for c in partition_by if c in part.column_names]) if kind == "data" else part
             if key not in sinks:
@@ -109,7 +113,7 @@ def make_group_task_writer(
             stats.add(part, watermark_columns)
             sink.write(data)
 
-        def write_good(table_path: str, rows) -> None:
+        def write_good(table_path: str, rows: pa.Table) -> None:
             """Rows that passed every check; ``rows`` still has the dataset column (if any)."""
             for key, part in split_by(rows, partition_by):
                 directory = partition_dir([(c, partition_text(key[c])) for c in partition_by])
@@ -118,7 +122,7 @@ def make_group_task_writer(
                 else:
                     write_bad(table_path, with_reason(part, PARTITION_NAME_CHECK))
 
-        def write_bad(table_path: str, rows) -> None:
+        def write_bad(table_path: str, rows: pa.Table) -> None:
             """Rows for quarantine; one file may get rows of several kinds (failed a row check,
             NULL dataset, name too long), so their ``_seo_failed_checks`` is always nullable."""
             i = rows.schema.get_field_index(FAILED_CHECKS)
@@ -126,7 +130,7 @@ def make_group_task_writer(
                 rows = rows.cast(rows.schema.set(i, rows.schema.field(i).with_nullable(True)))
             write(f"{QUARANTINE_ROWS}/{table_path}", "", rows, "quarantine")
 
-        def with_reason(rows, reason: str):
+        def with_reason(rows: pa.Table, reason: str) -> pa.Table:
             """``rows`` with ``reason`` added to (or as) their ``_seo_failed_checks``."""
             if FAILED_CHECKS in rows.column_names:
                 i = rows.column_names.index(FAILED_CHECKS)
@@ -156,23 +160,23 @@ def make_group_task_writer(
                     write_bad(output.name, bad)
                 continue
             for key, part in split_by(good, (dataset_column,)):
-                value = key[dataset_column]
-                if value is None:  # no dataset to land in: quarantined, never dropped
+                dataset = partition_text(key[dataset_column])
+                if dataset is None:  # no dataset to land in: quarantined, never dropped
                     write_bad(output.table_for(None), with_reason(part, NULL_DATASET_CHECK))
-                elif not dataset_fits(partition_text(value)):  # no directory can hold it
-                    write_bad(output.table_for(partition_text(value)), with_reason(part, DATASET_NAME_CHECK))
+                elif not dataset_fits(dataset):  # no directory can hold it
+                    write_bad(output.table_for(dataset), with_reason(part, DATASET_NAME_CHECK))
                 else:
-                    write_good(output.table_for(partition_text(value)), part)
+                    write_good(output.table_for(dataset), part)
             if bad is not None and bad.num_rows:
                 for key, part in split_by(bad, (dataset_column,)):
-                    value = key[dataset_column]
-                    if value is None:
+                    dataset = partition_text(key[dataset_column])
+                    if dataset is None:
                         part = with_reason(part, NULL_DATASET_CHECK)
-                    elif not dataset_fits(partition_text(value)):
+                    elif not dataset_fits(dataset):
                         part = with_reason(part, DATASET_NAME_CHECK)
-                    write_bad(output.table_for(None if value is None else partition_text(value)), part)
+                    write_bad(output.table_for(dataset), part)
 
-        out: dict[str, list] = {k: [] for k in ("table", "rel", "staged", "size", "mtime", "rows", "kind", "stats")}
+        out: dict[str, list[Any]] = {k: [] for k in ("table", "rel", "staged", "size", "mtime", "rows", "kind", "stats")}
         for (table_path, _), (sink, stats, rel, kind) in sinks.items():
             sink.close()
             info = storage.info(sink.final)

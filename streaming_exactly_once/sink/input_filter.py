@@ -27,7 +27,8 @@ class InputSplit:
 
 
 def split_inputs(inputs: list[InputFile], committed: set[str]) -> InputSplit:
-    new, old = [], []
+    new: list[InputFile] = []
+    old: list[InputFile] = []
     for item in inputs:
         (old if item.path in committed or normalize_uri(item.path) in committed else new).append(item)
     return InputSplit(new, old)
