@@ -26,6 +26,23 @@ _PARTITION_TYPES = (T.StringType, T.ByteType, T.ShortType, T.IntegerType, T.Long
 #: What ``DataFrame.mapInArrow`` runs in each task: record batches in, result rows out.
 ArrowTask = Callable[[Iterator["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]
 
+#: A task's result rows: (column, Spark type) - ``string`` or ``long``. One definition gives both
+#: the DDL string ``mapInArrow`` is declared with and the Arrow schema the task yields.
+ResultFields = tuple[tuple[str, str], ...]
+
+
+def result_ddl(fields: ResultFields) -> str:
+    return ", ".join(f"{name} {kind}" for name, kind in fields)
+
+
+def result_batch(fields: ResultFields, columns: Mapping[str, list[Any]]) -> pa.RecordBatch:
+    """The task's result rows as one Arrow batch, typed as ``result_ddl`` declares them."""
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "long": pa.int64()}
+    return pa.RecordBatch.from_pydict(dict(columns), schema=pa.schema([(name, types[kind]) for name, kind in fields]))
+
+
 EXTENSIONS = {"parquet": ".c000.snappy.parquet", "csv": ".c000.csv", "json": ".c000.json"}
 
 

@@ -41,10 +41,10 @@ from ..delta.target import DeltaSettings
 from ..errors import BatchRejectedError, ConfigError
 from ..table.group_state import QUARANTINE_BATCHES, QUARANTINE_ROWS, expected_by_dataset, source_partitions, split_state, starting_offsets
 from ..table.rejections import read_rejections, write_rejection
-from .arrow_file_writer import check_partition_types
+from .arrow_file_writer import check_partition_types, result_ddl
 from .batch_sink import BatchSink, SkippedRows, log
 from .checks import Check, CheckResult, batch_checks, mandatory_failures, row_checks
-from .group_writer import BUILTIN_ROW_CHECKS, CHECK_SEPARATOR, FAILED, FAILED_CHECKS, RESULT_SCHEMA, make_group_task_writer
+from .group_writer import BUILTIN_ROW_CHECKS, CHECK_SEPARATOR, FAILED, FAILED_CHECKS, RESULT_FIELDS, GroupTaskWriter
 from .options import DIRECT_FORMATS
 from .outputs import Output, resolve_outputs
 
@@ -180,8 +180,8 @@ class DatasetSink(BatchSink[GroupCommitter]):
             for output in self.outputs:
                 out, partition_by, checks, has_failed = self._prepare(df, output)
                 marks = tuple(c for c in self.options.watermark_columns if c in out.columns)
-                fn = make_group_task_writer(
-                    self.storage, attempt.staging_dir, output,
+                task_writer = GroupTaskWriter(
+                    storage=self.storage, staging=attempt.staging_dir, output=output,
                     format="parquet" if self._format(output) == "delta" else self._format(output),
                     partition_by=partition_by,
                     options={**self.options.writer_options, **dict(output.options or {})},
@@ -193,7 +193,7 @@ class DatasetSink(BatchSink[GroupCommitter]):
                 quarantine_schema = (
                     out.withColumnRenamed(FAILED, FAILED_CHECKS) if has_failed else out.withColumn(FAILED_CHECKS, F.lit(None).cast("string"))
                 )
-                for row in out.mapInArrow(fn, RESULT_SCHEMA).collect():
+                for row in out.mapInArrow(task_writer, result_ddl(RESULT_FIELDS)).collect():
                     entry = tables.get(row["table"])
                     if entry is None:
                         schema = data_schema.schema if row["kind"] == "data" else quarantine_schema.schema

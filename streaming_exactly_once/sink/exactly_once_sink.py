@@ -33,6 +33,7 @@ from ..errors import ConfigError
 from .batch_metrics import BatchObservation
 from .batch_sink import BatchSink, SkippedRows
 from .direct_writer import DirectWriter
+from .options import DIRECT_FORMATS
 from .rename_writer import RenameWriter
 
 
@@ -80,10 +81,10 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
                 "(the default there).",
                 key="staging_mode",
             )
-        if self.staging_mode == "direct" and self.options.file_format not in ("parquet", "json", "csv"):
+        if self.staging_mode == "direct" and self.options.format not in DIRECT_FORMATS:
             raise ConfigError(
-                f"{self.storage.scheme}:// tables default to staging_mode='direct', which writes parquet, json "
-                f"and csv; for format={self.options.format!r} pass staging_mode='rename'.",
+                f"{self.storage.scheme}:// tables default to staging_mode='direct', which writes "
+                f"{', '.join(DIRECT_FORMATS)}; for format={self.options.format!r} pass staging_mode='rename'.",
                 key="staging_mode",
             )
 
