@@ -36,11 +36,10 @@ from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import InputFile, SparkCheckpoint
 from ..commit.committer import BatchAttempt, CommitResult, TableCommitter
 from ..commit.faults import FaultHooks
-from ..errors import ConcurrentWriterError, ConfigError, DuplicateInputError, SinkInUseError
+from ..errors import ConcurrentWriterError, ConfigError, SinkInUseError
 from ..storage import open_storage
 from ..storage.base import Storage
-from .batch_metrics import BatchObservation
-from .input_filter import drop_committed, keep_new, split_inputs
+from .input_filter import CommittedInputFilter
 from .options import SinkOptions
 from .progress import observe_stream
 from .query_identity import QueryIdentity, is_connect, local_query_id, resolve_identity
@@ -57,9 +56,6 @@ _LIVE_SINKS: weakref.WeakSet[BatchSink[Any]] = weakref.WeakSet()
 #: The committer a sink drives: ``TableCommitter`` for one table, ``GroupCommitter`` for a group.
 CommitterT = TypeVar("CommitterT", bound=TableCommitter)
 
-#: What a subclass calls once its data is written: rows of already committed input files that
-#: were dropped from the batch (raises if rows could not be traced to their files).
-SkippedRows = Callable[[], int]
 
 # Spark Connect stops the worker of an ended query asynchronously: a listener on the server's
 # listener bus (``StreamingRunnerCleanerListener``) ends it when the query's termination event
@@ -451,42 +447,12 @@ class BatchSink(Generic[CommitterT]):
                 "Rename such files before they land in the input directory, or read with maxFilesPerTrigger=1.",
                 batch_id, qid, ", ".join(reread),
             )
-        attempt = self.committer.begin(qid, batch_id, mode=self.staging_mode, checkpoint=identity.checkpoint, offsets=offsets)
-        try:
+        with self.committer.batch(qid, batch_id, mode=self.staging_mode, checkpoint=identity.checkpoint, offsets=offsets) as attempt:
             self.faults("before-stage")
-            split = split_inputs(inputs or [], self.committer.committed_input_paths() if inputs else set())
-            pre = None
-            if split.already_committed:
-                tagged, dedup_exprs = drop_committed(df, split.already_committed)
-                pre = BatchObservation(())
-                df = keep_new(pre.attach(tagged, extra=dedup_exprs), split.already_committed)
-
-            def skipped_rows() -> int:
-                """Rows of input files committed earlier, dropped (call after the data is written)."""
-                if pre is None:
-                    return 0
-                _, _, dedup = pre.result()
-                skipped = int(dedup.get("skippedRows") or 0)
-                self.counters["skipped_rows"] += skipped
-                if int(dedup.get("unattributedRows") or 0) > 0:
-                    raise DuplicateInputError(
-                        f"Batch {batch_id} of query {qid} re-reads {len(split.already_committed)} input file(s) the "
-                        "table already committed (was the checkpoint recreated?), but its rows cannot be traced "
-                        "to input files (input_file_name() is empty after aggregations or joins). Nothing was "
-                        "published. Restore the old checkpoint, or move the committed files out of the input "
-                        "directory, then restart.",
-                        batch_id=batch_id,
-                    )
-                log.warning(
-                    "batch %d of query %s: dropped %d row(s) of %d input file(s) committed earlier",
-                    batch_id, qid, skipped, len(split.already_committed),
-                )
-                return skipped
-
-            result = self._stage_and_commit(df, attempt, split.new, skipped_rows, offsets)
-        except BaseException:
-            self.committer.abort(attempt)
-            raise
+            committed = self.committer.committed_input_paths() if inputs else set()
+            batch_inputs = CommittedInputFilter(df, inputs or [], committed, batch_id=batch_id, query_id=qid)
+            result = self._stage_and_commit(batch_inputs.df, attempt, batch_inputs, offsets)
+        self.counters["skipped_rows"] += batch_inputs.skipped_rows()
         if result.status == "committed":
             self._emit(result)
         return result
@@ -496,8 +462,10 @@ class BatchSink(Generic[CommitterT]):
     staging_mode: str
 
     def _stage_and_commit(
-        self, df: DataFrame, attempt: BatchAttempt, new_inputs: list[InputFile], skipped_rows: SkippedRows, offsets: OffsetSeq | None
+        self, df: DataFrame, attempt: BatchAttempt, inputs: CommittedInputFilter, offsets: OffsetSeq | None
     ) -> CommitResult:
+        """Write ``df`` (the batch without rows of committed input files) under the attempt's
+        staging, call ``inputs.skipped_rows()`` once it is written, and commit."""
         raise NotImplementedError
 
     def _emit(self, result: CommitResult) -> None:

@@ -34,7 +34,6 @@ from typing import Any
 from pyspark.sql import DataFrame, Row, functions as F
 
 from ..checkpoint.offset_seq import OffsetSeq
-from ..checkpoint.reader import InputFile
 from ..commit.committer import BatchAttempt, CommitResult, StagedFile
 from ..commit.group_committer import GroupCommitter, MemberBatch, tables_in
 from ..delta.target import DeltaSettings
@@ -42,9 +41,10 @@ from ..errors import BatchRejectedError, ConfigError
 from ..table.group_state import QUARANTINE_BATCHES, QUARANTINE_ROWS, expected_by_dataset, source_partitions, split_state, starting_offsets
 from ..table.rejections import read_rejections, write_rejection
 from .arrow_file_writer import check_partition_types, result_ddl
-from .batch_sink import BatchSink, SkippedRows, log
+from .batch_sink import BatchSink, log
 from .checks import Check, CheckResult, batch_checks, mandatory_failures, row_checks
 from .group_writer import BUILTIN_ROW_CHECKS, CHECK_SEPARATOR, FAILED, FAILED_CHECKS, RESULT_FIELDS, GroupTaskWriter
+from .input_filter import CommittedInputFilter
 from .options import DIRECT_FORMATS
 from .outputs import Output, resolve_outputs
 
@@ -168,7 +168,7 @@ class DatasetSink(BatchSink[GroupCommitter]):
         return out, partition_by, checks, bool(rows)
 
     def _stage_and_commit(
-        self, df: DataFrame, attempt: BatchAttempt, new_inputs: list[InputFile], skipped_rows: SkippedRows, offsets: OffsetSeq | None
+        self, df: DataFrame, attempt: BatchAttempt, inputs: CommittedInputFilter, offsets: OffsetSeq | None
     ) -> CommitResult:
         t_stage = time.perf_counter()
         forked = len(self.outputs) > 1
@@ -206,7 +206,7 @@ class DatasetSink(BatchSink[GroupCommitter]):
         finally:
             if forked:
                 df.unpersist()
-        skipped = skipped_rows()
+        skipped = inputs.skipped_rows()
         attempt.timings["stage"] = round((time.perf_counter() - t_stage) * 1000, 3)
         self.faults("after-stage")
         members, rejected = self._plan(tables, output_checks)
@@ -223,7 +223,7 @@ class DatasetSink(BatchSink[GroupCommitter]):
         result = self.committer.commit_group(
             attempt,
             members,
-            input_files=new_inputs,
+            input_files=inputs.new_inputs,
             source_ends=ends,
             expected=expected,
             schema=df.schema.json(),

@@ -27,12 +27,12 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from ..checkpoint.offset_seq import OffsetSeq
-from ..checkpoint.reader import InputFile
 from ..commit.committer import BatchAttempt, CommitResult, TableCommitter
 from ..errors import ConfigError
 from .batch_metrics import BatchObservation
-from .batch_sink import BatchSink, SkippedRows
+from .batch_sink import BatchSink
 from .direct_writer import DirectWriter
+from .input_filter import CommittedInputFilter
 from .options import DIRECT_FORMATS
 from .rename_writer import RenameWriter
 
@@ -110,19 +110,19 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
         return self._writer
 
     def _stage_and_commit(
-        self, df: DataFrame, attempt: BatchAttempt, new_inputs: list[InputFile], skipped_rows: SkippedRows, offsets: OffsetSeq | None
+        self, df: DataFrame, attempt: BatchAttempt, inputs: CommittedInputFilter, offsets: OffsetSeq | None
     ) -> CommitResult:
         t_stage = time.perf_counter()
         observation = BatchObservation(self.options.watermark_columns)
         files = self.writer.write(observation.attach(df), attempt)
         rows, watermarks, _ = observation.result()
-        skipped = skipped_rows()
+        skipped = inputs.skipped_rows()
         attempt.timings["stage"] = round((time.perf_counter() - t_stage) * 1000, 3)
         self.faults("after-stage")
         return self.committer.commit(
             attempt,
             files,
-            input_files=new_inputs,
+            input_files=inputs.new_inputs,
             num_rows=rows,
             num_skipped_rows=skipped,
             watermarks=watermarks,
