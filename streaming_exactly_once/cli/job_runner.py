@@ -17,16 +17,17 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import FrameType, ModuleType
 from typing import Any
 
 from ..config import SINK_KEYS, TRIGGER_KEYS, load_job_config, redacted
 from ..errors import ConfigError
-from .output import Output, human_bytes
+from .printer import Printer, human_bytes
 
 DEFAULT_CONF = "conf/local.toml"
 
 
-def load_job_module(job: str, jobs_dir: str):
+def load_job_module(job: str, jobs_dir: str) -> ModuleType:
     path = Path(job) if job.endswith(".py") else Path(jobs_dir) / f"{job}.py"
     if not path.is_file():
         available = sorted(p.stem for p in Path(jobs_dir).glob("*.py") if not p.stem.startswith("_")) if Path(jobs_dir).is_dir() else []
@@ -37,14 +38,16 @@ def load_job_module(job: str, jobs_dir: str):
     if str(path.parent.resolve()) not in sys.path:
         sys.path.insert(0, str(path.parent.resolve()))  # jobs import their shared helpers by name
     spec = importlib.util.spec_from_file_location(f"seo_job_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"{path} cannot be loaded as a Python module", key="job")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    spec.loader.exec_module(module)
     if not hasattr(module, "run"):
         raise ConfigError(f"{path} defines no run(config, ...) function", key="job")
     return module
 
 
-def run_job(job: str, *, conf_path: str | None, overrides: list[str], jobs_dir: str, out: Output) -> int:
+def run_job(job: str, *, conf_path: str | None, overrides: list[str], jobs_dir: str, out: Printer) -> int:
     module = load_job_module(job, jobs_dir)
     spec = {"sink": SINK_KEYS, "trigger": TRIGGER_KEYS, **getattr(module, "SPEC", {})}
     conf = conf_path or DEFAULT_CONF
@@ -77,7 +80,7 @@ def run_job(job: str, *, conf_path: str | None, overrides: list[str], jobs_dir: 
         if not out.as_json:
             out.write(text)
 
-    def on_sigint(signum, frame) -> None:
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
         if stop.is_set():
             raise KeyboardInterrupt
         stop.set()

@@ -12,25 +12,35 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from ..config import parse_duration_ms
 from ..errors import ExactlyOnceError
-from .output import Output, human_bytes, human_time
+from .printer import Printer, human_bytes, human_time
+
+if TYPE_CHECKING:
+    from ..log.batch_log import BatchLog
+    from ..storage.base import Storage
+    from ..table.commits_log import CommitsLog
+
+CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
 
 EXIT_FAILED = 1
 EXIT_WARNINGS = 3
 
 
-class Ctx:
+class CliContext:
+    """What every command gets from the group's options: where to print, storage options."""
+
     def __init__(self, as_json: bool, storage_options: dict[str, Any]) -> None:
-        self.out = Output(as_json)
+        self.out = Printer(as_json)
         self.as_json = as_json
         self.storage_options = storage_options
 
-    def storage(self, table: str):
+    def storage(self, table: str) -> Storage:
         from ..readers.visibility import locate
 
         return locate(table, self.storage_options, allow_group=True).storage
@@ -63,15 +73,15 @@ def _storage_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.pass_context
 def cli(ctx: click.Context, as_json: bool, storage_option: tuple[str, ...], debug: bool) -> None:
     """Exactly-once tables for Spark Structured Streaming."""
-    ctx.obj = Ctx(as_json, _storage_options(storage_option))
+    ctx.obj = CliContext(as_json, _storage_options(storage_option))
 
 
-def _json_option(f):
+def _json_option(f: CommandFunction) -> CommandFunction:
     """Allow ``--json`` after the subcommand too (``seo status T --json``)."""
     return click.option("--json", "local_json", is_flag=True, help="Print JSON.")(f)
 
 
-def _out(ctx: Ctx, local_json: bool) -> Output:
+def _out(ctx: CliContext, local_json: bool) -> Printer:
     if local_json:
         ctx.out.as_json = True
     return ctx.out
@@ -81,7 +91,7 @@ def _out(ctx: Ctx, local_json: bool) -> Output:
 @click.argument("table")
 @_json_option
 @click.pass_obj
-def status(ctx: Ctx, table: str, local_json: bool) -> None:
+def status(ctx: CliContext, table: str, local_json: bool) -> None:
     """Latest batch, writer and epoch, pending commits, files, bytes, rows, watermarks."""
     from ..maintenance.status import table_status
 
@@ -126,7 +136,7 @@ def status(ctx: Ctx, table: str, local_json: bool) -> None:
         )
 
 
-def _delta_text(delta: dict) -> str:
+def _delta_text(delta: dict[str, Any]) -> str:
     if "error" in delta:
         return f"ERROR: {delta['error']}"
     if delta.get("version") is None:
@@ -134,18 +144,18 @@ def _delta_text(delta: dict) -> str:
     return f"version {delta['version']}, holds batches up to {delta['batchId']}"
 
 
-def _lease_text(info: dict) -> str:
+def _lease_text(info: dict[str, Any]) -> str:
     lease = info.get("lease") or {}
     if not lease:
         return "none yet"
     return f"epoch {lease['epoch']}, {'LIVE' if lease['alive'] else 'not running'} ({lease['state']}), pid {lease['pid']} on {lease['host']}"
 
 
-def _watermark_text(marks: dict) -> str:
+def _watermark_text(marks: dict[str, Any]) -> str:
     return ", ".join(f"{c} {m.get('low')}..{m.get('high')}" for c, m in sorted(marks.items())) or "-"
 
 
-def _group_status(out: Output, info: dict) -> None:
+def _group_status(out: Printer, info: dict[str, Any]) -> None:
     out.block(
         [
             ("dataset group", info["group"]),
@@ -181,7 +191,7 @@ def _group_status(out: Output, info: dict) -> None:
 @click.option("--batch", type=int, default=None, help="Show the records of one batch file.")
 @_json_option
 @click.pass_obj
-def log(ctx: Ctx, table: str, kind: str, batch: int | None, local_json: bool) -> None:
+def log(ctx: CliContext, table: str, kind: str, batch: int | None, local_json: bool) -> None:
     """List a log's batches (with commit info), or the records of one batch."""
     from ..table.identity import read_identity
     from ..table.table_logs import TableLogs
@@ -190,63 +200,71 @@ def log(ctx: Ctx, table: str, kind: str, batch: int | None, local_json: bool) ->
     storage = ctx.storage(table)
     identity = read_identity(storage)
     logs = TableLogs.for_identity(storage, identity)
-    log_ = {"manifest": logs.manifest, "offsets": logs.offsets, "commits": logs.commits, "sources": logs.sources}[kind]
+    log_: BatchLog[Any] | None = {"manifest": logs.manifest, "offsets": logs.offsets, "commits": logs.commits, "sources": logs.sources}[kind]
     if log_ is None:
         raise click.UsageError(
             f"{storage.root_uri} has no {kind} log: a dataset group's root keeps offsets, commits and sources; "
             "each of its tables keeps a manifest and commits."
         )
     if batch is not None:
-        records = [log_.codec.to_json(r) for r in log_.read(batch)]
+        _print_batch_records(out, log_, kind, batch)
+    elif kind == "manifest":
+        _print_table_history(out, storage.root_uri, ctx.storage_options)
+    elif kind == "commits" and identity is not None and identity.kind == "group":
+        _print_group_batches(out, logs.commits)
+    else:
+        files = log_.list_batch_files()
         if out.as_json:
-            return out.json({"kind": kind, "batch": batch, "file": log_.uri(batch), "records": records})
-        out.write(f"{log_.uri(batch)}  ({len(records)} records)")
-        for record in records:
-            out.write("  " + " ".join(f"{k}={v}" for k, v in record.items() if k != "schema"))
-        return
-    if kind == "manifest" or identity is not None and identity.kind == "group" and kind == "commits":
-        if kind == "commits":
-            records = [logs.commits.record(b) for b in logs.commits.list_batch_ids()]
-            rows_ = [
-                (
-                    r.batch_id,
-                    human_time(r.commit_time_ms),
-                    r.num_rows,
-                    r.num_files,
-                    r.spark_batch_id,
-                    len([1 for e in (r.datasets or {}).values() if e.get("lastGroupBatch") == r.batch_id]),
-                )
-                for r in records
-                if r
-            ]
-            if out.as_json:
-                return out.json([{"batchId": r[0], "rows": r[2], "files": r[3], "sparkBatchId": r[4], "tables": r[5]} for r in rows_])
-            return out.table(rows_, ["batch", "committed", "rows", "files", "spark batch", "tables"])
-        from ..readers.history import batches
+            out.json([{"batch": b, "file": storage.uri(f"{log_.directory}/{name}")} for b, name in sorted(files.items())])
+        else:
+            out.table([(b, name) for b, name in sorted(files.items())], ["batch", "file"])
 
-        rows = batches(storage.root_uri, storage_options=ctx.storage_options)
-        if out.as_json:
-            return out.json([r.__dict__ for r in rows])
-        return out.table(
-            [
-                (
-                    r.batch_id,
-                    "yes" if r.readable else "no",
-                    human_time(r.commit_time_ms),
-                    r.num_rows,
-                    r.num_files,
-                    human_bytes(r.num_bytes),
-                    r.spark_batch_id,
-                    (r.query_id or "-")[:8],
-                )
-                for r in rows
-            ],
-            ["batch", "as_of ok", "committed", "rows", "files", "bytes", "spark batch", "query"],
-        )
-    files = log_.list_batch_files()
+
+def _print_batch_records(out: Printer, log_: BatchLog[Any], kind: str, batch: int) -> None:
+    """``seo log --batch N``: the records of one batch file, as the log's codec writes them."""
+    records = [log_.codec.to_json(r) for r in log_.read(batch)]
     if out.as_json:
-        return out.json([{"batch": b, "file": storage.uri(f"{log_.directory}/{name}")} for b, name in sorted(files.items())])
-    out.table([(b, name) for b, name in sorted(files.items())], ["batch", "file"])
+        out.json({"kind": kind, "batch": batch, "file": log_.uri(batch), "records": records})
+        return
+    out.write(f"{log_.uri(batch)}  ({len(records)} records)")
+    for record in records:
+        out.write("  " + " ".join(f"{k}={v}" for k, v in record.items() if k != "schema"))
+
+
+def _print_group_batches(out: Printer, commits: CommitsLog) -> None:
+    """``seo log --kind commits`` on a group root: one line per group batch, with its tables."""
+    records = [r for r in (commits.record(b) for b in commits.list_batch_ids()) if r is not None]
+    rows = [
+        (
+            r.batch_id, human_time(r.commit_time_ms), r.num_rows, r.num_files, r.spark_batch_id,
+            len([1 for e in (r.datasets or {}).values() if e.get("lastGroupBatch") == r.batch_id]),
+        )
+        for r in records
+    ]
+    if out.as_json:
+        out.json([{"batchId": r[0], "rows": r[2], "files": r[3], "sparkBatchId": r[4], "tables": r[5]} for r in rows])
+    else:
+        out.table(rows, ["batch", "committed", "rows", "files", "spark batch", "tables"])
+
+
+def _print_table_history(out: Printer, root_uri: str, storage_options: dict[str, Any]) -> None:
+    """``seo log`` (the manifest): each batch a reader can ask for with ``as_of``."""
+    from ..readers.history import batches
+
+    history = batches(root_uri, storage_options=storage_options)
+    if out.as_json:
+        out.json([r.__dict__ for r in history])
+        return
+    out.table(
+        [
+            (
+                r.batch_id, "yes" if r.readable else "no", human_time(r.commit_time_ms), r.num_rows, r.num_files,
+                human_bytes(r.num_bytes), r.spark_batch_id, (r.query_id or "-")[:8],
+            )
+            for r in history
+        ],
+        ["batch", "as_of ok", "committed", "rows", "files", "bytes", "spark batch", "query"],
+    )
 
 
 @cli.command()
@@ -255,7 +273,7 @@ def log(ctx: Ctx, table: str, kind: str, batch: int | None, local_json: bool) ->
 @click.option("--no-verify", is_flag=True, help="Do not check that the files exist, with their size and inside the table.")
 @_json_option
 @click.pass_obj
-def files(ctx: Ctx, table: str, as_of: int | None, no_verify: bool, local_json: bool) -> None:
+def files(ctx: CliContext, table: str, as_of: int | None, no_verify: bool, local_json: bool) -> None:
     """The committed data files (what every reader sees), checked like a reader checks them."""
     from ..readers.visibility import committed_files
 
@@ -273,7 +291,7 @@ def files(ctx: Ctx, table: str, as_of: int | None, no_verify: bool, local_json: 
 @click.option("--no-orphans", is_flag=True, help="Skip the (full-listing) orphan scan.")
 @_json_option
 @click.pass_obj
-def verify(ctx: Ctx, table: str, no_orphans: bool, local_json: bool) -> None:
+def verify(ctx: CliContext, table: str, no_orphans: bool, local_json: bool) -> None:
     """Check the manifest and logs against storage. Exit 0 clean, 1 errors, 3 warnings only."""
     from ..maintenance.verify import verify_table
 
@@ -302,7 +320,7 @@ def verify(ctx: Ctx, table: str, no_orphans: bool, local_json: bool) -> None:
 @click.option("--lease-timeout", default="60s", show_default=True)
 @_json_option
 @click.pass_obj
-def recover(ctx: Ctx, table: str, discard_wal: int | None, rebuild_logs: bool, lease_timeout: str, local_json: bool) -> None:
+def recover(ctx: CliContext, table: str, discard_wal: int | None, rebuild_logs: bool, lease_timeout: str, local_json: bool) -> None:
     """Roll pending commits forward and remove aborted attempts, without running a query."""
     from ..maintenance import repair
 
@@ -344,7 +362,7 @@ def recover(ctx: Ctx, table: str, discard_wal: int | None, rebuild_logs: bool, l
 @click.option("--lease-timeout", default="60s", show_default=True, help="How long gc's own lease lasts without a heartbeat.")
 @_json_option
 @click.pass_obj
-def gc(ctx: Ctx, table: str, dry_run: bool, older_than: str, lease_timeout: str, local_json: bool) -> None:
+def gc(ctx: CliContext, table: str, dry_run: bool, older_than: str, lease_timeout: str, local_json: bool) -> None:
     """Delete orphan data files and stale staging that no retained manifest entry references.
 
     Takes the table's lease (a dataset group's, for a group or one of its tables): stop the
@@ -384,7 +402,7 @@ def gc(ctx: Ctx, table: str, dry_run: bool, older_than: str, lease_timeout: str,
 @click.option("--limit", type=int, default=20, show_default=True)
 @_json_option
 @click.pass_obj
-def read(ctx: Ctx, table: str, as_of: int | None, limit: int, local_json: bool) -> None:
+def read(ctx: CliContext, table: str, as_of: int | None, limit: int, local_json: bool) -> None:
     """Print committed rows (needs the [arrow] extra)."""
     from ..readers.arrow_reader import dataset
 
@@ -403,7 +421,7 @@ def read(ctx: Ctx, table: str, as_of: int | None, limit: int, local_json: bool) 
 @click.option("--batch", type=int, default=None, help="Compact batch to index (default: every compact file).")
 @_json_option
 @click.pass_obj
-def index(ctx: Ctx, table: str, batch: int | None, local_json: bool) -> None:
+def index(ctx: CliContext, table: str, batch: int | None, local_json: bool) -> None:
     """Build the Parquet index of compact manifest files (fast readers for huge tables)."""
     from ..manifest.manifest_index import write_index
     from ..table.identity import read_identity
@@ -426,7 +444,7 @@ def index(ctx: Ctx, table: str, batch: int | None, local_json: bool) -> None:
 @click.option("--jobs-dir", default="jobs", show_default=True)
 @_json_option
 @click.pass_obj
-def run(ctx: Ctx, job: str, conf_path: str | None, overrides: tuple[str, ...], jobs_dir: str, local_json: bool) -> None:
+def run(ctx: CliContext, job: str, conf_path: str | None, overrides: tuple[str, ...], jobs_dir: str, local_json: bool) -> None:
     """Run a job from jobs/ with a config from conf/, printing progress per batch."""
     from .job_runner import run_job
 

@@ -27,10 +27,11 @@ in memory and nothing lists a growing directory.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -369,6 +370,33 @@ class TableCommitter:
         attempt.timings["intent"] = _ms(t0)
         self.faults("after-intent")
         return attempt
+
+    @contextlib.contextmanager
+    def batch(
+        self,
+        query_id: str,
+        spark_batch_id: int,
+        *,
+        mode: str,
+        checkpoint: str | None = None,
+        offsets: OffsetSeq | None = None,
+    ) -> Iterator[BatchAttempt]:
+        """One attempt at a batch, as a block::
+
+            with committer.batch(query_id, spark_batch_id, mode="rename") as attempt:
+                files = write_the_data_under(attempt.staging_dir)
+                result = committer.commit(attempt, files, num_rows=n)
+
+        ``begin`` on entry; if the block raises - staging failed, a check refused the batch,
+        the commit failed before its WAL claim - the attempt is aborted (``abort``) and the error
+        goes on. A claimed attempt is never aborted: it can only roll forward.
+        """
+        attempt = self.begin(query_id, spark_batch_id, mode=mode, checkpoint=checkpoint, offsets=offsets)
+        try:
+            yield attempt
+        except BaseException:
+            self.abort(attempt)
+            raise
 
     def abort(self, attempt: BatchAttempt) -> None:
         """Best-effort removal of an attempt that will not commit (nothing of it is visible).

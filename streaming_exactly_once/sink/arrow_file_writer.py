@@ -11,15 +11,38 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import types as T
 
 from ..errors import ConfigError
 from ..storage.base import Storage
 
+if TYPE_CHECKING:  # imported where used: a task imports pyarrow only when it writes
+    import pyarrow as pa
+
 _PARTITION_TYPES = (T.StringType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.BooleanType, T.DateType)
+#: What ``DataFrame.mapInArrow`` runs in each task: record batches in, result rows out.
+ArrowTask = Callable[[Iterator["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]
+
+#: A task's result rows: (column, Spark type) - ``string`` or ``long``. One definition gives both
+#: the DDL string ``mapInArrow`` is declared with and the Arrow schema the task yields.
+ResultFields = tuple[tuple[str, str], ...]
+
+
+def result_ddl(fields: ResultFields) -> str:
+    return ", ".join(f"{name} {kind}" for name, kind in fields)
+
+
+def result_batch(fields: ResultFields, columns: Mapping[str, list[Any]]) -> pa.RecordBatch:
+    """The task's result rows as one Arrow batch, typed as ``result_ddl`` declares them."""
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "long": pa.int64()}
+    return pa.RecordBatch.from_pydict(dict(columns), schema=pa.schema([(name, types[kind]) for name, kind in fields]))
+
+
 EXTENSIONS = {"parquet": ".c000.snappy.parquet", "csv": ".c000.csv", "json": ".c000.json"}
 
 
@@ -52,7 +75,7 @@ def _json_default(value: Any) -> Any:
 class FileSink:
     """One open output file of a task."""
 
-    def __init__(self, storage: Storage, final: str, fmt: str, schema, options: dict[str, str]) -> None:
+    def __init__(self, storage: Storage, final: str, fmt: str, schema: pa.Schema, options: Mapping[str, str]) -> None:
         import pyarrow as pa
 
         self.final = final
@@ -75,7 +98,7 @@ class FileSink:
             self.writer = None
         self._pa = pa
 
-    def write(self, table) -> None:
+    def write(self, table: pa.Table) -> None:
         self.rows += table.num_rows
         if self.fmt == "json":
             lines = (json.dumps(row, default=_json_default, ensure_ascii=False, separators=(",", ":")) for row in table.to_pylist())
@@ -90,7 +113,7 @@ class FileSink:
 
 
 
-def split_by(table, columns: tuple[str, ...]) -> Iterator[tuple[dict[str, Any], Any]]:
+def split_by(table: pa.Table, columns: tuple[str, ...]) -> Iterator[tuple[dict[str, Any], pa.Table]]:
     """(values of ``columns``, the rows with those values) for each distinct combination."""
     import pyarrow.compute as pc
 

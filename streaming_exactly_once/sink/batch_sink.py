@@ -25,27 +25,37 @@ import atexit
 import logging
 import threading
 import weakref
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from urllib.parse import unquote
 
 from pyspark.sql import DataFrame
+from pyspark.sql.streaming.query import StreamingQuery
 
+from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import InputFile, SparkCheckpoint
 from ..commit.committer import BatchAttempt, CommitResult, TableCommitter
 from ..commit.faults import FaultHooks
-from ..errors import ConcurrentWriterError, ConfigError, DuplicateInputError, SinkInUseError
+from ..errors import ConcurrentWriterError, ConfigError, SinkInUseError
 from ..storage import open_storage
 from ..storage.base import Storage
-from .batch_metrics import BatchObservation
-from .input_filter import drop_committed, keep_new, split_inputs
+from .input_filter import CommittedInputFilter
 from .options import SinkOptions
 from .progress import observe_stream
 from .query_identity import QueryIdentity, is_connect, local_query_id, resolve_identity
 
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
+
+    from ..commit.steps import FileMove
+
 log = logging.getLogger("streaming_exactly_once.sink")
 
-_LIVE_SINKS: weakref.WeakSet[BatchSink] = weakref.WeakSet()
+_LIVE_SINKS: weakref.WeakSet[BatchSink[Any]] = weakref.WeakSet()
+
+#: The committer a sink drives: ``TableCommitter`` for one table, ``GroupCommitter`` for a group.
+CommitterT = TypeVar("CommitterT", bound=TableCommitter)
+
 
 # Spark Connect stops the worker of an ended query asynchronously: a listener on the server's
 # listener bus (``StreamingRunnerCleanerListener``) ends it when the query's termination event
@@ -115,14 +125,14 @@ def reread_inputs(inputs: list[InputFile]) -> list[str]:
     return out
 
 
-class BatchSink:
+class BatchSink(Generic[CommitterT]):
     """Skeleton of a ``foreachBatch`` sink; see the module docstring."""
 
     #: Attributes that belong to one process: rebuilt after unpickling, never shipped.
-    _PROCESS_STATE = ("_lock", "_storage", "_committer", "_faults", "_writer", "_query", "_active_query", "_session", "_identities")
+    _PROCESS_STATE: tuple[str, ...] = ("_lock", "_storage", "_committer", "_faults", "_query", "_active_query", "_session", "_identities")
 
-    def __init__(self, table: str, options: SinkOptions) -> None:
-        self.options = options
+    def __init__(self, table: str, **options: Any) -> None:
+        self.options = SinkOptions.build(**options)
         self.table = table
         self._checkpoint = self.options.checkpoint_location
         self.counters = {"committed": 0, "duplicates": 0, "empty": 0, "failed": 0, "skipped_rows": 0}
@@ -133,10 +143,9 @@ class BatchSink:
     def _setup_process_state(self) -> None:
         self._lock = threading.Lock()
         self._storage: Storage | None = None
-        self._committer: TableCommitter | None = None
+        self._committer: CommitterT | None = None
         self._faults: FaultHooks | None = None
-        self._writer: Any = None
-        self._query: Any = None  # the StreamingQuery ``start`` started (classic and Connect client)
+        self._query: StreamingQuery | None = None  # the StreamingQuery ``start`` started (classic and Connect client)
         self._active_query: str | None = None  # id of the query whose batches this process commits
         self._session: Any = None  # classic: the session running that query
         self._identities: dict[str, QueryIdentity] = {}
@@ -164,12 +173,12 @@ class BatchSink:
         return self._faults
 
     @property
-    def committer(self) -> TableCommitter:
+    def committer(self) -> CommitterT:
         if self._committer is None:
             self._committer = self._make_committer()
         return self._committer
 
-    def _make_committer(self) -> TableCommitter:
+    def _make_committer(self) -> CommitterT:
         raise NotImplementedError
 
     @classmethod
@@ -178,8 +187,8 @@ class BatchSink:
         section: Mapping[str, Any],
         *,
         storage_options: Mapping[str, Any] | None = None,
-        on_commit=None,
-    ):
+        on_commit: Callable[[dict[str, Any]], None] | None = None,
+    ) -> Self:
         """A sink from a ``[sink]`` config section (see ``conf/local.toml``); ``checkpoint`` is kept
         as ``sink.checkpoint_location`` for ``start``."""
         values = dict(section)
@@ -205,7 +214,7 @@ class BatchSink:
         checkpoint_location: str,
         trigger: Mapping[str, Any] | None = None,
         query_name: str | None = None,
-    ):
+    ) -> StreamingQuery:
         """Start ``stream_df`` into this table; returns the ``StreamingQuery``.
 
         Classic Spark: the lease is taken *before* the query starts, so a second writer of the
@@ -407,7 +416,7 @@ class BatchSink:
             return
         storage = self.storage
 
-        def distribute(fn, items: list) -> None:
+        def distribute(fn: Callable[[Storage, list[FileMove]], None], items: list[FileMove]) -> None:
             slices = max(1, min(len(items) // 500 + 1, sc.defaultParallelism * 4))
             sc.parallelize(items, slices).foreachPartition(lambda part: fn(storage, list(part)))
 
@@ -438,42 +447,12 @@ class BatchSink:
                 "Rename such files before they land in the input directory, or read with maxFilesPerTrigger=1.",
                 batch_id, qid, ", ".join(reread),
             )
-        attempt = self.committer.begin(qid, batch_id, mode=self.staging_mode, checkpoint=identity.checkpoint, offsets=offsets)
-        try:
+        with self.committer.batch(qid, batch_id, mode=self.staging_mode, checkpoint=identity.checkpoint, offsets=offsets) as attempt:
             self.faults("before-stage")
-            split = split_inputs(inputs or [], self.committer.committed_input_paths() if inputs else set())
-            pre = None
-            if split.already_committed:
-                tagged, dedup_exprs = drop_committed(df, split.already_committed)
-                pre = BatchObservation(())
-                df = keep_new(pre.attach(tagged, extra=dedup_exprs), split.already_committed)
-
-            def skipped_rows() -> int:
-                """Rows of input files committed earlier, dropped (call after the data is written)."""
-                if pre is None:
-                    return 0
-                _, _, dedup = pre.result()
-                skipped = int(dedup.get("skippedRows") or 0)
-                self.counters["skipped_rows"] += skipped
-                if int(dedup.get("unattributedRows") or 0) > 0:
-                    raise DuplicateInputError(
-                        f"Batch {batch_id} of query {qid} re-reads {len(split.already_committed)} input file(s) the "
-                        "table already committed (was the checkpoint recreated?), but its rows cannot be traced "
-                        "to input files (input_file_name() is empty after aggregations or joins). Nothing was "
-                        "published. Restore the old checkpoint, or move the committed files out of the input "
-                        "directory, then restart.",
-                        batch_id=batch_id,
-                    )
-                log.warning(
-                    "batch %d of query %s: dropped %d row(s) of %d input file(s) committed earlier",
-                    batch_id, qid, skipped, len(split.already_committed),
-                )
-                return skipped
-
-            result = self._stage_and_commit(df, attempt, split.new, skipped_rows, offsets)
-        except BaseException:
-            self.committer.abort(attempt)
-            raise
+            committed = self.committer.committed_input_paths() if inputs else set()
+            batch_inputs = CommittedInputFilter(df, inputs or [], committed, batch_id=batch_id, query_id=qid)
+            result = self._stage_and_commit(batch_inputs.df, attempt, batch_inputs, offsets)
+        self.counters["skipped_rows"] += batch_inputs.skipped_rows()
         if result.status == "committed":
             self._emit(result)
         return result
@@ -482,7 +461,11 @@ class BatchSink:
 
     staging_mode: str
 
-    def _stage_and_commit(self, df: DataFrame, attempt: BatchAttempt, new_inputs: list[InputFile], skipped_rows, offsets) -> CommitResult:
+    def _stage_and_commit(
+        self, df: DataFrame, attempt: BatchAttempt, inputs: CommittedInputFilter, offsets: OffsetSeq | None
+    ) -> CommitResult:
+        """Write ``df`` (the batch without rows of committed input files) under the attempt's
+        staging, call ``inputs.skipped_rows()`` once it is written, and commit."""
         raise NotImplementedError
 
     def _emit(self, result: CommitResult) -> None:

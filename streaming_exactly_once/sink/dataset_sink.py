@@ -31,20 +31,21 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pyspark.sql import DataFrame, functions as F
+from pyspark.sql import DataFrame, Row, functions as F
 
-from ..checkpoint.reader import InputFile
+from ..checkpoint.offset_seq import OffsetSeq
 from ..commit.committer import BatchAttempt, CommitResult, StagedFile
 from ..commit.group_committer import GroupCommitter, MemberBatch, tables_in
 from ..delta.target import DeltaSettings
 from ..errors import BatchRejectedError, ConfigError
 from ..table.group_state import QUARANTINE_BATCHES, QUARANTINE_ROWS, expected_by_dataset, source_partitions, split_state, starting_offsets
 from ..table.rejections import read_rejections, write_rejection
-from .arrow_file_writer import check_partition_types
+from .arrow_file_writer import check_partition_types, result_ddl
 from .batch_sink import BatchSink, log
 from .checks import Check, CheckResult, batch_checks, mandatory_failures, row_checks
-from .group_writer import BUILTIN_ROW_CHECKS, CHECK_SEPARATOR, FAILED, FAILED_CHECKS, RESULT_SCHEMA, make_group_task_writer
-from .options import DIRECT_FORMATS, SinkOptions
+from .group_writer import BUILTIN_ROW_CHECKS, CHECK_SEPARATOR, FAILED, FAILED_CHECKS, RESULT_FIELDS, GroupTaskWriter
+from .input_filter import CommittedInputFilter
+from .options import DIRECT_FORMATS
 from .outputs import Output, resolve_outputs
 
 
@@ -63,7 +64,7 @@ class _TableFiles:
     marks: dict[str, list[Any]] = field(default_factory=dict)
     failed: dict[str, int] = field(default_factory=dict)
 
-    def add(self, row) -> None:
+    def add(self, row: Row) -> None:
         stats = json.loads(row["stats"])
         self.files.append(StagedFile(final=row["rel"], size=row["size"], mtime_ms=row["mtime"], staged=row["staged"]))
         self.rows += row["rows"]
@@ -86,7 +87,7 @@ class _TableFiles:
         }
 
 
-class DatasetSink(BatchSink):
+class DatasetSink(BatchSink[GroupCommitter]):
     """Several tables from one query, committed together; see the module docstring.
 
     Args (besides every ``ExactlyOnceSink`` option, which apply to each table):
@@ -99,7 +100,7 @@ class DatasetSink(BatchSink):
     """
 
     def __init__(self, root: str, **options: Any) -> None:
-        super().__init__(root, SinkOptions.build(**options))
+        super().__init__(root, **options)
         self.outputs = resolve_outputs(outputs=self.options.outputs, dataset_column=self.options.dataset_column)
         for check in self.options.checks:
             if not isinstance(check, Check):
@@ -166,7 +167,9 @@ class DatasetSink(BatchSink):
             out = out.withColumn(FAILED, F.concat_ws(CHECK_SEPARATOR, *failed))
         return out, partition_by, checks, bool(rows)
 
-    def _stage_and_commit(self, df: DataFrame, attempt: BatchAttempt, new_inputs: list[InputFile], skipped_rows, offsets) -> CommitResult:
+    def _stage_and_commit(
+        self, df: DataFrame, attempt: BatchAttempt, inputs: CommittedInputFilter, offsets: OffsetSeq | None
+    ) -> CommitResult:
         t_stage = time.perf_counter()
         forked = len(self.outputs) > 1
         if forked:
@@ -177,8 +180,8 @@ class DatasetSink(BatchSink):
             for output in self.outputs:
                 out, partition_by, checks, has_failed = self._prepare(df, output)
                 marks = tuple(c for c in self.options.watermark_columns if c in out.columns)
-                fn = make_group_task_writer(
-                    self.storage, attempt.staging_dir, output,
+                task_writer = GroupTaskWriter(
+                    storage=self.storage, staging=attempt.staging_dir, output=output,
                     format="parquet" if self._format(output) == "delta" else self._format(output),
                     partition_by=partition_by,
                     options={**self.options.writer_options, **dict(output.options or {})},
@@ -190,7 +193,7 @@ class DatasetSink(BatchSink):
                 quarantine_schema = (
                     out.withColumnRenamed(FAILED, FAILED_CHECKS) if has_failed else out.withColumn(FAILED_CHECKS, F.lit(None).cast("string"))
                 )
-                for row in out.mapInArrow(fn, RESULT_SCHEMA).collect():
+                for row in out.mapInArrow(task_writer, result_ddl(RESULT_FIELDS)).collect():
                     entry = tables.get(row["table"])
                     if entry is None:
                         schema = data_schema.schema if row["kind"] == "data" else quarantine_schema.schema
@@ -203,7 +206,7 @@ class DatasetSink(BatchSink):
         finally:
             if forked:
                 df.unpersist()
-        skipped = skipped_rows()
+        skipped = inputs.skipped_rows()
         attempt.timings["stage"] = round((time.perf_counter() - t_stage) * 1000, 3)
         self.faults("after-stage")
         members, rejected = self._plan(tables, output_checks)
@@ -220,7 +223,7 @@ class DatasetSink(BatchSink):
         result = self.committer.commit_group(
             attempt,
             members,
-            input_files=new_inputs,
+            input_files=inputs.new_inputs,
             source_ends=ends,
             expected=expected,
             schema=df.schema.json(),
@@ -231,7 +234,9 @@ class DatasetSink(BatchSink):
         self.counters["quarantined_rows"] += sum(t.rows for t in tables.values() if t.kind == "quarantine")
         return result
 
-    def _plan(self, tables: dict[str, _TableFiles], output_checks: dict[str, list[Check]]):
+    def _plan(
+        self, tables: dict[str, _TableFiles], output_checks: dict[str, list[Check]]
+    ) -> tuple[list[MemberBatch], dict[str, list[CheckResult]]]:
         """Evaluate batch checks per table; the member batches to publish and the failures."""
         members: list[MemberBatch] = []
         rejected: dict[str, list[CheckResult]] = {}

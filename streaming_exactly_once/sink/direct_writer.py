@@ -24,12 +24,22 @@ from ..commit.committer import BatchAttempt, StagedFile
 from ..commit.recovery import INTENTS_SUBDIR
 from ..manifest.paths import partition_dir
 from ..storage.base import Storage
-from .arrow_file_writer import EXTENSIONS, FileSink, check_partition_types, partition_text, split_by
+from .arrow_file_writer import (
+    EXTENSIONS,
+    ArrowTask,
+    FileSink,
+    ResultFields,
+    check_partition_types,
+    partition_text,
+    result_batch,
+    result_ddl,
+    split_by,
+)
 
-RESULT_SCHEMA = "final string, size long, mtime long, rows long"
+RESULT_FIELDS: ResultFields = (("final", "string"), ("size", "long"), ("mtime", "long"), ("rows", "long"))
 
 
-def make_task_writer(storage: Storage, staging: str, fmt: str, partition_by: tuple[str, ...], options: dict[str, str]):
+def make_task_writer(storage: Storage, staging: str, fmt: str, partition_by: tuple[str, ...], options: dict[str, str]) -> ArrowTask:
     ext = EXTENSIONS[fmt]
 
     def write_partition(batches: Iterator[Any]) -> Iterator[Any]:
@@ -40,7 +50,7 @@ def make_task_writer(storage: Storage, staging: str, fmt: str, partition_by: tup
         task = ctx.partitionId() if ctx is not None else 0
         sinks: dict[str, FileSink] = {}
 
-        def sink_for(directory: str, schema) -> FileSink:
+        def sink_for(directory: str, schema: pa.Schema) -> FileSink:
             if directory not in sinks:
                 file_id = uuid.uuid4()
                 name = f"part-{task:05d}-{file_id}{ext}"
@@ -70,10 +80,7 @@ def make_task_writer(storage: Storage, staging: str, fmt: str, partition_by: tup
             mtimes.append(info.mtime_ms)
             rows.append(s.rows)
         if finals:
-            yield pa.RecordBatch.from_pydict(
-                {"final": finals, "size": sizes, "mtime": mtimes, "rows": rows},
-                schema=pa.schema([("final", pa.string()), ("size", pa.int64()), ("mtime", pa.int64()), ("rows", pa.int64())]),
-            )
+            yield result_batch(RESULT_FIELDS, {"final": finals, "size": sizes, "mtime": mtimes, "rows": rows})
 
     return write_partition
 
@@ -91,7 +98,7 @@ class DirectWriter:
     def write(self, df: DataFrame, attempt: BatchAttempt) -> list[StagedFile]:
         self.check_schema(df.schema)
         fn = make_task_writer(self.storage, attempt.staging_dir, self.format, self.partition_by, self.options)
-        rows = df.mapInArrow(fn, RESULT_SCHEMA).collect()
+        rows = df.mapInArrow(fn, result_ddl(RESULT_FIELDS)).collect()
         return sorted(
             (StagedFile(final=r["final"], size=r["size"], mtime_ms=r["mtime"]) for r in rows), key=lambda f: f.final
         )

@@ -26,17 +26,18 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from ..checkpoint.reader import InputFile
+from ..checkpoint.offset_seq import OffsetSeq
 from ..commit.committer import BatchAttempt, CommitResult, TableCommitter
 from ..errors import ConfigError
 from .batch_metrics import BatchObservation
 from .batch_sink import BatchSink
 from .direct_writer import DirectWriter
-from .options import SinkOptions
+from .input_filter import CommittedInputFilter
+from .options import DIRECT_FORMATS
 from .rename_writer import RenameWriter
 
 
-class ExactlyOnceSink(BatchSink):
+class ExactlyOnceSink(BatchSink[TableCommitter]):
     """Exactly-once file output for a streaming query; see the module docstring.
 
     Args:
@@ -70,7 +71,7 @@ class ExactlyOnceSink(BatchSink):
     """
 
     def __init__(self, table: str, **options: Any) -> None:
-        super().__init__(table, SinkOptions.build(**options))
+        super().__init__(table, **options)
         self.options.reject_group_options("ExactlyOnceSink")
         self.staging_mode = self.options.staging_mode or self.storage.default_staging_mode
         if self.staging_mode == "direct" and not self.storage.usable_on_executors:
@@ -80,12 +81,18 @@ class ExactlyOnceSink(BatchSink):
                 "(the default there).",
                 key="staging_mode",
             )
-        if self.staging_mode == "direct" and self.options.file_format not in ("parquet", "json", "csv"):
+        if self.staging_mode == "direct" and self.options.format not in DIRECT_FORMATS:
             raise ConfigError(
-                f"{self.storage.scheme}:// tables default to staging_mode='direct', which writes parquet, json "
-                f"and csv; for format={self.options.format!r} pass staging_mode='rename'.",
+                f"{self.storage.scheme}:// tables default to staging_mode='direct', which writes "
+                f"{', '.join(DIRECT_FORMATS)}; for format={self.options.format!r} pass staging_mode='rename'.",
                 key="staging_mode",
             )
+
+    _PROCESS_STATE = (*BatchSink._PROCESS_STATE, "_writer")
+
+    def _setup_process_state(self) -> None:
+        super()._setup_process_state()
+        self._writer: RenameWriter | DirectWriter | None = None
 
     def _make_committer(self) -> TableCommitter:
         return TableCommitter(self.storage, self.options.committer_options(), faults=self.faults)
@@ -93,7 +100,7 @@ class ExactlyOnceSink(BatchSink):
     @property
     def writer(self) -> RenameWriter | DirectWriter:
         if self._writer is None:
-            writer_cls = RenameWriter if self.staging_mode == "rename" else DirectWriter
+            writer_cls: type[RenameWriter | DirectWriter] = RenameWriter if self.staging_mode == "rename" else DirectWriter
             self._writer = writer_cls(
                 self.storage,
                 format=self.options.file_format,
@@ -102,18 +109,20 @@ class ExactlyOnceSink(BatchSink):
             )
         return self._writer
 
-    def _stage_and_commit(self, df: DataFrame, attempt: BatchAttempt, new_inputs: list[InputFile], skipped_rows, offsets) -> CommitResult:
+    def _stage_and_commit(
+        self, df: DataFrame, attempt: BatchAttempt, inputs: CommittedInputFilter, offsets: OffsetSeq | None
+    ) -> CommitResult:
         t_stage = time.perf_counter()
         observation = BatchObservation(self.options.watermark_columns)
         files = self.writer.write(observation.attach(df), attempt)
         rows, watermarks, _ = observation.result()
-        skipped = skipped_rows()
+        skipped = inputs.skipped_rows()
         attempt.timings["stage"] = round((time.perf_counter() - t_stage) * 1000, 3)
         self.faults("after-stage")
         return self.committer.commit(
             attempt,
             files,
-            input_files=new_inputs,
+            input_files=inputs.new_inputs,
             num_rows=rows,
             num_skipped_rows=skipped,
             watermarks=watermarks,
@@ -132,4 +141,4 @@ class ExactlyOnceSink(BatchSink):
         return {q: r.watermarks for q, r in self.committer.logs.commits.latest_per_query().items()}
 
     def committed_files(self) -> Iterable[str]:
-        return [e.uri for e in self.committer.logs.manifest.files()]
+        return [e.uri for e in self.committer.logs.require_manifest().files()]

@@ -21,15 +21,19 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..manifest.paths import partition_dir
 from ..storage.base import Storage
 from ..table.group_state import QUARANTINE_ROWS
-from .arrow_file_writer import EXTENSIONS, FileSink, json_value, partition_text, split_by
+from .arrow_file_writer import EXTENSIONS, FileSink, ResultFields, json_value, partition_text, result_batch, split_by
 from .outputs import NAME_MAX_BYTES, Output, dataset_fits, fits_in_name
+
+if TYPE_CHECKING:  # imported where used: a task imports pyarrow only when it writes
+    from collections.abc import Iterator, Mapping
+
+    import pyarrow as pa
 
 FAILED = "__seo_failed"
 FAILED_CHECKS = "_seo_failed_checks"
@@ -39,7 +43,10 @@ DATASET_NAME_CHECK = f"dataset directory name <= {NAME_MAX_BYTES} bytes"
 PARTITION_NAME_CHECK = f"partition directory name <= {NAME_MAX_BYTES} bytes"
 #: Row checks the writer applies by itself (never configured, never mandatory).
 BUILTIN_ROW_CHECKS = (NULL_DATASET_CHECK, DATASET_NAME_CHECK, PARTITION_NAME_CHECK)
-RESULT_SCHEMA = "table string, rel string, staged string, size long, mtime long, rows long, kind string, stats string"
+RESULT_FIELDS: ResultFields = (
+    ("table", "string"), ("rel", "string"), ("staged", "string"), ("size", "long"), ("mtime", "long"), ("rows", "long"),
+    ("kind", "string"), ("stats", "string"),
+)
 
 
 @dataclass
@@ -49,7 +56,7 @@ class _Stats:
     marks: dict[str, list[Any]] = field(default_factory=dict)
     failed: dict[str, int] = field(default_factory=dict)
 
-    def add(self, table, watermark_columns: tuple[str, ...]) -> None:
+    def add(self, table: pa.Table, watermark_columns: tuple[str, ...]) -> None:
         import pyarrow.compute as pc
 
         self.rows += table.num_rows
@@ -74,120 +81,134 @@ class _Stats:
         )
 
 
-def make_group_task_writer(
-    storage: Storage,
-    staging: str,
-    output: Output,
-    *,
-    format: str,
-    partition_by: tuple[str, ...],
-    options: dict[str, str],
-    watermark_columns: tuple[str, ...],
-    has_failed_column: bool,
-):
-    ext = EXTENSIONS[format]
-    dataset_column = output.dataset_column
+@dataclass(frozen=True)
+class GroupTaskWriter:
+    """What ``mapInArrow`` runs in each task for one output (configuration only: it is pickled
+    to the workers); each call routes one task's rows through a fresh ``_TaskFiles``."""
 
-    def write_partition(batches: Iterator[Any]) -> Iterator[Any]:
+    storage: Storage
+    staging: str
+    output: Output
+    format: str
+    partition_by: tuple[str, ...]
+    options: Mapping[str, str]
+    watermark_columns: tuple[str, ...]
+    has_failed_column: bool
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
-        import pyarrow.compute as pc
         from pyspark import TaskContext
 
-        ctx = TaskContext.get()
-        task = ctx.partitionId() if ctx is not None else 0
-        sinks: dict[tuple[str, str], tuple[FileSink, _Stats, str, str]] = {}
-
-        def write(table_path: str, directory: str, part, kind: str) -> None:
-            key = (table_path, directory)
-            data = part.drop_columns([c for c in partition_by if c in part.column_names]) if kind == "data" else part
-            if key not in sinks:
-                name = f"part-{task:05d}-{uuid.uuid4()}{ext}"
-                rel = f"{directory}/{name}" if directory else name
-                staged = f"{staging}/data/{table_path}/{rel}"
-                sinks[key] = (FileSink(storage, staged, format, data.schema, options), _Stats(), rel, kind)
-            sink, stats, _, _ = sinks[key]
-            stats.add(part, watermark_columns)
-            sink.write(data)
-
-        def write_good(table_path: str, rows) -> None:
-            """Rows that passed every check; ``rows`` still has the dataset column (if any)."""
-            for key, part in split_by(rows, partition_by):
-                directory = partition_dir([(c, partition_text(key[c])) for c in partition_by])
-                if all(fits_in_name(component) for component in directory.split("/")):
-                    write(table_path, directory, part.drop_columns([dataset_column]) if dataset_column else part, "data")
-                else:
-                    write_bad(table_path, with_reason(part, PARTITION_NAME_CHECK))
-
-        def write_bad(table_path: str, rows) -> None:
-            """Rows for quarantine; one file may get rows of several kinds (failed a row check,
-            NULL dataset, name too long), so their ``_seo_failed_checks`` is always nullable."""
-            i = rows.schema.get_field_index(FAILED_CHECKS)
-            if i >= 0 and not rows.schema.field(i).nullable:
-                rows = rows.cast(rows.schema.set(i, rows.schema.field(i).with_nullable(True)))
-            write(f"{QUARANTINE_ROWS}/{table_path}", "", rows, "quarantine")
-
-        def with_reason(rows, reason: str):
-            """``rows`` with ``reason`` added to (or as) their ``_seo_failed_checks``."""
-            if FAILED_CHECKS in rows.column_names:
-                i = rows.column_names.index(FAILED_CHECKS)
-                column = rows[FAILED_CHECKS]
-                joined = pc.binary_join_element_wise(column, pa.scalar(reason, column.type), pa.scalar(CHECK_SEPARATOR, column.type))
-                return rows.set_column(i, FAILED_CHECKS, joined)
-            return rows.append_column(FAILED_CHECKS, pa.array([reason] * rows.num_rows, failed_type))
-
-        failed_type = None
+        context = TaskContext.get()
+        task_files = _TaskFiles(self, task=context.partitionId() if context is not None else 0)
         for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            table = pa.Table.from_batches([batch])
-            failed_type = table.schema.field(FAILED).type if has_failed_column else pa.string()
-            if has_failed_column:
-                failed = table[FAILED]
-                bad_mask = pc.and_(pc.is_valid(failed), pc.not_equal(failed, ""))
-                good = table.filter(pc.invert(bad_mask)).drop_columns([FAILED])
-                bad = table.filter(bad_mask)
-                bad = bad.rename_columns([FAILED_CHECKS if c == FAILED else c for c in bad.column_names])
-            else:
-                good, bad = table, None
-            if dataset_column is None:
-                if good.num_rows:
-                    write_good(output.name, good)
-                if bad is not None and bad.num_rows:
-                    write_bad(output.name, bad)
-                continue
-            for key, part in split_by(good, (dataset_column,)):
-                value = key[dataset_column]
-                if value is None:  # no dataset to land in: quarantined, never dropped
-                    write_bad(output.table_for(None), with_reason(part, NULL_DATASET_CHECK))
-                elif not dataset_fits(partition_text(value)):  # no directory can hold it
-                    write_bad(output.table_for(partition_text(value)), with_reason(part, DATASET_NAME_CHECK))
-                else:
-                    write_good(output.table_for(partition_text(value)), part)
-            if bad is not None and bad.num_rows:
-                for key, part in split_by(bad, (dataset_column,)):
-                    value = key[dataset_column]
-                    if value is None:
-                        part = with_reason(part, NULL_DATASET_CHECK)
-                    elif not dataset_fits(partition_text(value)):
-                        part = with_reason(part, DATASET_NAME_CHECK)
-                    write_bad(output.table_for(None if value is None else partition_text(value)), part)
+            if batch.num_rows:
+                task_files.route(pa.Table.from_batches([batch]))
+        if task_files.open_files:
+            yield result_batch(RESULT_FIELDS, task_files.close())
 
-        out: dict[str, list] = {k: [] for k in ("table", "rel", "staged", "size", "mtime", "rows", "kind", "stats")}
-        for (table_path, _), (sink, stats, rel, kind) in sinks.items():
+
+class _TaskFiles:
+    """The files one task writes for one output: one per (table, partition directory)."""
+
+    def __init__(self, writer: GroupTaskWriter, *, task: int) -> None:
+        self.writer = writer
+        self.task = task
+        self.extension = EXTENSIONS[writer.format]
+        self.open_files: dict[tuple[str, str], tuple[FileSink, _Stats, str, str]] = {}
+        self.failed_type: pa.DataType | None = None  # of the failed-checks column, once a batch is seen
+
+    def route(self, table: pa.Table) -> None:
+        """Send each row of a batch to its table, partition or quarantine."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        w = self.writer
+        self.failed_type = table.schema.field(FAILED).type if w.has_failed_column else pa.string()
+        if w.has_failed_column:
+            failed = table[FAILED]
+            bad_mask = pc.and_(pc.is_valid(failed), pc.not_equal(failed, ""))
+            good = table.filter(pc.invert(bad_mask)).drop_columns([FAILED])
+            bad = table.filter(bad_mask)
+            bad = bad.rename_columns([FAILED_CHECKS if c == FAILED else c for c in bad.column_names])
+        else:
+            good, bad = table, None
+        column = w.output.dataset_column
+        if column is None:
+            if good.num_rows:
+                self.write_good(w.output.name, good)
+            if bad is not None and bad.num_rows:
+                self.write_bad(w.output.name, bad)
+            return
+        for key, part in split_by(good, (column,)):
+            dataset = partition_text(key[column])
+            if dataset is None:  # no dataset to land in: quarantined, never dropped
+                self.write_bad(w.output.table_for(None), self.with_reason(part, NULL_DATASET_CHECK))
+            elif not dataset_fits(dataset):  # no directory can hold it
+                self.write_bad(w.output.table_for(dataset), self.with_reason(part, DATASET_NAME_CHECK))
+            else:
+                self.write_good(w.output.table_for(dataset), part)
+        if bad is not None and bad.num_rows:
+            for key, part in split_by(bad, (column,)):
+                dataset = partition_text(key[column])
+                if dataset is None:
+                    part = self.with_reason(part, NULL_DATASET_CHECK)
+                elif not dataset_fits(dataset):
+                    part = self.with_reason(part, DATASET_NAME_CHECK)
+                self.write_bad(w.output.table_for(dataset), part)
+
+    def write_good(self, table_path: str, rows: pa.Table) -> None:
+        """Rows that passed every check; ``rows`` still has the dataset column (if any)."""
+        partition_by, column = self.writer.partition_by, self.writer.output.dataset_column
+        for key, part in split_by(rows, partition_by):
+            directory = partition_dir([(c, partition_text(key[c])) for c in partition_by])
+            if all(fits_in_name(component) for component in directory.split("/")):
+                self.write(table_path, directory, part.drop_columns([column]) if column else part, "data")
+            else:
+                self.write_bad(table_path, self.with_reason(part, PARTITION_NAME_CHECK))
+
+    def write_bad(self, table_path: str, rows: pa.Table) -> None:
+        """Rows for quarantine; one file may get rows of several kinds (failed a row check,
+        NULL dataset, name too long), so their ``_seo_failed_checks`` is always nullable."""
+        i = rows.schema.get_field_index(FAILED_CHECKS)
+        if i >= 0 and not rows.schema.field(i).nullable:
+            rows = rows.cast(rows.schema.set(i, rows.schema.field(i).with_nullable(True)))
+        self.write(f"{QUARANTINE_ROWS}/{table_path}", "", rows, "quarantine")
+
+    def with_reason(self, rows: pa.Table, reason: str) -> pa.Table:
+        """``rows`` with ``reason`` added to (or as) their ``_seo_failed_checks``."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if FAILED_CHECKS in rows.column_names:
+            i = rows.column_names.index(FAILED_CHECKS)
+            column = rows[FAILED_CHECKS]
+            joined = pc.binary_join_element_wise(column, pa.scalar(reason, column.type), pa.scalar(CHECK_SEPARATOR, column.type))
+            return rows.set_column(i, FAILED_CHECKS, joined)
+        return rows.append_column(FAILED_CHECKS, pa.array([reason] * rows.num_rows, self.failed_type))
+
+    def write(self, table_path: str, directory: str, part: pa.Table, kind: str) -> None:
+        w = self.writer
+        key = (table_path, directory)
+        data = part.drop_columns([c for c in w.partition_by if c in part.column_names]) if kind == "data" else part
+        if key not in self.open_files:
+            name = f"part-{self.task:05d}-{uuid.uuid4()}{self.extension}"
+            rel = f"{directory}/{name}" if directory else name
+            staged = f"{w.staging}/data/{table_path}/{rel}"
+            self.open_files[key] = (FileSink(w.storage, staged, w.format, data.schema, w.options), _Stats(), rel, kind)
+        sink, stats, _, _ = self.open_files[key]
+        stats.add(part, w.watermark_columns)
+        sink.write(data)
+
+    def close(self) -> dict[str, list[Any]]:
+        """Close every file; one result row per file (see ``RESULT_FIELDS``)."""
+        out: dict[str, list[Any]] = {name: [] for name, _ in RESULT_FIELDS}
+        for (table_path, _), (sink, stats, rel, kind) in self.open_files.items():
             sink.close()
-            info = storage.info(sink.final)
-            for k, v in (
+            info = self.writer.storage.info(sink.final)
+            for name, value in (
                 ("table", table_path), ("rel", rel), ("staged", sink.final), ("size", info.size),
                 ("mtime", info.mtime_ms), ("rows", stats.rows), ("kind", kind), ("stats", stats.to_json()),
             ):
-                out[k].append(v)
-        if out["table"]:
-            yield pa.RecordBatch.from_pydict(
-                out,
-                schema=pa.schema(
-                    [("table", pa.string()), ("rel", pa.string()), ("staged", pa.string()), ("size", pa.int64()),
-                     ("mtime", pa.int64()), ("rows", pa.int64()), ("kind", pa.string()), ("stats", pa.string())]
-                ),
-            )
-
-    return write_partition
+                out[name].append(value)
+        return out

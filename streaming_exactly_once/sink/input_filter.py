@@ -12,12 +12,17 @@ aggregation or a join), the batch fails with ``DuplicateInputError`` rather than
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, functions as F
 
 from ..checkpoint.reader import InputFile
+from ..errors import DuplicateInputError
 from ..manifest.paths import normalize_uri
+from .batch_metrics import BatchObservation
+
+log = logging.getLogger("streaming_exactly_once.sink")
 
 
 @dataclass(frozen=True)
@@ -27,7 +32,8 @@ class InputSplit:
 
 
 def split_inputs(inputs: list[InputFile], committed: set[str]) -> InputSplit:
-    new, old = [], []
+    new: list[InputFile] = []
+    old: list[InputFile] = []
     for item in inputs:
         (old if item.path in committed or normalize_uri(item.path) in committed else new).append(item)
     return InputSplit(new, old)
@@ -50,3 +56,45 @@ def drop_committed(df: DataFrame, already_committed: list[InputFile]) -> tuple[D
 def keep_new(tagged: DataFrame, already_committed: list[InputFile]) -> DataFrame:
     paths = sorted({f.path for f in already_committed} | {normalize_uri(f.path) for f in already_committed})
     return tagged.filter(~F.col("__seo_input_file").isin(paths)).drop("__seo_input_file")
+
+
+class CommittedInputFilter:
+    """A batch without the rows of input files the table committed before, and how many rows
+    that dropped - known once the batch is written (Spark observes it in the writing pass)."""
+
+    def __init__(self, df: DataFrame, inputs: list[InputFile], committed: set[str], *, batch_id: int, query_id: str) -> None:
+        split = split_inputs(inputs, committed)
+        self.new_inputs = split.new
+        self.already_committed = split.already_committed
+        self.batch_id = batch_id
+        self.query_id = query_id
+        self.df = df
+        self._observation: BatchObservation | None = None
+        self._skipped: int | None = None
+        if split.already_committed:
+            tagged, dedup_exprs = drop_committed(df, split.already_committed)
+            self._observation = BatchObservation(())
+            self.df = keep_new(self._observation.attach(tagged, extra=dedup_exprs), split.already_committed)
+
+    def skipped_rows(self) -> int:
+        """Rows of committed input files that were dropped; call it after the data is written,
+        before the commit: rows that cannot be traced to a file fail the batch here."""
+        if self._observation is None:
+            return 0
+        if self._skipped is not None:
+            return self._skipped
+        _, _, dedup = self._observation.result()
+        if int(dedup.get("unattributedRows") or 0) > 0:
+            raise DuplicateInputError(
+                f"Batch {self.batch_id} of query {self.query_id} re-reads {len(self.already_committed)} input file(s) "
+                "the table already committed (was the checkpoint recreated?), but its rows cannot be traced to input "
+                "files (input_file_name() is empty after aggregations or joins). Nothing was published. Restore the "
+                "old checkpoint, or move the committed files out of the input directory, then restart.",
+                batch_id=self.batch_id,
+            )
+        self._skipped = int(dedup.get("skippedRows") or 0)
+        log.warning(
+            "batch %d of query %s: dropped %d row(s) of %d input file(s) committed earlier",
+            self.batch_id, self.query_id, self._skipped, len(self.already_committed),
+        )
+        return self._skipped

@@ -22,10 +22,13 @@ from ..config import parse_choice, parse_duration_ms, parse_int
 from ..delta.target import DeltaSettings
 from ..errors import ConfigError
 from ..log.compaction import interval_is_spark_safe
+from .arrow_file_writer import EXTENSIONS
 
 FORMATS = ("parquet", "json", "csv", "orc", "text", "avro", "delta")
 STAGING_MODES = ("rename", "direct")
-DIRECT_FORMATS = ("parquet", "json", "csv", "delta")
+#: What the library's own Arrow file writer (``direct`` staging, dataset groups) can write: its
+#: file formats, and Delta tables, whose files are Parquet.
+DIRECT_FORMATS = (*EXTENSIONS, "delta")
 #: Options that mean something only with ``format="delta"``.
 DELTA_ONLY = ("spark_manifest", "delta_checkpoint_interval", "delta_log_retention_ms")
 

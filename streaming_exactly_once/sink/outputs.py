@@ -13,7 +13,7 @@ them have the batch or none. Options left as ``None`` fall back to the sink's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,17 +26,18 @@ class Output:
     name: str = ""
     transform: Callable[[Any], Any] | None = None  # DataFrame -> DataFrame
     format: str | None = None
-    partition_by: tuple[str, ...] | None = None
+    partition_by: Sequence[str] | None = None  # a str names one column; kept as a tuple
     options: Mapping[str, str] | None = None
-    checks: tuple[Check, ...] | None = None
+    checks: Sequence[Check] | None = None  # kept as a tuple
     dataset_column: str | None = None
 
     def __post_init__(self) -> None:
         check_table_path(self.name, what="Output name", allow_empty=True)
         if self.transform is not None and not callable(self.transform):
             raise ConfigError(f"Output {self.name!r}: transform must be a callable DataFrame -> DataFrame", key="outputs")
-        if isinstance(self.partition_by, str):
-            object.__setattr__(self, "partition_by", (self.partition_by,))
+        if self.partition_by is not None:
+            columns = (self.partition_by,) if isinstance(self.partition_by, str) else tuple(self.partition_by)
+            object.__setattr__(self, "partition_by", columns)
         if self.checks is not None:
             object.__setattr__(self, "checks", tuple(self.checks))
 

@@ -16,7 +16,10 @@ Spark Connect it is required.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
 
 from ..errors import IdentityError
 
@@ -47,19 +50,21 @@ def _active_checkpoint(query_id: str) -> str | None:
     return None
 
 
-def is_connect(obj) -> bool:
+def is_connect(obj: object) -> bool:
     """Whether a DataFrame or SparkSession is Spark Connect's (vs classic py4j PySpark)."""
     return type(obj).__module__.startswith("pyspark.sql.connect")
 
 
-def local_query_id(df) -> str | None:
+def local_query_id(df: DataFrame) -> str | None:
     """Classic Spark: the query id Spark set on the thread running the batch (None under Connect)."""
     if is_connect(df):
         return None
     return df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY) or None
 
 
-def resolve_identity(df, *, query_id: str | None, checkpoint: str | None, checkpoint_query_id) -> QueryIdentity:
+def resolve_identity(
+    df: DataFrame, *, query_id: str | None, checkpoint: str | None, checkpoint_query_id: Callable[[str], str]
+) -> QueryIdentity:
     """The calling query's id and checkpoint (explicit values win).
 
     ``checkpoint_query_id(location)`` reads the id from ``<location>/metadata``."""

@@ -139,12 +139,17 @@ class FsspecStorage(Storage):
 
     def read_head(self, path: str, n: int) -> bytes:
         with self._errors(path):
-            head: bytes = self._fs.cat_file(self._native(path), start=0, end=n)
+            size = self._fs.info(self._native(path))["size"]
+            if n <= 0 or size == 0:  # no bytes to ask for: an empty range is sent as none (the whole
+                return b""  # object) by s3fs, and a range of an empty object is refused (416)
+            head: bytes = self._fs.cat_file(self._native(path), start=0, end=min(n, size))
             return head
 
     def read_tail(self, path: str, n: int) -> bytes:
         with self._errors(path):
             size = self._fs.info(self._native(path))["size"]
+            if n <= 0 or size == 0:  # no bytes to ask for (see read_head)
+                return b""
             tail: bytes = self._fs.cat_file(self._native(path), start=max(0, size - n), end=size)
             return tail
 

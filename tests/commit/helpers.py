@@ -17,27 +17,26 @@ def stage_and_commit(committer: TableCommitter, query_id: str, spark_batch: int,
     committer.ensure_open()
     if committer.is_committed(query_id, spark_batch):
         return None
-    attempt = committer.begin(query_id, spark_batch, mode=mode)
     try:
-        files = []
-        halves = [rows[: len(rows) // 2], rows[len(rows) // 2 :]]  # two files: "mid-move" exists
-        for part, chunk in enumerate(halves):
-            payload = ",".join(map(str, chunk)).encode()
-            name = f"part-{part}-{query_id[:4]}-{spark_batch:05d}-{attempt.attempt}.txt"
-            final = f"{partition}/{name}"
-            if mode == "rename":
-                staged = f"{attempt.staging_dir}/data/{final}"
-                committer.storage.put_if_absent(staged, payload)
-            else:
-                committer.storage.put_if_absent(f"{attempt.staging_dir}/intents/{name}", final.encode())
-                committer.storage.put_if_absent(final, payload)
-                staged = None
-            info = committer.storage.info(staged or final)
-            files.append(StagedFile(final=final, size=info.size, mtime_ms=info.mtime_ms, staged=staged))
-        inputs = [InputFile(source=0, path=f"file:///in/{query_id[:4]}-{spark_batch}.csv", timestamp=1)]
-        return committer.commit(attempt, files, input_files=inputs, num_rows=len(rows))
+        with committer.batch(query_id, spark_batch, mode=mode) as attempt:  # aborted if the block raises
+            files = []
+            halves = [rows[: len(rows) // 2], rows[len(rows) // 2 :]]  # two files: "mid-move" exists
+            for part, chunk in enumerate(halves):
+                payload = ",".join(map(str, chunk)).encode()
+                name = f"part-{part}-{query_id[:4]}-{spark_batch:05d}-{attempt.attempt}.txt"
+                final = f"{partition}/{name}"
+                if mode == "rename":
+                    staged = f"{attempt.staging_dir}/data/{final}"
+                    committer.storage.put_if_absent(staged, payload)
+                else:
+                    committer.storage.put_if_absent(f"{attempt.staging_dir}/intents/{name}", final.encode())
+                    committer.storage.put_if_absent(final, payload)
+                    staged = None
+                info = committer.storage.info(staged or final)
+                files.append(StagedFile(final=final, size=info.size, mtime_ms=info.mtime_ms, staged=staged))
+            inputs = [InputFile(source=0, path=f"file:///in/{query_id[:4]}-{spark_batch}.csv", timestamp=1)]
+            return committer.commit(attempt, files, input_files=inputs, num_rows=len(rows))
     except BaseException:
-        committer.abort(attempt)
         committer.invalidate()
         raise
 

@@ -40,24 +40,23 @@ def commit_batch(committer: TableCommitter, query: str, spark_batch: int, ids: l
     committer.ensure_open()
     if committer.is_committed(query, spark_batch):
         return None
-    attempt = committer.begin(query, spark_batch, mode=mode)
     try:
-        files = []
-        for part, chunk in enumerate((ids[: len(ids) // 2], ids[len(ids) // 2 :])):
-            name = f"part-{part:05d}-{attempt.attempt}.c000.snappy.parquet"
-            final = f"{partition}/{name}"
-            if mode == "rename":
-                staged = f"{attempt.staging_dir}/data/{final}"
-                committer.storage.put_if_absent(staged, parquet(chunk))
-            else:
-                committer.storage.put_if_absent(f"{attempt.staging_dir}/intents/{name}", final.encode())
-                committer.storage.put_if_absent(final, parquet(chunk))
-                staged = None
-            info = committer.storage.info(staged or final)
-            files.append(StagedFile(final=final, size=info.size, mtime_ms=info.mtime_ms, staged=staged))
-        inputs = [InputFile(source=0, path=f"file:///in/{query[:4]}-{spark_batch}.csv", timestamp=1)]
-        return committer.commit(attempt, files, input_files=inputs, num_rows=len(ids), schema=schema)
+        with committer.batch(query, spark_batch, mode=mode) as attempt:  # aborted if the block raises
+            files = []
+            for part, chunk in enumerate((ids[: len(ids) // 2], ids[len(ids) // 2 :])):
+                name = f"part-{part:05d}-{attempt.attempt}.c000.snappy.parquet"
+                final = f"{partition}/{name}"
+                if mode == "rename":
+                    staged = f"{attempt.staging_dir}/data/{final}"
+                    committer.storage.put_if_absent(staged, parquet(chunk))
+                else:
+                    committer.storage.put_if_absent(f"{attempt.staging_dir}/intents/{name}", final.encode())
+                    committer.storage.put_if_absent(final, parquet(chunk))
+                    staged = None
+                info = committer.storage.info(staged or final)
+                files.append(StagedFile(final=final, size=info.size, mtime_ms=info.mtime_ms, staged=staged))
+            inputs = [InputFile(source=0, path=f"file:///in/{query[:4]}-{spark_batch}.csv", timestamp=1)]
+            return committer.commit(attempt, files, input_files=inputs, num_rows=len(ids), schema=schema)
     except BaseException:
-        committer.abort(attempt)
         committer.invalidate()
         raise

@@ -54,13 +54,12 @@ def stage(c: TableCommitter, attempt, rows: list[int], *, mode: str, nfiles: int
 def commit_batch(c: TableCommitter, spark_batch: int, rows: list[int], *, mode: str = "rename", query: str = Q, **kw):
     """One whole batch; on failure the attempt is cleaned up as the sink does."""
     c.ensure_open()
-    attempt = c.begin(query, spark_batch, mode=mode)
     try:
-        files = stage(c, attempt, rows, mode=mode, **kw)
-        inputs = [InputFile(source=0, path=f"file:///in/{spark_batch}.csv", timestamp=1)]
-        return c.commit(attempt, files, input_files=inputs, num_rows=len(rows))
+        with c.batch(query, spark_batch, mode=mode) as attempt:  # aborted if the block raises
+            files = stage(c, attempt, rows, mode=mode, **kw)
+            inputs = [InputFile(source=0, path=f"file:///in/{spark_batch}.csv", timestamp=1)]
+            return c.commit(attempt, files, input_files=inputs, num_rows=len(rows))
     except BaseException:
-        c.abort(attempt)
         c.invalidate()
         raise
 

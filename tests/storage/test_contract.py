@@ -177,6 +177,109 @@ class TestReadsAndListing:
         assert "://" in uri and uri.endswith("/x/y")
 
 
+class TestPartialReads:
+    """``read_head``/``read_tail``: how logs read a file's version line and a compact file's end."""
+
+    def test_head_and_tail(self, storage):
+        storage.put_if_absent("part/f", b"0123456789")
+        assert storage.read_head("part/f", 4) == b"0123"
+        assert storage.read_tail("part/f", 3) == b"789"
+        assert storage.read_head("part/f", 0) == b""
+        assert storage.read_tail("part/f", 0) == b""
+
+    def test_longer_than_the_file_gives_the_whole_file(self, storage):
+        storage.put_if_absent("part/short", b"abc")
+        assert storage.read_head("part/short", 100) == b"abc"
+        assert storage.read_tail("part/short", 100) == b"abc"
+        storage.put_if_absent("part/empty", b"")
+        assert storage.read_head("part/empty", 10) == b""
+        assert storage.read_tail("part/empty", 10) == b""
+
+    def test_missing_file(self, storage):
+        with pytest.raises(FileNotFoundError):
+            storage.read_head("part/none", 1)
+        with pytest.raises(FileNotFoundError):
+            storage.read_tail("part/none", 1)
+
+
+class TestOpenWrite:
+    """``open_write``: direct mode's data files (the manifest decides their visibility)."""
+
+    def test_streams_into_a_new_file_with_parents(self, storage):
+        chunk = bytes(range(256)) * 1024
+        with storage.open_write("ow/p=1/q=2/part-0") as fh:
+            for _ in range(5):
+                fh.write(chunk)
+        assert storage.read_bytes("ow/p=1/q=2/part-0") == chunk * 5
+        assert storage.info("ow/p=1/q=2/part-0").size == len(chunk) * 5
+
+    def test_refuses_an_existing_file(self, storage):
+        storage.put_if_absent("ow/x", b"committed")
+        with pytest.raises(FileExistsError):
+            with storage.open_write("ow/x") as fh:
+                fh.write(b"other")
+        assert storage.read_bytes("ow/x") == b"committed"
+
+
+class TestDurability:
+    def test_sync_and_makedirs_keep_what_is_there(self, storage):
+        storage.makedirs("dur/a/b")
+        storage.makedirs("dur/a/b")  # again: fine
+        storage.put_if_absent("dur/a/b/f", b"1")
+        storage.put_if_absent("dur/a/g", b"2")
+        storage.sync(["dur/a/b/f", "dur/a/g"])
+        storage.sync([])
+        assert storage.read_bytes("dur/a/b/f") == b"1" and storage.read_bytes("dur/a/g") == b"2"
+
+
+class TestPreparedFiles:
+    """Background compaction builds a file by appends under a work name, then publishes it.
+
+    A backend without the capability says so (``supports_prepared_files``) and refuses the calls."""
+
+    def test_appends_then_publishes_without_replacing(self, storage):
+        if not storage.supports_prepared_files:
+            with pytest.raises(NotImplementedError):
+                storage.open_prepared("prep/.w", append=False)
+            with pytest.raises(NotImplementedError):
+                storage.publish_prepared("prep/.w", "prep/final")
+            return
+        with storage.open_prepared("prep/.w", append=False) as fh:
+            fh.write(b"head")
+        with storage.open_prepared("prep/.w", append=True) as fh:
+            fh.write(b"+tail")
+        storage.sync_prepared("prep/.w")
+        storage.publish_prepared("prep/.w", "prep/final")
+        assert storage.read_bytes("prep/final") == b"head+tail"
+        assert not storage.exists("prep/.w")
+
+    def test_create_truncates_and_append_never_recreates(self, storage):
+        if not storage.supports_prepared_files:
+            return  # refused: see the test above
+        with storage.open_prepared("prep/.t", append=False) as fh:
+            fh.write(b"a long first try")
+        with storage.open_prepared("prep/.t", append=False) as fh:
+            fh.write(b"new")
+        storage.publish_prepared("prep/.t", "prep/t")
+        assert storage.read_bytes("prep/t") == b"new"
+        with storage.open_prepared("prep/.gone", append=False) as fh:
+            fh.write(b"x")
+        storage.delete("prep/.gone")
+        with pytest.raises(FileNotFoundError):
+            storage.open_prepared("prep/.gone", append=True)
+        assert not storage.exists("prep/.gone")
+
+    def test_publish_refuses_an_existing_final_name(self, storage):
+        if not storage.supports_prepared_files:
+            return  # refused: see the first test
+        storage.put_if_absent("prep/taken", b"published by another writer")
+        with storage.open_prepared("prep/.late", append=False) as fh:
+            fh.write(b"late")
+        with pytest.raises(FileExistsError):
+            storage.publish_prepared("prep/.late", "prep/taken")
+        assert storage.read_bytes("prep/taken") == b"published by another writer"
+
+
 def test_local_and_s3_storage_pickle(local_storage, s3_storage):
     for st in (local_storage, s3_storage):
         st.put_if_absent("p", b"pickled")

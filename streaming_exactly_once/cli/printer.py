@@ -6,7 +6,7 @@ import datetime as dt
 import json
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 
 def human_bytes(n: int | None) -> str:
@@ -36,8 +36,10 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-class Output:
-    def __init__(self, as_json: bool, stream=None) -> None:
+class Printer:
+    """Where a command prints: people get tables and blocks, `--json` one document."""
+
+    def __init__(self, as_json: bool, stream: TextIO | None = None) -> None:
         self.as_json = as_json
         self.stream = stream or sys.stdout
 
