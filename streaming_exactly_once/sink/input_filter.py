@@ -13,9 +13,8 @@ aggregation or a join), the batch fails with ``DuplicateInputError`` rather than
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, functions as F
+from pyspark.sql import DataFrame, functions as F
 
 from ..checkpoint.reader import InputFile
 from ..errors import DuplicateInputError
@@ -24,38 +23,8 @@ from .batch_metrics import BatchObservation
 
 log = logging.getLogger("streaming_exactly_once.sink")
 
-
-@dataclass(frozen=True)
-class InputSplit:
-    new: list[InputFile]
-    already_committed: list[InputFile]
-
-
-def split_inputs(inputs: list[InputFile], committed: set[str]) -> InputSplit:
-    new: list[InputFile] = []
-    old: list[InputFile] = []
-    for item in inputs:
-        (old if item.path in committed or normalize_uri(item.path) in committed else new).append(item)
-    return InputSplit(new, old)
-
-
-def drop_committed(df: DataFrame, already_committed: list[InputFile]) -> tuple[DataFrame, dict[str, Column]]:
-    """``df`` without rows of those files, plus observe expressions that count what was dropped."""
-    paths = sorted({f.path for f in already_committed} | {normalize_uri(f.path) for f in already_committed})
-    source = F.input_file_name()
-    tagged = df.withColumn("__seo_input_file", source)
-    skip = F.col("__seo_input_file").isin(paths)
-    unattributed = F.col("__seo_input_file") == F.lit("")
-    metrics = {
-        "skippedRows": F.sum(F.when(skip, 1).otherwise(0)),
-        "unattributedRows": F.sum(F.when(unattributed, 1).otherwise(0)),
-    }
-    return tagged, metrics
-
-
-def keep_new(tagged: DataFrame, already_committed: list[InputFile]) -> DataFrame:
-    paths = sorted({f.path for f in already_committed} | {normalize_uri(f.path) for f in already_committed})
-    return tagged.filter(~F.col("__seo_input_file").isin(paths)).drop("__seo_input_file")
+#: The column that carries ``input_file_name()`` while the batch is filtered (dropped after).
+INPUT_FILE_COLUMN = "__seo_input_file"
 
 
 class CommittedInputFilter:
@@ -63,18 +32,27 @@ class CommittedInputFilter:
     that dropped - known once the batch is written (Spark observes it in the writing pass)."""
 
     def __init__(self, df: DataFrame, inputs: list[InputFile], committed: set[str], *, batch_id: int, query_id: str) -> None:
-        split = split_inputs(inputs, committed)
-        self.new_inputs = split.new
-        self.already_committed = split.already_committed
+        self.new_inputs: list[InputFile] = []
+        self.already_committed: list[InputFile] = []
+        for item in inputs:
+            seen = item.path in committed or normalize_uri(item.path) in committed
+            (self.already_committed if seen else self.new_inputs).append(item)
         self.batch_id = batch_id
         self.query_id = query_id
         self.df = df
         self._observation: BatchObservation | None = None
         self._skipped: int | None = None
-        if split.already_committed:
-            tagged, dedup_exprs = drop_committed(df, split.already_committed)
+        if self.already_committed:
+            paths = sorted({f.path for f in self.already_committed} | {normalize_uri(f.path) for f in self.already_committed})
+            source = F.col(INPUT_FILE_COLUMN)
+            skip = source.isin(paths)
+            counts = {
+                "skippedRows": F.sum(F.when(skip, 1).otherwise(0)),
+                "unattributedRows": F.sum(F.when(source == F.lit(""), 1).otherwise(0)),
+            }
             self._observation = BatchObservation(())
-            self.df = keep_new(self._observation.attach(tagged, extra=dedup_exprs), split.already_committed)
+            tagged = df.withColumn(INPUT_FILE_COLUMN, F.input_file_name())
+            self.df = self._observation.attach(tagged, extra=counts).filter(~skip).drop(INPUT_FILE_COLUMN)
 
     def skipped_rows(self) -> int:
         """Rows of committed input files that were dropped; call it after the data is written,
