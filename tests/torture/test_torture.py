@@ -20,9 +20,9 @@ pytestmark = [pytest.mark.spark, pytest.mark.torture]
 
 def test_bounded_torture(spark, tmp_path):
     configs = [
-        TortureConfig(work=tmp_path / "a", kills=15, seed=11, rows_per_file=10, checkpoint_deletions=1, replays=1,
+        TortureConfig(work=tmp_path / "a", kills=12, seed=11, rows_per_file=10, checkpoint_deletions=1, replays=1,
                       concurrent_writers=1, boundary_modes=("rename",), name="torture-a"),
-        TortureConfig(work=tmp_path / "b", kills=15, seed=12, rows_per_file=10, checkpoint_deletions=1, replays=1,
+        TortureConfig(work=tmp_path / "b", kills=11, seed=12, rows_per_file=10, checkpoint_deletions=1, replays=1,
                       concurrent_writers=0, boundary_modes=("direct",), name="torture-b"),
     ]
     runs = [TortureRun(c) for c in configs]
@@ -43,7 +43,7 @@ def test_bounded_torture(spark, tmp_path):
     kills = sum(r.stats.kills for r in runs)
     hit = set().union(*(r.stats.boundary_kills for r in runs))
     print(f"torture: {kills} kills, {[r.stats for r in runs]}")
-    assert kills >= 30
+    assert kills >= 23  # every boundary of each mode once (12 + 11); `make torture` runs the long mix
     never_hit = (set(RENAME_BOUNDARIES) | set(DIRECT_BOUNDARIES)) - hit
     assert not never_hit, f"boundaries never hit: {never_hit}"
     assert sum(r.stats.checkpoint_deletions for r in runs) == 2 and sum(r.stats.replays for r in runs) >= 1
@@ -61,15 +61,15 @@ def test_bounded_torture_under_spark_connect(spark, tmp_path):
     every boundary): the sink runs in the server's worker, which is killed at a boundary or with
     the whole driver; a checkpoint deletion, a replay and a second writer are mixed in."""
     config = TortureConfig(
-        work=tmp_path / "c", kills=7, seed=21, rows_per_file=10, checkpoint_deletions=1, replays=1, concurrent_writers=1,
+        work=tmp_path / "c", kills=6, seed=21, rows_per_file=10, checkpoint_deletions=1, replays=1, concurrent_writers=1,
         boundary_modes=("rename",), random_kill_share=0.5, name="torture-connect", connect=True,
-        boundaries=("after-wal", "mid-move", "after-manifest+3ms", "after-commit", "before-wal", "after-cleanup"),
+        boundaries=("after-wal", "mid-move", "after-manifest+3ms", "after-commit", "before-wal"),
         run_timeout_s=120.0,
     )
     run = TortureRun(config)
     run.run()
     print(f"torture under Spark Connect: {run.stats}")
-    assert run.stats.kills >= 7 and len(run.stats.boundary_kills) >= 5, run.stats
+    assert run.stats.kills >= 6 and len(run.stats.boundary_kills) >= 5, run.stats
     assert run.stats.concurrent_rejected == 1 and run.stats.checkpoint_deletions == 1
     result = verify_tortured_table(run.table, run.input, spark)
     print(f"verification: {result}")
