@@ -287,7 +287,8 @@ def delta_section(dl: dict[str, Any]) -> list[str]:
         f"{t['delta_step_ms']['median']:.1f} ms, p95 {t['delta_step_ms']['p95']:.1f} ms per batch.",
         "",
         f"Delta step cost as the table grows (commit layer, no Spark): {g['versions']:,} one-file batches, "
-        f"checkpoint every {g['checkpoint_interval']} versions; medians over the {g['window']} versions before each mark.",
+        f"checkpoint every {g['checkpoint_interval']} versions; medians over the {g['window']} versions before each mark"
+        + (f" (measured on {dl['growth_date']}, apart from the throughput rounds)." if dl.get("growth_date") else "."),
         "",
         "| Delta versions | delta step median (ms) | p95 (ms) | whole commit median (ms) |",
         "|---|---|---|---|",
