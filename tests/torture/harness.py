@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -209,7 +210,8 @@ class TortureRun:
                     self.stats.random_kills += 1
                     outcome = "random kill"
                 else:
-                    self.stats.boundary_kills[crash_at] = self.stats.boundary_kills.get(crash_at, 0) + 1
+                    where = re.sub(r"@\d+", "", crash_at)  # the boundary, whichever batch reached it
+                    self.stats.boundary_kills[where] = self.stats.boundary_kills.get(where, 0) + 1
                     outcome = f"killed at {crash_at}"
             elif rc == 0:
                 self.stats.clean_runs += 1
@@ -417,8 +419,11 @@ class TortureRun:
         if self.c.forks:
             zombie_cycle = {"rename": list(GROUP_BOUNDARIES), "direct": list(GROUP_BOUNDARIES)}
         zombie_start = 0
+        replay_pending = False  # a replay found no committed batch yet: it waits for the next one
         for i, (mode, boundary) in enumerate(schedule):
             event = events.get(i)
+            if replay_pending and event is None:
+                event = "replay"
             if event == "delete-checkpoint":
                 shutil.rmtree(self.checkpoint, ignore_errors=True)
                 self.stats.checkpoint_deletions += 1
@@ -426,6 +431,7 @@ class TortureRun:
             elif event == "replay":
                 commits = self.checkpoint / "commits"
                 ids = sorted(int(n) for n in os.listdir(commits) if n.isdigit()) if commits.exists() else []
+                replay_pending = not ids
                 if ids:
                     os.remove(commits / str(ids[-1]))
                     self.stats.replays += 1
@@ -439,7 +445,11 @@ class TortureRun:
                 pause_at = cycle[(zombie_start + len(self.stats.zombies)) % len(cycle)]
                 self.zombie_takeover(mode=mode, pause_at=pause_at, drain=False)
             self.feed(self.c.files_per_run)
-            outcome = self.run_once(mode=mode, crash_at=boundary, random_kill=boundary is None)
+            crash_at = boundary
+            if replay_pending and boundary is not None:  # kill in the second batch: the first one commits
+                name, _, delay = boundary.partition("+")
+                crash_at = f"{name}@2" + (f"+{delay}" if delay else "")
+            outcome = self.run_once(mode=mode, crash_at=crash_at, random_kill=boundary is None)
             self._say(f"run {i + 1}/{len(schedule)} {mode:6s} {boundary or 'random':20s} -> {outcome}  (kills {self.stats.kills})")
         # drain: no more input, then clean runs until the backlog the kills left is consumed. The
         # feeder kept adding files while runs were being killed, so the backlog can be hundreds of
