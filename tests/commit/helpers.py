@@ -12,6 +12,20 @@ def make_committer(storage, *, fail_at=None, heartbeat=False, timeout_ms=60_000,
     return TableCommitter(storage, options, faults=FaultHooks(fail_at=FaultSpec.parse(fail_at)))
 
 
+def stage_file(storage, attempt, final: str, payload: bytes) -> StagedFile:
+    """One data file of ``attempt`` as the sink stages it: in rename mode under the attempt's
+    staging directory, in direct mode an intent first, then the file under its final name."""
+    if attempt.mode == "rename":
+        staged = f"{attempt.staging_dir}/data/{final}"
+        storage.put_if_absent(staged, payload)
+    else:
+        storage.put_if_absent(f"{attempt.staging_dir}/intents/{final.rsplit('/', 1)[-1]}", final.encode())
+        storage.put_if_absent(final, payload)
+        staged = None
+    info = storage.info(staged or final)
+    return StagedFile(final=final, size=info.size, mtime_ms=info.mtime_ms, staged=staged)
+
+
 def stage_and_commit(committer: TableCommitter, query_id: str, spark_batch: int, rows: list[int], *, mode="rename", partition="p=a"):
     """One batch: a data file whose bytes are its row ids, one input file per batch."""
     committer.ensure_open()
@@ -22,18 +36,8 @@ def stage_and_commit(committer: TableCommitter, query_id: str, spark_batch: int,
             files = []
             halves = [rows[: len(rows) // 2], rows[len(rows) // 2 :]]  # two files: "mid-move" exists
             for part, chunk in enumerate(halves):
-                payload = ",".join(map(str, chunk)).encode()
                 name = f"part-{part}-{query_id[:4]}-{spark_batch:05d}-{attempt.attempt}.txt"
-                final = f"{partition}/{name}"
-                if mode == "rename":
-                    staged = f"{attempt.staging_dir}/data/{final}"
-                    committer.storage.put_if_absent(staged, payload)
-                else:
-                    committer.storage.put_if_absent(f"{attempt.staging_dir}/intents/{name}", final.encode())
-                    committer.storage.put_if_absent(final, payload)
-                    staged = None
-                info = committer.storage.info(staged or final)
-                files.append(StagedFile(final=final, size=info.size, mtime_ms=info.mtime_ms, staged=staged))
+                files.append(stage_file(committer.storage, attempt, f"{partition}/{name}", ",".join(map(str, chunk)).encode()))
             inputs = [InputFile(source=0, path=f"file:///in/{query_id[:4]}-{spark_batch}.csv", timestamp=1)]
             return committer.commit(attempt, files, input_files=inputs, num_rows=len(rows))
     except BaseException:

@@ -9,9 +9,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from streaming_exactly_once.checkpoint.reader import InputFile
-from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile, TableCommitter
+from streaming_exactly_once.commit.committer import CommitterOptions, TableCommitter
 from streaming_exactly_once.commit.faults import FaultHooks, FaultSpec
 from streaming_exactly_once.delta.target import DeltaSettings
+from tests.commit.helpers import stage_file
 
 #: Spark schema JSON of the batches below (``id`` long, partition column ``p`` string).
 SCHEMA = json.dumps({"type": "struct", "fields": [
@@ -45,16 +46,7 @@ def commit_batch(committer: TableCommitter, query: str, spark_batch: int, ids: l
             files = []
             for part, chunk in enumerate((ids[: len(ids) // 2], ids[len(ids) // 2 :])):
                 name = f"part-{part:05d}-{attempt.attempt}.c000.snappy.parquet"
-                final = f"{partition}/{name}"
-                if mode == "rename":
-                    staged = f"{attempt.staging_dir}/data/{final}"
-                    committer.storage.put_if_absent(staged, parquet(chunk))
-                else:
-                    committer.storage.put_if_absent(f"{attempt.staging_dir}/intents/{name}", final.encode())
-                    committer.storage.put_if_absent(final, parquet(chunk))
-                    staged = None
-                info = committer.storage.info(staged or final)
-                files.append(StagedFile(final=final, size=info.size, mtime_ms=info.mtime_ms, staged=staged))
+                files.append(stage_file(committer.storage, attempt, f"{partition}/{name}", parquet(chunk)))
             inputs = [InputFile(source=0, path=f"file:///in/{query[:4]}-{spark_batch}.csv", timestamp=1)]
             return committer.commit(attempt, files, input_files=inputs, num_rows=len(ids), schema=schema)
     except BaseException:

@@ -15,6 +15,7 @@ from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile
 from streaming_exactly_once.commit.faults import NO_FAULTS, FaultHooks, FaultSpec
 from streaming_exactly_once.commit.group_committer import GroupCommitter, MemberBatch
 from streaming_exactly_once.storage import open_storage
+from tests.commit.helpers import stage_file
 
 Q = "77777777-7777-7777-7777-777777777777"
 
@@ -34,21 +35,12 @@ def committer(root: str, *, fail_at: str | None = None, timeout_ms: int = 60_000
 def stage(c: TableCommitter, attempt, rows: list[int], *, mode: str, nfiles: int = 2, partition: str = "p=a") -> list[StagedFile]:
     """Write the batch's files as the sink's writers do: rename mode under the staging directory,
     direct mode an intent first and then the file under its final name."""
-    files = []
-    for i in range(nfiles):
-        name = f"part-{i:05d}-{attempt.attempt}-{attempt.batch_id}.c000.snappy.parquet"
-        final = f"{partition}/{name}"
-        payload = parquet_bytes(rows[i::nfiles])
-        if mode == "rename":
-            staged = f"{attempt.staging_dir}/data/{final}"
-            c.storage.put_if_absent(staged, payload)
-        else:
-            c.storage.put_if_absent(f"{attempt.staging_dir}/intents/{name}", final.encode())
-            c.storage.put_if_absent(final, payload)
-            staged = None
-        info = c.storage.info(staged or final)
-        files.append(StagedFile(final=final, size=info.size, mtime_ms=info.mtime_ms, staged=staged))
-    return files
+    assert attempt.mode == mode
+    return [
+        stage_file(c.storage, attempt, f"{partition}/part-{i:05d}-{attempt.attempt}-{attempt.batch_id}.c000.snappy.parquet",
+                   parquet_bytes(rows[i::nfiles]))
+        for i in range(nfiles)
+    ]
 
 
 def commit_batch(c: TableCommitter, spark_batch: int, rows: list[int], *, mode: str = "rename", query: str = Q, **kw):
