@@ -41,7 +41,7 @@ class CliContext:
         self.storage_options = storage_options
 
     def storage(self, table: str) -> Storage:
-        from ..readers.visibility import locate
+        from ..readers.table_location import locate
 
         return locate(table, self.storage_options, allow_group=True).storage
 

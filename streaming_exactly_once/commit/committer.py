@@ -170,7 +170,7 @@ class TableCommitter:
 
     @property
     def preparation_owner(self) -> str:
-        """Names this writer's compaction work files (``CompactibleLog.preparation_owner``)."""
+        """Names this writer's compaction work files (``CompactionPreparation.owner``)."""
         return f"e{self.lease.epoch}"
 
     def _ctx(self) -> StepContext:
@@ -200,8 +200,8 @@ class TableCommitter:
             self.janitor.drain()
             for log_ in self.logs.all_logs():
                 log_.gaps()  # a stray file far beyond the latest batch is named before anything trusts "latest"
-                log_.discard_preparations()
-                log_.preparation_owner = self.preparation_owner
+                log_.preparation.discard_all()
+                log_.preparation.owner = self.preparation_owner
             report = self._recover()
             self.last_recovery = report
             self.latest_batch_id = report.latest_batch_id
@@ -581,11 +581,11 @@ class TableCommitter:
         )
 
     def _prepare_compactions(self) -> None:
-        """Keep the next compact files of the growing logs built ahead (see CompactibleLog.prepare)."""
+        """Keep the next compact files of the growing logs built ahead (``log.compaction_preparation``)."""
         if self.lease.is_fenced():
             return
-        self.logs.require_manifest().prepare()
-        self.logs.require_sources().prepare()
+        self.logs.require_manifest().preparation.advance()
+        self.logs.require_sources().preparation.advance()
 
     def _apply_retention(self, batch_id: int) -> None:
         for log_ in self.logs.all_logs():

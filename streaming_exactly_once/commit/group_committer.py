@@ -150,7 +150,7 @@ class GroupCommitter(TableCommitter):
                     child, interval=self.options.compact_interval, manifest_retention_ms=self.options.manifest_retention_ms, kind="member"
                 )
                 manifest = logs.require_manifest()
-                manifest.preparation_owner = self.preparation_owner
+                manifest.preparation.owner = self.preparation_owner
                 latest = manifest.latest_batch_id(refresh=True)
                 record = logs.commits.record(latest) if latest is not None else None
                 member = _Member(logs, -1 if latest is None else latest, (record.table_rows or 0) if record else 0)
@@ -326,9 +326,9 @@ class GroupCommitter(TableCommitter):
     def _prepare_compactions(self) -> None:
         if self.lease.is_fenced():
             return
-        self.logs.require_sources().prepare()
+        self.logs.require_sources().preparation.advance()
         for table in list(self._touched):
-            self._members[table].logs.require_manifest().prepare()
+            self._members[table].logs.require_manifest().preparation.advance()
 
     def _apply_retention(self, batch_id: int) -> None:
         super()._apply_retention(batch_id)

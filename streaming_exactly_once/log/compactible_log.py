@@ -15,14 +15,16 @@ older than ``cleanup_delay_ms`` (slow readers may still be reading them) and nev
 two compact files (so every reader derives ``k`` from their names; see ``log.compaction``).
 The deletion walks ids upward from the lowest undeleted one and stops at the first file that
 is still too young, so its cost per batch stays constant as history grows.
+
+Building a compact file ahead of its batch, off the commit path, is the job of
+``log.compaction_preparation``; ``add`` publishes such a file when one is ready and otherwise
+builds the compact file itself.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from ..errors import LogConflictError, MissingBatchError
@@ -34,26 +36,16 @@ from .compaction import (
     deletable_below,
     interval_from_file_names,
     is_compaction_batch,
-    next_compaction_batch,
     valid_batches_before_compaction,
 )
-from .version import encode_line, header
+from .compaction_preparation import CompactionPreparation
+from .version import encode_line, header, parse_version
 
 T = TypeVar("T")
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-@dataclass
-class _Preparation:
-    """The next compact file, built ahead of time under a hidden name only this writer uses."""
-
-    compact_id: int
-    path: str
-    included: list[int] = field(default_factory=list)  # batch ids whose bodies are in the file
-    size: int = 0  # bytes this writer put in the file: anything else means someone touched it
 
 
 class CompactibleLog(BatchLog[T], Generic[T]):
@@ -81,21 +73,31 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         self.retain = retain
         self._interval: int | None = None
         self._deleted_below: int | None = None
-        self._prep_lock = threading.Lock()
-        self._prep: _Preparation | None = None
-        #: Names this writer's work files (``commit.committer`` sets the lease epoch): writers
-        #: never share one, so a fenced writer's late preparation cannot touch its successor's.
-        self.preparation_owner = ""
+        #: The next compact file, built off the commit path (``log.compaction_preparation``).
+        self.preparation = CompactionPreparation(self)
 
     # -- interval and naming -----------------------------------------------------------------
 
     @property
     def interval(self) -> int:
         """``k``, derived once from the ``.compact`` file names exactly as Spark does."""
-        if self._interval is None:
-            compact_ids = [bid for bid, name in self.list_batch_files().items() if name.endswith(COMPACT_SUFFIX)]
-            self._interval = interval_from_file_names(compact_ids, self.default_interval)
+        interval = self._interval
+        if interval is None:
+            interval = self._derive_interval(super().list_batch_files())
+        return interval
+
+    def _derive_interval(self, found: dict[int, str]) -> int:
+        compact_ids = [bid for bid, name in found.items() if name.endswith(COMPACT_SUFFIX)]
+        self._interval = interval_from_file_names(compact_ids, self.default_interval)
         return self._interval
+
+    def list_batch_files(self) -> dict[int, str]:
+        """As ``BatchLog.list_batch_files``; the first listing also derives ``interval``, so a
+        reader that lists the log and then reads it lists the directory once."""
+        found = super().list_batch_files()
+        if self._interval is None:
+            self._derive_interval(found)
+        return found
 
     def file_name(self, batch_id: int) -> str:
         if is_compaction_batch(batch_id, self.interval):
@@ -126,9 +128,9 @@ class CompactibleLog(BatchLog[T], Generic[T]):
 
     #: True when ``fold`` is plain concatenation (Spark's rule, no retention filter): compaction
     #: then copies the previous files' bytes instead of decoding and re-encoding every record.
-    concatenates: bool = True
+    fold_is_concatenation: bool = True
 
-    def _raw_body(self, batch_id: int, *, context: str) -> bytes:
+    def raw_body(self, batch_id: int, *, context: str) -> bytes:
         """The bytes after the header of a batch file, checked line by line but not decoded.
 
         The previous compact file can hold millions of entries; copying its lines costs a
@@ -145,8 +147,6 @@ class CompactibleLog(BatchLog[T], Generic[T]):
             self.decode(data, batch_id=batch_id)
         newline = data.find(b"\n")
         head = data if newline < 0 else data[:newline]
-        from .version import parse_version
-
         if not data:
             self.decode(data, batch_id=batch_id)  # raises the precise "empty file" error
         parse_version(
@@ -171,14 +171,15 @@ class CompactibleLog(BatchLog[T], Generic[T]):
             return super().add(batch_id, records)
         context = f"needed to compact batch {batch_id} (compact interval {self.interval})"
         own_tail = b"".join(b"\n" + encode_line(self.codec.to_json(r)) for r in records)
-        if self._prepared_for(batch_id):
-            published = self._publish_preparation(batch_id, own_tail, context=context)
+        if self.preparation.holds(batch_id):
+            published = self.preparation.publish(batch_id, own_tail, context=context)
             if published is not None:
+                self._note(batch_id)
                 return published
-        if self.concatenates and self.retain is None:
+        if self.fold_is_concatenation and self.retain is None:
             parts = [header(self.version)]
             for previous_id in valid_batches_before_compaction(batch_id, self.interval):
-                parts.append(self._raw_body(previous_id, context=context))
+                parts.append(self.raw_body(previous_id, context=context))
             parts.append(own_tail)
             data = b"".join(parts)
         else:
@@ -194,7 +195,7 @@ class CompactibleLog(BatchLog[T], Generic[T]):
             # very bytes. With a retention filter the kept records depend on the clock, so only
             # the header and our own records at the end can be compared.
             same = existing == data or (
-                not (self.concatenates and self.retain is None)
+                not (self.fold_is_concatenation and self.retain is None)
                 and existing.startswith(header(self.version) + b"\n")
                 and bool(own_tail)
                 and existing.endswith(own_tail)
@@ -219,110 +220,6 @@ class CompactibleLog(BatchLog[T], Generic[T]):
             except FileExistsError:
                 pass
         self._note(latest)
-
-    # -- compaction prepared in the background ---------------------------------------------
-    #
-    # A compact file is the previous compact file + the deltas after it + its own records, so
-    # all but the last few lines are known long before its batch arrives. ``prepare`` (run off
-    # the commit path, after each batch) appends what is already known to a hidden work file
-    # ``.<id>.compact.<owner>.prep``; the compaction batch then appends only what is missing plus
-    # its own records and publishes the file with one no-replace rename. On a table with a million
-    # live files that turns "every 10th batch copies 230 MB" into "every batch appends a few
-    # lines" - as long as batches are further apart than the copy takes. Same bytes either way.
-    #
-    # The work file belongs to one writer (its epoch is in the name) and is only ever appended
-    # to, never re-created by an append; before publishing, its size must be exactly what this
-    # writer wrote. A successor that deleted it at start-up, or anything else that touched it,
-    # makes the compaction batch fall back to building the file from the logs - never publish
-    # a compact file that differs from what the logs say.
-
-    def _prep_path(self, compact_id: int) -> str:
-        owner = f".{self.preparation_owner}" if self.preparation_owner else ""
-        return join(self.directory, f".{compact_id}{COMPACT_SUFFIX}{owner}.prep")
-
-    def _prepared_for(self, compact_id: int) -> bool:
-        prep = self._prep
-        return prep is not None and prep.compact_id == compact_id
-
-    def prepare(self) -> None:
-        """Bring the work file of the next compaction up to date (call off the commit path)."""
-        if not (self.concatenates and self.retain is None and self.storage.supports_prepared_files):
-            return
-        latest = self.latest_batch_id()
-        if latest is None:
-            return
-        target = next_compaction_batch(latest, self.interval)
-        with self._prep_lock:
-            prep = self._prep
-            fresh = prep is None or prep.compact_id != target
-            if prep is None or fresh:
-                if prep is not None:
-                    self.storage.delete(prep.path)
-                prep = _Preparation(target, self._prep_path(target))
-                with self.storage.open_prepared(prep.path, append=False) as fh:
-                    fh.write(header(self.version))
-                prep.size = len(header(self.version))
-                self._prep = prep
-            needed = [b for b in valid_batches_before_compaction(target, self.interval) if b not in prep.included]
-            context = f"needed to prepare compact batch {target}"
-            try:
-                with self.storage.open_prepared(prep.path, append=True) as fh:
-                    for batch_id in needed:
-                        if batch_id > latest:
-                            break  # not written yet: the compaction batch appends it
-                        if prep.included and batch_id != prep.included[-1] + 1:
-                            break
-                        body = self._raw_body(batch_id, context=context)
-                        fh.write(body)
-                        prep.size += len(body)
-                        prep.included.append(batch_id)
-            except FileNotFoundError:
-                self._prep = None  # removed by a writer that took over: start afresh next time
-                return
-            # Flush the big copy (the previous compact) now and the rest just before the
-            # compaction batch, not at publish time; the small deltas in between need no fsync
-            # of their own (publishing syncs the file anyway), which keeps this thread off the
-            # disk while the commit path fsyncs its own files.
-            if fresh or latest + 1 >= target:
-                self.storage.sync_prepared(prep.path)
-
-    def _publish_preparation(self, compact_id: int, own_tail: bytes, *, context: str) -> bool | None:
-        """Publish the prepared file as compact ``compact_id``; None: build it from the logs."""
-        with self._prep_lock:
-            prep = self._prep
-            if prep is None or prep.compact_id != compact_id:
-                return None
-            self._prep = None
-            try:
-                with self.storage.open_prepared(prep.path, append=True) as fh:
-                    for batch_id in valid_batches_before_compaction(compact_id, self.interval):
-                        if batch_id not in prep.included:
-                            body = self._raw_body(batch_id, context=context)
-                            fh.write(body)
-                            prep.size += len(body)
-                    fh.write(own_tail)
-                    prep.size += len(own_tail)
-                if self.storage.info(prep.path).size != prep.size:
-                    self.storage.delete(prep.path)
-                    return None  # someone else wrote to it: do not trust a byte of it
-                self.storage.publish_prepared(prep.path, self.path(compact_id))
-            except FileNotFoundError:
-                return None  # deleted by a writer that took over meanwhile
-            except FileExistsError:
-                self.storage.delete(prep.path)
-                return None  # let the ordinary path compare with what is there
-            except BaseException:
-                self.storage.delete(prep.path)
-                raise
-        self._note(compact_id)
-        return True
-
-    def discard_preparations(self) -> None:
-        """Remove work files a crashed writer left (they are hidden, but take space)."""
-        self._prep = None
-        for entry in self.storage.list_dir(self.directory):
-            if entry.name.startswith(".") and entry.name.endswith(".prep"):
-                self.storage.delete(entry.path)
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -368,8 +265,6 @@ class CompactibleLog(BatchLog[T], Generic[T]):
                 self.decode(self.storage.read_bytes(path), batch_id=batch_id)  # small or odd: decode it all
                 continue
             first_line = head.split(b"\n", 1)[0].decode("utf-8", "replace")
-            from .version import parse_version
-
             parse_version(first_line, path=self.uri(batch_id), batch_id=batch_id, max_supported=self.max_supported_version, hint=self.hint)
             last = tail.rstrip(b"\n").rsplit(b"\n", 1)[-1]
             self.decode(head.split(b"\n", 1)[0] + b"\n" + last, batch_id=batch_id)

@@ -19,8 +19,9 @@ from typing import Any
 
 from ..commit.wal import CommitSequenceStore
 from ..errors import ExactlyOnceError
+from ..readers.committed_files import CommittedFiles
 from ..readers.file_checks import inspect_files
-from ..readers.visibility import CommittedFiles, committed_files
+from ..readers.visibility import committed_files
 from ..storage.base import Storage
 from ..table.identity import TableIdentity, read_identity
 from ..table.layout import STAGING_DIR, is_hidden

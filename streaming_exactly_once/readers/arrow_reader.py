@@ -16,7 +16,8 @@ from ..errors import DataFileMissingError, MissingDependencyError
 from ..manifest.paths import normalize_uri
 from ..storage.base import Storage
 from .arrow_schema import table_schema
-from .visibility import CommittedFiles, committed_files
+from .committed_files import CommittedFiles
+from .visibility import committed_files
 
 
 def _pyarrow() -> tuple[Any, Any, Any]:  # the pyarrow, pyarrow.dataset and pyarrow.fs modules

@@ -24,7 +24,7 @@ from ..manifest.paths import normalize_uri
 from ..storage.base import Storage
 
 if TYPE_CHECKING:
-    from .visibility import CommittedFiles
+    from .committed_files import CommittedFiles
 
 
 @dataclass

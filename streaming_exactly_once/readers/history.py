@@ -14,7 +14,7 @@ from ..log.compaction import all_valid_batches
 from ..table.commits_log import CommitsLog
 from ..table.identity import read_identity
 from ..table.table_logs import open_manifest
-from .visibility import locate
+from .table_location import locate
 
 
 @dataclass(frozen=True)

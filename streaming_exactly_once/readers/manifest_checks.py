@@ -24,11 +24,14 @@ from ..table.identity import TableIdentity
 TRUNCATED_HINT = "Manifest files were deleted; readers would miss committed data. Restore them from a backup."
 
 
-def _listed(storage: Storage, identity: TableIdentity | None, manifest: ManifestLog) -> tuple[list[int], list[int]]:
+def _listed(
+    storage: Storage, identity: TableIdentity | None, manifest: ManifestLog, commits: CommitsLog | None
+) -> tuple[list[int], list[int]]:
     """(manifest batch ids present, gaps between them); raises on a stray or truncated manifest."""
     committed = None
     if identity is not None:
-        commits = CommitsLog(storage, interval=identity.compact_interval)
+        if commits is None:
+            commits = CommitsLog(storage, interval=identity.compact_interval)
         committed_ids = commits.list_batch_ids()
         commits.gaps(committed_ids)  # a stray commits file is named, not taken for the latest batch
         committed = committed_ids[-1] if committed_ids else None
@@ -46,15 +49,18 @@ def _listed(storage: Storage, identity: TableIdentity | None, manifest: Manifest
     return ids, gaps
 
 
-def latest_batch(storage: Storage, identity: TableIdentity | None, manifest: ManifestLog) -> int | None:
-    """The latest manifest batch, after the checks for readers (module docstring)."""
-    ids, _ = _listed(storage, identity, manifest)
+def latest_batch(
+    storage: Storage, identity: TableIdentity | None, manifest: ManifestLog, *, commits: CommitsLog | None = None
+) -> int | None:
+    """The latest manifest batch, after the checks for readers (module docstring). ``commits``:
+    the table's commits log, if the caller has one open (it is then listed once per read)."""
+    ids, _ = _listed(storage, identity, manifest, commits)
     return ids[-1] if ids else None
 
 
 def check_complete(storage: Storage, identity: TableIdentity | None, manifest: ManifestLog) -> list[int]:
     """Every manifest batch id present, after the checks for ``seo gc`` (module docstring)."""
-    ids, gaps = _listed(storage, identity, manifest)
+    ids, gaps = _listed(storage, identity, manifest, None)
     if gaps:
         raise MissingBatchError(
             directory=manifest.uri(),

@@ -34,7 +34,7 @@ R = TypeVar("R", bound=QueryRecord)
 class PerQueryLog(CompactibleLog[R], Generic[R]):
     """A compactible log of ``QueryRecord`` records."""
 
-    concatenates = False
+    fold_is_concatenation = False
 
     def fold(self, previous: Iterable[R], new: Sequence[R], now: int) -> list[R]:
         latest: dict[str, R] = {}

@@ -196,3 +196,27 @@ def test_files_and_read_of_the_cli_check_what_they_list(capsys, tmp_path):
     code, out, _ = seo(capsys, "files", "--no-verify", str(root))
     assert code == 0 and victim.name in out
     assert os.path.exists(root)
+
+
+def test_a_read_lists_the_manifest_and_the_commits_log_once(tmp_path, monkeypatch):
+    """#17: one read opened the logs twice and listed ``_spark_metadata`` (and the commits log)
+    again for each; every directory is now listed once per read, compaction included."""
+    from collections import Counter
+
+    from streaming_exactly_once import read
+    from streaming_exactly_once.storage.local import LocalStorage
+    from tests.readers.tables import write_table
+
+    rows = write_table(str(tmp_path / "t"), batches=12)  # 9.compact + deltas 10, 11
+    listed: Counter[str] = Counter()
+    real_list_dir = LocalStorage.list_dir
+
+    def counting_list_dir(self, path=""):
+        listed[path] += 1
+        return real_list_dir(self, path)
+
+    monkeypatch.setattr(LocalStorage, "list_dir", counting_list_dir)
+    assert len(read.files(str(tmp_path / "t"))) == 2 * 12
+    assert read.arrow(str(tmp_path / "t")).num_rows == len(rows)
+    assert set(listed.values()) == {2}, listed  # once per read, two reads
+    assert {"_spark_metadata", "_seo/commits"} <= set(listed)

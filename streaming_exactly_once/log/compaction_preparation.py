@@ -1,0 +1,159 @@
+"""The next ``.compact`` file of a log, built ahead of time off the commit path.
+
+A compact file is the previous compact file + the deltas after it + its own records, so all
+but the last few lines are known long before its batch arrives. ``CompactionPreparation.advance``
+(run after each batch, outside the commit) appends what is already known to a hidden work file;
+the compaction batch then appends only what is missing plus its own records and publishes the
+file with one no-replace rename (``publish``). On a table with a million live files that turns
+"every 10th batch copies 230 MB" into "every batch appends a few lines" - as long as batches
+are further apart than the copy takes. The bytes are the same either way.
+
+The work file sits beside the log's batch files, hidden, named by the compaction batch and by
+its writer (the lease epoch, ``owner``)::
+
+    _spark_metadata/.19.compact.e4.prep      v1
+                                             {"path":"file:///t/part-0.parquet",...}   <- compact 9
+                                             ...                                       <- deltas 10..18
+                                             (batch 19's own records: appended at publish)
+
+It belongs to one writer and is only ever appended to, never re-created by an append. Before
+publishing, its size must be exactly what this writer wrote. A successor that deleted it at
+start-up (``discard_all``), or anything else that touched it, makes the compaction batch fall
+back to building the file from the logs (``CompactibleLog.add``): a compact file that differs
+from what the logs say is never published.
+
+Only logs whose fold is plain concatenation (Spark's rule, no retention filter) can be prepared,
+and only on storage that offers prepared files (``Storage.supports_prepared_files``).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..storage.base import join
+from .batch_log import COMPACT_SUFFIX
+from .compaction import next_compaction_batch, valid_batches_before_compaction
+from .version import header
+
+if TYPE_CHECKING:
+    from .compactible_log import CompactibleLog
+
+PREP_SUFFIX = ".prep"
+
+
+@dataclass
+class _WorkFile:
+    """One work file: which compact file it becomes and what this writer put in it."""
+
+    compact_id: int
+    path: str
+    included: list[int] = field(default_factory=list)  # batch ids whose bodies are in the file
+    size: int = 0  # bytes this writer wrote: anything else means someone touched it
+
+
+class CompactionPreparation:
+    """The work file of one log's next compaction (module docstring); one per log object."""
+
+    def __init__(self, log: CompactibleLog[Any]) -> None:
+        self.log = log
+        #: Names this writer's work files (``commit.committer`` sets the lease epoch): writers
+        #: never share one, so a fenced writer's late preparation cannot touch its successor's.
+        self.owner = ""
+        self._lock = threading.Lock()
+        self._work: _WorkFile | None = None
+
+    def _path(self, compact_id: int) -> str:
+        owner = f".{self.owner}" if self.owner else ""
+        return join(self.log.directory, f".{compact_id}{COMPACT_SUFFIX}{owner}{PREP_SUFFIX}")
+
+    def possible(self) -> bool:
+        log = self.log
+        return log.fold_is_concatenation and log.retain is None and log.storage.supports_prepared_files
+
+    def holds(self, compact_id: int) -> bool:
+        """Whether a work file for compaction batch ``compact_id`` is under way."""
+        work = self._work
+        return work is not None and work.compact_id == compact_id
+
+    def advance(self) -> None:
+        """Bring the work file of the next compaction up to date with the log."""
+        if not self.possible():
+            return
+        log, storage = self.log, self.log.storage
+        latest = log.latest_batch_id()
+        if latest is None:
+            return
+        target = next_compaction_batch(latest, log.interval)
+        with self._lock:
+            work = self._work
+            started = work is None or work.compact_id != target
+            if work is None or started:
+                if work is not None:
+                    storage.delete(work.path)  # an earlier target's file the log no longer needs
+                work = _WorkFile(target, self._path(target))
+                with storage.open_prepared(work.path, append=False) as fh:
+                    fh.write(header(log.version))
+                work.size = len(header(log.version))
+                self._work = work
+            needed = [b for b in valid_batches_before_compaction(target, log.interval) if b not in work.included]
+            context = f"needed to prepare compact batch {target}"
+            try:
+                with storage.open_prepared(work.path, append=True) as fh:
+                    for batch_id in needed:
+                        if batch_id > latest:
+                            break  # not written yet: the compaction batch appends it
+                        if work.included and batch_id != work.included[-1] + 1:
+                            break
+                        body = log.raw_body(batch_id, context=context)
+                        fh.write(body)
+                        work.size += len(body)
+                        work.included.append(batch_id)
+            except FileNotFoundError:
+                self._work = None  # removed by a writer that took over: start afresh next time
+                return
+            # Flush the big copy (the previous compact) now and the rest just before the
+            # compaction batch, not at publish time; the small deltas in between need no fsync
+            # of their own (publishing syncs the file anyway), which keeps this thread off the
+            # disk while the commit path fsyncs its own files.
+            if started or latest + 1 >= target:
+                storage.sync_prepared(work.path)
+
+    def publish(self, compact_id: int, own_tail: bytes, *, context: str) -> bool | None:
+        """Publish the work file as compact file ``compact_id``; None: build it from the logs."""
+        log, storage = self.log, self.log.storage
+        with self._lock:
+            work = self._work
+            if work is None or work.compact_id != compact_id:
+                return None
+            self._work = None
+            try:
+                with storage.open_prepared(work.path, append=True) as fh:
+                    for batch_id in valid_batches_before_compaction(compact_id, log.interval):
+                        if batch_id not in work.included:
+                            body = log.raw_body(batch_id, context=context)
+                            fh.write(body)
+                            work.size += len(body)
+                    fh.write(own_tail)
+                    work.size += len(own_tail)
+                if storage.info(work.path).size != work.size:
+                    storage.delete(work.path)
+                    return None  # someone else wrote to it: do not trust a byte of it
+                storage.publish_prepared(work.path, log.path(compact_id))
+            except FileNotFoundError:
+                return None  # deleted by a writer that took over meanwhile
+            except FileExistsError:
+                storage.delete(work.path)
+                return None  # let the ordinary path compare with what is there
+            except BaseException:
+                storage.delete(work.path)
+                raise
+        return True
+
+    def discard_all(self) -> None:
+        """Remove every work file in the log's directory (a crashed writer's take space)."""
+        self._work = None
+        for entry in self.log.storage.list_dir(self.log.directory):
+            if entry.name.startswith(".") and entry.name.endswith(PREP_SUFFIX):
+                self.log.storage.delete(entry.path)

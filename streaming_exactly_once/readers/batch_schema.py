@@ -1,0 +1,48 @@
+"""The schema and partition columns of a snapshot, from the commit records near its batch.
+
+The sink records the batch's Spark schema (JSON) in each commit record; a reader of batch N
+uses the newest schema recorded at N or up to three batches below it (empty batches record
+none). A recorded schema the Arrow readers cannot use is logged and skipped, never fatal: the
+files carry their own schema. Without a record, partition columns come from the table identity
+or, for a table this library did not write, from the first file's ``k=v`` directories.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+
+from ..manifest.paths import parse_partition_dir
+from ..table.commits_log import CommitsLog
+from ..table.identity import TableIdentity
+from .arrow_schema import schema_fields
+
+log = logging.getLogger("streaming_exactly_once.readers")
+
+
+def schema_as_of(
+    commits: CommitsLog | None, identity: TableIdentity | None, as_of: int | None
+) -> tuple[str | None, tuple[str, ...]]:
+    """(schema JSON or None, partition columns) of batch ``as_of`` (module docstring)."""
+    if commits is None or identity is None or as_of is None:
+        return None, ()
+    for batch_id in range(as_of, max(identity.first_batch_id, as_of - 3) - 1, -1):
+        try:
+            record = commits.record(batch_id)
+        except Exception:
+            record = None
+        if record is not None and record.schema:
+            try:
+                schema_fields(record.schema)
+            except ValueError as exc:
+                log.warning("ignoring the schema recorded in %s: %s", commits.uri(batch_id), exc)
+                continue
+            return record.schema, identity.partition_by
+    return None, identity.partition_by
+
+
+def partitions_from_paths(relative: list[str]) -> tuple[str, ...]:
+    """Partition columns named by the ``k=v`` directories of the first path (if any)."""
+    if not relative:
+        return ()
+    return tuple(c for c, _ in parse_partition_dir(posixpath.dirname(relative[0])))

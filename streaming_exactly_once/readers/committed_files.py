@@ -1,0 +1,106 @@
+"""``CommittedFiles``: the data files of one snapshot of a table, as every reader receives them.
+
+``readers.visibility.committed_files`` decides which files these are; this class only holds
+them - relative to the table root, with their sizes and modification times from the manifest,
+plus what a reader needs to open them (format, writer options, schema, partition columns, and
+for a Delta table the Delta version that is the same snapshot).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..storage.base import Storage
+from ..table.identity import TableIdentity
+
+
+class CommittedFiles:
+    """The committed data files of one snapshot of a table.
+
+    Columns are kept as Arrow arrays when pyarrow is installed (a million entries stay cheap)
+    and turned into Python lists only when asked for.
+    """
+
+    def __init__(
+        self, storage: Storage, as_of: int | None, identity: TableIdentity | None = None, *, allow_outside_root: bool = False
+    ) -> None:
+        self.storage = storage
+        self.as_of = as_of
+        self.identity = identity
+        self.allow_outside_root = allow_outside_root
+        self.outside: list[str] = []  # absolute URIs (allow_outside_root only)
+        self.schema_json: str | None = None
+        self.partition_columns: tuple[str, ...] = ()
+        #: Delta tables: the Delta version that is this snapshot (None: not a Delta table, or
+        #: the version is no longer in the Delta log)
+        self.delta_version: int | None = None
+        self._columns: dict[str, Any] = {"relative": [], "sizes": [], "mtimes": []}
+
+    def set_columns(self, relative: Any, sizes: Any, mtimes: Any) -> None:
+        self._columns = {"relative": relative, "sizes": sizes, "mtimes": mtimes}
+
+    def _list(self, name: str) -> list[Any]:
+        value = self._columns[name]
+        if not isinstance(value, list):
+            value = self._columns[name] = value.to_pylist()
+        values: list[Any] = value
+        return values
+
+    @property
+    def relative(self) -> list[str]:
+        return self._list("relative")
+
+    @property
+    def sizes(self) -> list[int]:
+        return self._list("sizes")
+
+    @property
+    def mtimes(self) -> list[int]:
+        return self._list("mtimes")
+
+    def __len__(self) -> int:
+        return len(self._columns["relative"]) + len(self.outside)
+
+    def sample(self) -> str | None:
+        """One relative path (or outside URI), without converting a whole column."""
+        value = self._columns["relative"]
+        if len(value):
+            first: str = value[0] if isinstance(value, list) else value[0].as_py()
+            return first
+        return self.outside[0] if self.outside else None
+
+    def prefixed(self, prefix: str) -> list[str]:
+        """``prefix`` + each relative path (vectorised when the column is an Arrow array)."""
+        value = self._columns["relative"]
+        if isinstance(value, list):
+            return [prefix + r for r in value]
+        import pyarrow.compute as pc
+
+        joined: list[str] = pc.binary_join_element_wise(prefix, value, "").to_pylist()
+        return joined
+
+    def uris(self) -> list[str]:
+        return self.prefixed(self.storage.root_uri + "/") + list(self.outside)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.sizes)
+
+    def file_format(self, override: str | None = None) -> str:
+        """The data files' format: as asked, as recorded by the sink, or guessed from a name."""
+        if override:
+            return override
+        if self.identity is not None:
+            return self.identity.format
+        sample = self.sample() or ""
+        for ext in ("parquet", "json", "csv", "orc"):
+            if sample.endswith(f".{ext}") or f".{ext}." in sample:
+                return ext
+        return "parquet"
+
+    def reader_options(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The writer options recorded with the table (CSV ``header``, ``sep``), then ``extra``."""
+        options = dict(self.identity.writer_options) if self.identity is not None else {}
+        options.update(extra or {})
+        return options
