@@ -26,7 +26,6 @@ Spark's micro-batches)::
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -43,6 +42,7 @@ from ..table.rejections import read_rejections, write_rejection
 from .arrow_file_writer import check_partition_types, result_ddl
 from .batch_sink import BatchSink, log
 from .checks import Check, CheckResult, batch_checks, mandatory_failures, row_checks
+from .file_stats import FileStats
 from .group_writer import BUILTIN_ROW_CHECKS, CHECK_SEPARATOR, FAILED, FAILED_CHECKS, RESULT_FIELDS, GroupTaskWriter
 from .input_filter import CommittedInputFilter
 from .options import DIRECT_FORMATS
@@ -59,31 +59,20 @@ class _TableFiles:
     schema: str
     fields: dict[str, str]
     files: list[StagedFile] = field(default_factory=list)
-    rows: int = 0
-    nulls: dict[str, int] = field(default_factory=dict)
-    marks: dict[str, list[Any]] = field(default_factory=dict)
-    failed: dict[str, int] = field(default_factory=dict)
+    stats: FileStats = field(default_factory=FileStats)
 
     def add(self, row: Row) -> None:
-        stats = json.loads(row["stats"])
         self.files.append(StagedFile(final=row["rel"], size=row["size"], mtime_ms=row["mtime"], staged=row["staged"]))
-        self.rows += row["rows"]
-        for k, v in stats["nulls"].items():
-            self.nulls[k] = self.nulls.get(k, 0) + v
-        for k, (lo, hi) in stats["marks"].items():
-            old = self.marks.get(k)
-            self.marks[k] = [lo, hi] if old is None else [min(old[0], lo), max(old[1], hi)]
-        for k, v in stats["failed"].items():
-            self.failed[k] = self.failed.get(k, 0) + v
+        self.stats.merge(FileStats.from_json(row["stats"], rows=row["rows"]))
 
     def metrics(self) -> dict[str, Any]:
         return {
             "table": self.table,
-            "rows": self.rows,
+            "rows": self.stats.rows,
             "files": len(self.files),
-            "nulls": dict(self.nulls),
+            "nulls": dict(self.stats.nulls),
             "fields": dict(self.fields),
-            "watermarks": {k: {"min": v[0], "max": v[1]} for k, v in self.marks.items()},
+            "watermarks": self.stats.watermarks(),
         }
 
 
@@ -231,7 +220,7 @@ class DatasetSink(BatchSink[GroupCommitter]):
         if skipped:
             log.info("batch %d: %d row(s) of input files committed earlier were dropped", attempt.spark_batch_id, skipped)
         self.counters["rejected_tables"] += len(rejected)
-        self.counters["quarantined_rows"] += sum(t.rows for t in tables.values() if t.kind == "quarantine")
+        self.counters["quarantined_rows"] += sum(t.stats.rows for t in tables.values() if t.kind == "quarantine")
         return result
 
     def _plan(
@@ -250,22 +239,22 @@ class DatasetSink(BatchSink[GroupCommitter]):
             checks = output_checks[name]
             bad_rows = quarantined.get(dataset)
             row_results = [
-                CheckResult(c.name, not (bad_rows and bad_rows.failed.get(c.name)), False,
-                            f"{bad_rows.failed.get(c.name, 0) if bad_rows else 0} row(s) quarantined")
+                CheckResult(c.name, not (bad_rows and bad_rows.stats.failed.get(c.name)), False,
+                            f"{bad_rows.stats.failed.get(c.name, 0) if bad_rows else 0} row(s) quarantined")
                 for c in row_checks(checks)
             ] + [  # the writer's own checks are listed only when rows failed them
-                CheckResult(name, False, False, f"{bad_rows.failed[name]} row(s) quarantined")
+                CheckResult(name, False, False, f"{bad_rows.stats.failed[name]} row(s) quarantined")
                 for name in BUILTIN_ROW_CHECKS
-                if bad_rows and bad_rows.failed.get(name)
+                if bad_rows and bad_rows.stats.failed.get(name)
             ]
             if t.kind == "quarantine":
                 alone = dataset not in tables  # no row of the dataset passed: this stands in for it
                 members.append(
                     MemberBatch(
-                        table=name, files=t.files, rows=t.rows, format=files_fmt, writer_options=options, schema=t.schema,
+                        table=name, files=t.files, rows=t.stats.rows, format=files_fmt, writer_options=options, schema=t.schema,
                         dataset=dataset if alone else None, status="quarantined",
                         checks=[r.to_json() for r in row_results] if alone else [],
-                        quarantined_rows=t.rows if alone else 0,
+                        quarantined_rows=t.stats.rows if alone else 0,
                     )
                 )
                 continue
@@ -277,9 +266,9 @@ class DatasetSink(BatchSink[GroupCommitter]):
                     log.warning("table %s: optional check %r failed (%s)", name, r.name, r.detail)
             partition_by = tuple(t.output.partition_by if t.output.partition_by is not None else self.options.partition_by)
             mb = MemberBatch(
-                table=name, files=t.files, rows=t.rows, format=fmt, partition_by=partition_by, writer_options=options,
-                watermarks={k: {"min": v[0], "max": v[1]} for k, v in t.marks.items()}, schema=t.schema,
-                checks=[r.to_json() for r in results], quarantined_rows=bad_rows.rows if bad_rows else 0,
+                table=name, files=t.files, rows=t.stats.rows, format=fmt, partition_by=partition_by, writer_options=options,
+                watermarks=t.stats.watermarks(), schema=t.schema,
+                checks=[r.to_json() for r in results], quarantined_rows=bad_rows.stats.rows if bad_rows else 0,
             )
             if failures:
                 rejected[name] = failures

@@ -19,15 +19,15 @@ row check. The commit then renames each staged file to ``<table>/<same relative 
 
 from __future__ import annotations
 
-import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..manifest.paths import partition_dir
 from ..storage.base import Storage
 from ..table.group_state import QUARANTINE_ROWS
-from .arrow_file_writer import EXTENSIONS, FileSink, ResultFields, json_value, partition_text, result_batch, split_by
+from .arrow_file_writer import EXTENSIONS, FileSink, ResultFields, partition_text, result_batch, split_by
+from .file_stats import FileStats
 from .outputs import NAME_MAX_BYTES, Output, dataset_fits, fits_in_name
 
 if TYPE_CHECKING:  # imported where used: a task imports pyarrow only when it writes
@@ -47,38 +47,6 @@ RESULT_FIELDS: ResultFields = (
     ("table", "string"), ("rel", "string"), ("staged", "string"), ("size", "long"), ("mtime", "long"), ("rows", "long"),
     ("kind", "string"), ("stats", "string"),
 )
-
-
-@dataclass
-class _Stats:
-    rows: int = 0
-    nulls: dict[str, int] = field(default_factory=dict)
-    marks: dict[str, list[Any]] = field(default_factory=dict)
-    failed: dict[str, int] = field(default_factory=dict)
-
-    def add(self, table: pa.Table, watermark_columns: tuple[str, ...]) -> None:
-        import pyarrow.compute as pc
-
-        self.rows += table.num_rows
-        for name in table.column_names:
-            self.nulls[name] = self.nulls.get(name, 0) + table[name].null_count
-        for column in watermark_columns:
-            if column not in table.column_names or table.num_rows == table[column].null_count:
-                continue
-            mm = pc.min_max(table[column]).as_py()
-            lo, hi = mm["min"], mm["max"]
-            old = self.marks.get(column)
-            self.marks[column] = [lo, hi] if old is None else [min(old[0], lo), max(old[1], hi)]
-        if FAILED_CHECKS in table.column_names:
-            names = pc.list_flatten(pc.split_pattern(table[FAILED_CHECKS], CHECK_SEPARATOR))
-            for item in pc.value_counts(names).to_pylist():
-                self.failed[item["values"]] = self.failed.get(item["values"], 0) + item["counts"]
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {"nulls": self.nulls, "marks": {k: [json_value(v[0]), json_value(v[1])] for k, v in self.marks.items()}, "failed": self.failed},
-            separators=(",", ":"),
-        )
 
 
 @dataclass(frozen=True)
@@ -115,7 +83,7 @@ class _TaskFiles:
         self.writer = writer
         self.task = task
         self.extension = EXTENSIONS[writer.format]
-        self.open_files: dict[tuple[str, str], tuple[FileSink, _Stats, str, str]] = {}
+        self.open_files: dict[tuple[str, str], tuple[FileSink, FileStats, str, str]] = {}
         self.failed_type: pa.DataType | None = None  # of the failed-checks column, once a batch is seen
 
     def route(self, table: pa.Table) -> None:
@@ -195,9 +163,9 @@ class _TaskFiles:
             name = f"part-{self.task:05d}-{uuid.uuid4()}{self.extension}"
             rel = f"{directory}/{name}" if directory else name
             staged = f"{w.staging}/data/{table_path}/{rel}"
-            self.open_files[key] = (FileSink(w.storage, staged, w.format, data.schema, w.options), _Stats(), rel, kind)
+            self.open_files[key] = (FileSink(w.storage, staged, w.format, data.schema, w.options), FileStats(), rel, kind)
         sink, stats, _, _ = self.open_files[key]
-        stats.add(part, w.watermark_columns)
+        stats.add_rows(part, w.watermark_columns, failed_checks_column=FAILED_CHECKS, check_separator=CHECK_SEPARATOR)
         sink.write(data)
 
     def close(self) -> dict[str, list[Any]]:
