@@ -1,0 +1,47 @@
+"""#17: the lease is owned in one place - a committer closed and opened again writes under a new
+epoch with a live heartbeat, never under the epoch it released."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from streaming_exactly_once.commit.lease import read_lease_state
+from streaming_exactly_once.errors import ConcurrentWriterError
+from tests.commit.helpers import make_committer, stage_and_commit, visible_rows
+
+Q = "44444444-4444-4444-4444-444444444444"
+
+
+def rows_of(batch: int) -> list[int]:
+    return list(range(batch * 10, batch * 10 + 10))
+
+
+def test_close_then_ensure_open_takes_a_new_epoch_with_a_heartbeat(local_storage):
+    c = make_committer(local_storage, heartbeat=True, timeout_ms=3_000)
+    stage_and_commit(c, Q, 0, rows_of(0))
+    first = c.lease.epoch
+    c.close()
+    released = read_lease_state(local_storage)
+    assert released is not None and (released.epoch, released.alive, released.reason) == (first, False, "released")
+
+    stage_and_commit(c, Q, 1, rows_of(1))  # ensure_open() inside
+    assert c.lease.epoch == first + 1
+    state = read_lease_state(local_storage)
+    assert state is not None and state.epoch == first + 1 and state.alive
+    beat = state.heartbeat
+    assert beat is not None and not beat.released
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the heartbeat thread keeps the new epoch alive
+        later = read_lease_state(local_storage)
+        if later is not None and later.heartbeat is not None and later.heartbeat.heartbeat_ms > beat.heartbeat_ms:
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail("no heartbeat under the new epoch")
+    with pytest.raises(ConcurrentWriterError):
+        make_committer(local_storage).ensure_open()  # the reopened writer holds the table
+    assert visible_rows(local_storage) == rows_of(0) + rows_of(1)
+    c.close()
+    assert read_lease_state(local_storage).reason == "released"
