@@ -21,6 +21,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "ExactlyOnceSink": ("streaming_exactly_once.sink", "ExactlyOnceSink"),
     "SinkOptions": ("streaming_exactly_once.sink", "SinkOptions"),
+    "GroupOptions": ("streaming_exactly_once.sink", "GroupOptions"),
     "DatasetSink": ("streaming_exactly_once.sink", "DatasetSink"),
     "Output": ("streaming_exactly_once.sink", "Output"),
     "Check": ("streaming_exactly_once.sink", "Check"),
@@ -45,6 +46,7 @@ __all__ = [
     "Output",
     "Check",
     "SinkOptions",
+    "GroupOptions",
     "SinkProgressListener",
     "read",
     "open_storage",
