@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from ..errors import LogConflictError, MissingBatchError
-from ..storage.base import Storage, join
+from ..storage.base import Storage, join, prepared_files
 from .batch_log import COMPACT_SUFFIX, DEFAULT_HINT, BatchLog, parse_batch_file_name
 from .codec import RecordCodec
 from .compaction import (
@@ -246,7 +246,8 @@ class CompactibleLog(BatchLog[T], Generic[T]):
 
     def prepare(self) -> None:
         """Bring the work file of the next compaction up to date (call off the commit path)."""
-        if not (self.concatenates and self.retain is None and self.storage.supports_prepared_files):
+        store = prepared_files(self.storage)
+        if store is None or not (self.concatenates and self.retain is None):
             return
         latest = self.latest_batch_id()
         if latest is None:
@@ -259,14 +260,14 @@ class CompactibleLog(BatchLog[T], Generic[T]):
                 if prep is not None:
                     self.storage.delete(prep.path)
                 prep = _Preparation(target, self._prep_path(target))
-                with self.storage.open_prepared(prep.path, append=False) as fh:
+                with store.open_prepared(prep.path, append=False) as fh:
                     fh.write(header(self.version))
                 prep.size = len(header(self.version))
                 self._prep = prep
             needed = [b for b in valid_batches_before_compaction(target, self.interval) if b not in prep.included]
             context = f"needed to prepare compact batch {target}"
             try:
-                with self.storage.open_prepared(prep.path, append=True) as fh:
+                with store.open_prepared(prep.path, append=True) as fh:
                     for batch_id in needed:
                         if batch_id > latest:
                             break  # not written yet: the compaction batch appends it
@@ -284,17 +285,18 @@ class CompactibleLog(BatchLog[T], Generic[T]):
             # of their own (publishing syncs the file anyway), which keeps this thread off the
             # disk while the commit path fsyncs its own files.
             if fresh or latest + 1 >= target:
-                self.storage.sync_prepared(prep.path)
+                store.sync_prepared(prep.path)
 
     def _publish_preparation(self, compact_id: int, own_tail: bytes, *, context: str) -> bool | None:
         """Publish the prepared file as compact ``compact_id``; None: build it from the logs."""
         with self._prep_lock:
             prep = self._prep
-            if prep is None or prep.compact_id != compact_id:
+            store = prepared_files(self.storage)
+            if prep is None or prep.compact_id != compact_id or store is None:
                 return None
             self._prep = None
             try:
-                with self.storage.open_prepared(prep.path, append=True) as fh:
+                with store.open_prepared(prep.path, append=True) as fh:
                     for batch_id in valid_batches_before_compaction(compact_id, self.interval):
                         if batch_id not in prep.included:
                             body = self._raw_body(batch_id, context=context)
@@ -305,7 +307,7 @@ class CompactibleLog(BatchLog[T], Generic[T]):
                 if self.storage.info(prep.path).size != prep.size:
                     self.storage.delete(prep.path)
                     return None  # someone else wrote to it: do not trust a byte of it
-                self.storage.publish_prepared(prep.path, self.path(compact_id))
+                store.publish_prepared(prep.path, self.path(compact_id))
             except FileNotFoundError:
                 return None  # deleted by a writer that took over meanwhile
             except FileExistsError:
