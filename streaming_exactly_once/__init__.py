@@ -12,9 +12,15 @@ Public API (imported lazily so that ``import streaming_exactly_once`` works with
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ExactlyOnceError
+
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers and IDEs
+    from . import readers as read
+    from .sink import Check, DatasetSink, ExactlyOnceSink, GroupOptions, Output, SinkOptions
+    from .sink.progress import SinkProgressListener
+    from .storage import open_storage
 
 __version__ = "0.1.0"
 

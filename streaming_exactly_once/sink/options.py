@@ -138,7 +138,7 @@ class SinkOptions:
                 "the sink option 'options' is now called 'writer_options' (Spark writer options such as "
                 "compression or header); 'options' will be removed",
                 DeprecationWarning,
-                stacklevel=4,
+                stacklevel=3,  # the caller of the sink
             )
             if writer_options is not None:
                 raise ConfigError("give writer_options only ('options' is its deprecated name), not both", key="options")
