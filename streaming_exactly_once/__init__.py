@@ -12,15 +12,22 @@ Public API (imported lazily so that ``import streaming_exactly_once`` works with
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ExactlyOnceError
+
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers and IDEs
+    from . import readers as read
+    from .sink import Check, DatasetSink, ExactlyOnceSink, GroupOptions, Output, SinkOptions
+    from .sink.progress import SinkProgressListener
+    from .storage import open_storage
 
 __version__ = "0.1.0"
 
 _LAZY = {
     "ExactlyOnceSink": ("streaming_exactly_once.sink", "ExactlyOnceSink"),
     "SinkOptions": ("streaming_exactly_once.sink", "SinkOptions"),
+    "GroupOptions": ("streaming_exactly_once.sink", "GroupOptions"),
     "DatasetSink": ("streaming_exactly_once.sink", "DatasetSink"),
     "Output": ("streaming_exactly_once.sink", "Output"),
     "Check": ("streaming_exactly_once.sink", "Check"),
@@ -45,6 +52,7 @@ __all__ = [
     "Output",
     "Check",
     "SinkOptions",
+    "GroupOptions",
     "SinkProgressListener",
     "read",
     "open_storage",

@@ -99,7 +99,8 @@ SINK_KEYS: dict[str, str] = {
     "worker_moves_from": "int",
     "step_retries": "int",
     "description": "str",
-    "options": "table",
+    "writer_options": "table",
+    "options": "table",  # deprecated name of writer_options
     "metrics_path": "str",
     "spark_manifest": "bool",  # format = "delta" only (see ExactlyOnceSink)
     "delta_checkpoint_interval": "int",

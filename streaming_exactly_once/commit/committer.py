@@ -66,13 +66,16 @@ log = logging.getLogger("streaming_exactly_once.commit")
 
 @dataclass(frozen=True)
 class CommitterOptions:
+    """How a table is committed. A setting the sinks also take has the sink option's name here
+    (``SinkOptions``: ``retention_ms`` from ``retention``, ``writer_options``, ...)."""
+
     format: str = "parquet"
     partition_by: tuple[str, ...] = ()
     compact_interval: int = 10
     min_batches_to_retain: int = 100
     cleanup_delay_ms: int = 600_000
-    manifest_retention_ms: int | None = None
-    sources_retention_ms: int | None = None
+    retention_ms: int | None = None
+    source_retention_ms: int | None = None
     lease_timeout_ms: int = 60_000
     heartbeat: bool = True
     move_threads: int = 8
@@ -138,8 +141,8 @@ class TableCommitter:
         self.logs = TableLogs.open(
             storage,
             interval=options.compact_interval,
-            manifest_retention_ms=options.manifest_retention_ms,
-            sources_retention_ms=options.sources_retention_ms,
+            retention_ms=options.retention_ms,
+            source_retention_ms=options.source_retention_ms,
             kind=self.KIND,
             manifest_dir=SPARK_MANIFEST_DIR if options.spark_manifest else PRIVATE_MANIFEST_DIR,
         )

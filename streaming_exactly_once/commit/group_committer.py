@@ -147,7 +147,7 @@ class GroupCommitter(TableCommitter):
             if member is None:
                 child = self.storage.child(table)
                 logs = TableLogs.open(
-                    child, interval=self.options.compact_interval, manifest_retention_ms=self.options.manifest_retention_ms, kind="member"
+                    child, interval=self.options.compact_interval, retention_ms=self.options.retention_ms, kind="member"
                 )
                 manifest = logs.require_manifest()
                 manifest.preparation.owner = self.preparation_owner

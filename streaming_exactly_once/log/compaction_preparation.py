@@ -23,7 +23,7 @@ back to building the file from the logs (``CompactibleLog.add``): a compact file
 from what the logs say is never published.
 
 Only logs whose fold is plain concatenation (Spark's rule, no retention filter) can be prepared,
-and only on storage that offers prepared files (``Storage.supports_prepared_files``).
+and only on storage that offers prepared files (``storage.base.PreparedFiles``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..storage.base import join
+from ..storage.base import PreparedFiles, join, prepared_files
 from .batch_log import COMPACT_SUFFIX
 from .compaction import next_compaction_batch, valid_batches_before_compaction
 from .version import header
@@ -68,9 +68,12 @@ class CompactionPreparation:
         owner = f".{self.owner}" if self.owner else ""
         return join(self.log.directory, f".{compact_id}{COMPACT_SUFFIX}{owner}{PREP_SUFFIX}")
 
-    def possible(self) -> bool:
+    def _store(self) -> PreparedFiles | None:
+        """The log's storage as ``PreparedFiles``; None where a compaction cannot be prepared."""
         log = self.log
-        return log.fold_is_concatenation and log.retain is None and log.storage.supports_prepared_files
+        if not log.fold_is_concatenation or log.retain is not None:
+            return None
+        return prepared_files(log.storage)
 
     def holds(self, compact_id: int) -> bool:
         """Whether a work file for compaction batch ``compact_id`` is under way."""
@@ -79,7 +82,8 @@ class CompactionPreparation:
 
     def advance(self) -> None:
         """Bring the work file of the next compaction up to date with the log."""
-        if not self.possible():
+        store = self._store()
+        if store is None:
             return
         log, storage = self.log, self.log.storage
         latest = log.latest_batch_id()
@@ -93,14 +97,14 @@ class CompactionPreparation:
                 if work is not None:
                     storage.delete(work.path)  # an earlier target's file the log no longer needs
                 work = _WorkFile(target, self._path(target))
-                with storage.open_prepared(work.path, append=False) as fh:
+                with store.open_prepared(work.path, append=False) as fh:
                     fh.write(header(log.version))
                 work.size = len(header(log.version))
                 self._work = work
             needed = [b for b in valid_batches_before_compaction(target, log.interval) if b not in work.included]
             context = f"needed to prepare compact batch {target}"
             try:
-                with storage.open_prepared(work.path, append=True) as fh:
+                with store.open_prepared(work.path, append=True) as fh:
                     for batch_id in needed:
                         if batch_id > latest:
                             break  # not written yet: the compaction batch appends it
@@ -118,18 +122,19 @@ class CompactionPreparation:
             # of their own (publishing syncs the file anyway), which keeps this thread off the
             # disk while the commit path fsyncs its own files.
             if started or latest + 1 >= target:
-                storage.sync_prepared(work.path)
+                store.sync_prepared(work.path)
 
     def publish(self, compact_id: int, own_tail: bytes, *, context: str) -> bool | None:
         """Publish the work file as compact file ``compact_id``; None: build it from the logs."""
         log, storage = self.log, self.log.storage
         with self._lock:
             work = self._work
-            if work is None or work.compact_id != compact_id:
+            store = self._store()
+            if work is None or work.compact_id != compact_id or store is None:
                 return None
             self._work = None
             try:
-                with storage.open_prepared(work.path, append=True) as fh:
+                with store.open_prepared(work.path, append=True) as fh:
                     for batch_id in valid_batches_before_compaction(compact_id, log.interval):
                         if batch_id not in work.included:
                             body = log.raw_body(batch_id, context=context)
@@ -140,7 +145,7 @@ class CompactionPreparation:
                 if storage.info(work.path).size != work.size:
                     storage.delete(work.path)
                     return None  # someone else wrote to it: do not trust a byte of it
-                storage.publish_prepared(work.path, log.path(compact_id))
+                store.publish_prepared(work.path, log.path(compact_id))
             except FileNotFoundError:
                 return None  # deleted by a writer that took over meanwhile
             except FileExistsError:

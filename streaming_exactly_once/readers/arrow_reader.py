@@ -106,9 +106,22 @@ def dataset_of(files: CommittedFiles, *, format: str | None = None, options: Map
         raise DataFileMissingError(f"Committed data file vanished while opening the table: {exc}") from exc
 
 
-def arrow(path: str, *, columns: list[str] | None = None, filter: Any = None, **kwargs: Any) -> Any:
-    """The committed rows as one ``pyarrow.Table``."""
-    data = dataset(path, **kwargs)
+def arrow(
+    path: str,
+    *,
+    as_of: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    allow_outside_root: bool = False,
+    format: str | None = None,
+    options: Mapping[str, str] | None = None,
+    columns: list[str] | None = None,
+    filter: Any = None,
+) -> Any:
+    """The committed rows as one ``pyarrow.Table`` (``columns`` and ``filter`` as in
+    ``pyarrow.dataset.Dataset.to_table``; the other arguments as in ``dataset``)."""
+    data = dataset(
+        path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, format=format, options=options,
+    )
     try:
         return data.to_table(columns=columns, filter=filter)
     except FileNotFoundError as exc:

@@ -1,34 +1,86 @@
-"""pandas, Polars and DuckDB over the committed-files Arrow dataset (one source of truth)."""
+"""pandas, Polars and DuckDB over the committed-files Arrow dataset (one source of truth).
+
+Every reader takes the arguments of ``arrow_reader.dataset`` (``as_of``, ``storage_options``,
+``allow_outside_root``, ``format``, ``options``) by name, plus its engine's own.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from ..errors import MissingDependencyError
+from ..errors import ConfigError, MissingDependencyError
 from .arrow_reader import arrow, dataset
 
 
-def pandas(path: str, **kwargs: Any) -> Any:
+def pandas(
+    path: str,
+    *,
+    as_of: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    allow_outside_root: bool = False,
+    format: str | None = None,
+    options: Mapping[str, str] | None = None,
+    columns: list[str] | None = None,
+    filter: Any = None,
+) -> Any:
     """The committed rows as a ``pandas.DataFrame`` (partition columns typed as recorded)."""
     try:
         import pandas  # noqa: F401
     except ImportError as exc:
         raise MissingDependencyError(package="pandas", extra="arrow", feature="read.pandas") from exc
-    return arrow(path, **kwargs).to_pandas()
+    return arrow(
+        path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, format=format,
+        options=options, columns=columns, filter=filter,
+    ).to_pandas()
 
 
-def polars(path: str, *, lazy: bool = False, **kwargs: Any) -> Any:
-    """A ``polars.DataFrame`` (or ``LazyFrame`` with ``lazy=True``, scanning the Arrow dataset)."""
+def polars(
+    path: str,
+    *,
+    lazy: bool = False,
+    as_of: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    allow_outside_root: bool = False,
+    format: str | None = None,
+    options: Mapping[str, str] | None = None,
+    columns: list[str] | None = None,
+    filter: Any = None,
+) -> Any:
+    """A ``polars.DataFrame`` (or ``LazyFrame`` with ``lazy=True``, scanning the Arrow dataset).
+
+    ``columns`` selects columns either way; ``filter`` (a ``pyarrow.dataset`` expression) applies
+    to eager reads only - filter a ``LazyFrame`` with Polars expressions."""
     try:
         import polars as pl
     except ImportError as exc:
         raise MissingDependencyError(package="polars", extra="polars", feature="read.polars") from exc
     if lazy:
-        return pl.scan_pyarrow_dataset(dataset(path, **kwargs))
-    return pl.from_arrow(arrow(path, **kwargs))
+        if filter is not None:
+            raise ConfigError("read.polars(lazy=True) takes no pyarrow filter; filter the LazyFrame instead", key="filter")
+        data = dataset(
+            path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, format=format,
+            options=options,
+        )
+        frame = pl.scan_pyarrow_dataset(data)
+        return frame.select(columns) if columns is not None else frame
+    return pl.from_arrow(arrow(
+        path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, format=format,
+        options=options, columns=columns, filter=filter,
+    ))
 
 
-def duckdb(path: str, con: Any = None, *, name: str = "seo_table", **kwargs: Any) -> Any:
+def duckdb(
+    path: str,
+    con: Any = None,
+    *,
+    name: str = "seo_table",
+    as_of: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    allow_outside_root: bool = False,
+    format: str | None = None,
+    options: Mapping[str, str] | None = None,
+) -> Any:
     """A DuckDB relation over the committed files, registered in ``con`` as view ``name``.
 
     DuckDB scans the Arrow dataset directly (projection and filter pushdown included), which
@@ -39,5 +91,6 @@ def duckdb(path: str, con: Any = None, *, name: str = "seo_table", **kwargs: Any
     except ImportError as exc:
         raise MissingDependencyError(package="duckdb", extra="duckdb", feature="read.duckdb") from exc
     con = con if con is not None else ddb.connect()
-    con.register(name, dataset(path, **kwargs))
+    data = dataset(path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, format=format, options=options)
+    con.register(name, data)
     return con.table(name)

@@ -7,7 +7,7 @@ with quality gates (``Check``), one commit per batch.
 from .checks import Check
 from .dataset_sink import DatasetSink
 from .exactly_once_sink import ExactlyOnceSink
-from .options import SinkOptions
+from .options import GroupOptions, SinkOptions
 from .outputs import Output
 
-__all__ = ["Check", "DatasetSink", "ExactlyOnceSink", "Output", "SinkOptions"]
+__all__ = ["Check", "DatasetSink", "ExactlyOnceSink", "GroupOptions", "Output", "SinkOptions"]

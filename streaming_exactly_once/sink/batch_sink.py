@@ -22,6 +22,7 @@ once.
 from __future__ import annotations
 
 import atexit
+import inspect
 import logging
 import threading
 import weakref
@@ -36,11 +37,12 @@ from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import InputFile, SparkCheckpoint
 from ..commit.committer import BatchAttempt, CommitResult, TableCommitter
 from ..commit.faults import FaultHooks
+from ..config import reject_unknown
 from ..errors import ConcurrentWriterError, ConfigError, SinkInUseError
 from ..storage import open_storage
 from ..storage.base import Storage
 from .input_filter import CommittedInputFilter
-from .options import SinkOptions
+from .options import SinkOptions, StagingMode
 from .progress import observe_stream
 from .query_identity import QueryIdentity, is_connect, local_query_id, resolve_identity
 
@@ -131,8 +133,10 @@ class BatchSink(Generic[CommitterT]):
     #: Attributes that belong to one process: rebuilt after unpickling, never shipped.
     _PROCESS_STATE: tuple[str, ...] = ("_lock", "_storage", "_committer", "_faults", "_query", "_active_query", "_session", "_identities")
 
-    def __init__(self, table: str, **options: Any) -> None:
-        self.options = SinkOptions.build(**options)
+    def __init__(self, table: str, options: SinkOptions) -> None:
+        """``options``: the table options, built and validated by the subclass from its
+        keyword arguments (``SinkOptions.build``)."""
+        self.options = options
         self.table = table
         self._checkpoint = self.options.checkpoint_location
         self.counters = {"committed": 0, "duplicates": 0, "empty": 0, "failed": 0, "skipped_rows": 0}
@@ -190,14 +194,18 @@ class BatchSink(Generic[CommitterT]):
         on_commit: Callable[[dict[str, Any]], None] | None = None,
     ) -> Self:
         """A sink from a ``[sink]`` config section (see ``conf/local.toml``); ``checkpoint`` is kept
-        as ``sink.checkpoint_location`` for ``start``."""
+        as ``sink.checkpoint_location`` for ``start``. The other keys are the sink's keyword
+        arguments (``options`` is the deprecated name of ``writer_options``)."""
         values = dict(section)
         table = values.pop("table", None)
         if not table:
             raise ConfigError("[sink] needs table = \"<path or URI>\"", key="sink.table")
         checkpoint = values.pop("checkpoint", None)
         values.pop("metrics_path", None)
-        sink = cls(table, storage_options=dict(storage_options or {}), on_commit=on_commit, **values)
+        valid = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "table", "root")]
+        reject_unknown(values, valid, where=f"the [sink] section of {cls.__name__}")
+        values.update(storage_options=dict(storage_options or {}), on_commit=on_commit)
+        sink = cls(table, **values)  # a subclass's constructor: its keyword arguments
         sink._checkpoint = checkpoint
         return sink
 
@@ -459,7 +467,7 @@ class BatchSink(Generic[CommitterT]):
 
     # -- what a subclass writes --------------------------------------------------------------
 
-    staging_mode: str
+    staging_mode: StagingMode
 
     def _stage_and_commit(
         self, df: DataFrame, attempt: BatchAttempt, inputs: CommittedInputFilter, offsets: OffsetSeq | None

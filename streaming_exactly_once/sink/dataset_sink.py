@@ -27,8 +27,9 @@ Spark's micro-batches)::
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from pyspark.sql import DataFrame, Row, functions as F
 
@@ -45,8 +46,8 @@ from .checks import Check, CheckResult, batch_checks, mandatory_failures, row_ch
 from .file_stats import FileStats
 from .group_writer import BUILTIN_ROW_CHECKS, CHECK_SEPARATOR, FAILED, FAILED_CHECKS, RESULT_FIELDS, GroupTaskWriter
 from .input_filter import CommittedInputFilter
-from .options import DIRECT_FORMATS
-from .outputs import Output, resolve_outputs
+from .options import DIRECT_FORMATS, Duration, GroupOptions, OnCommit, SinkOptions, StagingMode
+from .outputs import Output
 
 
 @dataclass
@@ -79,7 +80,11 @@ class _TableFiles:
 class DatasetSink(BatchSink[GroupCommitter]):
     """Several tables from one query, committed together; see the module docstring.
 
-    Args (besides every ``ExactlyOnceSink`` option, which apply to each table):
+    Takes every option of ``ExactlyOnceSink`` (they apply to each table; ``staging_mode`` can
+    only be ``rename`` and ``spark_manifest`` only true), plus the group's own:
+
+    Args:
+        root: URI or path of the group's root; its tables are directories below it.
         dataset_column: split each batch by this column into one table per value under the root.
         outputs: explicit outputs (``Output``): forks of the batch, each with its own transform,
             format, partitioning, checks, and optionally its own ``dataset_column``.
@@ -88,12 +93,56 @@ class DatasetSink(BatchSink[GroupCommitter]):
             ``partial`` (failed tables' batches are quarantined, the rest publish).
     """
 
-    def __init__(self, root: str, **options: Any) -> None:
-        super().__init__(root, **options)
-        self.outputs = resolve_outputs(outputs=self.options.outputs, dataset_column=self.options.dataset_column)
-        for check in self.options.checks:
-            if not isinstance(check, Check):
-                raise ConfigError(f"checks takes Check objects (Check.row(...), Check.rows_between(...)), got {check!r}", key="checks")
+    def __init__(
+        self,
+        root: str,
+        *,
+        dataset_column: str | None = None,
+        outputs: Iterable[Output] | None = None,
+        checks: Iterable[Check] | None = None,
+        policy: Literal["full", "partial"] = "full",
+        format: str = "parquet",
+        partition_by: str | Iterable[str] | None = None,
+        writer_options: Mapping[str, str] | None = None,
+        staging_mode: StagingMode | None = None,
+        checkpoint_location: str | None = None,
+        query_id: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        compact_interval: int = 10,
+        spark_reader_compact_interval: int = 10,
+        min_batches_to_retain: int = 100,
+        cleanup_delay: Duration = "10m",
+        retention: Duration | None = None,
+        source_retention: Duration | None = None,
+        watermark_columns: str | Iterable[str] | None = None,
+        lease_timeout: Duration = "60s",
+        connect_handover_wait: Duration = "60s",
+        move_threads: int = 8,
+        worker_moves_from: int = 5_000,
+        step_retries: int = 3,
+        description: str = "",
+        on_commit: OnCommit | None = None,
+        progress_metrics: bool = True,
+        spark_manifest: bool = True,
+        delta_checkpoint_interval: int = 10,
+        delta_log_retention: Duration | None = None,
+        options: Mapping[str, str] | None = None,
+    ) -> None:
+        sink_options = SinkOptions.build(
+            format=format, partition_by=partition_by, writer_options=writer_options, staging_mode=staging_mode,
+            checkpoint_location=checkpoint_location, query_id=query_id, storage_options=storage_options,
+            compact_interval=compact_interval, spark_reader_compact_interval=spark_reader_compact_interval,
+            min_batches_to_retain=min_batches_to_retain, cleanup_delay=cleanup_delay, retention=retention,
+            source_retention=source_retention, watermark_columns=watermark_columns, lease_timeout=lease_timeout,
+            connect_handover_wait=connect_handover_wait, move_threads=move_threads, worker_moves_from=worker_moves_from,
+            step_retries=step_retries, description=description, on_commit=on_commit, progress_metrics=progress_metrics,
+            spark_manifest=spark_manifest, delta_checkpoint_interval=delta_checkpoint_interval,
+            delta_log_retention=delta_log_retention, options=options,
+        )
+        self.group = GroupOptions.build(dataset_column=dataset_column, outputs=outputs, checks=checks, policy=policy)
+        self.outputs = self.group.resolved_outputs()
+        sink_options.validate_delta(any((o.format or sink_options.format) == "delta" for o in self.outputs))
+        super().__init__(root, sink_options)
         if self.options.staging_mode == "direct":
             raise ConfigError(
                 "DatasetSink stages every batch under the root's _seo/staging and renames files into their "
@@ -149,7 +198,7 @@ class DatasetSink(BatchSink[GroupCommitter]):
                 key="partition_by",
             )
         check_partition_types(out.schema, tuple(wanted), what="DatasetSink")
-        checks = list(output.checks if output.checks is not None else self.options.checks)
+        checks = list(output.checks if output.checks is not None else self.group.checks)
         rows = row_checks(checks)
         if rows:
             failed = [F.when(~F.coalesce(F.expr(c.expression or "true"), F.lit(False)), F.lit(c.name)) for c in rows]
@@ -199,7 +248,7 @@ class DatasetSink(BatchSink[GroupCommitter]):
         attempt.timings["stage"] = round((time.perf_counter() - t_stage) * 1000, 3)
         self.faults("after-stage")
         members, rejected = self._plan(tables, output_checks)
-        if rejected and self.options.policy == "full":
+        if rejected and self.group.policy == "full":
             self._reject(attempt, rejected)
         ends = source_partitions(list(offsets.offsets)) if offsets is not None else {}
         topics = sorted({p.rsplit("/", 1)[0] for parts in ends.values() for p in parts})
@@ -285,7 +334,7 @@ class DatasetSink(BatchSink[GroupCommitter]):
             attempt=attempt.attempt,
             record={
                 "timeMs": int(time.time() * 1000),
-                "policy": self.options.policy,
+                "policy": self.group.policy,
                 "tables": {t: [r.to_json() for r in rs] for t, rs in rejected.items()},
             },
         )

@@ -1,7 +1,12 @@
-"""All options of ``ExactlyOnceSink``, validated once when the sink is built.
+"""The options of the sinks, validated once when a sink is built, grouped by concern.
 
-Every option is keyword-only on the sink; durations accept ``"30s"``, ``"10m"``, ``"500ms"``
-or seconds as a number.
+``SinkOptions`` holds what every table of a sink is written and committed with (both sinks
+take these); ``GroupOptions`` what only ``DatasetSink`` has: how a batch is split into tables
+(``dataset_column``, ``outputs``), its quality gates (``checks``) and the commit ``policy``.
+
+Every option is keyword-only on the sinks, with the same name here - the public name, with
+``_ms`` appended where a duration was parsed into milliseconds (``retention="7d"`` becomes
+``retention_ms``). Durations accept ``"30s"``, ``"10m"``, ``"500ms"`` or seconds as a number.
 
 ``format="delta"`` writes Parquet data files and makes each batch one Delta commit too
 (``commit.delta_step``); its options: ``spark_manifest`` (default true: keep publishing
@@ -13,16 +18,26 @@ are table properties, set when the first batch creates the Delta table.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Literal
 
 from ..commit.committer import CommitterOptions
 from ..config import parse_choice, parse_duration_ms, parse_int
 from ..delta.target import DeltaSettings
 from ..errors import ConfigError
 from ..log.compaction import interval_is_spark_safe
+from ..storage.base import Storage
 from .arrow_file_writer import EXTENSIONS
+from .checks import Check
+from .outputs import Output, resolve_outputs
+
+#: A duration: ``"500ms"``, ``"30s"``, ``"10m"``, ``"2h"``, ``"1d"`` or a number of seconds.
+Duration = str | int | float
+StagingMode = Literal["rename", "direct"]
+#: Called with one dict per committed batch (the ``batch_committed`` event).
+OnCommit = Callable[[dict[str, Any]], None]
 
 FORMATS = ("parquet", "json", "csv", "orc", "text", "avro", "delta")
 STAGING_MODES = ("rename", "direct")
@@ -33,12 +48,32 @@ DIRECT_FORMATS = (*EXTENSIONS, "delta")
 DELTA_ONLY = ("spark_manifest", "delta_checkpoint_interval", "delta_log_retention_ms")
 
 
+def default_staging_mode(storage: Storage) -> StagingMode:
+    """How a table on ``storage`` stages its files unless ``staging_mode`` says otherwise:
+    ``rename`` where a rename is one atomic metadata operation (local disk, HDFS-like), else
+    ``direct`` (object stores, where a rename is a copy and a delete)."""
+    return "rename" if storage.rename_is_atomic else "direct"
+
+
+def _names(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _duration_ms(value: Duration | None, *, key: str) -> int | None:
+    return None if value is None else parse_duration_ms(value, key=key)
+
+
 @dataclass(frozen=True)
 class SinkOptions:
+    """What every table of a sink is written and committed with (``ExactlyOnceSink`` and
+    ``DatasetSink`` both take these; see ``ExactlyOnceSink`` for each option)."""
+
     format: str = "parquet"
     partition_by: tuple[str, ...] = ()
     writer_options: Mapping[str, str] = field(default_factory=dict)
-    staging_mode: str | None = None  # None: rename on local/HDFS-like storage, direct on object stores
+    staging_mode: StagingMode | None = None  # None: default_staging_mode(storage)
     checkpoint_location: str | None = None
     query_id: str | None = None
     storage_options: Mapping[str, Any] = field(default_factory=dict)
@@ -57,73 +92,87 @@ class SinkOptions:
     worker_moves_from: int = 5_000
     step_retries: int = 3
     description: str = ""
-    on_commit: Callable[[dict[str, Any]], None] | None = None
+    on_commit: OnCommit | None = None
     progress_metrics: bool = True  # ``start`` observes rows and watermarks into query progress
     # format="delta" only
     spark_manifest: bool = True
     delta_checkpoint_interval: int = 10
     delta_log_retention_ms: int | None = None
-    # dataset groups (DatasetSink) only
-    dataset_column: str | None = None
-    outputs: tuple[Any, ...] = ()  # sink.outputs.Output
-    checks: tuple[Any, ...] = ()  # sink.checks.Check
-    policy: str = "full"
-
-    GROUP_ONLY: ClassVar[tuple[str, ...]] = ("dataset_column", "outputs", "checks")
-
-    def reject_group_options(self, sink: str) -> None:
-        given = [k for k in self.GROUP_ONLY if getattr(self, k)] + (["policy"] if self.policy != "full" else [])
-        if given:
-            raise ConfigError(
-                f"{', '.join(given)} belong to DatasetSink (several tables, quality gates); {sink} writes one "
-                "table. Use DatasetSink(root, ...), which also takes a single output.",
-                key=given[0],
-            )
 
     @classmethod
-    def build(cls, **kwargs: Any) -> SinkOptions:
-        valid = set(cls.__dataclass_fields__) | {
-            "cleanup_delay", "retention", "source_retention", "lease_timeout", "connect_handover_wait", "options",
-            "delta_log_retention",
-        }
-        unknown = sorted(set(kwargs) - valid)
-        if unknown:
-            raise ConfigError(
-                f"Unknown ExactlyOnceSink option(s) {', '.join(unknown)}. Valid options: "
-                + ", ".join(sorted(valid - {
-                    "writer_options", "cleanup_delay_ms", "retention_ms", "source_retention_ms", "lease_timeout_ms",
-                    "connect_handover_wait_ms", "delta_log_retention_ms",
-                })),
-                unknown=unknown,
+    def build(
+        cls,
+        *,
+        format: str = "parquet",
+        partition_by: str | Iterable[str] | None = None,
+        writer_options: Mapping[str, str] | None = None,
+        staging_mode: StagingMode | None = None,
+        checkpoint_location: str | None = None,
+        query_id: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        compact_interval: int = 10,
+        spark_reader_compact_interval: int = 10,
+        min_batches_to_retain: int = 100,
+        cleanup_delay: Duration = "10m",
+        retention: Duration | None = None,
+        source_retention: Duration | None = None,
+        watermark_columns: str | Iterable[str] | None = None,
+        lease_timeout: Duration = "60s",
+        connect_handover_wait: Duration = "60s",
+        move_threads: int = 8,
+        worker_moves_from: int = 5_000,
+        step_retries: int = 3,
+        description: str = "",
+        on_commit: OnCommit | None = None,
+        progress_metrics: bool = True,
+        spark_manifest: bool = True,
+        delta_checkpoint_interval: int = 10,
+        delta_log_retention: Duration | None = None,
+        options: Mapping[str, str] | None = None,
+    ) -> SinkOptions:
+        """The options from the sinks' keyword arguments (same names, same defaults): parses
+        durations, normalises sequences and validates every value (``ConfigError``).
+        ``options`` is the deprecated name of ``writer_options``."""
+        if options is not None:
+            warnings.warn(
+                "the sink option 'options' is now called 'writer_options' (Spark writer options such as "
+                "compression or header); 'options' will be removed",
+                DeprecationWarning,
+                stacklevel=3,  # the caller of the sink
             )
-        values = dict(kwargs)
-        if "options" in values:
-            values["writer_options"] = values.pop("options") or {}
-        for text_key, ms_key in (
-            ("cleanup_delay", "cleanup_delay_ms"),
-            ("retention", "retention_ms"),
-            ("source_retention", "source_retention_ms"),
-            ("lease_timeout", "lease_timeout_ms"),
-            ("connect_handover_wait", "connect_handover_wait_ms"),
-            ("delta_log_retention", "delta_log_retention_ms"),
-        ):
-            if text_key in values:
-                raw = values.pop(text_key)
-                values[ms_key] = None if raw is None else parse_duration_ms(raw, key=text_key)
-        if isinstance(values.get("partition_by"), str):
-            values["partition_by"] = (values["partition_by"],)
-        if isinstance(values.get("watermark_columns"), str):
-            values["watermark_columns"] = (values["watermark_columns"],)
-        for key in ("partition_by", "watermark_columns"):
-            if key in values:
-                values[key] = tuple(values[key] or ())
-        for key in ("outputs", "checks"):
-            if key in values:
-                values[key] = tuple(values[key] or ())
-        for key in ("writer_options", "storage_options"):
-            if key in values:
-                values[key] = dict(values[key] or {})
-        opts = cls(**values)
+            if writer_options is not None:
+                raise ConfigError("give writer_options only ('options' is its deprecated name), not both", key="options")
+            writer_options = options
+        cleanup_delay_ms = parse_duration_ms(cleanup_delay, key="cleanup_delay")
+        lease_timeout_ms = parse_duration_ms(lease_timeout, key="lease_timeout")
+        handover_ms = parse_duration_ms(connect_handover_wait, key="connect_handover_wait")
+        opts = cls(
+            format=format,
+            partition_by=_names(partition_by),
+            writer_options=dict(writer_options or {}),
+            staging_mode=staging_mode,
+            checkpoint_location=checkpoint_location,
+            query_id=query_id,
+            storage_options=dict(storage_options or {}),
+            compact_interval=compact_interval,
+            spark_reader_compact_interval=spark_reader_compact_interval,
+            min_batches_to_retain=min_batches_to_retain,
+            cleanup_delay_ms=cleanup_delay_ms,
+            retention_ms=_duration_ms(retention, key="retention"),
+            source_retention_ms=_duration_ms(source_retention, key="source_retention"),
+            watermark_columns=_names(watermark_columns),
+            lease_timeout_ms=lease_timeout_ms,
+            connect_handover_wait_ms=handover_ms,
+            move_threads=move_threads,
+            worker_moves_from=worker_moves_from,
+            step_retries=step_retries,
+            description=description,
+            on_commit=on_commit,
+            progress_metrics=progress_metrics,
+            spark_manifest=spark_manifest,
+            delta_checkpoint_interval=delta_checkpoint_interval,
+            delta_log_retention_ms=_duration_ms(delta_log_retention, key="delta_log_retention"),
+        )
         opts.validate()
         return opts
 
@@ -147,7 +196,6 @@ class SinkOptions:
                 "raise spark_reader_compact_interval if every reader sets that Spark conf.",
                 key="compact_interval",
             )
-        self._validate_delta()
         parse_int(self.min_batches_to_retain, key="min_batches_to_retain", minimum=1)
         parse_int(self.move_threads, key="move_threads", minimum=1, maximum=256)
         parse_int(self.worker_moves_from, key="worker_moves_from", minimum=1)
@@ -159,16 +207,19 @@ class SinkOptions:
         dupes = [c for c in self.partition_by if list(self.partition_by).count(c) > 1]
         if dupes:
             raise ConfigError(f"partition_by lists {dupes[0]!r} twice", key="partition_by")
-        parse_choice(self.policy, key="policy", choices=("full", "partial"))
         if self.on_commit is not None and not callable(self.on_commit):
             raise ConfigError("on_commit must be a callable taking one dict", key="on_commit")
 
-    def _validate_delta(self) -> None:
-        any_delta = self.format == "delta" or any(getattr(o, "format", None) == "delta" for o in self.outputs)
-        if not any_delta:
+    def validate_delta(self, writes_delta: bool) -> None:
+        """Refuse the ``format="delta"``-only options unless the sink writes a Delta table
+        (``writes_delta``), and check them if it does."""
+        if not writes_delta:
             given = [k for k in DELTA_ONLY if getattr(self, k) != SinkOptions.__dataclass_fields__[k].default]
             if given:
-                raise ConfigError(f"{given[0]} applies to format='delta' tables only; this sink writes format={self.format!r}", key=given[0])
+                raise ConfigError(
+                    f"{given[0].removesuffix('_ms')} applies to format='delta' tables only; this sink writes format={self.format!r}",
+                    key=given[0].removesuffix("_ms"),
+                )
             return
         if not isinstance(self.spark_manifest, bool):
             raise ConfigError(f"spark_manifest must be true or false, got {self.spark_manifest!r}", key="spark_manifest")
@@ -195,8 +246,8 @@ class SinkOptions:
             compact_interval=self.compact_interval,
             min_batches_to_retain=self.min_batches_to_retain,
             cleanup_delay_ms=self.cleanup_delay_ms,
-            manifest_retention_ms=self.retention_ms,
-            sources_retention_ms=self.source_retention_ms,
+            retention_ms=self.retention_ms,
+            source_retention_ms=self.source_retention_ms,
             lease_timeout_ms=self.lease_timeout_ms,
             heartbeat=True,
             move_threads=self.move_threads,
@@ -205,3 +256,40 @@ class SinkOptions:
             description=self.description,
             writer_options=tuple(sorted((str(k), str(v)) for k, v in self.writer_options.items())),
         )
+
+
+@dataclass(frozen=True)
+class GroupOptions:
+    """What only ``DatasetSink`` has: how a batch becomes tables, its gates and its policy."""
+
+    dataset_column: str | None = None
+    outputs: tuple[Output, ...] = ()
+    checks: tuple[Check, ...] = ()
+    policy: Literal["full", "partial"] = "full"
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        dataset_column: str | None = None,
+        outputs: Iterable[Output] | None = None,
+        checks: Iterable[Check] | None = None,
+        policy: Literal["full", "partial"] = "full",
+    ) -> GroupOptions:
+        """The options from ``DatasetSink``'s keyword arguments, validated (``ConfigError``)."""
+        opts = cls(dataset_column=dataset_column, outputs=tuple(outputs or ()), checks=tuple(checks or ()), policy=policy)
+        opts.validate()
+        return opts
+
+    def validate(self) -> None:
+        for output in self.outputs:
+            if not isinstance(output, Output):
+                raise ConfigError(f"outputs takes Output objects (Output('name', ...)), got {output!r}", key="outputs")
+        for check in self.checks:
+            if not isinstance(check, Check):
+                raise ConfigError(f"checks takes Check objects (Check.row(...), Check.rows_between(...)), got {check!r}", key="checks")
+        parse_choice(self.policy, key="policy", choices=("full", "partial"))
+
+    def resolved_outputs(self) -> tuple[Output, ...]:
+        """The outputs: the explicit ones, or one split by ``dataset_column``."""
+        return resolve_outputs(outputs=self.outputs, dataset_column=self.dataset_column)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import UnsupportedStorageError
-from .base import FileInfo, StagingMode, Storage, join
+from .base import FileInfo, PreparedFiles, Storage, join, prepared_files
 
 SUPPORTED_SCHEMES = ("file", "s3", "s3a", "s3n", "az", "abfs", "abfss", "gs", "gcs", "hdfs", "hadoop+<scheme>", "memory")
 
@@ -61,4 +61,4 @@ def open_storage(uri: str, options: Mapping[str, Any] | None = None) -> Storage:
     )
 
 
-__all__ = ["FileInfo", "StagingMode", "Storage", "join", "open_storage", "scheme_of", "SUPPORTED_SCHEMES"]
+__all__ = ["FileInfo", "PreparedFiles", "Storage", "join", "open_storage", "prepared_files", "scheme_of", "SUPPORTED_SCHEMES"]

@@ -1,7 +1,10 @@
 """The storage contract every backend implements, and the one place that defines it.
 
 Everything above this layer (logs, manifest, WAL, lease, readers) relies on exactly four
-promises, each checked by the conformance suite in ``tests/storage/`` on every backend:
+promises, each checked by the conformance suite in ``tests/storage/`` on every backend
+(which says what it can do - ``rename_is_atomic``, ``usable_on_executors``, optional
+capabilities such as ``PreparedFiles`` - and leaves choices such as the sink's staging mode to
+the layers above):
 
 1. ``put_if_absent(path, data)`` is **exclusive and all-or-nothing**: of any number of
    concurrent callers on the same path, exactly one succeeds; the others get the built-in
@@ -13,7 +16,8 @@ promises, each checked by the conformance suite in ``tests/storage/`` on every b
    under its name on a clean ``with`` exit and never on an exception.
 4. ``rename(src, dst)`` never overwrites ``dst`` (``FileExistsError``). It is atomic where
    ``rename_is_atomic`` is true (local disk, HDFS-like); on object stores it is a copy and
-   a delete, which is why the sink defaults to the rename-free ``direct`` mode there.
+   a delete (which is why the sink, ``sink.options.default_staging_mode``, defaults to the
+   rename-free ``direct`` mode there).
 
 Paths are relative to the storage root, ``/``-separated, never starting with ``/`` and never
 containing ``..``. ``uri(path)`` gives the fully-qualified, *unencoded* URI of a path; the
@@ -34,9 +38,7 @@ import posixpath
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Literal
-
-StagingMode = Literal["rename", "direct"]
+from typing import IO, Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -90,10 +92,6 @@ class Storage(ABC):
     @abstractmethod
     def child(self, path: str) -> Storage:
         """A storage rooted at ``path`` below this root, sharing the same backend."""
-
-    @property
-    def default_staging_mode(self) -> StagingMode:
-        return "rename" if self.rename_is_atomic else "direct"
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -188,26 +186,11 @@ class Storage(ABC):
         """
         return
 
-    # -- prepared files (background compaction) ----------------------------------------------
+    # -- optional capabilities ---------------------------------------------------------------
 
-    #: Whether a file can be built by appends under a hidden name and then published by an
-    #: atomic no-replace rename (``open_prepared``/``publish_prepared``): true on local disks.
+    #: Whether this backend also implements ``PreparedFiles`` (see ``prepared_files``): true on
+    #: local disks. Not part of the contract every backend implements.
     supports_prepared_files: bool = False
-
-    def open_prepared(self, path: str, *, append: bool) -> IO[bytes]:
-        """A writer for a hidden work file that ``publish_prepared`` will name later.
-
-        ``append=False`` creates (or truncates) the file; ``append=True`` appends to it and
-        raises ``FileNotFoundError`` if it is gone - it never re-creates a deleted work file."""
-        raise NotImplementedError(f"{type(self).__name__} cannot prepare files")
-
-    def sync_prepared(self, path: str) -> None:
-        """Make what was appended so far durable (so that publishing later flushes little)."""
-        return  # the default: nothing to flush ahead of publishing
-
-    def publish_prepared(self, path: str, final: str) -> None:
-        """fsync ``path`` and give it the name ``final`` unless that exists (``FileExistsError``)."""
-        raise NotImplementedError(f"{type(self).__name__} cannot prepare files")
 
     # -- hand-off to readers and Spark executors --------------------------------------------
 
@@ -221,3 +204,33 @@ class Storage(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.root_uri!r})"
+
+
+@runtime_checkable
+class PreparedFiles(Protocol):
+    """An optional capability of a storage (background compaction uses it where present): a
+    file is built by appends under a hidden work name, then published by an atomic no-replace
+    rename. A backend that has it sets ``supports_prepared_files``; the conformance suite
+    checks it on every backend that does."""
+
+    def open_prepared(self, path: str, *, append: bool) -> IO[bytes]:
+        """A writer for a hidden work file that ``publish_prepared`` will name later.
+
+        ``append=False`` creates (or truncates) the file; ``append=True`` appends to it and
+        raises ``FileNotFoundError`` if it is gone - it never re-creates a deleted work file."""
+        ...
+
+    def sync_prepared(self, path: str) -> None:
+        """Make what was appended so far durable (so that publishing later flushes little)."""
+        ...
+
+    def publish_prepared(self, path: str, final: str) -> None:
+        """fsync ``path`` and give it the name ``final`` unless that exists (``FileExistsError``)."""
+        ...
+
+
+def prepared_files(storage: Storage) -> PreparedFiles | None:
+    """``storage`` as ``PreparedFiles`` if it has that capability, else None."""
+    if storage.supports_prepared_files and isinstance(storage, PreparedFiles):
+        return storage
+    return None

@@ -32,8 +32,8 @@ class TableLogs:
         storage: Storage,
         *,
         interval: int = 10,
-        manifest_retention_ms: int | None = None,
-        sources_retention_ms: int | None = None,
+        retention_ms: int | None = None,
+        source_retention_ms: int | None = None,
         kind: str = "table",
         manifest_dir: str = SPARK_MANIFEST_DIR,
     ) -> TableLogs:
@@ -43,12 +43,12 @@ class TableLogs:
         with_inputs = kind != "member"
         return cls(
             storage=storage,
-            manifest=ManifestLog(storage, default_interval=interval, retention_ms=manifest_retention_ms, directory=manifest_dir)
+            manifest=ManifestLog(storage, default_interval=interval, retention_ms=retention_ms, directory=manifest_dir)
             if with_manifest
             else None,
             offsets=OffsetsLog(storage, interval=interval) if with_inputs else None,
             commits=CommitsLog(storage, interval=interval),
-            sources=SourcesLog(storage, interval=interval, retention_ms=sources_retention_ms) if with_inputs else None,
+            sources=SourcesLog(storage, interval=interval, retention_ms=source_retention_ms) if with_inputs else None,
         )
 
     @classmethod

@@ -74,7 +74,7 @@ def main(argv=None) -> int:
                 format=args.format,
                 partition_by=[c for c in args.partition_by.split(",") if c],
                 staging_mode=args.mode,
-                options={"header": "true"} if args.format == "csv" else {},
+                writer_options={"header": "true"} if args.format == "csv" else {},
                 **common,
             )
         if args.connect:

@@ -392,6 +392,6 @@ def test_bad_configuration_is_refused_up_front(tmp_path):
         Output("raw/" + "x" * 256)
     with pytest.raises(ConfigError, match="policy"):
         DatasetSink(str(tmp_path / "a"), dataset_column="p", policy="some")
-    with pytest.raises(ConfigError, match="DatasetSink"):
+    with pytest.raises(TypeError, match="checks"):  # group options are DatasetSink's only
         ExactlyOnceSink(str(tmp_path / "b"), checks=[Check.rows_between(1, 2)])
     assert not os.path.exists(tmp_path / "a" / "_seo" / "epochs")

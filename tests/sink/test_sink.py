@@ -24,7 +24,7 @@ def test_every_row_exactly_once(spark, tmp_path, fmt, mode):
     table = tmp_path / "out table"
     sink, error = run_query(
         spark, tmp_path / "in", table, tmp_path / "ckpt", format=fmt, partition_by=["p"], staging_mode=mode,
-        options={"header": "true"} if fmt == "csv" else {},
+        writer_options={"header": "true"} if fmt == "csv" else {},
     )
     assert error is None
     assert sink.counters["committed"] == 4

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from streaming_exactly_once.storage.base import FileInfo
+from streaming_exactly_once.storage.base import FileInfo, PreparedFiles, prepared_files
 
 
 def names(storage, path=""):
@@ -235,48 +235,56 @@ class TestDurability:
 class TestPreparedFiles:
     """Background compaction builds a file by appends under a work name, then publishes it.
 
-    A backend without the capability says so (``supports_prepared_files``) and refuses the calls."""
+    An optional capability (``PreparedFiles``): a backend without it says so
+    (``supports_prepared_files``) and has none of its methods; every backend with it passes these."""
+
+    def test_capability_is_declared_and_matches_the_methods(self, storage):
+        prep = prepared_files(storage)
+        assert (prep is not None) == storage.supports_prepared_files
+        if prep is None:
+            assert not hasattr(storage, "open_prepared") and not hasattr(storage, "publish_prepared")
+        else:
+            assert isinstance(storage, PreparedFiles)
 
     def test_appends_then_publishes_without_replacing(self, storage):
-        if not storage.supports_prepared_files:
-            with pytest.raises(NotImplementedError):
-                storage.open_prepared("prep/.w", append=False)
-            with pytest.raises(NotImplementedError):
-                storage.publish_prepared("prep/.w", "prep/final")
-            return
-        with storage.open_prepared("prep/.w", append=False) as fh:
+        prep = prepared_files(storage)
+        if prep is None:
+            return  # not this backend's capability: see the test above
+        with prep.open_prepared("prep/.w", append=False) as fh:
             fh.write(b"head")
-        with storage.open_prepared("prep/.w", append=True) as fh:
+        with prep.open_prepared("prep/.w", append=True) as fh:
             fh.write(b"+tail")
-        storage.sync_prepared("prep/.w")
-        storage.publish_prepared("prep/.w", "prep/final")
+        prep.sync_prepared("prep/.w")
+        prep.publish_prepared("prep/.w", "prep/final")
         assert storage.read_bytes("prep/final") == b"head+tail"
         assert not storage.exists("prep/.w")
 
     def test_create_truncates_and_append_never_recreates(self, storage):
-        if not storage.supports_prepared_files:
-            return  # refused: see the test above
-        with storage.open_prepared("prep/.t", append=False) as fh:
+        prep = prepared_files(storage)
+        if prep is None:
+            return
+        with prep.open_prepared("prep/.t", append=False) as fh:
             fh.write(b"a long first try")
-        with storage.open_prepared("prep/.t", append=False) as fh:
+        with prep.open_prepared("prep/.t", append=False) as fh:
             fh.write(b"new")
-        storage.publish_prepared("prep/.t", "prep/t")
+        prep.publish_prepared("prep/.t", "prep/t")
         assert storage.read_bytes("prep/t") == b"new"
-        with storage.open_prepared("prep/.gone", append=False) as fh:
+        with prep.open_prepared("prep/.gone", append=False) as fh:
             fh.write(b"x")
         storage.delete("prep/.gone")
         with pytest.raises(FileNotFoundError):
-            storage.open_prepared("prep/.gone", append=True)
+            prep.open_prepared("prep/.gone", append=True)
         assert not storage.exists("prep/.gone")
 
     def test_publish_refuses_an_existing_final_name(self, storage):
-        if not storage.supports_prepared_files:
-            return  # refused: see the first test
+        prep = prepared_files(storage)
+        if prep is None:
+            return
         storage.put_if_absent("prep/taken", b"published by another writer")
-        with storage.open_prepared("prep/.late", append=False) as fh:
+        with prep.open_prepared("prep/.late", append=False) as fh:
             fh.write(b"late")
         with pytest.raises(FileExistsError):
-            storage.publish_prepared("prep/.late", "prep/taken")
+            prep.publish_prepared("prep/.late", "prep/taken")
         assert storage.read_bytes("prep/taken") == b"published by another writer"
 
 

@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from streaming_exactly_once.errors import ExactlyOnceError, UnsupportedStorageError
+from streaming_exactly_once.sink.options import default_staging_mode
 from streaming_exactly_once.storage import open_storage
 
 pytestmark = [pytest.mark.spark, pytest.mark.hadoop]
@@ -90,7 +91,7 @@ def test_no_checksum_or_temp_files_are_left(hadoop_storage, tmp_path):
 
 def test_root_uri_is_the_plain_uri_spark_uses(hadoop_storage, tmp_path):
     assert hadoop_storage.root_uri == f"file://{tmp_path}/root"
-    assert hadoop_storage.default_staging_mode == "rename"
+    assert hadoop_storage.rename_is_atomic and default_staging_mode(hadoop_storage) == "rename"  # the sink decides
     assert hadoop_storage.usable_on_executors is False
 
 
