@@ -75,6 +75,8 @@ class _Stats:
                 self.failed[item["values"]] = self.failed.get(item["values"], 0) + item["counts"]
 
     def to_json(self) -> str:
+        """The task's statistics as the driver reads them back (``GroupCommitter``), written by
+        hand, not declared: the watermark bounds are Arrow values made JSON by ``json_value``."""
         return json.dumps(
             {"nulls": self.nulls, "marks": {k: [json_value(v[0]), json_value(v[1])] for k, v in self.marks.items()}, "failed": self.failed},
             separators=(",", ":"),
