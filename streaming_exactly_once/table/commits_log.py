@@ -33,6 +33,7 @@ from typing import Any
 
 from ..log.record_fields import DataclassCodec, json_field
 from ..storage.base import Storage
+from .attempt_key import AttemptKey
 from .layout import COMMITS_DIR
 from .per_query_log import PerQueryLog
 
@@ -89,6 +90,19 @@ class CommitRecord:
     delta_version: int | None = dc_field(
         default=None, metadata=json_field("deltaVersion", int, optional=True, omit_default=True)
     )
+
+    @classmethod
+    def of(cls, key: AttemptKey, **rest: Any) -> CommitRecord:
+        """The commit record of the attempt ``key``."""
+        return cls(
+            batch_id=key.batch_id, query_id=key.query_id, spark_batch_id=key.spark_batch_id, epoch=key.epoch,
+            attempt=key.attempt, mode=key.mode, **rest,
+        )
+
+    @property
+    def key(self) -> AttemptKey:
+        """The attempt that committed this record."""
+        return AttemptKey(self.batch_id, self.query_id, self.spark_batch_id, self.epoch, self.attempt, self.mode)
 
 
 class CommitCodec(DataclassCodec[CommitRecord]):

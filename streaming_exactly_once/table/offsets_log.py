@@ -14,9 +14,11 @@ the checkpoint's ``offsets/N`` lines verbatim (null for ``-``, empty if the chec
 from __future__ import annotations
 
 from dataclasses import dataclass, field as dc_field
+from typing import Any
 
 from ..log.record_fields import DataclassCodec, json_field
 from ..storage.base import Storage
+from .attempt_key import AttemptKey
 from .layout import OFFSETS_DIR
 from .per_query_log import PerQueryLog
 
@@ -41,6 +43,11 @@ class OffsetsRecord:
     batch_watermark_ms: int | None = dc_field(default=None, metadata=json_field("batchWatermarkMs", int, optional=True))
     batch_timestamp_ms: int | None = dc_field(default=None, metadata=json_field("batchTimestampMs", int, optional=True))
     written_ms: int = dc_field(default=0, metadata=json_field("writtenMs", int, optional=True))
+
+    @classmethod
+    def of(cls, key: AttemptKey, **rest: Any) -> OffsetsRecord:
+        """The intent record of the attempt ``key`` (its staging mode is not part of it)."""
+        return cls(key.batch_id, key.query_id, key.spark_batch_id, key.epoch, key.attempt, **rest)
 
 
 class OffsetsCodec(DataclassCodec[OffsetsRecord]):
