@@ -19,7 +19,7 @@ that is part of the JSON carries its description in the field's metadata::
 
 The irregular parts of the formats are declared too: a field written only when it differs from
 its default (``omit_default``), a field written as another field's value when it is None
-(``fallback``), a nested record or a list of records (``record``), a record whose fields are
+(``fallback``), a nested record or a list of records (``record``) or a map of them (``values``), a record whose fields are
 written inline in its parent's object (``flatten``: the attempt key), and a field whose JSON
 is not the plain value (``encode``/``decode`` converters: a tuple written as a list, a
 ``{"appId": ...}`` wrapper). Fields without a ``json_field`` are not part of the JSON: decoding
@@ -55,6 +55,7 @@ class JsonField:
     flatten: bool = False
     encode: Callable[[Any], Any] | None = None
     decode: Callable[[Any], Any] | None = None
+    values: type | None = None
 
 
 def json_field(
@@ -68,6 +69,7 @@ def json_field(
     fallback: str | None = None,
     encode: Callable[[Any], Any] | None = None,
     decode: Callable[[Any], Any] | None = None,
+    values: type | None = None,
 ) -> Mapping[str, JsonField]:
     """Metadata for ``dataclasses.field(metadata=...)``: the field is the JSON key ``name``.
 
@@ -76,10 +78,11 @@ def json_field(
     * ``check(value, name)`` - a further check run on read, returning the value to keep;
     * ``omit_default`` - not written when the value equals the field's default;
     * ``record`` - the value is that record (``kind=dict``) or a list of them (``kind=list``);
+    * ``values`` - the value is a map (``kind=dict``) from names to records of that type;
     * ``fallback`` - written as that other field's value when this one is None;
     * ``encode``/``decode`` - converters between the field's value and its JSON value.
     """
-    spec = JsonField(name, kind, optional, check, omit_default, record, fallback, False, encode, decode)
+    spec = JsonField(name, kind, optional, check, omit_default, record, fallback, False, encode, decode, values)
     return {_KEY: spec}
 
 
@@ -153,6 +156,8 @@ def _encode_value(spec: JsonField, value: Any) -> Any:
         return spec.encode(value)
     if spec.record is not None and value is not None:
         return [encode(v) for v in value] if spec.kind is list else encode(value)
+    if spec.values is not None and value is not None:
+        return {k: encode(v) for k, v in value.items()}
     if isinstance(value, tuple):
         return list(value)
     return value
@@ -181,6 +186,8 @@ def _decode_value(spec: JsonField, value: Any) -> Any:
             value = [decode(spec.record, json_object(v)) for v in value]
         else:
             value = decode(spec.record, value)
+    if spec.values is not None:
+        value = {k: decode(spec.values, json_object(v)) for k, v in value.items()}
     if spec.decode is not None:
         value = spec.decode(value)
     if spec.check is not None:
