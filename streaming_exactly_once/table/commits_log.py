@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field as dc_field
 from typing import Any
 
-from ..log.record_fields import DataclassCodec, json_field
+from ..log.record_fields import DataclassCodec, flattened, json_field
 from ..storage.base import Storage
 from .attempt_key import AttemptKey
 from .layout import COMMITS_DIR
@@ -46,14 +46,10 @@ HINT = (
 @dataclass(frozen=True, kw_only=True)
 class CommitRecord:
     """One commits-log line; the fields are in the on-disk order (hence ``kw_only``: a field
-    with a default, ``num_skipped_rows``, comes before required ones)."""
+    with a default, ``num_skipped_rows``, comes before required ones). The attempt that made
+    it is one ``AttemptKey``, written inline (``batchId`` ... ``mode``)."""
 
-    batch_id: int = dc_field(metadata=json_field("batchId", int))
-    query_id: str = dc_field(metadata=json_field("queryId", str))
-    spark_batch_id: int = dc_field(metadata=json_field("sparkBatchId", int))
-    epoch: int = dc_field(metadata=json_field("epoch", int))
-    attempt: str = dc_field(metadata=json_field("attempt", str))
-    mode: str = dc_field(metadata=json_field("mode", str))
+    key: AttemptKey = dc_field(metadata=flattened(AttemptKey))
     num_files: int = dc_field(metadata=json_field("numFiles", int))
     num_rows: int | None = dc_field(metadata=json_field("numRows", int, optional=True))  # written as null
     num_bytes: int = dc_field(metadata=json_field("numBytes", int))
@@ -94,15 +90,31 @@ class CommitRecord:
     @classmethod
     def of(cls, key: AttemptKey, **rest: Any) -> CommitRecord:
         """The commit record of the attempt ``key``."""
-        return cls(
-            batch_id=key.batch_id, query_id=key.query_id, spark_batch_id=key.spark_batch_id, epoch=key.epoch,
-            attempt=key.attempt, mode=key.mode, **rest,
-        )
+        return cls(key=key, **rest)
 
     @property
-    def key(self) -> AttemptKey:
-        """The attempt that committed this record."""
-        return AttemptKey(self.batch_id, self.query_id, self.spark_batch_id, self.epoch, self.attempt, self.mode)
+    def batch_id(self) -> int:
+        return self.key.batch_id
+
+    @property
+    def query_id(self) -> str:
+        return self.key.query_id
+
+    @property
+    def spark_batch_id(self) -> int:
+        return self.key.spark_batch_id
+
+    @property
+    def epoch(self) -> int:
+        return self.key.epoch
+
+    @property
+    def attempt(self) -> str:
+        return self.key.attempt
+
+    @property
+    def mode(self) -> str:
+        return self.key.mode
 
 
 class CommitCodec(DataclassCodec[CommitRecord]):

@@ -30,14 +30,15 @@ from streaming_exactly_once.delta.target import DeltaSettings
 from streaming_exactly_once.log.codec import RecordError, non_negative, path_value
 from streaming_exactly_once.log.record_fields import DataclassCodec, decode, encode, json_field
 from streaming_exactly_once.manifest.entry import ManifestEntry
+from streaming_exactly_once.table.attempt_key import AttemptKey
 from streaming_exactly_once.table.commits_log import CommitRecord
 from streaming_exactly_once.table.identity import TableIdentity
 from streaming_exactly_once.table.offsets_log import OffsetsRecord
 from streaming_exactly_once.table.sources_log import SourceFileRecord
 
 ENTRY = ManifestEntry.for_file("file:///t/day=1/part-0.parquet", size=903, modification_time=1795313165250)
-COMMIT = CommitRecord(
-    batch_id=12, query_id="q", spark_batch_id=40, epoch=3, attempt="9f2c41d0", mode="rename", num_files=4,
+COMMIT = CommitRecord.of(
+    AttemptKey(12, "q", 40, 3, "9f2c41d0", "rename"), num_files=4,
     num_rows=20000, num_bytes=812345, commit_time_ms=1795313165400, step_ms={"stage": 812.4},
     watermarks={"ts": {"min": "a", "max": "b"}}, source_files=1, committed_by_epoch=3, table_rows=240000, schema="{}",
 )
@@ -48,7 +49,7 @@ RECORDS: list[Any] = [
     ENTRY,
     COMMIT,
     CommitRecord(
-        batch_id=1, query_id="q", spark_batch_id=1, epoch=1, attempt="a", mode="direct", num_files=0, num_rows=None,
+        key=AttemptKey(1, "q", 1, 1, "a", "direct"), num_files=0, num_rows=None,
         num_bytes=0, commit_time_ms=5, committed_by_epoch=2, reconstructed=True, datasets={"t": {"batchId": 0}},
         source_partitions={"0": {}}, delta_version=7,
     ),
