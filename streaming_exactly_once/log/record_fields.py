@@ -125,8 +125,16 @@ class _Slot:
     default: Any  # _NO_DEFAULT, a value, or a zero-argument factory (when ``factory``)
     factory: bool
 
+    @property
+    def plain(self) -> bool:
+        """Written as the value itself (the common case, kept fast: manifests have many lines)."""
+        s = self.spec
+        return not (s.flatten or s.omit_default or s.fallback or s.encode or s.record or s.values or s.kind is list)
+
 
 _SLOTS: dict[type, tuple[_Slot, ...]] = {}
+#: per record type: (attribute, JSON name) of every field when all of them are plain, else None
+_PLAIN: dict[type, tuple[tuple[str, str], ...] | None] = {}
 
 
 def _slots(cls: type) -> tuple[_Slot, ...]:
@@ -163,8 +171,18 @@ def _encode_value(spec: JsonField, value: Any) -> Any:
     return value
 
 
+def _plain(cls: type) -> tuple[tuple[str, str], ...] | None:
+    if cls not in _PLAIN:
+        slots = _slots(cls)
+        _PLAIN[cls] = tuple((s.attr, s.spec.name) for s in slots) if all(s.plain for s in slots) else None
+    return _PLAIN[cls]
+
+
 def encode(record: Any) -> dict[str, Any]:
     """The JSON object of a declared record, its keys in the dataclass's field order."""
+    plain = _plain(type(record))
+    if plain is not None:
+        return {name: getattr(record, attr) for attr, name in plain}
     out: dict[str, Any] = {}
     for slot in _slots(type(record)):
         spec = slot.spec
