@@ -133,9 +133,11 @@ class GroupState:
     def from_json(cls, datasets: Mapping[str, Any] | None, source_partitions: Mapping[str, Any] | None = None) -> GroupState:
         """The state a commit record's ``datasets`` and ``sourcePartitions`` hold (strict:
         ``RecordError`` naming the field)."""
-        entries, quarantine = split_state(datasets or {})
+        state = dict(datasets or {})
+        quarantine = dict(field_value(state, QUARANTINE_KEY, dict, optional=True, default={}))
         for name in quarantine:
             field_value(quarantine, name, int)
+        entries = {k: v for k, v in state.items() if k != QUARANTINE_KEY}
         sources = {
             src: {p: decode(PartitionOffsets, json_object(v)) for p, v in json_object(parts).items()}
             for src, parts in (source_partitions or {}).items()

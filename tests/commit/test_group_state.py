@@ -71,6 +71,10 @@ def test_group_state_decoding_is_strict():
         GroupState.from_json({"a": {"batchId": "1"}})
     with pytest.raises(RecordError, match="field '_quarantine/rows/a' must be an integer"):
         GroupState.from_json({"_quarantine": {"_quarantine/rows/a": True}})
+    with pytest.raises(RecordError, match="field '_quarantine' must be an object"):
+        GroupState.from_json({"_quarantine": [1]})
+    with pytest.raises(RecordError, match="expected a JSON object"):
+        GroupState.from_json({"a": 1})
     with pytest.raises(RecordError, match="missing field 'high'"):
         GroupState.from_json({}, {"0": {"orders/0": {"low": 1}}})
     state = GroupState.from_json({"a": {"batchId": 1}, "_quarantine": {"_quarantine/rows/a": 2}}, {"0": {"t/0": {"low": None, "high": 3}}})
