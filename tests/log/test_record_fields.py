@@ -13,6 +13,7 @@ from streaming_exactly_once.checkpoint.file_source_log import FileSourceEntry
 from streaming_exactly_once.commit.attempt_verdict import AttemptVerdict
 from streaming_exactly_once.commit.delta_step import CommitDelta
 from streaming_exactly_once.commit.lease import Heartbeat, WriterInfo
+from streaming_exactly_once.commit.sequence import CommitSequence
 from streaming_exactly_once.commit.step import REGISTRY
 from streaming_exactly_once.commit.steps import (
     CleanupStaging,
@@ -32,6 +33,7 @@ from streaming_exactly_once.log.record_fields import DataclassCodec, decode, enc
 from streaming_exactly_once.manifest.entry import ManifestEntry
 from streaming_exactly_once.table.attempt_key import AttemptKey
 from streaming_exactly_once.table.commits_log import CommitRecord
+from streaming_exactly_once.table.group_state import ColumnWatermark, DatasetState, PartitionOffsets
 from streaming_exactly_once.table.identity import TableIdentity
 from streaming_exactly_once.table.offsets_log import OffsetsRecord
 from streaming_exactly_once.table.sources_log import SourceFileRecord
@@ -60,6 +62,10 @@ RECORDS: list[Any] = [
     WriterInfo(3, "w", "host", 12, None, 1000, "job", "boot", "ns", "app-1", "q"),
     Heartbeat(3, "w", 1000, 30000, released=True),
     AttemptVerdict("commit", 3, 1000),
+    AttemptKey(12, "q", 40, 3, "9f2c41d0", "direct"),
+    DatasetState(last_group_batch=7, status="committed", checks=[{"name": "c", "passed": True}], batch_id=5, rows=9,
+                 watermarks={"ts": ColumnWatermark("a", "b", "a", "b")}, expected_high={"orders/0": 180}),
+    PartitionOffsets(low=None, high=180),
     TableIdentity("t-1", "file:///t", 1, 10, "parquet", ("p",), writer_options={"compression": "zstd"}),
     TableIdentity(
         "t-2", "file:///g", 1, 10, "delta", kind="group", group="..", other_root_uris=("s3a://b/g",),
@@ -97,6 +103,17 @@ def test_every_wal_step_round_trips_with_kind_first(step):
     obj = _through_bytes(step.to_json())
     assert next(iter(obj)) == "kind"
     assert REGISTRY[obj["kind"]].from_json(obj) == step
+
+
+def test_the_wal_header_is_the_attempt_key_inline():
+    seq = CommitSequence(key=AttemptKey(12, "q", 40, 3, "9f2c41d0", "rename"), staging_dir="_seo/staging/12-9f2c41d0-e3",
+                         created_ms=1795313165300, steps=[CleanupStaging(path="p")])
+    assert seq.to_bytes().decode().splitlines()[1] == (
+        '{"batchId":12,"queryId":"q","sparkBatchId":40,"epoch":3,"attempt":"9f2c41d0","mode":"rename",'
+        '"stagingDir":"_seo/staging/12-9f2c41d0-e3","createdMs":1795313165300}'
+    )
+    assert CommitSequence.from_bytes(seq.to_bytes(), path="wal/12", batch_id=12) == seq
+    assert COMMIT.key == AttemptKey(12, "q", 40, 3, "9f2c41d0", "rename") and COMMIT.batch_id == 12
 
 
 def test_key_order_and_omissions_are_the_on_disk_format():
