@@ -155,6 +155,17 @@ def _slots(cls: type) -> tuple[_Slot, ...]:
     return slots
 
 
+def json_names(cls: type) -> frozenset[str]:
+    """The JSON keys a declared record type reads (those of flattened records included)."""
+    names: set[str] = set()
+    for slot in _slots(cls):
+        if slot.spec.flatten and slot.spec.record is not None:
+            names |= json_names(slot.spec.record)
+        else:
+            names.add(slot.spec.name)
+    return frozenset(names)
+
+
 def _default(slot: _Slot) -> Any:
     return slot.default() if slot.factory else slot.default
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..log.codec import field as field_value
-from ..log.record_fields import decode, encode, json_field, json_object
+from ..log.record_fields import decode, encode, json_field, json_names, json_object
 from ..log.version import loads_line
 
 #: Where a group keeps what its checks set aside: ``rows/<table>`` (rows that failed a row
@@ -96,15 +96,19 @@ class DatasetState:
     quarantined_rows: int | None = field(default=None, metadata=_opt("quarantinedRows", int))
     expected_high: dict[str, int] | None = field(default=None, metadata=_opt("expectedHigh", dict))
     order: tuple[str, ...] = field(default=(), compare=False)
+    #: keys this release does not know (a newer one wrote them): carried forward as they are
+    unknown: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        obj = encode(self)
+        obj = {**self.unknown, **encode(self)}
         first = {k: obj[k] for k in self.order if k in obj}
         return {**first, **{k: v for k, v in obj.items() if k not in first}}
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> DatasetState:
-        return replace(decode(cls, obj), order=tuple(obj))
+        known = json_names(cls)
+        unknown = {k: v for k, v in obj.items() if k not in known}
+        return replace(decode(cls, obj), order=tuple(obj), unknown=unknown)
 
 
 @dataclass(frozen=True)

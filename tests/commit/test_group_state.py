@@ -62,6 +62,10 @@ def test_state_bytes_keep_the_key_order_of_a_carried_entry():
     text = json.dumps({"datasets": as_json(committed)})
     again = GroupState.from_json(json.loads(text)["datasets"])
     assert json.dumps({"datasets": again.datasets_json()}) == text
+    newer = GroupState.from_json({"a": {"batchId": 1, "future": {"x": 1}, "rows": 2}})
+    moved = advance(newer.tables, [batch("a", 1, 5, batch_id=2)], 3)
+    assert list(as_json(moved)["a"]) == ["batchId", "future", "rows", "lastGroupBatch", "status", "checks", "watermarks"]
+    assert as_json(moved)["a"]["future"] == {"x": 1}  # a newer release's key is carried forward
     fresh = advance({}, [batch("b", 1, 5)], 0)
     assert list(as_json(fresh)["b"]) == ["lastGroupBatch", "status", "checks", "batchId", "rows", "watermarks"]
 
