@@ -13,29 +13,25 @@ original ``batchId``, which is how entries of a deleted delta are still found.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field as dc_field
 
-from ..log.codec import field
 from ..log.compactible_log import CompactibleLog
 from ..log.compaction import is_compaction_batch, next_compaction_batch
+from ..log.record_fields import DataclassCodec, json_field
 from ..storage.base import Storage
 from .offset_seq import HINT
 
 
 @dataclass(frozen=True)
 class FileSourceEntry:
-    path: str  # URI-encoded, as Spark wrote it
-    timestamp: int
-    batch_id: int
+    path: str = dc_field(metadata=json_field("path", str))  # URI-encoded, as Spark wrote it
+    timestamp: int = dc_field(metadata=json_field("timestamp", int))
+    batch_id: int = dc_field(metadata=json_field("batchId", int))
 
 
-class FileSourceEntryCodec:
-    def to_json(self, e: FileSourceEntry) -> dict[str, Any]:
-        return {"path": e.path, "timestamp": e.timestamp, "batchId": e.batch_id}
-
-    def from_json(self, obj: dict[str, Any]) -> FileSourceEntry:
-        return FileSourceEntry(field(obj, "path", str), field(obj, "timestamp", int), field(obj, "batchId", int))
+class FileSourceEntryCodec(DataclassCodec[FileSourceEntry]):
+    def __init__(self) -> None:
+        super().__init__(FileSourceEntry)
 
 
 class FileSourceLog(CompactibleLog[FileSourceEntry]):

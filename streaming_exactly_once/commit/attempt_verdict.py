@@ -35,10 +35,10 @@ attempt's verdict is what keeps that claim from publishing files that are gone.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dc_field
 from typing import Any, Literal
 
-from ..log.codec import RecordError, field
+from ..log.record_fields import decode, encode, json_field, one_of
 from ..log.record_file import encode_record, read_record
 from ..storage.base import Storage
 from ..table.layout import VERDICTS_DIR
@@ -56,19 +56,16 @@ HINT = (
 
 @dataclass(frozen=True)
 class AttemptVerdict:
-    verdict: str
-    epoch: int
-    written_ms: int
+    verdict: str = dc_field(metadata=json_field("verdict", str, check=one_of(COMMIT, ABORT)))
+    epoch: int = dc_field(metadata=json_field("epoch", int))
+    written_ms: int = dc_field(metadata=json_field("writtenMs", int))
 
     def to_json(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "epoch": self.epoch, "writtenMs": self.written_ms}
+        return encode(self)
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> AttemptVerdict:
-        verdict = field(obj, "verdict", str)
-        if verdict not in (COMMIT, ABORT):
-            raise RecordError(f"field 'verdict' must be '{COMMIT}' or '{ABORT}', not {verdict!r}")
-        return cls(verdict=verdict, epoch=field(obj, "epoch", int), written_ms=field(obj, "writtenMs", int))
+        return decode(cls, obj)
 
 
 def verdict_path(batch_id: int, attempt: str) -> str:

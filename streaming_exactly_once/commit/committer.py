@@ -45,6 +45,7 @@ from ..manifest.entry import ManifestEntry
 from ..manifest.manifest_index import delete_stale_indexes, write_index
 from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR, PRIVATE_DIRECTORY as PRIVATE_MANIFEST_DIR
 from ..storage.base import Storage
+from ..table.attempt_key import AttemptKey
 from ..table.commits_log import CommitRecord
 from ..table.identity import TableIdentity, ensure_identity, note_root, read_identity
 from ..table.layout import PROBE_DIR, staging_dir
@@ -103,15 +104,34 @@ class StagedFile:
 
 @dataclass
 class BatchAttempt:
-    batch_id: int
-    query_id: str
-    spark_batch_id: int
-    attempt: str
+    """One attempt at committing a batch, from ``begin`` until its commit or abort."""
+
+    #: which batch it claims, for which (query, Spark batch), in which epoch, token and mode
+    key: AttemptKey
     staging_dir: str
-    mode: str
-    #: the offsets record the commit will write (query, Spark batch, source offsets)
+    #: the offsets record the commit will write (the key's batch, source offsets)
     offsets: OffsetsRecord
     timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def batch_id(self) -> int:
+        return self.key.batch_id
+
+    @property
+    def query_id(self) -> str:
+        return self.key.query_id
+
+    @property
+    def spark_batch_id(self) -> int:
+        return self.key.spark_batch_id
+
+    @property
+    def attempt(self) -> str:
+        return self.key.attempt
+
+    @property
+    def mode(self) -> str:
+        return self.key.mode
 
 
 @dataclass(frozen=True)
@@ -350,19 +370,12 @@ class TableCommitter:
         t0 = time.perf_counter()
         batch_id = self.latest_batch_id + 1
         token = uuid.uuid4().hex[:8]
+        key = AttemptKey(batch_id, query_id, spark_batch_id, self.lease.epoch or 0, token, mode)
         attempt = BatchAttempt(
-            batch_id=batch_id,
-            query_id=query_id,
-            spark_batch_id=spark_batch_id,
-            attempt=token,
-            staging_dir=staging_dir(batch_id, token, self.lease.epoch or 0),
-            mode=mode,
-            offsets=OffsetsRecord(
-                batch_id=batch_id,
-                query_id=query_id,
-                spark_batch_id=spark_batch_id,
-                epoch=self.lease.epoch or 0,
-                attempt=token,
+            key=key,
+            staging_dir=staging_dir(batch_id, token, key.epoch),
+            offsets=OffsetsRecord.of(
+                key,
                 checkpoint=checkpoint,
                 source_offsets=tuple(offsets.offsets) if offsets else (),
                 batch_watermark_ms=offsets.batch_watermark_ms if offsets else None,
@@ -499,13 +512,8 @@ class TableCommitter:
         self, attempt: BatchAttempt, batch_id: int, *, files: Sequence[StagedFile], num_rows: int | None, now_ms: int, **extra: Any
     ) -> CommitRecord:
         """The commit record of ``files`` as batch ``batch_id`` of this attempt."""
-        return CommitRecord(
-            batch_id=batch_id,
-            query_id=attempt.query_id,
-            spark_batch_id=attempt.spark_batch_id,
-            epoch=self.lease.epoch or 0,
-            attempt=attempt.attempt,
-            mode=attempt.mode,
+        return CommitRecord.of(
+            replace(attempt.key, batch_id=batch_id, epoch=self.lease.epoch or 0),
             num_files=len(files),
             num_rows=num_rows,
             num_bytes=sum(f.size for f in files),
@@ -515,12 +523,7 @@ class TableCommitter:
 
     def _sequence(self, attempt: BatchAttempt, steps: list[CommitStep], now_ms: int) -> CommitSequence:
         return CommitSequence(
-            batch_id=attempt.batch_id,
-            query_id=attempt.query_id,
-            spark_batch_id=attempt.spark_batch_id,
-            epoch=self.lease.epoch or 0,
-            attempt=attempt.attempt,
-            mode=attempt.mode,
+            key=replace(attempt.key, epoch=self.lease.epoch or 0),
             staging_dir=attempt.staging_dir,
             created_ms=now_ms,
             steps=steps,

@@ -32,9 +32,34 @@ from typing import Any
 from ..delta.files import DeltaFile
 from ..delta.stats import parquet_rows
 from ..delta.target import DeltaSettings, DeltaTarget
-from ..log.codec import RecordError, field, non_negative, path_value
+from ..log.codec import RecordError, non_negative, path_value
+from ..log.record_fields import flattened, json_field
 from ..storage.base import check_relative
 from .step import CommitStep, StepContext, register
+
+
+def _files_json(files: list[DeltaFile]) -> list[list[Any]]:
+    return [[f.path, f.size, f.mtime_ms] for f in files]
+
+
+def _files(items: list[Any]) -> list[DeltaFile]:
+    files = []
+    for item in items:
+        if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and all(isinstance(v, int) for v in item[1:])):
+            raise RecordError("field 'files' must hold [path, size, mtime] triples")
+        files.append(DeltaFile(_inside(path_value(item[0], "files")), non_negative(item[1], "files"), item[2]))
+    return files
+
+
+def _strings(value: Any, name: str) -> Any:
+    """``partitionBy`` (a list, kept as a tuple) and ``info`` (an object) hold strings only."""
+    if not all(isinstance(v, str) for v in (value.values() if isinstance(value, dict) else value)):
+        raise RecordError("fields 'partitionBy' and 'info' must hold strings")
+    return dict(value) if isinstance(value, dict) else tuple(value)
+
+
+def _inside_field(path: str, name: str) -> str:
+    return _inside(path)
 
 
 @register
@@ -43,14 +68,21 @@ class CommitDelta(CommitStep):
     """Commit manifest batch ``batch_id`` to the table's Delta log (see the module docstring)."""
 
     kind = "delta"
-    batch_id: int = 0
-    app_id: str = ""
-    files: list[DeltaFile] = dc_field(default_factory=list)
-    partition_by: tuple[str, ...] = ()
-    schema: str | None = None
-    table: str | None = None
-    settings: DeltaSettings = DeltaSettings()
-    info: dict[str, str] = dc_field(default_factory=dict)
+    batch_id: int = dc_field(default=0, metadata=json_field("batchId", int))
+    app_id: str = dc_field(default="", metadata=json_field("appId", str))
+    partition_by: tuple[str, ...] = dc_field(default=(), metadata=json_field("partitionBy", list, check=_strings))
+    schema: str | None = dc_field(default=None, metadata=json_field("schema", str, optional=True))
+    #: on disk ``[[path, size, mtime], ...]``
+    files: list[DeltaFile] = dc_field(
+        default_factory=list, metadata=json_field("files", list, encode=_files_json, decode=_files)
+    )
+    table: str | None = dc_field(
+        default=None, metadata=json_field("table", str, optional=True, omit_default=True, check=_inside_field)
+    )
+    settings: DeltaSettings = dc_field(default=DeltaSettings(), metadata=flattened(DeltaSettings))
+    info: dict[str, str] = dc_field(
+        default_factory=dict, metadata=json_field("info", dict, optional=True, encode=dict, check=_strings)
+    )
 
     def target(self, ctx: StepContext) -> DeltaTarget:
         """The table's Delta log, kept in ``ctx`` across batches (its snapshot only moves forward)."""
@@ -79,48 +111,6 @@ class CommitDelta(CommitStep):
         if version is not None:
             ctx.notes[_note_key(self.table)] = version
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "kind": self.kind,
-            "batchId": self.batch_id,
-            "appId": self.app_id,
-            "partitionBy": list(self.partition_by),
-            "schema": self.schema,
-            "files": [[f.path, f.size, f.mtime_ms] for f in self.files],
-        }
-        if self.table is not None:
-            out["table"] = self.table
-        out["checkpointInterval"] = self.settings.checkpoint_interval
-        if self.settings.log_retention_ms is not None:
-            out["logRetentionMs"] = self.settings.log_retention_ms
-        out["info"] = dict(self.info)
-        return out
-
-    @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> CommitDelta:
-        files = []
-        for item in field(obj, "files", list):
-            if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and all(isinstance(v, int) for v in item[1:])):
-                raise RecordError("field 'files' must hold [path, size, mtime] triples")
-            files.append(DeltaFile(_inside(path_value(item[0], "files")), non_negative(item[1], "files"), item[2]))
-        partition_by = field(obj, "partitionBy", list)
-        info = field(obj, "info", dict, optional=True, default={})
-        if not all(isinstance(c, str) for c in partition_by) or not all(isinstance(v, str) for v in info.values()):
-            raise RecordError("fields 'partitionBy' and 'info' must hold strings")
-        table = field(obj, "table", str, optional=True)
-        return cls(
-            batch_id=field(obj, "batchId", int),
-            app_id=field(obj, "appId", str),
-            files=files,
-            partition_by=tuple(partition_by),
-            schema=field(obj, "schema", str, optional=True),
-            table=None if table is None else _inside(table),
-            settings=DeltaSettings(
-                checkpoint_interval=field(obj, "checkpointInterval", int, optional=True, default=10),
-                log_retention_ms=field(obj, "logRetentionMs", int, optional=True),
-            ),
-            info=dict(info),
-        )
 
 
 def _note_key(table: str | None) -> str:

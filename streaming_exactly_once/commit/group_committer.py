@@ -42,12 +42,14 @@ from ..checkpoint.reader import InputFile
 from ..delta.files import DeltaFile
 from ..delta.target import DeltaSettings, DeltaTarget
 from ..errors import DeltaTableError, LogCorruptError
+from ..log.codec import RecordError
 from ..log.compaction import is_compaction_batch
 from ..manifest.entry import ManifestEntry
 from ..storage.base import Storage
 from ..table.commits_log import CommitRecord
-from ..table.group_state import QUARANTINE_KEY, TableBatch, advance, advance_sources, is_quarantine, split_state
+from ..table.group_state import GroupState, TableBatch, advance, advance_sources, is_quarantine
 from ..table.identity import TableIdentity, ensure_identity, note_root
+from ..table.layout import COMMITS_DIR
 from ..table.table_logs import TableLogs
 from .committer import BatchAttempt, CommitResult, CommitterOptions, StagedFile, TableCommitter, index_compact, offsets_step, sources_step
 from .delta_step import CommitDelta
@@ -99,8 +101,7 @@ class GroupCommitter(TableCommitter):
         super().__init__(storage, options, faults=faults)
         self._members: dict[str, _Member] = {}
         self._members_lock = threading.Lock()
-        self.state: dict[str, dict[str, Any]] = {}
-        self.source_state: dict[str, Any] = {}
+        self.state = GroupState()
         self._touched: list[str] = []
 
     # -- the group's own differences from a single table -------------------------------------
@@ -133,8 +134,7 @@ class GroupCommitter(TableCommitter):
 
     def _load_state(self, newest: CommitRecord | None) -> None:
         self._members.clear()  # recovery may have published batches the cached tables missed
-        self.state = dict(newest.datasets or {}) if newest is not None else {}
-        self.source_state = dict(newest.source_partitions or {}) if newest is not None else {}
+        self.state = _state_of(self.storage, newest)
 
     # -- the tables ----------------------------------------------------------------------------
 
@@ -173,9 +173,7 @@ class GroupCommitter(TableCommitter):
         return member
 
     def _expected_latest(self, table: str) -> int:
-        if is_quarantine(table):
-            return int(self.state.get(QUARANTINE_KEY, {}).get(table, -1))
-        return int(self.state.get(table, {}).get("batchId", -1))
+        return self.state.latest_batch(table)
 
     def _member_identity(self, mb: MemberBatch) -> TableIdentity:
         member = self._members[mb.table]
@@ -254,7 +252,7 @@ class GroupCommitter(TableCommitter):
         publishes: list[MemberPublish] = []
         delta_steps: list[CommitDelta] = []
         table_batches: list[TableBatch] = []
-        datasets, quarantine_latest = split_state(self.state)
+        quarantine_latest = dict(self.state.quarantine)
         for mb in members:
             member = self._checked_member(mb.table)
             identity = self._member_identity(mb)
@@ -287,10 +285,8 @@ class GroupCommitter(TableCommitter):
                         quarantined_rows=mb.quarantined_rows,
                     )
                 )
-        state = advance(datasets, table_batches, g, expected)
-        if quarantine_latest:
-            state[QUARANTINE_KEY] = quarantine_latest
-        sources = advance_sources(self.source_state, source_ends or {}) if (source_ends or self.source_state) else None
+        sources = advance_sources(self.state.sources, source_ends or {})
+        state = GroupState(advance(self.state.tables, table_batches, g, expected), quarantine_latest, sources)
         total_rows = sum(mb.rows for mb in members if not is_quarantine(mb.table))
         all_files = [f for mb in members for f in mb.files]
         group_record = self._record(
@@ -299,8 +295,8 @@ class GroupCommitter(TableCommitter):
             source_files=len(input_files),
             schema=schema,
             table_rows=None if self._table_rows is None else self._table_rows + total_rows,
-            datasets=state,
-            source_partitions=sources,
+            datasets=state.datasets_json(),
+            source_partitions=state.sources_json() if (source_ends or self.state.sources) else None,
         )
         steps: list[CommitStep] = [
             MoveFiles(moves=moves),
@@ -320,7 +316,6 @@ class GroupCommitter(TableCommitter):
             if self.options.build_manifest_index and is_compaction_batch(p.batch_id, member.logs.require_manifest().interval):
                 self.janitor.submit_latest(("index", p.table), functools.partial(index_compact, member.logs, p.batch_id))
         self.state = state
-        self.source_state = sources or {}
         return self._committed_batch(attempt, group_record, input_files, ctx)
 
     def _prepare_compactions(self) -> None:
@@ -344,24 +339,35 @@ class GroupCommitter(TableCommitter):
     def tables(self) -> list[str]:
         """Every table of the group that exists (datasets with a published batch, quarantine
         tables), from the newest state."""
-        return tables_in(self.state)
+        return self.state.table_names()
 
-    def current_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(tables' state, source partitions) as of the newest committed group batch - from
+    def current_state(self) -> GroupState:
+        """The tables' state and source partitions as of the newest committed group batch - from
         memory while this writer has the group open, else read from storage without the lease
         (inspection must not take a running query's table away)."""
         if self.ready:
-            return self.state, self.source_state
+            return self.state
         records = self.logs.commits.latest_per_query()
-        newest = max(records.values(), key=lambda r: r.batch_id, default=None)
-        if newest is None:
-            return {}, {}
-        return dict(newest.datasets or {}), dict(newest.source_partitions or {})
+        return _state_of(self.storage, max(records.values(), key=lambda r: r.batch_id, default=None))
 
 
-def tables_in(state: dict[str, Any]) -> list[str]:
-    datasets, quarantine = split_state(state)
-    return sorted({k for k, e in datasets.items() if "batchId" in e} | set(quarantine))
+def _state_of(storage: Storage, newest: CommitRecord | None) -> GroupState:
+    """The group state ``newest`` holds (empty without a record); ``LogCorruptError`` if damaged."""
+    if newest is None:
+        return GroupState()
+    try:
+        return GroupState.from_json(newest.datasets, newest.source_partitions)
+    except RecordError as exc:
+        raise LogCorruptError(
+            path=storage.uri(COMMITS_DIR),
+            batch_id=newest.batch_id,
+            problem=f"the group state of the newest commit record is damaged: {exc}",
+            hint="Restore the commits log from a backup; `seo verify` on the group shows what is affected.",
+        ) from None
+
+
+def tables_in(state: GroupState) -> list[str]:
+    return state.table_names()
 
 
 __all__ = ["GroupCommitter", "MemberBatch", "tables_in"]

@@ -42,12 +42,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dc_field
 from typing import Any, TypeVar
 
 from ..errors import ConcurrentWriterError, WriterFencedError
 from ..log.batch_log import parse_batch_file_name
-from ..log.codec import field
+from ..log.record_fields import decode, encode, json_field
 from ..log.record_file import encode_record, read_record
 from ..storage.base import Storage
 from ..table.layout import EPOCH_SIDE_DIRS, EPOCHS_DIR, HEARTBEATS_DIR
@@ -64,48 +64,24 @@ HINT = (
 
 @dataclass(frozen=True)
 class WriterInfo:
-    epoch: int
-    writer_id: str
-    host: str
-    pid: int
-    pid_start: str | None
-    started_ms: int
-    description: str = ""
-    boot_id: str | None = None
-    pid_namespace: str | None = None
-    spark_app: str | None = None
-    query_id: str | None = None
+    epoch: int = dc_field(metadata=json_field("epoch", int))
+    writer_id: str = dc_field(metadata=json_field("writerId", str))
+    host: str = dc_field(metadata=json_field("host", str))
+    pid: int = dc_field(metadata=json_field("pid", int))
+    pid_start: str | None = dc_field(metadata=json_field("pidStart", str, optional=True))
+    started_ms: int = dc_field(metadata=json_field("startedMs", int))
+    description: str = dc_field(default="", metadata=json_field("description", str, optional=True))
+    boot_id: str | None = dc_field(default=None, metadata=json_field("bootId", str, optional=True))
+    pid_namespace: str | None = dc_field(default=None, metadata=json_field("pidNamespace", str, optional=True))
+    spark_app: str | None = dc_field(default=None, metadata=json_field("sparkApp", str, optional=True))
+    query_id: str | None = dc_field(default=None, metadata=json_field("queryId", str, optional=True))
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "epoch": self.epoch,
-            "writerId": self.writer_id,
-            "host": self.host,
-            "pid": self.pid,
-            "pidStart": self.pid_start,
-            "startedMs": self.started_ms,
-            "description": self.description,
-            "bootId": self.boot_id,
-            "pidNamespace": self.pid_namespace,
-            "sparkApp": self.spark_app,
-            "queryId": self.query_id,
-        }
+        return encode(self)
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> WriterInfo:
-        return cls(
-            epoch=field(obj, "epoch", int),
-            writer_id=field(obj, "writerId", str),
-            host=field(obj, "host", str),
-            pid=field(obj, "pid", int),
-            pid_start=field(obj, "pidStart", str, optional=True),
-            started_ms=field(obj, "startedMs", int),
-            description=field(obj, "description", str, optional=True, default=""),
-            boot_id=field(obj, "bootId", str, optional=True),
-            pid_namespace=field(obj, "pidNamespace", str, optional=True),
-            spark_app=field(obj, "sparkApp", str, optional=True),
-            query_id=field(obj, "queryId", str, optional=True),
-        )
+        return decode(cls, obj)
 
     def same_process_space(self, other: ProcessSpace) -> bool:
         """Whether this writer's pid means the same process as in ``other`` (see module docstring)."""
@@ -119,30 +95,18 @@ class WriterInfo:
 
 @dataclass(frozen=True)
 class Heartbeat:
-    epoch: int
-    writer_id: str
-    heartbeat_ms: int
-    timeout_ms: int
-    released: bool = False
+    epoch: int = dc_field(metadata=json_field("epoch", int))
+    writer_id: str = dc_field(metadata=json_field("writerId", str))
+    heartbeat_ms: int = dc_field(metadata=json_field("heartbeatMs", int))
+    timeout_ms: int = dc_field(metadata=json_field("timeoutMs", int))
+    released: bool = dc_field(default=False, metadata=json_field("released", bool, optional=True))
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "epoch": self.epoch,
-            "writerId": self.writer_id,
-            "heartbeatMs": self.heartbeat_ms,
-            "timeoutMs": self.timeout_ms,
-            "released": self.released,
-        }
+        return encode(self)
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Heartbeat:
-        return cls(
-            epoch=field(obj, "epoch", int),
-            writer_id=field(obj, "writerId", str),
-            heartbeat_ms=field(obj, "heartbeatMs", int),
-            timeout_ms=field(obj, "timeoutMs", int),
-            released=field(obj, "released", bool, optional=True, default=False),
-        )
+        return decode(cls, obj)
 
 
 @dataclass(frozen=True)

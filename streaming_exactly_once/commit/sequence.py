@@ -47,8 +47,10 @@ from dataclasses import dataclass, field as dc_field
 from typing import Any
 
 from ..errors import CommitError, ExactlyOnceError, LogCorruptError
-from ..log.codec import RecordError, field
+from ..log.codec import RecordError
+from ..log.record_fields import decode, encode, flattened, json_field
 from ..log.version import encode_file, encode_line, parse_body
+from ..table.attempt_key import AttemptKey
 from .step import REGISTRY, CommitStep, StepContext
 
 VERSION = 4  # newest version read; ``to_bytes`` writes the oldest one that can say the entry
@@ -66,27 +68,39 @@ _NOT_TRANSIENT = (FileNotFoundError, FileExistsError, PermissionError, IsADirect
 
 @dataclass
 class CommitSequence:
-    batch_id: int
-    query_id: str
-    spark_batch_id: int
-    epoch: int
-    attempt: str
-    mode: str
-    staging_dir: str
-    created_ms: int
-    steps: list[CommitStep] = dc_field(default_factory=list)
+    """A WAL entry: its header (the claim: attempt key, staging dir, creation time) and steps."""
+
+    key: AttemptKey = dc_field(metadata=flattened(AttemptKey))
+    staging_dir: str = dc_field(metadata=json_field("stagingDir", str))
+    created_ms: int = dc_field(metadata=json_field("createdMs", int))
+    steps: list[CommitStep] = dc_field(default_factory=list)  # one line each, not in the header
 
     def header(self) -> dict[str, Any]:
-        return {
-            "batchId": self.batch_id,
-            "queryId": self.query_id,
-            "sparkBatchId": self.spark_batch_id,
-            "epoch": self.epoch,
-            "attempt": self.attempt,
-            "mode": self.mode,
-            "stagingDir": self.staging_dir,
-            "createdMs": self.created_ms,
-        }
+        return encode(self)
+
+    @property
+    def batch_id(self) -> int:
+        return self.key.batch_id
+
+    @property
+    def query_id(self) -> str:
+        return self.key.query_id
+
+    @property
+    def spark_batch_id(self) -> int:
+        return self.key.spark_batch_id
+
+    @property
+    def epoch(self) -> int:
+        return self.key.epoch
+
+    @property
+    def attempt(self) -> str:
+        return self.key.attempt
+
+    @property
+    def mode(self) -> str:
+        return self.key.mode
 
     @property
     def file_version(self) -> int:
@@ -102,16 +116,7 @@ class CommitSequence:
             raise LogCorruptError(path=path, batch_id=batch_id, problem="no header record", hint=HINT)
         try:
             head = objects[0]
-            seq = cls(
-                batch_id=field(head, "batchId", int),
-                query_id=field(head, "queryId", str),
-                spark_batch_id=field(head, "sparkBatchId", int),
-                epoch=field(head, "epoch", int),
-                attempt=field(head, "attempt", str),
-                mode=field(head, "mode", str),
-                staging_dir=field(head, "stagingDir", str),
-                created_ms=field(head, "createdMs", int),
-            )
+            seq = decode(cls, head)
             for number, obj in enumerate(objects[1:], start=3):
                 kind = obj.get("kind")
                 if kind not in REGISTRY:

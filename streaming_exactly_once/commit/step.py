@@ -14,8 +14,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field as dc_field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
+from ..log.record_fields import decode, encode
 from ..storage.base import Storage
 from ..table.table_logs import TableLogs
 
@@ -67,14 +68,15 @@ class CommitStep(ABC):
     def execute(self, ctx: StepContext) -> None:
         """Produce the effect; safe to call when it is partly or fully done."""
 
-    @abstractmethod
     def to_json(self) -> dict[str, Any]:
-        """The step as a JSON object whose first key is ``kind``."""
+        """The step as a JSON object whose first key is ``kind``, then its declared fields
+        (``log.record_fields``; a step is a dataclass whose fields carry ``json_field``)."""
+        return {"kind": self.kind, **encode(self)}
 
     @classmethod
-    @abstractmethod
-    def from_json(cls, obj: dict[str, Any]) -> CommitStep:
+    def from_json(cls, obj: dict[str, Any]) -> Self:
         """Inverse of ``to_json`` (raises ``RecordError`` on a bad shape)."""
+        return decode(cls, obj)
 
 
 REGISTRY: dict[str, type[CommitStep]] = {}

@@ -33,22 +33,19 @@ from dataclasses import dataclass, field as dc_field, replace
 from typing import Any
 
 from ..errors import CommitError, LogConflictError
-from ..log.codec import RecordError, field, non_negative, path_value
-from ..manifest.entry import ManifestEntry, ManifestEntryCodec
+from ..log.codec import RecordError, non_negative, path_value
+from ..log.record_fields import json_field
+from ..manifest.entry import ManifestEntry
 from ..storage.base import Storage, check_relative
-from ..table.commits_log import CommitCodec, CommitRecord
-from ..table.offsets_log import OffsetsCodec, OffsetsRecord
-from ..table.sources_log import SourceFileCodec, SourceFileRecord
+from ..table.commits_log import CommitRecord
+from ..table.offsets_log import OffsetsRecord
+from ..table.sources_log import SourceFileRecord
 from ..table.table_logs import TableLogs
 from .step import CommitStep, MoveContext, StepContext, register
 
 #: Below this many files a thread pool costs more than it saves (local renames take ~50 us).
 PARALLEL_MOVES_FROM = 32
 
-_MANIFEST_CODEC = ManifestEntryCodec()
-_COMMIT_CODEC = CommitCodec()
-_SOURCE_CODEC = SourceFileCodec()
-_OFFSETS_CODEC = OffsetsCodec()
 
 
 @dataclass(frozen=True)
@@ -58,13 +55,30 @@ class FileMove:
     size: int
 
 
+def _moves_json(moves: list[FileMove]) -> list[list[Any]]:
+    return [[m.src, m.dst, m.size] for m in moves]
+
+
+def _moves(items: list[Any]) -> list[FileMove]:
+    moves = []
+    for item in items:
+        if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[1], str) and isinstance(item[2], int)):
+            raise RecordError("field 'moves' must hold [src, dst, size] triples")
+        src, dst = (_relative_path(path_value(p, "moves")) for p in item[:2])
+        moves.append(FileMove(src, dst, non_negative(item[2], "moves")))
+    return moves
+
+
 @register
 @dataclass
 class MoveFiles(CommitStep):
     """Rename staged files into their final place (in parallel)."""
 
     kind = "move"
-    moves: list[FileMove] = dc_field(default_factory=list)
+    #: on disk ``[[src, dst, size], ...]``: a triple per file, as a WAL entry may hold thousands
+    moves: list[FileMove] = dc_field(
+        default_factory=list, metadata=json_field("moves", list, encode=_moves_json, decode=_moves)
+    )
 
     def _done(self, ctx: MoveContext, move: FileMove) -> bool:
         try:
@@ -130,18 +144,6 @@ class MoveFiles(CommitStep):
             ctx.boundary("mid-move")
             list(pool.map(lambda m: self._move_one(ctx, m), second))
 
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "moves": [[m.src, m.dst, m.size] for m in self.moves]}
-
-    @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> MoveFiles:
-        moves = []
-        for item in field(obj, "moves", list):
-            if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[1], str) and isinstance(item[2], int)):
-                raise RecordError("field 'moves' must hold [src, dst, size] triples")
-            src, dst = (_relative_path(path_value(p, "moves")) for p in item[:2])
-            moves.append(FileMove(src, dst, non_negative(item[2], "moves")))
-        return cls(moves=moves)
 
 
 def _move_on_worker(storage: Storage, moves: list[FileMove]) -> None:
@@ -160,8 +162,8 @@ class PublishManifest(CommitStep):
     """Write the manifest entry of batch M: after this, every reader sees the batch."""
 
     kind = "manifest"
-    batch_id: int = 0
-    entries: list[ManifestEntry] = dc_field(default_factory=list)
+    batch_id: int = dc_field(default=0, metadata=json_field("batchId", int))
+    entries: list[ManifestEntry] = dc_field(default_factory=list, metadata=json_field("entries", list, record=ManifestEntry))
 
     def verify(self, ctx: StepContext) -> bool:
         manifest = ctx.logs.require_manifest()
@@ -182,13 +184,6 @@ class PublishManifest(CommitStep):
     def execute(self, ctx: StepContext) -> None:
         ctx.logs.require_manifest().add(self.batch_id, self.entries)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "batchId": self.batch_id, "entries": [_MANIFEST_CODEC.to_json(e) for e in self.entries]}
-
-    @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> PublishManifest:
-        entries = [_MANIFEST_CODEC.from_json(_obj(e)) for e in field(obj, "entries", list)]
-        return cls(batch_id=field(obj, "batchId", int), entries=entries)
 
 
 @register
@@ -197,8 +192,8 @@ class WriteSources(CommitStep):
     """Record the batch's input files (what makes a recreated checkpoint safe)."""
 
     kind = "sources"
-    batch_id: int = 0
-    files: list[SourceFileRecord] = dc_field(default_factory=list)
+    batch_id: int = dc_field(default=0, metadata=json_field("batchId", int))
+    files: list[SourceFileRecord] = dc_field(default_factory=list, metadata=json_field("files", list, record=SourceFileRecord))
 
     def verify(self, ctx: StepContext) -> bool:
         sources = ctx.logs.require_sources()
@@ -207,13 +202,6 @@ class WriteSources(CommitStep):
     def execute(self, ctx: StepContext) -> None:
         ctx.logs.require_sources().add(self.batch_id, self.files)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "batchId": self.batch_id, "files": [_SOURCE_CODEC.to_json(f) for f in self.files]}
-
-    @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> WriteSources:
-        files = [_SOURCE_CODEC.from_json(_obj(f)) for f in field(obj, "files", list)]
-        return cls(batch_id=field(obj, "batchId", int), files=files)
 
 
 @register
@@ -222,7 +210,7 @@ class WriteOffsets(CommitStep):
     """Record which (query, Spark batch) and source offsets manifest batch M holds."""
 
     kind = "offsets"
-    record: OffsetsRecord
+    record: OffsetsRecord = dc_field(metadata=json_field("record", dict, record=OffsetsRecord))
 
     def _key(self, record: OffsetsRecord | None) -> tuple[str, int] | None:
         return None if record is None else (record.query_id, record.spark_batch_id)
@@ -245,12 +233,6 @@ class WriteOffsets(CommitStep):
                 # committed: this claim's manifest entry is published, so its record wins.
                 log_.storage.delete(log_.path(self.record.batch_id))
 
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "record": _OFFSETS_CODEC.to_json(self.record)}
-
-    @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> WriteOffsets:
-        return cls(record=_OFFSETS_CODEC.from_json(_obj(field(obj, "record", dict))))
 
 
 @register
@@ -259,7 +241,7 @@ class WriteCommit(CommitStep):
     """Record what the batch committed and for which (query, Spark batch)."""
 
     kind = "commit"
-    record: CommitRecord
+    record: CommitRecord = dc_field(metadata=json_field("record", dict, record=CommitRecord))
 
     def verify(self, ctx: StepContext) -> bool:
         return ctx.logs.commits.storage.exists(ctx.logs.commits.path(self.record.batch_id))
@@ -283,22 +265,17 @@ class WriteCommit(CommitStep):
             if not same:
                 raise
 
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "record": _COMMIT_CODEC.to_json(self.record)}
-
-    @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> WriteCommit:
-        return cls(record=_COMMIT_CODEC.from_json(_obj(field(obj, "record", dict))))
 
 
 @dataclass(frozen=True)
 class MemberPublish:
     """One table of a dataset group in a group batch: its own next batch id, files and record."""
 
-    table: str  # path of the table under the group root, e.g. "orders" or "_quarantine/rows/orders"
-    batch_id: int
-    entries: list[ManifestEntry]
-    record: CommitRecord
+    #: path of the table under the group root, e.g. "orders" or "_quarantine/rows/orders"
+    table: str = dc_field(metadata=json_field("table", str))
+    batch_id: int = dc_field(metadata=json_field("batchId", int))
+    entries: list[ManifestEntry] = dc_field(metadata=json_field("entries", list, record=ManifestEntry))
+    record: CommitRecord = dc_field(metadata=json_field("record", dict, record=CommitRecord))
 
 
 @register
@@ -312,7 +289,7 @@ class PublishMembers(CommitStep):
     """
 
     kind = "members"
-    members: list[MemberPublish] = dc_field(default_factory=list)
+    members: list[MemberPublish] = dc_field(default_factory=list, metadata=json_field("members", list, record=MemberPublish))
 
     def _logs(self, ctx: StepContext, table: str) -> TableLogs:
         if ctx.member_logs is None:
@@ -354,34 +331,6 @@ class PublishMembers(CommitStep):
             ctx.boundary("mid-members")
             list(pool.map(lambda m: self._publish(ctx, m), self.members[half:]))
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "members": [
-                {
-                    "table": m.table,
-                    "batchId": m.batch_id,
-                    "entries": [_MANIFEST_CODEC.to_json(e) for e in m.entries],
-                    "record": _COMMIT_CODEC.to_json(m.record),
-                }
-                for m in self.members
-            ],
-        }
-
-    @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> PublishMembers:
-        members = []
-        for item in field(obj, "members", list):
-            item = _obj(item)
-            members.append(
-                MemberPublish(
-                    table=field(item, "table", str),
-                    batch_id=field(item, "batchId", int),
-                    entries=[_MANIFEST_CODEC.from_json(_obj(e)) for e in field(item, "entries", list)],
-                    record=_COMMIT_CODEC.from_json(_obj(field(item, "record", dict))),
-                )
-            )
-        return cls(members=members)
 
 
 @register
@@ -390,7 +339,7 @@ class CleanupStaging(CommitStep):
     """Remove the attempt's intent files: the data they name is now committed data."""
 
     kind = "cleanup"
-    path: str = ""
+    path: str = dc_field(default="", metadata=json_field("path", str))
 
     def verify(self, ctx: StepContext) -> bool:
         return not ctx.storage.list_dir(self.path)
@@ -398,12 +347,6 @@ class CleanupStaging(CommitStep):
     def execute(self, ctx: StepContext) -> None:
         ctx.storage.delete_tree(self.path)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "path": self.path}
-
-    @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> CleanupStaging:
-        return cls(path=field(obj, "path", str))
 
 
 def _relative_path(path: str) -> str:
@@ -412,9 +355,3 @@ def _relative_path(path: str) -> str:
         return check_relative(path)
     except ValueError:
         raise RecordError(f"field 'moves' names {path[:60]!r}, which is not a path inside the table") from None
-
-
-def _obj(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise RecordError("expected a JSON object")
-    return value

@@ -45,11 +45,12 @@ import logging
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dc_field
 from typing import Any
 from urllib.parse import unquote
 
 from ..errors import DeltaSchemaMismatchError, DeltaTableError, InvalidAsOfError
+from ..log.record_fields import json_field
 from ..storage.base import Storage
 from .engine import deltalake, object_store_options, table_uri
 from .files import DeltaFile, add_actions
@@ -89,8 +90,12 @@ def app_id(table_id: str) -> str:
 class DeltaSettings:
     """Table properties set when the first batch creates the table (plain values, see the sink)."""
 
-    checkpoint_interval: int = 10  # delta.checkpointInterval: log replay reads at most this many JSON files
-    log_retention_ms: int | None = None  # delta.logRetentionDuration (None: Delta's default, 30 days)
+    #: delta.checkpointInterval: log replay reads at most this many JSON files
+    checkpoint_interval: int = dc_field(default=10, metadata=json_field("checkpointInterval", int, optional=True))
+    #: delta.logRetentionDuration (None: Delta's default, 30 days)
+    log_retention_ms: int | None = dc_field(
+        default=None, metadata=json_field("logRetentionMs", int, optional=True, omit_default=True)
+    )
 
     def table_properties(self) -> dict[str, str]:
         props = {"delta.checkpointInterval": str(self.checkpoint_interval)}

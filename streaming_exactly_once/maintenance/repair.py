@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..commit.attempt_verdict import ABORT, COMMIT, decide, overrule, read_verdict
 from ..commit.committer import CommitterOptions
@@ -26,6 +26,7 @@ from ..commit.step import StepContext
 from ..commit.wal import CommitSequenceStore
 from ..errors import ExactlyOnceError, LogCorruptError, UnsupportedLogVersionError
 from ..storage.base import Storage
+from ..table.attempt_key import AttemptKey
 from ..table.commits_log import CommitRecord
 from ..table.identity import read_identity
 from ..table.offsets_log import OffsetsRecord
@@ -180,10 +181,7 @@ def rebuild_logs(storage: Storage, *, lease_timeout_ms: int = 60_000) -> Rebuild
                     logs.require_offsets().add(
                         batch_id,
                         [
-                            OffsetsRecord(
-                                batch_id=batch_id, query_id=record.query_id, spark_batch_id=record.spark_batch_id,
-                                epoch=record.epoch, attempt=record.attempt, written_ms=record.commit_time_ms,
-                            )
+                            OffsetsRecord.of(replace(record.key, batch_id=batch_id), written_ms=record.commit_time_ms)
                         ],
                     )
                     report.offsets.append(batch_id)
@@ -198,10 +196,9 @@ def rebuild_logs(storage: Storage, *, lease_timeout_ms: int = 60_000) -> Rebuild
                 logs.commits.add(
                     batch_id,
                     [
-                        CommitRecord(
-                            batch_id=batch_id, query_id=intent.query_id, spark_batch_id=intent.spark_batch_id,
-                            epoch=intent.epoch, attempt=intent.attempt, mode="unknown", num_files=0, num_rows=None,
-                            num_bytes=0, commit_time_ms=intent.written_ms, reconstructed=True,
+                        CommitRecord.of(
+                            AttemptKey(batch_id, intent.query_id, intent.spark_batch_id, intent.epoch, intent.attempt, "unknown"),
+                            num_files=0, num_rows=None, num_bytes=0, commit_time_ms=intent.written_ms, reconstructed=True,
                         )
                     ],
                 )

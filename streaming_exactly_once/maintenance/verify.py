@@ -19,6 +19,7 @@ from typing import Any
 
 from ..commit.wal import CommitSequenceStore
 from ..errors import ExactlyOnceError
+from ..log.record_fields import encode, json_field
 from ..readers.committed_files import CommittedFiles
 from ..readers.file_checks import inspect_files
 from ..readers.visibility import committed_files
@@ -33,13 +34,13 @@ from .pending import PendingCommits, pending_commits
 
 @dataclass
 class Problem:
-    severity: str  # "error" | "warning"
-    kind: str
-    path: str
-    detail: str
+    severity: str = field(metadata=json_field("severity", str))  # "error" | "warning"
+    kind: str = field(metadata=json_field("kind", str))
+    path: str = field(metadata=json_field("path", str))
+    detail: str = field(metadata=json_field("detail", str))
 
     def to_json(self) -> dict[str, Any]:
-        return {"severity": self.severity, "kind": self.kind, "path": self.path, "detail": self.detail}
+        return encode(self)
 
 
 @dataclass
@@ -66,6 +67,8 @@ class VerifyReport:
         self.problems.append(Problem(severity, kind, path, detail))
 
     def to_json(self) -> dict[str, Any]:
+        """The ``seo verify --json`` report. Written by hand, not declared: a report, never read
+        back, with computed members (``ok``, the error and warning counts) among the fields."""
         return {
             "table": self.table,
             "ok": self.ok,

@@ -21,11 +21,11 @@ only come from damage, and would otherwise surface as an unrelated error in some
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field as dc_field
 from urllib.parse import unquote
 
-from ..log.codec import RecordError, field, non_negative, path_value
+from ..log.codec import RecordError, non_negative, path_value
+from ..log.record_fields import DataclassCodec, json_field
 from .paths import decode_uri, encode_uri
 
 DEFAULT_BLOCK_SIZE = 33_554_432  # what Hadoop's local filesystem reports; S3A reports 32 MiB too
@@ -38,7 +38,7 @@ SUSPICIOUS_PATH = r"%([^0-9A-Fa-f]|[0-9A-Fa-f][^0-9A-Fa-f]|[0-9A-Fa-f]?$)|%[89A-
 _BAD_ESCAPE = re.compile(r"%([^0-9A-Fa-f]|[0-9A-Fa-f][^0-9A-Fa-f]|[0-9A-Fa-f]?$)")
 
 
-def check_entry_path(path: str) -> str:
+def check_entry_path(path: str, name: str = "path") -> str:
     """``path`` if it is a URI Hadoop parses and a file can have; ``RecordError`` otherwise."""
     path_value(path, "path")
     bad = _BAD_ESCAPE.search(path)
@@ -56,13 +56,13 @@ def check_entry_path(path: str) -> str:
 class ManifestEntry:
     """A committed data file as recorded in ``_spark_metadata``."""
 
-    path: str  # URI-encoded, as on disk
-    size: int
-    is_dir: bool = False
-    modification_time: int = 0
-    block_replication: int = 1
-    block_size: int = DEFAULT_BLOCK_SIZE
-    action: str = ADD
+    path: str = dc_field(metadata=json_field("path", str, check=check_entry_path))  # URI-encoded, as on disk
+    size: int = dc_field(metadata=json_field("size", int, check=non_negative))
+    is_dir: bool = dc_field(default=False, metadata=json_field("isDir", bool))
+    modification_time: int = dc_field(default=0, metadata=json_field("modificationTime", int))
+    block_replication: int = dc_field(default=1, metadata=json_field("blockReplication", int))
+    block_size: int = dc_field(default=DEFAULT_BLOCK_SIZE, metadata=json_field("blockSize", int))
+    action: str = dc_field(default=ADD, metadata=json_field("action", str))
 
     @classmethod
     def for_file(cls, uri: str, *, size: int, modification_time: int) -> ManifestEntry:
@@ -75,27 +75,8 @@ class ManifestEntry:
         return decode_uri(self.path)
 
 
-class ManifestEntryCodec:
-    """``ManifestEntry`` <-> Spark's ``SinkFileStatus`` JSON."""
+class ManifestEntryCodec(DataclassCodec[ManifestEntry]):
+    """``ManifestEntry`` <-> Spark's ``SinkFileStatus`` JSON (all seven fields required)."""
 
-    def to_json(self, e: ManifestEntry) -> dict[str, Any]:
-        return {
-            "path": e.path,
-            "size": e.size,
-            "isDir": e.is_dir,
-            "modificationTime": e.modification_time,
-            "blockReplication": e.block_replication,
-            "blockSize": e.block_size,
-            "action": e.action,
-        }
-
-    def from_json(self, obj: dict[str, Any]) -> ManifestEntry:
-        return ManifestEntry(
-            path=check_entry_path(field(obj, "path", str)),
-            size=non_negative(field(obj, "size", int), "size"),
-            is_dir=field(obj, "isDir", bool),
-            modification_time=field(obj, "modificationTime", int),
-            block_replication=field(obj, "blockReplication", int),
-            block_size=field(obj, "blockSize", int),
-            action=field(obj, "action", str),
-        )
+    def __init__(self) -> None:
+        super().__init__(ManifestEntry)

@@ -23,17 +23,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
+from ..log.record_fields import encode, json_field
 
 
 @dataclass(frozen=True)
 class CheckResult:
-    name: str
-    passed: bool
-    mandatory: bool
-    detail: str = ""
+    name: str = field(metadata=json_field("name", str))
+    passed: bool = field(metadata=json_field("passed", bool))
+    mandatory: bool = field(metadata=json_field("mandatory", bool))
+    detail: str = field(default="", metadata=json_field("detail", str, optional=True))
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "passed": self.passed, "mandatory": self.mandatory, "detail": self.detail}
+        return encode(self)
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from ..commit.committer import BatchAttempt, CommitResult, StagedFile
 from ..commit.group_committer import GroupCommitter, MemberBatch, tables_in
 from ..delta.target import DeltaSettings
 from ..errors import BatchRejectedError, ConfigError
-from ..table.group_state import QUARANTINE_BATCHES, QUARANTINE_ROWS, expected_by_dataset, source_partitions, split_state, starting_offsets
+from ..table.group_state import QUARANTINE_BATCHES, QUARANTINE_ROWS, GroupState, expected_by_dataset, source_partitions, starting_offsets
 from ..table.rejections import read_rejections, write_rejection
 from .arrow_file_writer import check_partition_types, result_ddl
 from .batch_sink import BatchSink, log
@@ -354,9 +354,9 @@ class DatasetSink(BatchSink[GroupCommitter]):
         assert record is not None
         return {
             "tables": {
-                name: {"status": e.get("status"), "batchId": e.get("batchId"), "checks": e.get("checks", [])}
-                for name, e in split_state(record.datasets or {})[0].items()
-                if e.get("lastGroupBatch") == record.batch_id
+                name: {"status": e.status, "batchId": e.batch_id, "checks": e.checks or []}
+                for name, e in GroupState.from_json(record.datasets).tables.items()
+                if e.last_group_batch == record.batch_id
             }
         }
 
@@ -365,15 +365,15 @@ class DatasetSink(BatchSink[GroupCommitter]):
     def watermarks(self) -> dict[str, dict[str, Any]]:
         """Per table: its latest batch, status, rows, watermarks (low/high/batch min-max) and
         the expected high the source gave - kept for tables absent from recent batches."""
-        return split_state(self.committer.current_state()[0])[0]
+        return {name: e.to_json() for name, e in self.committer.current_state().tables.items()}
 
     def tables(self) -> list[str]:
-        return tables_in(self.committer.current_state()[0])
+        return tables_in(self.committer.current_state())
 
     def starting_offsets(self, source: int = 0) -> str | None:
         """Kafka ``startingOffsets`` JSON resuming after the last committed batch (to seed a query
         whose checkpoint was lost); None if the source has no partitioned offsets."""
-        return starting_offsets(self.committer.current_state()[1], source)
+        return starting_offsets(self.committer.current_state().sources, source)
 
     def rejections(self) -> list[dict[str, Any]]:
         """Batches the ``full`` policy refused to publish, with the checks that failed."""

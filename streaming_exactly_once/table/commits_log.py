@@ -31,8 +31,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field as dc_field
 from typing import Any
 
-from ..log.codec import field
+from ..log.record_fields import DataclassCodec, flattened, json_field
 from ..storage.base import Storage
+from .attempt_key import AttemptKey
 from .layout import COMMITS_DIR
 from .per_query_log import PerQueryLog
 
@@ -42,92 +43,83 @@ HINT = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CommitRecord:
-    batch_id: int
-    query_id: str
-    spark_batch_id: int
-    epoch: int
-    attempt: str
-    mode: str
-    num_files: int
-    num_rows: int | None
-    num_bytes: int
-    commit_time_ms: int
-    step_ms: dict[str, float] = dc_field(default_factory=dict)
-    watermarks: dict[str, dict[str, Any]] = dc_field(default_factory=dict)
-    num_skipped_rows: int = 0
-    source_files: int = 0
-    committed_by_epoch: int | None = None
-    reconstructed: bool = False
-    schema: str | None = None  # Spark schema JSON of the rows written (partition columns included)
-    table_rows: int | None = None  # rows committed to the table up to and including this batch
+    """One commits-log line; the fields are in the on-disk order (hence ``kw_only``: a field
+    with a default, ``num_skipped_rows``, comes before required ones). The attempt that made
+    it is one ``AttemptKey``, written inline (``batchId`` ... ``mode``)."""
+
+    key: AttemptKey = dc_field(metadata=flattened(AttemptKey))
+    num_files: int = dc_field(metadata=json_field("numFiles", int))
+    num_rows: int | None = dc_field(metadata=json_field("numRows", int, optional=True))  # written as null
+    num_bytes: int = dc_field(metadata=json_field("numBytes", int))
+    num_skipped_rows: int = dc_field(default=0, metadata=json_field("numSkippedRows", int, optional=True))
+    commit_time_ms: int = dc_field(metadata=json_field("commitTimeMs", int))
+    step_ms: dict[str, float] = dc_field(default_factory=dict, metadata=json_field("stepMs", dict, optional=True))
+    watermarks: dict[str, dict[str, Any]] = dc_field(
+        default_factory=dict, metadata=json_field("watermarks", dict, optional=True)
+    )
+    source_files: int = dc_field(default=0, metadata=json_field("sourceFiles", int, optional=True))
+    #: written as ``epoch`` when None (a record made by the epoch that committed it)
+    committed_by_epoch: int | None = dc_field(
+        default=None, metadata=json_field("committedByEpoch", int, optional=True, fallback="epoch")
+    )
+    #: rows committed to the table up to and including this batch
+    table_rows: int | None = dc_field(
+        default=None, metadata=json_field("tableRows", int, optional=True, omit_default=True)
+    )
+    #: Spark schema JSON of the rows written (partition columns included)
+    schema: str | None = dc_field(default=None, metadata=json_field("schema", str, optional=True, omit_default=True))
+    reconstructed: bool = dc_field(
+        default=False, metadata=json_field("reconstructed", bool, optional=True, omit_default=True)
+    )
     #: dataset group root only: the state of every table of the group after this batch
     #: (``commit.group_state``), carried forward so that the newest record alone is the state
-    datasets: dict[str, Any] | None = None
+    datasets: dict[str, Any] | None = dc_field(
+        default=None, metadata=json_field("datasets", dict, optional=True, omit_default=True)
+    )
     #: dataset group root only: per source partition, {"low": previous end, "high": this end}
-    source_partitions: dict[str, Any] | None = None
+    source_partitions: dict[str, Any] | None = dc_field(
+        default=None, metadata=json_field("sourcePartitions", dict, optional=True, omit_default=True)
+    )
     #: ``format="delta"``: the Delta version of this batch's commit, when the writer knew it
-    delta_version: int | None = None
+    delta_version: int | None = dc_field(
+        default=None, metadata=json_field("deltaVersion", int, optional=True, omit_default=True)
+    )
+
+    @classmethod
+    def of(cls, key: AttemptKey, **rest: Any) -> CommitRecord:
+        """The commit record of the attempt ``key``."""
+        return cls(key=key, **rest)
+
+    @property
+    def batch_id(self) -> int:
+        return self.key.batch_id
+
+    @property
+    def query_id(self) -> str:
+        return self.key.query_id
+
+    @property
+    def spark_batch_id(self) -> int:
+        return self.key.spark_batch_id
+
+    @property
+    def epoch(self) -> int:
+        return self.key.epoch
+
+    @property
+    def attempt(self) -> str:
+        return self.key.attempt
+
+    @property
+    def mode(self) -> str:
+        return self.key.mode
 
 
-class CommitCodec:
-    def to_json(self, r: CommitRecord) -> dict[str, Any]:
-        out = {
-            "batchId": r.batch_id,
-            "queryId": r.query_id,
-            "sparkBatchId": r.spark_batch_id,
-            "epoch": r.epoch,
-            "attempt": r.attempt,
-            "mode": r.mode,
-            "numFiles": r.num_files,
-            "numRows": r.num_rows,
-            "numBytes": r.num_bytes,
-            "numSkippedRows": r.num_skipped_rows,
-            "commitTimeMs": r.commit_time_ms,
-            "stepMs": r.step_ms,
-            "watermarks": r.watermarks,
-            "sourceFiles": r.source_files,
-            "committedByEpoch": r.committed_by_epoch if r.committed_by_epoch is not None else r.epoch,
-        }
-        if r.table_rows is not None:
-            out["tableRows"] = r.table_rows
-        if r.schema is not None:
-            out["schema"] = r.schema
-        if r.reconstructed:
-            out["reconstructed"] = True
-        if r.datasets is not None:
-            out["datasets"] = r.datasets
-        if r.source_partitions is not None:
-            out["sourcePartitions"] = r.source_partitions
-        if r.delta_version is not None:
-            out["deltaVersion"] = r.delta_version
-        return out
-
-    def from_json(self, obj: dict[str, Any]) -> CommitRecord:
-        return CommitRecord(
-            batch_id=field(obj, "batchId", int),
-            query_id=field(obj, "queryId", str),
-            spark_batch_id=field(obj, "sparkBatchId", int),
-            epoch=field(obj, "epoch", int),
-            attempt=field(obj, "attempt", str),
-            mode=field(obj, "mode", str),
-            num_files=field(obj, "numFiles", int),
-            num_rows=field(obj, "numRows", int, optional=True),
-            num_bytes=field(obj, "numBytes", int),
-            num_skipped_rows=field(obj, "numSkippedRows", int, optional=True, default=0),
-            commit_time_ms=field(obj, "commitTimeMs", int),
-            step_ms=field(obj, "stepMs", dict, optional=True, default={}),
-            watermarks=field(obj, "watermarks", dict, optional=True, default={}),
-            source_files=field(obj, "sourceFiles", int, optional=True, default=0),
-            committed_by_epoch=field(obj, "committedByEpoch", int, optional=True),
-            reconstructed=field(obj, "reconstructed", bool, optional=True, default=False),
-            schema=field(obj, "schema", str, optional=True),
-            table_rows=field(obj, "tableRows", int, optional=True),
-            datasets=field(obj, "datasets", dict, optional=True),
-            source_partitions=field(obj, "sourcePartitions", dict, optional=True),
-            delta_version=field(obj, "deltaVersion", int, optional=True),
-        )
+class CommitCodec(DataclassCodec[CommitRecord]):
+    def __init__(self) -> None:
+        super().__init__(CommitRecord)
 
 
 class CommitsLog(PerQueryLog[CommitRecord]):

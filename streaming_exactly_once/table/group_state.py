@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..log.codec import field as field_value
+from ..log.record_fields import decode, encode, json_field, json_names, json_object
 from ..log.version import loads_line
 
 #: Where a group keeps what its checks set aside: ``rows/<table>`` (rows that failed a row
@@ -45,14 +47,126 @@ QUARANTINE_BATCHES = f"{QUARANTINE_DIR}/batches"
 QUARANTINE_KEY = QUARANTINE_DIR
 
 
+def _opt(name: str, kind: type) -> Mapping[str, Any]:
+    return json_field(name, kind, optional=True, omit_default=True)
+
+
 def is_quarantine(table: str) -> bool:
     return table.startswith(QUARANTINE_DIR + "/")
 
 
 def split_state(state: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
-    """(per dataset table: its entry, per quarantine table: its latest batch)."""
+    """(per dataset table: its entry, per quarantine table: its latest batch) of a state as
+    stored, unchecked - for the maintenance commands that must report a damaged state, not
+    fail on it (``maintenance.group_tables``). Everything else reads ``GroupState``."""
     datasets = {k: v for k, v in state.items() if k != QUARANTINE_KEY}
     return datasets, dict(state.get(QUARANTINE_KEY, {}))
+
+
+@dataclass(frozen=True)
+class ColumnWatermark:
+    """One watermark column of a table: ``low``/``high`` and this table's last batch min/max
+    (any JSON value: the column's values as JSON, null when unknown)."""
+
+    low: Any = field(default=None, metadata=json_field("low", object, optional=True))
+    high: Any = field(default=None, metadata=json_field("high", object, optional=True))
+    batch_min: Any = field(default=None, metadata=json_field("batchMin", object, optional=True))
+    batch_max: Any = field(default=None, metadata=json_field("batchMax", object, optional=True))
+
+
+@dataclass(frozen=True)
+class DatasetState:
+    """One table's entry in the group state (the module docstring shows it). Every key is
+    optional and left out when None.
+
+    ``order`` is the order of the keys this entry was read with: the entry is written back with
+    those keys first, in that order, and any new one after them in the field order - which is
+    how the state's bytes were always made (a JSON object carried forward and updated), so a
+    table rejected first and committed later keeps ``rejectedRows`` before ``batchId``."""
+
+    last_group_batch: int | None = field(default=None, metadata=_opt("lastGroupBatch", int))
+    status: str | None = field(default=None, metadata=_opt("status", str))
+    checks: list[dict[str, Any]] | None = field(default=None, metadata=_opt("checks", list))
+    batch_id: int | None = field(default=None, metadata=_opt("batchId", int))
+    rows: int | None = field(default=None, metadata=_opt("rows", int))
+    rejected_rows: int | None = field(default=None, metadata=_opt("rejectedRows", int))
+    watermarks: dict[str, ColumnWatermark] | None = field(
+        default=None, metadata=json_field("watermarks", dict, optional=True, omit_default=True, values=ColumnWatermark)
+    )
+    quarantined_rows: int | None = field(default=None, metadata=_opt("quarantinedRows", int))
+    expected_high: dict[str, int] | None = field(default=None, metadata=_opt("expectedHigh", dict))
+    order: tuple[str, ...] = field(default=(), compare=False)
+    #: keys this release does not know (a newer one wrote them): carried forward as they are
+    unknown: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        obj = {**self.unknown, **encode(self)}
+        first = {k: obj[k] for k in self.order if k in obj}
+        return {**first, **{k: v for k, v in obj.items() if k not in first}}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> DatasetState:
+        known = json_names(cls)
+        unknown = {k: v for k, v in obj.items() if k not in known}
+        return replace(decode(cls, obj), order=tuple(obj), unknown=unknown)
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    """One source partition's offsets: ``low`` the previous batch's end, ``high`` this one's."""
+
+    low: int | None = field(metadata=json_field("low", int, optional=True))
+    high: int = field(metadata=json_field("high", int))
+
+
+#: per source index (``"0"``), per ``topic/partition``: its offsets
+SourceOffsets = Mapping[str, Mapping[str, PartitionOffsets]]
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """The state of a dataset group after its newest batch, as its commit record holds it:
+    ``datasets`` (per dataset table its entry, plus the ``_quarantine`` map of quarantine tables
+    to their latest batch, last) and ``sourcePartitions``."""
+
+    tables: Mapping[str, DatasetState] = field(default_factory=dict)
+    quarantine: Mapping[str, int] = field(default_factory=dict)
+    sources: SourceOffsets = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, datasets: Mapping[str, Any] | None, source_partitions: Mapping[str, Any] | None = None) -> GroupState:
+        """The state a commit record's ``datasets`` and ``sourcePartitions`` hold (strict:
+        ``RecordError`` naming the field)."""
+        state = dict(datasets or {})
+        quarantine = dict(field_value(state, QUARANTINE_KEY, dict, optional=True, default={}))
+        for name in quarantine:
+            field_value(quarantine, name, int)
+        entries = {k: v for k, v in state.items() if k != QUARANTINE_KEY}
+        sources = {
+            src: {p: decode(PartitionOffsets, json_object(v)) for p, v in json_object(parts).items()}
+            for src, parts in (source_partitions or {}).items()
+        }
+        return cls({k: DatasetState.from_json(json_object(v)) for k, v in entries.items()}, quarantine, sources)
+
+    def datasets_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {name: e.to_json() for name, e in self.tables.items()}
+        if self.quarantine:
+            out[QUARANTINE_KEY] = dict(self.quarantine)
+        return out
+
+    def sources_json(self) -> dict[str, Any]:
+        return {src: {p: encode(v) for p, v in parts.items()} for src, parts in self.sources.items()}
+
+    def latest_batch(self, table: str) -> int:
+        """The latest batch of ``table`` (a dataset or a quarantine table); -1 if none."""
+        if is_quarantine(table):
+            return self.quarantine.get(table, -1)
+        entry = self.tables.get(table)
+        return -1 if entry is None or entry.batch_id is None else entry.batch_id
+
+    def table_names(self) -> list[str]:
+        """Every table with a published batch: datasets with a batch id, quarantine tables."""
+        return sorted({k for k, e in self.tables.items() if e.batch_id is not None} | set(self.quarantine))
 
 
 @dataclass
@@ -82,41 +196,33 @@ def _newer(a: Any, b: Any) -> Any:
 
 
 def advance(
-    state: Mapping[str, dict[str, Any]],
+    tables: Mapping[str, DatasetState],
     batches: list[TableBatch],
     group_batch: int,
     expected: Mapping[str, dict[str, int]] | None = None,
-) -> dict[str, dict[str, Any]]:
-    """The state after a group batch: tables in ``batches`` move on, every other one is kept."""
-    out = {name: dict(entry) for name, entry in state.items()}
+) -> dict[str, DatasetState]:
+    """The tables' state after a group batch: tables in ``batches`` move on, every other one is kept."""
+    out = dict(tables)
     for b in batches:
-        prev = out.get(b.table, {})
-        entry = dict(prev)
-        entry["lastGroupBatch"] = group_batch
-        entry["status"] = b.status
-        entry["checks"] = b.checks
+        prev = out.get(b.table, DatasetState())
+        # the keys it has keep their place; new ones follow (see ``DatasetState``)
+        entry = replace(prev, last_group_batch=group_batch, status=b.status, checks=b.checks, order=tuple(prev.to_json()))
         if b.status == "committed":
-            entry["batchId"] = b.batch_id
-            entry["rows"] = int(prev.get("rows", 0)) + b.rows
-            marks = dict(prev.get("watermarks", {}))
+            marks = dict(prev.watermarks or {})
             for column, mm in b.watermarks.items():
-                old = marks.get(column, {})
-                marks[column] = {
-                    "low": old.get("high"),
-                    "high": _newer(old.get("high"), mm.get("max")),
-                    "batchMin": mm.get("min"),
-                    "batchMax": mm.get("max"),
-                }
-            entry["watermarks"] = marks
+                old = marks.get(column, ColumnWatermark())
+                marks[column] = ColumnWatermark(
+                    low=old.high, high=_newer(old.high, mm.get("max")), batch_min=mm.get("min"), batch_max=mm.get("max")
+                )
+            entry = replace(entry, batch_id=b.batch_id, rows=(prev.rows or 0) + b.rows, watermarks=marks)
         elif b.status == "rejected":
-            entry["rejectedRows"] = int(prev.get("rejectedRows", 0)) + b.rows
-            entry.setdefault("watermarks", {})
+            entry = replace(entry, rejected_rows=(prev.rejected_rows or 0) + b.rows, watermarks=prev.watermarks or {})
         else:  # "quarantined": nothing of the table itself this batch
-            entry.setdefault("watermarks", {})
-        if b.quarantined_rows or "quarantinedRows" in prev:
-            entry["quarantinedRows"] = int(prev.get("quarantinedRows", 0)) + b.quarantined_rows
+            entry = replace(entry, watermarks=prev.watermarks or {})
+        if b.quarantined_rows or prev.quarantined_rows is not None:
+            entry = replace(entry, quarantined_rows=(prev.quarantined_rows or 0) + b.quarantined_rows)
         if expected and b.table in expected:
-            entry["expectedHigh"] = dict(expected[b.table])
+            entry = replace(entry, expected_high=dict(expected[b.table]))
         out[b.table] = entry
     return out
 
@@ -150,14 +256,14 @@ def source_partitions(source_offsets: tuple[str | None, ...] | list[str | None])
     return out
 
 
-def advance_sources(previous: Mapping[str, Any] | None, ends: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
+def advance_sources(previous: SourceOffsets | None, ends: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, PartitionOffsets]]:
     """Source partition offsets after a batch: ``low`` = the previous ``high``; absent partitions kept."""
-    out = {src: {p: dict(v) for p, v in parts.items()} for src, parts in (previous or {}).items()}
+    out = {src: dict(parts) for src, parts in (previous or {}).items()}
     for src, parts in ends.items():
         current = out.setdefault(src, {})
         for partition, end in parts.items():
-            old = current.get(partition, {})
-            current[partition] = {"low": old.get("high"), "high": end}
+            old = current.get(partition)
+            current[partition] = PartitionOffsets(low=None if old is None else old.high, high=end)
     return out
 
 
@@ -173,7 +279,7 @@ def expected_by_dataset(ends: Mapping[str, Mapping[str, int]], datasets: list[st
     return out
 
 
-def starting_offsets(partitions: Mapping[str, Any], source: int = 0) -> str | None:
+def starting_offsets(partitions: SourceOffsets, source: int = 0) -> str | None:
     """Kafka ``startingOffsets`` JSON that resumes after the last committed batch of a source."""
     parts = partitions.get(str(source))
     if not parts:
@@ -181,5 +287,5 @@ def starting_offsets(partitions: Mapping[str, Any], source: int = 0) -> str | No
     out: dict[str, dict[str, int]] = {}
     for key, offsets in parts.items():
         topic, _, partition = key.rpartition("/")
-        out.setdefault(topic, {})[partition] = int(offsets["high"])
+        out.setdefault(topic, {})[partition] = offsets.high
     return json.dumps(out, sort_keys=True, separators=(",", ":"))

@@ -48,7 +48,8 @@ from typing import Any
 
 from ..delta.target import app_id as delta_app_id
 from ..errors import ConfigError, IdentityError
-from ..log.codec import RecordError, field
+from ..log.codec import field
+from ..log.record_fields import decode, encode, json_field, strings
 from ..log.record_file import encode_record, read_record
 from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR, PRIVATE_DIRECTORY as PRIVATE_MANIFEST_DIR
 from ..manifest.paths import canonical_uri
@@ -63,27 +64,47 @@ HINT = (
 )
 
 
+def _delta_json(app_id: str) -> dict[str, Any]:
+    return {"appId": app_id}
+
+
+def _delta_app_id(delta: dict[str, Any]) -> str:
+    return str(field(delta, "appId", str))
+
+
 @dataclass(frozen=True)
 class TableIdentity:
-    table_id: str
-    root_uri: str
-    created_ms: int
-    compact_interval: int
-    format: str
-    partition_by: tuple[str, ...] = dc_field(default_factory=tuple)
-    first_batch_id: int = 0
-    writer_options: dict[str, str] = dc_field(default_factory=dict)
+    table_id: str = dc_field(metadata=json_field("tableId", str))
+    root_uri: str = dc_field(metadata=json_field("rootUri", str))
+    created_ms: int = dc_field(metadata=json_field("createdMs", int))
+    compact_interval: int = dc_field(metadata=json_field("compactInterval", int))
+    format: str = dc_field(metadata=json_field("format", str))
+    partition_by: tuple[str, ...] = dc_field(
+        default_factory=tuple, metadata=json_field("partitionBy", list, optional=True, check=strings)
+    )
+    first_batch_id: int = dc_field(default=0, metadata=json_field("firstBatchId", int, optional=True))
+    writer_options: dict[str, str] = dc_field(
+        default_factory=dict, metadata=json_field("writerOptions", dict, optional=True, decode=dict, encode=dict)
+    )
+    #: ``"table"``, ``"member"`` (a table of a dataset group) or ``"group"`` (a group root).
+    kind: str = dc_field(default="table", metadata=json_field("kind", str, optional=True, omit_default=True))
     #: A table of a dataset group: the relative path from this table up to the group root
     #: (``".."``); its batches are written only by the group's writer (``DatasetSink``).
-    group: str | None = None
-    #: ``"table"``, ``"member"`` (a table of a dataset group) or ``"group"`` (a group root).
-    kind: str = "table"
+    group: str | None = dc_field(default=None, metadata=json_field("group", str, optional=True, omit_default=True))
     #: Every other root the table was written under (see the module docstring).
-    other_root_uris: tuple[str, ...] = ()
-    #: Delta application id of a ``format="delta"`` table; None: no Delta log.
-    delta_app_id: str | None = None
+    other_root_uris: tuple[str, ...] = dc_field(
+        default=(), metadata=json_field("otherRootUris", list, optional=True, omit_default=True, check=strings)
+    )
+    #: Delta application id of a ``format="delta"`` table; None: no Delta log. On disk
+    #: ``"delta":{"appId":"..."}`` (an object, so that Delta settings can join it).
+    delta_app_id: str | None = dc_field(
+        default=None,
+        metadata=json_field("delta", dict, optional=True, omit_default=True, encode=_delta_json, decode=_delta_app_id),
+    )
     #: Whether the manifest is ``_spark_metadata`` (Spark's file-source readers honour it).
-    spark_manifest: bool = True
+    spark_manifest: bool = dc_field(
+        default=True, metadata=json_field("sparkManifest", bool, optional=True, omit_default=True)
+    )
 
     @property
     def is_delta(self) -> bool:
@@ -104,60 +125,11 @@ class TableIdentity:
         return (self.root_uri, *self.other_root_uris)
 
     def to_json(self) -> dict[str, Any]:
-        out = self._base_json()
-        if self.kind != "table":
-            out["kind"] = self.kind
-        if self.group is not None:
-            out["group"] = self.group
-        if self.other_root_uris:
-            out["otherRootUris"] = list(self.other_root_uris)
-        if self.delta_app_id is not None:
-            out["delta"] = {"appId": self.delta_app_id}
-        if not self.spark_manifest:
-            out["sparkManifest"] = False
-        return out
-
-    def _base_json(self) -> dict[str, Any]:
-        return {
-            "tableId": self.table_id,
-            "rootUri": self.root_uri,
-            "createdMs": self.created_ms,
-            "compactInterval": self.compact_interval,
-            "format": self.format,
-            "partitionBy": list(self.partition_by),
-            "firstBatchId": self.first_batch_id,
-            "writerOptions": dict(self.writer_options),
-        }
+        return encode(self)
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> TableIdentity:
-        return cls(
-            table_id=field(obj, "tableId", str),
-            root_uri=field(obj, "rootUri", str),
-            created_ms=field(obj, "createdMs", int),
-            compact_interval=field(obj, "compactInterval", int),
-            format=field(obj, "format", str),
-            partition_by=_strings(obj, "partitionBy"),
-            first_batch_id=field(obj, "firstBatchId", int, optional=True, default=0),
-            writer_options=dict(field(obj, "writerOptions", dict, optional=True, default={})),
-            group=field(obj, "group", str, optional=True),
-            kind=field(obj, "kind", str, optional=True, default="table"),
-            other_root_uris=_strings(obj, "otherRootUris"),
-            delta_app_id=_delta_app_id(obj),
-            spark_manifest=field(obj, "sparkManifest", bool, optional=True, default=True),
-        )
-
-
-def _delta_app_id(obj: dict[str, Any]) -> str | None:
-    delta = field(obj, "delta", dict, optional=True)
-    return None if delta is None else field(delta, "appId", str)
-
-
-def _strings(obj: dict[str, Any], name: str) -> tuple[str, ...]:
-    values = field(obj, name, list, optional=True, default=[])
-    if not all(isinstance(v, str) for v in values):
-        raise RecordError(f"field '{name}' must be a list of strings")
-    return tuple(values)
+        return decode(cls, obj)
 
 
 def read_identity(storage: Storage) -> TableIdentity | None:

@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field as dc_field
 from typing import Any
 
-from ..log.codec import field
+from ..log.record_fields import DataclassCodec, json_field
 from ..storage.base import Storage
+from .attempt_key import AttemptKey
 from .layout import OFFSETS_DIR
 from .per_query_log import PerQueryLog
 
@@ -29,46 +30,29 @@ HINT = (
 
 @dataclass(frozen=True)
 class OffsetsRecord:
-    batch_id: int
-    query_id: str
-    spark_batch_id: int
-    epoch: int
-    attempt: str
-    checkpoint: str | None = None
-    source_offsets: tuple[str | None, ...] = dc_field(default_factory=tuple)
-    batch_watermark_ms: int | None = None
-    batch_timestamp_ms: int | None = None
-    written_ms: int = 0
+    batch_id: int = dc_field(metadata=json_field("batchId", int))
+    query_id: str = dc_field(metadata=json_field("queryId", str))
+    spark_batch_id: int = dc_field(metadata=json_field("sparkBatchId", int))
+    epoch: int = dc_field(metadata=json_field("epoch", int))
+    attempt: str = dc_field(metadata=json_field("attempt", str))
+    #: the nullable fields below are written as null, not left out
+    checkpoint: str | None = dc_field(default=None, metadata=json_field("checkpoint", str, optional=True))
+    source_offsets: tuple[str | None, ...] = dc_field(
+        default_factory=tuple, metadata=json_field("sourceOffsets", list, optional=True, decode=tuple)
+    )
+    batch_watermark_ms: int | None = dc_field(default=None, metadata=json_field("batchWatermarkMs", int, optional=True))
+    batch_timestamp_ms: int | None = dc_field(default=None, metadata=json_field("batchTimestampMs", int, optional=True))
+    written_ms: int = dc_field(default=0, metadata=json_field("writtenMs", int, optional=True))
+
+    @classmethod
+    def of(cls, key: AttemptKey, **rest: Any) -> OffsetsRecord:
+        """The intent record of the attempt ``key`` (its staging mode is not part of it)."""
+        return cls(key.batch_id, key.query_id, key.spark_batch_id, key.epoch, key.attempt, **rest)
 
 
-class OffsetsCodec:
-    def to_json(self, r: OffsetsRecord) -> dict[str, Any]:
-        return {
-            "batchId": r.batch_id,
-            "queryId": r.query_id,
-            "sparkBatchId": r.spark_batch_id,
-            "epoch": r.epoch,
-            "attempt": r.attempt,
-            "checkpoint": r.checkpoint,
-            "sourceOffsets": list(r.source_offsets),
-            "batchWatermarkMs": r.batch_watermark_ms,
-            "batchTimestampMs": r.batch_timestamp_ms,
-            "writtenMs": r.written_ms,
-        }
-
-    def from_json(self, obj: dict[str, Any]) -> OffsetsRecord:
-        return OffsetsRecord(
-            batch_id=field(obj, "batchId", int),
-            query_id=field(obj, "queryId", str),
-            spark_batch_id=field(obj, "sparkBatchId", int),
-            epoch=field(obj, "epoch", int),
-            attempt=field(obj, "attempt", str),
-            checkpoint=field(obj, "checkpoint", str, optional=True),
-            source_offsets=tuple(field(obj, "sourceOffsets", list, optional=True, default=[])),
-            batch_watermark_ms=field(obj, "batchWatermarkMs", int, optional=True),
-            batch_timestamp_ms=field(obj, "batchTimestampMs", int, optional=True),
-            written_ms=field(obj, "writtenMs", int, optional=True, default=0),
-        )
+class OffsetsCodec(DataclassCodec[OffsetsRecord]):
+    def __init__(self) -> None:
+        super().__init__(OffsetsRecord)
 
 
 class OffsetsLog(PerQueryLog[OffsetsRecord]):

@@ -14,11 +14,10 @@ duplicates (Spark's foreachBatch) nor silently skips (Spark's file sink) anythin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field as dc_field
 
-from ..log.codec import field
 from ..log.compactible_log import CompactibleLog
+from ..log.record_fields import DataclassCodec, json_field
 from ..storage.base import Storage
 from .layout import SOURCES_DIR
 
@@ -30,23 +29,16 @@ HINT = (
 
 @dataclass(frozen=True)
 class SourceFileRecord:
-    batch_id: int
-    source: int
-    path: str  # URI-encoded, exactly as Spark's source log and input_file_name() give it
-    timestamp: int
+    batch_id: int = dc_field(metadata=json_field("batchId", int))
+    source: int = dc_field(metadata=json_field("source", int))
+    #: URI-encoded, exactly as Spark's source log and input_file_name() give it
+    path: str = dc_field(metadata=json_field("path", str))
+    timestamp: int = dc_field(metadata=json_field("timestamp", int))
 
 
-class SourceFileCodec:
-    def to_json(self, r: SourceFileRecord) -> dict[str, Any]:
-        return {"batchId": r.batch_id, "source": r.source, "path": r.path, "timestamp": r.timestamp}
-
-    def from_json(self, obj: dict[str, Any]) -> SourceFileRecord:
-        return SourceFileRecord(
-            batch_id=field(obj, "batchId", int),
-            source=field(obj, "source", int),
-            path=field(obj, "path", str),
-            timestamp=field(obj, "timestamp", int),
-        )
+class SourceFileCodec(DataclassCodec[SourceFileRecord]):
+    def __init__(self) -> None:
+        super().__init__(SourceFileRecord)
 
 
 class SourcesLog(CompactibleLog[SourceFileRecord]):

@@ -28,6 +28,7 @@ from streaming_exactly_once.errors import ConfigError, DeltaSchemaMismatchError,
 from streaming_exactly_once.maintenance.gc import collect_garbage
 from streaming_exactly_once.maintenance.verify import verify_table
 from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.table.attempt_key import AttemptKey
 from tests.commit.processes import QA, Writer, batch_rows, stop_all
 from tests.delta.helpers import SCHEMA, commit_batch, delta_committer, parquet
 from tests.delta.readback import app_id_of, batch_commits, delta_commits, delta_ids
@@ -356,12 +357,12 @@ def test_gc_deletes_only_files_no_delta_version_and_no_manifest_entry_names(tmp_
 def test_wal_entries_with_a_delta_step_are_v4_and_read_back(tmp_path):
     step = CommitDelta(batch_id=4, app_id="streaming-exactly-once:x", files=[DeltaFile("p=a/f.parquet", 10, 5)],
                        partition_by=("p",), schema=SCHEMA, table="orders", settings=DeltaSettings(3, 60_000), info={"queryId": "q"})
-    seq = CommitSequence(batch_id=4, query_id="q", spark_batch_id=1, epoch=1, attempt="a", mode="rename", staging_dir="s", created_ms=1, steps=[step])
+    seq = CommitSequence(key=AttemptKey(4, "q", 1, 1, "a", "rename"), staging_dir="s", created_ms=1, steps=[step])
     data = seq.to_bytes()
     assert data.startswith(b"v4\n")
     back = CommitSequence.from_bytes(data, path="wal/4", batch_id=4)
     assert back.steps == [step]
-    plain = CommitSequence(batch_id=4, query_id="q", spark_batch_id=1, epoch=1, attempt="a", mode="rename", staging_dir="s", created_ms=1)
+    plain = CommitSequence(key=AttemptKey(4, "q", 1, 1, "a", "rename"), staging_dir="s", created_ms=1)
     assert plain.to_bytes().startswith(b"v3\n")  # tables without Delta stay readable by the previous release
     bad = data.replace(b'"p=a/f.parquet"', b'"../escape.parquet"')
     with pytest.raises(LogCorruptError, match="not a path inside the table"):
