@@ -45,7 +45,7 @@ from ..manifest.entry import ManifestEntry
 from ..manifest.manifest_index import delete_stale_indexes, write_index
 from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR, PRIVATE_DIRECTORY as PRIVATE_MANIFEST_DIR
 from ..storage.base import Storage
-from ..table.attempt_key import AttemptKey
+from ..table.attempt_key import AttemptKey, KeyedByAttempt
 from ..table.commits_log import CommitRecord
 from ..table.identity import TableIdentity, ensure_identity, note_root, read_identity
 from ..table.layout import PROBE_DIR, staging_dir
@@ -103,7 +103,7 @@ class StagedFile:
 
 
 @dataclass
-class BatchAttempt:
+class BatchAttempt(KeyedByAttempt):
     """One attempt at committing a batch, from ``begin`` until its commit or abort."""
 
     #: which batch it claims, for which (query, Spark batch), in which epoch, token and mode
@@ -112,26 +112,6 @@ class BatchAttempt:
     #: the offsets record the commit will write (the key's batch, source offsets)
     offsets: OffsetsRecord
     timings: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def batch_id(self) -> int:
-        return self.key.batch_id
-
-    @property
-    def query_id(self) -> str:
-        return self.key.query_id
-
-    @property
-    def spark_batch_id(self) -> int:
-        return self.key.spark_batch_id
-
-    @property
-    def attempt(self) -> str:
-        return self.key.attempt
-
-    @property
-    def mode(self) -> str:
-        return self.key.mode
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ from ..errors import CommitError, ExactlyOnceError, LogCorruptError
 from ..log.codec import RecordError
 from ..log.record_fields import decode, encode, flattened, json_field
 from ..log.version import encode_file, encode_line, parse_body
-from ..table.attempt_key import AttemptKey
+from ..table.attempt_key import AttemptKey, KeyedByAttempt
 from .step import REGISTRY, CommitStep, StepContext
 
 VERSION = 4  # newest version read; ``to_bytes`` writes the oldest one that can say the entry
@@ -67,7 +67,7 @@ _NOT_TRANSIENT = (FileNotFoundError, FileExistsError, PermissionError, IsADirect
 
 
 @dataclass
-class CommitSequence:
+class CommitSequence(KeyedByAttempt):
     """A WAL entry: its header (the claim: attempt key, staging dir, creation time) and steps."""
 
     key: AttemptKey = dc_field(metadata=flattened(AttemptKey))
@@ -77,30 +77,6 @@ class CommitSequence:
 
     def header(self) -> dict[str, Any]:
         return encode(self)
-
-    @property
-    def batch_id(self) -> int:
-        return self.key.batch_id
-
-    @property
-    def query_id(self) -> str:
-        return self.key.query_id
-
-    @property
-    def spark_batch_id(self) -> int:
-        return self.key.spark_batch_id
-
-    @property
-    def epoch(self) -> int:
-        return self.key.epoch
-
-    @property
-    def attempt(self) -> str:
-        return self.key.attempt
-
-    @property
-    def mode(self) -> str:
-        return self.key.mode
 
     @property
     def file_version(self) -> int:

@@ -36,7 +36,17 @@ def spark(
     format: str | None = None,
     options: Mapping[str, str] | None = None,
 ) -> DataFrame:
-    """A DataFrame of exactly the committed rows of ``path`` as of batch ``as_of``."""
+    """A Spark DataFrame of exactly the committed rows of ``path`` as of batch ``as_of``.
+
+    Args:
+        session: the SparkSession to read with.
+        path: the table's URI or path.
+        as_of: a retained batch id (default: the latest committed batch).
+        storage_options: options of the table's storage backend (e.g. S3 endpoint, credentials).
+        allow_outside_root: accept manifest entries outside the table's root (Spark allows them).
+        format: the data files' format (default: the one recorded in the table).
+        options: reader options (default: the writer options recorded in the table).
+    """
     try:
         from pyspark.sql.types import StringType, StructField, StructType
     except ImportError as exc:

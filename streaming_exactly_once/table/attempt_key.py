@@ -34,3 +34,35 @@ class AttemptKey:
     def query_batch(self) -> tuple[str, int]:
         """The idempotence key: (query id, Spark batch id)."""
         return (self.query_id, self.spark_batch_id)
+
+
+class KeyedByAttempt:
+    """The key's fields by name (``record.batch_id``, ``record.mode``...) for the classes that
+    hold an ``AttemptKey`` as ``key`` - the WAL claim, ``BatchAttempt``, ``CommitRecord`` -
+    so one key backs them all and nobody copies its fields."""
+
+    key: AttemptKey  # declared as a field by each dataclass that mixes this in
+
+    @property
+    def batch_id(self) -> int:
+        return self.key.batch_id
+
+    @property
+    def query_id(self) -> str:
+        return self.key.query_id
+
+    @property
+    def spark_batch_id(self) -> int:
+        return self.key.spark_batch_id
+
+    @property
+    def epoch(self) -> int:
+        return self.key.epoch
+
+    @property
+    def attempt(self) -> str:
+        return self.key.attempt
+
+    @property
+    def mode(self) -> str:
+        return self.key.mode

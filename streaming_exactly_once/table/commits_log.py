@@ -33,7 +33,7 @@ from typing import Any
 
 from ..log.record_fields import DataclassCodec, flattened, json_field
 from ..storage.base import Storage
-from .attempt_key import AttemptKey
+from .attempt_key import AttemptKey, KeyedByAttempt
 from .layout import COMMITS_DIR
 from .per_query_log import PerQueryLog
 
@@ -44,7 +44,7 @@ HINT = (
 
 
 @dataclass(frozen=True, kw_only=True)
-class CommitRecord:
+class CommitRecord(KeyedByAttempt):
     """One commits-log line; the fields are in the on-disk order (hence ``kw_only``: a field
     with a default, ``num_skipped_rows``, comes before required ones). The attempt that made
     it is one ``AttemptKey``, written inline (``batchId`` ... ``mode``)."""
@@ -91,30 +91,6 @@ class CommitRecord:
     def of(cls, key: AttemptKey, **rest: Any) -> CommitRecord:
         """The commit record of the attempt ``key``."""
         return cls(key=key, **rest)
-
-    @property
-    def batch_id(self) -> int:
-        return self.key.batch_id
-
-    @property
-    def query_id(self) -> str:
-        return self.key.query_id
-
-    @property
-    def spark_batch_id(self) -> int:
-        return self.key.spark_batch_id
-
-    @property
-    def epoch(self) -> int:
-        return self.key.epoch
-
-    @property
-    def attempt(self) -> str:
-        return self.key.attempt
-
-    @property
-    def mode(self) -> str:
-        return self.key.mode
 
 
 class CommitCodec(DataclassCodec[CommitRecord]):
