@@ -134,7 +134,7 @@ class DatasetSink(BatchSink[GroupCommitter]):
             options = replace(options, delta=DeltaSettings(
                 checkpoint_interval=self.options.delta_checkpoint_interval, log_retention_ms=self.options.delta_log_retention_ms,
             ))
-        return GroupCommitter(self.storage, options, faults=self.faults)
+        return GroupCommitter(self.storage, options)
 
     def _format(self, output: Output) -> str:
         """An output's format: ``delta`` tables hold Parquet files and a Delta log."""
@@ -208,7 +208,6 @@ class DatasetSink(BatchSink[GroupCommitter]):
                 df.unpersist()
         skipped = inputs.skipped_rows()
         attempt.timings["stage"] = round((time.perf_counter() - t_stage) * 1000, 3)
-        self.faults("after-stage")
         members, rejected = self._plan(tables, output_checks)
         if rejected and self.options.policy == "full":
             self._reject(attempt, rejected)

@@ -95,7 +95,7 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
         self._writer: RenameWriter | DirectWriter | None = None
 
     def _make_committer(self) -> TableCommitter:
-        return TableCommitter(self.storage, self.options.committer_options(), faults=self.faults)
+        return TableCommitter(self.storage, self.options.committer_options())
 
     @property
     def writer(self) -> RenameWriter | DirectWriter:
@@ -118,7 +118,6 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
         rows, watermarks, _ = observation.result()
         skipped = inputs.skipped_rows()
         attempt.timings["stage"] = round((time.perf_counter() - t_stage) * 1000, 3)
-        self.faults("after-stage")
         return self.committer.commit(
             attempt,
             files,

@@ -58,6 +58,11 @@ class SinkOptions:
     step_retries: int = 3
     description: str = ""
     on_commit: Callable[[dict[str, Any]], None] | None = None
+    #: ``"module:callable"``: the table's storage is ``callable(storage)``, built in the process
+    #: that writes the table (a Spark Connect server's worker too, which imports the module).
+    #: An extension point like Spark's ``checkpointFileManagerClass``; the test suite uses it
+    #: to inject faults (``streaming_exactly_once.testing.faults``).
+    storage_wrapper: str | None = None
     progress_metrics: bool = True  # ``start`` observes rows and watermarks into query progress
     # format="delta" only
     spark_manifest: bool = True
@@ -138,6 +143,8 @@ class SinkOptions:
                     key="staging_mode",
                 )
         parse_int(self.compact_interval, key="compact_interval", minimum=1)
+        if self.storage_wrapper is not None and (not isinstance(self.storage_wrapper, str) or self.storage_wrapper.count(":") != 1):
+            raise ConfigError(f"storage_wrapper must be 'module:callable', not {self.storage_wrapper!r}", key="storage_wrapper")
         if not interval_is_spark_safe(self.compact_interval, self.spark_reader_compact_interval):
             raise ConfigError(
                 f"compact_interval={self.compact_interval} would be misread by Spark readers: Spark derives the "

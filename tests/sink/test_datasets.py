@@ -14,13 +14,13 @@ import pytest
 from pyspark.sql import functions as F
 
 from streaming_exactly_once import Check, DatasetSink, ExactlyOnceSink, Output, read
-from streaming_exactly_once.commit.faults import GROUP_ONLY
 from streaming_exactly_once.errors import BatchRejectedError, ConfigError
 from streaming_exactly_once.manifest.manifest_log import ManifestLog
 from streaming_exactly_once.sink.outputs import dataset_dir_name
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.table.identity import read_identity
 from streaming_exactly_once.table.layout import STAGING_DIR, WAL_DIR, is_hidden
+from streaming_exactly_once.testing.faults import GROUP_ONLY
 from tests.datagen import CSV_SCHEMA, PARTITION_VALUES, write_csv_files
 from tests.sink.conftest import run_driver
 

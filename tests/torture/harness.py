@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streaming_exactly_once.commit.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY
+from streaming_exactly_once.testing.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY
 
 REPO = Path(__file__).resolve().parents[2]
 
