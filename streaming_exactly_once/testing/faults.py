@@ -31,6 +31,10 @@ protocol; each is one storage rule here (``BOUNDARY_RULES``). ``M`` is a batch n
     mid-move          after the first rename out of ``_seo/staging/`` of a batch (its other files
                       still staged; with one file, the instant after-move is)
     after-move        after the ``sync`` of the moved files (before the first manifest write)
+
+                      (a move list long enough for ``worker_moves_from`` is renamed and synced by
+                      Spark tasks, whose pickled storage is the plain one: neither mid-move nor
+                      after-move is reached then)
     after-manifest    after the create of ``_spark_metadata/M`` (or ``.compact``, or the private
                       ``_seo/manifest``) - the instant before a Delta table's Delta commit
     after-delta       before the create of ``_seo/offsets/M``, the step after the Delta commit
