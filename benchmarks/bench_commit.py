@@ -28,12 +28,14 @@ from .stats import summary
 QUERY = "77777777-7777-7777-7777-777777777777"
 
 
-def _committer(root: str, **opts):
+def _committer(root: str, *, faulty: bool = False, **opts):
     from streaming_exactly_once.commit.committer import CommitterOptions, TableCommitter
     from streaming_exactly_once.storage import open_storage
+    from streaming_exactly_once.testing.faults import FaultInjectingStorage
 
     options = CommitterOptions(heartbeat=False, **opts)
-    committer = TableCommitter(open_storage(root), options)
+    storage = open_storage(root)
+    committer = TableCommitter(FaultInjectingStorage(storage) if faulty else storage, options)
     committer.open()
     return committer
 
@@ -180,7 +182,7 @@ print(first_commit, report.rolled_forward)
 
 def recovery(*, histories: list[int], work: Path) -> dict[str, Any]:
     from streaming_exactly_once.commit.committer import StagedFile
-    from streaming_exactly_once.commit.faults import FaultHooks, FaultSpec
+    from streaming_exactly_once.testing.faults import rules
 
     out = {}
     repo = str(Path(__file__).resolve().parents[1])
@@ -189,11 +191,11 @@ def recovery(*, histories: list[int], work: Path) -> dict[str, Any]:
         # Retention as on any table older than ``cleanup_delay`` (default 10 min): the log
         # directories keep ~min_batches_to_retain files. Start-up lists them, so without
         # retention (a table younger than the delay) it is O(files in them): ~2 s at 10,000.
-        c = _committer(str(root), cleanup_delay_ms=0)
+        c = _committer(str(root), faulty=True, cleanup_delay_ms=0)  # ``arm`` injects the crash below
         for b in range(h):
             attempt = c.begin(QUERY, b, mode="direct")
             c.commit(attempt, [StagedFile(final=f"day=0/part-{b:08d}-{i}.parquet", size=10, mtime_ms=1) for i in range(10)], num_rows=10)
-        c.faults = FaultHooks(fail_at=FaultSpec.parse("after-wal@1"))  # the crash: a claimed, unfinished batch
+        c.storage.arm(rules(fail_at="after-wal@1"))  # the crash: a claimed, unfinished batch
         attempt = c.begin(QUERY, h, mode="direct")
         try:
             c.commit(attempt, [StagedFile(final="day=0/part-crashed.parquet", size=10, mtime_ms=1)], num_rows=1)

@@ -53,7 +53,6 @@ from ..table.offsets_log import OffsetsRecord
 from ..table.sources_log import SourceFileRecord
 from ..table.table_logs import TableLogs
 from .delta_step import CommitDelta
-from .faults import NO_FAULTS, FaultHooks
 from .janitor import Janitor
 from .lease import Lease
 from .recovery import INTENTS_SUBDIR, RecoveryReport, check_logs_consistent, discard_sequence, recover
@@ -134,10 +133,9 @@ class TableCommitter:
     #: which logs the root has (``table.table_logs``) and what its identity says it is
     KIND = "table"
 
-    def __init__(self, storage: Storage, options: CommitterOptions = CommitterOptions(), *, faults: FaultHooks = NO_FAULTS) -> None:
+    def __init__(self, storage: Storage, options: CommitterOptions = CommitterOptions()) -> None:
         self.storage = storage
         self.options = options
-        self.faults = faults
         self.logs = TableLogs.open(
             storage,
             interval=options.compact_interval,
@@ -181,7 +179,6 @@ class TableCommitter:
             storage=self.storage,
             logs=self.logs,
             move_threads=self.options.move_threads,
-            boundary=self.faults,
             epoch=self.lease.epoch,
             distribute=self.distribute,
             distribute_from=self.options.worker_moves_from,
@@ -364,7 +361,6 @@ class TableCommitter:
             ),
         )
         attempt.timings["intent"] = _ms(t0)
-        self.faults("after-intent")
         return attempt
 
     @contextlib.contextmanager
@@ -515,17 +511,14 @@ class TableCommitter:
         ctx.timings.update(attempt.timings)
         ctx.timings["plan"] = _ms(t_plan)
         self.lease.check_fence("publish")
-        self.faults("before-wal")
         t_wal = time.perf_counter()
         self._claim(seq)
         ctx.timings["wal"] = _ms(t_wal)
-        self.faults("after-wal")
         self.lease.check_fence("publish")  # a claim made after a takeover stops here
         seq.run(ctx, fresh=True, retries=self.options.step_retries)
         t_del = time.perf_counter()
         self.wal.delete_completed(seq.batch_id)
         ctx.timings["walDelete"] = _ms(t_del)
-        self.faults("after-wal-delete")
         self.janitor.delete_tree(attempt.staging_dir)  # leftovers only (.crc, _SUCCESS, empty dirs)
         if self.options.prepare_compactions:
             self.janitor.submit_latest("prepare", self._prepare_compactions)

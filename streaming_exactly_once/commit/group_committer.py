@@ -53,7 +53,6 @@ from ..table.layout import COMMITS_DIR
 from ..table.table_logs import TableLogs
 from .committer import BatchAttempt, CommitResult, CommitterOptions, StagedFile, TableCommitter, index_compact, offsets_step, sources_step
 from .delta_step import CommitDelta
-from .faults import FaultHooks
 from .recovery import RecoveryReport, recover
 from .sequence import CommitSequence
 from .step import CommitStep, StepContext
@@ -97,8 +96,8 @@ class GroupCommitter(TableCommitter):
 
     KIND = "group"
 
-    def __init__(self, storage: Storage, options: CommitterOptions, *, faults: FaultHooks) -> None:
-        super().__init__(storage, options, faults=faults)
+    def __init__(self, storage: Storage, options: CommitterOptions) -> None:
+        super().__init__(storage, options)
         self._members: dict[str, _Member] = {}
         self._members_lock = threading.Lock()
         self.state = GroupState()

@@ -130,7 +130,6 @@ class CommitSequence(KeyedByAttempt):
             if fresh or not step.verify(ctx):
                 self._execute_with_retries(step, ctx, retries=retries, backoff_s=backoff_s, sleep=sleep)
             ctx.timings[step.kind] = round((time.perf_counter() - t0) * 1000, 3)
-            ctx.boundary(f"after-{step.kind}")
 
     def _execute_with_retries(
         self, step: CommitStep, ctx: StepContext, *, retries: int, backoff_s: float, sleep: Callable[[float], None]

@@ -35,7 +35,6 @@ class MoveContext:
 
     storage: Storage
     move_threads: int = 8
-    boundary: Callable[[str], None] = lambda name: None  # crash/failure injection points
     #: ``Distribute``; None: the driver's threads move.
     distribute: Distribute | None = None
     distribute_from: int = 5_000  # moves from which ``distribute`` is used

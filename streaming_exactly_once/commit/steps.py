@@ -116,12 +116,8 @@ class MoveFiles(CommitStep):
     def execute(self, ctx: StepContext) -> None:
         if ctx.distribute is not None and len(self.moves) >= ctx.distribute_from:
             # Very large batches: the workers rename, in parallel across the cluster, each
-            # checking and syncing its own files (nothing is listed on the driver). Halves keep
-            # the mid-move boundary meaningful.
-            half = len(self.moves) // 2
-            ctx.distribute(_move_on_worker, self.moves[:half])
-            ctx.boundary("mid-move")
-            ctx.distribute(_move_on_worker, self.moves[half:])
+            # checking and syncing its own files (nothing is listed on the driver).
+            ctx.distribute(_move_on_worker, self.moves)
             return
         self._move_all(ctx)
         # Spark's writers do not fsync: the manifest entry must not become durable before the
@@ -130,19 +126,13 @@ class MoveFiles(CommitStep):
 
     def _move_all(self, ctx: MoveContext) -> None:
         pending = [m for m in self.moves if not self._done(ctx, m)]
-        half = len(pending) // 2
         parallel_from = PARALLEL_MOVES_FROM if ctx.storage.rename_is_atomic else 2  # object stores copy
         if len(pending) < parallel_from or ctx.move_threads <= 1:
-            for i, move in enumerate(pending):
-                if i == half and half:
-                    ctx.boundary("mid-move")
+            for move in pending:
                 self._move_one(ctx, move)
             return
-        first, second = pending[:half], pending[half:]
         with ThreadPoolExecutor(max_workers=ctx.move_threads, thread_name_prefix="seo-move") as pool:
-            list(pool.map(lambda m: self._move_one(ctx, m), first))
-            ctx.boundary("mid-move")
-            list(pool.map(lambda m: self._move_one(ctx, m), second))
+            list(pool.map(lambda m: self._move_one(ctx, m), pending))
 
 
 
@@ -315,11 +305,8 @@ class PublishMembers(CommitStep):
             commit.execute(inner)
 
     def execute(self, ctx: StepContext) -> None:
-        half = len(self.members) // 2
         if len(self.members) < 4 or ctx.move_threads <= 1:
-            for i, m in enumerate(self.members):
-                if i == half and half:
-                    ctx.boundary("mid-members")
+            for m in self.members:
                 self._publish(ctx, m)
             return
         # Each table costs two small durable writes: the threads wait on fsync, not on the CPU,
@@ -327,9 +314,7 @@ class PublishMembers(CommitStep):
         # took 536 ms and 32 threads 286 ms; on a quiet one 4 threads (move_threads=1) were as fast
         # as 32 (the disk serialises the fsyncs) - see docs/benchmarks.md.
         with ThreadPoolExecutor(max_workers=ctx.move_threads * 4, thread_name_prefix="seo-members") as pool:
-            list(pool.map(lambda m: self._publish(ctx, m), self.members[:half]))
-            ctx.boundary("mid-members")
-            list(pool.map(lambda m: self._publish(ctx, m), self.members[half:]))
+            list(pool.map(lambda m: self._publish(ctx, m), self.members))
 
 
 

@@ -46,10 +46,9 @@ def _logs(storage: Storage) -> TableLogs:
 def recover_table(storage: Storage, *, lease_timeout_ms: int = 60_000) -> RecoveryReport:
     identity = read_identity(storage)
     if identity is not None and identity.kind == "group":
-        from ..commit.faults import NO_FAULTS
         from ..commit.group_committer import GroupCommitter
 
-        group = GroupCommitter(storage, CommitterOptions(lease_timeout_ms=lease_timeout_ms), faults=NO_FAULTS)
+        group = GroupCommitter(storage, CommitterOptions(lease_timeout_ms=lease_timeout_ms))
         try:
             return group.open()
         finally:

@@ -22,6 +22,7 @@ once.
 from __future__ import annotations
 
 import atexit
+import importlib
 import inspect
 import logging
 import threading
@@ -36,7 +37,6 @@ from pyspark.sql.streaming.query import StreamingQuery
 from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import InputFile, SparkCheckpoint
 from ..commit.committer import BatchAttempt, CommitResult, TableCommitter
-from ..commit.faults import FaultHooks
 from ..config import reject_unknown
 from ..errors import ConcurrentWriterError, ConfigError, SinkInUseError
 from ..storage import open_storage
@@ -65,6 +65,19 @@ CommitterT = TypeVar("CommitterT", bound=TableCommitter)
 # that ended by itself (``availableNow``) is the slow case; ``query.stop()`` is quick. Waiting
 # only delays the failure of a real second writer, so the default wait (the sink option
 # ``connect_handover_wait``, 60 s) is generous.
+
+
+def wrap_storage(storage: Storage, spec: str) -> Storage:
+    """``storage`` passed through the ``storage_wrapper`` option's ``module:callable``."""
+    module_name, _, name = spec.partition(":")
+    try:
+        wrapper = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"storage_wrapper {spec!r} cannot be imported here: {exc}", key="storage_wrapper") from exc
+    wrapped = wrapper(storage)
+    if not isinstance(wrapped, Storage):
+        raise ConfigError(f"storage_wrapper {spec!r} returned {type(wrapped).__name__}, not a Storage", key="storage_wrapper")
+    return wrapped
 
 
 def _spark_app_id(df: DataFrame) -> str | None:
@@ -131,7 +144,7 @@ class BatchSink(Generic[CommitterT]):
     """Skeleton of a ``foreachBatch`` sink; see the module docstring."""
 
     #: Attributes that belong to one process: rebuilt after unpickling, never shipped.
-    _PROCESS_STATE: tuple[str, ...] = ("_lock", "_storage", "_committer", "_faults", "_query", "_active_query", "_session", "_identities")
+    _PROCESS_STATE: tuple[str, ...] = ("_lock", "_storage", "_committer", "_query", "_active_query", "_session", "_identities")
 
     def __init__(self, table: str, options: SinkOptions) -> None:
         """``options``: the table options, built and validated by the subclass from its
@@ -148,7 +161,6 @@ class BatchSink(Generic[CommitterT]):
         self._lock = threading.Lock()
         self._storage: Storage | None = None
         self._committer: CommitterT | None = None
-        self._faults: FaultHooks | None = None
         self._query: StreamingQuery | None = None  # the StreamingQuery ``start`` started (classic and Connect client)
         self._active_query: str | None = None  # id of the query whose batches this process commits
         self._session: Any = None  # classic: the session running that query
@@ -167,14 +179,11 @@ class BatchSink(Generic[CommitterT]):
     @property
     def storage(self) -> Storage:
         if self._storage is None:
-            self._storage = open_storage(self.table, self.options.storage_options)
+            storage = open_storage(self.table, self.options.storage_options)
+            if self.options.storage_wrapper:
+                storage = wrap_storage(storage, self.options.storage_wrapper)
+            self._storage = storage
         return self._storage
-
-    @property
-    def faults(self) -> FaultHooks:
-        if self._faults is None:
-            self._faults = FaultHooks.from_env()
-        return self._faults
 
     @property
     def committer(self) -> CommitterT:
@@ -456,7 +465,7 @@ class BatchSink(Generic[CommitterT]):
                 batch_id, qid, ", ".join(reread),
             )
         with self.committer.batch(qid, batch_id, mode=self.staging_mode, checkpoint=identity.checkpoint, offsets=offsets) as attempt:
-            self.faults("before-stage")
+            self.storage.makedirs(attempt.staging_dir)  # the attempt's staging, before the writer fills it
             committed = self.committer.committed_input_paths() if inputs else set()
             batch_inputs = CommittedInputFilter(df, inputs or [], committed, batch_id=batch_id, query_id=qid)
             result = self._stage_and_commit(batch_inputs.df, attempt, batch_inputs, offsets)

@@ -122,6 +122,7 @@ class DatasetSink(BatchSink[GroupCommitter]):
         step_retries: int = 3,
         description: str = "",
         on_commit: OnCommit | None = None,
+        storage_wrapper: str | None = None,
         progress_metrics: bool = True,
         spark_manifest: bool = True,
         delta_checkpoint_interval: int = 10,
@@ -135,7 +136,8 @@ class DatasetSink(BatchSink[GroupCommitter]):
             min_batches_to_retain=min_batches_to_retain, cleanup_delay=cleanup_delay, retention=retention,
             source_retention=source_retention, watermark_columns=watermark_columns, lease_timeout=lease_timeout,
             connect_handover_wait=connect_handover_wait, move_threads=move_threads, worker_moves_from=worker_moves_from,
-            step_retries=step_retries, description=description, on_commit=on_commit, progress_metrics=progress_metrics,
+            step_retries=step_retries, description=description, on_commit=on_commit,
+            storage_wrapper=storage_wrapper, progress_metrics=progress_metrics,
             spark_manifest=spark_manifest, delta_checkpoint_interval=delta_checkpoint_interval,
             delta_log_retention=delta_log_retention, options=options,
         )
@@ -172,7 +174,7 @@ class DatasetSink(BatchSink[GroupCommitter]):
             options = replace(options, delta=DeltaSettings(
                 checkpoint_interval=self.options.delta_checkpoint_interval, log_retention_ms=self.options.delta_log_retention_ms,
             ))
-        return GroupCommitter(self.storage, options, faults=self.faults)
+        return GroupCommitter(self.storage, options)
 
     def _format(self, output: Output) -> str:
         """An output's format: ``delta`` tables hold Parquet files and a Delta log."""
@@ -246,7 +248,6 @@ class DatasetSink(BatchSink[GroupCommitter]):
                 df.unpersist()
         skipped = inputs.skipped_rows()
         attempt.timings["stage"] = round((time.perf_counter() - t_stage) * 1000, 3)
-        self.faults("after-stage")
         members, rejected = self._plan(tables, output_checks)
         if rejected and self.group.policy == "full":
             self._reject(attempt, rejected)

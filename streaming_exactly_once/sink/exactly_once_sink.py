@@ -75,6 +75,9 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
         step_retries: bounded retries of a failing commit step.
         description: free text recorded with the table's lease (who writes it).
         on_commit: callable receiving one dict per committed batch (metrics).
+        storage_wrapper: ``"module:callable"``: the table's storage is ``callable(storage)``, built
+            in the process that writes (a Spark Connect worker too). An extension point like
+            Spark's ``checkpointFileManagerClass``; the test suite injects faults with it.
         progress_metrics: ``start`` observes rows and watermarks into the query's progress.
         spark_manifest: ``format="delta"`` only: also publish ``_spark_metadata`` (default True).
         delta_checkpoint_interval, delta_log_retention: ``format="delta"`` only: Delta table
@@ -108,6 +111,7 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
         step_retries: int = 3,
         description: str = "",
         on_commit: OnCommit | None = None,
+        storage_wrapper: str | None = None,
         progress_metrics: bool = True,
         spark_manifest: bool = True,
         delta_checkpoint_interval: int = 10,
@@ -121,7 +125,8 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
             min_batches_to_retain=min_batches_to_retain, cleanup_delay=cleanup_delay, retention=retention,
             source_retention=source_retention, watermark_columns=watermark_columns, lease_timeout=lease_timeout,
             connect_handover_wait=connect_handover_wait, move_threads=move_threads, worker_moves_from=worker_moves_from,
-            step_retries=step_retries, description=description, on_commit=on_commit, progress_metrics=progress_metrics,
+            step_retries=step_retries, description=description, on_commit=on_commit,
+            storage_wrapper=storage_wrapper, progress_metrics=progress_metrics,
             spark_manifest=spark_manifest, delta_checkpoint_interval=delta_checkpoint_interval,
             delta_log_retention=delta_log_retention, options=options,
         )
@@ -149,7 +154,7 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
         self._writer: RenameWriter | DirectWriter | None = None
 
     def _make_committer(self) -> TableCommitter:
-        return TableCommitter(self.storage, self.options.committer_options(), faults=self.faults)
+        return TableCommitter(self.storage, self.options.committer_options())
 
     @property
     def writer(self) -> RenameWriter | DirectWriter:
@@ -172,7 +177,6 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
         rows, watermarks, _ = observation.result()
         skipped = inputs.skipped_rows()
         attempt.timings["stage"] = round((time.perf_counter() - t_stage) * 1000, 3)
-        self.faults("after-stage")
         return self.committer.commit(
             attempt,
             files,

@@ -93,6 +93,11 @@ class SinkOptions:
     step_retries: int = 3
     description: str = ""
     on_commit: OnCommit | None = None
+    #: ``"module:callable"``: the table's storage is ``callable(storage)``, built in the process
+    #: that writes the table (a Spark Connect server's worker too, which imports the module).
+    #: An extension point like Spark's ``checkpointFileManagerClass``; the test suite uses it
+    #: to inject faults (``streaming_exactly_once.testing.faults``).
+    storage_wrapper: str | None = None
     progress_metrics: bool = True  # ``start`` observes rows and watermarks into query progress
     # format="delta" only
     spark_manifest: bool = True
@@ -124,6 +129,7 @@ class SinkOptions:
         step_retries: int = 3,
         description: str = "",
         on_commit: OnCommit | None = None,
+        storage_wrapper: str | None = None,
         progress_metrics: bool = True,
         spark_manifest: bool = True,
         delta_checkpoint_interval: int = 10,
@@ -168,6 +174,7 @@ class SinkOptions:
             step_retries=step_retries,
             description=description,
             on_commit=on_commit,
+            storage_wrapper=storage_wrapper,
             progress_metrics=progress_metrics,
             spark_manifest=spark_manifest,
             delta_checkpoint_interval=delta_checkpoint_interval,
@@ -187,6 +194,8 @@ class SinkOptions:
                     key="staging_mode",
                 )
         parse_int(self.compact_interval, key="compact_interval", minimum=1)
+        if self.storage_wrapper is not None and (not isinstance(self.storage_wrapper, str) or self.storage_wrapper.count(":") != 1):
+            raise ConfigError(f"storage_wrapper must be 'module:callable', not {self.storage_wrapper!r}", key="storage_wrapper")
         if not interval_is_spark_safe(self.compact_interval, self.spark_reader_compact_interval):
             raise ConfigError(
                 f"compact_interval={self.compact_interval} would be misread by Spark readers: Spark derives the "

@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from streaming_exactly_once.cli.main import main
-from streaming_exactly_once.commit.faults import InjectedFailure
 from streaming_exactly_once.config import SINK_KEYS, load_job_config, redacted
 from streaming_exactly_once.errors import ConfigError
+from streaming_exactly_once.testing.faults import InjectedFailure
 from tests.commit.helpers import make_committer, stage_and_commit
 
 REPO = Path(__file__).resolve().parents[2]

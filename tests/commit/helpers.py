@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from streaming_exactly_once.checkpoint.reader import InputFile
 from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile, TableCommitter
-from streaming_exactly_once.commit.faults import FaultHooks, FaultSpec
+from streaming_exactly_once.testing.faults import with_faults
 
 
 def make_committer(storage, *, fail_at=None, heartbeat=False, timeout_ms=60_000, **opts) -> TableCommitter:
     options = CommitterOptions(heartbeat=heartbeat, lease_timeout_ms=timeout_ms, **opts)
-    return TableCommitter(storage, options, faults=FaultHooks(fail_at=FaultSpec.parse(fail_at)))
+    return TableCommitter(with_faults(storage, fail_at=fail_at) if fail_at else storage, options)
 
 
 def stage_file(storage, attempt, final: str, payload: bytes) -> StagedFile:
@@ -33,6 +33,7 @@ def stage_and_commit(committer: TableCommitter, query_id: str, spark_batch: int,
         return None
     try:
         with committer.batch(query_id, spark_batch, mode=mode) as attempt:  # aborted if the block raises
+            committer.storage.makedirs(attempt.staging_dir)  # as the sink does before its writer runs
             files = []
             halves = [rows[: len(rows) // 2], rows[len(rows) // 2 :]]  # two files: "mid-move" exists
             for part, chunk in enumerate(halves):

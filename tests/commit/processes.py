@@ -3,8 +3,9 @@
 Why processes: a writer frozen by a GC pause or a suspended VM stops *every* thread at once -
 its heartbeat, its background janitor (staging cleanup, compaction preparation) and its commit.
 Only a real ``SIGSTOP`` of a real process does that; a paused thread in the test process does
-not. The library's own ``FaultHooks`` stop the writer exactly at a named commit boundary
-(``pause_at``) or ``SIGKILL`` it there (``crash_at``), so the interleavings are deterministic.
+not. A fault-injecting storage (``streaming_exactly_once.testing.faults``) stops the writer
+exactly at a named commit boundary (``pause_at``) or ``SIGKILL``s it there (``crash_at``), so
+the interleavings are deterministic.
 
 A child runs a small JSON *program* (``python -m tests.commit.processes PROGRAM``)::
 
@@ -211,11 +212,12 @@ def _chunks(rows: list[int], n: int) -> list[list[int]]:
 
 class _Child:
     def __init__(self, program: dict[str, Any]) -> None:
-        from streaming_exactly_once.commit.faults import FaultHooks
+        from streaming_exactly_once.storage import open_storage
+        from streaming_exactly_once.testing.faults import FaultInjectingStorage
 
         self.p = program
         self.name = program.get("name", "writer")
-        self.faults = FaultHooks()
+        self.storage = FaultInjectingStorage(open_storage(program["root"]))  # ``arm`` gives it rules
         self.c = None
         self.next_batch: dict[str, int] = {}
         self.held = None
@@ -226,19 +228,16 @@ class _Child:
         from streaming_exactly_once.commit.committer import CommitterOptions, TableCommitter
         from streaming_exactly_once.commit.group_committer import GroupCommitter
         from streaming_exactly_once.delta.target import DeltaSettings
-        from streaming_exactly_once.storage import open_storage
-
         opts = {"heartbeat": True, "lease_timeout_ms": 2000, **self.p.get("options", {})}
         if self.p.get("delta") is not None:
             opts.update(delta=DeltaSettings(**self.p["delta"]), partition_by=("p",))
         cls = GroupCommitter if self.p.get("group") else TableCommitter
-        self.c = cls(open_storage(self.p["root"]), CommitterOptions(**opts), faults=self.faults)
+        self.c = cls(self.storage, CommitterOptions(**opts))
 
     def arm(self, pause_at: str | None = None, crash_at: str | None = None) -> None:
-        from streaming_exactly_once.commit.faults import FaultHooks, FaultSpec
+        from streaming_exactly_once.testing.faults import rules
 
-        self.faults = FaultHooks(crash_at=FaultSpec.parse(crash_at), pause_at=FaultSpec.parse(pause_at))
-        self.c.faults = self.faults
+        self.storage.arm(rules(crash_at=crash_at, pause_at=pause_at))
 
     # -- one batch, the way the sink does it -----------------------------------------------------
 
@@ -251,9 +250,8 @@ class _Child:
             return None
         attempt = c.begin(query, spark_batch, mode="rename" if self.p.get("group") else mode)
         try:
-            self.faults("before-stage")
+            c.storage.makedirs(attempt.staging_dir)  # as the sink does before its writer runs
             staged = self._stage_group(attempt, rows, files) if self.p.get("group") else self._stage_table(attempt, rows, files, mode)
-            self.faults("after-stage")
         except BaseException:
             c.abort(attempt)
             c.invalidate()

@@ -6,10 +6,10 @@ from collections import Counter
 
 import pytest
 
-from streaming_exactly_once.commit.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY, InjectedFailure
 from streaming_exactly_once.commit.wal import CommitSequenceStore
 from streaming_exactly_once.errors import ConcurrentWriterError, WriterFencedError
 from streaming_exactly_once.table.layout import STAGING_DIR, WAL_DIR
+from streaming_exactly_once.testing.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY, FaultInjectingStorage, InjectedFailure, call_at
 from tests.commit.helpers import make_committer, stage_and_commit, visible_rows
 
 Q = "11111111-1111-1111-1111-111111111111"
@@ -119,18 +119,18 @@ def test_zombie_claim_after_takeover_never_publishes(memory_storage):
     """The zombie passed its first fence check and paused; the successor took over; then the
     zombie wrote its WAL claim. Its second fence check stops it; the successor removes the claim."""
     clock = [1000.0]
-    zombie = make_committer(memory_storage, timeout_ms=5_000)
+    faulty = FaultInjectingStorage(memory_storage)
+    zombie = make_committer(faulty, timeout_ms=5_000)
     zombie.lease.clock = lambda: clock[0]
     stage_and_commit(zombie, Q, 0, rows_of(0))
     successor = make_committer(memory_storage, timeout_ms=5_000)
     successor.lease.clock = lambda: clock[0]
 
-    def takeover_while_paused(boundary):
-        if boundary == "before-wal":  # the zombie is "paused" right before its claim
-            clock[0] += 10
-            successor.open()
+    def takeover_while_paused():  # the zombie is "paused" right before its claim
+        clock[0] += 10
+        successor.open()
 
-    zombie.faults = takeover_while_paused
+    faulty.arm([call_at("before-wal", takeover_while_paused)])
     with pytest.raises(WriterFencedError):
         stage_and_commit(zombie, Q, 1, rows_of(1))
     assert CommitSequenceStore(memory_storage).pending() == [1]  # the zombie's claim, not executed

@@ -7,7 +7,7 @@ claim before the takeover.
 One test per finding of the commit-protocol review (``/work/shared/findings/commit-protocol-review``,
 r01-r04, r10). They assert what a user sees - rows, files, named errors - not how the library
 gets there, so they hold for any correct fix. Timing-dependent steps are pinned by the
-library's own pause points (``FaultHooks.pause_at``: the writer SIGSTOPs itself exactly there)
+test storage's pause points (``testing.faults``, ``pause``: the writer SIGSTOPs itself exactly there)
 and by files the processes wait for.
 """
 

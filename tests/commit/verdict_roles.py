@@ -35,9 +35,9 @@ import signal
 import sys
 
 from streaming_exactly_once.commit.committer import CommitterOptions, TableCommitter
-from streaming_exactly_once.commit.faults import FaultHooks, FaultSpec
 from streaming_exactly_once.errors import WriterFencedError
 from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.testing.faults import with_faults
 from tests.commit.helpers import stage_and_commit, visible_rows
 
 Q = "11111111-1111-1111-1111-111111111111"
@@ -49,9 +49,9 @@ def say(label: str, value: object) -> None:
     print(f"{label}: {value}", flush=True)
 
 
-def make_committer(storage, *, heartbeat: bool = False, faults: FaultHooks | None = None) -> TableCommitter:
+def make_committer(storage, *, heartbeat: bool = False) -> TableCommitter:
     options = CommitterOptions(heartbeat=heartbeat, lease_timeout_ms=LEASE_MS)
-    return TableCommitter(storage, options, faults=faults or FaultHooks())
+    return TableCommitter(storage, options)
 
 
 def freeze() -> None:
@@ -59,7 +59,7 @@ def freeze() -> None:
 
 
 def zombie(root: str, mode: str) -> None:
-    c = make_committer(open_storage(root), heartbeat=True, faults=FaultHooks(pause_at=FaultSpec.parse("before-wal")))
+    c = make_committer(with_faults(open_storage(root), pause_at="before-wal"), heartbeat=True)
     c.open()
     try:
         stage_and_commit(c, Q, 0, ROWS, mode=mode)
@@ -107,7 +107,7 @@ def frozen(root: str, where: str) -> None:
 
 
 def rollforward(root: str, crash: str) -> None:
-    c = make_committer(open_storage(root), faults=FaultHooks(crash_at=FaultSpec.parse(None if crash == "none" else crash)))
+    c = make_committer(with_faults(open_storage(root), crash_at=None if crash == "none" else crash))
     say("rollforward", c.open())
     c.close()
 
@@ -122,11 +122,11 @@ def final(root: str, mode: str) -> None:
     say("rows", visible_rows(storage))
 
 
-def make_group(storage, *, heartbeat: bool = False, faults: FaultHooks | None = None):
+def make_group(storage, *, heartbeat: bool = False):
     from streaming_exactly_once.commit.group_committer import GroupCommitter
 
     options = CommitterOptions(heartbeat=heartbeat, lease_timeout_ms=LEASE_MS)
-    return GroupCommitter(storage, options, faults=faults or FaultHooks())
+    return GroupCommitter(storage, options)
 
 
 GROUP_TABLES = ("orders", "payments")
@@ -168,14 +168,13 @@ def rows_seen(root: str, group: bool) -> list[int]:
 def claimer(root: str, mode: str, group: str = "") -> None:
     from streaming_exactly_once.commit import steps
 
+    storage = open_storage(root)
     if mode == "rename":
-        faults = FaultHooks(pause_at=FaultSpec.parse("after-move"))
+        storage = with_faults(storage, pause_at="after-move")
     else:
-        faults = FaultHooks()
         publish = steps.PublishManifest.execute
         steps.PublishManifest.execute = lambda self, ctx: (freeze(), publish(self, ctx))[1]  # type: ignore[method-assign]
-    storage = open_storage(root)
-    c = make_group(storage, heartbeat=True, faults=faults) if group else make_committer(storage, heartbeat=True, faults=faults)
+    c = make_group(storage, heartbeat=True) if group else make_committer(storage, heartbeat=True)
     c.open()
     try:
         result = commit_group(c, 0, ROWS) if group else stage_and_commit(c, Q, 0, ROWS, mode=mode)
@@ -185,7 +184,7 @@ def claimer(root: str, mode: str, group: str = "") -> None:
 
 
 def paused(root: str, mode: str, pause: str) -> None:
-    c = make_committer(open_storage(root), faults=FaultHooks(pause_at=FaultSpec.parse(pause)))
+    c = make_committer(with_faults(open_storage(root), pause_at=pause))
     c.open()
     stage_and_commit(c, Q, 0, ROWS, mode=mode)
 
@@ -204,7 +203,7 @@ def stalediscard(root: str) -> None:
 
 
 def crasher(root: str, crash: str, mode: str) -> None:
-    c = make_committer(open_storage(root), faults=FaultHooks(crash_at=FaultSpec.parse(crash)))
+    c = make_committer(with_faults(open_storage(root), crash_at=crash))
     c.open()
     stage_and_commit(c, Q, 0, ROWS, mode=mode)
 

@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 
 from streaming_exactly_once.checkpoint.reader import InputFile
 from streaming_exactly_once.commit.committer import CommitterOptions, TableCommitter
-from streaming_exactly_once.commit.faults import FaultHooks, FaultSpec
 from streaming_exactly_once.delta.target import DeltaSettings
+from streaming_exactly_once.testing.faults import with_faults
 from tests.commit.helpers import stage_file
 
 #: Spark schema JSON of the batches below (``id`` long, partition column ``p`` string).
@@ -26,7 +26,7 @@ def delta_committer(storage, *, fail_at=None, checkpoint_interval: int = 10, spa
         heartbeat=False, partition_by=("p",), delta=DeltaSettings(checkpoint_interval=checkpoint_interval),
         spark_manifest=spark_manifest, **opts,
     )
-    return TableCommitter(storage, options, faults=FaultHooks(fail_at=FaultSpec.parse(fail_at)))
+    return TableCommitter(with_faults(storage, fail_at=fail_at) if fail_at else storage, options)
 
 
 def parquet(ids: list[int]) -> bytes:

@@ -11,10 +11,10 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 
-from streaming_exactly_once.commit.faults import InjectedFailure
 from streaming_exactly_once.errors import DeltaTableError
 from streaming_exactly_once.maintenance.verify import verify_table
 from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.testing.faults import InjectedFailure
 from tests.delta.helpers import commit_batch, delta_committer
 from tests.delta.readback import app_id_of, batch_commits, delta_commits, delta_ids
 

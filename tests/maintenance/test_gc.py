@@ -17,13 +17,13 @@ import pytest
 
 import streaming_exactly_once.maintenance.gc as gcmod
 from streaming_exactly_once import read
-from streaming_exactly_once.commit.faults import InjectedFailure
 from streaming_exactly_once.commit.lease import Lease, read_lease_state
 from streaming_exactly_once.errors import ConcurrentWriterError, ExactlyOnceError, GcRefusedError, WriterFencedError
 from streaming_exactly_once.maintenance.gc import collect_garbage
 from streaming_exactly_once.manifest.entry import ManifestEntry
 from streaming_exactly_once.manifest.manifest_log import ManifestLog
 from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.testing.faults import InjectedFailure
 from tests.cli.test_cli import seo
 from tests.readers.tables import age, commit_batch, committer, parquet_bytes, rows_of, stage, write_group, write_table
 

@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 
 from streaming_exactly_once.checkpoint.reader import InputFile
 from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile, TableCommitter
-from streaming_exactly_once.commit.faults import NO_FAULTS, FaultHooks, FaultSpec
 from streaming_exactly_once.commit.group_committer import GroupCommitter, MemberBatch
 from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.testing.faults import with_faults
 from tests.commit.helpers import stage_file
 
 Q = "77777777-7777-7777-7777-777777777777"
@@ -28,8 +28,8 @@ def parquet_bytes(rows: list[int]) -> bytes:
 
 def committer(root: str, *, fail_at: str | None = None, timeout_ms: int = 60_000, storage_options=None, **opts) -> TableCommitter:
     options = CommitterOptions(heartbeat=False, lease_timeout_ms=timeout_ms, **opts)
-    faults = FaultHooks(fail_at=FaultSpec.parse(fail_at)) if fail_at else NO_FAULTS
-    return TableCommitter(open_storage(root, storage_options), options, faults=faults)
+    storage = open_storage(root, storage_options)
+    return TableCommitter(with_faults(storage, fail_at=fail_at) if fail_at else storage, options)
 
 
 def stage(c: TableCommitter, attempt, rows: list[int], *, mode: str, nfiles: int = 2, partition: str = "p=a") -> list[StagedFile]:
@@ -71,7 +71,7 @@ def write_table(root: str, batches: int = 2, **opts) -> list[int]:
 
 def write_group(root: str, tables: dict[str, list[int]], *, spark_batch: int = 0) -> None:
     """One group batch putting ``rows`` into each table of a dataset group at ``root``."""
-    g = GroupCommitter(open_storage(root), CommitterOptions(heartbeat=False), faults=NO_FAULTS)
+    g = GroupCommitter(open_storage(root), CommitterOptions(heartbeat=False))
     g.open()
     attempt = g.begin(Q, spark_batch, mode="rename")
     members = []

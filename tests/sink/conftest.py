@@ -14,6 +14,7 @@ from streaming_exactly_once import ExactlyOnceSink
 from streaming_exactly_once.manifest.manifest_log import ManifestLog
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.table.layout import STAGING_DIR, WAL_DIR, is_hidden
+from streaming_exactly_once.testing.faults import ENV_VARS, FROM_ENV
 from tests.datagen import CSV_SCHEMA
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,7 +26,7 @@ def stream(spark, input_dir, files_per_trigger=2):
 
 def run_query(spark, input_dir, table, checkpoint, *, files_per_trigger=2, **sink_options):
     """Run to the end of the input (availableNow); returns (sink, exception or None)."""
-    sink = ExactlyOnceSink(str(table), **sink_options)
+    sink = ExactlyOnceSink(str(table), **{"storage_wrapper": FROM_ENV, **sink_options})  # faults: SEO_FAIL_AT etc.
     query = sink.start(stream(spark, input_dir, files_per_trigger), checkpoint_location=str(checkpoint), trigger={"availableNow": True})
     try:
         query.awaitTermination()
@@ -73,13 +74,13 @@ def run_driver(tmp, *, env_extra=None, timeout=240, **args):
         else:
             cmd += [f"--{key.replace('_', '-')}", str(value)]
     env = dict(os.environ)
-    env.pop("SEO_CRASH_AT", None)
-    env.pop("SEO_FAIL_AT", None)
+    for key in ENV_VARS.values():
+        env.pop(key, None)
     env.update(env_extra or {})
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(autouse=True)
 def _no_fault_env(monkeypatch):
-    monkeypatch.delenv("SEO_CRASH_AT", raising=False)
-    monkeypatch.delenv("SEO_FAIL_AT", raising=False)
+    for key in ENV_VARS.values():
+        monkeypatch.delenv(key, raising=False)

@@ -7,7 +7,9 @@
 ``--forks`` writes a dataset group instead of one table: output ``raw`` (parquet, partitioned
 by p) and output ``byp`` (json, one table per value of p, its own transform) - one commit.
 
-Crash points come from the environment (SEO_CRASH_AT, see streaming_exactly_once.commit.faults).
+Crash points come from the environment (SEO_CRASH_AT, SEO_FAIL_AT, SEO_PAUSE_AT): the sink's
+storage_wrapper option installs streaming_exactly_once.testing.faults, in this process or, with
+--connect, in the Connect server's worker that writes the table (it inherits this environment).
 Exit codes: 0 all input consumed, 3 ConcurrentWriterError, 4 WriterFencedError.
 """
 
@@ -19,6 +21,8 @@ import os
 import signal
 import sys
 import time
+
+from streaming_exactly_once.testing.faults import FROM_ENV as FAULTS_FROM_ENV
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -65,6 +69,7 @@ def main(argv=None) -> int:
             on_commit=on_commit,
             compact_interval=args.compact_interval,
             min_batches_to_retain=args.retain,
+            storage_wrapper=FAULTS_FROM_ENV,
         )
         if args.forks:
             sink = DatasetSink(args.table, outputs=fork_outputs(), **common)

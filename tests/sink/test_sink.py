@@ -8,9 +8,9 @@ import time
 import pytest
 
 from streaming_exactly_once import ExactlyOnceSink
-from streaming_exactly_once.commit.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY
 from streaming_exactly_once.errors import ConcurrentWriterError
 from streaming_exactly_once.manifest.paths import normalize_uri
+from streaming_exactly_once.testing.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY
 from tests.datagen import PARTITION_VALUES, write_csv_files
 from tests.sink.conftest import assert_exactly_once, assert_table_clean, read_ids, run_driver, run_query, stream
 

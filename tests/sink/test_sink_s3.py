@@ -13,6 +13,7 @@ import pytest
 from streaming_exactly_once import ExactlyOnceSink, read
 from streaming_exactly_once.maintenance.verify import verify_table
 from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.testing.faults import FROM_ENV
 from tests.datagen import write_csv_files
 from tests.sink.conftest import stream
 
@@ -24,7 +25,7 @@ def test_direct_mode_to_s3_exactly_once_across_a_failure(spark, tmp_path, s3_buc
     table = f"s3://{s3_bucket}/events"
 
     def run():
-        sink = ExactlyOnceSink(table, partition_by=["p"], storage_options=s3_options)
+        sink = ExactlyOnceSink(table, partition_by=["p"], storage_wrapper=FROM_ENV, storage_options=s3_options)
         assert sink.staging_mode == "direct"  # the default on object stores
         query = sink.start(stream(spark, tmp_path / "in", 2), checkpoint_location=str(tmp_path / "ckpt"), trigger={"availableNow": True})
         try:

@@ -20,6 +20,7 @@ import pytest
 from streaming_exactly_once import ExactlyOnceSink, read
 from streaming_exactly_once.maintenance.verify import verify_table
 from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.testing.faults import FROM_ENV
 from tests.datagen import write_csv_files
 from tests.sink.conftest import stream
 
@@ -30,7 +31,7 @@ def _run_twice(spark, tmp_path, table, options, monkeypatch, mode):
     ids = write_csv_files(tmp_path / "in", n_files=6, rows_per_file=7)
 
     def run():
-        sink = ExactlyOnceSink(table, partition_by=["p"], storage_options=options)
+        sink = ExactlyOnceSink(table, partition_by=["p"], storage_wrapper=FROM_ENV, storage_options=options)
         assert sink.staging_mode == mode  # the backend's default
         query = sink.start(stream(spark, tmp_path / "in", 2), checkpoint_location=str(tmp_path / "ckpt"), trigger={"availableNow": True})
         try:

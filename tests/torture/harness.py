@@ -4,7 +4,8 @@ Each *run* starts ``tests.sink.driver`` on the same table and checkpoint while n
 keep appearing, and ends in one of these ways:
 
 * **boundary kill** - ``SEO_CRASH_AT=<boundary>`` makes the driver SIGKILL itself at that point of
-  the commit protocol; the harness cycles through every boundary of the run's staging mode
+  the commit protocol (the driver's sink gets a fault-injecting storage through its
+  ``storage_wrapper`` option, ``streaming_exactly_once.testing.faults``); the harness cycles through every boundary of the run's staging mode
   (``after-manifest+3ms`` included: a kill a few milliseconds after the manifest entry appears);
 * **random kill** - the harness SIGKILLs the driver at a random moment;
 * **clean run** - the driver drains its input and stops.
@@ -33,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streaming_exactly_once.commit.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY
+from streaming_exactly_once.testing.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY
 
 REPO = Path(__file__).resolve().parents[2]
 

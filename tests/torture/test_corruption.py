@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from streaming_exactly_once import read
-from streaming_exactly_once.commit.faults import InjectedFailure
 from streaming_exactly_once.commit.sequence import CommitSequence
 from streaming_exactly_once.errors import ConcurrentWriterError, ExactlyOnceError, LogCorruptError, MissingBatchError, UnsupportedLogVersionError
 from streaming_exactly_once.maintenance.repair import discard_wal, rebuild_logs
 from streaming_exactly_once.table.identity import read_identity
+from streaming_exactly_once.testing.faults import InjectedFailure
 from tests.commit.helpers import make_committer, stage_and_commit, visible_rows
 
 Q = "66666666-6666-6666-6666-666666666666"

@@ -6,7 +6,7 @@
 Each run, in real processes (``tests.commit.processes``):
 
 1. writer **A** commits a few batches and freezes itself (``pause_at``: SIGSTOP) at one commit
-   boundary of ``commit.faults`` in its next batch - a single table in ``rename`` or ``direct``
+   boundary of ``testing.faults`` in its next batch - a single table in ``rename`` or ``direct``
    staging mode, or a dataset group (``GroupCommitter``, several tables per batch);
 2. once A's lease has expired, successor **B** opens the table and commits batches
    (``compact_interval`` 2-4) - in about half of the runs through a compaction before A wakes,
@@ -46,7 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from streaming_exactly_once.commit.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY
+from streaming_exactly_once.testing.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY
 from tests.commit.processes import QA, QB, QC, Writer, batch_rows, stop_all
 from tests.commit.readback import committed_ids, judge, read_table, read_tables, recorded_batches
 
@@ -155,12 +155,11 @@ def _compacts(sc: Scenario, root: Path) -> set[str]:
 def _reopen(sc: Scenario, root: Path) -> str | None:
     """The next start of a writer: take the lease and recover. None if it works."""
     from streaming_exactly_once.commit.committer import CommitterOptions, TableCommitter
-    from streaming_exactly_once.commit.faults import NO_FAULTS
     from streaming_exactly_once.commit.group_committer import GroupCommitter
     from streaming_exactly_once.storage import open_storage
 
     cls = GroupCommitter if sc.tables else TableCommitter
-    c = cls(open_storage(str(root)), CommitterOptions(heartbeat=False, lease_timeout_ms=sc.lease_ms, compact_interval=sc.interval), faults=NO_FAULTS)
+    c = cls(open_storage(str(root)), CommitterOptions(heartbeat=False, lease_timeout_ms=sc.lease_ms, compact_interval=sc.interval))
     try:
         c.open()
     except Exception as exc:  # noqa: BLE001 - reported as the run's finding

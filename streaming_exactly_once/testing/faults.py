@@ -1,0 +1,396 @@
+"""Fault injection off the data path: a storage wrapper that crashes, fails or pauses the process
+at a storage call, the way Spark's ``FailureInjectionCheckpointFileManager`` does.
+
+``FaultInjectingStorage`` implements ``Storage`` by delegation and checks every call against
+its ``Rule``s: a storage operation, a path pattern (relative to the wrapped root; a dataset
+group's member tables are seen with their path under the group root), ``before`` or ``after``
+the call, and the n-th matching call. Nothing in the sink or the committer knows about it:
+a sink gets it through its neutral ``storage_wrapper`` option (``from_env`` below), a
+committer by being built on a wrapped storage. A pickled copy (a Spark task's share of the
+work) is the plain inner storage: faults hit the process that built the wrapper, never a worker.
+
+Actions: ``crash`` kills this very process with SIGKILL (no cleanup, no finally blocks: what a
+power cut or an OOM kill does); ``fail`` raises ``InjectedFailure`` (what an exception from
+storage would do); ``pause`` stops the process with SIGSTOP (a writer frozen by a long GC pause
+or a suspended VM, which a test then resumes with SIGCONT); ``call`` runs a test's function
+there (e.g. a takeover while the writer "pauses").
+
+**Named boundaries.** The torture suite, the tests and the docs name points of the commit
+protocol; each is one storage rule here (``BOUNDARY_RULES``). ``M`` is a batch number::
+
+    after-intent      before ``makedirs(_seo/staging/<attempt>)``: the sink creates the attempt's
+                      staging directory right before handing it to the writer; nothing of the
+                      batch exists (begin writes nothing of its own since the offsets record moved
+                      after the manifest, so this is the instant after it)
+    before-stage      after that ``makedirs``: an empty staging directory, no data yet
+    after-stage       before the create of ``_seo/wal/M``: everything staged, nothing claimed.
+                      Spark's writer and the driver's checks after it (fence, Delta schema) only
+                      read, so on disk this is the instant before-wal is
+    before-wal        before the create of ``_seo/wal/M`` (after the fence check)
+    after-wal         after it
+    mid-move          after the first rename out of ``_seo/staging/`` of a batch (its other files
+                      still staged; with one file, the instant after-move is)
+    after-move        after the ``sync`` of the moved files (before the first manifest write)
+
+                      (a move list long enough for ``worker_moves_from`` is renamed and synced by
+                      Spark tasks, whose pickled storage is the plain one: neither mid-move nor
+                      after-move is reached then)
+    after-manifest    after the create of ``_spark_metadata/M`` (or ``.compact``, or the private
+                      ``_seo/manifest``) - the instant before a Delta table's Delta commit
+    after-delta       before the create of ``_seo/offsets/M``, the step after the Delta commit
+                      (delta-rs writes ``_delta_log`` itself, not through this storage)
+    after-sources     after the create of ``_seo/sources/M[.compact]``
+    after-commit      after the create of ``_seo/commits/M[.compact]``
+    after-cleanup     after ``delete_tree(_seo/staging/<attempt>/intents)`` (direct mode)
+    after-wal-delete  after the delete of ``_seo/wal/M``
+    mid-members       after the first member table's ``<table>/_seo/commits/N`` of a group batch
+    after-members     before the create of the group's ``_seo/offsets/M`` (the step after the
+                      members; with Delta member tables, after their Delta commits too)
+
+"Create" is ``put_if_absent``, a clean exit from ``open_exclusive``, or ``publish_prepared``
+(a compact file built in the background). "Of a batch" (mid-move, mid-members): the first
+matching call after each WAL entry is created or read (a commit or a recovery roll-forward).
+Step boundaries fire during a recovery's roll-forward too, as they always did.
+
+The spec is ``<boundary>[@<n>][+<ms>ms]``: at the n-th time the boundary is reached in this
+process (default 1st), optionally ``ms`` milliseconds *after* it while the process carries on
+(crash only: to hit the instants just after the manifest entry appears). ``from_env`` reads
+specs from ``SEO_CRASH_AT``/``SEO_FAIL_AT``/``SEO_PAUSE_AT``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, Literal
+
+from ..storage.base import FileInfo, PreparedFiles, Storage, join, prepared_files
+
+Action = Literal["crash", "fail", "pause", "call"]
+When = Literal["before", "after"]
+
+BOUNDARIES = (
+    "before-stage",
+    "after-stage",
+    "after-intent",
+    "before-wal",
+    "after-wal",
+    "mid-move",
+    "after-move",
+    "after-manifest",
+    "after-delta",
+    "after-sources",
+    "after-commit",
+    "after-cleanup",
+    "after-wal-delete",
+    "mid-members",
+    "after-members",
+)
+#: Boundaries only a dataset group's commit reaches, and those only a single table's reaches.
+GROUP_ONLY = ("mid-members", "after-members")
+TABLE_ONLY = ("after-manifest",)
+#: Boundaries only a commit with a Delta step reaches (``format="delta"``).
+DELTA_ONLY = ("after-delta",)
+
+#: What the sink option ``storage_wrapper`` names to install faults from the environment.
+FROM_ENV = "streaming_exactly_once.testing.faults:from_env"
+ENV_VARS: Mapping[Action, str] = {"crash": "SEO_CRASH_AT", "fail": "SEO_FAIL_AT", "pause": "SEO_PAUSE_AT"}
+
+_CREATE = ("put_if_absent", "open_exclusive", "publish_prepared")
+_N = r"\d+(\.compact)?$"
+_WAL = r"^_seo/wal/\d+$"
+
+
+@dataclass(frozen=True)
+class Where:
+    """A storage call a boundary is at: operations, path pattern, before/after, once per batch."""
+
+    ops: tuple[str, ...]
+    path: str
+    when: When
+    per_batch: bool = False
+
+
+BOUNDARY_RULES: Mapping[str, Where] = {
+    "after-intent": Where(("makedirs",), r"^_seo/staging/[^/]+$", "before"),
+    "before-stage": Where(("makedirs",), r"^_seo/staging/[^/]+$", "after"),
+    "after-stage": Where(("put_if_absent",), _WAL, "before"),
+    "before-wal": Where(("put_if_absent",), _WAL, "before"),
+    "after-wal": Where(("put_if_absent",), _WAL, "after"),
+    "mid-move": Where(("rename",), r"^_seo/staging/", "after", per_batch=True),
+    "after-move": Where(("sync",), r"", "after"),
+    "after-manifest": Where(_CREATE, rf"^(_spark_metadata|_seo/manifest)/{_N}", "after"),
+    "after-delta": Where(_CREATE, r"^_seo/offsets/\d+$", "before"),
+    "after-sources": Where(_CREATE, rf"^_seo/sources/{_N}", "after"),
+    "after-commit": Where(_CREATE, rf"^_seo/commits/{_N}", "after"),
+    "after-cleanup": Where(("delete_tree",), r"^_seo/staging/[^/]+/intents$", "after"),
+    "after-wal-delete": Where(("delete",), _WAL, "after"),
+    "mid-members": Where(_CREATE, rf"^.+/_seo/commits/{_N}", "after", per_batch=True),
+    "after-members": Where(_CREATE, r"^_seo/offsets/\d+$", "before"),
+}
+assert set(BOUNDARY_RULES) == set(BOUNDARIES)
+
+_SPEC = re.compile(r"^(?P<name>[a-z-]+)(?:@(?P<nth>\d+))?(?:\+(?P<ms>\d+)ms)?$")
+
+
+class InjectedFailure(RuntimeError):
+    """Raised by a ``fail`` rule (a test double for a storage error)."""
+
+
+@dataclass
+class Rule:
+    """Act at the ``nth`` storage call matching ``where`` (counted in this process)."""
+
+    where: Where
+    action: Action
+    nth: int = 1
+    delay_ms: int = 0
+    label: str = ""
+    callback: Callable[[], None] | None = None  # the ``call`` action's (a test's own interleaving)
+    count: int = field(default=0, compare=False)
+    batches: set[str] = field(default_factory=set, compare=False)
+
+    def __post_init__(self) -> None:
+        self._path = re.compile(self.where.path)
+
+    def matches(self, op: str, path: str, when: When) -> bool:
+        return op in self.where.ops and when == self.where.when and self._path.search(path) is not None
+
+
+def parse_spec(text: str, action: Action) -> Rule:
+    """A rule from ``<boundary>[@n][+Nms]``."""
+    match = _SPEC.match(text.strip())
+    if match is None or match.group("name") not in BOUNDARY_RULES:
+        raise ValueError(f"bad fault spec {text!r}: use <boundary>[@n][+Nms], boundary one of {', '.join(BOUNDARIES)}")
+    name = match.group("name")
+    return Rule(BOUNDARY_RULES[name], action, int(match.group("nth") or 1), int(match.group("ms") or 0), label=name)
+
+
+def call_at(boundary: str, callback: Callable[[], None]) -> Rule:
+    """A rule that calls ``callback`` at ``boundary`` (spec syntax, without a delay)."""
+    rule = parse_spec(boundary, "call")
+    rule.callback = callback
+    return rule
+
+
+def rules(*, crash_at: str | None = None, fail_at: str | None = None, pause_at: str | None = None) -> list[Rule]:
+    """Rules from boundary specs (None or empty: none)."""
+    specs: list[tuple[str | None, Action]] = [(crash_at, "crash"), (fail_at, "fail"), (pause_at, "pause")]
+    return [parse_spec(spec, action) for spec, action in specs if spec]
+
+
+class _State:
+    """What a wrapper and its children share: the rules and the batch being committed."""
+
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self.lock = threading.Lock()
+        self.rules = list(rules)
+        self.batch = ""  # the last WAL entry created or read: "a batch" of per-batch rules
+
+
+def _unwrapped(storage: Storage) -> Storage:
+    return storage
+
+
+class FaultInjectingStorage(Storage):
+    """``inner`` with ``rules`` applied to its calls; see the module docstring."""
+
+    def __init__(self, inner: Storage, rules: Sequence[Rule] = (), *, _state: _State | None = None, _prefix: str = "") -> None:
+        self.inner = inner
+        self.root_uri = inner.root_uri
+        self.rename_is_atomic = inner.rename_is_atomic
+        self.usable_on_executors = inner.usable_on_executors
+        self.supports_prepared_files = inner.supports_prepared_files
+        self._state = _state or _State(rules)
+        self._prefix = _prefix
+
+    def arm(self, rules: Sequence[Rule]) -> None:
+        """Replace the rules (counted from now) of this wrapper and its children."""
+        with self._state.lock:
+            self._state.rules = list(rules)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _unwrapped, (self.inner,)
+
+    # -- the injection -------------------------------------------------------------------------
+
+    def _at(self, op: str, path: str, when: When) -> None:
+        full = join(self._prefix, path)
+        state = self._state
+        hits: list[tuple[Rule, int]] = []
+        with state.lock:
+            if when == "before" and op in ("put_if_absent", "read_bytes") and re.search(_WAL, full):
+                state.batch = full
+            for rule in state.rules:
+                if not rule.matches(op, full, when):
+                    continue
+                if rule.where.per_batch:
+                    if state.batch in rule.batches:
+                        continue
+                    rule.batches.add(state.batch)
+                rule.count += 1
+                if rule.count == rule.nth:
+                    hits.append((rule, rule.count))
+        for rule, count in hits:
+            _act(rule, count)
+
+    @contextlib.contextmanager
+    def _around(self, op: str, path: str) -> Iterator[None]:
+        self._at(op, path, "before")
+        yield
+        self._at(op, path, "after")
+
+    # -- identity --------------------------------------------------------------------------------
+
+    def uri(self, path: str = "") -> str:
+        return self.inner.uri(path)
+
+    def child(self, path: str) -> Storage:
+        return FaultInjectingStorage(self.inner.child(path), _state=self._state, _prefix=join(self._prefix, path))
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    def read_bytes(self, path: str) -> bytes:
+        with self._around("read_bytes", path):
+            return self.inner.read_bytes(path)
+
+    def info(self, path: str) -> FileInfo:
+        with self._around("info", path):
+            return self.inner.info(path)
+
+    def read_head(self, path: str, n: int) -> bytes:
+        with self._around("read_head", path):
+            return self.inner.read_head(path, n)
+
+    def read_tail(self, path: str, n: int) -> bytes:
+        with self._around("read_tail", path):
+            return self.inner.read_tail(path, n)
+
+    def exists(self, path: str) -> bool:
+        with self._around("exists", path):
+            return self.inner.exists(path)
+
+    def list_dir(self, path: str = "") -> list[FileInfo]:
+        with self._around("list_dir", path):
+            return self.inner.list_dir(path)
+
+    def walk_files(self, path: str = "") -> Iterator[FileInfo]:
+        with self._around("walk_files", path):
+            return iter(list(self.inner.walk_files(path)))
+
+    # -- writes ------------------------------------------------------------------------------------
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        with self._around("put_if_absent", path):
+            self.inner.put_if_absent(path, data)
+
+    def atomic_write(self, path: str, data: bytes) -> None:
+        with self._around("atomic_write", path):
+            self.inner.atomic_write(path, data)
+
+    @contextlib.contextmanager
+    def _exclusive(self, path: str) -> Iterator[IO[bytes]]:
+        self._at("open_exclusive", path, "before")
+        with self.inner.open_exclusive(path) as handle:
+            yield handle
+        self._at("open_exclusive", path, "after")
+
+    def open_exclusive(self, path: str) -> contextlib.AbstractContextManager[IO[bytes]]:
+        return self._exclusive(path)
+
+    def open_write(self, path: str) -> IO[bytes]:
+        with self._around("open_write", path):
+            return self.inner.open_write(path)
+
+    def rename(self, src: str, dst: str) -> None:
+        with self._around("rename", src):
+            self.inner.rename(src, dst)
+
+    def sync(self, paths: Sequence[str]) -> None:
+        with self._around("sync", paths[0] if paths else ""):
+            self.inner.sync(paths)
+
+    def delete(self, path: str, *, missing_ok: bool = True) -> None:
+        with self._around("delete", path):
+            self.inner.delete(path, missing_ok=missing_ok)
+
+    def delete_tree(self, path: str) -> None:
+        with self._around("delete_tree", path):
+            self.inner.delete_tree(path)
+
+    def makedirs(self, path: str) -> None:
+        with self._around("makedirs", path):
+            self.inner.makedirs(path)
+
+    def check_exclusive_create(self, probe_dir: str) -> None:
+        self.inner.check_exclusive_create(probe_dir)
+
+    # PreparedFiles (storage.base): offered exactly when the wrapped storage offers it
+
+    def _prepared(self) -> PreparedFiles:
+        store = prepared_files(self.inner)
+        if store is None:
+            raise NotImplementedError(f"{type(self.inner).__name__} has no prepared files")
+        return store
+
+    def open_prepared(self, path: str, *, append: bool) -> IO[bytes]:
+        return self._prepared().open_prepared(path, append=append)
+
+    def sync_prepared(self, path: str) -> None:
+        self._prepared().sync_prepared(path)
+
+    def publish_prepared(self, path: str, final: str) -> None:
+        with self._around("publish_prepared", final):
+            self._prepared().publish_prepared(path, final)
+
+    # -- hand-off ----------------------------------------------------------------------------------
+
+    def filesystem(self) -> tuple[Any, str]:
+        return self.inner.filesystem()
+
+    def options(self) -> dict[str, Any]:
+        return self.inner.options()
+
+    def __repr__(self) -> str:
+        return f"FaultInjectingStorage({self.inner!r})"
+
+
+def _act(rule: Rule, count: int) -> None:
+    if rule.action == "crash":
+        if rule.delay_ms:
+            threading.Timer(rule.delay_ms / 1000, _kill_self).start()
+        else:
+            _kill_self()
+    elif rule.action == "pause":
+        os.kill(os.getpid(), signal.SIGSTOP)  # resumes here on SIGCONT
+    elif rule.action == "call":
+        if rule.callback is not None:
+            rule.callback()
+    else:
+        raise InjectedFailure(f"injected failure at {rule.label or rule.where.path} (occurrence {count})")
+
+
+def _kill_self() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def with_faults(
+    storage: Storage, *, crash_at: str | None = None, fail_at: str | None = None, pause_at: str | None = None
+) -> FaultInjectingStorage:
+    """``storage`` wrapped with the rules of these boundary specs."""
+    return FaultInjectingStorage(storage, rules(crash_at=crash_at, fail_at=fail_at, pause_at=pause_at))
+
+
+def from_env(storage: Storage, environ: Mapping[str, str] | None = None) -> Storage:
+    """The sink's ``storage_wrapper`` (``FROM_ENV``): ``storage`` with the rules of
+    ``SEO_CRASH_AT``/``SEO_FAIL_AT``/``SEO_PAUSE_AT`` of this process, or as it is without them."""
+    env = os.environ if environ is None else environ
+    specs = {action: env.get(var) for action, var in ENV_VARS.items()}
+    if not any(specs.values()):
+        return storage
+    return with_faults(storage, crash_at=specs["crash"], fail_at=specs["fail"], pause_at=specs["pause"])
