@@ -197,8 +197,13 @@ def recovery(*, histories: list[int], work: Path) -> dict[str, Any]:
             c.commit(attempt, [StagedFile(final=f"day=0/part-{b:08d}-{i}.parquet", size=10, mtime_ms=1) for i in range(10)], num_rows=10)
         c.storage.arm(rules(fail_at="after-wal@1"))  # the crash: a claimed, unfinished batch
         attempt = c.begin(QUERY, h, mode="direct")
+        # the crashed batch's file exists (a direct-mode claim naming a missing file is never
+        # rolled forward): its intent first, then the file under its final name, as the sink does
+        final = "day=0/part-crashed.parquet"
+        c.storage.put_if_absent(f"{attempt.staging_dir}/intents/part-crashed.parquet", final.encode())
+        c.storage.put_if_absent(final, b"x" * 10)
         try:
-            c.commit(attempt, [StagedFile(final="day=0/part-crashed.parquet", size=10, mtime_ms=1)], num_rows=1)
+            c.commit(attempt, [StagedFile(final=final, size=10, mtime_ms=c.storage.info(final).mtime_ms)], num_rows=1)
         except Exception:
             pass
         c.lease.release()
