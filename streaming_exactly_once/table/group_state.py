@@ -63,6 +63,20 @@ def split_state(state: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], di
     return datasets, dict(state.get(QUARANTINE_KEY, {}))
 
 
+def _as_stored(record: Any, obj: Mapping[str, Any]) -> Any:
+    """``record``, remembering the JSON object it was read from (its ``stored`` field)."""
+    object.__setattr__(record, "stored", dict(obj))
+    return record
+
+
+#: The JSON object a state object was read from, written back unchanged while the object is
+#: (``advance`` replaces what a batch changes; ``dataclasses.replace`` does not copy this
+#: field). That is how the state was always carried forward - an object a batch does not touch
+#: keeps its bytes, keys a newer release added and keys stored as null included.
+def _stored() -> Any:
+    return field(default=None, init=False, compare=False, repr=False)
+
+
 @dataclass(frozen=True)
 class ColumnWatermark:
     """One watermark column of a table: ``low``/``high`` and this table's last batch min/max
@@ -72,6 +86,15 @@ class ColumnWatermark:
     high: Any = field(default=None, metadata=json_field("high", object, optional=True))
     batch_min: Any = field(default=None, metadata=json_field("batchMin", object, optional=True))
     batch_max: Any = field(default=None, metadata=json_field("batchMax", object, optional=True))
+    stored: Mapping[str, Any] | None = _stored()
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.stored) if self.stored is not None else encode(self)
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> ColumnWatermark:
+        record: ColumnWatermark = _as_stored(decode(cls, obj), obj)
+        return record
 
 
 @dataclass(frozen=True)
@@ -98,9 +121,14 @@ class DatasetState:
     order: tuple[str, ...] = field(default=(), compare=False)
     #: keys this release does not know (a newer one wrote them): carried forward as they are
     unknown: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    stored: Mapping[str, Any] | None = _stored()
 
     def to_json(self) -> dict[str, Any]:
+        if self.stored is not None:
+            return dict(self.stored)
         obj = {**self.unknown, **encode(self)}
+        if self.watermarks is not None:
+            obj["watermarks"] = {column: mark.to_json() for column, mark in self.watermarks.items()}
         first = {k: obj[k] for k in self.order if k in obj}
         return {**first, **{k: v for k, v in obj.items() if k not in first}}
 
@@ -108,7 +136,11 @@ class DatasetState:
     def from_json(cls, obj: dict[str, Any]) -> DatasetState:
         known = json_names(cls)
         unknown = {k: v for k, v in obj.items() if k not in known}
-        return replace(decode(cls, obj), order=tuple(obj), unknown=unknown)
+        record = replace(decode(cls, obj), order=tuple(obj), unknown=unknown)
+        if record.watermarks is not None:  # checked by decode: rebuilt to remember each column's JSON
+            record = replace(record, watermarks={c: ColumnWatermark.from_json(v) for c, v in obj["watermarks"].items()})
+        stored: DatasetState = _as_stored(record, obj)
+        return stored
 
 
 @dataclass(frozen=True)
@@ -117,6 +149,15 @@ class PartitionOffsets:
 
     low: int | None = field(metadata=json_field("low", int, optional=True))
     high: int = field(metadata=json_field("high", int))
+    stored: Mapping[str, Any] | None = _stored()
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.stored) if self.stored is not None else encode(self)
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> PartitionOffsets:
+        record: PartitionOffsets = _as_stored(decode(cls, obj), obj)
+        return record
 
 
 #: per source index (``"0"``), per ``topic/partition``: its offsets
@@ -143,7 +184,7 @@ class GroupState:
             field_value(quarantine, name, int)
         entries = {k: v for k, v in state.items() if k != QUARANTINE_KEY}
         sources = {
-            src: {p: decode(PartitionOffsets, json_object(v)) for p, v in json_object(parts).items()}
+            src: {p: PartitionOffsets.from_json(json_object(v)) for p, v in json_object(parts).items()}
             for src, parts in (source_partitions or {}).items()
         }
         return cls({k: DatasetState.from_json(json_object(v)) for k, v in entries.items()}, quarantine, sources)
@@ -155,7 +196,7 @@ class GroupState:
         return out
 
     def sources_json(self) -> dict[str, Any]:
-        return {src: {p: encode(v) for p, v in parts.items()} for src, parts in self.sources.items()}
+        return {src: {p: v.to_json() for p, v in parts.items()} for src, parts in self.sources.items()}
 
     def latest_batch(self, table: str) -> int:
         """The latest batch of ``table`` (a dataset or a quarantine table); -1 if none."""

@@ -70,6 +70,25 @@ def test_state_bytes_keep_the_key_order_of_a_carried_entry():
     assert list(as_json(fresh)["b"]) == ["lastGroupBatch", "status", "checks", "batchId", "rows", "watermarks"]
 
 
+def test_what_a_batch_does_not_touch_keeps_its_bytes():
+    """Red team (#17): the typed state rewrote untouched watermark columns and source partitions,
+    dropping a newer release's keys in them and writing absent keys as null."""
+    stored = {
+        "a": {"batchId": 0, "rows": 3, "quarantinedRows": None, "watermarks": {"ts": {"high": 5, "tz": "UTC"}}},
+        "b": {"batchId": 0, "rows": 1, "watermarks": {"ts": {"low": 1, "high": 2, "batchMin": 1, "batchMax": 2},
+                                                       "day": {"high": "2024-05-01", "note": "kept"}}},
+    }
+    sources = {"0": {"t/0": {"low": 1, "high": 2, "lag": 7}, "t/1": {"high": 9}}}
+    state = GroupState.from_json(stored, sources)
+    moved = advance(state.tables, [batch("b", 3, 4, batch_id=1)], 1)  # "a" untouched, "b"'s "day" untouched
+    out = GroupState(moved, {}, advance_sources(state.sources, {"0": {"t/1": 12}})).datasets_json()
+    assert out["a"] == stored["a"]
+    assert out["b"]["watermarks"]["day"] == {"high": "2024-05-01", "note": "kept"}
+    assert out["b"]["watermarks"]["ts"] == {"low": 2, "high": 4, "batchMin": 3, "batchMax": 4}
+    offsets = GroupState(moved, {}, advance_sources(state.sources, {"0": {"t/1": 12}})).sources_json()
+    assert offsets == {"0": {"t/0": {"low": 1, "high": 2, "lag": 7}, "t/1": {"low": 9, "high": 12}}}
+
+
 def test_group_state_decoding_is_strict():
     with pytest.raises(RecordError, match="field 'batchId' must be an integer"):
         GroupState.from_json({"a": {"batchId": "1"}})
