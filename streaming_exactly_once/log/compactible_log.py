@@ -130,13 +130,19 @@ class CompactibleLog(BatchLog[T], Generic[T]):
     #: then copies the previous files' bytes instead of decoding and re-encoding every record.
     fold_is_concatenation: bool = True
 
-    def raw_body(self, batch_id: int, *, context: str) -> bytes:
-        """The bytes after the header of a batch file, checked line by line but not decoded.
+    def raw_body(self, batch_id: int, *, context: str) -> memoryview:
+        """The bytes after the header of a batch file (from the header's newline, without the
+        last newline), checked line by line but not decoded.
 
         The previous compact file can hold millions of entries; copying its lines costs a
         fraction of decoding them. Each line must still look like one JSON object, so a damaged
         file is reported (with its name) instead of being copied into the next compact file.
         Deltas are small and fully decoded.
+
+        Memory (#14): the result is a view of the file's bytes, not a copy, and the check counts
+        separators instead of splitting a million lines - JSON text holds no raw newline, so
+        "every line is ``{...}``" is "the body starts with ``{``, ends with ``}``, and every
+        newline in it stands in ``}\\n{``".
         """
         path = self.path(batch_id)
         try:
@@ -157,14 +163,18 @@ class CompactibleLog(BatchLog[T], Generic[T]):
             hint=self.hint,
         )
         if newline < 0:
-            return b""
-        body = data[newline:]
-        if body.endswith(b"\n"):
-            body = body[:-1]
-        lines = body[1:].split(b"\n")
-        if lines and not all(line[:1] == b"{" and line[-1:] == b"}" for line in lines):
+            return memoryview(b"")
+        end = len(data) - 1 if data.endswith(b"\n") else len(data)
+        first = newline + 1  # the first record line
+        looks_like_objects = (
+            first < end
+            and data[first : first + 1] == b"{"
+            and data[end - 1 : end] == b"}"
+            and data.count(b"\n", first, end) == data.count(b"}\n{", first, end)
+        )
+        if not looks_like_objects:
             self.decode(data, batch_id=batch_id)  # raises with the exact line and problem
-        return body
+        return memoryview(data)[newline:end]
 
     def add(self, batch_id: int, records: Sequence[T]) -> bool:
         if not is_compaction_batch(batch_id, self.interval):
@@ -177,11 +187,12 @@ class CompactibleLog(BatchLog[T], Generic[T]):
                 self._note(batch_id)
                 return published
         if self.fold_is_concatenation and self.retain is None:
-            parts = [header(self.version)]
+            parts: list[bytes | memoryview] = [header(self.version)]
             for previous_id in valid_batches_before_compaction(batch_id, self.interval):
                 parts.append(self.raw_body(previous_id, context=context))
             parts.append(own_tail)
             data = b"".join(parts)
+            del parts  # the previous files' bytes: free before the write (#14, memory)
         else:
             previous = self.iter_batches(valid_batches_before_compaction(batch_id, self.interval), context=context)
             lines = [encode_line(self.codec.to_json(r)) for r in self.fold(previous, records, now_ms())]
