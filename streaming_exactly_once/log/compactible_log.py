@@ -186,41 +186,50 @@ class CompactibleLog(BatchLog[T], Generic[T]):
             if published is not None:
                 self._note(batch_id)
                 return published
+        path = self.path(batch_id)
         if self.fold_is_concatenation and self.retain is None:
             parts: list[bytes | memoryview] = [header(self.version)]
             for previous_id in valid_batches_before_compaction(batch_id, self.interval):
                 parts.append(self.raw_body(previous_id, context=context))
             parts.append(own_tail)
-            data = b"".join(parts)
-            del parts  # the previous files' bytes: free before the write (#14, memory)
+            try:
+                # streamed, never joined: the previous compact file is in memory once (#14)
+                with self.storage.open_exclusive(path) as fh:
+                    for part in parts:
+                        fh.write(part)
+            except FileExistsError:
+                # Concatenating logs are deterministic: another writer's compact file must be
+                # these very bytes.
+                self._check_same(path, batch_id, _same_bytes(self.storage.read_bytes(path), parts))
+                return False
         else:
             previous = self.iter_batches(valid_batches_before_compaction(batch_id, self.interval), context=context)
             lines = [encode_line(self.codec.to_json(r)) for r in self.fold(previous, records, now_ms())]
             data = header(self.version) + b"".join(b"\n" + line for line in lines)
-        path = self.path(batch_id)
-        try:
-            self.storage.put_if_absent(path, data)
-        except FileExistsError:
-            existing = self.storage.read_bytes(path)
-            # Concatenating logs are deterministic: another writer's compact file must be these
-            # very bytes. With a retention filter the kept records depend on the clock, so only
-            # the header and our own records at the end can be compared.
-            same = existing == data or (
-                not (self.fold_is_concatenation and self.retain is None)
-                and existing.startswith(header(self.version) + b"\n")
-                and bool(own_tail)
-                and existing.endswith(own_tail)
-            )
-            if not same:
-                raise LogConflictError(
-                    path=self.storage.uri(path),
-                    batch_id=batch_id,
-                    hint=f"Only one writer may write the {self.kind}; stop the other writer.",
-                ) from None
-            self._note(batch_id)
-            return False
+            try:
+                self.storage.put_if_absent(path, data)
+            except FileExistsError:
+                existing = self.storage.read_bytes(path)
+                # With a retention filter the kept records depend on the clock, so only the
+                # header and our own records at the end can be compared.
+                same = existing == data or (
+                    existing.startswith(header(self.version) + b"\n") and bool(own_tail) and existing.endswith(own_tail)
+                )
+                self._check_same(path, batch_id, same)
+                return False
         self._note(batch_id)
         return True
+
+    def _check_same(self, path: str, batch_id: int, same: bool) -> None:
+        """After losing the create of compact file ``batch_id`` to another writer: its file must
+        be the one this writer would have written, else the log has two writers."""
+        if not same:
+            raise LogConflictError(
+                path=self.storage.uri(path),
+                batch_id=batch_id,
+                hint=f"Only one writer may write the {self.kind}; stop the other writer.",
+            )
+        self._note(batch_id)
 
     def write_empty_baseline(self, latest: int) -> None:
         """Empty files for batches ``..latest`` of the current snapshot (adopting a table whose
@@ -309,6 +318,18 @@ class CompactibleLog(BatchLog[T], Generic[T]):
             batch_id += 1
         self._deleted_below = batch_id
         return deleted
+
+
+def _same_bytes(existing: bytes, parts: Sequence[bytes | memoryview]) -> bool:
+    """Whether ``existing`` is the concatenation of ``parts`` (compared without joining them)."""
+    if len(existing) != sum(len(part) for part in parts):
+        return False
+    view, offset = memoryview(existing), 0
+    for part in parts:
+        if view[offset : offset + len(part)] != part:
+            return False
+        offset += len(part)
+    return True
 
 
 def compact_file_ids(names: Iterable[str]) -> list[int]:

@@ -173,3 +173,27 @@ def test_gaps_cost_what_is_present_and_name_a_stray_file(memory_storage):
     memory_storage.delete("log/1000000")
     assert log.gaps() == [2]
     assert log.gaps([5, 9, 7]) == [6, 8]
+
+
+@pytest.mark.parametrize("backend", ["memory", "local"])
+def test_a_compact_file_another_writer_made_is_compared_byte_for_byte(memory_storage, tmp_path, backend):
+    """The concatenated compact file is streamed, never joined (#14, memory): losing its create
+    to another writer must still accept only the very same bytes."""
+    from streaming_exactly_once.storage import open_storage
+
+    storage = memory_storage if backend == "memory" else open_storage(str(tmp_path / "t"))
+    ours = CompactibleLog(storage, "c", DictCodec(), default_interval=3)
+    for i in range(2):
+        ours.add(i, [rec(i)])
+    theirs = CompactibleLog(storage, "c", DictCodec(), default_interval=3)
+    assert theirs.add(2, [rec(2)]) is True
+    assert ours.add(2, [rec(2)]) is False  # the same bytes: a retry, accepted
+    expected = storage.read_bytes("c/2.compact")
+    storage.delete("c/2.compact")
+    storage.put_if_absent("c/2.compact", expected[:-2] + b"9}")  # one byte differs, same length
+    with pytest.raises(LogConflictError):
+        CompactibleLog(storage, "c", DictCodec(), default_interval=3).add(2, [rec(2)])
+    storage.delete("c/2.compact")
+    storage.put_if_absent("c/2.compact", expected + b"\n{}")  # a longer file
+    with pytest.raises(LogConflictError):
+        CompactibleLog(storage, "c", DictCodec(), default_interval=3).add(2, [rec(2)])
