@@ -1,0 +1,72 @@
+"""Peak RSS of the commit process and of the reader index build at N live files (#14, memory).
+
+    python -m benchmarks.memory_probe [--entries 1000000]
+
+Each measurement runs in a fresh process (peak RSS is per process): the manifest is seeded with
+N live files (``bench_commit.seed_manifest``), then
+
+* ``index``: ``write_index`` of the compact file alone;
+* ``prepared`` / ``unprepared``: 12 back-to-back batches of 10 files through the committer, one
+  of them a compaction, with the next compact file prepared in the background or not (the
+  index is built after the compaction, as the sink does).
+
+Prints one line per measurement: peak RSS in MB, and seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _measure(what: str, entries: int) -> None:
+    from benchmarks.bench_commit import history, seed_manifest
+
+    work = Path(tempfile.mkdtemp(prefix="seo-memory-"))
+    t0 = time.perf_counter()
+    if what == "index":
+        from streaming_exactly_once.manifest.manifest_index import write_index
+        from streaming_exactly_once.manifest.manifest_log import ManifestLog
+        from streaming_exactly_once.storage import open_storage
+
+        seed_manifest(work / "t", entries)
+        storage = open_storage(str(work / "t"))
+        log = ManifestLog(storage)
+        before = _peak_mb()
+        t0 = time.perf_counter()
+        write_index(storage, max(log.list_batch_ids()), log)
+        print(f"index build: peak RSS {_peak_mb():.0f} MB (after seeding {before:.0f} MB), {time.perf_counter() - t0:.2f} s")
+        return
+    result = history(
+        batches=12, files_per_batch=10, work=work, time_box_s=600, interval_s=0.0, seed_live_files=entries, prepare=what == "prepared"
+    )
+    compaction = ", ".join(f"{ms:.0f} ms" for _, ms in result["compaction_ms"])
+    print(f"commit, {what} compaction: peak RSS {result['peak_rss_mb']:.0f} MB, compaction batch {compaction}, {time.perf_counter() - t0:.1f} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--entries", type=int, default=1_000_000)
+    parser.add_argument("--only", choices=["index", "prepared", "unprepared"])
+    args = parser.parse_args(argv)
+    if args.only:
+        _measure(args.only, args.entries)
+        return 0
+    print(f"{args.entries:,} live files", flush=True)
+    for what in ("index", "prepared", "unprepared"):
+        cmd = [sys.executable, "-m", "benchmarks.memory_probe", "--entries", str(args.entries), "--only", what]
+        subprocess.run(cmd, check=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
