@@ -257,3 +257,31 @@ def test_manifest_index_is_used_only_when_it_matches(tmp_path):
     storage.put_if_absent(index_path(5), b"not parquet")
     assert read.files(str(tmp_path / "t")) == with_index
     assert sorted(e.name for e in storage.list_dir(INDEX_DIR)) == ["2.parquet", "5.parquet"]
+
+
+@pytest.mark.parametrize("damage", ["blank line", "two objects on a line", "a last blank line"])
+def test_no_index_for_a_compact_file_the_strict_parser_refuses(tmp_path, damage):
+    """Red team (#14): Arrow's JSON reader takes blank lines and two objects on one line; the
+    index builder counts lines, so readers never trust an index of a file Spark's rule refuses."""
+    from streaming_exactly_once.errors import LogCorruptError
+    from streaming_exactly_once.manifest.manifest_index import index_path, write_index
+    from tests.commit.helpers import make_committer, stage_and_commit
+
+    storage = open_storage(str(tmp_path / "t"))
+    c = make_committer(storage, compact_interval=3)
+    for b in range(3):
+        stage_and_commit(c, "55555555-5555-5555-5555-555555555555", b, list(range(b * 4, b * 4 + 4)))
+    c.close()
+    path = tmp_path / "t" / "_spark_metadata" / "2.compact"
+    header, first, *rest = path.read_bytes().rstrip(b"\n").split(b"\n")
+    damaged = {
+        "blank line": [header, first, b"", *rest],
+        "two objects on a line": [header, first + first, *rest],
+        "a last blank line": [header, first, *rest, b"", b""],
+    }[damage]
+    path.write_bytes(b"\n".join(damaged))
+    storage.delete(index_path(2))
+    assert write_index(storage, 2, ManifestLog(storage)) is False
+    assert not storage.exists(index_path(2))
+    with pytest.raises(LogCorruptError):
+        read.files(str(tmp_path / "t"))
