@@ -19,10 +19,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from .arrow_reader import arrow, dataset
+from .committed_files import CommittedFiles
+from .delta_versions import delta_version
 from .engines import duckdb, pandas, polars
 from .history import BatchInfo, batches
 from .spark_reader import spark
-from .visibility import CommittedFiles, committed_files, delta_version
+from .visibility import committed_files
 
 
 def files(

@@ -32,14 +32,14 @@ from ..table.table_logs import open_manifest
 from .as_of import check_as_of
 from .batch_schema import partitions_from_paths, schema_as_of
 from .committed_files import CommittedFiles
-from .delta_versions import delta_version, version_of_batch
+from .delta_versions import version_of_batch
 from .file_checks import check_present
 from .manifest_checks import latest_batch
 from .manifest_scan import scan_manifest
 from .table_location import locate
 from .table_roots import map_entries, table_roots
 
-__all__ = ["CommittedFiles", "committed_files", "delta_version"]
+__all__ = ["committed_files"]
 
 
 def committed_files(

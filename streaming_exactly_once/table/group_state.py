@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from ..log.codec import field as field_value
 from ..log.record_fields import decode, encode, json_field, json_names, json_object
@@ -63,7 +63,10 @@ def split_state(state: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], di
     return datasets, dict(state.get(QUARANTINE_KEY, {}))
 
 
-def _as_stored(record: Any, obj: Mapping[str, Any]) -> Any:
+_R = TypeVar("_R")
+
+
+def _as_stored(record: _R, obj: Mapping[str, Any]) -> _R:
     """``record``, remembering the JSON object it was read from (its ``stored`` field)."""
     object.__setattr__(record, "stored", dict(obj))
     return record
@@ -93,8 +96,7 @@ class ColumnWatermark:
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> ColumnWatermark:
-        record: ColumnWatermark = _as_stored(decode(cls, obj), obj)
-        return record
+        return _as_stored(decode(cls, obj), obj)
 
 
 @dataclass(frozen=True)
@@ -139,8 +141,7 @@ class DatasetState:
         record = replace(decode(cls, obj), order=tuple(obj), unknown=unknown)
         if record.watermarks is not None:  # checked by decode: rebuilt to remember each column's JSON
             record = replace(record, watermarks={c: ColumnWatermark.from_json(v) for c, v in obj["watermarks"].items()})
-        stored: DatasetState = _as_stored(record, obj)
-        return stored
+        return _as_stored(record, obj)
 
 
 @dataclass(frozen=True)
@@ -156,8 +157,7 @@ class PartitionOffsets:
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> PartitionOffsets:
-        record: PartitionOffsets = _as_stored(decode(cls, obj), obj)
-        return record
+        return _as_stored(decode(cls, obj), obj)
 
 
 #: per source index (``"0"``), per ``topic/partition``: its offsets
