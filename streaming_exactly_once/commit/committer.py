@@ -45,6 +45,7 @@ from ..manifest.entry import ManifestEntry
 from ..manifest.manifest_index import delete_stale_indexes, write_index
 from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR, PRIVATE_DIRECTORY as PRIVATE_MANIFEST_DIR
 from ..storage.base import Storage
+from ..storage.io_threads import io_pool
 from ..table.attempt_key import AttemptKey, KeyedByAttempt
 from ..table.commits_log import CommitRecord
 from ..table.identity import TableIdentity, ensure_identity, note_root, read_identity
@@ -512,7 +513,7 @@ class TableCommitter:
         ctx.timings["plan"] = _ms(t_plan)
         self.lease.check_fence("publish")
         t_wal = time.perf_counter()
-        self._claim(seq)
+        ctx.staged_data_durable = self._claim_while_syncing_staged(seq, ctx)
         ctx.timings["wal"] = _ms(t_wal)
         self.lease.check_fence("publish")  # a claim made after a takeover stops here
         seq.run(ctx, fresh=True, retries=self.options.step_retries)
@@ -536,6 +537,31 @@ class TableCommitter:
         self._apply_retention(m)
         ctx.timings["retention"] = _ms(t_ret)
         return CommitResult(attempt.query_id, attempt.spark_batch_id, "committed", m, record, dict(ctx.timings))
+
+    def _claim_while_syncing_staged(self, seq: CommitSequence, ctx: StepContext) -> bool:
+        """Claim the batch while the staged files are fsync'd (Spark's writers do not sync).
+
+        Both only wait on the disk, so they overlap; the moves wait for both. True if the staged
+        bytes were synced here - the move step then makes only the new names durable. Syncing
+        before the moves also lets a roll-forward after a power cut find the staged files it
+        must move. A move list the workers run (``worker_moves_from``) is synced by them."""
+        staged = [m.src for step in seq.steps if isinstance(step, MoveFiles) for m in step.moves]
+        if not staged or (ctx.distribute is not None and len(staged) >= ctx.distribute_from):
+            self._claim(seq)
+            return False
+        syncing = io_pool("commit", 4).submit(self.storage.sync, staged)
+        try:
+            self._claim(seq)
+        finally:
+            failed = syncing.exception()  # never leave it running; a failed claim's error goes on
+        if isinstance(failed, OSError):
+            # A staged file is gone (a successor aborted this attempt: the fence check next says
+            # so) or the disk failed: the move step syncs again and names the problem.
+            log.debug("syncing the staged files of batch %d failed (%s); the move syncs them", seq.batch_id, failed)
+            return False
+        if failed is not None:
+            raise failed
+        return True
 
     def _claim(self, seq: CommitSequence) -> None:
         try:

@@ -54,10 +54,21 @@ class StepContext(MoveContext):
     delta_targets: dict[str | None, DeltaTarget] = dc_field(default_factory=dict)
     #: What steps learn while running that a later step records (e.g. ``deltaVersion``).
     notes: dict[str, Any] = dc_field(default_factory=dict)
+    #: The committer fsync'd every staged file of this attempt before the steps run (a fresh
+    #: commit does it while its WAL claim is written): a move only has to make the new names
+    #: durable. False in a roll-forward, which cannot know it.
+    staged_data_durable: bool = False
 
 
 class CommitStep(ABC):
     kind: ClassVar[str]
+    #: A bookkeeping step records what the WAL entry already holds, in a log of its own that
+    #: no reader consults to decide what is visible. Consecutive bookkeeping steps therefore
+    #: run concurrently in a fresh commit (``CommitSequence.run``): each is durable before the
+    #: entry is deleted, and their order among themselves is nobody's concern. Only what comes
+    #: after the visibility step can be one - the commit record, which readers compare with
+    #: the manifest, must not appear before the manifest entry.
+    bookkeeping: ClassVar[bool] = False
 
     @abstractmethod
     def verify(self, ctx: StepContext) -> bool:

@@ -121,8 +121,9 @@ class MoveFiles(CommitStep):
             return
         self._move_all(ctx)
         # Spark's writers do not fsync: the manifest entry must not become durable before the
-        # files it names (a power cut would leave it pointing at empty or missing files).
-        ctx.storage.sync([m.dst for m in self.moves])
+        # files it names (a power cut would leave it pointing at empty or missing files). A
+        # fresh commit synced the staged bytes already, so only the new names are left.
+        ctx.storage.sync([m.dst for m in self.moves], contents=not ctx.staged_data_durable)
 
     def _move_all(self, ctx: MoveContext) -> None:
         pending = [m for m in self.moves if not self._done(ctx, m)]
@@ -182,6 +183,7 @@ class WriteSources(CommitStep):
     """Record the batch's input files (what makes a recreated checkpoint safe)."""
 
     kind = "sources"
+    bookkeeping = True
     batch_id: int = dc_field(default=0, metadata=json_field("batchId", int))
     files: list[SourceFileRecord] = dc_field(default_factory=list, metadata=json_field("files", list, record=SourceFileRecord))
 
@@ -200,6 +202,7 @@ class WriteOffsets(CommitStep):
     """Record which (query, Spark batch) and source offsets manifest batch M holds."""
 
     kind = "offsets"
+    bookkeeping = True
     record: OffsetsRecord = dc_field(metadata=json_field("record", dict, record=OffsetsRecord))
 
     def _key(self, record: OffsetsRecord | None) -> tuple[str, int] | None:
@@ -231,6 +234,7 @@ class WriteCommit(CommitStep):
     """Record what the batch committed and for which (query, Spark batch)."""
 
     kind = "commit"
+    bookkeeping = True
     record: CommitRecord = dc_field(metadata=json_field("record", dict, record=CommitRecord))
 
     def verify(self, ctx: StepContext) -> bool:

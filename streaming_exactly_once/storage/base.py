@@ -156,9 +156,11 @@ class Storage(ABC):
     def rename(self, src: str, dst: str) -> None:
         """Move ``src`` to ``dst`` (parents created); never overwrites ``dst``."""
 
-    def sync(self, paths: Sequence[str]) -> None:
+    def sync(self, paths: Sequence[str], *, contents: bool = True) -> None:
         """Make the bytes and the names of these files durable (a no-op where every write
-        already is, as on object stores). Called before a manifest entry names them."""
+        already is, as on object stores). Called before a manifest entry names them.
+        ``contents=False``: only the names (the bytes were synced before, under another name
+        of the same file - a rename keeps the file, so only its new directory entry is new)."""
         return  # the default: every write already is durable
 
     @abstractmethod

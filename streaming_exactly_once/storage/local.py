@@ -31,13 +31,13 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import IO, Any
 from urllib.parse import unquote, urlsplit
 
 from ..errors import UnsupportedStorageError
 from .base import FileInfo, Storage, check_relative, join
+from .io_threads import io_pool
 
 _AT_FDCWD = -100
 _RENAME_NOREPLACE = 1
@@ -111,6 +111,15 @@ def _fsync_file(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _fsync_all(fsync: Callable[[str], None], paths: Sequence[str]) -> None:
+    """Each fsync waits on the disk, not the CPU: from a few paths on, overlap them."""
+    if len(paths) < 3:
+        for path in paths:
+            fsync(path)
+    else:
+        list(io_pool("fsync", 8).map(fsync, paths))
 
 
 def makedirs_durable(path: str, *, durable: bool) -> None:
@@ -292,19 +301,14 @@ class LocalStorage(Storage):
             return open(target, "xb")
         return io.BufferedWriter(_SyncedOnClose(target), buffer_size=1 << 20)
 
-    def sync(self, paths: Sequence[str]) -> None:
+    def sync(self, paths: Sequence[str], *, contents: bool = True) -> None:
         if not self._durable or not paths:
             return
         targets = [self._abs(p) for p in paths]
         directories = sorted({os.path.dirname(t) for t in targets})
-        if len(targets) < 4:
-            for t in targets:
-                _fsync_file(t)
-        else:  # each fsync waits on the disk, not the CPU: overlap them
-            with ThreadPoolExecutor(max_workers=min(8, len(targets)), thread_name_prefix="seo-fsync") as pool:
-                list(pool.map(_fsync_file, targets))
-        for d in directories:
-            _fsync_dir(d)
+        if contents:
+            _fsync_all(_fsync_file, targets)
+        _fsync_all(_fsync_dir, directories)
 
     supports_prepared_files = True
 

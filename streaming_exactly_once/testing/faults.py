@@ -123,7 +123,7 @@ BOUNDARY_RULES: Mapping[str, Where] = {
     "before-wal": Where(("put_if_absent",), _WAL, "before"),
     "after-wal": Where(("put_if_absent",), _WAL, "after"),
     "mid-move": Where(("rename",), r"^_seo/staging/", "after", per_batch=True),
-    "after-move": Where(("sync",), r"", "after"),
+    "after-move": Where(("sync",), r"^(?!_seo/staging/)", "after"),
     "after-manifest": Where(_CREATE, rf"^(_spark_metadata|_seo/manifest)/{_N}", "after"),
     "after-delta": Where(_CREATE, r"^_seo/offsets/\d+$", "before"),
     "after-sources": Where(_CREATE, rf"^_seo/sources/{_N}", "after"),
@@ -311,9 +311,9 @@ class FaultInjectingStorage(Storage):
         with self._around("rename", src):
             self.inner.rename(src, dst)
 
-    def sync(self, paths: Sequence[str]) -> None:
+    def sync(self, paths: Sequence[str], *, contents: bool = True) -> None:
         with self._around("sync", paths[0] if paths else ""):
-            self.inner.sync(paths)
+            self.inner.sync(paths, contents=contents)
 
     def delete(self, path: str, *, missing_ok: bool = True) -> None:
         with self._around("delete", path):

@@ -1,0 +1,151 @@
+"""What a fresh commit overlaps (#14, commit overhead), and what it must still keep in order.
+
+* the staged bytes are fsync'd while the WAL claim is written; the move then syncs only names;
+* the bookkeeping records (offsets, sources, commit record) are written concurrently, after the
+  manifest entry, and all of them before the WAL entry goes;
+* a roll-forward still runs every step in WAL order.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from streaming_exactly_once.storage.io_threads import io_pool
+from streaming_exactly_once.storage.local import LocalStorage
+from streaming_exactly_once.testing.faults import FaultInjectingStorage, InjectedFailure, Rule, Where
+
+from .helpers import make_committer, stage_and_commit, visible_rows
+
+QUERY = "5f0e3b8a-8c41-4d0e-9a55-3b2f4c1d2e6f"
+CREATE = ("put_if_absent", "open_exclusive", "publish_prepared")
+
+
+class RecordingStorage(LocalStorage):
+    """Local disk that records the order of the calls these tests are about."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.calls: list[tuple[str, str, bool | None]] = []
+        self._lock = threading.Lock()
+
+    def _note(self, op: str, path: str, flag: bool | None = None) -> None:
+        with self._lock:
+            self.calls.append((op, path, flag))
+
+    def sync(self, paths, *, contents=True):  # type: ignore[no-untyped-def]
+        super().sync(paths, contents=contents)
+        self._note("sync", paths[0] if paths else "", contents)
+
+    def rename(self, src: str, dst: str) -> None:
+        self._note("rename", src)
+        super().rename(src, dst)
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        super().put_if_absent(path, data)
+        self._note("create", path)
+
+    def delete(self, path: str, *, missing_ok: bool = True) -> None:
+        self._note("delete", path)
+        super().delete(path, missing_ok=missing_ok)
+
+
+def test_staged_bytes_are_synced_before_the_moves_and_the_move_syncs_only_names(tmp_path):
+    storage = RecordingStorage(str(tmp_path))
+    committer = make_committer(storage)
+    stage_and_commit(committer, QUERY, 0, [1, 2, 3, 4])
+    calls = storage.calls
+    staged_sync = [i for i, c in enumerate(calls) if c[0] == "sync" and c[1].startswith("_seo/staging/")]
+    final_sync = [i for i, c in enumerate(calls) if c[0] == "sync" and c[1].startswith("p=a/")]
+    renames = [i for i, c in enumerate(calls) if c[0] == "rename"]
+    assert len(staged_sync) == 1 and calls[staged_sync[0]][2] is True, calls
+    assert len(final_sync) == 1 and calls[final_sync[0]][2] is False, calls  # names only
+    assert staged_sync[0] < renames[0] < renames[-1] < final_sync[0]
+    manifest = next(i for i, c in enumerate(calls) if c[0] == "create" and c[1] == "_spark_metadata/0")
+    assert final_sync[0] < manifest
+    assert visible_rows(storage) == [1, 2, 3, 4]
+
+
+def test_a_roll_forward_syncs_the_bytes_too(tmp_path):
+    """After a crash the committer cannot know whether the staged bytes were synced."""
+    inner = RecordingStorage(str(tmp_path))
+    failing = make_committer(inner, fail_at="after-wal")
+    with pytest.raises(InjectedFailure):
+        stage_and_commit(failing, QUERY, 0, [1, 2])
+    failing.close()
+    inner.calls.clear()
+    committer = make_committer(inner)
+    report = committer.open()
+    assert report.rolled_forward == [0]
+    syncs = [c for c in inner.calls if c[0] == "sync"]
+    assert syncs and all(flag is True for _, _, flag in syncs), syncs
+    assert visible_rows(inner) == [1, 2]
+
+
+def test_bookkeeping_records_are_written_concurrently_after_the_manifest(tmp_path):
+    """Each of the three records waits at a barrier of three before it is created: written
+    one after the other, the first would wait alone and the barrier would time out."""
+    barrier = threading.Barrier(3, timeout=10)
+    inner = RecordingStorage(str(tmp_path))
+    wait = [
+        Rule(Where(CREATE, rf"^_seo/{log}/1$", "before"), "call", callback=barrier.wait)
+        for log in ("offsets", "sources", "commits")
+    ]
+    storage = FaultInjectingStorage(inner, wait)
+    committer = make_committer(storage)
+    stage_and_commit(committer, QUERY, 0, [1])
+    stage_and_commit(committer, QUERY, 1, [2])  # batch 1: the rules count from here
+    assert not barrier.broken
+    created = [c[1] for c in inner.calls if c[0] == "create"]
+    manifest = created.index("_spark_metadata/1")
+    for path in ("_seo/offsets/1", "_seo/sources/1", "_seo/commits/1"):
+        assert created.index(path) > manifest, created
+    assert [c[1] for c in inner.calls if c[0] == "delete"][-1] == "_seo/wal/1"
+    assert visible_rows(inner) == [1, 2]
+
+
+def test_a_failed_bookkeeping_record_lets_the_others_finish_keeps_the_claim_and_rolls_forward(tmp_path):
+    inner = RecordingStorage(str(tmp_path))
+    storage = FaultInjectingStorage(inner, [Rule(Where(CREATE, r"^_seo/sources/0$", "before"), "fail")])
+    committer = make_committer(storage)
+    with pytest.raises(InjectedFailure):
+        stage_and_commit(committer, QUERY, 0, [7, 8])
+    # the error came after every other record of the group was written: nothing still writing
+    assert (tmp_path / "_seo" / "offsets" / "0").exists()
+    assert (tmp_path / "_seo" / "commits" / "0").exists()
+    assert not (tmp_path / "_seo" / "sources" / "0").exists()
+    assert (tmp_path / "_seo" / "wal" / "0").exists(), "the claim stays until every record is written"
+    committer.close()
+    again = make_committer(inner)
+    assert again.open().rolled_forward == [0]
+    assert (tmp_path / "_seo" / "sources" / "0").exists()
+    assert not (tmp_path / "_seo" / "wal" / "0").exists()
+    assert stage_and_commit(again, QUERY, 0, [7, 8]) is None  # a replay is skipped
+    assert visible_rows(inner) == [7, 8]
+
+
+def test_the_commit_record_keeps_the_timings_of_the_steps_before_it(tmp_path):
+    committer = make_committer(LocalStorage(str(tmp_path)))
+    result = stage_and_commit(committer, QUERY, 0, [1])
+    record = committer.logs.commits.record(0)
+    assert record is not None and result is not None
+    for step in ("wal", "move", "manifest"):
+        assert step in record.step_ms
+    for step in ("offsets", "sources", "commit"):  # the concurrent group: in the result only
+        assert step in result.timings
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_pool_made_before_a_fork_works_in_the_child():
+    assert io_pool("test-fork", 2).submit(lambda: 41).result() == 41
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's threads do not exist here
+        code = 1
+        try:
+            code = 0 if io_pool("test-fork", 2).submit(lambda: 42).result(timeout=10) == 42 else 1
+        finally:
+            os._exit(code)  # never return into the test session
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
