@@ -154,6 +154,22 @@ def write_report(results: dict[str, Any]) -> None:
             "",
             f"Total: median **{o['total_ms']['median']:.2f} ms**, p99 **{o['total_ms']['p99']:.2f} ms** over {o['batches']} batches.",
             "",
+        ]
+        if o.get("floor_ms"):
+            f, a = o["floor_ms"], o["above_floor_ms"]
+            md += [
+                "The limit on this disk, measured batch by batch in the same run (interleaved): the durable writes "
+                "a batch needs, in the order it needs them, with the storage's own primitives and nothing else - "
+                "the staged bytes synced while the claim is written, the renames and their directories synced, "
+                f"the manifest entry, the commit record, the claim deleted: median **{f['median']:.2f} ms**, "
+                f"p99 {f['p99']:.2f} ms. The commit path above it: median **{a['median']:.2f} ms**, p95 {a['p95']:.2f} ms "
+                "(per batch, commit minus floor).",
+                "",
+            ]
+        md += [
+            "Steps in WAL order; `wal` includes the fsync of the staged files, which runs beside the claim; "
+            "`offsets`, `sources` and `commit` run concurrently, so their times overlap.",
+            "",
             "| step | median (ms) | p99 (ms) |",
             "|---|---|---|",
         ]

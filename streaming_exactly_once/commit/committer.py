@@ -10,9 +10,11 @@
       ...the caller stages data...   -> rename mode: under _seo/staging/M-<attempt>/
                                         direct mode: final names, an intent file per data file
       commit(attempt, files)         -> build the sequence [move] manifest [delta] offsets sources commit cleanup
-                                        put _seo/wal/M        (create-if-absent: the claim on M)
+                                        put _seo/wal/M        (create-if-absent: the claim on M),
+                                                              while the staged files are fsync'd
                                         fence check           (a writer fenced before it claimed stops here)
-                                        run the steps         (manifest = the visibility point)
+                                        run the steps         (manifest = the visibility point; then
+                                                              offsets, sources and commit record at once)
                                         delete _seo/wal/M; L = M; retention of the four logs
                                         staging leftovers are removed by a background janitor
 
@@ -22,7 +24,10 @@ another writer could own.
 
 From the WAL write on, the batch only rolls forward (``commit.recovery``). Per-batch cost is a
 fixed number of small create-if-absent writes plus one rename per file: the latest state lives
-in memory and nothing lists a growing directory.
+in memory and nothing lists a growing directory. What only waits on the disk overlaps, so a batch
+waits for the durable writes it needs in order - the claim (with the staged bytes), the new
+names, the manifest entry, the commit record (with the other bookkeeping records) - and little
+else (``benchmarks/bench_commit.py`` measures both in the same run).
 """
 
 from __future__ import annotations

@@ -30,7 +30,8 @@ protocol; each is one storage rule here (``BOUNDARY_RULES``). ``M`` is a batch n
     after-wal         after it
     mid-move          after the first rename out of ``_seo/staging/`` of a batch (its other files
                       still staged; with one file, the instant after-move is)
-    after-move        after the ``sync`` of the moved files (before the first manifest write)
+    after-move        after the ``sync`` of the moved files (before the first manifest write;
+                      not the sync of the staged files that overlaps the WAL claim)
 
                       (a move list long enough for ``worker_moves_from`` is renamed and synced by
                       Spark tasks, whose pickled storage is the plain one: neither mid-move nor
@@ -38,7 +39,9 @@ protocol; each is one storage rule here (``BOUNDARY_RULES``). ``M`` is a batch n
     after-manifest    after the create of ``_spark_metadata/M`` (or ``.compact``, or the private
                       ``_seo/manifest``) - the instant before a Delta table's Delta commit
     after-delta       before the create of ``_seo/offsets/M``, the step after the Delta commit
-                      (delta-rs writes ``_delta_log`` itself, not through this storage)
+                      (delta-rs writes ``_delta_log`` itself, not through this storage); the
+                      offsets, sources and commit records are written concurrently, so the
+                      other two may be under way already
     after-sources     after the create of ``_seo/sources/M[.compact]``
     after-commit      after the create of ``_seo/commits/M[.compact]``
     after-cleanup     after ``delete_tree(_seo/staging/<attempt>/intents)`` (direct mode)
