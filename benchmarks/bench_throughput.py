@@ -102,6 +102,7 @@ def throughput(*, n_files: int, rows_per_file: int, files_per_trigger: int, roun
     walls: dict[str, list[float]] = {w: [] for w in writers}
     add_batch: dict[str, list[float]] = {w: [] for w in writers}
     commit_ms: list[float] = []
+    phases: dict[str, dict[str, list[float]]] = {w: {} for w in writers if w.startswith("exactly_once")}
     n_batches = -(-n_files // files_per_trigger)
     # warm-up run (JIT, class loading) not measured
     _run_writer(spark, "plain_foreachBatch", input_dir, work, files_per_trigger, recorder, [])
@@ -114,16 +115,30 @@ def throughput(*, n_files: int, rows_per_file: int, files_per_trigger: int, roun
             walls[name].append(result["wall_s"])
             add_batch[name] += recorder.take(result["query_id"], n_batches)
             commit_ms += [e["commitMs"] for e in events]
+            for e in events:
+                for phase, ms in (("prepare", e["stepMs"].get("prepare")), ("stage", e["stepMs"].get("stage")), ("commit", e["commitMs"])):
+                    if ms is not None:
+                        phases[name].setdefault(phase, []).append(ms)
             print(f"  round {r + 1} {name:22s} {result['wall_s']:7.2f} s", flush=True)
     base = statistics.median(walls["plain_foreachBatch"])
     table = {}
     for name in writers:
         med = statistics.median(walls[name])
+        paired = [w / p for w, p in zip(walls[name], walls["plain_foreachBatch"], strict=True)]
         table[name] = {
             "wall_s": summary(walls[name]),
             "ratio_vs_plain": med / base,
+            # each round's run against the plain run of the same round: the noise is visible
+            "paired_ratios": [round(x, 3) for x in paired],
+            "paired_ratio_median": statistics.median(paired),
             "addBatch_ms": summary(add_batch[name]),
+            "addBatch_minus_plain_ms": statistics.median(add_batch[name]) - statistics.median(add_batch["plain_foreachBatch"])
+            if add_batch[name] and add_batch["plain_foreachBatch"]
+            else None,
         }
+        if name in phases:
+            # where a batch's time goes on the driver: before Spark's write, the write, the commit
+            table[name]["phases_ms"] = {phase: summary(v) for phase, v in phases[name].items()}
     spark.stop()
     return {
         "input": {"files": n_files, "rows_per_file": rows_per_file, "rows": rows, "files_per_trigger": files_per_trigger, "batches": n_batches},
@@ -133,8 +148,12 @@ def throughput(*, n_files: int, rows_per_file: int, files_per_trigger: int, roun
     }
 
 
-def tiny_batches(*, n_batches: int, work: Path, writers=("spark_file_sink", "exactly_once_rename")) -> dict[str, Any]:
-    """addBatch time vs batch id over many one-row batches (one tiny file per trigger)."""
+def tiny_batches(
+    *, n_batches: int, work: Path, writers=("plain_foreachBatch", "spark_file_sink", "exactly_once_rename")
+) -> dict[str, Any]:
+    """addBatch time vs batch id over many one-row batches (one tiny file per trigger). Plain
+    ``foreachBatch`` append is the anchor: its growth is the engine's own (the file source's
+    log, the checkpoint, the output directory), which every writer pays."""
     spark = spark_session("seo-bench-tiny")
     input_dir = work / "tiny-input"
     input_dir.mkdir(parents=True, exist_ok=True)
@@ -156,6 +175,18 @@ def tiny_batches(*, n_batches: int, work: Path, writers=("spark_file_sink", "exa
             "wall_s": result["wall_s"],
             "commit_ms": [e["commitMs"] for e in events],
         }
+        if events:  # our phases, first vs last window: which part of a batch grows
+            series[name]["phases"] = {
+                phase: {
+                    "first_window_median": statistics.median(v[:window]),
+                    "last_window_median": statistics.median(v[-window:]),
+                }
+                for phase, v in (
+                    ("prepare", [e["stepMs"].get("prepare", 0.0) for e in events]),
+                    ("stage", [e["stepMs"].get("stage", 0.0) for e in events]),
+                    ("commit", [e["commitMs"] for e in events]),
+                )
+            }
         print(
             f"  tiny {name:22s} first {series[name]['first_window_median']:.1f} ms -> last {series[name]['last_window_median']:.1f} ms "
             f"(median addBatch over {window} batches)",
@@ -168,7 +199,7 @@ def tiny_batches(*, n_batches: int, work: Path, writers=("spark_file_sink", "exa
 def main(size: str = "small", work: Path | None = None, only: Callable | None = None) -> dict[str, Any]:
     sizes = {
         "small": dict(n_files=40, rows_per_file=20_000, files_per_trigger=10, rounds=3, tiny=300),
-        "full": dict(n_files=200, rows_per_file=20_000, files_per_trigger=10, rounds=5, tiny=2400),
+        "full": dict(n_files=200, rows_per_file=20_000, files_per_trigger=10, rounds=8, tiny=2400),
     }[size]
     own = work is None
     work = Path(tempfile.mkdtemp(prefix="seo-bench-")) if own else work

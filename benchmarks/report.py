@@ -94,14 +94,31 @@ def _plot_readers(readers: dict[str, Any]) -> str | None:
 
 def throughput_table(t: dict[str, Any]) -> list[str]:
     lines = [
-        "| writer | median run (s) | p95 (s) | vs plain append | median addBatch (ms) |",
-        "|---|---|---|---|---|",
+        "| writer | median run (s) | p95 (s) | vs plain append | paired ratios, round by round | median addBatch (ms) | addBatch - plain (ms) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, w in t["writers"].items():
+        paired = ", ".join(f"{x:.3f}" for x in w.get("paired_ratios", []))
+        extra = w.get("addBatch_minus_plain_ms")
         lines.append(
             f"| {name.replace('_', ' ')} | {w['wall_s']['median']:.2f} | {w['wall_s']['p95']:.2f} | "
-            f"{w['ratio_vs_plain']:.3f}x | {_ms(w['addBatch_ms']['median'])} |"
+            f"{w['ratio_vs_plain']:.3f}x (paired {w.get('paired_ratio_median', float('nan')):.3f}x) | {paired} | "
+            f"{_ms(w['addBatch_ms']['median'])} | {'' if extra is None else f'{extra:+.1f}'} |"
         )
+    phased = [(n, w["phases_ms"]) for n, w in t["writers"].items() if w.get("phases_ms")]
+    if phased:
+        lines += [
+            "",
+            "Where a batch of this sink spends its time (medians, ms): `prepare` is the driver's work before Spark's "
+            "write (query identity, lease, reading the checkpoint's offsets and input files), `stage` is Spark's "
+            "write with the batch's observed row count, `commit` is the commit protocol.",
+            "",
+            "| writer | prepare | stage | commit |",
+            "|---|---|---|---|",
+        ]
+        for name, ph in phased:
+            cells = " | ".join(f"{ph[k]['median']:.1f}" if k in ph else "" for k in ("prepare", "stage", "commit"))
+            lines.append(f"| {name.replace('_', ' ')} | {cells} |")
     return lines
 
 
@@ -145,6 +162,12 @@ def write_report(results: dict[str, Any]) -> None:
                     f"| {name.replace('_', ' ')} | {_ms(s['first_window_median'])} | {_ms(s['last_window_median'])} | "
                     f"{_ms(s['first_window_p99'])} | {_ms(s['last_window_p99'])} |"
                 )
+            for name, s in tiny["series"].items():
+                if s.get("phases"):
+                    parts = ", ".join(
+                        f"{phase} {p['first_window_median']:.1f} -> {p['last_window_median']:.1f}" for phase, p in s["phases"].items()
+                    )
+                    md += ["", f"{name.replace('_', ' ')}, by phase (median ms, first 10% -> last 10%): {parts}."]
             md += ["", f"![tiny batches]({img})" if img else "", ""]
     c = results.get("commit")
     if c:

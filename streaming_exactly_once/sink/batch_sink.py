@@ -26,6 +26,7 @@ import importlib
 import inspect
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -37,6 +38,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import InputFile, SparkCheckpoint
 from ..commit.committer import BatchAttempt, CommitResult, TableCommitter
+from ..commit.step import commit_ms
 from ..config import reject_unknown
 from ..errors import ConcurrentWriterError, ConfigError, SinkInUseError
 from ..storage import open_storage
@@ -440,6 +442,7 @@ class BatchSink(Generic[CommitterT]):
         self.committer.distribute = distribute
 
     def _process(self, df: DataFrame, batch_id: int) -> CommitResult:
+        t_prepare = time.perf_counter()
         identity = self._identity(df)
         self._adopt_batch_query(identity, df)
         self._distribute_with(df)
@@ -466,6 +469,8 @@ class BatchSink(Generic[CommitterT]):
             )
         with self.committer.batch(qid, batch_id, mode=self.staging_mode, checkpoint=identity.checkpoint, offsets=offsets) as attempt:
             self.storage.makedirs(attempt.staging_dir)  # the attempt's staging, before the writer fills it
+            # the driver's work before Spark's write (identity, lease, checkpoint reads), for ``stepMs``
+            attempt.timings["prepare"] = round((time.perf_counter() - t_prepare) * 1000, 3)
             committed = self.committer.committed_input_paths() if inputs else set()
             batch_inputs = CommittedInputFilter(df, inputs or [], committed, batch_id=batch_id, query_id=qid)
             result = self._stage_and_commit(batch_inputs.df, attempt, batch_inputs, offsets)
@@ -502,7 +507,7 @@ class BatchSink(Generic[CommitterT]):
             "numBytes": record.num_bytes,
             **self._event_details(result),
             "stepMs": result.timings,
-            "commitMs": round(sum(v for k, v in result.timings.items() if k != "stage"), 3),
+            "commitMs": commit_ms(result.timings),
         }
         log.info(
             "committed batch %s (query batch %s): %s rows, %s files, commit %.1f ms",

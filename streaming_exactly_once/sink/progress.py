@@ -26,6 +26,7 @@ from typing import Any
 from pyspark.sql import DataFrame, functions as F
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
+from ..commit.step import commit_ms
 from ..storage import open_storage
 from ..table.commits_log import CommitsLog
 from ..table.identity import read_identity
@@ -67,7 +68,7 @@ def batch_metrics(
         "numSkippedRows": record.num_skipped_rows,
         "commitTimeMs": record.commit_time_ms,
         "stepMs": dict(record.step_ms),
-        "commitMs": round(sum(v for k, v in record.step_ms.items() if k != "stage"), 3),
+        "commitMs": commit_ms(record.step_ms),
         "watermarks": dict(record.watermarks),
         "epoch": record.epoch,
     }
