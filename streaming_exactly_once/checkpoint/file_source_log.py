@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field as dc_field
 
+from ..log.batch_log import COMPACT_SUFFIX
 from ..log.compactible_log import CompactibleLog
 from ..log.compaction import is_compaction_batch, next_compaction_batch
 from ..log.record_fields import DataclassCodec, json_field
@@ -46,6 +47,15 @@ class FileSourceLog(CompactibleLog[FileSourceEntry]):
             kind="checkpoint file-source log",
             hint=HINT,
         )
+
+    def _derive_interval(self, found: dict[int, str]) -> int:
+        """As Spark's reader does, from the ``.compact`` names; with none yet, the interval is
+        Spark's configured one, which the names do not tell: use the default for this read and
+        look again at the next (a long-lived reader must not keep a guess)."""
+        interval = super()._derive_interval(found)
+        if not any(name.endswith(COMPACT_SUFFIX) for name in found.values()):
+            self._interval = None
+        return interval
 
     def entries_between(self, after: int, upto: int) -> list[FileSourceEntry]:
         """Entries admitted in source batches ``after+1 .. upto``, via deltas or compact files."""

@@ -146,7 +146,9 @@ class BatchSink(Generic[CommitterT]):
     """Skeleton of a ``foreachBatch`` sink; see the module docstring."""
 
     #: Attributes that belong to one process: rebuilt after unpickling, never shipped.
-    _PROCESS_STATE: tuple[str, ...] = ("_lock", "_storage", "_committer", "_query", "_active_query", "_session", "_identities")
+    _PROCESS_STATE: tuple[str, ...] = (
+        "_lock", "_storage", "_committer", "_query", "_active_query", "_session", "_identities", "_checkpoints"
+    )
 
     def __init__(self, table: str, options: SinkOptions) -> None:
         """``options``: the table options, built and validated by the subclass from its
@@ -167,6 +169,10 @@ class BatchSink(Generic[CommitterT]):
         self._active_query: str | None = None  # id of the query whose batches this process commits
         self._session: Any = None  # classic: the session running that query
         self._identities: dict[str, QueryIdentity] = {}
+        #: Spark checkpoints read by batches, by location, kept across batches as Spark keeps its
+        #: own logs: a file-source log's compact interval is derived once, not by listing the log
+        #: (which grows with every batch until Spark's cleanup delay passes) for each batch.
+        self._checkpoints: dict[str, SparkCheckpoint] = {}
         _LIVE_SINKS.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -389,6 +395,15 @@ class BatchSink(Generic[CommitterT]):
         self._identities[key] = identity
         return identity
 
+    def _spark_checkpoint(self, location: str, query_id: str) -> SparkCheckpoint:
+        """The reader of query ``query_id``'s checkpoint (a location reused by a new query - a
+        deleted checkpoint - gets a new reader)."""
+        key = f"{query_id}@{location}"
+        checkpoint = self._checkpoints.get(key)
+        if checkpoint is None:
+            checkpoint = self._checkpoints[key] = SparkCheckpoint(open_storage(location))
+        return checkpoint
+
     def _checkpoint_query_id(self, location: str) -> str:
         return SparkCheckpoint(open_storage(location)).query_id()
 
@@ -452,7 +467,7 @@ class BatchSink(Generic[CommitterT]):
             log.info("skipping batch %d of query %s: already committed", batch_id, qid)
             return CommitResult(qid, batch_id, "duplicate")
         self._check_columns(df)
-        checkpoint = SparkCheckpoint(open_storage(identity.checkpoint)) if identity.checkpoint else None
+        checkpoint = self._spark_checkpoint(identity.checkpoint, qid) if identity.checkpoint else None
         offsets = checkpoint.offsets(batch_id) if checkpoint else None
         inputs = checkpoint.input_files(batch_id) if checkpoint else None
         if checkpoint is not None and inputs is None:

@@ -44,3 +44,26 @@ def test_reads_real_checkpoint(spark, tmp_path):
         files = ckpt.input_files(batch)
         assert {normalize_uri(f.path) for f in files} == seen[batch]
     assert ckpt.offsets(13) is None and ckpt.commit(13) is None
+
+
+def _source_line(path: str, batch: int) -> str:
+    return '{"path":"file:///in/%s","timestamp":1,"batchId":%d}' % (path, batch)
+
+
+def test_a_long_lived_reader_finds_a_file_source_compacted_at_an_interval_it_could_not_know(tmp_path):
+    """Spark's file-source log compacts at its configured interval (here 5); before the first
+    ``.compact`` file nothing on disk tells it. A reader kept across batches (as the sink keeps
+    it) must not keep the default it used then: batch 4 exists only as ``4.compact``."""
+    from streaming_exactly_once.checkpoint.file_source_log import FileSourceLog
+
+    storage = open_storage(str(tmp_path))
+    for batch in range(4):
+        storage.put_if_absent(f"sources/0/{batch}", f"v1\n{_source_line(f'f{batch}.csv', batch)}".encode())
+    log = FileSourceLog(storage, "0")
+    assert [e.path for e in log.entries_between(-1, 3)] == [f"file:///in/f{b}.csv" for b in range(4)]
+    compact = "\n".join(["v1"] + [_source_line(f"f{b}.csv", b) for b in range(5)])
+    storage.put_if_absent("sources/0/4.compact", compact.encode())
+    assert [e.path for e in log.entries_between(3, 4)] == ["file:///in/f4.csv"]
+    assert log.interval == 5  # known now, from the compact file's name: kept from here on
+    storage.put_if_absent("sources/0/5", f"v1\n{_source_line('f5.csv', 5)}".encode())
+    assert [e.path for e in log.entries_between(4, 5)] == ["file:///in/f5.csv"]
