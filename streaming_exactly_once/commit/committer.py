@@ -105,6 +105,8 @@ class StagedFile:
     size: int
     mtime_ms: int
     staged: str | None = None
+    #: rows in the file, where the writer knows them (``direct`` mode's tasks count them)
+    rows: int | None = None
 
 
 @dataclass

@@ -92,6 +92,9 @@ class DirectWriter:
         self.partition_by = partition_by
         self.options = dict(options)
 
+    #: every file's rows come back from the task that wrote it
+    counts_rows = True
+
     def check_schema(self, schema: T.StructType) -> None:
         check_partition_types(schema, self.partition_by, what="staging_mode='direct' (use 'rename' for it)")
 
@@ -100,5 +103,5 @@ class DirectWriter:
         fn = make_task_writer(self.storage, attempt.staging_dir, self.format, self.partition_by, self.options)
         rows = df.mapInArrow(fn, result_ddl(RESULT_FIELDS)).collect()
         return sorted(
-            (StagedFile(final=r["final"], size=r["size"], mtime_ms=r["mtime"]) for r in rows), key=lambda f: f.final
+            (StagedFile(final=r["final"], size=r["size"], mtime_ms=r["mtime"], rows=r["rows"]) for r in rows), key=lambda f: f.final
         )

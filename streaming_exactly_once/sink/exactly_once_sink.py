@@ -172,9 +172,16 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
         self, df: DataFrame, attempt: BatchAttempt, inputs: CommittedInputFilter, offsets: OffsetSeq | None
     ) -> CommitResult:
         t_stage = time.perf_counter()
-        observation = BatchObservation(self.options.watermark_columns)
-        files = self.writer.write(observation.attach(df), attempt)
-        rows, watermarks, _ = observation.result()
+        writer = self.writer
+        watermarks: dict[str, dict[str, Any]]
+        if writer.counts_rows and not self.options.watermark_columns:
+            # the writer counts the rows itself: no observation to set up for each batch
+            files = writer.write(df, attempt)
+            rows, watermarks = sum(f.rows or 0 for f in files), {}
+        else:
+            observation = BatchObservation(self.options.watermark_columns)
+            files = writer.write(observation.attach(df), attempt)
+            rows, watermarks, _ = observation.result()
         skipped = inputs.skipped_rows()
         attempt.timings["stage"] = round((time.perf_counter() - t_stage) * 1000, 3)
         return self.committer.commit(

@@ -30,6 +30,11 @@ def test_every_row_exactly_once(spark, tmp_path, fmt, mode):
     assert sink.counters["committed"] == 4
     assert_exactly_once(spark, table, ids, fmt)
     assert_table_clean(table)
+    # the rows each batch recorded: counted by the writer (Parquet footers in rename mode, the
+    # writing tasks in direct mode) or by observing the write (other formats)
+    records = [sink.committer.logs.commits.record(b) for b in range(4)]
+    assert sum(r.num_rows for r in records if r is not None) == len(ids)
+    assert records[-1] is not None and records[-1].table_rows == len(ids)
     reader = spark.read.format(fmt).schema("id LONG, v DOUBLE, p STRING")
     if fmt == "csv":
         reader = reader.option("header", "true")
