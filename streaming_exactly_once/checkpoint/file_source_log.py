@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field as dc_field
 
+from ..errors import MissingBatchError
 from ..log.batch_log import COMPACT_SUFFIX
 from ..log.compactible_log import CompactibleLog
 from ..log.compaction import is_compaction_batch, next_compaction_batch
 from ..log.record_fields import DataclassCodec, json_field
-from ..storage.base import Storage
+from ..storage.base import Storage, join
 from .offset_seq import HINT
 
 
@@ -49,31 +50,53 @@ class FileSourceLog(CompactibleLog[FileSourceEntry]):
         )
 
     def _derive_interval(self, found: dict[int, str]) -> int:
-        """As Spark's reader does, from the ``.compact`` names; with none yet, the interval is
-        Spark's configured one, which the names do not tell: use the default for this read and
-        look again at the next (a long-lived reader must not keep a guess)."""
+        """As Spark's reader does, from the ``.compact`` names. With none yet, Spark's configured
+        interval is not on disk: the default serves this listing's caller, and is not kept (a
+        reader kept across batches must not keep a guess)."""
         interval = super()._derive_interval(found)
         if not any(name.endswith(COMPACT_SUFFIX) for name in found.values()):
             self._interval = None
         return interval
 
+    def file_name(self, batch_id: int) -> str:
+        if self._interval is None:
+            # No .compact seen yet: try the delta's name. Spark writes a compaction batch only
+            # as N.compact, so a delta that exists is one; a miss makes the caller list the log.
+            return str(batch_id)
+        return super().file_name(batch_id)
+
     def entries_between(self, after: int, upto: int) -> list[FileSourceEntry]:
-        """Entries admitted in source batches ``after+1 .. upto``, via deltas or compact files."""
+        """Entries admitted in source batches ``after+1 .. upto``, via deltas or compact files.
+
+        Reads each delta by its name; the log is listed only when one is missing (it may be a
+        compaction batch, or compacted and deleted) and its interval is not known yet."""
         out: list[FileSourceEntry] = []
         cache: dict[int, list[FileSourceEntry]] = {}
         for source_batch in range(after + 1, upto + 1):
-            records = self.get(source_batch)
-            if records is not None and not is_compaction_batch(source_batch, self.interval):
+            guessing = self._interval is None
+            records = self.get(source_batch)  # by the delta's name while guessing (``file_name``)
+            if records is not None and guessing:
                 out.extend(records)
                 continue
-            compact_id = (
-                source_batch
-                if is_compaction_batch(source_batch, self.interval)
-                else next_compaction_batch(source_batch, self.interval)
-            )
+            interval = self.interval  # known, or derived by a listing now (then maybe a guess)
+            compacted = is_compaction_batch(source_batch, interval)
+            if records is not None and not compacted:
+                out.extend(records)
+                continue
+            compact_id = source_batch if compacted else next_compaction_batch(source_batch, interval)
+            if records is not None and not guessing:
+                cache[compact_id] = records  # read by its .compact name just now
             if compact_id not in cache:
-                cache[compact_id] = self.read(
+                cache[compact_id] = self._read_compact(
                     compact_id, context=f"source batch {source_batch} was deleted and must be read from its compact file"
                 )
             out.extend(e for e in cache[compact_id] if e.batch_id == source_batch)
         return out
+
+    def _read_compact(self, compact_id: int, *, context: str) -> list[FileSourceEntry]:
+        path = join(self.directory, f"{compact_id}{COMPACT_SUFFIX}")
+        try:
+            data = self.storage.read_bytes(path)
+        except FileNotFoundError:
+            raise MissingBatchError(directory=self.uri(), missing=[compact_id], context=context, hint=self.hint) from None
+        return self.decode(data, batch_id=compact_id)

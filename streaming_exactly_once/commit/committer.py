@@ -50,7 +50,7 @@ from ..manifest.entry import ManifestEntry
 from ..manifest.manifest_index import delete_stale_indexes, write_index
 from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR, PRIVATE_DIRECTORY as PRIVATE_MANIFEST_DIR
 from ..storage.base import Storage
-from ..storage.io_threads import io_pool
+from ..storage.io_threads import OwnedPool, submit_or_run
 from ..table.attempt_key import AttemptKey, KeyedByAttempt
 from ..table.commits_log import CommitRecord
 from ..table.identity import TableIdentity, ensure_identity, note_root, read_identity
@@ -166,6 +166,8 @@ class TableCommitter:
         self.distribute: Distribute | None = None
         #: Delta logs by table (None: this table), kept across batches (``StepContext.delta_targets``)
         self.delta_targets: dict[str | None, DeltaTarget] = {}
+        #: this committer's threads for what a commit overlaps (``storage.io_threads``)
+        self.pool = OwnedPool("commit", 4)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -192,6 +194,12 @@ class TableCommitter:
             distribute_from=self.options.worker_moves_from,
             delta_targets=self.delta_targets,
         )
+
+    def _commit_ctx(self) -> StepContext:
+        """``_ctx`` for a fresh commit: with this committer's pool (a roll-forward has none)."""
+        ctx = self._ctx()
+        ctx.pool = self.pool.get()
+        return ctx
 
     def open(self) -> RecoveryReport:
         """Take the lease (if not held), recover, and load the state batches are checked against."""
@@ -319,6 +327,7 @@ class TableCommitter:
     def close(self) -> None:
         self.janitor.drain()
         self.lease.release()
+        self.pool.close()
         self._ready = False
 
     # -- state -------------------------------------------------------------------------------
@@ -515,7 +524,7 @@ class TableCommitter:
 
     def _run_sequence(self, attempt: BatchAttempt, seq: CommitSequence, t_plan: float) -> StepContext:
         """Claim the batch in the WAL, run every step, then drop the claim."""
-        ctx = self._ctx()
+        ctx = self._commit_ctx()
         ctx.timings.update(attempt.timings)
         ctx.timings["plan"] = _ms(t_plan)
         self.lease.check_fence("publish")
@@ -556,15 +565,21 @@ class TableCommitter:
         if not staged or (ctx.distribute is not None and len(staged) >= ctx.distribute_from):
             self._claim(seq)
             return False
-        syncing = io_pool("commit", 4).submit(self.storage.sync, staged)
+        assert ctx.pool is not None
+        syncing = submit_or_run(ctx.pool, self.storage.sync, staged)
         try:
             self._claim(seq)
         finally:
             failed = syncing.exception()  # never leave it running; a failed claim's error goes on
+        if isinstance(failed, FileNotFoundError):
+            # A successor aborted this attempt and deleted its staged files: the fence check
+            # next stops this writer.
+            log.debug("staged files of batch %d are gone (%s)", seq.batch_id, failed)
+            return False
         if isinstance(failed, OSError):
-            # A staged file is gone (a successor aborted this attempt: the fence check next says
-            # so) or the disk failed: the move step syncs again and names the problem.
-            log.debug("syncing the staged files of batch %d failed (%s); the move syncs them", seq.batch_id, failed)
+            # The disk failed a sync: the move step syncs the files again (with retries) and
+            # fails the batch, to be rolled forward, if the disk still does.
+            log.warning("syncing the staged files of batch %d failed (%s); the move step syncs them again", seq.batch_id, failed)
             return False
         if failed is not None:
             raise failed

@@ -41,6 +41,7 @@ wrote the entry; that is refused the same way.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field as dc_field, replace
@@ -50,9 +51,11 @@ from ..errors import CommitError, ExactlyOnceError, LogCorruptError
 from ..log.codec import RecordError
 from ..log.record_fields import decode, encode, flattened, json_field
 from ..log.version import encode_file, encode_line, parse_body
-from ..storage.io_threads import io_pool
+from ..storage.io_threads import submit_or_run
 from ..table.attempt_key import AttemptKey, KeyedByAttempt
 from .step import REGISTRY, CommitStep, StepContext
+
+log = logging.getLogger("streaming_exactly_once.commit")
 
 VERSION = 4  # newest version read; ``to_bytes`` writes the oldest one that can say the entry
 #: Step kinds that need a reader of at least this version (entries without them are ``v3``).
@@ -151,27 +154,31 @@ class CommitSequence(KeyedByAttempt):
         ctx.timings[step.kind] = round((time.perf_counter() - t0) * 1000, 3)
 
     def _run_together(self, group: list[CommitStep], ctx: StepContext, options: dict[str, Any]) -> None:
-        """Run ``group`` concurrently (the first on this thread); return once every step has
-        finished, and raise the first step's error in WAL order if any failed - never while
-        another step of the batch is still writing."""
+        """Run ``group`` concurrently on ``ctx.pool`` (the first step on this thread; without a
+        pool, one after the other); return once every step has finished, and raise the first
+        error in WAL order - never while another step of the batch is still writing."""
+        if ctx.pool is None:
+            for step in group:
+                self._run_step(step, ctx, **options)
+            return
         before = dict(ctx.timings)  # each step sees the timings of the steps before the group
         contexts = [replace(ctx, timings=dict(before)) for _ in group]
-        pool = io_pool("commit", 4)
-        futures = [pool.submit(self._run_step, step, own, **options) for step, own in zip(group[1:], contexts[1:], strict=True)]
+        futures = [submit_or_run(ctx.pool, self._run_step, step, own, **options) for step, own in zip(group[1:], contexts[1:], strict=True)]
         errors: list[BaseException | None] = []
         try:
             self._run_step(group[0], contexts[0], **options)
             errors.append(None)
         except BaseException as exc:  # re-raised below, once the others have finished
             errors.append(exc)
-        for future in futures:
-            errors.append(future.exception())
+        errors += [future.exception() for future in futures]
         for step, own in zip(group, contexts, strict=True):
             if step.kind in own.timings:
                 ctx.timings[step.kind] = own.timings[step.kind]
-        for error in errors:
-            if error is not None:
-                raise error
+        failed = [(step, error) for step, error in zip(group, errors, strict=True) if error is not None]
+        for step, error in failed[1:]:  # only the first is raised: the others are not lost
+            log.error("commit step '%s' of batch %d failed too: %r", step.kind, self.batch_id, error)
+        if failed:
+            raise failed[0][1]
 
     def _execute_with_retries(
         self, step: CommitStep, ctx: StepContext, *, retries: int, backoff_s: float, sleep: Callable[[float], None]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field as dc_field
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
@@ -58,6 +59,9 @@ class StepContext(MoveContext):
     #: commit does it while its WAL claim is written): a move only has to make the new names
     #: durable. False in a roll-forward, which cannot know it.
     staged_data_durable: bool = False
+    #: The committer's own threads for work that overlaps (``CommitSequence.run``); None: one
+    #: step after the other.
+    pool: ThreadPoolExecutor | None = None
 
 
 class CommitStep(ABC):

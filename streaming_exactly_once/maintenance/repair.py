@@ -155,6 +155,8 @@ class RebuildReport:
     commits: list[int] = field(default_factory=list)
     sources: list[int] = field(default_factory=list)
     unprotected_batches: list[int] = field(default_factory=list)
+    #: batches left to the roll-forward of their WAL entry (it writes the full records)
+    pending: list[int] = field(default_factory=list)
 
 
 def rebuild_logs(storage: Storage, *, lease_timeout_ms: int = 60_000) -> RebuildReport:
@@ -172,8 +174,15 @@ def rebuild_logs(storage: Storage, *, lease_timeout_ms: int = 60_000) -> Rebuild
         present_commits = set(logs.commits.list_batch_ids())
         present_sources = set(logs.require_sources().list_batch_ids())
         present_offsets = set(logs.require_offsets().list_batch_ids())
+        # A batch with a WAL entry is rolled forward by the recovery that follows, with the
+        # records its entry holds (source offsets, input files); rebuilding them here from the
+        # commit record would put poorer records in their place, which the roll-forward accepts.
+        pending = set(CommitSequenceStore(storage).pending())
         low = min(present_commits | present_sources | present_offsets | {first})
         for batch_id in range(max(first, low), latest + 1):
+            if batch_id in pending:
+                report.pending.append(batch_id)
+                continue
             if batch_id not in present_offsets and batch_id in present_commits:
                 record = logs.commits.record(batch_id)
                 if record is not None:

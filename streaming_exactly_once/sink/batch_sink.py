@@ -401,6 +401,8 @@ class BatchSink(Generic[CommitterT]):
         key = f"{query_id}@{location}"
         checkpoint = self._checkpoints.get(key)
         if checkpoint is None:
+            for old in [k for k in self._checkpoints if k.endswith(f"@{location}")]:
+                del self._checkpoints[old]  # an earlier query's: its batches are over
             checkpoint = self._checkpoints[key] = SparkCheckpoint(open_storage(location))
         return checkpoint
 

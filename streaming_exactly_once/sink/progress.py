@@ -50,7 +50,11 @@ def batch_metrics(
 ) -> dict[str, Any] | None:
     """The sink's figures for Spark batch ``spark_batch_id`` of query ``query_id`` (what a
     progress event's ``id`` and ``batchId`` name), or None if the table holds no such batch
-    (nothing to commit, or it failed)."""
+    (nothing to commit, or it failed).
+
+    ``stepMs`` and ``commitMs`` come from the commit record, which is written at the same time
+    as the offsets and sources records: they cover the commit up to that write, not those two
+    records or the WAL delete (the sink's ``on_commit`` event has every step)."""
     storage = open_storage(table, storage_options)
     identity = read_identity(storage)
     commits = CommitsLog(storage, interval=identity.compact_interval if identity else 10)

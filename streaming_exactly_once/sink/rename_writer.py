@@ -9,6 +9,7 @@ under the table root (atomic and O(1) on local disks and HDFS).
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from importlib.util import find_spec
 
@@ -16,7 +17,7 @@ from pyspark.sql import DataFrame
 
 from ..commit.committer import BatchAttempt, StagedFile
 from ..storage.base import Storage
-from ..storage.io_threads import io_pool
+from ..storage.io_threads import map_waiting
 from ..table.layout import is_hidden
 
 
@@ -38,9 +39,7 @@ def parquet_rows(storage: Storage, paths: list[str]) -> list[int]:
         with fs.open(f"{root}/{path}", "rb") as fh:
             return int(pq.read_metadata(fh).num_rows)
 
-    if len(paths) < 4:
-        return [rows(p) for p in paths]
-    return list(io_pool("footers", 8).map(rows, paths))
+    return map_waiting(f"footers-{os.stat(root).st_dev}", rows, paths)  # a pool per disk (storage.io_threads)
 
 
 class RenameWriter:

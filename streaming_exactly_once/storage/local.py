@@ -37,7 +37,7 @@ from urllib.parse import unquote, urlsplit
 
 from ..errors import UnsupportedStorageError
 from .base import FileInfo, Storage, check_relative, join
-from .io_threads import io_pool
+from .io_threads import map_waiting
 
 _AT_FDCWD = -100
 _RENAME_NOREPLACE = 1
@@ -114,12 +114,9 @@ def _fsync_file(path: str) -> None:
 
 
 def _fsync_all(fsync: Callable[[str], None], paths: Sequence[str]) -> None:
-    """Each fsync waits on the disk, not the CPU: from a few paths on, overlap them."""
-    if len(paths) < 3:
-        for path in paths:
-            fsync(path)
-    else:
-        list(io_pool("fsync", 8).map(fsync, paths))
+    """Each fsync waits on the disk, not the CPU: overlap them, on a pool of their disk's own."""
+    if paths:
+        map_waiting(f"fsync-{os.stat(paths[0]).st_dev}", fsync, paths)
 
 
 def makedirs_durable(path: str, *, durable: bool) -> None:

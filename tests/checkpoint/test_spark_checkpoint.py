@@ -67,3 +67,24 @@ def test_a_long_lived_reader_finds_a_file_source_compacted_at_an_interval_it_cou
     assert log.interval == 5  # known now, from the compact file's name: kept from here on
     storage.put_if_absent("sources/0/5", f"v1\n{_source_line('f5.csv', 5)}".encode())
     assert [e.path for e in log.entries_between(4, 5)] == ["file:///in/f5.csv"]
+
+
+def test_a_long_lived_reader_reads_deltas_by_name_without_listing_the_log(tmp_path):
+    """Before Spark's first .compact (an interval above the batch count never makes one) the
+    log only grows: reading a batch must not list it."""
+    from streaming_exactly_once.checkpoint.file_source_log import FileSourceLog
+    from streaming_exactly_once.storage.local import LocalStorage
+
+    class CountingStorage(LocalStorage):
+        listings = 0
+
+        def list_dir(self, path=""):  # type: ignore[no-untyped-def]
+            CountingStorage.listings += 1
+            return super().list_dir(path)
+
+    storage = CountingStorage(str(tmp_path))
+    log = FileSourceLog(storage, "0")
+    for batch in range(30):  # interval 50: no compact file in the first 30 batches
+        storage.put_if_absent(f"sources/0/{batch}", f"v1\n{_source_line(f'f{batch}.csv', batch)}".encode())
+        assert [e.path for e in log.entries_between(batch - 1, batch)] == [f"file:///in/f{batch}.csv"]
+    assert CountingStorage.listings == 0

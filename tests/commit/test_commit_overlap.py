@@ -149,3 +149,23 @@ def test_a_pool_made_before_a_fork_works_in_the_child():
             os._exit(code)  # never return into the test session
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_rebuild_logs_leaves_a_pending_batch_to_its_roll_forward(tmp_path):
+    """A crash inside the group can leave the commit record without the offsets and sources
+    records. ``seo recover --rebuild-logs`` must not rebuild those from the commit record (no
+    input files, no source offsets): the WAL entry holds the real ones."""
+    from streaming_exactly_once.maintenance.repair import rebuild_logs, recover_table
+
+    inner = LocalStorage(str(tmp_path))
+    fail = [Rule(Where(CREATE, rf"^_seo/{log}/0$", "before"), "fail") for log in ("offsets", "sources")]
+    committer = make_committer(FaultInjectingStorage(inner, fail), step_retries=0)
+    with pytest.raises(InjectedFailure):
+        stage_and_commit(committer, QUERY, 0, [1, 2])
+    committer.lease.release()
+    assert (tmp_path / "_seo" / "commits" / "0").exists() and not (tmp_path / "_seo" / "sources" / "0").exists()
+    report = rebuild_logs(inner, lease_timeout_ms=1_000)
+    assert report.pending == [0] and report.sources == [] and report.offsets == []
+    assert recover_table(inner, lease_timeout_ms=1_000).rolled_forward == [0]
+    sources = make_committer(inner).logs.require_sources().read(0)
+    assert [s.path for s in sources] == [f"file:///in/{QUERY[:4]}-0.csv"]  # the WAL's, not an empty rebuild
