@@ -169,3 +169,37 @@ def test_rebuild_logs_leaves_a_pending_batch_to_its_roll_forward(tmp_path):
     assert recover_table(inner, lease_timeout_ms=1_000).rolled_forward == [0]
     sources = make_committer(inner).logs.require_sources().read(0)
     assert [s.path for s in sources] == [f"file:///in/{QUERY[:4]}-0.csv"]  # the WAL's, not an empty rebuild
+
+
+def test_a_table_whose_store_hangs_does_not_hold_up_another_tables_commits(tmp_path):
+    """The committers live in one driver; two tables' bookkeeping writes hang (a stuck mount),
+    which would hold every thread of a pool shared by the process."""
+    release = threading.Event()
+    workers = []
+    for name in ("a", "c"):
+        hang = [Rule(Where(CREATE, rf"^_seo/{log}/1$", "before"), "call", callback=lambda: release.wait(30)) for log in ("sources", "commits")]
+        stuck = make_committer(FaultInjectingStorage(LocalStorage(str(tmp_path / name)), hang))
+        stage_and_commit(stuck, QUERY, 0, [1])
+        workers.append(threading.Thread(target=stage_and_commit, args=(stuck, QUERY, 1, [2]), daemon=True))
+        workers[-1].start()
+    try:
+        healthy = make_committer(LocalStorage(str(tmp_path / "b")))
+        done = threading.Event()
+        threading.Thread(target=lambda: [stage_and_commit(healthy, QUERY, b, [b]) for b in range(6)] and done.set(), daemon=True).start()
+        assert done.wait(20), "the healthy table's commits waited for the hung one"
+    finally:
+        release.set()
+        for worker in workers:
+            worker.join(30)
+
+
+def test_work_submitted_to_a_pool_that_takes_no_more_runs_here():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from streaming_exactly_once.storage.io_threads import submit_or_run
+
+    pool = ThreadPoolExecutor(1)
+    pool.shutdown()
+    assert submit_or_run(pool, lambda x: x + 1, 41).result() == 42
+    failed = submit_or_run(pool, lambda: 1 / 0)
+    assert isinstance(failed.exception(), ZeroDivisionError)
