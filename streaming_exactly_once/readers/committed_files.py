@@ -14,6 +14,9 @@ from typing import Any
 from ..storage.base import Storage
 from ..table.identity import TableIdentity
 
+#: Rows of an Arrow column turned into Python objects at a time (``CommittedFiles.prefixed``).
+_SLICE_ROWS = 1 << 16
+
 
 class CommittedFiles:
     """The committed data files of one snapshot of a table.
@@ -71,13 +74,19 @@ class CommittedFiles:
         return self.outside[0] if self.outside else None
 
     def prefixed(self, prefix: str) -> list[str]:
-        """``prefix`` + each relative path (vectorised when the column is an Arrow array)."""
+        """``prefix`` + each relative path (vectorised when the column is an Arrow array).
+
+        An Arrow column is joined and converted a slice at a time: the list of a million
+        strings is what the caller asked for, a joined copy of the whole column (about 100 MB)
+        next to it would only raise the peak (#14)."""
         value = self._columns["relative"]
         if isinstance(value, list):
             return [prefix + r for r in value]
         import pyarrow.compute as pc
 
-        joined: list[str] = pc.binary_join_element_wise(prefix, value, "").to_pylist()
+        joined: list[str] = []
+        for start in range(0, len(value), _SLICE_ROWS):
+            joined.extend(pc.binary_join_element_wise(prefix, value.slice(start, _SLICE_ROWS), "").to_pylist())
         return joined
 
     def uris(self) -> list[str]:
@@ -85,7 +94,13 @@ class CommittedFiles:
 
     @property
     def total_bytes(self) -> int:
-        return sum(self.sizes)
+        value = self._columns["sizes"]
+        if isinstance(value, list):
+            return sum(value)
+        import pyarrow.compute as pc
+
+        total: int = pc.sum(value).as_py() or 0  # no Python list of every size just for a sum
+        return total
 
     def file_format(self, override: str | None = None) -> str:
         """The data files' format: as asked, as recorded by the sink, or guessed from a name."""
