@@ -202,30 +202,40 @@ def write_index(storage: Storage, compact_id: int, log_: ManifestLog | None = No
     return True
 
 
+#: Rows the index is decoded in at a time: reading it whole (row groups in parallel) left about
+#: 40 MB more of freed memory in Arrow's allocator at a million entries (#14), for no speed.
+INDEX_BATCH_ROWS = 1 << 14
+
+
 def read_index(storage: Storage, compact_id: int, log_: ManifestLog) -> Any:  # a pyarrow Table or None
-    """The index table if it exists and matches the compact file, else None."""
+    """The index table if it exists and matches the compact file, else None.
+
+    The match is checked on the footer before any row is decoded, so a stale index costs
+    nothing; the rows are then decoded a batch at a time on this thread."""
     try:
+        import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         return None
     try:
         data = storage.read_bytes(index_path(compact_id))
         info = storage.info(f"{log_.directory}/{compact_id}.compact")
-        table = pq.read_table(io.BytesIO(data))
+        index = pq.ParquetFile(pa.BufferReader(data))
+        schema = index.schema_arrow
+        meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+        if (
+            meta.get("seo.index.version") != VERSION
+            or meta.get("seo.source") != f"{compact_id}.compact"
+            or meta.get("seo.source.size") != str(info.size)
+            or meta.get("seo.source.mtime") != str(info.mtime_ms)
+        ):
+            return None
+        return pa.Table.from_batches(list(index.iter_batches(batch_size=INDEX_BATCH_ROWS, use_threads=False)), schema=schema)
     except FileNotFoundError:
         return None
     except Exception:  # an unreadable cache is no cache
         log.warning("ignoring unreadable manifest index %s", storage.uri(index_path(compact_id)))
         return None
-    meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
-    if (
-        meta.get("seo.index.version") != VERSION
-        or meta.get("seo.source") != f"{compact_id}.compact"
-        or meta.get("seo.source.size") != str(info.size)
-        or meta.get("seo.source.mtime") != str(info.mtime_ms)
-    ):
-        return None
-    return table
 
 
 def delete_stale_indexes(storage: Storage, log_: ManifestLog) -> list[str]:
