@@ -105,7 +105,7 @@ def _streamed(log: ManifestLog, batch_id: int) -> tuple[Any, Any, Any] | None:
     def take(batch: Any) -> bool:  # every field of a block's entries, directories included
         if not _looks_sound(pc, batch.column("path"), batch.column("size")):
             return False
-        files = batch.filter(pc.invert(batch.column("isDir")))
+        files = batch.filter(pc.invert(batch.column("isDir"))) if pc.any(batch.column("isDir")).as_py() else batch
         for kept, name in zip(columns, ("path", "size", "modificationTime"), strict=True):
             kept.append(files.column(name))
         return True
