@@ -8,7 +8,7 @@ for a Delta table the Delta version that is the same snapshot).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..storage.base import Storage
@@ -49,6 +49,18 @@ class CommittedFiles:
             value = self._columns[name] = value.to_pylist()
         values: list[Any] = value
         return values
+
+    def relative_sizes(self) -> Iterator[tuple[str, int]]:
+        """(relative path, size) of each file, converted a slice at a time and kept nowhere:
+        ``relative`` and ``sizes`` would keep two lists of a million objects next to the Arrow
+        columns for the rest of the read (``file_checks`` walks them once)."""
+        relative, sizes = self._columns["relative"], self._columns["sizes"]
+        if isinstance(relative, list) or isinstance(sizes, list):
+            yield from zip(self.relative, self.sizes, strict=True)
+            return
+        for start in range(0, len(relative), _SLICE_ROWS):
+            names = relative.slice(start, _SLICE_ROWS).to_pylist()
+            yield from zip(names, sizes.slice(start, _SLICE_ROWS).to_pylist(), strict=True)
 
     @property
     def relative(self) -> list[str]:

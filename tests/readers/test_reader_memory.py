@@ -189,7 +189,7 @@ def test_chunked_mapping_is_the_python_mapping(tmp_path, allow, sub):
         assert got == expected and "outside the table root" in expected[2]
 
 
-def test_sliced_uri_list_and_arrow_sum(tmp_path):
+def test_sliced_uri_list_rows_and_arrow_sum(tmp_path):
     storage = open_storage(str(tmp_path / "t"))
     relative = [f"p={i % 7}/part-{i}.parquet" for i in range(70_000)]  # more than one slice
     sizes = [i * 3 for i in range(70_000)]
@@ -199,4 +199,5 @@ def test_sliced_uri_list_and_arrow_sum(tmp_path):
     )
     assert files.total_bytes == sum(sizes)
     assert files.uris() == [f"{storage.root_uri}/{r}" for r in relative]
+    assert list(files.relative_sizes()) == list(zip(relative, sizes, strict=True))  # what file_checks walks
     assert files.relative == relative  # the Arrow column is still whole after the slices
