@@ -90,6 +90,12 @@ def _read(log: ManifestLog, batch_id: int, context: str) -> bytes:
 #: Arrow's allocator held about 2.5 times their size at a million entries, with 1 MB blocks
 #: about 1.5 times, at much the same speed.
 STREAM_BLOCK_BYTES = 1 << 20
+#: Parsed blocks whose kept columns are copied into one array each: a block's path, size and
+#: mtime sit among the columns dropped (action, blockSize, ...) in pages of Arrow's worker
+#: threads, which cannot be handed back while anything in them is alive; the copy frees the
+#: blocks whole (peak RSS of read.files at a million entries about 380 MB instead of 400) and
+#: leaves 16 times fewer chunks for the mapping.
+SETTLE_BLOCKS = 16
 
 
 def _streamed(log: ManifestLog, batch_id: int) -> tuple[Any, Any, Any] | None:
@@ -101,13 +107,22 @@ def _streamed(log: ManifestLog, batch_id: int) -> tuple[Any, Any, Any] | None:
     import pyarrow.compute as pc
 
     columns: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
+    pending: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
+
+    def settle() -> None:  # the pending blocks' kept columns copied into one array each
+        for kept, parts in zip(columns, pending, strict=True):
+            if parts:
+                kept.append(pa.concat_arrays(parts))
+                parts.clear()
 
     def take(batch: Any) -> bool:  # every field of a block's entries, directories included
         if not _looks_sound(pc, batch.column("path"), batch.column("size")):
             return False
         files = batch.filter(pc.invert(batch.column("isDir"))) if pc.any(batch.column("isDir")).as_py() else batch
-        for kept, name in zip(columns, ("path", "size", "modificationTime"), strict=True):
-            kept.append(files.column(name))
+        for parts, name in zip(pending, ("path", "size", "modificationTime"), strict=True):
+            parts.append(files.column(name))
+        if len(pending[0]) >= SETTLE_BLOCKS:
+            settle()
         return True
 
     fs, root = log.storage.filesystem()
@@ -118,6 +133,7 @@ def _streamed(log: ManifestLog, batch_id: int) -> tuple[Any, Any, Any] | None:
                 return None
     except OSError:  # absent or unreadable: the whole-file read raises the named error
         return None
+    settle()
     paths, sizes, mtimes = columns
     return (
         pa.chunked_array(paths, pa.string()),

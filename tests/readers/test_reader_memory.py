@@ -201,3 +201,23 @@ def test_sliced_uri_list_rows_and_arrow_sum(tmp_path):
     assert files.uris() == [f"{storage.root_uri}/{r}" for r in relative]
     assert list(files.relative_sizes()) == list(zip(relative, sizes, strict=True))  # what file_checks walks
     assert files.relative == relative  # the Arrow column is still whole after the slices
+
+
+def test_a_compact_file_of_many_blocks_streams_as_the_strict_parser_reads_it(tmp_path):
+    """More blocks than ``SETTLE_BLOCKS``: kept columns are copied together along the way."""
+    from benchmarks.bench_commit import seed_manifest
+
+    root = tmp_path / "t"
+    seed_manifest(root, 90_000)  # about 21 MB: more than 16 one-megabyte blocks
+    path = root / "_spark_metadata" / "9.compact"
+    with open(path, "ab") as fh:  # a directory entry and a file after the last full block
+        fh.write(b"\n" + _line(root, "dir", isDir=True) + b"\n" + _line(root, "last.txt"))
+    storage = open_storage(str(root))
+    log = open_manifest(storage, read_identity(storage))
+    streamed = manifest_scan._streamed(log, 9)
+    assert streamed is not None
+    strict = [e for e in log.decode(path.read_bytes(), batch_id=9) if not e.is_dir]
+    assert streamed[0].to_pylist() == [e.path for e in strict]
+    assert streamed[1].to_pylist() == [e.size for e in strict] and streamed[2].to_pylist() == [e.modification_time for e in strict]
+    assert len(strict) == 90_001 and 1 < streamed[0].num_chunks < path.stat().st_size // manifest_scan.STREAM_BLOCK_BYTES
+    assert read.files(str(root)) == reference(root)
