@@ -87,8 +87,8 @@ def test_every_snapshot_and_sub_path_reads_as_the_strict_reference(tmp_path, ind
             seen.add(len(got))
     assert len(seen) > 3  # the snapshots differ, so the comparison could fail
     if index != "index":  # the compact file was streamed, and the stream agrees with the strict parser
-        streamed = manifest_scan._streamed(log, 5)
-        assert streamed is not None
+        streamed = manifest_scan._streamed(log, 5, whole_below=0)
+        assert streamed is not None and manifest_scan._streamed(log, 5) is not None  # streamed, and read whole
         strict = [e.path for e in log.decode(storage.read_bytes(log.path(5)), batch_id=5) if not e.is_dir]
         assert streamed[0].to_pylist() == strict and len(strict) == 12
 
@@ -144,6 +144,16 @@ def test_an_odd_compact_file_without_index_reads_as_the_strict_reference(tmp_pat
         assert expected[0] == "ok" and len(expected[1]) >= 10
     else:
         assert expected[0] == "error" and "5.compact" in expected[2], expected
+    # the file read whole (it is small) and streamed: each refuses what the strict parser refuses
+    log = open_manifest(storage, read_identity(storage))
+    streamed, whole = manifest_scan._streamed(log, 5, whole_below=0), manifest_scan._streamed(log, 5)
+    if damage in ACCEPTED:
+        strict = [e.path for e in log.decode(path.read_bytes(), batch_id=5) if not e.is_dir]
+        assert whole is not None and whole[0].to_pylist() == strict
+        if damage != "a line longer than a stream block":  # the stream leaves that line to the strict parser
+            assert streamed is not None and streamed[0].to_pylist() == strict
+    else:
+        assert streamed is None and whole is None
 
 
 def test_an_empty_compact_file_streams_to_no_entries(tmp_path):
@@ -155,10 +165,11 @@ def test_an_empty_compact_file_streams_to_no_entries(tmp_path):
     path = root / "_spark_metadata" / "5.compact"
     for body, streams in [(b"v1", True), (b"v1\n", True), (b"v1\n\n", False), (b"v1\n  ", False), (b"v1\r\n", False)]:
         path.write_bytes(body)
-        streamed = manifest_scan._streamed(log, 5)
-        assert (streamed is not None) is streams, body
-        if streamed is not None:
-            assert [len(column) for column in streamed] == [0, 0, 0]
+        for whole_below in (0, manifest_scan.WHOLE_BELOW_BYTES):
+            streamed = manifest_scan._streamed(log, 5, whole_below=whole_below)
+            assert (streamed is not None) is streams, (body, whole_below)
+            if streamed is not None:
+                assert [len(column) for column in streamed] == [0, 0, 0]
         assert outcome(lambda: read.files(str(root))) == outcome(lambda: reference(root)), body
 
 
@@ -214,7 +225,7 @@ def test_a_compact_file_of_many_blocks_streams_as_the_strict_parser_reads_it(tmp
         fh.write(b"\n" + _line(root, "dir", isDir=True) + b"\n" + _line(root, "last.txt"))
     storage = open_storage(str(root))
     log = open_manifest(storage, read_identity(storage))
-    streamed = manifest_scan._streamed(log, 9)
+    streamed = manifest_scan._streamed(log, 9, whole_below=0)
     assert streamed is not None
     strict = [e for e in log.decode(path.read_bytes(), batch_id=9) if not e.is_dir]
     assert streamed[0].to_pylist() == [e.path for e in strict]
