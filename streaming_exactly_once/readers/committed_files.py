@@ -16,6 +16,8 @@ from ..table.identity import TableIdentity
 
 #: Rows of an Arrow column turned into Python objects at a time (``CommittedFiles.prefixed``).
 _SLICE_ROWS = 1 << 14
+#: Columns up to this many rows are prefixed by Arrow at once (``CommittedFiles.prefixed``).
+_JOIN_IN_ARROW_ROWS = 1 << 18
 
 
 class CommittedFiles:
@@ -88,14 +90,19 @@ class CommittedFiles:
     def prefixed(self, prefix: str) -> list[str]:
         """``prefix`` + each relative path.
 
-        An Arrow column is converted a slice at a time into a list made at its full length
-        once: the list of a million strings is what the caller asked for, and a joined Arrow
-        copy of the column, a list of the relative paths or a list grown step by step next to
-        it would only raise the peak (#14: joining in Arrow first cost 20 MB more at a million
-        paths, for no speed)."""
+        A large Arrow column is converted a slice at a time into a list made at its full length
+        once, the prefix added in Python: the list of a million strings is what the caller
+        asked for, and a joined Arrow copy of the column or a list grown step by step next to
+        it raised the peak (#14: by 35 MB at a million paths, even joining slice by slice). A
+        smaller column is joined by Arrow at once, which is faster (about 10 ms at 100k paths)."""
         value = self._columns["relative"]
         if isinstance(value, list):
             return [prefix + r for r in value]
+        if len(value) <= _JOIN_IN_ARROW_ROWS:
+            import pyarrow.compute as pc
+
+            small: list[str] = pc.binary_join_element_wise(prefix, value, "").to_pylist()
+            return small
         joined: list[str] = [""] * len(value)
         for start in range(0, len(value), _SLICE_ROWS):
             part = value.slice(start, _SLICE_ROWS).to_pylist()

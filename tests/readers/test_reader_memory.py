@@ -200,13 +200,15 @@ def test_chunked_mapping_is_the_python_mapping(tmp_path, allow, sub):
         assert got == expected and "outside the table root" in expected[2]
 
 
-def test_sliced_uri_list_rows_and_arrow_sum(tmp_path):
+@pytest.mark.parametrize("rows", [70_000, 300_000])  # joined by Arrow at once / sliced in Python
+def test_uri_list_rows_and_arrow_sum(tmp_path, rows):
     storage = open_storage(str(tmp_path / "t"))
-    relative = [f"p={i % 7}/part-{i}.parquet" for i in range(70_000)]  # more than one slice
-    sizes = [i * 3 for i in range(70_000)]
+    relative = [f"p={i % 7}/part-{i}.parquet" for i in range(rows)]
+    sizes = [i * 3 for i in range(rows)]
     files = CommittedFiles(storage, 0)
+    cut = rows * 2 // 3
     files.set_columns(
-        pa.chunked_array([pa.array(relative[:50_000]), pa.array(relative[50_000:])]), pa.chunked_array([pa.array(sizes)]), pa.array(sizes)
+        pa.chunked_array([pa.array(relative[:cut]), pa.array(relative[cut:])]), pa.chunked_array([pa.array(sizes)]), pa.array(sizes)
     )
     assert files.total_bytes == sum(sizes)
     assert files.uris() == [f"{storage.root_uri}/{r}" for r in relative]
