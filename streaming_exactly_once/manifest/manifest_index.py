@@ -205,13 +205,15 @@ def write_index(storage: Storage, compact_id: int, log_: ManifestLog | None = No
 #: Rows the index is decoded in at a time: reading it whole (row groups in parallel) left about
 #: 40 MB more of freed memory in Arrow's allocator at a million entries (#14), for no speed.
 INDEX_BATCH_ROWS = 1 << 14
+#: An index of at most this many rows is decoded at once, in parallel: faster, and small.
+INDEX_WHOLE_ROWS = 1 << 18
 
 
-def read_index(storage: Storage, compact_id: int, log_: ManifestLog) -> Any:  # a pyarrow Table or None
+def read_index(storage: Storage, compact_id: int, log_: ManifestLog, *, whole_rows: int = INDEX_WHOLE_ROWS) -> Any:  # a pyarrow Table or None
     """The index table if it exists and matches the compact file, else None.
 
     The match is checked on the footer before any row is decoded, so a stale index costs
-    nothing; the rows are then decoded a batch at a time on this thread."""
+    nothing; the rows of a large index are then decoded a batch at a time on this thread."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -230,6 +232,8 @@ def read_index(storage: Storage, compact_id: int, log_: ManifestLog) -> Any:  # 
             or meta.get("seo.source.mtime") != str(info.mtime_ms)
         ):
             return None
+        if index.metadata.num_rows <= whole_rows:
+            return index.read()
         return pa.Table.from_batches(list(index.iter_batches(batch_size=INDEX_BATCH_ROWS, use_threads=False)), schema=schema)
     except FileNotFoundError:
         return None

@@ -78,6 +78,9 @@ def test_every_snapshot_and_sub_path_reads_as_the_strict_reference(tmp_path, ind
             path = root / "_spark_metadata" / f"{compact}.compact"
             os.utime(path, ns=(path.stat().st_mtime_ns + 10**9,) * 2)
             assert read_index(storage, compact, log) is None
+    if index == "index":  # decoded at once and batch by batch: the same table
+        whole, batched = read_index(storage, 5, log), read_index(storage, 5, log, whole_rows=0)
+        assert whole.num_rows == 12 and batched.to_pydict() == whole.to_pydict() and batched.schema == whole.schema
     seen = set()
     for as_of in [None, *log.valid_batches()]:
         for sub in ["", "p=a b", "p=%/q=é"]:
