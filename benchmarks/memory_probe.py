@@ -1,6 +1,6 @@
-"""Peak RSS of the commit process and of the reader index build at N live files (#14, memory).
+"""Peak RSS of the commit process, the reader index build and ``read.files`` at N live files (#14, memory).
 
-    python -m benchmarks.memory_probe [--entries 1000000]
+    python -m benchmarks.memory_probe [--entries 1000000] [--only read-index]
 
 Each measurement runs in a fresh process (peak RSS is per process): the manifest is seeded with
 N live files (``bench_commit.seed_manifest``), then
@@ -8,7 +8,9 @@ N live files (``bench_commit.seed_manifest``), then
 * ``index``: ``write_index`` of the compact file alone;
 * ``prepared`` / ``unprepared``: 12 back-to-back batches of 10 files through the committer, one
   of them a compaction, with the next compact file prepared in the background or not (the
-  index is built after the compaction, as the sink does).
+  index is built after the compaction, as the sink does);
+* ``read-index`` / ``read-json``: ``read.files`` of the table, with the compact file's Parquet
+  index (built beforehand in another process, so its memory is not counted) or without one.
 
 Prints one line per measurement: peak RSS in MB, and seconds.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,6 +36,12 @@ def _measure(what: str, entries: int) -> None:
 
     work = Path(tempfile.mkdtemp(prefix="seo-memory-"))
     t0 = time.perf_counter()
+    if what in ("read-index", "read-json"):
+        try:
+            _measure_read(work / "t", entries, index=what == "read-index")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     if what == "index":
         from streaming_exactly_once.manifest.manifest_index import write_index
         from streaming_exactly_once.manifest.manifest_log import ManifestLog
@@ -53,16 +62,41 @@ def _measure(what: str, entries: int) -> None:
     print(f"commit, {what} compaction: peak RSS {result['peak_rss_mb']:.0f} MB, compaction batch {compaction}, {time.perf_counter() - t0:.1f} s")
 
 
+def _measure_read(table: Path, entries: int, *, index: bool) -> None:
+    """``read.files`` in this process; the seeding streams lines to disk and the index is built
+    by a child process, so the peak measured is the read's."""
+    from benchmarks.bench_commit import seed_manifest
+
+    seed_manifest(table, entries)
+    if index:
+        build = "from streaming_exactly_once.manifest.manifest_index import write_index; from streaming_exactly_once.storage import open_storage; "
+        build += f"assert write_index(open_storage({str(table)!r}), 9)"
+        subprocess.run([sys.executable, "-c", build], check=True)
+    import pyarrow.compute
+    import pyarrow.json
+    import pyarrow.parquet  # noqa: F401  (imported before the clock starts: the read, not the imports, is timed)
+
+    from streaming_exactly_once import read
+
+    before = _peak_mb()
+    t0 = time.perf_counter()
+    files = read.files(str(table))
+    seconds = time.perf_counter() - t0
+    assert len(files) == entries, len(files)
+    source = "index" if index else "JSON"
+    print(f"read.files ({source}): peak RSS {_peak_mb():.0f} MB (before reading {before:.0f} MB), {seconds:.2f} s")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--entries", type=int, default=1_000_000)
-    parser.add_argument("--only", choices=["index", "prepared", "unprepared"])
+    parser.add_argument("--only", choices=["index", "prepared", "unprepared", "read-index", "read-json"])
     args = parser.parse_args(argv)
     if args.only:
         _measure(args.only, args.entries)
         return 0
     print(f"{args.entries:,} live files", flush=True)
-    for what in ("index", "prepared", "unprepared"):
+    for what in ("index", "prepared", "unprepared", "read-index", "read-json"):
         cmd = [sys.executable, "-m", "benchmarks.memory_probe", "--entries", str(args.entries), "--only", what]
         subprocess.run(cmd, check=True)
     return 0

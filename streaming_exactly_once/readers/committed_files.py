@@ -8,11 +8,16 @@ for a Delta table the Delta version that is the same snapshot).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..storage.base import Storage
 from ..table.identity import TableIdentity
+
+#: Rows of an Arrow column turned into Python objects at a time (``CommittedFiles.prefixed``).
+_SLICE_ROWS = 1 << 14
+#: Columns up to this many rows are prefixed by Arrow at once (``CommittedFiles.prefixed``).
+_JOIN_IN_ARROW_ROWS = 1 << 18
 
 
 class CommittedFiles:
@@ -47,6 +52,18 @@ class CommittedFiles:
         values: list[Any] = value
         return values
 
+    def relative_sizes(self) -> Iterator[tuple[str, int]]:
+        """(relative path, size) of each file, converted a slice at a time and kept nowhere:
+        ``relative`` and ``sizes`` would keep two lists of a million objects next to the Arrow
+        columns for the rest of the read (``file_checks`` walks them once)."""
+        relative, sizes = self._columns["relative"], self._columns["sizes"]
+        if isinstance(relative, list) or isinstance(sizes, list):
+            yield from zip(self.relative, self.sizes, strict=True)
+            return
+        for start in range(0, len(relative), _SLICE_ROWS):
+            names = relative.slice(start, _SLICE_ROWS).to_pylist()
+            yield from zip(names, sizes.slice(start, _SLICE_ROWS).to_pylist(), strict=True)
+
     @property
     def relative(self) -> list[str]:
         return self._list("relative")
@@ -71,13 +88,25 @@ class CommittedFiles:
         return self.outside[0] if self.outside else None
 
     def prefixed(self, prefix: str) -> list[str]:
-        """``prefix`` + each relative path (vectorised when the column is an Arrow array)."""
+        """``prefix`` + each relative path.
+
+        A large Arrow column is converted a slice at a time into a list made at its full length
+        once, the prefix added in Python: the list of a million strings is what the caller
+        asked for, and a joined Arrow copy of the column or a list grown step by step next to
+        it raised the peak (#14: by 35 MB at a million paths, even joining slice by slice). A
+        smaller column is joined by Arrow at once, which is faster (about 10 ms at 100k paths)."""
         value = self._columns["relative"]
         if isinstance(value, list):
             return [prefix + r for r in value]
-        import pyarrow.compute as pc
+        if len(value) <= _JOIN_IN_ARROW_ROWS:
+            import pyarrow.compute as pc
 
-        joined: list[str] = pc.binary_join_element_wise(prefix, value, "").to_pylist()
+            small: list[str] = pc.binary_join_element_wise(prefix, value, "").to_pylist()
+            return small
+        joined: list[str] = [""] * len(value)
+        for start in range(0, len(value), _SLICE_ROWS):
+            part = value.slice(start, _SLICE_ROWS).to_pylist()
+            joined[start : start + len(part)] = [prefix + r for r in part]
         return joined
 
     def uris(self) -> list[str]:
@@ -85,7 +114,13 @@ class CommittedFiles:
 
     @property
     def total_bytes(self) -> int:
-        return sum(self.sizes)
+        value = self._columns["sizes"]
+        if isinstance(value, list):
+            return sum(value)
+        import pyarrow.compute as pc
+
+        total: int = pc.sum(value).as_py() or 0  # no Python list of every size just for a sum
+        return total
 
     def file_format(self, override: str | None = None) -> str:
         """The data files' format: as asked, as recorded by the sink, or guessed from a name."""

@@ -69,7 +69,7 @@ def inspect_files(files: CommittedFiles) -> FileProblems:
     """Every absent file and every link out of the table among ``files``' committed files."""
     storage = files.storage
     by_dir: dict[str, dict[str, int]] = {}
-    for rel, size in zip(files.relative, files.sizes, strict=True):
+    for rel, size in files.relative_sizes():
         directory, _, name = rel.rpartition("/")
         by_dir.setdefault(directory, {})[name] = size
     local_root = _local_root(storage)

@@ -179,12 +179,11 @@ def _map_arrow(
     paths: Any, sizes: Any, mtimes: Any, roots: TableRoots, storage: Storage, sub: str, allow_outside_root: bool
 ) -> MappedEntries:  # pyarrow arrays
     """``_map_python`` vectorised: prefixes matched and sliced by Arrow; only the rows whose rest
-    needs decoding or normalising (or that match no prefix) go through ``relative_path``."""
+    needs decoding or normalising (or that match no prefix) go through ``relative_path``.
+    Chunked arrays stay chunked: joining a million paths into one array is a copy of them."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if isinstance(paths, pa.ChunkedArray):
-        paths, sizes, mtimes = (c.combine_chunks() for c in (paths, sizes, mtimes))
     if not len(paths):
         return MappedEntries(paths, sizes, mtimes, [])
     rel, matched = None, None
@@ -196,31 +195,31 @@ def _map_arrow(
             continue
         sliced = pc.utf8_slice_codeunits(paths, len(prefix))
         rel = sliced if rel is None else pc.if_else(hit, sliced, rel)
+        del sliced
         matched = hit if matched is None else pc.or_(matched, hit)
         if pc.all(matched).as_py():
             break
     if rel is None:
-        plain = pa.array([False] * len(paths), pa.bool_())
-        rel = pa.array([""] * len(paths), pa.string())
+        odd = pc.is_valid(paths)  # every row: no prefix matched
+        rel = pc.utf8_slice_codeunits(paths, 0, 0)
     else:
-        plain = pc.and_(matched, pc.invert(pc.match_substring_regex(rel, _NEEDS_PYTHON)))
+        odd = pc.invert(pc.and_(matched, pc.invert(pc.match_substring_regex(rel, _NEEDS_PYTHON))))
     outside: list[str] = []
-    if not pc.all(plain).as_py():
-        plain_rows = plain.to_pylist()
-        values = rel.to_pylist()
-        all_paths = paths.to_pylist()
-        inside = []
-        for i, is_plain in enumerate(plain_rows):
-            if not is_plain:
-                values[i] = relative_path(roots, all_paths[i])
-                if values[i] is None:
-                    if not allow_outside_root:
-                        raise outside_error(storage, normalize_uri(all_paths[i]), roots)
-                    outside.append(outside_uri(all_paths[i]))
-            inside.append(values[i] is not None)
-        keep = pa.array(inside, pa.bool_())
-        rel = pa.array([v for v in values if v is not None], pa.string())
-        sizes, mtimes = sizes.filter(keep), mtimes.filter(keep)
+    if pc.any(odd).as_py():
+        # only these rows go through Python, in table order (so the same entry is named first)
+        odd_rows = pc.indices_nonzero(odd)
+        values = []
+        for path in paths.take(odd_rows).to_pylist():
+            value = relative_path(roots, path)
+            if value is None:
+                if not allow_outside_root:
+                    raise outside_error(storage, normalize_uri(path), roots)
+                outside.append(outside_uri(path))
+            values.append(value)
+        mask = odd.combine_chunks() if isinstance(odd, pa.ChunkedArray) else odd
+        rel = pc.replace_with_mask(rel, mask, pa.array(values, pa.string()))
+        keep = pc.is_valid(rel)  # outside rows are null now
+        rel, sizes, mtimes = rel.filter(keep), sizes.filter(keep), mtimes.filter(keep)
     if sub:
         keep = pc.starts_with(rel, sub)
         rel, sizes, mtimes = rel.filter(keep), sizes.filter(keep), mtimes.filter(keep)

@@ -35,7 +35,7 @@ from .committed_files import CommittedFiles
 from .delta_versions import version_of_batch
 from .file_checks import check_present
 from .manifest_checks import latest_batch
-from .manifest_scan import scan_manifest
+from .manifest_scan import release_arrow_memory, scan_manifest
 from .table_location import locate
 from .table_roots import map_entries, table_roots
 
@@ -83,6 +83,10 @@ def committed_files(
             )
             result.set_columns(mapped.relative, mapped.sizes, mapped.mtimes)
             result.outside = mapped.outside
+            del mapped
+        if columns.arrow:
+            del columns
+            release_arrow_memory()
     if identity is not None and identity.is_delta and snapshot is not None:
         result.delta_version = version_of_batch(storage, identity, snapshot, latest=as_of is None, commits=commits)
     schema, partitions = schema_as_of(commits, identity, result.as_of)

@@ -1,0 +1,239 @@
+"""#14 reader memory: streaming compact files, chunked columns and sliced lists change no answer.
+
+Every read here is compared with the strict reference - each manifest file decoded by the log
+layer's pure-Python parser and mapped by ``table_roots._map_python``, which is what the readers
+do without pyarrow and what they fall back to for anything odd - outcome for outcome: the same
+URIs, or the same error type with the same message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from streaming_exactly_once import read
+from streaming_exactly_once.errors import ExactlyOnceError
+from streaming_exactly_once.manifest.manifest_index import index_path, read_index
+from streaming_exactly_once.readers import manifest_scan
+from streaming_exactly_once.readers.committed_files import CommittedFiles
+from streaming_exactly_once.readers.table_roots import _map_arrow, _map_python, table_roots
+from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.table.identity import read_identity
+from streaming_exactly_once.table.table_logs import open_manifest
+from tests.commit.helpers import make_committer, stage_and_commit
+
+Q = "55555555-5555-5555-5555-555555555555"
+PARTITIONS = ["p=a", "p=a b", "p=%25/q=é"]  # plain, and escaped in the manifest (mapped in Python)
+
+
+def build(root: Path, batches: int = 8) -> None:
+    """Compact files 2 and 5 (indexed by the janitor), deltas 6 and 7."""
+    storage = open_storage(str(root))
+    c = make_committer(storage, compact_interval=3)
+    for b in range(batches):
+        stage_and_commit(c, Q, b, list(range(b * 4, b * 4 + 4)), partition=PARTITIONS[b % len(PARTITIONS)])
+    c.close()
+
+
+def reference(root: Path, *, as_of: int | None = None, sub: str = "", allow_outside_root: bool = False) -> list[str]:
+    """The URIs as the strict parser and the pure-Python mapping give them."""
+    storage = open_storage(str(root))
+    identity = read_identity(storage)
+    log = open_manifest(storage, identity)
+    paths, sizes, mtimes = [], [], []
+    for batch_id in log.valid_batches(as_of):
+        for entry in log.decode(storage.read_bytes(log.path(batch_id)), batch_id=batch_id):
+            if not entry.is_dir:
+                paths.append(entry.path)
+                sizes.append(entry.size)
+                mtimes.append(entry.modification_time)
+    roots = table_roots(storage, identity, paths[0] if paths else None)
+    mapped = _map_python(paths, sizes, mtimes, roots, storage, sub, allow_outside_root)
+    return [f"{storage.root_uri}/{rel}" for rel in mapped.relative] + mapped.outside
+
+
+def outcome(call):  # ("ok", value) or ("error", type, message)
+    try:
+        return ("ok", call())
+    except ExactlyOnceError as exc:
+        return ("error", type(exc), str(exc))
+
+
+@pytest.mark.parametrize("index", ["index", "no index", "stale index"])
+def test_every_snapshot_and_sub_path_reads_as_the_strict_reference(tmp_path, index):
+    root = tmp_path / "t"
+    build(root)
+    storage = open_storage(str(root))
+    log = open_manifest(storage, read_identity(storage))
+    assert read_index(storage, 5, log) is not None  # the janitor indexed it
+    if index == "no index":
+        storage.delete(index_path(5))
+        storage.delete(index_path(2))
+    elif index == "stale index":  # same bytes, new mtime: the index no longer matches its compact file
+        for compact in (2, 5):
+            path = root / "_spark_metadata" / f"{compact}.compact"
+            os.utime(path, ns=(path.stat().st_mtime_ns + 10**9,) * 2)
+            assert read_index(storage, compact, log) is None
+    if index == "index":  # decoded at once and batch by batch: the same table
+        whole, batched = read_index(storage, 5, log), read_index(storage, 5, log, whole_rows=0)
+        assert whole.num_rows == 12 and batched.to_pydict() == whole.to_pydict() and batched.schema == whole.schema
+    seen = set()
+    for as_of in [None, *log.valid_batches()]:
+        for sub in ["", "p=a b", "p=%/q=é"]:
+            expected = reference(root, as_of=as_of, sub=sub + "/" if sub else "")
+            got = read.files(str(root / sub) if sub else str(root), as_of=as_of)
+            assert got == expected, (as_of, sub)
+            seen.add(len(got))
+    assert len(seen) > 3  # the snapshots differ, so the comparison could fail
+    if index != "index":  # the compact file was streamed, and the stream agrees with the strict parser
+        streamed = manifest_scan._streamed(log, 5, whole_below=0)
+        assert streamed is not None and manifest_scan._streamed(log, 5) is not None  # streamed, and read whole
+        strict = [e.path for e in log.decode(storage.read_bytes(log.path(5)), batch_id=5) if not e.is_dir]
+        assert streamed[0].to_pylist() == strict and len(strict) == 12
+
+
+ENTRY = {
+    "path": "", "size": 7, "isDir": False, "modificationTime": 1, "blockReplication": 1, "blockSize": 33554432, "action": "add",
+}
+
+
+def _line(root: Path, name: str, **fields) -> bytes:
+    entry = dict(ENTRY, path=f"file://{root}/p=a/{name}", **fields)
+    return json.dumps(entry, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+DAMAGE = {
+    # refused by the strict parser: the stream must not accept them either
+    "blank line": lambda lines, root: [lines[0], b"", *lines[1:]],
+    "two objects on a line": lambda lines, root: [lines[0] + lines[1], *lines[2:]],
+    "a last blank line": lambda lines, root: [*lines, b"", b""],
+    "negative size": lambda lines, root: [*lines, _line(root, "neg.txt", size=-1)],
+    "NUL in a path": lambda lines, root: [*lines, _line(root, "nul\u0000.txt")],
+    "bad percent escape": lambda lines, root: [*lines, _line(root, "x%ZZ.txt")],
+    "field missing": lambda lines, root: [*lines, lines[0].replace(b',"blockSize":33554432', b"")],
+    "truncated last line": lambda lines, root: [*lines, lines[0][:40]],
+    "not a JSON object": lambda lines, root: [*lines, b"[1,2]"],
+    "size as a string": lambda lines, root: [*lines, lines[0].replace(b'"size":', b'"size":"1",', 1).replace(b'",,', b'",')],
+    # accepted by the strict parser: the same answer, whichever way it is read
+    "a directory entry": lambda lines, root: [*lines, _line(root, "dir", isDir=True)],
+    "a line longer than a stream block": lambda lines, root: [*lines, _line(root, "l" * (manifest_scan.STREAM_BLOCK_BYTES + 10) + ".txt")],
+    "an unknown field": lambda lines, root: [*lines, _line(root, "extra.txt", extra={"x": [1]})],
+    "an entry outside the table": lambda lines, root: [*lines, _line(root.parent / "elsewhere", "o.txt")],
+    "CRLF line ends": lambda lines, root: [line + b"\r" for line in lines],
+}
+
+
+ACCEPTED = {"a directory entry", "a line longer than a stream block", "an unknown field", "an entry outside the table", "CRLF line ends"}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_an_odd_compact_file_without_index_reads_as_the_strict_reference(tmp_path, damage):
+    root = tmp_path / "t"
+    build(root, batches=6)
+    storage = open_storage(str(root))
+    path = root / "_spark_metadata" / "5.compact"
+    header, *lines = path.read_bytes().rstrip(b"\n").split(b"\n")
+    path.write_bytes(b"\n".join([header, *DAMAGE[damage](lines, root)]))
+    storage.delete(index_path(5))
+    for allow in (False, True):
+        expected = outcome(lambda allow=allow: reference(root, allow_outside_root=allow))
+        got = outcome(lambda allow=allow: read.files(str(root), allow_outside_root=allow))
+        assert got == expected, (damage, allow)
+    if damage in ACCEPTED:
+        assert expected[0] == "ok" and len(expected[1]) >= 10
+    else:
+        assert expected[0] == "error" and "5.compact" in expected[2], expected
+    # the file read whole (it is small) and streamed: each refuses what the strict parser refuses
+    log = open_manifest(storage, read_identity(storage))
+    streamed, whole = manifest_scan._streamed(log, 5, whole_below=0), manifest_scan._streamed(log, 5)
+    if damage in ACCEPTED:
+        strict = [e.path for e in log.decode(path.read_bytes(), batch_id=5) if not e.is_dir]
+        assert whole is not None and whole[0].to_pylist() == strict
+        if damage != "a line longer than a stream block":  # the stream leaves that line to the strict parser
+            assert streamed is not None and streamed[0].to_pylist() == strict
+    else:
+        assert streamed is None and whole is None
+
+
+def test_an_empty_compact_file_streams_to_no_entries(tmp_path):
+    root = tmp_path / "t"
+    build(root, batches=6)
+    storage = open_storage(str(root))
+    log = open_manifest(storage, read_identity(storage))
+    storage.delete(index_path(5))
+    path = root / "_spark_metadata" / "5.compact"
+    for body, streams in [(b"v1", True), (b"v1\n", True), (b"v1\n\n", False), (b"v1\n  ", False), (b"v1\r\n", False)]:
+        path.write_bytes(body)
+        for whole_below in (0, manifest_scan.WHOLE_BELOW_BYTES):
+            streamed = manifest_scan._streamed(log, 5, whole_below=whole_below)
+            assert (streamed is not None) is streams, (body, whole_below)
+            if streamed is not None:
+                assert [len(column) for column in streamed] == [0, 0, 0]
+        assert outcome(lambda: read.files(str(root))) == outcome(lambda: reference(root)), body
+
+
+@pytest.mark.parametrize("allow", [False, True])
+@pytest.mark.parametrize("sub", ["", "p=a b/"])
+def test_chunked_mapping_is_the_python_mapping(tmp_path, allow, sub):
+    storage = open_storage(str(tmp_path / "t"))
+    roots = table_roots(storage, None, f"{storage.root_uri}/p=a/x")
+    base = storage.root_uri
+    paths = [
+        f"{base}/p=a/plain-1", f"{base}/p=a%20b/escaped", f"{base}/p=a/./dot", f"{base}/p=a/plain-2",
+        f"{base}/p=a/..%2F..%2Fclimbs", "file:///elsewhere/x", f"{base}/p=a%20b/again", f"{base}/p=a/plain-3",
+    ]
+    sizes, mtimes = list(range(len(paths))), [10 * i for i in range(len(paths))]
+    chunks = [slice(0, 3), slice(3, 4), slice(4, 8)]
+
+    def chunked(values, kind):
+        return pa.chunked_array([pa.array(values[s], kind) for s in chunks], kind)
+
+    expected = outcome(lambda: _map_python(paths, sizes, mtimes, roots, storage, sub, allow))
+    columns = chunked(paths, pa.string()), chunked(sizes, pa.int64()), chunked(mtimes, pa.int64())
+    got = outcome(lambda: _map_arrow(*columns, roots, storage, sub, allow))
+    if expected[0] == "ok":
+        e, g = expected[1], got[1]
+        assert (g.relative.to_pylist(), g.sizes.to_pylist(), g.mtimes.to_pylist(), g.outside) == (e.relative, e.sizes, e.mtimes, e.outside)
+        assert len(e.relative) >= 2 and (not allow or len(e.outside) == 2)
+    else:
+        assert got == expected and "outside the table root" in expected[2]
+
+
+@pytest.mark.parametrize("rows", [70_000, 300_000])  # joined by Arrow at once / sliced in Python
+def test_uri_list_rows_and_arrow_sum(tmp_path, rows):
+    storage = open_storage(str(tmp_path / "t"))
+    relative = [f"p={i % 7}/part-{i}.parquet" for i in range(rows)]
+    sizes = [i * 3 for i in range(rows)]
+    files = CommittedFiles(storage, 0)
+    cut = rows * 2 // 3
+    files.set_columns(
+        pa.chunked_array([pa.array(relative[:cut]), pa.array(relative[cut:])]), pa.chunked_array([pa.array(sizes)]), pa.array(sizes)
+    )
+    assert files.total_bytes == sum(sizes)
+    assert files.uris() == [f"{storage.root_uri}/{r}" for r in relative]
+    assert list(files.relative_sizes()) == list(zip(relative, sizes, strict=True))  # what file_checks walks
+    assert files.relative == relative  # the Arrow column is still whole after the slices
+
+
+def test_a_compact_file_of_many_blocks_streams_as_the_strict_parser_reads_it(tmp_path):
+    """More blocks than ``SETTLE_BLOCKS``: kept columns are copied together along the way."""
+    from benchmarks.bench_commit import seed_manifest
+
+    root = tmp_path / "t"
+    seed_manifest(root, 90_000)  # about 21 MB: more than 16 one-megabyte blocks
+    path = root / "_spark_metadata" / "9.compact"
+    with open(path, "ab") as fh:  # a directory entry and a file after the last full block
+        fh.write(b"\n" + _line(root, "dir", isDir=True) + b"\n" + _line(root, "last.txt"))
+    storage = open_storage(str(root))
+    log = open_manifest(storage, read_identity(storage))
+    streamed = manifest_scan._streamed(log, 9, whole_below=0)
+    assert streamed is not None
+    strict = [e for e in log.decode(path.read_bytes(), batch_id=9) if not e.is_dir]
+    assert streamed[0].to_pylist() == [e.path for e in strict]
+    assert streamed[1].to_pylist() == [e.size for e in strict] and streamed[2].to_pylist() == [e.modification_time for e in strict]
+    assert len(strict) == 90_001 and 1 < streamed[0].num_chunks < path.stat().st_size // manifest_scan.STREAM_BLOCK_BYTES
+    assert read.files(str(root)) == reference(root)
