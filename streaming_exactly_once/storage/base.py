@@ -282,11 +282,6 @@ def composed_files(storage: Storage) -> ComposedFiles | None:
     return None
 
 
-def piece_size(piece: Piece) -> int:
-    """How many bytes ``piece`` adds to a composed file."""
-    return piece.length if isinstance(piece, ByteRange) else len(piece)
-
-
 def prepared_files(storage: Storage) -> PreparedFiles | None:
     """``storage`` as ``PreparedFiles`` if it has that capability, else None."""
     if storage.supports_prepared_files and isinstance(storage, PreparedFiles):
