@@ -3,7 +3,7 @@
 Everything above this layer (logs, manifest, WAL, lease, readers) relies on exactly four
 promises, each checked by the conformance suite in ``tests/storage/`` on every backend
 (which says what it can do - ``rename_is_atomic``, ``usable_on_executors``, optional
-capabilities such as ``PreparedFiles`` - and leaves choices such as the sink's staging mode to
+capabilities such as ``PreparedFiles`` and ``ComposedFiles`` - and leaves choices such as the sink's staging mode to
 the layers above):
 
 1. ``put_if_absent(path, data)`` is **exclusive and all-or-nothing**: of any number of
