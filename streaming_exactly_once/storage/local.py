@@ -61,22 +61,6 @@ def _load_renameat2() -> Callable[..., int] | None:
 
 _renameat2 = _load_renameat2()
 
-# sync_file_range(2) flags: wait for earlier writeback of the range, start it, wait for it
-_SYNC_FILE_RANGE_ALL = 1 | 2 | 4
-
-
-def _load_sync_file_range() -> Callable[..., int] | None:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        fn = libc.sync_file_range
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_sync_file_range = _load_sync_file_range()
 
 
 def rename_noreplace(src: str, dst: str) -> None:
@@ -157,33 +141,6 @@ def copy_range(src_fd: int, dst_fd: int, offset: int, length: int, dst_offset: i
         _pwrite_all(dst_fd, chunk, dst_offset + done)
         done += len(chunk)
     return use_kernel
-
-
-#: Bytes a paced copy writes back at a time (``copy_range_paced``).
-_PACE_CHUNK = 1 << 20
-
-
-def copy_range_paced(src_fd: int, dst_fd: int, offset: int, length: int, dst_offset: int) -> None:
-    """``copy_range``, with each MiB written back to the disk before the next is copied.
-
-    Why (#14, measured on ext4): a background copy of a 60 MB compact file followed by one
-    ``fsync`` keeps the disk busy for ~60 ms, and an ``fsync`` of a small file by the commit
-    path in that window waits for all of it (ext4's journal commit waits for the data of the
-    blocks just allocated), so one batch in ten took ~65 ms instead of ~5. Written back a MiB at
-    a time (``sync_file_range``, which does not commit the journal), the same copy costs about
-    as long and a commit waits for one MiB at most. This is about *when* the bytes reach the
-    disk, not durability: the caller still fsyncs before publishing. Without
-    ``sync_file_range`` (not Linux) it is a plain ``copy_range``.
-    """
-    if _sync_file_range is None:
-        copy_range(src_fd, dst_fd, offset, length, dst_offset)
-        return
-    done = 0
-    while done < length:
-        n = min(_PACE_CHUNK, length - done)
-        copy_range(src_fd, dst_fd, offset + done, n, dst_offset + done)
-        _sync_file_range(dst_fd, dst_offset + done, n, _SYNC_FILE_RANGE_ALL)  # best effort: fsync decides
-        done += n
 
 
 def _pwrite_all(fd: int, data: bytes | memoryview, at: int) -> None:
@@ -405,17 +362,13 @@ class LocalStorage(Storage):
 
     supports_composed_files = True
 
-    def _write_pieces(self, fd: int, at: int, pieces: Sequence[Piece], *, paced: bool = False) -> int:
-        """Write ``pieces`` to ``fd`` from byte ``at`` (ranges copied by the kernel); the end offset.
-        ``paced``: ranges are written back as they are copied (``copy_range_paced``)."""
+    def _write_pieces(self, fd: int, at: int, pieces: Sequence[Piece]) -> int:
+        """Write ``pieces`` to ``fd`` from byte ``at`` (ranges copied by the kernel); the end offset."""
         for piece in pieces:
             if isinstance(piece, ByteRange):
                 src = os.open(self._abs(piece.path), os.O_RDONLY)
                 try:
-                    if paced and self._durable:
-                        copy_range_paced(src, fd, piece.offset, piece.length, at)
-                    else:
-                        copy_range(src, fd, piece.offset, piece.length, at)
+                    copy_range(src, fd, piece.offset, piece.length, at)
                 except ComposedSourceError as exc:
                     raise ComposedSourceError(f"{self.uri(piece.path)}: {exc}") from None
                 finally:
@@ -452,8 +405,10 @@ class LocalStorage(Storage):
     def append_range_prepared(self, path: str, source: ByteRange) -> None:
         fd = os.open(self._abs(path), os.O_WRONLY)  # no O_CREAT: a deleted work file stays deleted
         try:
-            # off the commit path, so paced: the commit path's own fsyncs never wait for all of it
-            self._write_pieces(fd, os.fstat(fd).st_size, [source], paced=True)
+            # Not written back a MiB at a time (sync_file_range) either: tried, and in the commit
+            # loop it raised the median batch (8-12 -> 14-25 ms at 250k live files, 12 -> 41-53
+            # ms at 1M) without lowering the p99; the caller fsyncs it once (#14).
+            self._write_pieces(fd, os.fstat(fd).st_size, [source])
         finally:
             os.close(fd)
 

@@ -17,7 +17,7 @@ import pytest
 from streaming_exactly_once.errors import ComposedSourceError
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.storage.base import ByteRange
-from streaming_exactly_once.storage.local import copy_range, copy_range_paced
+from streaming_exactly_once.storage.local import copy_range
 
 PAYLOAD = bytes(range(256)) * 20_000 + b"tail"  # ~5 MB, not a multiple of any block size
 
@@ -55,19 +55,6 @@ def test_another_filesystem_falls_back_to_the_buffered_copy(tmp_path):
     finally:
         src.unlink()
     assert (tmp_path / "dst").read_bytes() == PAYLOAD[1:]
-
-
-def test_paced_copy_gives_the_same_bytes(tmp_path):
-    src = tmp_path / "src"
-    src.write_bytes(PAYLOAD * 3)  # several pacing chunks and a partial last one
-    s = os.open(src, os.O_RDONLY)
-    d = os.open(tmp_path / "dst", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        copy_range_paced(s, d, 5, len(PAYLOAD) * 3 - 5, 0)
-    finally:
-        os.close(s)
-        os.close(d)
-    assert (tmp_path / "dst").read_bytes() == (PAYLOAD * 3)[5:]
 
 
 def test_a_short_source_is_an_error_not_a_short_file(tmp_path):
