@@ -62,7 +62,6 @@ def _load_renameat2() -> Callable[..., int] | None:
 _renameat2 = _load_renameat2()
 
 
-
 def rename_noreplace(src: str, dst: str) -> None:
     """Atomically move ``src`` to ``dst``; ``FileExistsError`` if ``dst`` exists."""
     if _renameat2 is not None:
