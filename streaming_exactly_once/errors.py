@@ -92,6 +92,12 @@ class StorageAccessError(StorageError, TerminalError):
         super().__init__(f"Cannot access {uri}: {detail}. {hint}", uri=uri, reason=reason, detail=detail, hint=hint)
 
 
+class ComposedSourceError(StorageError, TerminalError):
+    """A file composed from ranges of other files (``storage.base.ComposedFiles``) could not be
+    built because a source file is shorter than the range to copy: it changed or was cut short
+    under the copy. Nothing was created; the caller does not retry with the same ranges."""
+
+
 # --- logs ----------------------------------------------------------------------------------
 
 

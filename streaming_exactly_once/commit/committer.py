@@ -59,7 +59,7 @@ from ..table.offsets_log import OffsetsRecord
 from ..table.sources_log import SourceFileRecord
 from ..table.table_logs import TableLogs
 from .delta_step import CommitDelta
-from .janitor import Janitor
+from .janitor import PREPARE_LANE, Janitor
 from .lease import Lease
 from .recovery import INTENTS_SUBDIR, RecoveryReport, check_logs_consistent, discard_sequence, recover
 from .sequence import CommitSequence
@@ -538,7 +538,7 @@ class TableCommitter:
         ctx.timings["walDelete"] = _ms(t_del)
         self.janitor.delete_tree(attempt.staging_dir)  # leftovers only (.crc, _SUCCESS, empty dirs)
         if self.options.prepare_compactions:
-            self.janitor.submit_latest("prepare", self._prepare_compactions)
+            self.janitor.submit_latest("prepare", self._prepare_compactions, lane=PREPARE_LANE)
         return ctx
 
     def _committed_batch(self, attempt: BatchAttempt, record: CommitRecord, input_files: Sequence[InputFile], ctx: StepContext) -> CommitResult:

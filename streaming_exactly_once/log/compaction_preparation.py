@@ -6,7 +6,9 @@ but the last few lines are known long before its batch arrives. ``CompactionPrep
 the compaction batch then appends only what is missing plus its own records and publishes the
 file with one no-replace rename (``publish``). On a table with a million live files that turns
 "every 10th batch copies 230 MB" into "every batch appends a few lines" - as long as batches
-are further apart than the copy takes. The bytes are the same either way.
+are further apart than the copy takes. The bytes are the same either way. On a local disk the
+previous compact file is copied by the kernel (``PreparedFiles.append_range_prepared``), so the
+copy neither passes through this process nor holds the GIL.
 
 The work file sits beside the log's batch files, hidden, named by the compaction batch and by
 its writer (the lease epoch, ``owner``)::
@@ -97,10 +99,27 @@ class CompactionPreparation:
                 if work is not None:
                     storage.delete(work.path)  # an earlier target's file the log no longer needs
                 work = _WorkFile(target, self._path(target))
+                # The previous compact file - nearly all of the work file - is copied by the
+                # storage where it can (``CompactibleLog.compact_range`` says what is checked).
+                first = valid_batches_before_compaction(target, log.interval)[0]
+                copied = log.compact_range(first, context=f"needed to prepare compact batch {target}") if first <= latest else None
                 with store.open_prepared(work.path, append=False) as fh:
-                    fh.write(header(log.version))
-                work.size = len(header(log.version))
+                    if copied is None:
+                        fh.write(header(log.version))
+                work.size = 0 if copied is not None else len(header(log.version))
                 self._work = work
+                if copied is not None:
+                    try:
+                        store.append_range_prepared(work.path, copied)
+                    except FileNotFoundError:
+                        self._work = None  # removed by a writer that took over: start afresh next time
+                        return
+                    except BaseException:
+                        self._work = None  # a half-copied work file is never appended to
+                        storage.delete(work.path)
+                        raise
+                    work.size += copied.length
+                    work.included.append(first)
             needed = [b for b in valid_batches_before_compaction(target, log.interval) if b not in work.included]
             context = f"needed to prepare compact batch {target}"
             try:

@@ -3,7 +3,7 @@
 Everything above this layer (logs, manifest, WAL, lease, readers) relies on exactly four
 promises, each checked by the conformance suite in ``tests/storage/`` on every backend
 (which says what it can do - ``rename_is_atomic``, ``usable_on_executors``, optional
-capabilities such as ``PreparedFiles`` - and leaves choices such as the sink's staging mode to
+capabilities such as ``PreparedFiles`` and ``ComposedFiles`` - and leaves choices such as the sink's staging mode to
 the layers above):
 
 1. ``put_if_absent(path, data)`` is **exclusive and all-or-nothing**: of any number of
@@ -193,6 +193,9 @@ class Storage(ABC):
     #: Whether this backend also implements ``PreparedFiles`` (see ``prepared_files``): true on
     #: local disks. Not part of the contract every backend implements.
     supports_prepared_files: bool = False
+    #: Whether this backend also implements ``ComposedFiles`` (see ``composed_files``): true on
+    #: local disks and S3. Not part of the contract every backend implements.
+    supports_composed_files: bool = False
 
     # -- hand-off to readers and Spark executors --------------------------------------------
 
@@ -229,6 +232,56 @@ class PreparedFiles(Protocol):
     def publish_prepared(self, path: str, final: str) -> None:
         """fsync ``path`` and give it the name ``final`` unless that exists (``FileExistsError``)."""
         ...
+
+    def append_range_prepared(self, path: str, source: ByteRange) -> None:
+        """Append ``source`` to the work file ``path`` inside the storage (no copy through Python).
+
+        ``FileNotFoundError`` if the work file is gone (never re-created, as ``append=True``);
+        ``ComposedSourceError`` if ``source`` is shorter than it says."""
+        ...
+
+
+@dataclass(frozen=True)
+class ByteRange:
+    """``length`` bytes of the existing file ``path``, from byte ``offset``: a piece of a file
+    that the storage copies itself (``ComposedFiles``), so the bytes never pass through Python."""
+
+    path: str
+    offset: int
+    length: int
+
+    def __post_init__(self) -> None:
+        if self.offset < 0 or self.length < 0:
+            raise ValueError(f"a byte range needs a non-negative offset and length, got {self.offset}, {self.length}")
+
+
+#: One piece of a composed file: bytes from this process, or a range of an existing file.
+Piece = bytes | memoryview | ByteRange
+
+
+@runtime_checkable
+class ComposedFiles(Protocol):
+    """An optional capability of a storage: ``put_if_absent`` of a file made of pieces, where a
+    ``ByteRange`` of an existing file is copied by the storage itself - in the kernel on a local
+    disk (``copy_file_range``), by the server on S3 (``UploadPartCopy``).
+
+    Why: every ``.compact`` file begins with the bytes of the previous one, which at a million
+    live files are hundreds of MB; reading them into this process to write them out again is
+    most of a compaction's cost (#14). A backend that has it sets ``supports_composed_files``;
+    callers keep their streamed path for the others. The promise is exactly promise 1 of the
+    contract (exclusive, all or nothing, nothing left behind on failure); a ``ByteRange`` that
+    reaches past the end of its file fails the call (``ComposedSourceError``)."""
+
+    def put_composed_if_absent(self, path: str, pieces: Sequence[Piece]) -> None:
+        """Create ``path`` with the concatenation of ``pieces`` unless it exists (``FileExistsError``)."""
+        ...
+
+
+def composed_files(storage: Storage) -> ComposedFiles | None:
+    """``storage`` as ``ComposedFiles`` if it has that capability, else None."""
+    if storage.supports_composed_files and isinstance(storage, ComposedFiles):
+        return storage
+    return None
 
 
 def prepared_files(storage: Storage) -> PreparedFiles | None:

@@ -11,6 +11,11 @@ writers can both "win". Here:
   refuses to work (``UnsupportedStorageError``) rather than fall back to check-then-write.
 * ``atomic_write``: temp file + ``fsync`` + ``os.replace``.
 * ``rename``: ``renameat2(RENAME_NOREPLACE)`` (falls back to ``link`` + ``unlink``).
+* ``put_composed_if_absent`` / ``append_range_prepared`` (``ComposedFiles``, ``PreparedFiles``):
+  ranges of existing files are copied by the kernel (``copy_file_range``, which shares the
+  extents on filesystems that can, such as XFS and Btrfs, and copies page cache to page cache
+  on ext4), else by a buffered ``pread``/``pwrite`` loop; then the same fsync + no-replace
+  rename as ``put_if_absent``. Why: a ``.compact`` file starts with the previous one (#14).
 * ``open_write`` (data files written by the library itself, ``direct`` mode): the file and its
   directory are fsync'd on close; ``sync`` does the same for files another writer produced
   (Spark's, moved into place by the commit). A new directory is made durable in its parent.
@@ -35,8 +40,8 @@ from types import TracebackType
 from typing import IO, Any
 from urllib.parse import unquote, urlsplit
 
-from ..errors import UnsupportedStorageError
-from .base import FileInfo, Storage, check_relative, join
+from ..errors import ComposedSourceError, UnsupportedStorageError
+from .base import ByteRange, FileInfo, Piece, Storage, check_relative, join
 from .io_threads import map_waiting
 
 _AT_FDCWD = -100
@@ -95,6 +100,52 @@ def local_path_from_uri(uri: str) -> str:
     else:
         path = uri
     return os.path.normpath(os.path.abspath(path))
+
+
+#: ``copy_file_range`` failures that mean "not here" (another filesystem, an old kernel, a
+#: filesystem or file kind without it): the range is copied through a buffer instead.
+_NO_KERNEL_COPY = frozenset({errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL})
+_KERNEL_CHUNK = 1 << 30  # bytes asked of one copy_file_range call (it may copy fewer)
+_BUFFER_CHUNK = 1 << 20  # bytes per pread/pwrite of the buffered copy
+
+
+def copy_range(src_fd: int, dst_fd: int, offset: int, length: int, dst_offset: int, *, kernel: bool = True) -> bool:
+    """Copy ``length`` bytes of ``src_fd`` from ``offset`` to ``dst_fd`` at ``dst_offset``.
+
+    In the kernel where it can (``copy_file_range``; the bytes never enter this process, and
+    the GIL is released for the whole call), else through a buffer: a filesystem or kernel
+    without it answers EXDEV/ENOSYS/EOPNOTSUPP/EINVAL and the copy goes on from where it
+    stopped. Explicit offsets on both sides, so neither file position matters (and ``dst_fd``
+    must not be ``O_APPEND``, which ``copy_file_range`` refuses). Returns whether the kernel
+    copied it all. A source shorter than ``offset + length`` raises ``ComposedSourceError``:
+    a half-copied range must never look like a complete file.
+    """
+    done = 0
+    use_kernel = kernel and hasattr(os, "copy_file_range")
+    while done < length and use_kernel:
+        try:
+            n = os.copy_file_range(src_fd, dst_fd, min(length - done, _KERNEL_CHUNK), offset + done, dst_offset + done)
+        except OSError as exc:
+            if exc.errno not in _NO_KERNEL_COPY:
+                raise
+            use_kernel = False
+            break
+        if n == 0:
+            raise ComposedSourceError(f"source ended after {offset + done} bytes, {length - done} short of the range to copy")
+        done += n
+    while done < length:
+        chunk = os.pread(src_fd, min(length - done, _BUFFER_CHUNK), offset + done)
+        if not chunk:
+            raise ComposedSourceError(f"source ended after {offset + done} bytes, {length - done} short of the range to copy")
+        _pwrite_all(dst_fd, chunk, dst_offset + done)
+        done += len(chunk)
+    return use_kernel
+
+
+def _pwrite_all(fd: int, data: bytes | memoryview, at: int) -> None:
+    view, written = memoryview(data), 0
+    while written < len(view):
+        written += os.pwrite(fd, view[written:], at + written)
 
 
 def _fsync_dir(path: str) -> None:
@@ -307,7 +358,59 @@ class LocalStorage(Storage):
             _fsync_all(_fsync_file, targets)
         _fsync_all(_fsync_dir, directories)
 
+    # -- ComposedFiles and PreparedFiles (storage.base) ----------------------------------------
+
+    supports_composed_files = True
+
+    def _write_pieces(self, fd: int, at: int, pieces: Sequence[Piece]) -> int:
+        """Write ``pieces`` to ``fd`` from byte ``at`` (ranges copied by the kernel); the end offset."""
+        for piece in pieces:
+            if isinstance(piece, ByteRange):
+                src = os.open(self._abs(piece.path), os.O_RDONLY)
+                try:
+                    copy_range(src, fd, piece.offset, piece.length, at)
+                except ComposedSourceError as exc:
+                    raise ComposedSourceError(f"{self.uri(piece.path)}: {exc}") from None
+                finally:
+                    os.close(src)
+                at += piece.length
+            else:
+                _pwrite_all(fd, piece, at)
+                at += len(piece)
+        return at
+
+    def put_composed_if_absent(self, path: str, pieces: Sequence[Piece]) -> None:
+        target = self._abs(path)
+        if os.path.exists(target):  # cheap early exit; the no-replace rename is the real arbiter
+            raise FileExistsError(errno.EEXIST, "file exists", self.uri(path))
+        makedirs_durable(os.path.dirname(target), durable=self._durable)
+        tmp = self._tmp_sibling(target)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            try:
+                self._write_pieces(fd, 0, pieces)
+                if self._durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._publish_exclusive(tmp, target)
+        except FileExistsError:
+            raise FileExistsError(errno.EEXIST, "file exists", self.uri(path)) from None
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
     supports_prepared_files = True
+
+    def append_range_prepared(self, path: str, source: ByteRange) -> None:
+        fd = os.open(self._abs(path), os.O_WRONLY)  # no O_CREAT: a deleted work file stays deleted
+        try:
+            # Not written back a MiB at a time (sync_file_range) either: tried, and in the commit
+            # loop it raised the median batch (8-12 -> 14-25 ms at 250k live files, 12 -> 41-53
+            # ms at 1M) without lowering the p99; the caller fsyncs it once (#14).
+            self._write_pieces(fd, os.fstat(fd).st_size, [source])
+        finally:
+            os.close(fd)
 
     def open_prepared(self, path: str, *, append: bool) -> IO[bytes]:
         target = self._abs(path)

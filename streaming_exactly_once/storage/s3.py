@@ -12,21 +12,75 @@
   200 to every create, and nothing would show it. ``check_exclusive_create`` proves the
   endpoint once per process (per endpoint and bucket) by creating one probe object twice.
 
+* ``put_composed_if_absent`` (``ComposedFiles``; a ``.compact`` file that starts with the
+  previous one, #14): one multipart upload whose first parts are server-side copies
+  (``UploadPartCopy``) of the range of the existing object and whose last part carries the new
+  bytes, completed with ``If-None-Match: *`` - a conditional ``CompleteMultipartUpload``, which
+  AWS S3 supports since 2024 - so it is exactly as exclusive as the PUT. The copied bytes never
+  leave the service. Every part but the last must be at least 5 MiB, so a range below that, a
+  layout other than "one range, then bytes", or an endpoint that does not refuse a second
+  conditional complete (probed once per process, endpoint and bucket, like
+  ``check_exclusive_create``; not refused means: not used, never a failure) gets today's single
+  conditional PUT of the gathered bytes. A failed upload is aborted, so nothing is left behind;
+  one cut short by a killed process is invisible (an object appears only when completed) and
+  is removed by the bucket's lifecycle rule for incomplete multipart uploads, if it has one.
+
 URIs ``s3://``, ``s3a://`` and ``s3n://`` all map to s3fs; the scheme the user gave is kept in
 ``root_uri`` so that manifest entries carry the scheme their Spark readers use.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import posixpath
+import threading
+import time
+import uuid
+from collections.abc import Hashable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import UnsupportedStorageError
-from .fsspec_store import FsspecStorage
+from ..errors import ComposedSourceError, UnsupportedStorageError
+from .base import ByteRange, Piece, check_relative
+from .fsspec_store import FsspecStorage, error_chain
 from .probe import exclusive_create_problem
 
 _SINGLE_PUT_LIMIT = 5 * 1024**3
+#: S3's smallest part (every part of a multipart upload but the last) and largest copied part.
+_MIN_PART = 5 * 1024**2
+_MAX_PART = 5 * 1024**3
+
+#: Per (endpoint, bucket): whether a second conditional CompleteMultipartUpload is refused.
+_CONDITIONAL_COMPLETE: dict[Hashable, bool] = {}
+_CONDITIONAL_COMPLETE_LOCK = threading.Lock()
+
+
+_COMPLETE_ATTEMPTS = 4
+
+
+def _conflict(exc: BaseException) -> bool:
+    """Whether ``exc`` is S3's 409 ``ConditionalRequestConflict``: a conditional write of the same
+    key was in flight; the request may be retried, and then gets 412 if the other one won."""
+    for link in error_chain(exc):
+        response = getattr(link, "response", None)
+        if isinstance(response, dict) and response.get("Error", {}).get("Code") == "ConditionalRequestConflict":
+            return True
+    return False
+
+
+def _precondition_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it wraps) is the service's 412 to a conditional request."""
+    for link in error_chain(exc):
+        if isinstance(link, FileExistsError):
+            return True
+        response = getattr(link, "response", None)
+        if isinstance(response, dict):
+            code = str(response.get("Error", {}).get("Code", ""))
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in ("PreconditionFailed", "412") or status == 412:
+                return True
+    return False
 
 
 class S3Storage(FsspecStorage):
@@ -50,6 +104,120 @@ class S3Storage(FsspecStorage):
         except FileExistsError:
             raise FileExistsError(errno.EEXIST, "object exists", self.uri(path)) from None
 
+    # -- ComposedFiles (storage.base) --------------------------------------------------------
+
+    supports_composed_files = True
+
+    def _store_key(self) -> tuple[str, str, str]:
+        return ("s3", str(self._fs.connect().meta.endpoint_url), self._native_root.split("/", 1)[0])
+
+    def put_composed_if_absent(self, path: str, pieces: Sequence[Piece]) -> None:
+        first = pieces[0] if pieces else None
+        tail = pieces[1:]
+        copyable = (
+            isinstance(first, ByteRange)
+            and first.length >= _MIN_PART
+            and not any(isinstance(p, ByteRange) for p in tail)
+            and self.conditional_complete_works(posixpath.dirname(check_relative(path)))
+        )
+        if not copyable:
+            self.put_if_absent(path, b"".join(self._gathered(pieces)))  # today's single conditional PUT
+            return
+        assert isinstance(first, ByteRange)
+        self._copy_upload(path, first, b"".join(p for p in tail if not isinstance(p, ByteRange)))
+
+    def _gathered(self, pieces: Sequence[Piece]) -> list[bytes]:
+        """The bytes of ``pieces``, ranges read with ranged GETs."""
+        out = []
+        for piece in pieces:
+            if isinstance(piece, ByteRange):
+                data = self._fs.cat_file(self._native(piece.path), start=piece.offset, end=piece.offset + piece.length) if piece.length else b""
+                if len(data) != piece.length:
+                    raise ComposedSourceError(f"{self.uri(piece.path)} ended {piece.length - len(data)} bytes short of the range to copy")
+                out.append(data)
+            else:
+                out.append(bytes(piece))
+        return out
+
+    def _copy_upload(self, path: str, source: ByteRange, tail: bytes) -> None:
+        """One multipart upload: ``source`` copied by the service, then ``tail``; completed if absent."""
+        bucket, key = self._native(path).split("/", 1)
+        src_bucket, src_key = self._native(source.path).split("/", 1)
+        with self._errors(source.path):
+            info = self._fs.info(self._native(source.path))  # FileNotFoundError if it is gone
+        if int(info.get("size") or 0) < source.offset + source.length:
+            raise ComposedSourceError(f"{self.uri(source.path)} is shorter than the range to copy")
+        etag = info.get("ETag")
+        call = self._fs.call_s3
+        with self._errors(path):
+            upload = call("create_multipart_upload", Bucket=bucket, Key=key)["UploadId"]
+        try:
+            parts = []
+            count = -(-source.length // _MAX_PART)
+            size = -(-source.length // count)
+            for i in range(count):
+                start = source.offset + i * size
+                end = min(source.offset + source.length, start + size) - 1
+                extra = {"CopySourceIfMatch": etag} if etag else {}  # the very object just measured
+                answer = call(
+                    "upload_part_copy", Bucket=bucket, Key=key, UploadId=upload, PartNumber=i + 1,
+                    CopySource={"Bucket": src_bucket, "Key": src_key}, CopySourceRange=f"bytes={start}-{end}", **extra,
+                )
+                parts.append({"PartNumber": i + 1, "ETag": answer["CopyPartResult"]["ETag"]})
+            if tail:
+                answer = call("upload_part", Bucket=bucket, Key=key, UploadId=upload, PartNumber=count + 1, Body=tail)
+                parts.append({"PartNumber": count + 1, "ETag": answer["ETag"]})
+            for attempt in range(_COMPLETE_ATTEMPTS):
+                try:
+                    call("complete_multipart_upload", Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}, IfNoneMatch="*")
+                    break
+                except Exception as exc:
+                    if _precondition_failed(exc):
+                        raise FileExistsError(errno.EEXIST, "object exists", self.uri(path)) from None
+                    if not _conflict(exc) or attempt + 1 == _COMPLETE_ATTEMPTS:
+                        raise
+                    time.sleep(0.05 * (attempt + 1))  # another conditional write in flight: S3 says retry
+        except BaseException:
+            with contextlib.suppress(Exception):  # nothing left behind: an aborted upload holds no parts
+                call("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload)
+            raise
+
+    def conditional_complete_works(self, probe_dir: str) -> bool:
+        """Whether this endpoint refuses a second ``CompleteMultipartUpload`` with
+        ``If-None-Match: *``, probed once per process, endpoint and bucket with a one-part
+        upload under ``probe_dir`` (removed afterwards). An endpoint that completes the second
+        one - or fails the probe in any other way - is simply not used for copies: composed
+        files then take the single conditional PUT, whose exclusivity ``check_exclusive_create``
+        proves."""
+        key = self._store_key()
+        with _CONDITIONAL_COMPLETE_LOCK:
+            if key not in _CONDITIONAL_COMPLETE:
+                _CONDITIONAL_COMPLETE[key] = self._probe_conditional_complete(posixpath.join(probe_dir, f".seo-probe-{uuid.uuid4().hex}"))
+            return _CONDITIONAL_COMPLETE[key]
+
+    def _probe_conditional_complete(self, path: str) -> bool:
+        bucket, key = self._native(path).split("/", 1)
+        call = self._fs.call_s3
+        outcomes = []
+        try:
+            for body in (b"first", b"second"):
+                upload = call("create_multipart_upload", Bucket=bucket, Key=key)["UploadId"]
+                try:
+                    etag = call("upload_part", Bucket=bucket, Key=key, UploadId=upload, PartNumber=1, Body=body)["ETag"]
+                    call("complete_multipart_upload", Bucket=bucket, Key=key, UploadId=upload,
+                         MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]}, IfNoneMatch="*")
+                    outcomes.append("created")
+                except Exception as exc:
+                    outcomes.append("refused" if _precondition_failed(exc) else "failed")
+                    with contextlib.suppress(Exception):
+                        call("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload)
+        except Exception:
+            return False
+        finally:
+            with contextlib.suppress(Exception):
+                self._fs.rm_file(self._native(path))
+        return outcomes == ["created", "refused"]
+
     def rename(self, src: str, dst: str) -> None:
         s, d = self._native(src), self._native(dst)
         if self._fs.exists(d):
@@ -58,7 +226,8 @@ class S3Storage(FsspecStorage):
         self._fs.rm_file(s)
 
     def check_exclusive_create(self, probe_dir: str) -> None:
-        """Create ``<probe_dir>/<uuid>`` twice; the second create must fail (see ``Storage``)."""
+        """Create ``<probe_dir>/<uuid>`` twice; the second create must fail (see ``Storage``).
+        Then settles, once, whether composed files may use a conditional multipart upload."""
         endpoint = self._fs.connect().meta.endpoint_url
         bucket = self._native_root.split("/", 1)[0]
         problem = exclusive_create_problem(self, ("s3", endpoint, bucket), probe_dir)
@@ -72,3 +241,4 @@ class S3Storage(FsspecStorage):
                 endpoint=endpoint,
                 bucket=bucket,
             )
+        self.conditional_complete_works(probe_dir)

@@ -50,8 +50,9 @@ protocol; each is one storage rule here (``BOUNDARY_RULES``). ``M`` is a batch n
     after-members     before the create of the group's ``_seo/offsets/M`` (the step after the
                       members; with Delta member tables, after their Delta commits too)
 
-"Create" is ``put_if_absent``, a clean exit from ``open_exclusive``, or ``publish_prepared``
-(a compact file built in the background). "Of a batch" (mid-move, mid-members): the first
+"Create" is ``put_if_absent``, a clean exit from ``open_exclusive``, ``put_composed_if_absent``
+(a compact file whose bulk the storage copies) or ``publish_prepared`` (a compact file built in
+the background). "Of a batch" (mid-move, mid-members): the first
 matching call after each WAL entry is created or read (a commit or a recovery roll-forward).
 Step boundaries fire during a recovery's roll-forward too, as they always did.
 
@@ -72,7 +73,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
 
-from ..storage.base import FileInfo, PreparedFiles, Storage, join, prepared_files
+from ..storage.base import ByteRange, ComposedFiles, FileInfo, Piece, PreparedFiles, Storage, composed_files, join, prepared_files
 
 Action = Literal["crash", "fail", "pause", "call"]
 When = Literal["before", "after"]
@@ -104,7 +105,7 @@ DELTA_ONLY = ("after-delta",)
 FROM_ENV = "streaming_exactly_once.testing.faults:from_env"
 ENV_VARS: Mapping[Action, str] = {"crash": "SEO_CRASH_AT", "fail": "SEO_FAIL_AT", "pause": "SEO_PAUSE_AT"}
 
-_CREATE = ("put_if_absent", "open_exclusive", "publish_prepared")
+_CREATE = ("put_if_absent", "open_exclusive", "put_composed_if_absent", "publish_prepared")
 _N = r"\d+(\.compact)?$"
 _WAL = r"^_seo/wal/\d+$"
 
@@ -209,6 +210,7 @@ class FaultInjectingStorage(Storage):
         self.rename_is_atomic = inner.rename_is_atomic
         self.usable_on_executors = inner.usable_on_executors
         self.supports_prepared_files = inner.supports_prepared_files
+        self.supports_composed_files = inner.supports_composed_files
         self._state = _state or _State(rules)
         self._prefix = _prefix
 
@@ -333,7 +335,17 @@ class FaultInjectingStorage(Storage):
     def check_exclusive_create(self, probe_dir: str) -> None:
         self.inner.check_exclusive_create(probe_dir)
 
-    # PreparedFiles (storage.base): offered exactly when the wrapped storage offers it
+    # ComposedFiles and PreparedFiles (storage.base): offered exactly when the wrapped storage does
+
+    def _composed(self) -> ComposedFiles:
+        store = composed_files(self.inner)
+        if store is None:
+            raise NotImplementedError(f"{type(self.inner).__name__} has no composed files")
+        return store
+
+    def put_composed_if_absent(self, path: str, pieces: Sequence[Piece]) -> None:
+        with self._around("put_composed_if_absent", path):
+            self._composed().put_composed_if_absent(path, pieces)
 
     def _prepared(self) -> PreparedFiles:
         store = prepared_files(self.inner)
@@ -350,6 +362,9 @@ class FaultInjectingStorage(Storage):
     def publish_prepared(self, path: str, final: str) -> None:
         with self._around("publish_prepared", final):
             self._prepared().publish_prepared(path, final)
+
+    def append_range_prepared(self, path: str, source: ByteRange) -> None:
+        self._prepared().append_range_prepared(path, source)
 
     # -- hand-off ----------------------------------------------------------------------------------
 

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from streaming_exactly_once.storage.base import FileInfo, PreparedFiles, prepared_files
+from streaming_exactly_once.errors import ComposedSourceError
+from streaming_exactly_once.storage.base import ByteRange, ComposedFiles, FileInfo, PreparedFiles, composed_files, prepared_files
 
 
 def names(storage, path=""):
@@ -276,6 +277,27 @@ class TestPreparedFiles:
             prep.open_prepared("prep/.gone", append=True)
         assert not storage.exists("prep/.gone")
 
+    def test_appends_a_range_of_another_file(self, storage):
+        prep = prepared_files(storage)
+        if prep is None:
+            return
+        storage.put_if_absent("prep/src", b"v1\n{a}\n{b}\n")
+        with prep.open_prepared("prep/.r", append=False) as fh:
+            fh.write(b"")
+        prep.append_range_prepared("prep/.r", ByteRange("prep/src", 0, 10))
+        with prep.open_prepared("prep/.r", append=True) as fh:
+            fh.write(b"\n{c}")
+        prep.append_range_prepared("prep/.r", ByteRange("prep/src", 3, 3))
+        prep.publish_prepared("prep/.r", "prep/r")
+        assert storage.read_bytes("prep/r") == b"v1\n{a}\n{b}\n{c}{a}"
+        with pytest.raises(FileNotFoundError):  # a deleted work file is never re-created
+            prep.append_range_prepared("prep/.r", ByteRange("prep/src", 0, 2))
+        assert not storage.exists("prep/.r")
+        with prep.open_prepared("prep/.s", append=False) as fh:
+            fh.write(b"ok")
+        with pytest.raises(ComposedSourceError):
+            prep.append_range_prepared("prep/.s", ByteRange("prep/src", 5, 100))
+
     def test_publish_refuses_an_existing_final_name(self, storage):
         prep = prepared_files(storage)
         if prep is None:
@@ -294,3 +316,77 @@ def test_local_and_s3_storage_pickle(local_storage, s3_storage):
         clone = pickle.loads(pickle.dumps(st))
         assert clone.read_bytes("p") == b"pickled"
         assert clone.root_uri == st.root_uri
+
+
+class TestComposedFiles:
+    """A create-if-absent of pieces, ranges of existing files copied by the storage itself.
+
+    An optional capability (``ComposedFiles``): a backend without it says so
+    (``supports_composed_files``); every backend with it passes these, which are promise 1 of
+    the contract for a file whose bytes partly come from other files."""
+
+    def test_capability_is_declared_and_matches_the_methods(self, storage):
+        composed = composed_files(storage)
+        assert (composed is not None) == storage.supports_composed_files
+        if composed is None:
+            assert not hasattr(storage, "put_composed_if_absent")
+        else:
+            assert isinstance(storage, ComposedFiles)
+
+    def test_pieces_are_concatenated_in_order(self, storage):
+        composed = composed_files(storage)
+        if composed is None:
+            return
+        storage.put_if_absent("cmp/src", b"0123456789")
+        composed.put_composed_if_absent(
+            "cmp/out", [ByteRange("cmp/src", 0, 10), b"-", ByteRange("cmp/src", 3, 4), memoryview(b"+end"), ByteRange("cmp/src", 9, 0)]
+        )
+        assert storage.read_bytes("cmp/out") == b"0123456789-3456+end"
+        composed.put_composed_if_absent("cmp/only-bytes", [b"a", b"", b"b"])
+        assert storage.read_bytes("cmp/only-bytes") == b"ab"
+
+    def test_refuses_an_existing_file_and_leaves_it_alone(self, storage):
+        composed = composed_files(storage)
+        if composed is None:
+            return
+        storage.put_if_absent("cmp/src", b"source bytes")
+        storage.put_if_absent("cmp/taken", b"another writer's")
+        with pytest.raises(FileExistsError):
+            composed.put_composed_if_absent("cmp/taken", [ByteRange("cmp/src", 0, 6), b"!"])
+        assert storage.read_bytes("cmp/taken") == b"another writer's"
+        assert sorted(e.name for e in storage.list_dir("cmp")) == ["src", "taken"]
+
+    def test_a_range_past_the_end_creates_nothing(self, storage):
+        composed = composed_files(storage)
+        if composed is None:
+            return
+        storage.put_if_absent("cmp/short", b"only 10 b.")
+        with pytest.raises(ComposedSourceError):
+            composed.put_composed_if_absent("cmp/out", [b"head", ByteRange("cmp/short", 2, 20)])
+        with pytest.raises(FileNotFoundError):
+            composed.put_composed_if_absent("cmp/out", [ByteRange("cmp/missing", 0, 1)])
+        assert [e.name for e in storage.list_dir("cmp")] == ["short"]
+
+    def test_race_has_exactly_one_winner(self, storage):
+        composed = composed_files(storage)
+        if composed is None:
+            return
+        storage.put_if_absent("cmp/src", b"x" * 1000)
+        results: list[str] = []
+
+        def attempt(i: int) -> None:
+            try:
+                composed.put_composed_if_absent("cmp/race", [ByteRange("cmp/src", 0, 1000), str(i).encode()])
+                results.append(f"won {i}")
+            except FileExistsError:
+                results.append("lost")
+
+        threads = [threading.Thread(target=attempt, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        winners = [r for r in results if r.startswith("won")]
+        assert len(winners) == 1 and results.count("lost") == 7
+        assert storage.read_bytes("cmp/race") == b"x" * 1000 + winners[0].split()[1].encode()
+        assert sorted(e.name for e in storage.list_dir("cmp")) == ["race", "src"]

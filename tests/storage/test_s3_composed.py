@@ -1,0 +1,197 @@
+"""S3: a composed file is a multipart upload whose bulk is copied by the server (``UploadPartCopy``)
+and whose completion is conditional (``If-None-Match: *``), against moto's real S3 HTTP API.
+
+Why it matters (#14): a ``.compact`` file starts with the previous one, hundreds of MB at a
+million live files; the server copies them instead of this process downloading and uploading
+them. The endpoint that ignores the conditional completion is real too: the HTTP proxy of
+``test_exclusive_probe`` dropping ``If-None-Match`` from POST requests only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import boto3
+import pytest
+
+from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.storage.base import ByteRange, composed_files
+from tests.storage.test_exclusive_probe import S3Proxy
+
+pytestmark = pytest.mark.s3
+
+BIG = b"v1" + b''.join(b'\n{"path":"s3://b/part-%08d.parquet","size":1}' % i for i in range(150_000))  # ~6.6 MB
+
+
+def _client(s3_options):
+    return boto3.client(
+        "s3", endpoint_url=s3_options["endpoint_url"], aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+    )
+
+
+def _pending_uploads(s3_options, bucket):
+    return _client(s3_options).list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+
+
+def _through(proxy, bucket, s3_options):
+    # a root of its own: the probe's answer is cached per endpoint (the proxy's) and bucket
+    return open_storage(f"s3://{bucket}/root", {**s3_options, "endpoint_url": proxy.url})
+
+
+def _direct(bucket, s3_options):
+    return open_storage(f"s3://{bucket}/root", s3_options)
+
+
+def _own_requests(proxy, key):
+    return [(m, p.split("?", 1)[1] if "?" in p else "") for m, p in proxy.sent if p.split("?", 1)[0].endswith("/" + key)]
+
+
+def test_the_server_copies_the_range_and_the_bytes_are_identical(moto_endpoint, s3_bucket, s3_options):
+    with S3Proxy(moto_endpoint, strip=False) as proxy:
+        storage = _through(proxy, s3_bucket, s3_options)
+        _direct(s3_bucket, s3_options).put_if_absent("log/9.compact", BIG)  # the proxy forwards small bodies only
+        tail = b'\n{"path":"s3://b/new.parquet","size":2}'
+        composed_files(storage).put_composed_if_absent("log/19.compact", [ByteRange("log/9.compact", 0, len(BIG)), tail])
+        assert storage.read_bytes("log/19.compact") == BIG + tail
+        # the previous compact file was never downloaded: only measured (HEAD) and copied
+        assert not [q for m, q in _own_requests(proxy, "9.compact") if m == "GET"]
+        target = _own_requests(proxy, "19.compact")
+        assert [m for m, q in target if "partNumber" in q] == ["PUT", "PUT"]  # the copied part, the tail part
+        assert ("POST", "uploads") in target and not [q for m, q in target if m == "PUT" and not q]  # no single PUT
+    assert _pending_uploads(s3_options, s3_bucket) == []
+
+
+def test_a_range_in_the_middle_and_no_tail(moto_endpoint, s3_bucket, s3_options):
+    storage = open_storage(f"s3://{s3_bucket}/root", s3_options)
+    storage.put_if_absent("src", BIG)
+    composed_files(storage).put_composed_if_absent("mid", [ByteRange("src", 7, len(BIG) - 100)])
+    assert storage.read_bytes("mid") == BIG[7 : len(BIG) - 93]
+
+
+def test_an_existing_target_is_refused_and_nothing_is_left_behind(moto_endpoint, s3_bucket, s3_options):
+    storage = open_storage(f"s3://{s3_bucket}/root", s3_options)
+    storage.put_if_absent("log/9.compact", BIG)
+    storage.put_if_absent("log/19.compact", b"another writer's")
+    with pytest.raises(FileExistsError):
+        composed_files(storage).put_composed_if_absent("log/19.compact", [ByteRange("log/9.compact", 0, len(BIG)), b"\n{}"])
+    assert storage.read_bytes("log/19.compact") == b"another writer's"
+    assert _pending_uploads(s3_options, s3_bucket) == []  # the refused upload was aborted
+
+
+@pytest.mark.hazard
+def test_racing_copies_on_moto(moto_endpoint, s3_bucket, s3_options):
+    """moto's conditional CompleteMultipartUpload looks the key up, then assembles the parts,
+    with no lock in between, so racing completes can all win there (seen in most runs with 6
+    threads). AWS S3 decides a conditional completion atomically (412, or 409 for a conflicting
+    one in flight, which this backend retries). Opt-in (``pytest --hazards``), not a gate: the
+    refusal of a completion over an existing key is tested deterministically above."""
+    storage = open_storage(f"s3://{s3_bucket}/root", s3_options)
+    storage.put_if_absent("src", BIG)
+    results: list[str] = []
+
+    def attempt(i: int) -> None:
+        try:
+            composed_files(storage).put_composed_if_absent("race", [ByteRange("src", 0, len(BIG)), b"\n%d" % i])
+            results.append(f"won {i}")
+        except FileExistsError:
+            results.append("lost")
+
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [r.split()[1].encode() for r in results if r.startswith("won")]
+    assert len(results) == 6 and winners
+    assert storage.read_bytes("race") in [BIG + b"\n" + w for w in winners]
+    assert _pending_uploads(s3_options, s3_bucket) == []
+
+
+def test_a_small_range_is_one_conditional_put(moto_endpoint, s3_bucket, s3_options):
+    with S3Proxy(moto_endpoint, strip=False) as proxy:
+        storage = _through(proxy, s3_bucket, s3_options)
+        storage.put_if_absent("small", b"v1\n{}")
+        composed_files(storage).put_composed_if_absent("out", [ByteRange("small", 0, 5), b"\n{}"])
+        assert storage.read_bytes("out") == b"v1\n{}\n{}"
+        assert [m for m, q in _own_requests(proxy, "out") if m in ("PUT", "POST")] == ["PUT"]
+
+
+def test_an_endpoint_ignoring_the_conditional_complete_gets_single_puts(moto_endpoint, s3_bucket, s3_options):
+    """Not refusing a second conditional CompleteMultipartUpload is found by the probe once,
+    and composed files then take the single conditional PUT - still exclusive."""
+    with S3Proxy(moto_endpoint, strip=True, strip_methods=("POST",)) as proxy:
+        storage = _through(proxy, s3_bucket, s3_options)
+        storage.check_exclusive_create("_seo/probe")  # PUTs keep their header: exclusive create is fine
+        assert storage.conditional_complete_works("_seo/probe") is False
+        _direct(s3_bucket, s3_options).put_if_absent("src", BIG)
+        composed = composed_files(storage)
+        composed.put_composed_if_absent("out", [ByteRange("src", 0, len(BIG)), b"\n{}"])
+        assert storage.read_bytes("out") == BIG + b"\n{}"
+        assert not [q for m, q in _own_requests(proxy, "out") if "upload" in q.lower()]  # no multipart upload at all
+        with pytest.raises(FileExistsError):
+            composed.put_composed_if_absent("out", [ByteRange("src", 0, len(BIG)), b"\n{}"])
+        assert storage.list_dir("_seo/probe") == []
+    assert _pending_uploads(s3_options, s3_bucket) == []
+
+
+_CHILD = """
+import sys
+sys.path.insert(0, {repo!r})
+from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.storage.base import ByteRange
+storage = open_storage({root!r}, {options!r})
+storage.put_composed_if_absent("log/19.compact", [ByteRange("log/9.compact", 0, {size}), b"\\n{{}}"])
+"""
+
+
+def test_a_process_killed_mid_upload_leaves_no_object(moto_endpoint, s3_bucket, s3_options):
+    """The crash window: the writer dies after the server started copying (its part request is
+    held by the proxy until then). No object appears - an upload is invisible until completed -
+    and a later writer creates the file normally."""
+    copying, release = threading.Event(), threading.Event()
+
+    def hold_the_copy(method: str, path: str) -> None:
+        if method == "PUT" and "19.compact" in path and "partNumber=1" in path:
+            copying.set()
+            release.wait(30)
+
+    with S3Proxy(moto_endpoint, strip=False, on_request=hold_the_copy) as proxy:
+        storage = open_storage(f"s3://{s3_bucket}/root", s3_options)
+        storage.put_if_absent("log/9.compact", BIG)
+        repo = str(Path(__file__).resolve().parents[2])
+        options = {**s3_options, "endpoint_url": proxy.url}
+        source = _CHILD.format(repo=repo, root=f"s3://{s3_bucket}/root", options=options, size=len(BIG))
+        child = subprocess.Popen([sys.executable, "-c", source], env={**os.environ, "PYTHONPATH": repo})
+        try:
+            assert copying.wait(60), "the child never started its copy"
+            child.send_signal(signal.SIGKILL)
+            child.wait(30)
+        finally:
+            release.set()
+    assert not storage.exists("log/19.compact")
+    assert [e.name for e in storage.list_dir("log")] == ["9.compact"]
+    pending = _pending_uploads(s3_options, s3_bucket)
+    assert [u["Key"] for u in pending] == ["root/log/19.compact"]  # invisible; a lifecycle rule removes it
+    composed_files(storage).put_composed_if_absent("log/19.compact", [ByteRange("log/9.compact", 0, len(BIG)), b"\n{}"])
+    assert storage.read_bytes("log/19.compact") == BIG + b"\n{}"
+
+
+def test_compaction_on_s3_copies_and_matches_the_streamed_bytes(s3_storage, memory_storage):
+    from streaming_exactly_once.log.codec import DictCodec
+    from streaming_exactly_once.log.compactible_log import CompactibleLog
+
+    logs = [CompactibleLog(st, "c", DictCodec(), default_interval=4) for st in (s3_storage, memory_storage)]
+    for log in logs:
+        log.storage.put_if_absent("c/3.compact", BIG)
+        log._note(3)
+    for i in range(4, 8):
+        for log in logs:
+            log.add(i, [{"id": i, "u": uuid.UUID(int=i).hex}])
+    assert logs[0].compact_range(3, context="test") is not None  # large enough to be copied
+    assert s3_storage.read_bytes("c/7.compact") == memory_storage.read_bytes("c/7.compact")
