@@ -192,6 +192,7 @@ def history(
         "interval_s": interval_s,
         "seeded_live_files": seed_live_files,
         "prepared_compaction": prepare,
+        "all_ms": summary(latencies),
         "first_window_ms": first,
         "last_window_ms": last,
         "p99_ratio_last_vs_first": last["p99"] / first["p99"] if first["p99"] else None,
@@ -265,16 +266,35 @@ def recovery(*, histories: list[int], work: Path) -> dict[str, Any]:
     return out
 
 
+def seeded(*, live: list[int], batches: int, work: Path) -> dict[str, Any]:
+    """Back-to-back batches on a manifest that already lists N live files (one ``9.compact``),
+    for each N, with the next compaction prepared in the background and without: the p99 of
+    every batch (a tenth of them compactions) against the same run at 100 live files."""
+    out: dict[str, Any] = {}
+    for n in live:
+        for prepare in (True, False):
+            r = history(batches=batches, files_per_batch=10, work=work, time_box_s=900, seed_live_files=n, prepare=prepare)
+            key = f"{n}-{'prepared' if prepare else 'unprepared'}"
+            out[key] = {k: r[k] for k in ("batches", "live_files", "all_ms", "compaction_summary_ms", "other_batches_ms", "peak_rss_mb")}
+            a = r["all_ms"]
+            print(f"  {n:>9,} live files, {key.split('-')[1]:10s}: median {a['median']:.1f} ms, p99 {a['p99']:.1f} ms", flush=True)
+    return out
+
+
 def main(size: str = "small") -> dict[str, Any]:
     cfg = {
-        "small": dict(overhead=500, history=5_000, box=120, recovery=[100, 1000, 5000], spaced=30, seed=100_000),
-        "full": dict(overhead=2_000, history=100_000, box=900, recovery=[100, 1000, 10_000], spaced=60, seed=1_000_000),
+        "small": dict(overhead=500, history=5_000, box=120, recovery=[100, 1000, 5000], spaced=30, seed=100_000, live=[100, 100_000], seeded=100),
+        "full": dict(
+            overhead=2_000, history=100_000, box=300, recovery=[100, 1000, 10_000], spaced=60, seed=1_000_000,
+            live=[100, 250_000, 1_000_000], seeded=300,
+        ),
     }[size]
     work = Path(tempfile.mkdtemp(prefix="seo-bench-commit-"))
     try:
         result = {"overhead": overhead(batches=cfg["overhead"], files_per_batch=10, work=work)}
         total = result["overhead"]["total_ms"]
         print(f"  commit overhead (10 files/batch): median {total['median']:.2f} ms, p99 {total['p99']:.2f} ms", flush=True)
+        result["seeded"] = seeded(live=cfg["live"], batches=cfg["seeded"], work=work)
         result["history"] = history(batches=cfg["history"], files_per_batch=10, work=work, time_box_s=cfg["box"])
         h = result["history"]
         print(

@@ -198,6 +198,28 @@ def write_report(results: dict[str, Any]) -> None:
         ]
         for step, s in o["steps_ms"].items():
             md.append(f"| {step} | {s['median']:.3f} | {s['p99']:.3f} |")
+        sd = c.get("seeded")
+        if sd:
+            md += [
+                "",
+                "## Cost vs history: back to back on a manifest of N live files",
+                "",
+                "Batches of 10 files committed back to back (direct mode, synthetic files) on a manifest that already "
+                "lists N live files; every 10th batch writes a `.compact` file listing them all. The goal is a p99 at "
+                "250k live files within 3x the p99 at 100.",
+                "",
+                "| live files | next compaction | batches | median (ms) | p99 (ms) | p99 vs 100 live files "
+                "| compaction batches, median (ms) | peak RSS (MB) |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
+            for key, r in sd.items():
+                n, how = key.split("-")
+                anchor = sd.get(f"100-{how}")
+                ratio = r["all_ms"]["p99"] / anchor["all_ms"]["p99"] if anchor and anchor["all_ms"]["p99"] else float("nan")
+                md.append(
+                    f"| {int(n):,} | {how} | {r['batches']} | {r['all_ms']['median']:.1f} | {r['all_ms']['p99']:.1f} | "
+                    f"{ratio:.1f}x | {r['compaction_summary_ms']['median']:.1f} | {r['peak_rss_mb']:.0f} |"
+                )
         h = c["history"]
         img = _plot_history(h)
         md += [
