@@ -224,13 +224,7 @@ def read_index(storage: Storage, compact_id: int, log_: ManifestLog, *, whole_ro
         info = storage.info(f"{log_.directory}/{compact_id}.compact")
         index = pq.ParquetFile(pa.BufferReader(data))
         schema = index.schema_arrow
-        meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
-        if (
-            meta.get("seo.index.version") != VERSION
-            or meta.get("seo.source") != f"{compact_id}.compact"
-            or meta.get("seo.source.size") != str(info.size)
-            or meta.get("seo.source.mtime") != str(info.mtime_ms)
-        ):
+        if not _indexes(schema, compact_id, info):
             return None
         if index.metadata.num_rows <= whole_rows:
             return index.read()
@@ -240,6 +234,34 @@ def read_index(storage: Storage, compact_id: int, log_: ManifestLog, *, whole_ro
     except Exception:  # an unreadable cache is no cache
         log.warning("ignoring unreadable manifest index %s", storage.uri(index_path(compact_id)))
         return None
+
+
+def _indexes(schema: Any, compact_id: int, info: Any) -> bool:  # a pyarrow.Schema, a FileInfo
+    """Whether an index with this schema (its metadata) was built from this very compact file."""
+    meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+    return (
+        meta.get("seo.index.version") == VERSION
+        and meta.get("seo.source") == f"{compact_id}.compact"
+        and meta.get("seo.source.size") == str(info.size)
+        and meta.get("seo.source.mtime") == str(info.mtime_ms)
+    )
+
+
+def index_matches(storage: Storage, compact_id: int, log_: ManifestLog) -> bool:
+    """Whether compact file ``compact_id`` has an index built from it as it is now - which
+    means every line of it was parsed, one record per line, when the index was built (the
+    builder writes none otherwise). Reads the index's footer only."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        return False
+    try:
+        info = storage.info(f"{log_.directory}/{compact_id}.compact")
+        fs, root = storage.filesystem()
+        with fs.open(f"{root.rstrip('/')}/{index_path(compact_id)}", "rb") as fh:
+            return _indexes(pq.read_schema(fh), compact_id, info)
+    except Exception:  # no index, or one that cannot be read: no vouching
+        return False
 
 
 def delete_stale_indexes(storage: Storage, log_: ManifestLog) -> list[str]:

@@ -25,6 +25,12 @@
   one cut short by a killed process is invisible (an object appears only when completed) and
   is removed by the bucket's lifecycle rule for incomplete multipart uploads, if it has one.
 
+  **Off unless asked for** (storage option ``"seo_server_side_copy": True``): its exclusivity
+  is the store's - two writers completing at the same instant must not both win - and a probe
+  cannot show a race. AWS S3 arbitrates the conditional complete; moto's server (the test
+  endpoint here) does not: in a red-team run 2-3 of 6 racing completes won, where the single
+  conditional PUT had exactly one winner. Turn it on for a store known to arbitrate it.
+
 URIs ``s3://``, ``s3a://`` and ``s3n://`` all map to s3fs; the scheme the user gave is kept in
 ``root_uri`` so that manifest entries carry the scheme their Spark readers use.
 """
@@ -47,6 +53,8 @@ from .fsspec_store import FsspecStorage, error_chain
 from .probe import exclusive_create_problem
 
 _SINGLE_PUT_LIMIT = 5 * 1024**3
+#: The storage option that turns on composed files by server-side copy (module docstring).
+SERVER_SIDE_COPY = "seo_server_side_copy"
 #: S3's smallest part (every part of a multipart upload but the last) and largest copied part.
 _MIN_PART = 5 * 1024**2
 _MAX_PART = 5 * 1024**3
@@ -93,7 +101,10 @@ class S3Storage(FsspecStorage):
         if not parts.netloc:
             raise ValueError(f"S3 URI {root_uri!r} has no bucket; use s3://bucket/prefix")
         native = (parts.netloc + "/" + parts.path.strip("/")).rstrip("/")
-        super().__init__(f"{parts.scheme}://{native}", native, options)
+        own = dict(options or {})
+        #: composed files by server-side copy: only where asked for (module docstring)
+        self.supports_composed_files = bool(own.pop(SERVER_SIDE_COPY, False))
+        super().__init__(f"{parts.scheme}://{native}", native, own)
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         data = bytes(data)
@@ -106,7 +117,7 @@ class S3Storage(FsspecStorage):
 
     # -- ComposedFiles (storage.base) --------------------------------------------------------
 
-    supports_composed_files = True
+    supports_composed_files = False  # per object: ``SERVER_SIDE_COPY``
 
     def _store_key(self) -> tuple[str, str, str]:
         return ("s3", str(self._fs.connect().meta.endpoint_url), self._native_root.split("/", 1)[0])

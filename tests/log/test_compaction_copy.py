@@ -20,6 +20,7 @@ def rec(i):
 def _log(storage, *, threshold=0):
     log = CompactibleLog(storage, "c", DictCodec(), default_interval=4)
     log.copy_threshold = threshold  # every compact file is copied by the storage, however small
+    log.copy_vouched = lambda batch_id: True  # as the manifest does for a file with a matching index
     return log
 
 
@@ -106,3 +107,40 @@ def test_a_compact_file_already_there_is_compared_not_replaced(tmp_path):
         twin.add(7, [rec(70)])  # other records: a second writer
     assert storage.read_bytes("c/7.compact") == before
     assert not [e.name for e in storage.list_dir("c") if e.name.startswith(".")]
+
+
+def _entry(i):
+    from streaming_exactly_once.manifest.entry import ManifestEntry
+
+    return ManifestEntry.for_file(f"file:///t/day={i % 3}/part-{i:08d}.parquet", size=1000 + i, modification_time=1795313165250)
+
+
+def test_the_manifest_copies_only_a_compact_file_its_index_vouches_for(tmp_path):
+    """Red team #14: a compact file damaged at rest must stop the writer with a named error, as
+    reading it line by line does - never be copied forward. The manifest copies a compact file
+    only when an index built from it as it is now exists (its builder parsed every line)."""
+    import os
+
+    from streaming_exactly_once.manifest.manifest_index import write_index
+    from streaming_exactly_once.manifest.manifest_log import ManifestLog
+
+    storage = open_storage(str(tmp_path))
+    log = ManifestLog(storage, default_interval=4)
+    log.copy_threshold = 0
+    for b in range(4):
+        log.add(b, [_entry(b * 100 + i) for i in range(50)])
+    assert log.compact_range(3, context="test") is None  # no index yet: read and checked
+    assert write_index(storage, 3, log)
+    assert log.compact_range(3, context="test") is not None  # vouched for: copied unread
+    # damage in the middle, at rest (same size; the index records size and mtime)
+    path = tmp_path / "_spark_metadata" / "3.compact"
+    data = path.read_bytes()
+    middle = data.index(b"\n", len(data) // 2)
+    path.write_bytes(data[:middle] + b"\n" + data[middle + 1 :].replace(b"{", b"\n", 1)[: len(data) - middle - 1])
+    os.utime(path, ns=(1, 1_000_000_000 + 123_456_789))
+    assert log.compact_range(3, context="test") is None
+    for b in range(4, 7):
+        log.add(b, [_entry(b * 100)])
+    with pytest.raises(LogCorruptError, match="3.compact"):
+        log.add(7, [_entry(700)])
+    assert not (tmp_path / "_spark_metadata" / "7.compact").exists()

@@ -22,6 +22,7 @@ import pytest
 
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.storage.base import ByteRange, composed_files
+from streaming_exactly_once.storage.s3 import SERVER_SIDE_COPY
 from tests.storage.test_exclusive_probe import S3Proxy
 
 pytestmark = pytest.mark.s3
@@ -41,11 +42,11 @@ def _pending_uploads(s3_options, bucket):
 
 def _through(proxy, bucket, s3_options):
     # a root of its own: the probe's answer is cached per endpoint (the proxy's) and bucket
-    return open_storage(f"s3://{bucket}/root", {**s3_options, "endpoint_url": proxy.url})
+    return open_storage(f"s3://{bucket}/root", {**s3_options, "endpoint_url": proxy.url, SERVER_SIDE_COPY: True})
 
 
 def _direct(bucket, s3_options):
-    return open_storage(f"s3://{bucket}/root", s3_options)
+    return open_storage(f"s3://{bucket}/root", {**s3_options, SERVER_SIDE_COPY: True})
 
 
 def _own_requests(proxy, key):
@@ -68,14 +69,14 @@ def test_the_server_copies_the_range_and_the_bytes_are_identical(moto_endpoint, 
 
 
 def test_a_range_in_the_middle_and_no_tail(moto_endpoint, s3_bucket, s3_options):
-    storage = open_storage(f"s3://{s3_bucket}/root", s3_options)
+    storage = open_storage(f"s3://{s3_bucket}/root", {**s3_options, SERVER_SIDE_COPY: True})
     storage.put_if_absent("src", BIG)
     composed_files(storage).put_composed_if_absent("mid", [ByteRange("src", 7, len(BIG) - 100)])
     assert storage.read_bytes("mid") == BIG[7 : len(BIG) - 93]
 
 
 def test_an_existing_target_is_refused_and_nothing_is_left_behind(moto_endpoint, s3_bucket, s3_options):
-    storage = open_storage(f"s3://{s3_bucket}/root", s3_options)
+    storage = open_storage(f"s3://{s3_bucket}/root", {**s3_options, SERVER_SIDE_COPY: True})
     storage.put_if_absent("log/9.compact", BIG)
     storage.put_if_absent("log/19.compact", b"another writer's")
     with pytest.raises(FileExistsError):
@@ -91,7 +92,7 @@ def test_racing_copies_on_moto(moto_endpoint, s3_bucket, s3_options):
     threads). AWS S3 decides a conditional completion atomically (412, or 409 for a conflicting
     one in flight, which this backend retries). Opt-in (``pytest --hazards``), not a gate: the
     refusal of a completion over an existing key is tested deterministically above."""
-    storage = open_storage(f"s3://{s3_bucket}/root", s3_options)
+    storage = open_storage(f"s3://{s3_bucket}/root", {**s3_options, SERVER_SIDE_COPY: True})
     storage.put_if_absent("src", BIG)
     results: list[str] = []
 
@@ -145,7 +146,7 @@ import sys
 sys.path.insert(0, {repo!r})
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.storage.base import ByteRange
-storage = open_storage({root!r}, {options!r})
+storage = open_storage({root!r}, {{**{options!r}, 'seo_server_side_copy': True}})
 storage.put_composed_if_absent("log/19.compact", [ByteRange("log/9.compact", 0, {size}), b"\\n{{}}"])
 """
 
@@ -162,7 +163,7 @@ def test_a_process_killed_mid_upload_leaves_no_object(moto_endpoint, s3_bucket, 
             release.wait(30)
 
     with S3Proxy(moto_endpoint, strip=False, on_request=hold_the_copy) as proxy:
-        storage = open_storage(f"s3://{s3_bucket}/root", s3_options)
+        storage = open_storage(f"s3://{s3_bucket}/root", {**s3_options, SERVER_SIDE_COPY: True})
         storage.put_if_absent("log/9.compact", BIG)
         repo = str(Path(__file__).resolve().parents[2])
         options = {**s3_options, "endpoint_url": proxy.url}
@@ -188,6 +189,7 @@ def test_compaction_on_s3_copies_and_matches_the_streamed_bytes(s3_storage, memo
 
     logs = [CompactibleLog(st, "c", DictCodec(), default_interval=4) for st in (s3_storage, memory_storage)]
     for log in logs:
+        log.copy_vouched = lambda batch_id: True  # as the manifest does for a file with a matching index
         log.storage.put_if_absent("c/3.compact", BIG)
         log._note(3)
     for i in range(4, 8):
@@ -195,3 +197,9 @@ def test_compaction_on_s3_copies_and_matches_the_streamed_bytes(s3_storage, memo
             log.add(i, [{"id": i, "u": uuid.UUID(int=i).hex}])
     assert logs[0].compact_range(3, context="test") is not None  # large enough to be copied
     assert s3_storage.read_bytes("c/7.compact") == memory_storage.read_bytes("c/7.compact")
+
+
+def test_server_side_copy_is_off_unless_asked_for(moto_endpoint, s3_bucket, s3_options):
+    """Its exclusivity is the store's (moto's conditional complete is racy): opt in only."""
+    assert composed_files(open_storage(f"s3://{s3_bucket}/root", s3_options)) is None
+    assert composed_files(open_storage(f"s3://{s3_bucket}/root", {**s3_options, SERVER_SIDE_COPY: True})) is not None
