@@ -285,7 +285,7 @@ def main(size: str = "small") -> dict[str, Any]:
     cfg = {
         "small": dict(overhead=500, history=5_000, box=120, recovery=[100, 1000, 5000], spaced=30, seed=100_000, live=[100, 100_000], seeded=100),
         "full": dict(
-            overhead=2_000, history=100_000, box=300, recovery=[100, 1000, 10_000], spaced=60, seed=1_000_000,
+            overhead=2_000, history=100_000, box=180, recovery=[100, 1000, 10_000], spaced=60, seed=1_000_000,
             live=[100, 250_000, 1_000_000], seeded=300,
         ),
     }[size]

@@ -209,8 +209,8 @@ def write_report(results: dict[str, Any]) -> None:
                 "250k live files within 3x the p99 at 100.",
                 "",
                 "| live files | next compaction | batches | median (ms) | p99 (ms) | p99 vs 100 live files "
-                "| compaction batches, median (ms) | peak RSS (MB) |",
-                "|---|---|---|---|---|---|---|---|",
+                "| compaction batches, median (ms) |",
+                "|---|---|---|---|---|---|---|",
             ]
             for key, r in sd.items():
                 n, how = key.split("-")
@@ -218,8 +218,13 @@ def write_report(results: dict[str, Any]) -> None:
                 ratio = r["all_ms"]["p99"] / anchor["all_ms"]["p99"] if anchor and anchor["all_ms"]["p99"] else float("nan")
                 md.append(
                     f"| {int(n):,} | {how} | {r['batches']} | {r['all_ms']['median']:.1f} | {r['all_ms']['p99']:.1f} | "
-                    f"{ratio:.1f}x | {r['compaction_summary_ms']['median']:.1f} | {r['peak_rss_mb']:.0f} |"
+                    f"{ratio:.1f}x | {r['compaction_summary_ms']['median']:.1f} |"
                 )
+            md += [
+                "",
+                "Peak memory is measured per case in a fresh process by `python -m benchmarks.memory_probe` "
+                "(these runs share one process).",
+            ]
         h = c["history"]
         img = _plot_history(h)
         md += [
@@ -246,14 +251,14 @@ def write_report(results: dict[str, Any]) -> None:
                 "",
                 "The manifest starts with 1,000,000 live files; 60 batches of 10 files, one per second (a realistic trigger).",
                 "",
-                "| compaction | compaction batches (ms) | other batches median / p99 (ms) | peak RSS (MB) |",
-                "|---|---|---|---|",
+                "| compaction | compaction batches (ms) | other batches median / p99 (ms) |",
+                "|---|---|---|",
             ]
             for key, label in (("spaced_prepared", "prepared in the background"), ("spaced_unprepared", "at the batch (Spark's way)")):
                 r = c[key]
                 comp = ", ".join(f"{ms:.0f}" for _, ms in r["compaction_ms"])
                 other = r["other_batches_ms"]
-                md.append(f"| {label} | {comp} | {other['median']:.1f} / {other['p99']:.1f} | {r['peak_rss_mb']:.0f} |")
+                md.append(f"| {label} | {comp} | {other['median']:.1f} / {other['p99']:.1f} |")
             md.append("")
         md += [
             "## Recovery time vs history",
