@@ -14,7 +14,7 @@ decided by ``ManifestLog`` alone. Each file is then read the fastest safe way:
 Arrow's reader is more lenient than Spark's and ours (two objects on one line, blank lines), and
 it accepts values the strict parser refuses (negative sizes, paths that are not URIs). So a file
 read the fast way is checked cheaply - one row per line, no negative size, no path matching
-``entry.SUSPICIOUS_PATH`` that fails ``check_entry_path`` - and anything odd is read again the
+``entry.SUSPICIOUS_PATH`` that fails ``check_entry_path``, paths that are valid UTF-8 - and anything odd is read again the
 strict way, which raises the named error. Both ways accept exactly the same files.
 
 With pyarrow the result is Arrow arrays - chunked as read, never joined into one copy (#14:
@@ -68,6 +68,12 @@ _ODD_PATH = "\\x00|" + SUSPICIOUS_PATH
 def _looks_sound(pc: Any, paths: Any, sizes: Any) -> bool:  # pyarrow.compute and Arrow arrays
     """The cheap checks of the module docstring, on one file's Arrow columns."""
     if len(sizes) and pc.min(sizes).as_py() < 0:
+        return False
+    import pyarrow as pa
+
+    try:
+        paths.validate(full=True)  # UTF-8: Arrow's JSON reader lets invalid bytes into strings
+    except pa.ArrowInvalid:
         return False
     odd = paths.filter(pc.match_substring_regex(paths, _ODD_PATH))
     try:

@@ -117,6 +117,7 @@ DAMAGE = {
     "field missing": lambda lines, root: [*lines, lines[0].replace(b',"blockSize":33554432', b"")],
     "truncated last line": lambda lines, root: [*lines, lines[0][:40]],
     "not a JSON object": lambda lines, root: [*lines, b"[1,2]"],
+    "invalid UTF-8 in a path": lambda lines, root: [*lines, _line(root, "ok.txt").replace(b"ok.txt", b"o\xff.txt")],
     "size as a string": lambda lines, root: [*lines, lines[0].replace(b'"size":', b'"size":"1",', 1).replace(b'",,', b'",')],
     # accepted by the strict parser: the same answer, whichever way it is read
     "a directory entry": lambda lines, root: [*lines, _line(root, "dir", isDir=True)],
