@@ -41,10 +41,12 @@ wrote the entry; that is refused the same way.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field as dc_field, replace
+from functools import partial
 from typing import Any
 
 from ..errors import CommitError, ExactlyOnceError, LogCorruptError
@@ -132,18 +134,15 @@ class CommitSequence(KeyedByAttempt):
         instead of three; a roll-forward runs every step in order. Each step's duration (ms)
         goes into ``ctx.timings`` under its kind.
         """
-        options: dict[str, Any] = {"fresh": fresh, "retries": retries, "backoff_s": backoff_s, "sleep": sleep}
-        todo = self.steps
-        i = 0
-        while i < len(todo):
-            group = [todo[i]]
-            while fresh and group[-1].bookkeeping and i + len(group) < len(todo) and todo[i + len(group)].bookkeeping:
-                group.append(todo[i + len(group)])
-            if len(group) == 1:
-                self._run_step(group[0], ctx, **options)
+        run_step = partial(self._run_step, fresh=fresh, retries=retries, backoff_s=backoff_s, sleep=sleep)
+        overlap = fresh and ctx.pool is not None
+        for together, run in itertools.groupby(self.steps, key=lambda step: overlap and step.bookkeeping):
+            group = list(run)
+            if together and len(group) > 1:
+                self._run_together(group, ctx, run_step)
             else:
-                self._run_together(group, ctx, options)
-            i += len(group)
+                for step in group:
+                    run_step(step, ctx)
 
     def _run_step(
         self, step: CommitStep, ctx: StepContext, *, fresh: bool, retries: int, backoff_s: float, sleep: Callable[[float], None]
@@ -153,20 +152,17 @@ class CommitSequence(KeyedByAttempt):
             self._execute_with_retries(step, ctx, retries=retries, backoff_s=backoff_s, sleep=sleep)
         ctx.timings[step.kind] = round((time.perf_counter() - t0) * 1000, 3)
 
-    def _run_together(self, group: list[CommitStep], ctx: StepContext, options: dict[str, Any]) -> None:
-        """Run ``group`` concurrently on ``ctx.pool`` (the first step on this thread; without a
-        pool, one after the other); return once every step has finished, and raise the first
-        error in WAL order - never while another step of the batch is still writing."""
-        if ctx.pool is None:
-            for step in group:
-                self._run_step(step, ctx, **options)
-            return
+    def _run_together(self, group: list[CommitStep], ctx: StepContext, run_step: Callable[[CommitStep, StepContext], None]) -> None:
+        """Run ``group`` concurrently on ``ctx.pool`` (the first step on this thread); return once
+        every step has finished, and raise the first error in WAL order - never while another
+        step of the batch is still writing."""
+        assert ctx.pool is not None
         before = dict(ctx.timings)  # each step sees the timings of the steps before the group
         contexts = [replace(ctx, timings=dict(before)) for _ in group]
-        futures = [submit_or_run(ctx.pool, self._run_step, step, own, **options) for step, own in zip(group[1:], contexts[1:], strict=True)]
+        futures = [submit_or_run(ctx.pool, run_step, step, own) for step, own in zip(group[1:], contexts[1:], strict=True)]
         errors: list[BaseException | None] = []
         try:
-            self._run_step(group[0], contexts[0], **options)
+            run_step(group[0], contexts[0])
             errors.append(None)
         except BaseException as exc:  # re-raised below, once the others have finished
             errors.append(exc)

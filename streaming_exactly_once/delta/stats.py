@@ -21,27 +21,35 @@ _MAGIC = b"PAR1"
 _FIRST_READ = 64 * 1024
 
 
-def parquet_rows(storage: Storage, path: str) -> int:
-    """Rows of the Parquet file at ``path`` (read from its footer only)."""
+def footer_rows(storage: Storage, path: str) -> int | None:
+    """Rows of the Parquet file at ``path``, read from its footer only (one read of its last
+    bytes, two for a large footer); None if it is not a complete Parquet file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     tail = storage.read_tail(path, _FIRST_READ)
     if len(tail) < 12 or tail[-4:] != _MAGIC:
-        raise DeltaTableError(
-            f"{storage.uri(path)} is not a complete Parquet file (no footer); a Delta table can only name "
-            "Parquet files. The file was truncated or replaced after it was written: restore it, or discard "
-            "the pending batch with `seo recover <table> --discard-wal M`.",
-            path=path,
-        )
+        return None
     footer = int.from_bytes(tail[-8:-4], "little")
     if footer + 8 > len(tail):
         tail = storage.read_tail(path, footer + 8)
     try:
-        rows: int = pq.read_metadata(pa.BufferReader(tail[-(footer + 8):])).num_rows
-        return rows
-    except (OSError, ValueError) as exc:
-        raise DeltaTableError(f"{storage.uri(path)}: its Parquet footer does not parse ({exc}).", path=path) from None
+        return int(pq.read_metadata(pa.BufferReader(tail[-(footer + 8):])).num_rows)
+    except (OSError, ValueError):
+        return None
+
+
+def parquet_rows(storage: Storage, path: str) -> int:
+    """Rows of the Parquet file at ``path`` a Delta commit names (``footer_rows``)."""
+    rows = footer_rows(storage, path)
+    if rows is None:
+        raise DeltaTableError(
+            f"{storage.uri(path)} is not a complete Parquet file (no footer, or one that does not parse); a Delta "
+            "table can only name Parquet files. The file was truncated or replaced after it was written: restore "
+            "it, or discard the pending batch with `seo recover <table> --discard-wal M`.",
+            path=path,
+        )
+    return rows
 
 
 def stats_json(rows: int) -> str:

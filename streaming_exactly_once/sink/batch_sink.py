@@ -172,7 +172,7 @@ class BatchSink(Generic[CommitterT]):
         #: Spark checkpoints read by batches, by location, kept across batches as Spark keeps its
         #: own logs: a file-source log's compact interval is derived once, not by listing the log
         #: (which grows with every batch until Spark's cleanup delay passes) for each batch.
-        self._checkpoints: dict[str, SparkCheckpoint] = {}
+        self._checkpoints: dict[str, tuple[str, SparkCheckpoint]] = {}  # location -> (query id, reader)
         _LIVE_SINKS.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -400,13 +400,10 @@ class BatchSink(Generic[CommitterT]):
     def _spark_checkpoint(self, location: str, query_id: str) -> SparkCheckpoint:
         """The reader of query ``query_id``'s checkpoint (a location reused by a new query - a
         deleted checkpoint - gets a new reader)."""
-        key = f"{query_id}@{location}"
-        checkpoint = self._checkpoints.get(key)
-        if checkpoint is None:
-            for old in [k for k in self._checkpoints if k.endswith(f"@{location}")]:
-                del self._checkpoints[old]  # an earlier query's: its batches are over
-            checkpoint = self._checkpoints[key] = SparkCheckpoint(open_storage(location))
-        return checkpoint
+        held = self._checkpoints.get(location)
+        if held is None or held[0] != query_id:  # an earlier query's reader: its batches are over
+            held = self._checkpoints[location] = (query_id, SparkCheckpoint(open_storage(location)))
+        return held[1]
 
     def _checkpoint_query_id(self, location: str) -> str:
         return SparkCheckpoint(open_storage(location)).query_id()

@@ -9,13 +9,14 @@ under the table root (atomic and O(1) on local disks and HDFS).
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from importlib.util import find_spec
 
 from pyspark.sql import DataFrame
 
 from ..commit.committer import BatchAttempt, StagedFile
+from ..delta.stats import footer_rows
+from ..errors import CommitError
 from ..storage.base import Storage
 from ..storage.io_threads import map_waiting
 from ..table.layout import is_hidden
@@ -29,17 +30,20 @@ def spark_path(storage: Storage, relative: str) -> str:
     return uri
 
 
-def parquet_rows(storage: Storage, paths: list[str]) -> list[int]:
-    """Rows of each Parquet file, from its footer (read in parallel: each read waits on the disk)."""
-    import pyarrow.parquet as pq
-
-    fs, root = storage.filesystem()
+def staged_rows(storage: Storage, paths: list[str]) -> list[int]:
+    """Rows of each staged Parquet file, from its footer (``delta.stats.footer_rows``; read in
+    parallel, as each read waits on the disk)."""
 
     def rows(path: str) -> int:
-        with fs.open(f"{root}/{path}", "rb") as fh:
-            return int(pq.read_metadata(fh).num_rows)
+        found = footer_rows(storage, path)
+        if found is None:
+            raise CommitError(
+                f"Staged file {storage.uri(path)} of this batch is not a complete Parquet file, although Spark's "
+                "writer finished. Nothing was published; the batch fails and Spark runs it again.",
+            )
+        return found
 
-    return map_waiting(f"footers-{os.stat(root).st_dev}", rows, paths)  # a pool per disk (storage.io_threads)
+    return map_waiting(f"footers-{storage.root_uri}", rows, paths)
 
 
 class RenameWriter:
@@ -67,6 +71,6 @@ class RenameWriter:
                 continue
             files.append(StagedFile(final=relative, size=info.size, mtime_ms=info.mtime_ms, staged=info.path))
         if self.counts_rows:
-            counted = parquet_rows(self.storage, [f.staged or "" for f in files])
+            counted = staged_rows(self.storage, [f.staged or "" for f in files])
             files = [replace(f, rows=n) for f, n in zip(files, counted, strict=True)]
         return sorted(files, key=lambda f: f.final)
