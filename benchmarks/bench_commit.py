@@ -14,6 +14,7 @@ The Spark write is replaced by pre-made files so that only the sink's own work i
 from __future__ import annotations
 
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -127,6 +128,9 @@ def seed_manifest(root: Path, live_files: int) -> None:
         fh.write("v1")
         for i in range(live_files):
             fh.write("\n" + line % (i % 28, i))
+        fh.flush()
+        # written back now, not by the kernel's flusher 30 s into the timed batches
+        os.fsync(fh.fileno())
 
 
 def history(

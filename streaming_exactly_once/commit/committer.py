@@ -15,8 +15,9 @@
                                         fence check           (a writer fenced before it claimed stops here)
                                         run the steps         (manifest = the visibility point; then
                                                               offsets, sources and commit record at once)
-                                        delete _seo/wal/M; L = M; retention of the four logs
-                                        staging leftovers are removed by a background janitor
+                                        delete _seo/wal/M; L = M
+                                        a background janitor removes staging leftovers and
+                                        applies retention to the four logs
 
 Everything an attempt writes before its claim lives under its own staging directory (or, in
 direct mode, is named by intents there), so abandoning an attempt never touches anything
@@ -45,6 +46,7 @@ from ..checkpoint.reader import InputFile
 from ..delta.files import DeltaFile
 from ..delta.target import DeltaSettings, DeltaTarget
 from ..errors import ConfigError, DeltaTableError, WriterFencedError
+from ..log.compactible_log import CompactibleLog
 from ..log.compaction import is_compaction_batch
 from ..manifest.entry import ManifestEntry
 from ..manifest.manifest_index import delete_stale_indexes, write_index
@@ -325,6 +327,8 @@ class TableCommitter:
             self.open()
 
     def close(self) -> None:
+        for log_ in self.logs.all_logs():
+            log_.preparation.hurry()  # the drain waits for it: no rests
         self.janitor.drain()
         self.lease.release()
         self.pool.close()
@@ -549,9 +553,7 @@ class TableCommitter:
         self._committed[attempt.query_id] = attempt.spark_batch_id
         if self._input_paths is not None:
             self._input_paths.update(i.path for i in input_files)
-        t_ret = time.perf_counter()
-        self._apply_retention(m)
-        ctx.timings["retention"] = _ms(t_ret)
+        self._schedule_retention(m)
         return CommitResult(attempt.query_id, attempt.spark_batch_id, "committed", m, record, dict(ctx.timings))
 
     def _claim_while_syncing_staged(self, seq: CommitSequence, ctx: StepContext) -> bool:
@@ -614,13 +616,32 @@ class TableCommitter:
         self.logs.require_manifest().preparation.advance()
         self.logs.require_sources().preparation.advance()
 
-    def _apply_retention(self, batch_id: int) -> None:
-        for log_ in self.logs.all_logs():
-            log_.delete_expired(
-                batch_id,
-                min_batches_to_retain=self.options.min_batches_to_retain,
-                cleanup_delay_ms=self.options.cleanup_delay_ms,
-            )
+    def _schedule_retention(self, batch_id: int) -> None:
+        """Delete the log files no reader needs any more, on the janitor's thread (#14).
+
+        Nothing waits for it: the batch is durable and published without it, and a file that a
+        crash leaves undeleted is deleted by the next pass. Inside the commit it cost 8 ms per
+        compaction batch at 100 live files and 35-120 ms at 250k, where deleting the old
+        compact file (tens of MB) holds the filesystem's journal. What to delete is decided here,
+        from this batch's state; passes coalesce when batches outrun the thread, and a writer
+        fenced meanwhile deletes nothing."""
+        targets = self._retention_targets(batch_id)
+
+        def run() -> None:
+            if self.lease.is_fenced():
+                return
+            for log_, current in targets:
+                log_.delete_expired(
+                    current,
+                    min_batches_to_retain=self.options.min_batches_to_retain,
+                    cleanup_delay_ms=self.options.cleanup_delay_ms,
+                )
+
+        self.janitor.submit_latest("retention", run)
+
+    def _retention_targets(self, batch_id: int) -> list[tuple[CompactibleLog[Any], int]]:
+        """Each log that retention keeps short, with the batch id its window ends at."""
+        return [(log_, batch_id) for log_ in self.logs.all_logs()]
 
 
 def index_compact(logs: TableLogs, compact_id: int) -> None:

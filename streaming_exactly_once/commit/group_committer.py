@@ -43,6 +43,7 @@ from ..delta.files import DeltaFile
 from ..delta.target import DeltaSettings, DeltaTarget
 from ..errors import DeltaTableError, LogCorruptError
 from ..log.codec import RecordError
+from ..log.compactible_log import CompactibleLog
 from ..log.compaction import is_compaction_batch
 from ..manifest.entry import ManifestEntry
 from ..storage.base import Storage
@@ -324,16 +325,12 @@ class GroupCommitter(TableCommitter):
         for table in list(self._touched):
             self._members[table].logs.require_manifest().preparation.advance()
 
-    def _apply_retention(self, batch_id: int) -> None:
-        super()._apply_retention(batch_id)
+    def _retention_targets(self, batch_id: int) -> list[tuple[CompactibleLog[Any], int]]:
+        targets = super()._retention_targets(batch_id)
         for table in self._touched:
             member = self._members[table]
-            for log_ in member.logs.all_logs():
-                log_.delete_expired(
-                    member.latest,
-                    min_batches_to_retain=self.options.min_batches_to_retain,
-                    cleanup_delay_ms=self.options.cleanup_delay_ms,
-                )
+            targets.extend((log_, member.latest) for log_ in member.logs.all_logs())
+        return targets
 
     def tables(self) -> list[str]:
         """Every table of the group that exists (datasets with a published batch, quarantine

@@ -1,5 +1,5 @@
-"""Background work of committed batches: removing staging leftovers, building manifest indexes,
-preparing the next compact files.
+"""Background work of committed batches: removing staging leftovers, applying log retention,
+building manifest indexes, preparing the next compact files.
 
 Deleting a staging tree costs about a millisecond on a local disk and much more on an object
 store; none of it affects correctness once the batch's WAL entry is gone (recovery removes any

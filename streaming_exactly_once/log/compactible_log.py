@@ -73,6 +73,9 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         self.retain = retain
         self._interval: int | None = None
         self._deleted_below: int | None = None
+        #: Compact files this object wrote, as (size, mtime_ms) right after writing them: their
+        #: every line was checked or copied from a vouched file on the way in (``copy_vouched``).
+        self._written_compacts: dict[int, tuple[int, int]] = {}
         #: The next compact file, built off the commit path (``log.compaction_preparation``).
         self.preparation = CompactionPreparation(self)
 
@@ -223,11 +226,33 @@ class CompactibleLog(BatchLog[T], Generic[T]):
 
     def copy_vouched(self, batch_id: int) -> bool:
         """Whether every line of compact file ``batch_id`` *as it is now* was checked since it
-        was written, so that the storage may copy it unread (``compact_range``). A log that
-        cannot tell says no, and its compact files are read by ``raw_body``, which checks each
-        line: a file damaged at rest must stop the writer with a named error, never be copied
-        forward into the next compact file (red team #14)."""
-        return False
+        was written, so that the storage may copy it unread (``compact_range``). Otherwise its
+        lines are read by ``raw_body``, which checks each one: a file damaged at rest must stop
+        the writer with a named error, never be copied forward into the next compact file (red
+        team #14).
+
+        Here: a compact file this object wrote itself, still with the size and modification
+        time it had just after (``note_written_compact``). Every byte of it came from a checked
+        delta, its own records or a range that was vouched in turn, so the chain needs no
+        re-reading; a log that was reopened, or a file touched since, is not vouched here (the
+        manifest adds its reader index as a second voucher)."""
+        written = self._written_compacts.get(batch_id)
+        if written is None:
+            return False
+        try:
+            info = self.storage.info(self.path(batch_id))
+        except FileNotFoundError:
+            return False
+        return (info.size, info.mtime_ms) == written
+
+    def note_written_compact(self, batch_id: int) -> None:
+        """Remember compact file ``batch_id``, just written by this object (``copy_vouched``);
+        only the newest two are kept, since a compaction copies only the one before it."""
+        info = self.storage.info(self.path(batch_id))
+        written = self._written_compacts
+        written[batch_id] = (info.size, info.mtime_ms)
+        for old in sorted(written)[:-2]:
+            del written[old]
 
     def compact_pieces(self, batch_id: int, own_tail: bytes, *, context: str, copy: bool) -> list[Piece]:
         """Compact file ``batch_id`` of a concatenating log as pieces: the previous compact file
@@ -252,6 +277,7 @@ class CompactibleLog(BatchLog[T], Generic[T]):
             published = self.preparation.publish(batch_id, own_tail, context=context)
             if published is not None:
                 self._note(batch_id)
+                self.note_written_compact(batch_id)
                 return published
         path = self.path(batch_id)
         if self.fold_is_concatenation and self.retain is None:
@@ -272,6 +298,7 @@ class CompactibleLog(BatchLog[T], Generic[T]):
                 # these very bytes.
                 self._check_same(path, batch_id, _same_bytes(self.storage.read_bytes(path), self._materialized(pieces)))
                 return False
+            self.note_written_compact(batch_id)
         else:
             previous = self.iter_batches(valid_batches_before_compaction(batch_id, self.interval), context=context)
             lines = [encode_line(self.codec.to_json(r)) for r in self.fold(previous, records, now_ms())]

@@ -57,9 +57,12 @@ class ManifestLog(CompactibleLog[ManifestEntry]):
         return self.storage.exists(self.directory)
 
     def copy_vouched(self, batch_id: int) -> bool:
-        """A compact file with a matching reader index (``manifest_index``) was parsed line by
-        line, one record per line, when its index was built after its compaction; the index
-        records the file's size and modification time, so a file changed since is not vouched."""
+        """As ``CompactibleLog.copy_vouched`` (a compact file this writer wrote), or: a compact
+        file with a matching reader index (``manifest_index``) was parsed line by line, one
+        record per line, when its index was built after its compaction; the index records the
+        file's size and modification time, so a file changed since is not vouched."""
+        if super().copy_vouched(batch_id):
+            return True
         from .manifest_index import index_matches  # the index module builds on this one
 
         return index_matches(self.storage, batch_id, self)

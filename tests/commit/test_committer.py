@@ -296,3 +296,30 @@ def test_staging_left_by_a_finished_roll_forward_is_removed_at_the_next_start(lo
     assert stage_and_commit(c, Q, 1, [10]) is not None
     c.close()
     assert verify_table(storage).problems == []
+
+
+def test_retention_runs_behind_the_commit_and_its_failure_fails_no_batch(local_storage, caplog, monkeypatch):
+    """#14: deleting expired log files is background work. A batch is published and returned
+    before it runs, a failing deletion is logged and fails nothing, and the next pass catches up."""
+    import logging
+
+    from streaming_exactly_once.log.compactible_log import CompactibleLog
+
+    c = make_committer(local_storage, compact_interval=3, min_batches_to_retain=2, cleanup_delay_ms=0)
+    real = CompactibleLog.delete_expired
+
+    def refused(self, *args, **kwargs):
+        raise PermissionError("injected: the disk refuses the deletion")
+
+    monkeypatch.setattr(CompactibleLog, "delete_expired", refused)
+    with caplog.at_level(logging.WARNING):
+        for b in range(12):
+            stage_and_commit(c, Q, b, rows_of(b))  # raises nothing
+        c.janitor.drain()
+    assert local_storage.exists("_spark_metadata/0")  # nothing deleted yet
+    assert "injected" in caplog.text
+    monkeypatch.setattr(CompactibleLog, "delete_expired", real)
+    stage_and_commit(c, Q, 12, rows_of(12))
+    c.janitor.drain()
+    assert not local_storage.exists("_spark_metadata/0")  # the next pass caught up
+    assert visible_rows(local_storage) == sorted(sum((rows_of(b) for b in range(13)), []))

@@ -129,9 +129,12 @@ def test_the_manifest_copies_only_a_compact_file_its_index_vouches_for(tmp_path)
     log.copy_threshold = 0
     for b in range(4):
         log.add(b, [_entry(b * 100 + i) for i in range(50)])
-    assert log.compact_range(3, context="test") is None  # no index yet: read and checked
-    assert write_index(storage, 3, log)
-    assert log.compact_range(3, context="test") is not None  # vouched for: copied unread
+    assert log.compact_range(3, context="test") is not None  # its own writer vouches for it
+    other = ManifestLog(open_storage(str(tmp_path)), default_interval=4)  # a writer that took over
+    other.copy_threshold = 0
+    assert other.compact_range(3, context="test") is None  # no index yet: read and checked
+    assert write_index(storage, 3, other)
+    assert other.compact_range(3, context="test") is not None  # vouched for: copied unread
     # damage in the middle, at rest (same size; the index records size and mtime)
     path = tmp_path / "_spark_metadata" / "3.compact"
     data = path.read_bytes()
@@ -139,8 +142,65 @@ def test_the_manifest_copies_only_a_compact_file_its_index_vouches_for(tmp_path)
     path.write_bytes(data[:middle] + b"\n" + data[middle + 1 :].replace(b"{", b"\n", 1)[: len(data) - middle - 1])
     os.utime(path, ns=(1, 1_000_000_000 + 123_456_789))
     assert log.compact_range(3, context="test") is None
+    assert other.compact_range(3, context="test") is None
     for b in range(4, 7):
         log.add(b, [_entry(b * 100)])
     with pytest.raises(LogCorruptError, match="3.compact"):
         log.add(7, [_entry(700)])
     assert not (tmp_path / "_spark_metadata" / "7.compact").exists()
+
+
+def test_a_paced_copy_rests_only_while_ahead_and_never_keeps_the_compaction_waiting(tmp_path, monkeypatch):
+    """#14 pacing: the background copy of the previous compact file rests between slices while
+    it is ahead of the batches; the compaction batch that needs it (``publish``) ends the rests
+    and gets the very bytes an unpaced copy gives."""
+    import threading
+
+    from streaming_exactly_once.log import compaction_preparation as prep_module
+
+    storage = open_storage(str(tmp_path / "t"))
+    log = _log(storage.child("paced"), threshold=0)
+    twin = _log(storage.child("plain"), threshold=0)
+    for i in range(4):  # compact file 3: many slices of 64 bytes
+        records = [rec(i * 100 + j) for j in range(20)]
+        log.add(i, records)
+        twin.add(i, records)
+    monkeypatch.setattr(prep_module, "SLICE_BYTES", 64)
+    monkeypatch.setattr(prep_module, "PACE", 1e6)  # a rest is "forever" unless something ends it
+    rests: list[float] = []
+    real_wait = log.preparation._hurry.wait
+
+    def wait(timeout=None):
+        rests.append(timeout)
+        return real_wait(timeout)
+
+    monkeypatch.setattr(log.preparation._hurry, "wait", wait)
+    copying = threading.Thread(target=log.preparation.advance, daemon=True)
+    copying.start()  # latest batch 3, next compaction 7: ahead of the batches, so it rests
+    while not rests:
+        copying.join(0.01)
+    for i in range(4, 7):
+        twin.add(i, [rec(i)])
+        log.add(i, [rec(i)])  # deltas: the copy is now behind, but it is resting
+    assert log.add(7, [rec(7)]) is True  # publish ends the rest instead of waiting for it
+    twin.add(7, [rec(7)])
+    copying.join(30)
+    assert not copying.is_alive()
+    assert storage.read_bytes("paced/c/7.compact") == storage.read_bytes("plain/c/7.compact")
+    assert len(rests) == 1  # it rested while ahead only; then the publish hurried it
+
+
+def test_a_copy_behind_the_batches_does_not_rest(tmp_path, monkeypatch):
+    from streaming_exactly_once.log import compaction_preparation as prep_module
+
+    storage = open_storage(str(tmp_path / "t"))
+    log = _log(storage, threshold=0)
+    for i in range(7):  # compact 3, deltas 4 to 6: the compaction batch 7 is next
+        log.add(i, [rec(i * 100 + j) for j in range(20)])
+    monkeypatch.setattr(prep_module, "SLICE_BYTES", 64)
+    monkeypatch.setattr(prep_module, "PACE", 1e6)
+    monkeypatch.setattr(log.preparation._hurry, "wait", lambda timeout=None: pytest.fail("rested while behind"))
+    assert storage.info("c/3.compact").size > 64 * 3  # several slices
+    log.preparation.advance()
+    assert log.preparation.holds(7)
+    assert log.add(7, [rec(7)]) is True
