@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -164,6 +165,9 @@ class TableCommitter:
         self._ready = False
         self.last_recovery: RecoveryReport | None = None
         self.janitor = Janitor(storage)
+        #: Logs whose retention is due, with the batch its window ends at (``_schedule_retention``).
+        self._retention_lock = threading.Lock()
+        self._retention_due: dict[int, tuple[CompactibleLog[Any], int]] = {}
         #: set by a sink: runs a function over chunks of a list on the cluster (see StepContext)
         self.distribute: Distribute | None = None
         #: Delta logs by table (None: this table), kept across batches (``StepContext.delta_targets``)
@@ -215,6 +219,7 @@ class TableCommitter:
         self.lease.check_fence("recover")
         try:
             self._check_interval()
+            self._hurry_preparations()  # the drain waits for them; the recovery discards them anyway
             self.janitor.drain()
             for log_ in self.logs.all_logs():
                 log_.gaps()  # a stray file far beyond the latest batch is named before anything trusts "latest"
@@ -327,8 +332,7 @@ class TableCommitter:
             self.open()
 
     def close(self) -> None:
-        for log_ in self.logs.all_logs():
-            log_.preparation.hurry()  # the drain waits for it: no rests
+        self._hurry_preparations()  # the drain waits for them: no rests
         self.janitor.drain()
         self.lease.release()
         self.pool.close()
@@ -616,6 +620,14 @@ class TableCommitter:
         self.logs.require_manifest().preparation.advance()
         self.logs.require_sources().preparation.advance()
 
+    def _hurry_preparations(self) -> None:
+        """Let background compaction copies finish without their rests (someone waits)."""
+        for log_ in self._growing_logs():
+            log_.preparation.hurry()
+
+    def _growing_logs(self) -> list[CompactibleLog[Any]]:
+        return list(self.logs.all_logs())
+
     def _schedule_retention(self, batch_id: int) -> None:
         """Delete the log files no reader needs any more, on the janitor's thread (#14).
 
@@ -623,21 +635,27 @@ class TableCommitter:
         crash leaves undeleted is deleted by the next pass. Inside the commit it cost 8 ms per
         compaction batch at 100 live files and 35-120 ms at 250k, where deleting the old
         compact file (tens of MB) holds the filesystem's journal. What to delete is decided here,
-        from this batch's state; passes coalesce when batches outrun the thread, and a writer
-        fenced meanwhile deletes nothing."""
-        targets = self._retention_targets(batch_id)
+        from this batch's state, and added to what is due: passes coalesce when batches outrun
+        the thread, and the pass that runs takes every log due (a dataset group's batch touches
+        some member tables only). A writer fenced meanwhile deletes nothing."""
+        with self._retention_lock:
+            for log_, current in self._retention_targets(batch_id):
+                due = self._retention_due.get(id(log_))
+                if due is None or due[1] < current:
+                    self._retention_due[id(log_)] = (log_, current)
+        self.janitor.submit_latest("retention", self._run_retention)
 
-        def run() -> None:
-            if self.lease.is_fenced():
-                return
-            for log_, current in targets:
-                log_.delete_expired(
-                    current,
-                    min_batches_to_retain=self.options.min_batches_to_retain,
-                    cleanup_delay_ms=self.options.cleanup_delay_ms,
-                )
-
-        self.janitor.submit_latest("retention", run)
+    def _run_retention(self) -> None:
+        with self._retention_lock:
+            due, self._retention_due = list(self._retention_due.values()), {}
+        if self.lease.is_fenced():
+            return
+        for log_, current in due:
+            log_.delete_expired(
+                current,
+                min_batches_to_retain=self.options.min_batches_to_retain,
+                cleanup_delay_ms=self.options.cleanup_delay_ms,
+            )
 
     def _retention_targets(self, batch_id: int) -> list[tuple[CompactibleLog[Any], int]]:
         """Each log that retention keeps short, with the batch id its window ends at."""

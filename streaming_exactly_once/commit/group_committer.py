@@ -325,6 +325,12 @@ class GroupCommitter(TableCommitter):
         for table in list(self._touched):
             self._members[table].logs.require_manifest().preparation.advance()
 
+    def _growing_logs(self) -> list[CompactibleLog[Any]]:
+        logs = super()._growing_logs()
+        for member in list(self._members.values()):
+            logs.extend(member.logs.all_logs())
+        return logs
+
     def _retention_targets(self, batch_id: int) -> list[tuple[CompactibleLog[Any], int]]:
         targets = super()._retention_targets(batch_id)
         for table in self._touched:

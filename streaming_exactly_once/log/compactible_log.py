@@ -75,7 +75,7 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         self._deleted_below: int | None = None
         #: Compact files this object wrote, as (size, mtime_ms) right after writing them: their
         #: every line was checked or copied from a vouched file on the way in (``copy_vouched``).
-        self._written_compacts: dict[int, tuple[int, int]] = {}
+        self._written_compacts: dict[int, tuple[int, int, str]] = {}
         #: The next compact file, built off the commit path (``log.compaction_preparation``).
         self.preparation = CompactionPreparation(self)
 
@@ -231,26 +231,29 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         the writer with a named error, never be copied forward into the next compact file (red
         team #14).
 
-        Here: a compact file this object wrote itself, still with the size and modification
-        time it had just after (``note_written_compact``). Every byte of it came from a checked
-        delta, its own records or a range that was vouched in turn, so the chain needs no
-        re-reading; a log that was reopened, or a file touched since, is not vouched here (the
-        manifest adds its reader index as a second voucher)."""
+        Here: a compact file this object wrote itself, unchanged since (``note_written_compact``):
+        every byte of it came from a checked delta, its own records or a range that was vouched
+        in turn, so the chain needs no re-reading. Unchanged means the same size, mtime and
+        ``FileInfo.change`` - on a local disk the inode and status-change time, which a rewrite
+        moves even when it keeps the size and sets the mtime back (``cp -p``, a restore; red
+        team #14). A storage that knows only size and mtime vouches for nothing here (an
+        in-place rewrite of the same size within the same mtime tick would pass); nor does a
+        log object that did not write the file (the manifest adds its reader index)."""
         written = self._written_compacts.get(batch_id)
-        if written is None:
+        if written is None or not written[2]:
             return False
         try:
             info = self.storage.info(self.path(batch_id))
         except FileNotFoundError:
             return False
-        return (info.size, info.mtime_ms) == written
+        return (info.size, info.mtime_ms, info.change) == written
 
     def note_written_compact(self, batch_id: int) -> None:
         """Remember compact file ``batch_id``, just written by this object (``copy_vouched``);
         only the newest two are kept, since a compaction copies only the one before it."""
         info = self.storage.info(self.path(batch_id))
         written = self._written_compacts
-        written[batch_id] = (info.size, info.mtime_ms)
+        written[batch_id] = (info.size, info.mtime_ms, info.change)
         for old in sorted(written)[:-2]:
             del written[old]
 

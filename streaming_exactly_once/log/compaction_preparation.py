@@ -133,7 +133,11 @@ class CompactionPreparation:
                     try:
                         self._copy_paced(store, work.path, copied, target)
                     except FileNotFoundError:
-                        self._work = None  # removed by a writer that took over: start afresh next time
+                        # The work file was removed by a writer that took over, or the file
+                        # being copied by retention: start afresh next time. The work file is
+                        # this writer's alone (its name has the lease epoch), so it goes.
+                        self._work = None
+                        storage.delete(work.path)
                         return
                     except BaseException:
                         self._work = None  # a half-copied work file is never appended to
@@ -176,7 +180,7 @@ class CompactionPreparation:
             store.append_range_prepared(path, ByteRange(source.path, source.offset + done, n))
             done += n
             latest = self.log.latest_batch_id()
-            if done >= source.length or latest is None or self._hurry.is_set():
+            if done >= source.length or latest is None or latest + 1 >= target or self._hurry.is_set():
                 continue
             # Ahead of the batches: the copy is to be done by the batch before ``target``.
             if done * (interval - 1) >= source.length * max(0, latest - previous):

@@ -37,7 +37,7 @@ import contextlib
 import posixpath
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any, Protocol, runtime_checkable
 
 
@@ -49,6 +49,11 @@ class FileInfo:
     size: int
     mtime_ms: int
     is_dir: bool
+    #: What changes whenever the file's content may have, where the storage knows more than size
+    #: and mtime (which ``touch``, ``cp -p`` or a restore can set back): on a local disk the
+    #: inode and the status-change time in ns, which no one can set; an object store's ETag.
+    #: "" where ``info`` does not know. Not part of equality.
+    change: str = field(default="", compare=False)
 
     @property
     def name(self) -> str:

@@ -120,6 +120,7 @@ class FsspecStorage(Storage):
             int(entry.get("size") or 0),
             _mtime_ms(entry),
             entry.get("type") == "directory",
+            change=str(entry.get("ETag") or entry.get("etag") or ""),
         )
 
     # -- Storage -----------------------------------------------------------------------------

@@ -263,7 +263,13 @@ class LocalStorage(Storage):
 
     def info(self, path: str) -> FileInfo:
         st = os.stat(self._abs(path))
-        return FileInfo(check_relative(path), st.st_size, st.st_mtime_ns // 1_000_000, os.path.isdir(self._abs(path)))
+        return FileInfo(
+            check_relative(path),
+            st.st_size,
+            st.st_mtime_ns // 1_000_000,
+            os.path.isdir(self._abs(path)),
+            change=f"{st.st_ino}:{st.st_ctime_ns}",
+        )
 
     def exists(self, path: str) -> bool:
         return os.path.exists(self._abs(path))

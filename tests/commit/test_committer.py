@@ -323,3 +323,40 @@ def test_retention_runs_behind_the_commit_and_its_failure_fails_no_batch(local_s
     c.janitor.drain()
     assert not local_storage.exists("_spark_metadata/0")  # the next pass caught up
     assert visible_rows(local_storage) == sorted(sum((rows_of(b) for b in range(13)), []))
+
+
+def test_a_dataset_groups_retention_passes_coalesce_without_dropping_a_member(local_storage):
+    """Red team #14: when batches outrun the janitor, the pass that runs takes every log that is
+    due - also the member table that the later batches did not touch (it may never be touched
+    again, and its expired files would stay for good)."""
+    import threading
+
+    from streaming_exactly_once.checkpoint.reader import InputFile
+    from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile
+    from streaming_exactly_once.commit.group_committer import GroupCommitter, MemberBatch
+
+    def commit(g, b, tables):
+        g.ensure_open()
+        attempt = g.begin(Q, b, mode="rename")
+        members = []
+        for table in tables:
+            staged = f"{attempt.staging_dir}/data/{table}/p=a/part-{b:05d}.txt"
+            local_storage.put_if_absent(staged, str(b).encode())
+            info = local_storage.info(staged)
+            files = [StagedFile(final=f"p=a/part-{b:05d}.txt", size=info.size, mtime_ms=info.mtime_ms, staged=staged)]
+            members.append(MemberBatch(table=table, files=files, rows=1, format="parquet"))
+        g.commit_group(attempt, members, input_files=[InputFile(source=0, path=f"file:///in/{b}.csv", timestamp=1)])
+
+    g = GroupCommitter(local_storage, CommitterOptions(heartbeat=False, compact_interval=3, min_batches_to_retain=1, cleanup_delay_ms=0))
+    for b in range(8):
+        commit(g, b, ["t0", "t1"])
+    g.janitor.drain()
+    gate = threading.Event()
+    g.janitor.submit(gate.wait)  # the janitor is busy (a slow index build, a big deletion)
+    commit(g, 8, ["t0", "t1"])  # member batch 8 of both: a compaction, retention due for both
+    commit(g, 9, ["t1"])  # only t1: its pass coalesces with the one above
+    gate.set()
+    g.janitor.drain()
+    g.close()
+    names = {e.name for e in local_storage.list_dir("t0/_spark_metadata") if not e.name.startswith(".")}
+    assert names == {"5.compact", "6", "7", "8.compact"}

@@ -204,3 +204,32 @@ def test_a_copy_behind_the_batches_does_not_rest(tmp_path, monkeypatch):
     log.preparation.advance()
     assert log.preparation.holds(7)
     assert log.add(7, [rec(7)]) is True
+
+
+@pytest.mark.parametrize("restore_mtime", [True, False])
+def test_a_writer_does_not_vouch_for_its_own_compact_file_once_it_was_rewritten(tmp_path, restore_mtime):
+    """Red team #14 (lineage vouching): a compact file its own writer wrote is copied unread only
+    while it is unchanged - a same-size rewrite with the mtime set back (``cp -p``, a restore) or
+    within the same mtime tick moves the inode's status-change time, so the next compaction reads
+    it, and stops with a named error instead of copying the damage forward."""
+    import os
+
+    storage = open_storage(str(tmp_path))
+    log = CompactibleLog(storage, "c", DictCodec(), default_interval=4)
+    log.copy_threshold = 0
+    for b in range(4):
+        log.add(b, [rec(b * 100 + i) for i in range(30)])
+    assert log.copy_vouched(3)
+    path = tmp_path / "c" / "3.compact"
+    before = os.stat(path)
+    with open(path, "r+b") as fh:  # same size: one record split in two
+        fh.seek(path.stat().st_size // 2)
+        fh.write(b"\n")
+    if restore_mtime:
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert not log.copy_vouched(3)
+    for b in range(4, 7):
+        log.add(b, [rec(b)])
+    with pytest.raises(LogCorruptError, match="3.compact"):
+        log.add(7, [rec(7)])
+    assert not (tmp_path / "c" / "7.compact").exists()
