@@ -146,6 +146,12 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         separators instead of splitting a million lines - JSON text holds no raw newline, so
         "every line is ``{...}``" is "the body starts with ``{``, ends with ``}``, and every
         newline in it stands in ``}\\n{``".
+
+        CRLF line ends (red team #14 G5; ``log.version``): Spark reads them, so they are read
+        here too, and written as plain ``\\n``: a header ``v1\\r`` is a header, and a body with
+        ``\\r\\n`` (which fails the cheap check) is copied once with ``\\n`` instead - a record
+        line holds no raw ``\\r`` of its own (JSON escapes it in strings), so the compact file
+        is byte for byte the one written from the same log with ``\\n``.
         """
         path = self.path(batch_id)
         try:
@@ -167,16 +173,13 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         )
         if newline < 0:
             return memoryview(b"")
+        found = data
+        if not _one_object_per_line(data, newline) and b"\r\n" in data:
+            data = data.replace(b"\r\n", b"\n")  # a copy, for a file with CRLF line ends only
+            newline = data.find(b"\n")
+        if not _one_object_per_line(data, newline):
+            self.decode(found, batch_id=batch_id)  # raises with the exact line and problem
         end = len(data) - 1 if data.endswith(b"\n") else len(data)
-        first = newline + 1  # the first record line
-        looks_like_objects = (
-            first < end
-            and data[first : first + 1] == b"{"
-            and data[end - 1 : end] == b"}"
-            and data.count(b"\n", first, end) == data.count(b"}\n{", first, end)
-        )
-        if not looks_like_objects:
-            self.decode(data, batch_id=batch_id)  # raises with the exact line and problem
         return memoryview(data)[newline:end]
 
     #: Below this size the previous compact file is read and checked line by line (``raw_body``);
@@ -428,6 +431,19 @@ class CompactibleLog(BatchLog[T], Generic[T]):
             batch_id += 1
         self._deleted_below = batch_id
         return deleted
+
+
+def _one_object_per_line(data: bytes, newline: int) -> bool:
+    """Whether every line of ``data`` after its header line (which ends at ``newline``) is
+    ``{...}``, one trailing ``\\n`` allowed - without splitting the lines (``raw_body``)."""
+    end = len(data) - 1 if data.endswith(b"\n") else len(data)
+    first = newline + 1  # the first record line
+    return (
+        first < end
+        and data[first : first + 1] == b"{"
+        and data[end - 1 : end] == b"}"
+        and data.count(b"\n", first, end) == data.count(b"}\n{", first, end)
+    )
 
 
 def _same_bytes(existing: bytes, parts: Sequence[bytes | memoryview]) -> bool:

@@ -9,6 +9,14 @@ Every log file (ours and Spark's) is UTF-8 text::
 * no trailing newline (Spark writes ``'\\n' + json`` per record); one trailing ``\\n`` is
   tolerated on read, as Spark's reader does; a blank line anywhere else is corruption.
 
+On read, a line may also end with ``\\r\\n``: Spark reads log files with Scala's ``getLines``,
+which ends a line there as at ``\\n``, so a file written with CRLF line ends (by a tool, or
+copied through a Windows machine) is a valid log to Spark and must be one to us - to the
+strict parser, the Arrow readers and the writer's compaction alike (red team #14 G5). The ``\\r``
+of a CRLF is part of the line end, never of the header; in a record line it is JSON whitespace.
+Nothing of ours writes ``\\r``: a compaction of such a file writes plain ``\\n``
+(``CompactibleLog.raw_body``).
+
 Parsing never raises a raw ``json``/``UnicodeDecodeError``: every problem becomes a
 ``LogCorruptError`` or ``UnsupportedLogVersionError`` naming the file, the batch, the line and
 what to do. That includes input that is valid JSON but that nothing of ours can have written
@@ -28,7 +36,7 @@ from typing import Any, NoReturn
 
 from ..errors import LogCorruptError, UnsupportedLogVersionError
 
-_HEADER = re.compile(r"^v([0-9]{1,9})$")
+_HEADER = re.compile(r"v([0-9]{1,9})\r?")  # fullmatch; the \r of a CRLF line end (module docstring)
 
 #: Deepest nesting of arrays/objects a log line may have. Our records nest four levels at most
 #: (a group's commit record: datasets -> table -> watermarks -> column); the bound only has to
@@ -119,8 +127,9 @@ def header(version: int) -> bytes:
 
 
 def parse_version(line: str, *, path: str, batch_id: int | None, max_supported: int, hint: str) -> int:
-    """Validate a header line; returns the version number."""
-    match = _HEADER.match(line)
+    """Validate a header line (without its ``\\n``; one ``\\r`` before it is a CRLF line end,
+    see the module docstring); returns the version number."""
+    match = _HEADER.fullmatch(line)
     if match is None:
         shown = line[:40] + ("..." if len(line) > 40 else "")
         raise LogCorruptError(
@@ -157,7 +166,7 @@ def parse_body(
     lines = text.split("\n")
     if len(lines) > 1 and lines[-1] == "":
         lines.pop()  # one trailing newline is tolerated
-    version = parse_version(lines[0].rstrip("\r"), path=path, batch_id=batch_id, max_supported=max_supported, hint=hint)
+    version = parse_version(lines[0], path=path, batch_id=batch_id, max_supported=max_supported, hint=hint)
     records: list[dict[str, Any]] = []
     last = len(lines) - 1
     for number, line in enumerate(lines[1:], start=2):

@@ -7,13 +7,23 @@ second even with Arrow's multi-threaded JSON reader. The index is the same entri
     _seo/manifest-index/N.parquet
         columns:  path (string, URI-encoded as in the manifest), size (int64), modificationTime (int64)
         metadata: seo.index.version = "1", seo.source = "N.compact",
-                  seo.source.size = <bytes of N.compact>, seo.source.mtime = <its mtime in ms>
+                  seo.source.size = <bytes of N.compact>, seo.source.mtime = <its mtime in ms>,
+                  seo.source.line_ends = "lf" | "crlf"
 
 It is derived data, never a source of truth: a compact file is written once and never changed,
 so an index whose recorded size and mtime match the compact file's is that file's content; any
 mismatch (or a missing or unreadable index) and readers parse the JSON as Spark does. The sink
 writes it in the background after each compaction; ``seo index`` builds it for any table.
 Needs pyarrow; without it nothing is written and readers parse JSON.
+
+The metadata is the Parquet footer's key-value metadata; ``seo.source.line_ends`` is known only
+once the compact file has been read, so it is added just before the footer is written and is
+not in the Arrow schema that Parquet also stores there: read the footer's own key-values. It
+says whether the compact file holds a ``\\r`` byte (``"crlf"``: Spark reads ``\\r\\n`` line
+ends, ``log.version``, but nothing of ours writes them). Readers use the index either way; the
+writer's compaction copies a compact file unread only when its index says ``"lf"``
+(``index_matches``): a compaction writes plain ``\\n``, and a copy would not. An index without
+the key (built before it existed) serves readers and vouches for nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ from __future__ import annotations
 import io
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..storage.base import Storage
@@ -30,6 +41,10 @@ log = logging.getLogger("streaming_exactly_once.manifest_index")
 
 INDEX_DIR = "_seo/manifest-index"
 VERSION = "1"
+
+#: The first line of a manifest file as ``readline`` returns it: ``v1`` and its line end, CRLF
+#: included (``log.version``), or ``v1`` alone when the file ends there.
+HEADER_LINES = (b"v1\n", b"v1\r\n", b"v1", b"v1\r")
 
 
 def index_path(compact_id: int) -> str:
@@ -90,6 +105,7 @@ class _LineCountingReader(io.RawIOBase):
         super().__init__()
         self._source = source
         self._newlines = 0
+        self._carriage_return = False
         self._bytes = 0
         self._last = b""
 
@@ -102,6 +118,8 @@ class _LineCountingReader(io.RawIOBase):
         buffer[:count] = chunk
         if count:
             self._newlines += chunk.count(b"\n")
+            # memchr, and only until the first: 20 ms at a million entries, a count took 90
+            self._carriage_return = self._carriage_return or b"\r" in chunk
             self._bytes += count
             self._last = chunk[-1:]
         return count
@@ -112,8 +130,22 @@ class _LineCountingReader(io.RawIOBase):
             return 0
         return self._newlines + (0 if self._last == b"\n" else 1)
 
+    def has_carriage_returns(self) -> bool:
+        """Whether the bytes read so far hold a ``\\r`` (CRLF line ends, ``log.version``)."""
+        return self._carriage_return
 
-def stream_entries(source: Any, take: Callable[[Any], bool], *, block_bytes: int = BLOCK_BYTES) -> bool:
+
+@dataclass
+class StreamStats:
+    """What ``stream_entries`` saw of a body it accepted: the index records it."""
+
+    entries: int = 0  # one per line, directories included
+    carriage_returns: bool = False  # a ``\\r`` among the bytes: CRLF line ends (``log.version``)
+
+
+def stream_entries(
+    source: Any, take: Callable[[Any], bool], *, block_bytes: int = BLOCK_BYTES, stats: StreamStats | None = None
+) -> bool:
     """Parse the manifest body in binary file ``source``, from its position (just after the
     ``v1`` line) to its end, a block at a time, handing each block's entries - a
     ``pyarrow.RecordBatch`` of every ``entry_schema`` field - to ``take`` as they come.
@@ -124,7 +156,8 @@ def stream_entries(source: Any, take: Callable[[Any], bool], *, block_bytes: int
     included) and ``take`` accepted every block; False at the first block Arrow cannot parse,
     with a field missing or null, or that ``take`` refuses, and when rows and lines differ
     (Arrow takes blank lines and two objects on one line, Spark's rule does not). On False the
-    caller reads the file with the strict parser, which accepts it or names what is wrong."""
+    caller reads the file with the strict parser, which accepts it or names what is wrong.
+    On True, ``stats`` (if given) says what the body held."""
     import pyarrow as pa
     import pyarrow.json as pj
 
@@ -137,7 +170,7 @@ def stream_entries(source: Any, take: Callable[[Any], bool], *, block_bytes: int
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         # Arrow refuses an empty stream, and whitespace alone: only a body of no bytes is no entries
-        return body.records() == 0 and not source.read(1)
+        return body.records() == 0 and not source.read(1)  # (and the stats' zeros are right)
     rows = 0
     try:
         for batch in reader:
@@ -148,6 +181,8 @@ def stream_entries(source: Any, take: Callable[[Any], bool], *, block_bytes: int
                 return False
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return False
+    if stats is not None:
+        stats.entries, stats.carriage_returns = rows, body.has_carriage_returns()
     return rows == body.records()
 
 
@@ -183,7 +218,7 @@ def write_index(storage: Storage, compact_id: int, log_: ManifestLog | None = No
             buffer, schema, compression="zstd", use_dictionary=["path"]
         ) as writer:
             head = source.readline()
-            if head.rstrip(b"\r\n") != b"v1":
+            if head not in HEADER_LINES:
                 return False
 
             def take(batch: Any) -> bool:  # a pyarrow.RecordBatch of every entry field
@@ -191,8 +226,11 @@ def write_index(storage: Storage, compact_id: int, log_: ManifestLog | None = No
                 writer.write_batch(pa.record_batch([files.column(n) for n in schema.names], schema=schema))
                 return True
 
-            if not stream_entries(source, take):
+            stats = StreamStats()
+            if not stream_entries(source, take, stats=stats):
                 return False  # the strict parser refuses it, or names what is wrong
+            crlf = stats.carriage_returns or b"\r" in head
+            writer.add_key_value_metadata({"seo.source.line_ends": "crlf" if crlf else "lf"})
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return False
     try:
@@ -224,7 +262,7 @@ def read_index(storage: Storage, compact_id: int, log_: ManifestLog, *, whole_ro
         info = storage.info(f"{log_.directory}/{compact_id}.compact")
         index = pq.ParquetFile(pa.BufferReader(data))
         schema = index.schema_arrow
-        if not _indexes(schema, compact_id, info):
+        if not _indexes(_footer_metadata(index.metadata), compact_id, info):
             return None
         if index.metadata.num_rows <= whole_rows:
             return index.read()
@@ -236,9 +274,13 @@ def read_index(storage: Storage, compact_id: int, log_: ManifestLog, *, whole_ro
         return None
 
 
-def _indexes(schema: Any, compact_id: int, info: Any) -> bool:  # a pyarrow.Schema, a FileInfo
-    """Whether an index with this schema (its metadata) was built from this very compact file."""
-    meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+def _footer_metadata(index: Any) -> dict[str, str]:  # a pyarrow.parquet.FileMetaData
+    """The key-value metadata of an index's footer (the module docstring says why not the schema's)."""
+    return {k.decode(): v.decode() for k, v in (index.metadata or {}).items()}
+
+
+def _indexes(meta: dict[str, str], compact_id: int, info: Any) -> bool:  # a FileInfo
+    """Whether an index with this footer metadata was built from this very compact file."""
     return (
         meta.get("seo.index.version") == VERSION
         and meta.get("seo.source") == f"{compact_id}.compact"
@@ -250,7 +292,8 @@ def _indexes(schema: Any, compact_id: int, info: Any) -> bool:  # a pyarrow.Sche
 def index_matches(storage: Storage, compact_id: int, log_: ManifestLog) -> bool:
     """Whether compact file ``compact_id`` has an index built from it as it is now - which
     means every line of it was parsed, one record per line, when the index was built (the
-    builder writes none otherwise). Reads the index's footer only."""
+    builder writes none otherwise) - and that file has plain ``\\n`` line ends, the bytes a
+    compaction writes (module docstring). Reads the index's footer only."""
     try:
         import pyarrow.parquet as pq
     except ImportError:
@@ -259,7 +302,8 @@ def index_matches(storage: Storage, compact_id: int, log_: ManifestLog) -> bool:
         info = storage.info(f"{log_.directory}/{compact_id}.compact")
         fs, root = storage.filesystem()
         with fs.open(f"{root.rstrip('/')}/{index_path(compact_id)}", "rb") as fh:
-            return _indexes(pq.read_schema(fh), compact_id, info)
+            meta = _footer_metadata(pq.read_metadata(fh))
+        return _indexes(meta, compact_id, info) and meta.get("seo.source.line_ends") == "lf"
     except Exception:  # no index, or one that cannot be read: no vouching
         return False
 

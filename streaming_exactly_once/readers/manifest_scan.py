@@ -29,7 +29,7 @@ from typing import Any
 from ..log.codec import RecordError
 from ..log.compaction import is_compaction_batch
 from ..manifest.entry import SUSPICIOUS_PATH, check_entry_path
-from ..manifest.manifest_index import parse_entries_arrow, read_index, stream_entries
+from ..manifest.manifest_index import HEADER_LINES, parse_entries_arrow, read_index, stream_entries
 from ..manifest.manifest_log import ManifestLog
 
 
@@ -110,9 +110,9 @@ SETTLE_BLOCKS = 16
 def _arrow_columns(pc: Any, data: bytes) -> tuple[Any, Any, Any] | None:  # pyarrow.compute, a file's bytes
     """(paths, sizes, mtimes) of a manifest file held whole, parsed by Arrow; None if Arrow
     cannot parse it or it fails a check of the module docstring."""
-    if not (data.startswith(b"v1\n") or data == b"v1"):
-        return None
     newline = data.find(b"\n")
+    if data[: newline + 1 if newline >= 0 else len(data)] not in HEADER_LINES:  # CRLF too (log.version)
+        return None
     table = parse_entries_arrow(b"" if newline < 0 else data[newline + 1 :])
     if table is None or table.num_rows != _records_in(data) or not _looks_sound(pc, table.column("path"), table.column("size")):
         return None
@@ -124,7 +124,7 @@ def _streamed(log: ManifestLog, batch_id: int, *, whole_below: int = WHOLE_BELOW
     """(paths, sizes, mtimes) of a compact file streamed through Arrow, each a chunked array -
     or, when its body is shorter than ``whole_below``, read whole from the same stream and
     parsed at once, which is faster and costs little memory at that size. None when the file
-    cannot be opened as a stream, does not start with a plain ``v1`` line, or fails a check of
+    cannot be opened as a stream, does not start with a ``v1`` line (CRLF or not), or fails a check of
     the module docstring - the caller then reads it whole, as before, and raises the same
     errors."""
     import pyarrow as pa
@@ -153,7 +153,7 @@ def _streamed(log: ManifestLog, batch_id: int, *, whole_below: int = WHOLE_BELOW
     try:
         with fs.open(f"{root.rstrip('/')}/{log.path(batch_id)}", "rb") as source:
             head = source.readline()
-            if head not in (b"v1\n", b"v1"):  # b"v1": the file ends there
+            if head not in HEADER_LINES:  # b"v1": the file ends there; CRLF line ends too (log.version)
                 return None
             start = source.tell()
             body = source.read(whole_below)

@@ -233,3 +233,75 @@ def test_a_writer_does_not_vouch_for_its_own_compact_file_once_it_was_rewritten(
     with pytest.raises(LogCorruptError, match="3.compact"):
         log.add(7, [rec(7)])
     assert not (tmp_path / "c" / "7.compact").exists()
+
+
+def _crlf_header(lf: bytes) -> bytes:
+    return lf.replace(b"\n", b"\r\n", 1)
+
+
+def _crlf_after_header(lf: bytes) -> bytes:
+    newline = lf.find(b"\n")
+    return lf if newline < 0 else lf[: newline + 1] + lf[newline + 1 :].replace(b"\n", b"\r\n")
+
+
+#: A log file as Spark accepts it: Scala's ``getLines`` ends a line at ``\r\n`` as at ``\n``.
+CRLF = {
+    "CRLF header": _crlf_header,
+    "CRLF everywhere": lambda lf: lf.replace(b"\n", b"\r\n"),
+    "CRLF everywhere and a last CRLF": lambda lf: lf.replace(b"\n", b"\r\n") + b"\r\n",
+    "CRLF after an LF header": _crlf_after_header,
+    "a lone CRLF header": lambda lf: b"v1\r\n" if lf == b"v1" else lf.replace(b"\n", b"\r\n"),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(CRLF))
+@pytest.mark.parametrize("how", ["read", "prepared", "memory"])
+def test_a_crlf_log_compacts_to_the_bytes_of_its_lf_twin(tmp_path, memory_storage, variant, how):
+    """Red team #14 G5: Spark reads ``\\r\\n`` line ends, so the writer must compact such files
+    too - into a plain LF compact file, the very bytes it writes from the same log with ``\\n``.
+    (Copying a vouched-for file unread is the manifest's, whose index vouches only for LF files:
+    ``tests/readers/test_reader_memory.py``.)"""
+    storage = memory_storage if how == "memory" else open_storage(str(tmp_path / "crlf"))
+    twin_storage = open_storage(str(tmp_path / "lf"))
+    compact = b"v1" if variant == "a lone CRLF header" else b"v1" + b"".join(b'\n{"id":%d}' % i for i in range(30))
+    files = {"c/3.compact": compact, "c/4": b'v1\n{"id":4}\n{"id":44}', "c/5": b"v1", "c/6": b'v1\n{"id":6}'}
+    logs = []
+    for where, change in ((storage, CRLF[variant]), (twin_storage, lambda lf: lf)):
+        for path, lf in files.items():
+            where.put_if_absent(path, change(lf))
+        log = _log(where)
+        log.copy_vouched = lambda batch_id: False  # read and checked line by line (raw_body)
+        log._note(6)
+        logs.append(log)
+    crlf, lf = logs
+    assert crlf.read(3, context="test") == lf.read(3, context="test")
+    if how == "prepared":
+        crlf.preparation.advance()
+        assert crlf.preparation.holds(7)
+    assert crlf.add(7, [rec(7)]) is True and lf.add(7, [rec(7)]) is True
+    expected = twin_storage.read_bytes("c/7.compact")
+    assert b"\r" not in expected and storage.read_bytes("c/7.compact") == expected
+    assert crlf.read(7, context="test") == lf.read(7, context="test")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'v1\r\r\n{"id":1}',  # the header line is "v1\r", which is not a header (nor for Spark)
+        b'v1\r\n{"id":1}\r\n\r\n{"id":2}',  # a blank line, whatever its line end
+        b'v1\r\n{"id":1}\r\n{"id":',  # cut short
+    ],
+)
+def test_a_damaged_crlf_log_is_refused_by_the_writer_as_by_the_reader(tmp_path, body):
+    storage = open_storage(str(tmp_path))
+    log = _log(storage, threshold=1 << 30)
+    storage.put_if_absent("c/3.compact", body)
+    log._note(3)
+    with pytest.raises(LogCorruptError, match="3.compact") as read_error:
+        log.read(3, context="test")
+    for i in range(4, 7):
+        log.add(i, [rec(i)])
+    with pytest.raises(LogCorruptError, match="3.compact") as write_error:
+        log.add(7, [rec(7)])
+    assert str(write_error.value).split(" (")[0] == str(read_error.value).split(" (")[0] or "line" in str(write_error.value)
+    assert not storage.exists("c/7.compact")

@@ -25,6 +25,7 @@ from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.table.identity import read_identity
 from streaming_exactly_once.table.table_logs import open_manifest
 from tests.commit.helpers import make_committer, stage_and_commit
+from tests.log.test_compaction_copy import CRLF
 
 Q = "55555555-5555-5555-5555-555555555555"
 PARTITIONS = ["p=a", "p=a b", "p=%25/q=é"]  # plain, and escaped in the manifest (mapped in Python)
@@ -167,7 +168,9 @@ def test_an_empty_compact_file_streams_to_no_entries(tmp_path):
     log = open_manifest(storage, read_identity(storage))
     storage.delete(index_path(5))
     path = root / "_spark_metadata" / "5.compact"
-    for body, streams in [(b"v1", True), (b"v1\n", True), (b"v1\n\n", False), (b"v1\n  ", False), (b"v1\r\n", False)]:
+    bodies = [(b"v1", True), (b"v1\n", True), (b"v1\n\n", False), (b"v1\n  ", False)]
+    bodies += [(b"v1\r\n", True), (b"v1\r", True), (b"v1\r\r\n", False)]  # CRLF line ends (log.version)
+    for body, streams in bodies:
         path.write_bytes(body)
         for whole_below in (0, manifest_scan.WHOLE_BELOW_BYTES):
             streamed = manifest_scan._streamed(log, 5, whole_below=whole_below)
@@ -238,3 +241,56 @@ def test_a_compact_file_of_many_blocks_streams_as_the_strict_parser_reads_it(tmp
     assert streamed[1].to_pylist() == [e.size for e in strict] and streamed[2].to_pylist() == [e.modification_time for e in strict]
     assert len(strict) == 90_001 and 1 < streamed[0].num_chunks < path.stat().st_size // manifest_scan.STREAM_BLOCK_BYTES
     assert read.files(str(root)) == reference(root)
+
+
+@pytest.mark.parametrize("how", ["read", "prepared"])
+@pytest.mark.parametrize("variant", sorted(CRLF))
+def test_crlf_manifest_files_read_and_compact_as_their_lf_twins(tmp_path, variant, how):
+    """Red team #14 G5: Spark reads ``\\r\\n`` line ends (Scala's ``getLines``), so every reader
+    path - strict, Arrow whole, streamed, index - gives the entries of the LF twin, and the
+    writer compacts such a manifest into the very LF bytes it writes from the twin. The index of
+    a CRLF compact file serves readers but does not vouch for copying the file unread."""
+    import shutil
+
+    from streaming_exactly_once.manifest.entry import ManifestEntry
+    from streaming_exactly_once.manifest.manifest_index import index_matches, write_index
+
+    root, twin = tmp_path / "t", tmp_path / "twin"
+    build(root)
+    shutil.copytree(root, twin)
+    storage = open_storage(str(root))
+    expected = read.files(str(root))
+    for path in (root / "_spark_metadata").iterdir():
+        if not path.name.startswith("."):
+            path.write_bytes(CRLF[variant](path.read_bytes()))
+    assert b"\r" in (root / "_spark_metadata" / "5.compact").read_bytes()
+    log = open_manifest(storage, read_identity(storage))
+    for compact in (2, 5):
+        storage.delete(index_path(compact))
+    assert reference(root) == expected  # the strict parser
+    assert read.files(str(root)) == expected and read.files(str(root), as_of=5) == reference(root, as_of=5)
+    strict = [e.path for e in log.decode(storage.read_bytes(log.path(5)), batch_id=5) if not e.is_dir]
+    for whole_below in (0, manifest_scan.WHOLE_BELOW_BYTES):  # streamed, and read whole: no fallback needed
+        streamed = manifest_scan._streamed(log, 5, whole_below=whole_below)
+        assert streamed is not None and streamed[0].to_pylist() == strict, whole_below
+    for batch_id in (5, 6):
+        parsed = manifest_scan._arrow_columns(pa.compute, storage.read_bytes(log.path(batch_id)))
+        assert parsed is not None and parsed[0].to_pylist() == [e.path for e in log.files(batch_id)][-len(parsed[0]) :]
+    assert write_index(storage, 5, log) and read_index(storage, 5, log).column("path").to_pylist() == strict
+    assert read.files(str(root)) == expected
+    assert not index_matches(storage, 5, log)  # a compaction would not write these bytes: no unread copy
+    # the writer: compaction 8 of the CRLF manifest is byte for byte compaction 8 of the twin
+    written = []
+    for where in (root, twin):
+        where_storage = open_storage(str(where))
+        where_log = open_manifest(where_storage, read_identity(where_storage))
+        assert write_index(where_storage, 5, where_log)
+        where_log.copy_threshold = 0  # a vouched-for compact file is copied unread
+        where_log._note(7)
+        if how == "prepared":
+            where_log.preparation.advance()
+            assert where_log.preparation.holds(8)
+        assert where_log.add(8, [ManifestEntry.for_file(f"{storage.root_uri}/p=a/new.txt", size=3, modification_time=1)])
+        written.append((where / "_spark_metadata" / "8.compact").read_bytes())
+    assert written[0] == written[1] and b"\r" not in written[0]
+    assert read.files(str(root)) == [*expected, f"{storage.root_uri}/p=a/new.txt"]
