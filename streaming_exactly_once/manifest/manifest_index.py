@@ -5,25 +5,37 @@ so a table with a million files has a 230 MB compact file, and parsing it takes 
 second even with Arrow's multi-threaded JSON reader. The index is the same entries as Parquet::
 
     _seo/manifest-index/N.parquet
-        columns:  path (string, URI-encoded as in the manifest), size (int64), modificationTime (int64)
-        metadata: seo.index.version = "1", seo.source = "N.compact",
+        columns:  path (string), size (int64), modificationTime (int64) - exactly these, in this
+                  order, no nulls; one row per non-directory entry of N.compact, in its order
+                  (the path URI-encoded as in the manifest); one row group per parsed block
+        metadata: seo.index.version = "2", seo.source = "N.compact",
                   seo.source.size = <bytes of N.compact>, seo.source.mtime = <its mtime in ms>,
+                  seo.source.entries = <entries (lines) of N.compact>,
+                  seo.source.files = <its non-directory entries: the index's rows>,
                   seo.source.line_ends = "lf" | "crlf"
 
-It is derived data, never a source of truth: a compact file is written once and never changed,
-so an index whose recorded size and mtime match the compact file's is that file's content; any
-mismatch (or a missing or unreadable index) and readers parse the JSON as Spark does. The sink
-writes it in the background after each compaction; ``seo index`` builds it for any table.
-Needs pyarrow; without it nothing is written and readers parse JSON.
+The metadata is the Parquet footer's key-value metadata. The last three keys are known only once
+the compact file has been read, so they are added just before the footer is written and are not
+in the Arrow schema that Parquet also stores there: read the footer's own key-values
+(``_footer_metadata``).
 
-The metadata is the Parquet footer's key-value metadata; ``seo.source.line_ends`` is known only
-once the compact file has been read, so it is added just before the footer is written and is
-not in the Arrow schema that Parquet also stores there: read the footer's own key-values. It
-says whether the compact file holds a ``\\r`` byte (``"crlf"``: Spark reads ``\\r\\n`` line
-ends, ``log.version``, but nothing of ours writes them). Readers use the index either way; the
-writer's compaction copies a compact file unread only when its index says ``"lf"``
-(``index_matches``): a compaction writes plain ``\\n``, and a copy would not. An index without
-the key (built before it existed) serves readers and vouches for nothing.
+It is derived data, never a source of truth, and a cache must never change an answer nor raise
+(red team #14 G8). A compact file is written once and never changed, so an index whose recorded
+size and mtime match the compact file's was built from that file's content - it is *stale*
+otherwise, or when its version is not ``VERSION`` (version 1 recorded no row count). A matching
+index is used only if it is also *sound*: the exact columns above, no nulls, and as many rows as
+``seo.source.files`` says - checked on the footer (schema, row count, the statistics' null
+counts) before a row is decoded, and the decoded table again. A stale, damaged or unreadable
+index is ignored (logged at debug if stale, as a warning if damaged): readers parse the JSON as
+Spark does, and the next ``write_index`` of that compact file replaces it. The sink writes the
+index in the background after each compaction; ``seo index`` builds it for any table, replacing
+an old or damaged one. Needs pyarrow; without it nothing is written and readers parse JSON.
+
+``seo.source.line_ends`` says whether the compact file holds a ``\\r`` byte (``"crlf"``: Spark
+reads ``\\r\\n`` line ends, ``log.version``, but nothing of ours writes them). Readers use the
+index either way; the writer's compaction copies a compact file unread only when its index is
+usable and says ``"lf"`` (``index_matches``): a compaction writes plain ``\\n``, and a copy
+would not.
 """
 
 from __future__ import annotations
@@ -40,7 +52,7 @@ from .manifest_log import ManifestLog
 log = logging.getLogger("streaming_exactly_once.manifest_index")
 
 INDEX_DIR = "_seo/manifest-index"
-VERSION = "1"
+VERSION = "2"
 
 #: The first line of a manifest file as ``readline`` returns it: ``v1`` and its line end, CRLF
 #: included (``log.version``), or ``v1`` alone when the file ends there.
@@ -49,6 +61,13 @@ HEADER_LINES = (b"v1\n", b"v1\r\n", b"v1", b"v1\r")
 
 def index_path(compact_id: int) -> str:
     return f"{INDEX_DIR}/{compact_id}.parquet"
+
+
+def index_schema() -> Any:  # a pyarrow.Schema
+    """The index's columns, exactly (module docstring)."""
+    import pyarrow as pa
+
+    return pa.schema([("path", pa.string()), ("size", pa.int64()), ("modificationTime", pa.int64())])
 
 
 def entry_schema() -> Any:  # a pyarrow.Schema
@@ -203,7 +222,7 @@ def write_index(storage: Storage, compact_id: int, log_: ManifestLog | None = No
     name = f"{compact_id}.compact"
     path = f"{log_.directory}/{name}"
     info = storage.info(path)
-    schema = pa.schema([("path", pa.string()), ("size", pa.int64()), ("modificationTime", pa.int64())]).with_metadata(
+    schema = index_schema().with_metadata(
         {
             "seo.index.version": VERSION,
             "seo.source": name,
@@ -221,23 +240,54 @@ def write_index(storage: Storage, compact_id: int, log_: ManifestLog | None = No
             if head not in HEADER_LINES:
                 return False
 
+            rows = 0
+
             def take(batch: Any) -> bool:  # a pyarrow.RecordBatch of every entry field
+                nonlocal rows
                 files = batch.filter(pc.invert(batch.column("isDir")))
                 writer.write_batch(pa.record_batch([files.column(n) for n in schema.names], schema=schema))
+                rows += files.num_rows
                 return True
 
             stats = StreamStats()
             if not stream_entries(source, take, stats=stats):
                 return False  # the strict parser refuses it, or names what is wrong
             crlf = stats.carriage_returns or b"\r" in head
-            writer.add_key_value_metadata({"seo.source.line_ends": "crlf" if crlf else "lf"})
+            writer.add_key_value_metadata(
+                {"seo.source.entries": str(stats.entries), "seo.source.files": str(rows), "seo.source.line_ends": "crlf" if crlf else "lf"}
+            )
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return False
+    _put_replacing_unusable(storage, compact_id, buffer.getvalue(), info)
+    return True
+
+
+def _put_replacing_unusable(storage: Storage, compact_id: int, data: bytes, info: Any) -> None:  # a FileInfo
+    """Write a freshly built index; one already there stays if it is usable (built from the same
+    file: another builder's), and is replaced if stale or damaged - else an old or damaged index
+    would keep readers on the JSON path for as long as its compact file lives."""
+    import pyarrow.parquet as pq
+
+    path = index_path(compact_id)
     try:
-        storage.put_if_absent(index_path(compact_id), buffer.getvalue())
+        storage.put_if_absent(path, data)
+        return
     except FileExistsError:
         pass
-    return True
+    try:
+        fs, root = storage.filesystem()
+        with fs.open(f"{root.rstrip('/')}/{path}", "rb") as fh:
+            footer = pq.read_metadata(fh)
+        if _stale(_footer_metadata(footer), compact_id, info) is None and _damage(footer) is None:
+            return
+    except Exception:  # removed meanwhile, or not even a footer: replace it
+        pass
+    log.info("replacing the stale or damaged manifest index %s", storage.uri(path))
+    storage.delete(path)
+    try:
+        storage.put_if_absent(path, data)
+    except FileExistsError:
+        pass  # another builder's, of the same file
 
 
 #: Rows the index is decoded in at a time: reading it whole (row groups in parallel) left about
@@ -248,52 +298,108 @@ INDEX_WHOLE_ROWS = 1 << 18
 
 
 def read_index(storage: Storage, compact_id: int, log_: ManifestLog, *, whole_rows: int = INDEX_WHOLE_ROWS) -> Any:  # a pyarrow Table or None
-    """The index table if it exists and matches the compact file, else None.
+    """The index table if it exists, matches the compact file and is sound (module docstring),
+    else None: never an exception, never a table that could change an answer.
 
-    The match is checked on the footer before any row is decoded, so a stale index costs
-    nothing; the rows of a large index are then decoded a batch at a time on this thread."""
+    The match and the soundness of the footer are checked before any row is decoded, so a stale
+    or damaged index costs nothing; the rows of a large index are then decoded a batch at a time
+    on this thread, and the decoded table is checked again (the footer could be right and the
+    pages not)."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         return None
+    uri = storage.uri(index_path(compact_id))
     try:
         data = storage.read_bytes(index_path(compact_id))
         info = storage.info(f"{log_.directory}/{compact_id}.compact")
         index = pq.ParquetFile(pa.BufferReader(data))
-        schema = index.schema_arrow
-        if not _indexes(_footer_metadata(index.metadata), compact_id, info):
+        footer = index.metadata
+        stale = _stale(_footer_metadata(footer), compact_id, info)
+        if stale is not None:
+            log.debug("not using the manifest index %s: %s", uri, stale)
             return None
-        if index.metadata.num_rows <= whole_rows:
-            return index.read()
-        return pa.Table.from_batches(list(index.iter_batches(batch_size=INDEX_BATCH_ROWS, use_threads=False)), schema=schema)
+        problem = _damage(footer)
+        if problem is None:
+            if footer.num_rows <= whole_rows:
+                table = index.read()
+            else:
+                batches = index.iter_batches(batch_size=INDEX_BATCH_ROWS, use_threads=False)
+                table = pa.Table.from_batches(list(batches), schema=index.schema_arrow)
+            problem = _table_damage(table, footer.num_rows)
+            if problem is None:
+                return table
     except FileNotFoundError:
         return None
-    except Exception:  # an unreadable cache is no cache
-        log.warning("ignoring unreadable manifest index %s", storage.uri(index_path(compact_id)))
-        return None
-
-
-def _footer_metadata(index: Any) -> dict[str, str]:  # a pyarrow.parquet.FileMetaData
-    """The key-value metadata of an index's footer (the module docstring says why not the schema's)."""
-    return {k.decode(): v.decode() for k, v in (index.metadata or {}).items()}
-
-
-def _indexes(meta: dict[str, str], compact_id: int, info: Any) -> bool:  # a FileInfo
-    """Whether an index with this footer metadata was built from this very compact file."""
-    return (
-        meta.get("seo.index.version") == VERSION
-        and meta.get("seo.source") == f"{compact_id}.compact"
-        and meta.get("seo.source.size") == str(info.size)
-        and meta.get("seo.source.mtime") == str(info.mtime_ms)
+    except Exception as exc:  # an unreadable cache is no cache
+        problem = f"it cannot be read ({type(exc).__name__}: {str(exc)[:200]})"
+    log.warning(
+        "ignoring the damaged manifest index %s: %s. Readers parse the compact file's JSON instead; "
+        "`seo index <table>` rebuilds the index.",
+        uri,
+        problem,
     )
+    return None
+
+
+def _footer_metadata(footer: Any) -> dict[str, str]:  # a pyarrow.parquet.FileMetaData
+    """The key-value metadata of an index's footer (the module docstring says why not the schema's)."""
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in (footer.metadata or {}).items()}
+
+
+def _stale(meta: dict[str, str], compact_id: int, info: Any) -> str | None:  # a FileInfo
+    """Why an index with this footer metadata is not (or no longer) the index of compact file
+    ``compact_id`` as it is now; None if it is."""
+    if meta.get("seo.index.version") != VERSION:
+        return f"index version {meta.get('seo.index.version')!r}, this library reads {VERSION!r}"
+    if meta.get("seo.source") != f"{compact_id}.compact":
+        return f"built from {meta.get('seo.source')!r}"
+    if meta.get("seo.source.size") != str(info.size) or meta.get("seo.source.mtime") != str(info.mtime_ms):
+        return "the compact file changed since it was built (size or modification time)"
+    return None
+
+
+def _damage(footer: Any) -> str | None:  # a pyarrow.parquet.FileMetaData
+    """What is wrong with an index whose metadata matches its compact file, from its footer
+    alone; None if nothing is (module docstring: the exact columns, no nulls, the row count)."""
+    meta = _footer_metadata(footer)
+    schema = footer.schema.to_arrow_schema()
+    if not schema.equals(index_schema(), check_metadata=False):
+        return f"its columns are {schema.to_string(show_schema_metadata=False)!r}"
+    files = meta.get("seo.source.files", "")
+    if not files.isdigit() or not meta.get("seo.source.entries", "").isdigit() or meta.get("seo.source.line_ends") not in ("lf", "crlf"):
+        return "its metadata lacks the entry count or line ends"
+    if footer.num_rows != int(files):
+        return f"it has {footer.num_rows} rows, the compact file {files} files"
+    for group in range(footer.num_row_groups):
+        row_group = footer.row_group(group)
+        if row_group.num_rows == 0:
+            continue  # an empty row group has no statistics
+        for column in range(row_group.num_columns):
+            stats = row_group.column(column).statistics
+            if stats is None or not stats.has_null_count or stats.null_count:
+                return f"column {schema.names[column]} of row group {group} holds nulls, or does not say"
+    return None
+
+
+def _table_damage(table: Any, rows: int) -> str | None:  # a pyarrow.Table
+    """``_damage`` again on the decoded table: the columns, the rows, no nulls."""
+    if not table.schema.equals(index_schema(), check_metadata=False):
+        return "its decoded columns differ from its footer's"
+    if table.num_rows != rows:
+        return f"it decoded to {table.num_rows} rows, not {rows}"
+    if any(column.null_count for column in table.columns):
+        return "it decoded to nulls"
+    return None
 
 
 def index_matches(storage: Storage, compact_id: int, log_: ManifestLog) -> bool:
-    """Whether compact file ``compact_id`` has an index built from it as it is now - which
-    means every line of it was parsed, one record per line, when the index was built (the
-    builder writes none otherwise) - and that file has plain ``\\n`` line ends, the bytes a
-    compaction writes (module docstring). Reads the index's footer only."""
+    """Whether compact file ``compact_id`` has a usable index (``read_index``'s rule, on the
+    footer) built from it as it is now - which means every line of it was parsed, one record per
+    line, when the index was built (the builder writes none otherwise) - and that file has plain
+    ``\\n`` line ends, the bytes a compaction writes (module docstring). Reads the index's footer
+    only: its pages are the readers' business, the compact file is what gets copied."""
     try:
         import pyarrow.parquet as pq
     except ImportError:
@@ -302,8 +408,9 @@ def index_matches(storage: Storage, compact_id: int, log_: ManifestLog) -> bool:
         info = storage.info(f"{log_.directory}/{compact_id}.compact")
         fs, root = storage.filesystem()
         with fs.open(f"{root.rstrip('/')}/{index_path(compact_id)}", "rb") as fh:
-            meta = _footer_metadata(pq.read_metadata(fh))
-        return _indexes(meta, compact_id, info) and meta.get("seo.source.line_ends") == "lf"
+            footer = pq.read_metadata(fh)
+        meta = _footer_metadata(footer)
+        return _stale(meta, compact_id, info) is None and _damage(footer) is None and meta["seo.source.line_ends"] == "lf"
     except Exception:  # no index, or one that cannot be read: no vouching
         return False
 

@@ -294,3 +294,76 @@ def test_crlf_manifest_files_read_and_compact_as_their_lf_twins(tmp_path, varian
         written.append((where / "_spark_metadata" / "8.compact").read_bytes())
     assert written[0] == written[1] and b"\r" not in written[0]
     assert read.files(str(root)) == [*expected, f"{storage.root_uri}/p=a/new.txt"]
+
+
+def _index_damage(genuine: pa.Table, data: bytes):  # name -> the bytes of a damaged index
+    import io
+
+    import pyarrow.parquet as pq
+
+    meta = pq.read_metadata(pa.BufferReader(data)).metadata  # the genuine footer's key-values
+    meta = {k: v for k, v in meta.items() if k != b"ARROW:schema"}
+    rows = genuine.num_rows
+    paths, sizes, mtimes = (genuine.column(n) for n in ("path", "size", "modificationTime"))
+
+    def written(table, metadata=meta):
+        buffer = io.BytesIO()
+        pq.write_table(table.replace_schema_metadata(metadata), buffer)
+        return buffer.getvalue()
+
+    old = {k: v for k, v in meta.items() if not k.startswith((b"seo.source.entries", b"seo.source.files", b"seo.source.line"))}
+    return {
+        "path column renamed": written(pa.table({"p": paths, "size": sizes, "modificationTime": mtimes})),
+        "a column missing": written(pa.table({"path": paths, "size": sizes})),
+        "an extra column": written(pa.table({"path": paths, "size": sizes, "modificationTime": mtimes, "x": sizes})),
+        "columns in another order": written(pa.table({"size": sizes, "path": paths, "modificationTime": mtimes})),
+        "null path": written(pa.table({"path": paths.to_pylist()[:-1] + [None], "size": sizes, "modificationTime": mtimes})),
+        "null size": written(pa.table({"path": paths, "size": [None] + sizes.to_pylist()[1:], "modificationTime": mtimes})),
+        "null mtime": written(pa.table({"path": paths, "size": sizes, "modificationTime": [None] * rows})),
+        "size as string": written(pa.table({"path": paths, "size": [str(s) for s in sizes.to_pylist()], "modificationTime": mtimes})),
+        "size as int32": written(pa.table({"path": paths, "size": sizes.cast(pa.int32()), "modificationTime": mtimes})),
+        "path as int": written(pa.table({"path": list(range(rows)), "size": sizes, "modificationTime": mtimes})),
+        "fewer rows": written(genuine.slice(0, rows - 2)),
+        "more rows": written(pa.concat_tables([genuine, genuine.slice(0, 1)])),
+        "no rows": written(genuine.slice(0, 0)),
+        "an old index (version 1, no entry count)": written(genuine, {**old, b"seo.index.version": b"1"}),
+        "truncated in the middle": data[: len(data) // 2] + data[-200:],
+        "cut short": data[: len(data) - 10],
+        "not Parquet": b"PAR1" + b"\0" * 100,
+    }
+
+
+DAMAGED_INDEX = [
+    "path column renamed", "a column missing", "an extra column", "columns in another order", "null path", "null size",
+    "null mtime", "size as string", "size as int32", "path as int", "fewer rows", "more rows", "no rows",
+    "an old index (version 1, no entry count)", "truncated in the middle", "cut short", "not Parquet",
+]
+
+
+@pytest.mark.parametrize("damage", DAMAGED_INDEX)
+def test_a_damaged_index_whose_footer_matches_changes_no_answer(tmp_path, damage):
+    """Red team #14 G8: an index whose footer metadata matches its compact file but whose
+    columns are damaged is derived data gone bad: readers fall back to the JSON (the same
+    answer, no stray error), the writer does not copy the compact file on its word, and
+    building the index again replaces it."""
+    from streaming_exactly_once.manifest.manifest_index import index_matches, write_index
+
+    root = tmp_path / "t"
+    build(root)
+    storage = open_storage(str(root))
+    log = open_manifest(storage, read_identity(storage))
+    genuine = read_index(storage, 5, log)
+    assert genuine is not None and index_matches(storage, 5, log)
+    expected = outcome(lambda: reference(root))
+    data = storage.read_bytes(index_path(5))
+    storage.delete(index_path(5))
+    storage.put_if_absent(index_path(5), _index_damage(genuine, data)[damage])
+    assert read_index(storage, 5, log) is None
+    assert read_index(storage, 5, log, whole_rows=0) is None
+    assert not index_matches(storage, 5, log)
+    assert outcome(lambda: read.files(str(root))) == expected
+    for as_of in (5, 6):
+        assert outcome(lambda as_of=as_of: read.files(str(root), as_of=as_of)) == outcome(lambda as_of=as_of: reference(root, as_of=as_of))
+    assert write_index(storage, 5, log)  # rebuilt over the damaged one
+    assert read_index(storage, 5, log).to_pydict() == genuine.to_pydict() and index_matches(storage, 5, log)
+    assert outcome(lambda: read.files(str(root))) == expected
