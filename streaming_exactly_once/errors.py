@@ -94,8 +94,9 @@ class StorageAccessError(StorageError, TerminalError):
 
 class ComposedSourceError(StorageError, TerminalError):
     """A file composed from ranges of other files (``storage.base.ComposedFiles``) could not be
-    built because a source file is shorter than the range to copy: it changed or was cut short
-    under the copy. Nothing was created; the caller does not retry with the same ranges."""
+    built because a source file is shorter than the range to copy, or (S3) is no longer the
+    object it was when the copy began: it changed or was cut short under the copy. The message
+    names the source. Nothing was created; the caller does not retry with the same ranges."""
 
 
 # --- logs ----------------------------------------------------------------------------------

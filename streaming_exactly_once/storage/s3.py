@@ -91,6 +91,27 @@ def _precondition_failed(exc: BaseException) -> bool:
     return False
 
 
+def _source_changed(source: str, target: str, etag: str) -> ComposedSourceError:
+    """The service's 412 to ``UploadPartCopy`` with ``CopySourceIfMatch``: the source object is
+    no longer the one measured when the copy began (red team #14 G3).
+
+    Not retried, and not worked around by reading whatever is there now: the sources are
+    ``.compact`` files, written once and never changed, so a change means something other than
+    this writer modified the table's log, and whatever the compaction copied next would be bytes
+    nobody checked - the object the copy was vouched for (``CompactibleLog.compact_range``) is
+    gone. Nothing was created (the upload is aborted). When the writer starts again, the changed
+    file no longer matches what vouched for it (its index records the size and modification
+    time), so the compaction reads it and checks every line instead of copying it."""
+    return ComposedSourceError(
+        f"{source} changed while it was being copied into {target}: S3 answered 412 PreconditionFailed to "
+        f"UploadPartCopy, the object no longer has the ETag {etag} it had when the copy began. A compact "
+        "file is written once and never changed, so something other than this writer modified the table's "
+        "log; nothing was written. Find what modifies it (another writer or tool, a bucket replication or "
+        "restore), run `seo verify <table>`, then restart the query: the changed file is then read and "
+        "checked line by line instead of being copied."
+    )
+
+
 class S3Storage(FsspecStorage):
     """Storage on S3 or an S3-compatible object store, through s3fs."""
 
@@ -170,10 +191,15 @@ class S3Storage(FsspecStorage):
                 start = source.offset + i * size
                 end = min(source.offset + source.length, start + size) - 1
                 extra = {"CopySourceIfMatch": etag} if etag else {}  # the very object just measured
-                answer = call(
-                    "upload_part_copy", Bucket=bucket, Key=key, UploadId=upload, PartNumber=i + 1,
-                    CopySource={"Bucket": src_bucket, "Key": src_key}, CopySourceRange=f"bytes={start}-{end}", **extra,
-                )
+                try:
+                    answer = call(
+                        "upload_part_copy", Bucket=bucket, Key=key, UploadId=upload, PartNumber=i + 1,
+                        CopySource={"Bucket": src_bucket, "Key": src_key}, CopySourceRange=f"bytes={start}-{end}", **extra,
+                    )
+                except Exception as exc:
+                    if etag and _precondition_failed(exc):
+                        raise _source_changed(self.uri(source.path), self.uri(path), etag) from None
+                    raise
                 parts.append({"PartNumber": i + 1, "ETag": answer["CopyPartResult"]["ETag"]})
             if tail:
                 answer = call("upload_part", Bucket=bucket, Key=key, UploadId=upload, PartNumber=count + 1, Body=tail)

@@ -203,3 +203,66 @@ def test_server_side_copy_is_off_unless_asked_for(moto_endpoint, s3_bucket, s3_o
     """Its exclusivity is the store's (moto's conditional complete is racy): opt in only."""
     assert composed_files(open_storage(f"s3://{s3_bucket}/root", s3_options)) is None
     assert composed_files(open_storage(f"s3://{s3_bucket}/root", {**s3_options, SERVER_SIDE_COPY: True})) is not None
+
+
+def _refusing_the_copy(storage, monkeypatch):
+    """AWS's answer to ``UploadPartCopy`` with ``CopySourceIfMatch`` once the source object has
+    another ETag - 412 PreconditionFailed - injected where s3fs raises it: moto ignores the
+    header. Returns the ``CopySourceIfMatch`` values the copies were sent with."""
+    from botocore.exceptions import ClientError
+    from s3fs.errors import translate_boto_error
+
+    real, sent = storage._fs.call_s3, []
+
+    def call(method, *args, **kwargs):
+        if method == "upload_part_copy":
+            sent.append(kwargs.get("CopySourceIfMatch"))
+            error = {
+                "Code": "PreconditionFailed", "Message": "At least one of the pre-conditions you specified did not hold",
+                "Condition": "x-amz-copy-source-If-Match",
+            }
+            raise translate_boto_error(ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 412}}, "UploadPartCopy"))
+        return real(method, *args, **kwargs)
+
+    monkeypatch.setattr(storage._fs, "call_s3", call)
+    return sent
+
+
+def test_a_source_changed_under_the_copy_is_a_named_error(moto_endpoint, s3_bucket, s3_options, monkeypatch):
+    """Red team #14 G3: the 412 S3 answers when the copied object changed since it was measured
+    is a ``ComposedSourceError`` naming that object - not a bare ``OSError`` - and leaves nothing."""
+    from streaming_exactly_once.errors import ComposedSourceError
+
+    storage = _direct(s3_bucket, s3_options)
+    storage.put_if_absent("log/9.compact", BIG)
+    sent = _refusing_the_copy(storage, monkeypatch)
+    with pytest.raises(ComposedSourceError, match="log/9.compact") as error:
+        composed_files(storage).put_composed_if_absent("log/19.compact", [ByteRange("log/9.compact", 0, len(BIG)), b"\n{}"])
+    assert sent and sent[0] and "changed while it was being copied" in str(error.value)
+    assert not storage.exists("log/19.compact")
+    assert _pending_uploads(s3_options, s3_bucket) == []
+
+
+def test_a_compaction_whose_source_changed_stops_with_the_named_error(moto_endpoint, s3_bucket, s3_options, monkeypatch):
+    """The compaction does not read whatever is there instead: a compact file is written once,
+    so a changed one means something else writes the log (``storage.s3._source_changed``). The
+    writer stops with the file's name, nothing is published, and once the file is no longer
+    vouched for (its index records its size and mtime) the compaction reads and checks it."""
+    from streaming_exactly_once.errors import ComposedSourceError
+    from streaming_exactly_once.log.codec import DictCodec
+    from streaming_exactly_once.log.compactible_log import CompactibleLog
+
+    storage = _direct(s3_bucket, s3_options)
+    log = CompactibleLog(storage, "c", DictCodec(), default_interval=4)
+    log.copy_vouched = lambda batch_id: True  # as the manifest does for a file with a matching index
+    storage.put_if_absent("c/3.compact", BIG)
+    log._note(3)
+    for i in range(4, 7):
+        log.add(i, [{"id": i}])
+    _refusing_the_copy(storage, monkeypatch)
+    with pytest.raises(ComposedSourceError, match="c/3.compact"):
+        log.add(7, [{"id": 7}])
+    assert not storage.exists("c/7.compact") and _pending_uploads(s3_options, s3_bucket) == []
+    log.copy_vouched = lambda batch_id: False  # the restarted writer: the changed file's index no longer matches
+    assert log.add(7, [{"id": 7}]) is True
+    assert storage.read_bytes("c/7.compact") == BIG + b'\n{"id":4}\n{"id":5}\n{"id":6}\n{"id":7}'
