@@ -351,6 +351,7 @@ def recover(ctx: CliContext, table: str, discard_wal: int | None, rebuild_logs: 
             ("discarded claims", report.discarded or "none"),
             ("aborted attempts", report.aborted_attempts or "none"),
             ("deleted data files", report.deleted_data_files),
+            ("removed temp files", len(report.removed_temp_files)),
         ]
     )
 
@@ -363,7 +364,8 @@ def recover(ctx: CliContext, table: str, discard_wal: int | None, rebuild_logs: 
 @_json_option
 @click.pass_obj
 def gc(ctx: CliContext, table: str, dry_run: bool, older_than: str, lease_timeout: str, local_json: bool) -> None:
-    """Delete orphan data files and stale staging that no retained manifest entry references.
+    """Delete orphan data files and stale staging that no retained manifest entry references, and
+    temp files killed writers left.
 
     Takes the table's lease (a dataset group's, for a group or one of its tables): stop the
     query first. On a group root every table of the group is collected.
@@ -380,18 +382,22 @@ def gc(ctx: CliContext, table: str, dry_run: bool, older_than: str, lease_timeou
     if out.as_json:
         return out.json({
             "dryRun": dry_run, "tables": report.tables, "orphans": [{"uri": u, "size": s} for u, s in report.orphans],
-            "staging": report.staging, "youngSkipped": report.young_skipped, "pendingCommits": report.pending_batches,
+            "staging": report.staging, "tempFiles": [{"uri": u, "size": s} for u, s in report.temp_files],
+            "youngSkipped": report.young_skipped, "pendingCommits": report.pending_batches,
         })
     verb = "would delete" if dry_run else "deleted"
     for uri, size in report.orphans:
         out.write(f"{verb} {uri} ({human_bytes(size)})")
     for uri in report.staging:
         out.write(f"{verb} staging {uri}")
+    for uri, size in report.temp_files:
+        out.write(f"{verb} temp file {uri} ({human_bytes(size)})")
     if report.pending_batches:
         out.write(f"kept every file of pending commit(s) {', '.join(map(str, report.pending_batches))}; `seo recover` completes them")
     tables = f" in {len(report.tables)} tables" if len(report.tables) > 1 else ""
     out.write(
-        f"{verb} {len(report.orphans)} orphan files ({human_bytes(report.bytes)}){tables} and {len(report.staging)} staging dirs; "
+        f"{verb} {len(report.orphans)} orphan files ({human_bytes(report.bytes)}){tables}, {len(report.staging)} staging dirs "
+        f"and {len(report.temp_files)} temp files; "
         f"{report.young_skipped} younger than {older_than} kept"
     )
 

@@ -227,6 +227,33 @@ def read_lease_state(storage: Storage, *, now_ms: int | None = None, space: Proc
     return LeaseState(epoch, writer, beat, True, f"heartbeat {age / 1000:.1f}s ago")
 
 
+def epoch_fenced(storage: Storage, epoch: int) -> bool:
+    """Whether writer ``epoch`` of the table at ``storage`` is fenced (module docstring)."""
+    return storage.exists(f"{EPOCHS_DIR}/{epoch + 1}") or not storage.exists(f"{EPOCHS_DIR}/{epoch}")
+
+
+def fenced_error(storage: Storage, epoch: int, what: str) -> WriterFencedError:
+    return WriterFencedError(
+        f"This writer (epoch {epoch}) lost table {storage.root_uri} to a newer writer "
+        f"(epoch {epoch + 1} or later) and will not {what} anything. Its in-flight batch, if its WAL "
+        "entry was written in time, is completed by the new writer. Restart this query only after "
+        "stopping the other one.",
+        table=storage.root_uri,
+        epoch=epoch,
+    )
+
+
+def fenced_cause(storage: Storage, epoch: int | None, what: str) -> WriterFencedError | None:
+    """For a write of writer ``epoch`` that failed with ``FileNotFoundError``: the
+    ``WriterFencedError`` to raise from it if that writer is fenced, else None (raise the
+    original). A fenced writer's write fails that way when the writer that took the table over
+    removed its temp file as dead (``table.temp_files``, red team #14 G6): the real cause is
+    the fencing, and it says so."""
+    if epoch is not None and epoch_fenced(storage, epoch):
+        return fenced_error(storage, epoch, what)
+    return None
+
+
 class Lease:
     """This process's claim on one table (see the module docstring)."""
 
@@ -358,9 +385,7 @@ class Lease:
         """A newer epoch exists, or ours was deleted (pruned after many takeovers, or by hand)."""
         if self.epoch is None:
             return False
-        if not self._fenced and (
-            self.storage.exists(f"{EPOCHS_DIR}/{self.epoch + 1}") or not self.storage.exists(f"{EPOCHS_DIR}/{self.epoch}")
-        ):
+        if not self._fenced and epoch_fenced(self.storage, self.epoch):
             self._fenced = True
         return self._fenced
 
@@ -368,14 +393,7 @@ class Lease:
         if self.epoch is None:
             raise WriterFencedError("This writer holds no lease; it must acquire one before it writes.")
         if self.is_fenced():
-            raise WriterFencedError(
-                f"This writer (epoch {self.epoch}) lost table {self.storage.root_uri} to a newer writer "
-                f"(epoch {self.epoch + 1} or later) and will not {what} anything. Its in-flight batch, if its WAL "
-                "entry was written in time, is completed by the new writer. Restart this query only after "
-                "stopping the other one.",
-                table=self.storage.root_uri,
-                epoch=self.epoch,
-            )
+            raise fenced_error(self.storage, self.epoch, what)
 
     # -- heartbeat ---------------------------------------------------------------------------
 

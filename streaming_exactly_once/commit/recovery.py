@@ -17,11 +17,17 @@ Run by the lease owner, once per process and after any failed batch, before the 
    is in the staging name), and an earlier epoch's only after its ``abort`` verdict holds.
 4. **Forget intents** (offsets records an older release wrote before staging) of manifest
    batches after ``L``.
+5. **Remove dead temp files** (``table.temp_files``): the hidden temp siblings and compaction
+   work files an earlier writer left in the metadata directories when it was killed mid-write
+   (red team #14 G6) - those last written before this writer's epoch file was created, never
+   its own. Their writer can only fail for it, never publish something else.
 
 Every destructive step is preceded by a fence check: a writer that lost the table meanwhile
 stops. A writer frozen *after* such a check cannot do harm either: the verdicts make its view
 irrelevant for earlier epochs' attempts, and newer epochs' attempts are never its to touch.
-Nothing here lists a data directory; the cost depends on what is pending, not on history.
+Nothing here lists a data directory; the cost depends on what is pending, not on history -
+except step 5, which lists the metadata directories once (as many files as retention keeps;
+nothing on an object store, where no temp files exist).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from ..errors import CommitError, LogCorruptError, MissingBatchError
 from ..storage.base import Storage
 from ..table.layout import STAGING_DIR, parse_staging_name
 from ..table.table_logs import TableLogs
+from ..table.temp_files import remove_earlier_writers_files
 from .attempt_verdict import ABORT, COMMIT, decide
 from .sequence import CommitSequence
 from .step import StepContext
@@ -53,10 +60,11 @@ class RecoveryReport:
     aborted_attempts: list[str] = field(default_factory=list)
     removed_intents: list[int] = field(default_factory=list)
     deleted_data_files: int = 0
+    removed_temp_files: list[str] = field(default_factory=list)  # URIs
 
     @property
     def clean(self) -> bool:
-        return not (self.rolled_forward or self.discarded or self.aborted_attempts or self.removed_intents)
+        return not (self.rolled_forward or self.discarded or self.aborted_attempts or self.removed_intents or self.removed_temp_files)
 
 
 def _manifest_holds(logs: TableLogs, seq: CommitSequence) -> bool:
@@ -248,6 +256,8 @@ def recover(
             report.removed_intents.append(batch_id)
     offsets.latest_batch_id(refresh=True)
     report.latest_batch_id = latest_id
+    for info in remove_earlier_writers_files(storage, ctx.epoch, fence=fence):
+        report.removed_temp_files.append(storage.uri(info.path))
     fence("recovered")  # a writer frozen in here learns now, not at its next batch, that its view is stale
     return report
 

@@ -55,6 +55,7 @@ from ..log.record_fields import decode, encode, flattened, json_field
 from ..log.version import encode_file, encode_line, parse_body
 from ..storage.io_threads import submit_or_run
 from ..table.attempt_key import AttemptKey, KeyedByAttempt
+from .lease import fenced_cause
 from .step import REGISTRY, CommitStep, StepContext
 
 log = logging.getLogger("streaming_exactly_once.commit")
@@ -185,6 +186,11 @@ class CommitSequence(KeyedByAttempt):
                 step.execute(ctx)
                 return
             except ExactlyOnceError:
+                raise
+            except FileNotFoundError as exc:
+                fenced = fenced_cause(ctx.storage, ctx.epoch, "complete")
+                if fenced is not None:
+                    raise fenced from exc
                 raise
             except _NOT_TRANSIENT:
                 raise

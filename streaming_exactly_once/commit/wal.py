@@ -14,6 +14,7 @@ from ..errors import ExactlyOnceError
 from ..log.batch_log import parse_batch_file_name
 from ..storage.base import Storage
 from ..table.layout import WAL_DIR
+from .lease import fenced_cause
 from .sequence import CommitSequence
 
 log = logging.getLogger("streaming_exactly_once.commit")
@@ -27,7 +28,13 @@ class CommitSequenceStore:
         return f"{WAL_DIR}/{batch_id}"
 
     def put(self, sequence: CommitSequence) -> None:
-        self.storage.put_if_absent(self.path(sequence.batch_id), sequence.to_bytes())
+        try:
+            self.storage.put_if_absent(self.path(sequence.batch_id), sequence.to_bytes())
+        except FileNotFoundError as exc:
+            fenced = fenced_cause(self.storage, sequence.epoch, "claim")  # its temp file removed by a successor
+            if fenced is not None:
+                raise fenced from exc
+            raise
 
     def get(self, batch_id: int) -> CommitSequence | None:
         try:

@@ -7,7 +7,13 @@ Deleted (or, with ``dry_run``, only listed):
   commit and by no intent, and older than ``older_than``;
 * **stale staging directories**: no WAL entry refers to them and nothing in them is younger than
   ``older_than`` (an attempt that died; its intents' data files go with it);
-* indexes of compact files that retention has deleted.
+* indexes of compact files that retention has deleted;
+* **temp and work files** a killed writer left in the metadata directories (``table.temp_files``:
+  ``.<name>.<uuid>.tmp``, ``.<N>.compact.e<K>.prep``; red team #14 G6) that are older than
+  ``older_than`` - and older than gc's own lease, whose holder's own files it never touches.
+  Under the lease no other writer is live: a fenced one whose file goes fails its write, it
+  never publishes something else. A writer removes them too when it takes the table; gc is for
+  a table no writer starts on again, and for the work file a clean stop leaves.
 
 What makes it safe:
 
@@ -50,6 +56,7 @@ from ..storage.base import Storage
 from ..table.identity import TableIdentity, read_identity
 from ..table.layout import STAGING_DIR, is_hidden, parse_staging_name
 from ..table.table_logs import open_manifest
+from ..table.temp_files import lease_taken_ms, leftover_files, temp_and_work_files
 from .group_tables import group_of, group_tables
 from .kept import kept_files
 from .pending import PendingCommits, pending_commits
@@ -60,6 +67,7 @@ class GcReport:
     dry_run: bool
     orphans: list[tuple[str, int]] = field(default_factory=list)
     staging: list[str] = field(default_factory=list)
+    temp_files: list[tuple[str, int]] = field(default_factory=list)  # (URI, size) of temp and work files
     young_skipped: int = 0
     tables: list[str] = field(default_factory=list)  # URIs of the tables collected
     pending_batches: list[int] = field(default_factory=list)  # pending commits whose files were kept
@@ -119,10 +127,30 @@ def collect_garbage(
                 lease.check_fence("delete")
                 abort_attempt(owner, path)
             report.staging.append(owner.uri(path))
+        _collect_temp_files(owner if member is None else None, plans, lease, cutoff, report)
         if lease is not None:
             for plan in plans:
                 delete_stale_indexes(plan.storage, open_manifest(plan.storage, read_identity(plan.storage)))
     return report
+
+
+def _collect_temp_files(owner: Storage | None, plans: list[_Plan], lease: Lease | None, cutoff: int, report: GcReport) -> None:
+    """Temp and work files of the collected tables (and of the group root ``owner``) older than
+    ``cutoff`` and than gc's own lease (module docstring); a dry run lists those older than
+    ``cutoff``."""
+    stores = {plan.storage.root_uri: plan.storage for plan in plans}
+    if owner is not None:
+        stores.setdefault(owner.root_uri, owner)
+    before = cutoff if lease is None or lease.epoch is None else min(cutoff, lease_taken_ms(lease.storage, lease.epoch))
+    epoch = None if lease is None else lease.epoch
+    for store in stores.values():
+        dead = leftover_files(store, written_before_ms=before, own_epoch=epoch)
+        report.young_skipped += len(temp_and_work_files(store)) - len(dead)
+        for info in dead:
+            if lease is not None:
+                lease.check_fence("delete")
+                store.delete(info.path)
+            report.temp_files.append((store.uri(info.path), info.size))
 
 
 @contextlib.contextmanager

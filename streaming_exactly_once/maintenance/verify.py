@@ -27,6 +27,7 @@ from ..storage.base import Storage
 from ..table.identity import TableIdentity, read_identity
 from ..table.layout import STAGING_DIR, is_hidden
 from ..table.table_logs import TableLogs, open_manifest
+from ..table.temp_files import is_work_file, temp_and_work_files
 from .group_tables import group_of, group_tables
 from .kept import kept_files
 from .pending import PendingCommits, pending_commits
@@ -218,12 +219,21 @@ def _pending(storage: Storage, report: VerifyReport) -> PendingCommits:
 
 
 def _check_leftovers(storage: Storage, report: VerifyReport) -> None:
-    """Leftovers of crashed writers: a pending WAL entry, staged data."""
+    """Leftovers of crashed writers: a pending WAL entry, staged data, temp files (a write cut
+    off by a killed writer, red team #14 G6). Compaction work files are not reported: a writer
+    keeps one for its next compaction, and it outlives a clean stop until the next writer
+    starts or ``seo gc`` runs."""
     wal = CommitSequenceStore(storage)
     for batch_id in wal.pending():
         report.add("warning", "pending-wal", storage.uri(wal.path(batch_id)), "a commit in flight or interrupted; `seo recover` completes it")
     for entry in storage.list_dir(STAGING_DIR):
         report.add("warning", "staging", storage.uri(entry.path), "staged data of an unfinished attempt; `seo recover` removes it")
+    for info in temp_and_work_files(storage):
+        if not is_work_file(info.name):
+            report.add(
+                "warning", "temp-file", storage.uri(info.path),
+                "a write in flight, or cut off by a killed writer; the next writer removes it when it takes the table, `seo gc` when it is old",
+            )
 
 
 def verify_group(storage: Storage, *, check_orphans: bool = True) -> VerifyReport:

@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
+import re
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +62,24 @@ class FileInfo:
         return posixpath.basename(self.path)
 
 
+#: ``.<name>.<32 hex digits>.tmp``: see ``temp_sibling_name``.
+_TEMP_SIBLING = re.compile(r"\.(.+)\.[0-9a-f]{32}\.tmp")
+
+
+def temp_sibling_name(name: str) -> str:
+    """The name of a fresh temp file for ``name`` in the same directory, where a backend with
+    ``writes_temp_siblings`` writes the bytes before its no-replace rename to ``name``. Hidden
+    (``.``) from readers and from listings of batch files; a process killed in between leaves
+    it, and ``table.temp_files`` recognises it by this shape (red team #14 G6)."""
+    return f".{name}.{uuid.uuid4().hex}.tmp"
+
+
+def temp_sibling_target(name: str) -> str | None:
+    """``name``'s target if it is a ``temp_sibling_name``, else None."""
+    match = _TEMP_SIBLING.fullmatch(name)
+    return match.group(1) if match else None
+
+
 def join(*parts: str) -> str:
     """Join relative storage paths with ``/``, dropping empty parts."""
     return "/".join(p.strip("/") for p in parts if p and p.strip("/"))
@@ -82,6 +102,9 @@ class Storage(ABC):
     #: Whether a pickled copy works in a Spark worker's Python process (false for a backend
     #: that drives the driver's JVM: the sink then never ships it to workers).
     usable_on_executors: bool = True
+    #: Whether exclusive writes go through a temp sibling (``temp_sibling_name``) that a process
+    #: killed mid-write leaves behind (local disk, HDFS; object stores write in one request).
+    writes_temp_siblings: bool = False
 
     # -- identity ----------------------------------------------------------------------------
 

@@ -42,13 +42,12 @@ import io
 import posixpath
 import sys
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 from urllib.parse import urlsplit
 
 from ..errors import StorageAccessError, UnsupportedStorageError
-from .base import FileInfo, Storage, check_relative
+from .base import FileInfo, Storage, check_relative, temp_sibling_name
 
 #: Filesystems whose no-overwrite rename is known to be atomic and exclusive.
 RENAME_EXCLUSIVE = ("hdfs",)
@@ -157,6 +156,7 @@ class HadoopStorage(Storage):
     """Storage on a Hadoop filesystem, driven through the Spark driver's JVM."""
 
     rename_is_atomic = True
+    writes_temp_siblings = True
     usable_on_executors = False
 
     def __init__(self, root_uri: str, options: dict[str, Any] | None = None) -> None:
@@ -226,7 +226,7 @@ class HadoopStorage(Storage):
 
     def _temp_for(self, path: str) -> str:
         head, name = posixpath.split(check_relative(path))
-        return posixpath.join(head, f".{name}.{uuid.uuid4().hex}.tmp")
+        return posixpath.join(head, temp_sibling_name(name))
 
     def _write_file(self, path: str, data: bytes, *, overwrite: bool) -> None:
         j = self._j

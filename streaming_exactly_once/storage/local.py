@@ -22,7 +22,10 @@ writers can both "win". Here:
   So when a manifest entry is durable, so is every file it names - after a power cut too, not
   only after a process crash. ``durable=False`` (benchmarks of the protocol alone) skips it all.
 
-Temp files start with ``.`` so that Spark, Arrow and our own log listings ignore them.
+Temp files start with ``.`` so that Spark, Arrow and our own log listings ignore them
+(``base.temp_sibling_name``). A process killed between writing one and renaming it leaves it
+behind; the next writer to take the table, and ``seo gc``, remove such leftovers
+(``table.temp_files``).
 """
 
 from __future__ import annotations
@@ -34,14 +37,13 @@ import errno
 import io
 import os
 import shutil
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import IO, Any
 from urllib.parse import unquote, urlsplit
 
 from ..errors import ComposedSourceError, UnsupportedStorageError
-from .base import ByteRange, FileInfo, Piece, Storage, check_relative, join
+from .base import ByteRange, FileInfo, Piece, Storage, check_relative, join, temp_sibling_name
 from .io_threads import map_waiting
 
 _AT_FDCWD = -100
@@ -206,6 +208,7 @@ class LocalStorage(Storage):
     """Storage on a POSIX filesystem (local disk, NFS with link support, mounted volumes)."""
 
     rename_is_atomic = True
+    writes_temp_siblings = True
 
     def __init__(self, root: str, *, durable: bool = True) -> None:
         self._root = local_path_from_uri(root)
@@ -220,7 +223,7 @@ class LocalStorage(Storage):
 
     def _tmp_sibling(self, target: str) -> str:
         head, tail = os.path.split(target)
-        return os.path.join(head, f".{tail}.{uuid.uuid4().hex}.tmp")
+        return os.path.join(head, temp_sibling_name(tail))
 
     def _write_tmp(self, target: str, data: bytes) -> str:
         makedirs_durable(os.path.dirname(target), durable=self._durable)

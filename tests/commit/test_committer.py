@@ -360,3 +360,43 @@ def test_a_dataset_groups_retention_passes_coalesce_without_dropping_a_member(lo
     g.close()
     names = {e.name for e in local_storage.list_dir("t0/_spark_metadata") if not e.name.startswith(".")}
     assert names == {"5.compact", "6", "7", "8.compact"}
+
+
+@pytest.mark.parametrize("write", ["claim", "bookkeeping"])
+def test_a_fenced_writers_write_whose_temp_file_was_removed_reports_the_fencing(tmp_path, monkeypatch, write):
+    """Red team #14 G6: the writer that takes a table over removes the temp files an earlier
+    writer left (``table.temp_files``); a frozen writer that wakes up mid-write then gets
+    ``FileNotFoundError`` from its rename. It publishes nothing either way, and it says why:
+    ``WriterFencedError``, as for every other write of a fenced writer."""
+    import time
+
+    from streaming_exactly_once.commit.lease import Lease
+    from streaming_exactly_once.storage import open_storage
+
+    storage = open_storage(str(tmp_path / "t"))
+    zombie = make_committer(storage, timeout_ms=50, prepare_compactions=False)
+    stage_and_commit(zombie, Q, 0, [0, 1])
+    real = type(storage).put_if_absent
+    target = f"{WAL_DIR}/1" if write == "claim" else "_seo/offsets/1"
+
+    def cut_off(self, path, data):
+        if path == target:  # frozen mid-write; meanwhile a successor takes over and removes the temp file
+            time.sleep(0.1)
+            successor = Lease(open_storage(str(tmp_path / "t")), timeout_ms=60_000)
+            successor.acquire()
+            successor.release()  # the zombie stays fenced: its epoch is no longer the newest
+            raise FileNotFoundError(2, "No such file or directory", self.uri(path))
+        return real(self, path, data)
+
+    monkeypatch.setattr(type(storage), "put_if_absent", cut_off)
+    if write == "claim":  # the fence check before the claim passes: the takeover happens during it
+        with pytest.raises(WriterFencedError, match="will not claim"):
+            stage_and_commit(zombie, Q, 1, [2, 3])
+    else:
+        with pytest.raises(WriterFencedError, match="will not complete"):
+            stage_and_commit(zombie, Q, 1, [2, 3])
+    monkeypatch.undo()
+    successor = make_committer(storage)
+    successor.ensure_open()
+    assert visible_rows(storage) == ([0, 1] if write == "claim" else [0, 1, 2, 3])  # a claimed batch is rolled forward
+    successor.close()

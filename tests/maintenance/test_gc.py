@@ -265,3 +265,194 @@ def test_gc_keeps_files_written_under_every_root_of_the_table(capsys, tmp_path):
     code, out, err = seo(capsys, "gc", str(moved_to))
     assert code == 0 and "deleted 0 orphan files" in out, out + err
     assert ids(moved_to) == rows_of(0) + rows_of(1)
+
+
+# --- red team #14 G6: temp and work files of killed writers ---------------------------------------
+
+Q = "55555555-5555-5555-5555-555555555555"
+
+_SLOW_COPY_CHILD = """
+import os, sys, time
+sys.path.insert(0, {repo!r})
+from streaming_exactly_once.log.compactible_log import CompactibleLog
+from streaming_exactly_once.storage import open_storage
+from tests.commit.helpers import make_committer, stage_and_commit
+CompactibleLog.copy_threshold = 0  # the previous compact file is copied by the kernel, however small
+real = os.copy_file_range
+def slow(*args):
+    print("copying", flush=True)
+    time.sleep(60)
+    return real(*args)
+os.copy_file_range = slow
+c = make_committer(open_storage({root!r}), compact_interval=3, prepare_compactions=False, timeout_ms=1000)
+stage_and_commit(c, {query!r}, 5, [50, 51])
+"""
+
+
+def _hidden_leftovers(root: Path) -> list[str]:
+    """Temp (``.<name>.<uuid>.tmp``) and work (``.prep``) files anywhere in the metadata directories."""
+    found = []
+    for top in ("_spark_metadata", "_seo"):
+        for dirpath, dirs, names in os.walk(root / top):
+            dirs[:] = [d for d in dirs if d != "staging"]
+            found += [os.path.relpath(os.path.join(dirpath, n), root) for n in names if n.startswith(".") and n.endswith((".tmp", ".prep"))]
+    return sorted(found)
+
+
+def test_temp_files_of_a_writer_killed_mid_compaction_are_removed_by_the_next_writer_and_gc(capsys, tmp_path):
+    """Red team #14 G6 (a4): a compaction SIGKILLed while it copies the previous compact file
+    leaves ``.5.compact.<uuid>.tmp`` in ``_spark_metadata``; the next writer removes it when it
+    takes the table over, and ``seo gc`` removes the work file of the next compaction that the
+    last writer's clean stop leaves. Afterwards nothing hidden is left, ``seo verify`` is clean
+    and every batch reads."""
+    import subprocess
+    import sys
+
+    from streaming_exactly_once.log.compactible_log import CompactibleLog
+    from tests.commit.helpers import make_committer, stage_and_commit
+
+    root = tmp_path / "t"
+    storage = open_storage(str(root))
+    c = make_committer(storage, compact_interval=3, prepare_compactions=False)
+    for b in range(5):
+        stage_and_commit(c, Q, b, [b * 10, b * 10 + 1])
+    c.close()
+    repo = str(Path(__file__).resolve().parents[2])
+    child = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_COPY_CHILD.format(repo=repo, root=str(root), query=Q)],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": repo},
+    )
+    try:
+        assert child.stdout.readline().strip() == "copying"
+    finally:
+        child.kill()
+        child.wait(30)
+    killed = _hidden_leftovers(root)
+    assert [p for p in killed if p.startswith("_spark_metadata/.5.compact.") and p.endswith(".tmp")], killed
+    code, out, _ = seo(capsys, "verify", str(root))
+    assert "/_spark_metadata/.5.compact." in out and " 0 errors" in out, out  # named as a leftover, not an error
+
+    time.sleep(1.2)  # the killed writer's lease times out (its pid is gone, but be sure)
+    c = make_committer(storage, compact_interval=3, timeout_ms=1000)
+    report = c.open()
+    assert [p for p in report.removed_temp_files if ".5.compact." in p] and not report.clean
+    assert not [p for p in _hidden_leftovers(root) if p in killed]  # gone at take-over
+    CompactibleLog.copy_threshold, threshold = 0, CompactibleLog.copy_threshold
+    try:
+        for b in range(5, 7):
+            stage_and_commit(c, Q, b, [b * 10, b * 10 + 1])
+    finally:
+        CompactibleLog.copy_threshold = threshold
+    c.close()
+    left = _hidden_leftovers(root)
+    assert left and all(p.endswith(".prep") for p in left), left  # the next compaction's work file outlives the close
+
+    code, out, err = seo(capsys, "gc", str(root), "--older-than", "0s")
+    assert code == 0, err
+    assert all(f"deleted temp file {storage.uri(p)}" in out for p in left), out
+    assert _hidden_leftovers(root) == []
+    code, out, err = seo(capsys, "verify", str(root))
+    assert code == 0 and "0 errors, 0 warnings" in out, out + err
+    log = ManifestLog(storage)
+    assert log.latest_batch_id(refresh=True) == 6
+    for as_of in range(log.valid_batches()[0], 7):
+        files = read.files(str(root), as_of=as_of)
+        rows = sorted(int(x) for uri in files for x in open_storage(str(root)).read_bytes(uri[len(storage.root_uri) + 1 :]).decode().split(","))
+        assert rows == sorted(b * 10 + i for b in range(as_of + 1) for i in range(2)), as_of
+
+
+def test_a_writer_removes_only_dead_temp_files_when_it_takes_over(tmp_path):
+    """What the new writer removes: hidden temp and work files last written before its own
+    epoch file - never its own lease files' temp siblings, never a file written after it took
+    the table, never anything not hidden or in a data or staging directory."""
+    from streaming_exactly_once.table.layout import EPOCHS_DIR, HEARTBEATS_DIR
+    from tests.commit.helpers import make_committer, stage_and_commit
+
+    root = tmp_path / "t"
+    storage = open_storage(str(root))
+    c = make_committer(storage, compact_interval=3)
+    for b in range(2):
+        stage_and_commit(c, Q, b, [b])
+    c.close()
+    old = {
+        "_spark_metadata/.2.compact.0123456789abcdef0123456789abcdef.tmp": True,
+        "_seo/commits/.2.compact.0123456789abcdef0123456789abcdef.tmp": True,
+        "_seo/.table.0123456789abcdef0123456789abcdef.tmp": True,
+        "_seo/manifest-index/.2.parquet.0123456789abcdef0123456789abcdef.tmp": True,
+        "_seo/sources/.5.compact.e1.prep": True,
+        "_spark_metadata/.5.compact.prep": True,  # an earlier build's work file (no owner)
+        "_spark_metadata/.notes.txt": False,  # hidden, but neither a temp nor a work file
+        "_spark_metadata/.2.compact.not-a-uuid.tmp": False,
+        "p=a/.part-9.txt.0123456789abcdef0123456789abcdef.tmp": False,  # a data directory
+        "_seo/staging/9-abc-e1/intents/.x.0123456789abcdef0123456789abcdef.tmp": False,  # recovery's, with its attempt
+    }
+    for path in old:
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(b"x")
+    age(str(root / "_seo" / "staging"), 7200)
+    for path in old:
+        os.utime(root / path, (time.time() - 7200,) * 2)
+    c = make_committer(storage, compact_interval=3)
+    c.lease.acquire()  # the lease is taken first; whatever this writer writes from here on is younger
+    epoch = c.lease.epoch
+    own = {
+        f"{HEARTBEATS_DIR}/.{epoch}.0123456789abcdef0123456789abcdef.tmp",  # its heartbeat, being written
+        f"{EPOCHS_DIR}/.{epoch}.0123456789abcdef0123456789abcdef.tmp",
+    }
+    for path in own:
+        (root / path).write_bytes(b"x")
+        os.utime(root / path, (time.time() - 7200,) * 2)  # whatever the clock said
+    young = "_seo/offsets/.3.0123456789abcdef0123456789abcdef.tmp"  # written after the lease was taken
+    (root / young).write_bytes(b"x")
+    os.utime(root / young, (time.time() + 5,) * 2)
+    report = c.open()
+    removed = {p for p, dead in old.items() if dead}
+    # (the work files go already when the writer discards every work file at start-up)
+    assert sorted(report.removed_temp_files) == sorted(storage.uri(p) for p in removed if p.endswith(".tmp"))
+    assert all(not (root / p).exists() for p in removed)
+    assert all((root / p).exists() for p, dead in old.items() if not dead and "staging" not in p)
+    assert all((root / p).exists() for p in own) and (root / young).exists()
+    c.close()
+
+
+def test_a_fenced_writer_whose_temp_file_was_removed_fails_and_publishes_nothing(tmp_path):
+    """A zombie mid-write when the new writer takes over: its temp file is older than the new
+    epoch, so it is removed; the zombie's no-replace rename then fails - it never publishes."""
+    from tests.commit.helpers import make_committer, stage_and_commit
+
+    root = tmp_path / "t"
+    storage = open_storage(str(root))
+    c = make_committer(storage, compact_interval=3, timeout_ms=50)
+    stage_and_commit(c, Q, 0, [0])
+    with pytest.raises(FileNotFoundError):
+        with storage.open_exclusive("_spark_metadata/7") as fh:  # the zombie's write, cut off by a pause
+            fh.write(b"v1\n")
+            tmp = [p for p in _hidden_leftovers(root) if p.startswith("_spark_metadata/.7.")]
+            assert tmp
+            os.utime(root / tmp[0], (time.time() - 60,) * 2)
+            time.sleep(0.1)
+            successor = make_committer(open_storage(str(root)), compact_interval=3)
+            report = successor.open()  # takes over (c's lease timed out: no heartbeat) and cleans up
+            assert storage.uri(tmp[0]) in report.removed_temp_files
+            fh.write(b'{"path":"x"}')
+    assert not (root / "_spark_metadata" / "7").exists()
+    successor.close()
+
+
+def test_gc_removes_only_temp_files_older_than_its_threshold(tmp_path):
+    root = tmp_path / "t"
+    write_table(str(root))
+    storage = open_storage(str(root))
+    old, young = "_spark_metadata/.3.fedcba9876543210fedcba9876543210.tmp", "_seo/commits/.3.fedcba9876543210fedcba9876543210.tmp"
+    for path in (old, young):
+        (root / path).write_bytes(b"cut off")
+    os.utime(root / old, (time.time() - 7200,) * 2)
+    dry = collect_garbage(storage, dry_run=True)
+    assert dry.temp_files == [(storage.uri(old), 7)] and (root / old).exists()
+    report = collect_garbage(storage)  # --older-than 1h
+    assert report.temp_files == [(storage.uri(old), 7)] and report.young_skipped >= 1
+    assert not (root / old).exists() and (root / young).exists()
+    removed = [uri for uri, _ in collect_garbage(storage, older_than_ms=0).temp_files]
+    assert storage.uri(young) in removed and not (root / young).exists()
+    assert all(uri.endswith(".prep") for uri in removed if uri != storage.uri(young))  # the last writer's next compaction
+    assert _hidden_leftovers(root) == []
