@@ -334,6 +334,9 @@ class TableCommitter:
     def close(self) -> None:
         self._hurry_preparations()  # the drain waits for them: no rests
         self.janitor.drain()
+        if self.lease.epoch is not None and not self.lease.is_fenced():
+            for log_ in self._growing_logs():
+                log_.preparation.discard()  # no work file outlives a clean stop (red team #14 G6)
         self.lease.release()
         self.pool.close()
         self._ready = False

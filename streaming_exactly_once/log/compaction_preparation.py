@@ -224,6 +224,13 @@ class CompactionPreparation:
                 raise
         return True
 
+    def discard(self) -> None:
+        """Remove this writer's work file (a clean stop: a successor would only discard it)."""
+        with self._lock:
+            work, self._work = self._work, None
+        if work is not None:
+            self.log.storage.delete(work.path)
+
     def discard_all(self) -> None:
         """Remove every work file in the log's directory (a crashed writer's take space)."""
         self._work = None

@@ -129,13 +129,13 @@ BOUNDARY_RULES: Mapping[str, Where] = {
     "mid-move": Where(("rename",), r"^_seo/staging/", "after", per_batch=True),
     "after-move": Where(("sync",), r"^(?!_seo/staging/)", "after"),
     "after-manifest": Where(_CREATE, rf"^(_spark_metadata|_seo/manifest)/{_N}", "after"),
-    "after-delta": Where(_CREATE, r"^_seo/offsets/\d+$", "before"),
+    "after-delta": Where(_CREATE, rf"^_seo/offsets/{_N}", "before"),
     "after-sources": Where(_CREATE, rf"^_seo/sources/{_N}", "after"),
     "after-commit": Where(_CREATE, rf"^_seo/commits/{_N}", "after"),
     "after-cleanup": Where(("delete_tree",), r"^_seo/staging/[^/]+/intents$", "after"),
     "after-wal-delete": Where(("delete",), _WAL, "after"),
     "mid-members": Where(_CREATE, rf"^.+/_seo/commits/{_N}", "after", per_batch=True),
-    "after-members": Where(_CREATE, r"^_seo/offsets/\d+$", "before"),
+    "after-members": Where(_CREATE, rf"^_seo/offsets/{_N}", "before"),
 }
 assert set(BOUNDARY_RULES) == set(BOUNDARIES)
 
