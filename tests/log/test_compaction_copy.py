@@ -305,3 +305,30 @@ def test_a_damaged_crlf_log_is_refused_by_the_writer_as_by_the_reader(tmp_path, 
         log.add(7, [rec(7)])
     assert str(write_error.value).split(" (")[0] == str(read_error.value).split(" (")[0] or "line" in str(write_error.value)
     assert not storage.exists("c/7.compact")
+
+
+def test_a_prepared_compaction_of_a_file_it_must_read_writes_it_in_slices_with_the_same_bytes(tmp_path, monkeypatch):
+    """A previous compact file nothing vouches for is read and checked, then written to the work
+    file a slice at a time, each written back (#14 pacing): the bytes are those of a compaction
+    built without preparation."""
+    from streaming_exactly_once.log import compaction_preparation as prep_module
+
+    monkeypatch.setattr(prep_module, "SLICE_BYTES", 100)
+    storage = open_storage(str(tmp_path / "t"))
+    logs = []
+    for name in ("prepared", "plain"):
+        log = CompactibleLog(storage.child(name), "c", DictCodec(), default_interval=4)
+        log.copy_threshold = 0
+        logs.append(log)
+    synced: list[str] = []
+    real_sync = type(storage).sync_prepared
+    monkeypatch.setattr(type(storage), "sync_prepared", lambda self, path: synced.append(path) or real_sync(self, path))
+    for i in range(12):
+        records = [rec(i * 100 + j) for j in range(15)]
+        for log in logs:
+            log.add(i, records)
+        logs[0]._written_compacts = {}  # vouched by nothing: read, checked, written
+        logs[0].preparation.advance()
+    assert len(synced) > 10  # the body went in slices
+    for name in ("c/3.compact", "c/7.compact", "c/11.compact"):
+        assert storage.read_bytes(f"prepared/{name}") == storage.read_bytes(f"plain/{name}")
