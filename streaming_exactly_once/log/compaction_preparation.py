@@ -38,6 +38,13 @@ compaction instead of stalling the one after the previous compaction; batches th
 than the copy (back to back) get no rests. A compaction batch that finds the copy unfinished
 does not wait for the rests: ``publish`` asks for the rest at full speed (``_hurry``), and so
 does ``hurry`` (the writer's ``close``, which waits for this work).
+
+Back-off (#14): preparing only pays where the disk has idle time between batches. Back to back
+it has none: the copy never keeps up, the compaction batch waits for what is left, and every
+batch meanwhile shares the disk with it (median 4 -> 16 ms at 250k live files). So a compaction
+batch that finds the big copy still under way makes the next compaction (then the next 2, 4,
+up to ``MAX_BACKOFF``) be built by its own batch, as without preparation; one that finds it
+done resets the back-off. With triggers a second apart the copy always keeps up.
 """
 
 from __future__ import annotations
@@ -59,6 +66,8 @@ PREP_SUFFIX = ".prep"
 
 #: Bytes of the previous compact file copied (and written back) between two rests.
 SLICE_BYTES = 1 << 20
+#: Most compactions in a row left to their batch after copies that did not keep up.
+MAX_BACKOFF = 8
 #: Rest after each slice, as a multiple of the time the slice took (the copy's disk share is
 #: 1 / (1 + PACE)); no rest when the compaction batch is the next batch.
 PACE = 3.0
@@ -86,6 +95,12 @@ class CompactionPreparation:
         self._work: _WorkFile | None = None
         #: Set while someone waits for the copy (``publish``, ``hurry``): no more rests.
         self._hurry = threading.Event()
+        #: True while the big copy (or write) of the previous compact file is under way.
+        self._copying = False
+        #: Back-off after compactions that found the copy unfinished (module docstring).
+        self._backoff = 0
+        self._skip = 0
+        self._skipped_target: int | None = None
 
     def _path(self, compact_id: int) -> str:
         owner = f".{self.owner}" if self.owner else ""
@@ -119,6 +134,13 @@ class CompactionPreparation:
             if work is None or started:
                 if work is not None:
                     storage.delete(work.path)  # an earlier target's file the log no longer needs
+                    self._work = None
+                if self._skipped_target == target:
+                    return
+                if self._skip > 0:  # backing off: compaction batch ``target`` builds its file itself
+                    self._skip -= 1
+                    self._skipped_target = target
+                    return
                 work = _WorkFile(target, self._path(target))
                 # The previous compact file - nearly all of the work file - is copied by the
                 # storage where it can (``CompactibleLog.compact_range`` says what is checked).
@@ -172,12 +194,16 @@ class CompactionPreparation:
         """Append ``source`` to work file ``path`` a slice at a time, resting between slices
         (module docstring, "Pacing") unless compaction batch ``target`` is next or waits."""
         done = 0
-        while done < source.length:
-            n = min(SLICE_BYTES, source.length - done)
-            started = time.monotonic()
-            store.append_range_prepared(path, ByteRange(source.path, source.offset + done, n))
-            done += n
-            self._rest_if_ahead(started, done, source.length, target)
+        self._copying = True
+        try:
+            while done < source.length:
+                n = min(SLICE_BYTES, source.length - done)
+                started = time.monotonic()
+                store.append_range_prepared(path, ByteRange(source.path, source.offset + done, n))
+                done += n
+                self._rest_if_ahead(started, done, source.length, target)
+        finally:
+            self._copying = False
 
     def _write_paced(self, store: PreparedFiles, fh: IO[bytes], path: str, body: memoryview, target: int) -> None:
         """``fh.write(body)`` for the body of a previous compact file that could not be copied
@@ -187,12 +213,16 @@ class CompactionPreparation:
         if len(body) <= SLICE_BYTES:
             fh.write(body)
             return
-        for start in range(0, len(body), SLICE_BYTES):
-            started = time.monotonic()
-            fh.write(body[start : start + SLICE_BYTES])
-            fh.flush()
-            store.sync_prepared(path)
-            self._rest_if_ahead(started, min(start + SLICE_BYTES, len(body)), len(body), target)
+        self._copying = True
+        try:
+            for start in range(0, len(body), SLICE_BYTES):
+                started = time.monotonic()
+                fh.write(body[start : start + SLICE_BYTES])
+                fh.flush()
+                store.sync_prepared(path)
+                self._rest_if_ahead(started, min(start + SLICE_BYTES, len(body)), len(body), target)
+        finally:
+            self._copying = False
 
     def _rest_if_ahead(self, started: float, done: int, total: int, target: int) -> None:
         """After a slice that began at ``started``: rest ``PACE`` times its time if the copy is
@@ -213,9 +243,15 @@ class CompactionPreparation:
     def publish(self, compact_id: int, own_tail: bytes, *, context: str) -> bool | None:
         """Publish the work file as compact file ``compact_id``; None: build it from the logs."""
         log, storage = self.log, self.log.storage
+        behind = self._copying and self.holds(compact_id)
         self._hurry.set()  # a copy under way for this batch finishes at full speed
         with self._lock:
             self._hurry.clear()
+            if behind:  # prepare fewer of the next ones (module docstring, "Back-off")
+                self._backoff = min(MAX_BACKOFF, max(1, 2 * self._backoff))
+                self._skip = self._backoff
+            elif self.holds(compact_id):
+                self._backoff = 0
             work = self._work
             store = self._store()
             if work is None or work.compact_id != compact_id or store is None:

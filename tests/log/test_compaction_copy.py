@@ -332,3 +332,48 @@ def test_a_prepared_compaction_of_a_file_it_must_read_writes_it_in_slices_with_t
     assert len(synced) > 10  # the body went in slices
     for name in ("c/3.compact", "c/7.compact", "c/11.compact"):
         assert storage.read_bytes(f"prepared/{name}") == storage.read_bytes(f"plain/{name}")
+
+
+def test_a_compaction_that_found_the_copy_unfinished_leaves_the_next_one_to_its_batch(tmp_path, monkeypatch):
+    """#14 back-off: back to back the copy never keeps up and only shares the disk with the
+    batches, so after a compaction batch that had to hurry it, the next compaction is built by
+    its own batch; a copy that keeps up again ends the back-off. Bytes never differ."""
+    import threading
+
+    from streaming_exactly_once.log import compaction_preparation as prep_module
+
+    storage = open_storage(str(tmp_path / "t"))
+    log = _log(storage.child("paced"), threshold=0)
+    twin = _log(storage.child("plain"), threshold=0)
+
+    def add(i, records=None):
+        records = records or [rec(i)]
+        twin.add(i, records)
+        return log.add(i, records)
+
+    for i in range(4):
+        add(i, [rec(i * 100 + j) for j in range(20)])
+    monkeypatch.setattr(prep_module, "SLICE_BYTES", 64)
+    monkeypatch.setattr(prep_module, "PACE", 1e6)  # rests until the compaction batch hurries it
+    copying = threading.Thread(target=log.preparation.advance, daemon=True)
+    copying.start()
+    while not log.preparation._copying:
+        copying.join(0.01)
+    for i in range(4, 7):
+        add(i)
+    assert add(7) is True  # found the copy under way: hurried it, and backs off
+    copying.join(30)
+    for i in range(8, 11):
+        add(i)
+        log.preparation.advance()
+    assert not log.preparation.holds(11)  # left to its batch
+    assert add(11) is True
+    monkeypatch.setattr(prep_module, "PACE", 0.0)
+    for i in range(12, 15):
+        add(i)
+        log.preparation.advance()
+    assert log.preparation.holds(15)  # prepared again, and done before its batch
+    assert add(15) is True
+    assert log.preparation._backoff == 0
+    for name in ("c/7.compact", "c/11.compact", "c/15.compact"):
+        assert storage.read_bytes(f"paced/{name}") == storage.read_bytes(f"plain/{name}")
