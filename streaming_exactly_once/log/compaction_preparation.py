@@ -135,7 +135,9 @@ class CompactionPreparation:
                 if work is not None:
                     storage.delete(work.path)  # an earlier target's file the log no longer needs
                     self._work = None
-                if self._skipped_target == target:
+                if self._skipped_target == target or storage.exists(log.path(target)):
+                    # (the second: published meanwhile - a task that read ``latest`` before the
+                    # compaction batch was noted must neither copy for it nor use up a skip)
                     return
                 if self._skip > 0:  # backing off: compaction batch ``target`` builds its file itself
                     self._skip -= 1
@@ -182,7 +184,12 @@ class CompactionPreparation:
                         work.included.append(batch_id)
             except FileNotFoundError:
                 self._work = None  # removed by a writer that took over: start afresh next time
+                storage.delete(work.path)
                 return
+            except BaseException:
+                self._work = None  # its size no longer says what is in it: never appended to again
+                storage.delete(work.path)
+                raise
             # Flush the big copy (the previous compact) now and the rest just before the
             # compaction batch, not at publish time; the small deltas in between need no fsync
             # of their own (publishing syncs the file anyway), which keeps this thread off the

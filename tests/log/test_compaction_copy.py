@@ -377,3 +377,49 @@ def test_a_compaction_that_found_the_copy_unfinished_leaves_the_next_one_to_its_
     assert log.preparation._backoff == 0
     for name in ("c/7.compact", "c/11.compact", "c/15.compact"):
         assert storage.read_bytes(f"paced/{name}") == storage.read_bytes(f"plain/{name}")
+
+
+def test_a_late_preparation_task_neither_copies_for_a_published_compaction_nor_uses_a_skip(tmp_path, monkeypatch):
+    """Red team #14: a background task that read the latest batch before the compaction batch
+    was noted sees a target that is already published - it must leave it alone."""
+    log = _log(open_storage(str(tmp_path)), threshold=0)
+    for i in range(8):
+        log.add(i, [rec(i * 100 + j) for j in range(10)])
+    log.preparation._skip = 1
+    monkeypatch.setattr(log, "latest_batch_id", lambda **kw: 6)  # stale: 7.compact is published
+    log.preparation.advance()
+    assert not log.preparation.holds(7) and log.preparation._skip == 1
+    assert not [e.name for e in log.storage.list_dir("c") if e.name.endswith(".prep")]
+
+
+def test_a_work_file_whose_write_failed_is_dropped(tmp_path, monkeypatch):
+    """Red team #14: after a failed write its size no longer says what is in it; it is removed,
+    not appended to again, and the compaction batch builds the same bytes."""
+    from streaming_exactly_once.log import compaction_preparation as prep_module
+
+    monkeypatch.setattr(prep_module, "SLICE_BYTES", 64)
+    storage = open_storage(str(tmp_path / "t"))
+    log = CompactibleLog(storage.child("a"), "c", DictCodec(), default_interval=4)
+    twin = CompactibleLog(storage.child("b"), "c", DictCodec(), default_interval=4)
+    for i in range(4):
+        for one in (log, twin):
+            one.add(i, [rec(i * 100 + j) for j in range(10)])
+    log._written_compacts = {}  # read and written in slices, not copied
+    real = type(storage).sync_prepared
+    calls = {"n": 0}
+
+    def failing(self, path):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError(5, "injected EIO")
+        return real(self, path)
+
+    monkeypatch.setattr(type(storage), "sync_prepared", failing)
+    with pytest.raises(OSError, match="injected"):
+        log.preparation.advance()
+    assert not log.preparation.holds(7)
+    assert not [e.name for e in storage.list_dir("a/c") if e.name.startswith(".")]
+    for i in range(4, 8):
+        for one in (log, twin):
+            one.add(i, [rec(i)])
+    assert storage.read_bytes("a/c/7.compact") == storage.read_bytes("b/c/7.compact")
