@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
@@ -200,17 +201,11 @@ class CompactionPreparation:
     def _copy_paced(self, store: PreparedFiles, path: str, source: ByteRange, target: int) -> None:
         """Append ``source`` to work file ``path`` a slice at a time, resting between slices
         (module docstring, "Pacing") unless compaction batch ``target`` is next or waits."""
-        done = 0
-        self._copying = True
-        try:
-            while done < source.length:
-                n = min(SLICE_BYTES, source.length - done)
-                started = time.monotonic()
-                store.append_range_prepared(path, ByteRange(source.path, source.offset + done, n))
-                done += n
-                self._rest_if_ahead(started, done, source.length, target)
-        finally:
-            self._copying = False
+        self._in_slices(
+            source.length,
+            lambda start, n: store.append_range_prepared(path, ByteRange(source.path, source.offset + start, n)),
+            target,
+        )
 
     def _write_paced(self, store: PreparedFiles, fh: IO[bytes], path: str, body: memoryview, target: int) -> None:
         """``fh.write(body)`` for the body of a previous compact file that could not be copied
@@ -220,14 +215,24 @@ class CompactionPreparation:
         if len(body) <= SLICE_BYTES:
             fh.write(body)
             return
+
+        def write_slice(start: int, n: int) -> None:
+            fh.write(body[start : start + n])
+            fh.flush()
+            store.sync_prepared(path)
+
+        self._in_slices(len(body), write_slice, target)
+
+    def _in_slices(self, total: int, write_slice: Callable[[int, int], None], target: int) -> None:
+        """``write_slice(start, n)`` over ``total`` bytes, ``SLICE_BYTES`` at a time, with the
+        rests (``_rest_if_ahead``); ``_copying`` says it is under way (``publish``'s back-off)."""
         self._copying = True
         try:
-            for start in range(0, len(body), SLICE_BYTES):
-                started = time.monotonic()
-                fh.write(body[start : start + SLICE_BYTES])
-                fh.flush()
-                store.sync_prepared(path)
-                self._rest_if_ahead(started, min(start + SLICE_BYTES, len(body)), len(body), target)
+            for start in range(0, total, SLICE_BYTES):
+                began = time.monotonic()
+                n = min(SLICE_BYTES, total - start)
+                write_slice(start, n)
+                self._rest_if_ahead(began, start + n, total, target)
         finally:
             self._copying = False
 
