@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ..manifest.paths import partition_dir
 from ..storage.base import Storage
 from ..table.group_state import QUARANTINE_ROWS
-from .arrow_file_writer import EXTENSIONS, FileSink, ResultFields, partition_text, result_batch, split_by
+from .arrow_file_writer import EXTENSIONS, FileSink, PendingRows, ResultFields, partition_text, result_batch, split_by
 from .file_stats import FileStats
 from .outputs import NAME_MAX_BYTES, Output, dataset_fits, fits_in_name
 
@@ -84,6 +84,7 @@ class _TaskFiles:
         self.task = task
         self.extension = EXTENSIONS[writer.format]
         self.open_files: dict[tuple[str, str], tuple[FileSink, FileStats, str, str]] = {}
+        self.pending = PendingRows()  # what all the task's open files hold unwritten, bounded together
         self.failed_type: pa.DataType | None = None  # of the failed-checks column, once a batch is seen
 
     def route(self, table: pa.Table) -> None:
@@ -163,7 +164,9 @@ class _TaskFiles:
             name = f"part-{self.task:05d}-{uuid.uuid4()}{self.extension}"
             rel = f"{directory}/{name}" if directory else name
             staged = f"{w.staging}/data/{table_path}/{rel}"
-            self.open_files[key] = (FileSink(w.storage, staged, w.format, data.schema, w.options), FileStats(), rel, kind)
+            self.open_files[key] = (
+                FileSink(w.storage, staged, w.format, data.schema, w.options, pending=self.pending), FileStats(), rel, kind
+            )
         sink, stats, _, _ = self.open_files[key]
         stats.add_rows(part, w.watermark_columns, failed_checks_column=FAILED_CHECKS, check_separator=CHECK_SEPARATOR)
         sink.write(data)

@@ -1,0 +1,149 @@
+"""What a writing task does in direct mode, run without Spark: the same function ``mapInArrow``
+calls, fed Arrow batches the way Spark hands them (10,000 rows each)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+
+from streaming_exactly_once.sink import arrow_file_writer
+from streaming_exactly_once.sink.arrow_file_writer import ROW_GROUP_ROWS, FileSink, PendingRows
+from streaming_exactly_once.sink.direct_writer import make_task_writer
+from streaming_exactly_once.storage.local import LocalStorage
+
+STAGING = "_seo/staging/1-a"
+
+
+def batches(n_batches: int, rows: int = 10_000, *, parts: int = 1):
+    for b in range(n_batches):
+        ids = list(range(b * rows, (b + 1) * rows))
+        yield pa.record_batch({"id": pa.array(ids, pa.int64()), "p": pa.array([f"k{i % parts}" for i in ids]), "v": pa.array([i * 0.5 for i in ids])})
+
+
+def run_task(storage, fmt="parquet", partition_by=(), options=None, *, n_batches=3, parts=1):
+    task = make_task_writer(storage, STAGING, fmt, partition_by, options or {})
+    out = list(task(batches(n_batches, parts=parts)))
+    return pa.Table.from_batches(out).to_pylist() if out else []
+
+
+def intents(storage: LocalStorage, root) -> dict[str, str]:
+    return {p.name: p.read_text() for p in (root / STAGING / "intents").iterdir()}
+
+
+def test_a_file_gathers_its_rows_into_few_row_groups(tmp_path):
+    storage = LocalStorage(str(tmp_path))
+    n = ROW_GROUP_ROWS // 10_000 + 2  # one full row group, then the rest at close
+    [result] = run_task(storage, n_batches=n)
+    path = tmp_path / result["final"]
+    meta = pq.ParquetFile(path).metadata
+    assert meta.num_row_groups == 2  # not one per 10,000-row batch
+    assert [meta.row_group(i).num_rows for i in range(2)] == [(ROW_GROUP_ROWS // 10_000 + 1) * 10_000, 10_000]
+    ids = pq.read_table(path)["id"].to_pylist()
+    assert ids == list(range(n * 10_000)) and result["rows"] == len(ids)
+    assert result["size"] == path.stat().st_size
+    assert intents(storage, tmp_path) == {result["final"].split("-", 2)[2].removesuffix(".c000.snappy.parquet"): result["final"]}
+
+
+def test_partitioned_files_share_one_memory_bound(tmp_path, monkeypatch):
+    """Many open files (one per partition directory) flush the fullest when the task's bound is
+    passed, so memory stays bounded; every row still lands once."""
+    monkeypatch.setattr(arrow_file_writer, "TASK_PENDING_BYTES", 200_000)
+    storage = LocalStorage(str(tmp_path))
+    results = run_task(storage, partition_by=("p",), n_batches=6, parts=5)
+    assert sorted(r["final"].split("/")[0] for r in results) == [f"p=k{i}" for i in range(5)]
+    seen = []
+    for r in results:
+        meta = pq.ParquetFile(tmp_path / r["final"]).metadata
+        assert meta.num_row_groups > 1  # the bound made it write before the end
+        seen += pq.read_table(tmp_path / r["final"])["id"].to_pylist()
+    assert sorted(seen) == list(range(60_000))
+    assert set(intents(storage, tmp_path).values()) == {r["final"] for r in results}
+
+
+def test_the_bound_flushes_the_fullest_file_and_keeps_count():
+    written = []
+
+    class Recorded(FileSink):
+        def flush(self):
+            written.append((self.final, self.pending_rows))
+            super().flush()
+
+    class NoFiles(LocalStorage):
+        def open_write(self, path):
+            import io
+
+            return io.BytesIO()
+
+    storage = NoFiles("/nonexistent-root")
+    bound = PendingRows(limit=3 * 24_000)  # three 1,000-row tables of (long, long, double)
+    schema = pa.schema([("a", pa.int64()), ("b", pa.int64()), ("c", pa.float64())])
+    sinks = {name: Recorded(storage, name, "parquet", schema, {}, pending=bound) for name in "xy"}
+    table = pa.table({"a": pa.array(range(1000), pa.int64()), "b": pa.array(range(1000), pa.int64()), "c": pa.array([0.5] * 1000)})
+    sinks["x"].write(table)
+    sinks["x"].write(table)
+    sinks["y"].write(table)
+    assert written == [] and bound.total == 3 * table.nbytes
+    sinks["y"].write(table.slice(0, 10))  # over the bound: x holds most
+    assert written == [("x", 2000)] and bound.total == sinks["y"].pending_bytes
+    for s in sinks.values():
+        s.close()
+    assert bound.total == 0 and bound.sinks == []
+
+
+def test_the_file_is_created_only_once_its_intent_is_durable(tmp_path):
+    events = []
+    lock = threading.Lock()
+
+    class Ordered(LocalStorage):
+        def put_if_absent(self, path, data):
+            time.sleep(0.2)  # a slow store: the task gathers rows meanwhile
+            super().put_if_absent(path, data)
+            with lock:
+                events.append(("intent", data.decode()))
+
+        def open_write(self, path):
+            with lock:
+                events.append(("open", path))
+            return super().open_write(path)
+
+    results = run_task(Ordered(str(tmp_path)), partition_by=("p",), n_batches=2, parts=3)
+    assert len(results) == 3
+    for r in results:
+        assert events.index(("intent", r["final"])) < events.index(("open", r["final"]))
+
+
+def test_a_failed_intent_leaves_no_file(tmp_path):
+    class Failing(LocalStorage):
+        def put_if_absent(self, path, data):
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        run_task(Failing(str(tmp_path)))
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+def test_a_table_with_another_schema_is_refused_when_it_arrives(tmp_path):
+    sink = FileSink(LocalStorage(str(tmp_path)), "f.parquet", "parquet", pa.schema([("a", pa.int64())]), {})
+    sink.write(pa.table({"a": pa.array([1], pa.int64())}))
+    with pytest.raises(ValueError, match="f.parquet"):
+        sink.write(pa.table({"a": pa.array(["x"])}))
+    sink.close()
+    assert pq.read_table(tmp_path / "f.parquet")["a"].to_pylist() == [1]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_text_formats_gather_and_write_every_row_once(tmp_path, fmt):
+    storage = LocalStorage(str(tmp_path))
+    [result] = run_task(storage, fmt, options={"header": "true"}, n_batches=ROW_GROUP_ROWS // 10_000 + 2)
+    path = tmp_path / result["final"]
+    if fmt == "csv":
+        ids = pacsv.read_csv(path)["id"].to_pylist()  # one header line, then the rows
+    else:
+        ids = [json.loads(line)["id"] for line in path.read_text().splitlines()]
+    assert ids == list(range(result["rows"])) and result["rows"] == (ROW_GROUP_ROWS // 10_000 + 2) * 10_000
