@@ -147,3 +147,39 @@ def test_text_formats_gather_and_write_every_row_once(tmp_path, fmt):
     else:
         ids = [json.loads(line)["id"] for line in path.read_text().splitlines()]
     assert ids == list(range(result["rows"])) and result["rows"] == (ROW_GROUP_ROWS // 10_000 + 2) * 10_000
+
+
+def test_columns_of_distinct_values_are_written_plain_like_spark_writes_them(tmp_path):
+    """pyarrow would keep a dictionary for every column here (each stays under 1 MB); Spark's
+    writer keeps one only where it is smaller than the values, and so does the task."""
+    storage = LocalStorage(str(tmp_path))
+    [result] = run_task(storage, n_batches=10)
+    meta = pq.ParquetFile(tmp_path / result["final"]).metadata
+    encoded = {meta.row_group(0).column(i).path_in_schema: meta.row_group(0).column(i).has_dictionary_page for i in range(3)}
+    assert encoded == {"id": False, "p": True, "v": False}
+    assert pq.read_table(tmp_path / result["final"])["id"].to_pylist() == list(range(100_000))
+
+
+def test_dictionary_choice_covers_nested_and_odd_columns():
+    import datetime as dt
+
+    from streaming_exactly_once.sink.arrow_file_writer import dictionary_columns
+
+    n = 2000
+    table = pa.table({
+        "few": pa.array([f"k{i % 3}" for i in range(n)]),
+        "many": pa.array([f"value-{i}" for i in range(n)]),
+        "day": pa.array([dt.date(2024, 1, 1 + i % 28) for i in range(n)]),
+        "a.b": pa.array([i % 2 for i in range(n)], pa.int64()),  # a dot in a top-level name
+        "none": pa.nulls(n, pa.int64()),
+        "s": pa.array([{"x": i % 3} for i in range(n)]),
+        "l": pa.array([[i] for i in range(n)]),
+    })
+    chosen = dictionary_columns(table.schema, [table])
+    assert chosen == ["few", "day", "a.b", "none", "s.x", "l.list.element"]
+    buffer = pa.BufferOutputStream()
+    pq.write_table(table, buffer, use_dictionary=chosen)
+    assert pq.read_table(pa.BufferReader(buffer.getvalue())).equals(table)
+    group = pq.ParquetFile(pa.BufferReader(buffer.getvalue())).metadata.row_group(0)
+    dictionaries = {group.column(i).path_in_schema: group.column(i).has_dictionary_page for i in range(group.num_columns)}
+    assert dictionaries == {"few": True, "many": False, "day": True, "a.b": True, "none": True, "s.x": True, "l.list.element": True}
