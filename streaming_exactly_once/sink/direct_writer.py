@@ -55,7 +55,8 @@ def make_task_writer(storage: Storage, staging: str, fmt: str, partition_by: tup
 
         sinks: dict[str, FileSink] = {}
         pending = PendingRows()
-        with ThreadPoolExecutor(max_workers=INTENT_THREADS, thread_name_prefix="seo-intent") as intents:
+        intents = ThreadPoolExecutor(max_workers=INTENT_THREADS, thread_name_prefix="seo-intent")
+        try:
 
             def sink_for(directory: str, schema: pa.Schema) -> FileSink:
                 if directory not in sinks:
@@ -88,6 +89,12 @@ def make_task_writer(storage: Storage, staging: str, fmt: str, partition_by: tup
                 out["size"].append(info.size)
                 out["mtime"].append(info.mtime_ms)
                 out["rows"].append(s.rows)
+        except BaseException:
+            # intents not yet written are for files that will never exist (a cancelled one
+            # raises in ``result()``, so its file is not created either)
+            intents.shutdown(wait=True, cancel_futures=True)
+            raise
+        intents.shutdown(wait=True)
         return out
 
     def write_partition(batches: Iterator[Any]) -> Iterator[Any]:

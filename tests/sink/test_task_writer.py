@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from streaming_exactly_once.sink import arrow_file_writer
-from streaming_exactly_once.sink.arrow_file_writer import ROW_GROUP_ROWS, FileSink, PendingRows
+from streaming_exactly_once.sink.arrow_file_writer import HELD_TABLE_BYTES, ROW_GROUP_ROWS, FileSink, PendingRows
 from streaming_exactly_once.sink.direct_writer import make_task_writer
 from streaming_exactly_once.storage.local import LocalStorage
 
@@ -66,7 +66,14 @@ def test_partitioned_files_share_one_memory_bound(tmp_path, monkeypatch):
     assert set(intents(storage, tmp_path).values()) == {r["final"] for r in results}
 
 
-def test_the_bound_flushes_the_fullest_file_and_keeps_count():
+class NoFiles(LocalStorage):
+    def open_write(self, path):
+        import io
+
+        return io.BytesIO()
+
+
+def test_the_bound_flushes_the_fullest_files_down_to_half_and_keeps_count():
     written = []
 
     class Recorded(FileSink):
@@ -74,26 +81,53 @@ def test_the_bound_flushes_the_fullest_file_and_keeps_count():
             written.append((self.final, self.pending_rows))
             super().flush()
 
-    class NoFiles(LocalStorage):
-        def open_write(self, path):
-            import io
-
-            return io.BytesIO()
-
     storage = NoFiles("/nonexistent-root")
-    bound = PendingRows(limit=3 * 24_000)  # three 1,000-row tables of (long, long, double)
-    schema = pa.schema([("a", pa.int64()), ("b", pa.int64()), ("c", pa.float64())])
-    sinks = {name: Recorded(storage, name, "parquet", schema, {}, pending=bound) for name in "xy"}
     table = pa.table({"a": pa.array(range(1000), pa.int64()), "b": pa.array(range(1000), pa.int64()), "c": pa.array([0.5] * 1000)})
+    held = table.nbytes + HELD_TABLE_BYTES
+    bound = PendingRows(limit=3 * held)
+    sinks = {name: Recorded(storage, name, "parquet", table.schema, {}, pending=bound) for name in "xyz"}
     sinks["x"].write(table)
     sinks["x"].write(table)
     sinks["y"].write(table)
-    assert written == [] and bound.total == 3 * table.nbytes
-    sinks["y"].write(table.slice(0, 10))  # over the bound: x holds most
-    assert written == [("x", 2000)] and bound.total == sinks["y"].pending_bytes
+    assert written == [] and bound.total == 3 * held
+    sinks["z"].write(table.slice(0, 10))  # over the bound: x holds most, and writing it frees half
+    assert written == [("x", 2000)] and bound.total == sinks["y"].pending_bytes + sinks["z"].pending_bytes <= bound.limit // 2
     for s in sinks.values():
         s.close()
-    assert bound.total == 0 and bound.sinks == []
+    assert bound.total == 0 and not bound.sinks
+
+
+def test_many_tiny_tables_count_what_they_hold_not_only_their_values():
+    """2,000 partition directories split a 10,000-row batch into 5-row tables; each held table
+    costs ~2 KB of objects beyond its few values, and the bound counts that."""
+    storage = NoFiles("/nonexistent-root")
+    row = pa.table({"a": pa.array([1], pa.int64())})
+    bound = PendingRows(limit=1 << 20)
+    sink = FileSink(storage, "f", "parquet", row.schema, {}, pending=bound)
+    for _ in range(1000):  # 8 KB of values, ~2 MB held
+        sink.write(row)
+        assert bound.total <= bound.limit
+    assert sink.fh is not None and sink.pending_rows < 1000  # the bound wrote some out
+    sink.close()
+    assert sink.rows == 1000 and bound.total == 0
+
+
+def test_a_failing_task_does_not_wait_for_intents_of_files_it_will_never_write(tmp_path):
+    class Slow(LocalStorage):
+        def put_if_absent(self, path, data):
+            time.sleep(0.05)
+            super().put_if_absent(path, data)
+
+    def failing():
+        yield from batches(1, parts=200)
+        raise RuntimeError("the task's input failed")
+
+    task = make_task_writer(Slow(str(tmp_path)), STAGING, "parquet", ("p",), {})
+    with pytest.raises(RuntimeError, match="input failed"):
+        list(task(failing()))
+    written = list((tmp_path / STAGING / "intents").iterdir())
+    assert 0 < len(written) < 200  # the queued ones were cancelled
+    assert [p for p in tmp_path.rglob("*.parquet")] == []
 
 
 def test_the_file_is_created_only_once_its_intent_is_durable(tmp_path):
