@@ -135,7 +135,7 @@ def _dictionary_pays(column: pa.ChunkedArray) -> bool:
         width = pc.sum(pc.binary_length(column)).as_py() / values + 4  # Parquet stores a length before each value
     else:
         try:
-            width = column.type.bit_width / 8
+            width = t.bit_width / 8
         except ValueError:  # no fixed width known: leave it to pyarrow
             return True
     index_bytes = values * max(1, math.ceil(math.log2(distinct + 1))) / 8
