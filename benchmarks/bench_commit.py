@@ -116,8 +116,11 @@ def overhead(*, batches: int, files_per_batch: int, work: Path) -> dict[str, Any
     }
 
 
-def seed_manifest(root: Path, live_files: int) -> None:
-    """A table whose manifest already lists ``live_files`` files: one ``9.compact`` (adopted)."""
+def seed_manifest(root: Path, live_files: int, *, index: bool = True) -> None:
+    """A table whose manifest already lists ``live_files`` files: one ``9.compact``, with its
+    reader index as the sink leaves a table it wrote (``seo index`` builds it for an adopted
+    one; ``index=False``: a table adopted from Spark's sink, whose first compaction reads and
+    indexes the whole file)."""
     meta = root / "_spark_metadata"
     meta.mkdir(parents=True)
     line = (
@@ -131,6 +134,11 @@ def seed_manifest(root: Path, live_files: int) -> None:
         fh.flush()
         # written back now, not by the kernel's flusher 30 s into the timed batches
         os.fsync(fh.fileno())
+    if index:
+        from streaming_exactly_once.manifest.manifest_index import write_index
+        from streaming_exactly_once.storage import open_storage
+
+        write_index(open_storage(str(root)), 9)
 
 
 def history(

@@ -49,6 +49,7 @@ from ..delta.target import DeltaSettings, DeltaTarget
 from ..errors import ConfigError, DeltaTableError, WriterFencedError
 from ..log.compactible_log import CompactibleLog
 from ..log.compaction import is_compaction_batch
+from ..log.compaction_preparation import CommitGate
 from ..manifest.entry import ManifestEntry
 from ..manifest.manifest_index import delete_stale_indexes, write_index
 from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR, PRIVATE_DIRECTORY as PRIVATE_MANIFEST_DIR
@@ -165,6 +166,8 @@ class TableCommitter:
         self._ready = False
         self.last_recovery: RecoveryReport | None = None
         self.janitor = Janitor(storage)
+        #: Closed while a batch commits: compaction copies take the disk between commits
+        self.commit_gate = CommitGate()
         #: Logs whose retention is due, with the batch its window ends at (``_schedule_retention``).
         self._retention_lock = threading.Lock()
         self._retention_due: dict[int, tuple[CompactibleLog[Any], int]] = {}
@@ -225,6 +228,7 @@ class TableCommitter:
                 log_.gaps()  # a stray file far beyond the latest batch is named before anything trusts "latest"
                 log_.preparation.discard_all()
                 log_.preparation.owner = self.preparation_owner
+                log_.preparation.gate = self.commit_gate
             report = self._recover()
             self.last_recovery = report
             self.latest_batch_id = report.latest_batch_id
@@ -539,14 +543,15 @@ class TableCommitter:
         ctx.timings.update(attempt.timings)
         ctx.timings["plan"] = _ms(t_plan)
         self.lease.check_fence("publish")
-        t_wal = time.perf_counter()
-        ctx.staged_data_durable = self._claim_while_syncing_staged(seq, ctx)
-        ctx.timings["wal"] = _ms(t_wal)
-        self.lease.check_fence("publish")  # a claim made after a takeover stops here
-        seq.run(ctx, fresh=True, retries=self.options.step_retries)
-        t_del = time.perf_counter()
-        self.wal.delete_completed(seq.batch_id)
-        ctx.timings["walDelete"] = _ms(t_del)
+        with self.commit_gate.committing():  # background copies wait (``CommitGate``)
+            t_wal = time.perf_counter()
+            ctx.staged_data_durable = self._claim_while_syncing_staged(seq, ctx)
+            ctx.timings["wal"] = _ms(t_wal)
+            self.lease.check_fence("publish")  # a claim made after a takeover stops here
+            seq.run(ctx, fresh=True, retries=self.options.step_retries)
+            t_del = time.perf_counter()
+            self.wal.delete_completed(seq.batch_id)
+            ctx.timings["walDelete"] = _ms(t_del)
         self.janitor.delete_tree(attempt.staging_dir)  # leftovers only (.crc, _SUCCESS, empty dirs)
         if self.options.prepare_compactions:
             self.janitor.submit_latest("prepare", self._prepare_compactions, lane=PREPARE_LANE)
@@ -561,6 +566,10 @@ class TableCommitter:
         if self._input_paths is not None:
             self._input_paths.update(i.path for i in input_files)
         self._schedule_retention(m)
+        if self.options.prepare_compactions:
+            t_pace = time.perf_counter()
+            self._keep_pace_with_preparations()
+            ctx.timings["pace"] = _ms(t_pace)
         return CommitResult(attempt.query_id, attempt.spark_batch_id, "committed", m, record, dict(ctx.timings))
 
     def _claim_while_syncing_staged(self, seq: CommitSequence, ctx: StepContext) -> bool:
@@ -622,6 +631,13 @@ class TableCommitter:
             return
         self.logs.require_manifest().preparation.advance()
         self.logs.require_sources().preparation.advance()
+
+    def _keep_pace_with_preparations(self) -> None:
+        """Wait, the batch being committed, until the background copies that prepare the next
+        compactions are as far as the batches (``CompactionPreparation.keep_pace``): back to
+        back, the copy's time is spread over the batches before a compaction, not left to it."""
+        for log_ in self._growing_logs():
+            log_.preparation.keep_pace()
 
     def _hurry_preparations(self) -> None:
         """Let background compaction copies finish without their rests (someone waits)."""

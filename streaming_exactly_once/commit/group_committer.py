@@ -151,6 +151,7 @@ class GroupCommitter(TableCommitter):
                 )
                 manifest = logs.require_manifest()
                 manifest.preparation.owner = self.preparation_owner
+                manifest.preparation.gate = self.commit_gate
                 latest = manifest.latest_batch_id(refresh=True)
                 record = logs.commits.record(latest) if latest is not None else None
                 member = _Member(logs, -1 if latest is None else latest, (record.table_rows or 0) if record else 0)

@@ -242,6 +242,13 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         team #14). A storage that knows only size and mtime vouches for nothing here (an
         in-place rewrite of the same size within the same mtime tick would pass); nor does a
         log object that did not write the file (the manifest adds its reader index)."""
+        return self.wrote_compact(batch_id)
+
+    def wrote_compact(self, batch_id: int) -> bool:
+        """Whether this object wrote compact file ``batch_id`` - as header + the previous
+        compact file's body + the deltas' bodies (``raw_body``) + its own records, the only
+        way it writes one - and the file is unchanged since (``copy_vouched`` says what
+        unchanged means)."""
         written = self._written_compacts.get(batch_id)
         if written is None or not written[2]:
             return False

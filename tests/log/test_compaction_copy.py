@@ -423,3 +423,136 @@ def test_a_work_file_whose_write_failed_is_dropped(tmp_path, monkeypatch):
         for one in (log, twin):
             one.add(i, [rec(i)])
     assert storage.read_bytes("a/c/7.compact") == storage.read_bytes("b/c/7.compact")
+
+
+def _copy_under_way(log, monkeypatch, *, slice_bytes=64):
+    """Start ``log``'s background copy for its next compaction, slice by slice, each slice
+    waiting for the test: returns (thread, release) - ``release(n)`` lets n more slices run."""
+    import threading
+
+    from streaming_exactly_once.log import compaction_preparation as prep_module
+
+    monkeypatch.setattr(prep_module, "SLICE_BYTES", slice_bytes)
+    monkeypatch.setattr(prep_module, "PACE", 0.0)
+    allowed = threading.Semaphore(0)
+
+    def gated_copy(store, path, source, target):
+        def one_slice(start, n):
+            allowed.acquire()
+            store.append_range_prepared(path, ByteRange(source.path, source.offset + start, n))
+
+        log.preparation._in_slices(source.length, one_slice, target)
+
+    monkeypatch.setattr(log.preparation, "_copy_paced", gated_copy)
+    copying = threading.Thread(target=log.preparation.advance, daemon=True)
+    copying.start()
+
+    def release(n):
+        for _ in range(n):
+            allowed.release()
+
+    return copying, release
+
+
+def test_a_batch_keeps_pace_with_the_copy_and_the_compaction_batch_finds_it_done(tmp_path, monkeypatch):
+    """#14 keeping pace: after the k-th of the ``interval - 1`` batches before a compaction, a
+    batch waits until k / (interval - 1) of the copy is done - back to back, the copy's time is
+    spread over those batches instead of stalling the compaction batch."""
+    import threading
+    import time
+
+    storage = open_storage(str(tmp_path / "t"))
+    log = _log(storage.child("paced"), threshold=0)
+    twin = _log(storage.child("plain"), threshold=0)
+    for i in range(4):
+        for one in (log, twin):
+            one.add(i, [rec(i * 100 + j) for j in range(30)])
+    copying, release = _copy_under_way(log, monkeypatch)
+    while not log.preparation._copying:
+        copying.join(0.01)
+    total = log.preparation._copy_total
+    slices = -(-total // 64)
+    assert slices >= 9
+    for one in (log, twin):
+        one.add(4, [rec(4)])  # the first of 3 batches before compaction 7: a third of the copy is due
+    waited: list[float] = []
+    pacing = threading.Thread(target=lambda: waited.append(log.preparation.keep_pace(timeout=30)))
+    pacing.start()
+    pacing.join(0.2)
+    assert pacing.is_alive()  # nothing copied yet: it waits
+    release(-(-slices // 3) - 1)
+    pacing.join(0.2)
+    assert pacing.is_alive()  # one slice short of a third
+    release(1)
+    pacing.join(10)
+    assert not pacing.is_alive() and waited
+    assert log.preparation._copy_done * 3 >= total
+    release(slices)  # the rest
+    copying.join(10)
+    assert log.preparation.keep_pace(timeout=30) < 0.1  # done: no wait
+    for i in (5, 6):
+        for one in (log, twin):
+            one.add(i, [rec(i)])
+        log.preparation.advance()
+    began = time.monotonic()
+    assert log.add(7, [rec(7)]) is True
+    twin.add(7, [rec(7)])
+    assert time.monotonic() - began < 5
+    assert log.preparation._backoff == 0  # it found the copy done
+    assert storage.read_bytes("paced/c/7.compact") == storage.read_bytes("plain/c/7.compact")
+
+
+def test_keeping_pace_waits_for_no_copy_and_gives_up_after_its_timeout(tmp_path, monkeypatch):
+    log = _log(open_storage(str(tmp_path)), threshold=0)
+    for i in range(5):
+        log.add(i, [rec(i * 100 + j) for j in range(30)])
+    assert log.preparation.keep_pace(timeout=30) < 0.1  # no copy under way: nothing to wait for
+    copying, release = _copy_under_way(log, monkeypatch)
+    while not log.preparation._copying:
+        copying.join(0.01)
+    assert 0.2 <= log.preparation.keep_pace(timeout=0.2) < 5  # stuck copy: the batch goes on
+    release(10_000)
+    copying.join(10)
+    assert not copying.is_alive()
+
+
+def test_the_copy_takes_its_slices_only_between_commits(tmp_path, monkeypatch):
+    """#14: beside the commits' small fsyncs the copy ran 3x slower and held each of them
+    behind its write-back; it waits while the writer's ``CommitGate`` is closed."""
+    import threading
+
+    from streaming_exactly_once.log import compaction_preparation as prep_module
+
+    monkeypatch.setattr(prep_module, "SLICE_BYTES", 64)
+    monkeypatch.setattr(prep_module, "PACE", 0.0)
+    log = _log(open_storage(str(tmp_path)), threshold=0)
+    for i in range(7):
+        log.add(i, [rec(i * 100 + j) for j in range(30)])
+    gate = prep_module.CommitGate()
+    log.preparation.gate = gate
+    with gate.committing():
+        copying = threading.Thread(target=log.preparation.advance, daemon=True)
+        copying.start()
+        copying.join(0.3)
+        assert copying.is_alive() and log.preparation._copy_done == 0  # no slice during a commit
+    copying.join(10)
+    assert not copying.is_alive() and log.preparation.holds(7)
+    assert log.preparation._copy_done == log.preparation._copy_total > 0
+
+
+def test_a_copy_for_a_compaction_its_batch_built_meanwhile_stops(tmp_path, monkeypatch):
+    """#14: a copy that started late (or whose compaction was left to its batch) went on for
+    a second after its compaction was published, and held up the next compaction's copy."""
+    log = _log(open_storage(str(tmp_path)), threshold=0)
+    for i in range(7):
+        log.add(i, [rec(i * 100 + j) for j in range(30)])
+    copying, release = _copy_under_way(log, monkeypatch)
+    while not log.preparation._copying:
+        copying.join(0.01)
+    monkeypatch.setattr(log.preparation, "holds", lambda compact_id: False)  # as if backing off
+    assert log.add(7, [rec(7)]) is True  # built by its own batch, beside the copy
+    release(2)
+    copying.join(10)
+    assert not copying.is_alive()
+    assert log.preparation._copy_done < log.preparation._copy_total  # stopped early
+    assert not [e.name for e in log.storage.list_dir("c") if e.name.endswith(".prep")]
