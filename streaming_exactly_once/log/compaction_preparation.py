@@ -50,7 +50,9 @@ Keeping pace (#14, cost flat with history): the copy is the disk's work whoever 
 of write-back for 58 MB here - and left to the compaction batch it made every tenth batch 13x
 the others back to back. So each batch, once committed, waits until the copy under way is as
 far as the batches are (``keep_pace``): after the k-th of the ``interval - 1`` batches before
-the compaction, k / (interval - 1) of it. Back to back, the copy's time is then spread over
+the compaction, (k - 1) / (interval - 2) of it - the first batch owes nothing, as the copy starts
+after the compaction batch beside the index build of the file it copies, and the last owes it
+all. Back to back, the copy's time is then spread over
 those batches instead of stalling one; with batches further apart than the copy takes (triggers
 a second apart, or any Spark batch on a table under a few million files) nobody waits. A batch
 waits at most ``KEEP_PACE_TIMEOUT_S``; past it the compaction batch finishes the copy, and the
@@ -328,9 +330,12 @@ class CompactionPreparation:
             return 0.0
         target = next_compaction_batch(latest, interval)
         batches = latest - (target - interval)  # since the previous compaction, this one included
+        # One batch of slack: the copy starts after the compaction batch, beside the index build
+        # of the file it copies, so the first batch owes nothing and the last owes it all.
+        owed, shares = (batches - 1, interval - 2) if interval > 2 else (batches, interval - 1)
         began = time.monotonic()
         with self._progress:
-            while self._copy_for == target and self._copy_done * (interval - 1) < self._copy_total * batches:
+            while self._copy_for == target and self._copy_done * shares < self._copy_total * owed:
                 left = began + timeout - time.monotonic()
                 if left <= 0:
                     log.warning(

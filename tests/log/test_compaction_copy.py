@@ -456,8 +456,8 @@ def _copy_under_way(log, monkeypatch, *, slice_bytes=64):
 
 def test_a_batch_keeps_pace_with_the_copy_and_the_compaction_batch_finds_it_done(tmp_path, monkeypatch):
     """#14 keeping pace: after the k-th of the ``interval - 1`` batches before a compaction, a
-    batch waits until k / (interval - 1) of the copy is done - back to back, the copy's time is
-    spread over those batches instead of stalling the compaction batch."""
+    batch waits until (k - 1) / (interval - 2) of the copy is done - back to back, the copy's
+    time is spread over those batches instead of stalling the compaction batch."""
     import threading
     import time
 
@@ -474,26 +474,28 @@ def test_a_batch_keeps_pace_with_the_copy_and_the_compaction_batch_finds_it_done
     slices = -(-total // 64)
     assert slices >= 9
     for one in (log, twin):
-        one.add(4, [rec(4)])  # the first of 3 batches before compaction 7: a third of the copy is due
+        one.add(4, [rec(4)])  # the first of 3 batches before compaction 7: owes nothing yet
+    assert log.preparation.keep_pace(timeout=30) < 0.1
+    for one in (log, twin):
+        one.add(5, [rec(5)])  # the second: half of the copy is due
     waited: list[float] = []
     pacing = threading.Thread(target=lambda: waited.append(log.preparation.keep_pace(timeout=30)))
     pacing.start()
     pacing.join(0.2)
     assert pacing.is_alive()  # nothing copied yet: it waits
-    release(-(-slices // 3) - 1)
+    release(-(-slices // 2) - 1)
     pacing.join(0.2)
-    assert pacing.is_alive()  # one slice short of a third
+    assert pacing.is_alive()  # one slice short of half
     release(1)
     pacing.join(10)
     assert not pacing.is_alive() and waited
-    assert log.preparation._copy_done * 3 >= total
+    assert log.preparation._copy_done * 2 >= total
     release(slices)  # the rest
     copying.join(10)
     assert log.preparation.keep_pace(timeout=30) < 0.1  # done: no wait
-    for i in (5, 6):
-        for one in (log, twin):
-            one.add(i, [rec(i)])
-        log.preparation.advance()
+    for one in (log, twin):
+        one.add(6, [rec(6)])
+    log.preparation.advance()
     began = time.monotonic()
     assert log.add(7, [rec(7)]) is True
     twin.add(7, [rec(7)])
@@ -504,7 +506,7 @@ def test_a_batch_keeps_pace_with_the_copy_and_the_compaction_batch_finds_it_done
 
 def test_keeping_pace_waits_for_no_copy_and_gives_up_after_its_timeout(tmp_path, monkeypatch):
     log = _log(open_storage(str(tmp_path)), threshold=0)
-    for i in range(5):
+    for i in range(6):
         log.add(i, [rec(i * 100 + j) for j in range(30)])
     assert log.preparation.keep_pace(timeout=30) < 0.1  # no copy under way: nothing to wait for
     copying, release = _copy_under_way(log, monkeypatch)
