@@ -134,11 +134,11 @@ def seed_manifest(root: Path, live_files: int, *, index: bool = True) -> None:
         fh.flush()
         # written back now, not by the kernel's flusher 30 s into the timed batches
         os.fsync(fh.fileno())
-    if index:
-        from streaming_exactly_once.manifest.manifest_index import write_index
-        from streaming_exactly_once.storage import open_storage
-
-        write_index(open_storage(str(root)), 9)
+    if index:  # in a child process: neither its memory nor its threads count in the caller's
+        build = "from streaming_exactly_once.manifest.manifest_index import write_index; from streaming_exactly_once.storage import open_storage; "
+        build += f"assert write_index(open_storage({str(root)!r}), 9)"
+        repo = str(Path(__file__).resolve().parent.parent)
+        subprocess.run([sys.executable, "-c", build], check=True, cwd=repo, env={**os.environ, "PYTHONPATH": repo})
 
 
 def history(

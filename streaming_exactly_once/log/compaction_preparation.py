@@ -324,6 +324,8 @@ class CompactionPreparation:
         "Keeping pace"): called by the committer after each batch it committed. Returns the
         seconds waited. No copy under way (not started yet, done, or none at all) is no wait:
         the next batch keeps pace with it instead."""
+        if self._copy_for is None:
+            return 0.0  # (and no listing of a log that has no batch yet)
         latest = self.log.latest_batch_id()
         interval = self.log.interval
         if latest is None or interval < 2:

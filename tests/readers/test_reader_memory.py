@@ -244,7 +244,7 @@ def test_a_compact_file_of_many_blocks_streams_as_the_strict_parser_reads_it(tmp
     from benchmarks.bench_commit import seed_manifest
 
     root = tmp_path / "t"
-    seed_manifest(root, 90_000)  # about 21 MB: more than 16 one-megabyte blocks
+    seed_manifest(root, 90_000, index=False)  # about 21 MB: more than 16 one-megabyte blocks
     path = root / "_spark_metadata" / "9.compact"
     with open(path, "ab") as fh:  # a directory entry and a file after the last full block
         fh.write(b"\n" + _line(root, "dir", isDir=True) + b"\n" + _line(root, "last.txt"))
