@@ -633,7 +633,7 @@ class TableCommitter:
         self.logs.require_sources().preparation.advance()
 
     def _keep_pace_with_preparations(self) -> None:
-        """Wait, the batch being committed, until the background copies that prepare the next
+        """Once a batch is committed, wait until the background copies that prepare the next
         compactions are as far as the batches (``CompactionPreparation.keep_pace``): back to
         back, the copy's time is spread over the batches before a compaction, not left to it."""
         for log_ in self._growing_logs():

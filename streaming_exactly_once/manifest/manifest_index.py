@@ -45,8 +45,9 @@ commits. A compact file this writer wrote is the previous compact file + the del
 records (``CompactibleLog.wrote_compact``), so its index is the previous compact file's usable
 ``lf`` index + the deltas' and its own records, decoded by the strict parser: every line is
 still parsed once, when it is first written. The previous index is streamed a row group at a
-time into the new one, and the sizes must add up to the compact file's, byte for byte, else the
-file is parsed whole as before. Row groups hold ``ROW_GROUP_ROWS`` rows, so they do not
+time into the new one. The bytes after the previous file's body and the deltas' must be whole
+records, decoded by the strict parser, and the file unchanged while read; else it is parsed
+whole as before. Row groups hold ``ROW_GROUP_ROWS`` rows, so they do not
 multiply with compactions.
 """
 
