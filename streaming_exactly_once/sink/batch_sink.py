@@ -302,8 +302,19 @@ class BatchSink(Generic[CommitterT]):
         return self._session is not None and self._active_query is not None and self._session.streams.get(self._active_query) is not None
 
     def _take_table(self) -> None:
-        """Open the table for writing in this process. A sink of this process whose query has
-        ended hands the lease over now (Spark's notice of the end may still be on its way)."""
+        """Open the table for writing in this process (``start``, ``open``). A sink of this
+        process whose query has ended hands the lease over now (Spark's notice of the end may
+        still be on its way)."""
+        self._take_from_other_sinks()
+        with self._lock:
+            if self._active_query is not None and not self._query_running():
+                # Our own earlier query has ended, and Spark's notice of it may still be on its way:
+                # hand the lease over here, so that a late notice finds nothing left to release
+                # (it would otherwise free the lease this open just took).
+                self._release_now(only_for=None)
+            self.committer.ensure_open()
+
+    def _take_from_other_sinks(self) -> None:
         root = self.storage.root_uri
         for other in list(_LIVE_SINKS):
             if other is self or not other._holds_table() or other.storage.root_uri != root:
@@ -315,7 +326,6 @@ class BatchSink(Generic[CommitterT]):
                     table=root,
                 )
             other._release(120.0)
-        self.committer.ensure_open()
 
     def _adopt_query(self, query_id: str, session: Any) -> None:
         """From now on this process commits batches of ``query_id`` (and only of it)."""
@@ -345,17 +355,21 @@ class BatchSink(Generic[CommitterT]):
         """Release the lease once no batch is in flight (waits for one up to ``timeout_s``)."""
         got = self._lock.acquire(timeout=timeout_s)
         try:
-            if only_for is not None and self._active_query != only_for:
-                return
-            if self._query is not None and (only_for is None or str(self._query.id) == only_for):
-                self._query = None
-            self._active_query = None
-            self._session = None
-            if self._committer is not None:
-                self._committer.close()
+            self._release_now(only_for=only_for)
         finally:
             if got:
                 self._lock.release()
+
+    def _release_now(self, *, only_for: str | None) -> None:
+        """``_release`` with ``_lock`` held."""
+        if only_for is not None and self._active_query != only_for:
+            return
+        if self._query is not None and (only_for is None or str(self._query.id) == only_for):
+            self._query = None
+        self._active_query = None
+        self._session = None
+        if self._committer is not None:
+            self._committer.close()
 
     # -- foreachBatch ------------------------------------------------------------------------
 
@@ -426,8 +440,9 @@ class BatchSink(Generic[CommitterT]):
 
             session = session_running(identity.query_id)
         self._adopt_query(identity.query_id, session)
-        if not self._holds_table():
-            self._take_table()
+        if not self._holds_table():  # under _lock (a batch)
+            self._take_from_other_sinks()
+            self.committer.ensure_open()
 
     def _check_columns(self, df: DataFrame) -> None:
         names = set(df.columns)

@@ -8,6 +8,7 @@ with a new sink or the same one, starts at once.
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 
 import pytest
@@ -67,6 +68,40 @@ def test_the_same_sink_object_serves_one_query_after_another_never_two(spark, tm
     q.stop()
     more = write_csv_files(tmp_path / "in", n_files=2, rows_per_file=5, start_file=4)
     sink.start(stream(spark, tmp_path / "in", 2), checkpoint_location=str(ckpt), trigger={"availableNow": True}).awaitTermination()
+    _wait_released(table)
+    assert_exactly_once(spark, table, ids + more)
+
+
+def test_a_late_end_notice_of_the_last_query_cannot_free_the_lease_a_restart_takes(spark, tmp_path):
+    """CI found this race: ``q.stop()``, then ``sink.start(...)`` on the same sink object while
+    Spark's notice of the old query's end was still on its way. The notice released the lease in
+    the middle of the new start's recovery ("recovery needs the epoch of the lease it runs
+    under"). Here the notice is delivered, from another thread, exactly in that window."""
+    ids = write_csv_files(tmp_path / "in", n_files=2, rows_per_file=5)
+    table, ckpt = tmp_path / "t", tmp_path / "ckpt"
+    sink = ExactlyOnceSink(str(table), partition_by=["p"])
+    q = sink.start(stream(spark, tmp_path / "in", 1), checkpoint_location=str(ckpt), trigger={"availableNow": True})
+    q.awaitTermination()
+    old = str(q.id)
+    sink._active_query = old  # Spark's notice of the end has not arrived yet (it may have: put it back)
+    committer = sink.committer
+    committer.invalidate()  # as when the stop interrupted a batch: the start recovers the table
+    recover = committer._recover
+    late: list[threading.Thread] = []
+
+    def recover_with_a_late_notice():
+        if not late:
+            late.append(threading.Thread(target=sink._query_ended, args=(old,)))
+            late[0].start()
+            late[0].join(0.5)  # the notice gets its chance to run inside the recovery
+        return recover()
+
+    committer._recover = recover_with_a_late_notice
+    more = write_csv_files(tmp_path / "in", n_files=2, rows_per_file=5, start_file=2)
+    q2 = sink.start(stream(spark, tmp_path / "in", 2), checkpoint_location=str(ckpt), trigger={"availableNow": True})
+    q2.awaitTermination()  # under the race, the start above failed: the recovery had lost its lease
+    late[0].join(30)
+    assert not late[0].is_alive()
     _wait_released(table)
     assert_exactly_once(spark, table, ids + more)
 
