@@ -107,6 +107,7 @@ class TortureStats:
     mode_runs: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
     files: int = 0
+    boundary_retries: int = 0  # boundary runs that timed out before reaching it, run again
 
 
 class TortureRun:
@@ -193,6 +194,7 @@ class TortureRun:
         feeder = threading.Thread(target=self._feeder, args=(stop_feed, 0.7), daemon=True)
         feeder.start()
         outcome = "?"
+        timed_out = False
         try:
             started = self.wait_started(proc, self.c.run_timeout_s)
             if started and started[-1].startswith("STARTED") and random_kill:
@@ -203,13 +205,13 @@ class TortureRun:
             except subprocess.TimeoutExpired:
                 kill_group(proc)  # did not reach its boundary in time: a random kill
                 proc.wait()
-                random_kill = True
+                random_kill = timed_out = True
             rc = proc.returncode
             if rc == -signal.SIGKILL:
                 self.stats.kills += 1
                 if random_kill or not crash_at:
                     self.stats.random_kills += 1
-                    outcome = "random kill"
+                    outcome = "timed out, killed" if timed_out else "random kill"
                 else:
                     where = re.sub(r"@\d+", "", crash_at)  # the boundary, whichever batch reached it
                     self.stats.boundary_kills[where] = self.stats.boundary_kills.get(where, 0) + 1
@@ -452,6 +454,14 @@ class TortureRun:
                 crash_at = f"{name}@2" + (f"+{delay}" if delay else "")
             outcome = self.run_once(mode=mode, crash_at=crash_at, random_kill=boundary is None)
             self._say(f"run {i + 1}/{len(schedule)} {mode:6s} {boundary or 'random':20s} -> {outcome}  (kills {self.stats.kills})")
+            for _retry in range(2):
+                if outcome != "timed out, killed" or boundary is None:
+                    break
+                # a slow machine (Spark's start-up under load), not a boundary that cannot be
+                # reached: that one times out again, and the test names it as never hit
+                self.stats.boundary_retries += 1
+                outcome = self.run_once(mode=mode, crash_at=crash_at, random_kill=False)
+                self._say(f"run {i + 1}/{len(schedule)} again {mode:6s} {boundary:20s} -> {outcome}  (kills {self.stats.kills})")
         # drain: no more input, then clean runs until the backlog the kills left is consumed. The
         # feeder kept adding files while runs were being killed, so the backlog can be hundreds of
         # files: bigger triggers and no per-run time limit (a run that ends early is retried).

@@ -43,11 +43,12 @@ def test_bounded_torture(spark, tmp_path):
     kills = sum(r.stats.kills for r in runs)
     hit = set().union(*(r.stats.boundary_kills for r in runs))
     print(f"torture: {kills} kills, {[r.stats for r in runs]}")
-    assert kills >= 24  # every boundary of each mode once (12 + 11), the other mode once; `make torture` runs the long mix
+    stats = [r.stats for r in runs]
+    assert kills >= 24, stats  # every boundary of each mode once (12 + 11), the other mode once; `make torture` runs the long mix
     never_hit = (set(RENAME_BOUNDARIES) | set(DIRECT_BOUNDARIES)) - hit
-    assert not never_hit, f"boundaries never hit: {never_hit}"
-    assert sum(r.stats.checkpoint_deletions for r in runs) == 2 and sum(r.stats.replays for r in runs) >= 1
-    assert sum(r.stats.concurrent_rejected for r in runs) == 1
+    assert not never_hit, f"boundaries never hit: {never_hit}; {stats}"
+    assert sum(r.stats.checkpoint_deletions for r in runs) == 2 and sum(r.stats.replays for r in runs) >= 1, stats
+    assert sum(r.stats.concurrent_rejected for r in runs) == 1, stats
     for run in runs:
         assert run.stats.mode_runs.get("rename") and run.stats.mode_runs.get("direct"), run.stats.mode_runs
         result = verify_tortured_table(run.table, run.input, spark)
