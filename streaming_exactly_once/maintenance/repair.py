@@ -48,7 +48,8 @@ def recover_table(storage: Storage, *, lease_timeout_ms: int = 60_000) -> Recove
     if identity is not None and identity.kind == "group":
         from ..commit.group_committer import GroupCommitter
 
-        group = GroupCommitter(storage, CommitterOptions(lease_timeout_ms=lease_timeout_ms))
+        # (no compaction is prepared: this writer commits no batch, its close would discard it)
+        group = GroupCommitter(storage, CommitterOptions(lease_timeout_ms=lease_timeout_ms, prepare_compactions=False))
         try:
             return group.open()
         finally:

@@ -400,3 +400,23 @@ def test_a_fenced_writers_write_whose_temp_file_was_removed_reports_the_fencing(
     successor.ensure_open()
     assert visible_rows(storage) == ([0, 1] if write == "claim" else [0, 1, 2, 3])  # a claimed batch is rolled forward
     successor.close()
+
+
+def test_the_next_compaction_is_prepared_from_the_start_not_after_the_first_batch(local_storage):
+    """#14: the copy that prepares the next compact file starts when the writer opens the
+    table. Started only by the first batch, the first compaction after a restart found it
+    unfinished whenever batches came quickly (the copy's first check of the previous file alone
+    imports pyarrow's parquet module), and its own batch did the copy: ~60 ms at 250k live files."""
+    first = make_committer(local_storage, compact_interval=3)
+    for b in range(4):
+        stage_and_commit(first, "q1", b, [b * 10, b * 10 + 1])
+    first.close()
+    second = make_committer(local_storage, compact_interval=3)
+    second.open()
+    second.janitor.drain()  # the background task the open queued
+    work = second.logs.manifest.preparation._work
+    assert work is not None and work.compact_id == 5 and work.included == [2, 3], work  # compact 2 and delta 3
+    for b in range(4, 8):
+        stage_and_commit(second, "q1", b, [b * 10, b * 10 + 1])
+    second.close()
+    assert visible_rows(local_storage) == sorted(r for b in range(8) for r in (b * 10, b * 10 + 1))
