@@ -51,7 +51,7 @@ from ..log.compactible_log import CompactibleLog
 from ..log.compaction import is_compaction_batch
 from ..log.compaction_preparation import CommitGate
 from ..manifest.entry import ManifestEntry
-from ..manifest.manifest_index import delete_stale_indexes, write_index
+from ..manifest.manifest_index import delete_stale_indexes, warm_up, write_index
 from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR, PRIVATE_DIRECTORY as PRIVATE_MANIFEST_DIR
 from ..storage.base import Storage
 from ..storage.io_threads import OwnedPool, submit_or_run
@@ -257,6 +257,7 @@ class TableCommitter:
             # after a start is otherwise left to its own batch (50 MB at 250k live files), and its
             # first check of the previous file imports pyarrow's parquet module (~0.12 s).
             self.janitor.submit_latest("prepare", self._prepare_compactions, lane=PREPARE_LANE)
+        self.janitor.submit(warm_up)  # and the imports of the first index build (~0.45 s)
         if not report.clean:
             log.warning("recovery of %s: %s", self.storage.root_uri, report)
         return report

@@ -231,6 +231,19 @@ def stream_entries(
     return rows == body.records()
 
 
+def warm_up() -> None:
+    """Import what building an index needs, while nothing waits for it: pyarrow's parquet
+    module (~0.12 s) and pandas, which pyarrow imports at the first array it builds from Python
+    objects (~0.33 s). Left to the first compaction after a start, both ran beside the next
+    batches and slowed them (#14). Nothing if pyarrow is missing."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        return
+    pa.array([], pa.string())
+
+
 def write_index(storage: Storage, compact_id: int, log_: ManifestLog | None = None) -> bool:
     """Build the index of ``<compact_id>.compact``; False if pyarrow is missing or the file is bad.
 
