@@ -139,6 +139,23 @@ def _ms(since: float) -> float:
     return round((time.perf_counter() - since) * 1000, 3)
 
 
+_warm_up_lock = threading.Lock()
+_warm_up_thread: threading.Thread | None = None
+
+
+def _warm_up_in_background() -> None:
+    """The imports of the first index build (``manifest_index.warm_up``, ~0.45 s), once per
+    process, while nothing waits: left to that build, they ran beside the next batches (#14).
+    A daemon thread of their own, not the janitor's, whose drain a writer's close waits for:
+    a writer that commits a batch and stops need not wait for imports it never uses. Only for
+    a large table (``_history_is_large``): a small one's index takes milliseconds."""
+    global _warm_up_thread
+    with _warm_up_lock:
+        if _warm_up_thread is None:
+            _warm_up_thread = threading.Thread(target=warm_up, name="seo-warm-up", daemon=True)
+            _warm_up_thread.start()
+
+
 class TableCommitter:
     """Commits batches of data files to one table, exactly once per (query id, Spark batch id)."""
 
@@ -222,7 +239,7 @@ class TableCommitter:
         self.lease.check_fence("recover")
         try:
             self._check_interval()
-            self._hurry_preparations()  # the drain waits for them; the recovery discards them anyway
+            self._stop_preparations()  # the drain waits for them; the recovery discards them anyway
             self.janitor.drain()
             for log_ in self.logs.all_logs():
                 log_.gaps()  # a stray file far beyond the latest batch is named before anything trusts "latest"
@@ -257,10 +274,25 @@ class TableCommitter:
             # after a start is otherwise left to its own batch (50 MB at 250k live files), and its
             # first check of the previous file imports pyarrow's parquet module (~0.12 s).
             self.janitor.submit_latest("prepare", self._prepare_compactions, lane=PREPARE_LANE)
-        self.janitor.submit(warm_up)  # and the imports of the first index build (~0.45 s)
+        if self._history_is_large():
+            _warm_up_in_background()
         if not report.clean:
             log.warning("recovery of %s: %s", self.storage.root_uri, report)
         return report
+
+    def _history_is_large(self) -> bool:
+        """Whether the manifest's newest compact file is one the storage copies (at least
+        ``copy_threshold`` bytes, ~4,000 entries): compactions then cost more than imports."""
+        manifest = self.logs.manifest
+        if manifest is None or self.latest_batch_id < 0:
+            return False
+        compact_id = (self.latest_batch_id + 1) // manifest.interval * manifest.interval - 1  # the newest at or before it
+        if compact_id < 0:
+            return False
+        try:
+            return self.storage.info(manifest.path(compact_id)).size >= manifest.copy_threshold
+        except FileNotFoundError:
+            return False
 
     # -- what differs between a table and a dataset group (``commit.group_committer``) ---------
 
@@ -342,7 +374,7 @@ class TableCommitter:
             self.open()
 
     def close(self) -> None:
-        self._hurry_preparations()  # the drain waits for them: no rests
+        self._stop_preparations()  # the drain waits for them; their work files are discarded
         self.janitor.drain()
         if self.lease.epoch is not None and not self.lease.is_fenced():
             for log_ in self._growing_logs():
@@ -645,10 +677,10 @@ class TableCommitter:
         for log_ in self._growing_logs():
             log_.preparation.keep_pace()
 
-    def _hurry_preparations(self) -> None:
+    def _stop_preparations(self) -> None:
         """Let background compaction copies finish without their rests (someone waits)."""
         for log_ in self._growing_logs():
-            log_.preparation.hurry()
+            log_.preparation.stop()
 
     def _growing_logs(self) -> list[CompactibleLog[Any]]:
         return list(self.logs.all_logs())

@@ -142,8 +142,10 @@ class CompactionPreparation:
         self.owner = ""
         self._lock = threading.Lock()
         self._work: _WorkFile | None = None
-        #: Set while someone waits for the copy (``publish``, ``hurry``): no more rests.
+        #: Set while someone waits for the copy (``publish``, ``stop``): no more rests.
         self._hurry = threading.Event()
+        #: Set by ``stop``: the writer is closing, and its work file would only be discarded.
+        self._stopping = threading.Event()
         #: True while the big copy (or write) of the previous compact file is under way.
         self._copying = False
         #: Back-off after compactions that found the copy unfinished (module docstring).
@@ -178,7 +180,7 @@ class CompactionPreparation:
     def advance(self) -> None:
         """Bring the work file of the next compaction up to date with the log."""
         store = self._store()
-        if store is None:
+        if store is None or self._stopping.is_set():
             return
         log, storage = self.log, self.log.storage
         latest = log.latest_batch_id()
@@ -290,9 +292,10 @@ class CompactionPreparation:
                 if not self._hurry.is_set():
                     self.gate.wait_open(GATE_WAIT_S)  # (a publish waits inside its commit: no gate then)
                 latest = self.log.latest_batch_id()
-                if latest is not None and latest >= target:
+                if (latest is not None and latest >= target) or self._stopping.is_set():
                     # Built by its own batch meanwhile (back-off, or the copy started late): the
-                    # rest of the copy would only hold up the next compaction's.
+                    # rest of the copy would only hold up the next compaction's. Or the writer
+                    # is stopping (``stop``).
                     raise _Obsolete(target)
                 began = time.monotonic()
                 n = min(SLICE_BYTES, total - start)
@@ -349,8 +352,12 @@ class CompactionPreparation:
                 self._progress.wait(left)
         return time.monotonic() - began
 
-    def hurry(self) -> None:
-        """Finish the copy under way without resting (the writer is closing and waits for it)."""
+    def stop(self) -> None:
+        """Give up the copy under way at its next slice, and start none (the writer is closing
+        or reopening and waits for its background work: the work file would only be discarded,
+        so finishing the copy - 50 MB at 250k live files - is time lost). ``discard_all`` lets
+        preparations run again."""
+        self._stopping.set()
         self._hurry.set()
 
     def publish(self, compact_id: int, own_tail: bytes, *, context: str) -> bool | None:
@@ -404,6 +411,7 @@ class CompactionPreparation:
         """Remove every work file in the log's directory (a crashed writer's take space)."""
         self._work = None
         self._hurry.clear()
+        self._stopping.clear()
         for entry in self.log.storage.list_dir(self.log.directory):
             if entry.name.startswith(".") and entry.name.endswith(PREP_SUFFIX):
                 self.log.storage.delete(entry.path)

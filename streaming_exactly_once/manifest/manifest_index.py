@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import io
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -231,17 +232,24 @@ def stream_entries(
     return rows == body.records()
 
 
+#: Set once ``warm_up`` has run in this process.
+WARMED_UP = threading.Event()
+
+
 def warm_up() -> None:
     """Import what building an index needs, while nothing waits for it: pyarrow's parquet
     module (~0.12 s) and pandas, which pyarrow imports at the first array it builds from Python
     objects (~0.33 s). Left to the first compaction after a start, both ran beside the next
-    batches and slowed them (#14). Nothing if pyarrow is missing."""
+    batches and slowed them (#14). Nothing to import if pyarrow is missing."""
     try:
         import pyarrow as pa
         import pyarrow.parquet  # noqa: F401
+
+        pa.array([], pa.string())
     except ImportError:
-        return
-    pa.array([], pa.string())
+        pass
+    finally:
+        WARMED_UP.set()
 
 
 def write_index(storage: Storage, compact_id: int, log_: ManifestLog | None = None) -> bool:

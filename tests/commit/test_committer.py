@@ -422,26 +422,43 @@ def test_the_next_compaction_is_prepared_from_the_start_not_after_the_first_batc
     assert visible_rows(local_storage) == sorted(r for b in range(8) for r in (b * 10, b * 10 + 1))
 
 
-def test_the_first_index_builds_imports_are_done_when_the_writer_opens_the_table(tmp_path):
+def test_the_first_index_builds_imports_are_done_when_the_writer_opens_a_large_table(tmp_path):
     """#14: pyarrow's parquet module and pandas (which pyarrow imports at the first array it
     builds from Python objects) took ~0.45 s of the first compaction's background index build,
-    beside the next batches. A writer imports them in the background once it opened the table.
-    In a fresh process, where neither is imported yet."""
+    beside the next batches. A writer of a table whose compact file the storage copies imports
+    them in the background once it opened the table; of a small table, it does not (a writer
+    that stops after a batch would wait for them at its close). In fresh processes, where
+    neither module is imported yet."""
     import subprocess
     import sys
     from pathlib import Path
 
+    from streaming_exactly_once.storage import open_storage
+
+    storage = open_storage(str(tmp_path / "t"))
+    c = make_committer(storage, compact_interval=3)
+    for b in range(4):
+        stage_and_commit(c, Q, b, [b])
+    c.close()
     repo = Path(__file__).resolve().parents[2]
-    code = (
-        "import sys\n"
-        "from streaming_exactly_once.commit.committer import CommitterOptions, TableCommitter\n"
-        "from streaming_exactly_once.storage import open_storage\n"
-        "before = [m for m in ('pandas', 'pyarrow.parquet') if m in sys.modules]\n"
-        f"c = TableCommitter(open_storage({str(tmp_path / 't')!r}), CommitterOptions(heartbeat=False))\n"
-        "c.open()\n"
-        "c.janitor.drain()\n"
-        "print(before, [m for m in ('pandas', 'pyarrow.parquet') if m in sys.modules])\n"
-        "c.close()\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=120, check=True)
-    assert out.stdout.split("\n")[0] == "[] ['pandas', 'pyarrow.parquet']", out.stdout + out.stderr
+
+    def imported_after_open(threshold, wait_s):
+        code = (
+            "import sys\n"
+            "from streaming_exactly_once.commit.committer import CommitterOptions, TableCommitter\n"
+            "from streaming_exactly_once.log.compactible_log import CompactibleLog\n"
+            "from streaming_exactly_once.storage import open_storage\n"
+            f"CompactibleLog.copy_threshold = {threshold}\n"
+            "before = [m for m in ('pandas', 'pyarrow.parquet') if m in sys.modules]\n"
+            f"c = TableCommitter(open_storage({str(tmp_path / 't')!r}), CommitterOptions(heartbeat=False, compact_interval=3))\n"
+            "c.open()\n"
+            "from streaming_exactly_once.manifest.manifest_index import WARMED_UP\n"
+            f"WARMED_UP.wait({wait_s})\n"
+            "print(before, [m for m in ('pandas', 'pyarrow.parquet') if m in sys.modules])\n"
+            "c.close()\n"
+        )
+        out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=120, check=True)
+        return out.stdout.split("\n")[0]
+
+    assert imported_after_open(0, 60) == "[] ['pandas', 'pyarrow.parquet']"  # 2.compact counts as large
+    assert imported_after_open(1 << 20, 2) == "[] []"  # nothing in 2 s

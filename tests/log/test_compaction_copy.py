@@ -558,3 +558,29 @@ def test_a_copy_for_a_compaction_its_batch_built_meanwhile_stops(tmp_path, monke
     assert not copying.is_alive()
     assert log.preparation._copy_done < log.preparation._copy_total  # stopped early
     assert not [e.name for e in log.storage.list_dir("c") if e.name.endswith(".prep")]
+
+
+def test_a_stopping_writer_gives_up_the_copy_instead_of_finishing_it(tmp_path, monkeypatch):
+    """#14: a writer that closes (or reopens) waits for its background work, and then discards
+    its work file: the copy under way stops at its next slice instead of copying the previous
+    compact file to the end (50 MB at 250k live files), and no new one starts until the
+    preparation is reset (``discard_all``, at the next open)."""
+    log = _log(open_storage(str(tmp_path)), threshold=0)
+    for i in range(6):
+        log.add(i, [rec(i * 100 + j) for j in range(30)])
+    copying, release = _copy_under_way(log, monkeypatch)
+    while not log.preparation._copying:
+        copying.join(0.01)
+    log.preparation.stop()
+    release(2)
+    copying.join(10)
+    assert not copying.is_alive()
+    assert log.preparation._copy_done < log.preparation._copy_total  # stopped early
+    assert not log.preparation.holds(7)
+    assert not [e.name for e in log.storage.list_dir("c") if e.name.endswith(".prep")]
+    log.preparation.advance()
+    assert not log.preparation.holds(7)  # stopped: no new copy either
+    log.preparation.discard_all()
+    release(10_000)
+    log.preparation.advance()
+    assert log.preparation.holds(7)  # reset: preparing again
