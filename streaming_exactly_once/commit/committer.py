@@ -48,7 +48,7 @@ from ..delta.files import DeltaFile
 from ..delta.target import DeltaSettings, DeltaTarget
 from ..errors import ConfigError, DeltaTableError, WriterFencedError
 from ..log.compactible_log import CompactibleLog
-from ..log.compaction import is_compaction_batch
+from ..log.compaction import all_valid_batches, is_compaction_batch
 from ..log.compaction_preparation import CommitGate
 from ..manifest.entry import ManifestEntry
 from ..manifest.manifest_index import delete_stale_indexes, warm_up, write_index
@@ -286,8 +286,8 @@ class TableCommitter:
         manifest = self.logs.manifest
         if manifest is None or self.latest_batch_id < 0:
             return False
-        compact_id = (self.latest_batch_id + 1) // manifest.interval * manifest.interval - 1  # the newest at or before it
-        if compact_id < 0:
+        compact_id = all_valid_batches(self.latest_batch_id, manifest.interval)[0]  # the newest compact, if any
+        if not is_compaction_batch(compact_id, manifest.interval):
             return False
         try:
             return self.storage.info(manifest.path(compact_id)).size >= manifest.copy_threshold
@@ -678,7 +678,8 @@ class TableCommitter:
             log_.preparation.keep_pace()
 
     def _stop_preparations(self) -> None:
-        """Let background compaction copies finish without their rests (someone waits)."""
+        """Stop the background compaction copies (``CompactionPreparation.stop``): the writer
+        closes or reopens, waits for its background work, and discards their work files."""
         for log_ in self._growing_logs():
             log_.preparation.stop()
 

@@ -427,7 +427,8 @@ def test_a_work_file_whose_write_failed_is_dropped(tmp_path, monkeypatch):
 
 def _copy_under_way(log, monkeypatch, *, slice_bytes=64):
     """Start ``log``'s background copy for its next compaction, slice by slice, each slice
-    waiting for the test: returns (thread, release) - ``release(n)`` lets n more slices run."""
+    waiting for the test: returns (thread, release) once the copy is under way - ``release(n)``
+    lets n more slices run."""
     import threading
 
     from streaming_exactly_once.log import compaction_preparation as prep_module
@@ -446,6 +447,8 @@ def _copy_under_way(log, monkeypatch, *, slice_bytes=64):
     monkeypatch.setattr(log.preparation, "_copy_paced", gated_copy)
     copying = threading.Thread(target=log.preparation.advance, daemon=True)
     copying.start()
+    while not log.preparation._copying:  # under way: waiting for its first slice
+        copying.join(0.01)
 
     def release(n):
         for _ in range(n):
@@ -468,8 +471,6 @@ def test_a_batch_keeps_pace_with_the_copy_and_the_compaction_batch_finds_it_done
         for one in (log, twin):
             one.add(i, [rec(i * 100 + j) for j in range(30)])
     copying, release = _copy_under_way(log, monkeypatch)
-    while not log.preparation._copying:
-        copying.join(0.01)
     total = log.preparation._copy_total
     slices = -(-total // 64)
     assert slices >= 9
@@ -510,8 +511,6 @@ def test_keeping_pace_waits_for_no_copy_and_gives_up_after_its_timeout(tmp_path,
         log.add(i, [rec(i * 100 + j) for j in range(30)])
     assert log.preparation.keep_pace(timeout=30) < 0.1  # no copy under way: nothing to wait for
     copying, release = _copy_under_way(log, monkeypatch)
-    while not log.preparation._copying:
-        copying.join(0.01)
     assert 0.2 <= log.preparation.keep_pace(timeout=0.2) < 5  # stuck copy: the batch goes on
     release(10_000)
     copying.join(10)
@@ -549,8 +548,6 @@ def test_a_copy_for_a_compaction_its_batch_built_meanwhile_stops(tmp_path, monke
     for i in range(7):
         log.add(i, [rec(i * 100 + j) for j in range(30)])
     copying, release = _copy_under_way(log, monkeypatch)
-    while not log.preparation._copying:
-        copying.join(0.01)
     monkeypatch.setattr(log.preparation, "holds", lambda compact_id: False)  # as if backing off
     assert log.add(7, [rec(7)]) is True  # built by its own batch, beside the copy
     release(2)
@@ -569,8 +566,6 @@ def test_a_stopping_writer_gives_up_the_copy_instead_of_finishing_it(tmp_path, m
     for i in range(6):
         log.add(i, [rec(i * 100 + j) for j in range(30)])
     copying, release = _copy_under_way(log, monkeypatch)
-    while not log.preparation._copying:
-        copying.join(0.01)
     log.preparation.stop()
     release(2)
     copying.join(10)
