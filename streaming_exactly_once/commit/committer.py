@@ -269,11 +269,10 @@ class TableCommitter:
         self._input_paths = None
         self._load_state(newest)
         self._ready = True
-        if self.options.prepare_compactions:
-            # The next compaction's copy starts now, not after the first batch: the first one
-            # after a start is otherwise left to its own batch (50 MB at 250k live files), and its
-            # first check of the previous file imports pyarrow's parquet module (~0.12 s).
-            self.janitor.submit_latest("prepare", self._prepare_compactions, lane=PREPARE_LANE)
+        # The next compaction's copy starts now, not after the first batch: the first one after a
+        # start is otherwise left to its own batch (50 MB at 250k live files), and its first check
+        # of the previous file imports pyarrow's parquet module (~0.12 s).
+        self._queue_preparation()
         if self._history_is_large():
             _warm_up_in_background()
         if not report.clean:
@@ -591,8 +590,7 @@ class TableCommitter:
             self.wal.delete_completed(seq.batch_id)
             ctx.timings["walDelete"] = _ms(t_del)
         self.janitor.delete_tree(attempt.staging_dir)  # leftovers only (.crc, _SUCCESS, empty dirs)
-        if self.options.prepare_compactions:
-            self.janitor.submit_latest("prepare", self._prepare_compactions, lane=PREPARE_LANE)
+        self._queue_preparation()
         return ctx
 
     def _committed_batch(self, attempt: BatchAttempt, record: CommitRecord, input_files: Sequence[InputFile], ctx: StepContext) -> CommitResult:
@@ -662,6 +660,12 @@ class TableCommitter:
             "Another writer is active; this one stops without publishing.",
             batch_id=seq.batch_id,
         )
+
+    def _queue_preparation(self) -> None:
+        """Queue one pass of ``_prepare_compactions`` on the janitor's own lane (passes queued
+        while one runs coalesce into one): after the open and after each commit."""
+        if self.options.prepare_compactions:
+            self.janitor.submit_latest("prepare", self._prepare_compactions, lane=PREPARE_LANE)
 
     def _prepare_compactions(self) -> None:
         """Keep the next compact files of the growing logs built ahead (``log.compaction_preparation``)."""
