@@ -126,7 +126,14 @@ class MoveFiles(CommitStep):
         ctx.storage.sync([m.dst for m in self.moves], contents=not ctx.staged_data_durable)
 
     def _move_all(self, ctx: MoveContext) -> None:
-        pending = [m for m in self.moves if not self._done(ctx, m)]
+        if ctx.storage.rename_is_atomic:
+            # A rename that never overwrites answers "moved already?" by itself: FileExistsError
+            # or a missing source sends ``_move_one`` to ``_done``, which checks the target is
+            # ours. Asking first cost a stat per file on every commit (#14).
+            pending = self.moves
+        else:
+            # A copying rename is asked first: a roll-forward must not copy again what it copied.
+            pending = [m for m in self.moves if not self._done(ctx, m)]
         parallel_from = PARALLEL_MOVES_FROM if ctx.storage.rename_is_atomic else 2  # object stores copy
         if len(pending) < parallel_from or ctx.move_threads <= 1:
             for move in pending:

@@ -203,3 +203,60 @@ def test_work_submitted_to_a_pool_that_takes_no_more_runs_here():
     assert submit_or_run(pool, lambda x: x + 1, 41).result() == 42
     failed = submit_or_run(pool, lambda: 1 / 0)
     assert isinstance(failed.exception(), ZeroDivisionError)
+
+
+# -- the move step asks the rename, not a stat, whether a file was moved already ----------------
+
+
+def _move_ctx(storage):
+    from streaming_exactly_once.commit.step import StepContext
+
+    return StepContext(storage=storage, logs=None, move_threads=1)  # type: ignore[arg-type]
+
+
+def _staged(root, name: str, data: bytes) -> str:
+    path = root / "_seo" / "staging" / "a1" / "data" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return f"_seo/staging/a1/data/{name}"
+
+
+def test_a_roll_forward_of_moves_half_done_finishes_them_and_checks_what_it_finds(tmp_path):
+    """A crash mid-move leaves: a file moved (source gone), a file linked but its source not yet
+    unlinked (the link fallback), a file not moved. The roll-forward finishes the last and
+    accepts the first two, because each target holds the recorded size."""
+    from streaming_exactly_once.commit.steps import FileMove, MoveFiles
+
+    storage = LocalStorage(str(tmp_path))
+    moves = [FileMove(_staged(tmp_path, f"f{i}", b"x" * (10 + i)), f"day=1/f{i}", 10 + i) for i in range(3)]
+    (tmp_path / "day=1").mkdir()
+    os.rename(tmp_path / moves[0].src, tmp_path / moves[0].dst)
+    os.link(tmp_path / moves[1].src, tmp_path / moves[1].dst)
+    MoveFiles(moves=moves).execute(_move_ctx(storage))
+    assert [(tmp_path / m.dst).read_bytes() for m in moves] == [b"x" * (10 + i) for i in range(3)]
+    assert not (tmp_path / moves[2].src).exists()
+
+
+def test_a_move_onto_a_different_file_stops_and_overwrites_nothing(tmp_path):
+    from streaming_exactly_once.commit.steps import FileMove, MoveFiles
+    from streaming_exactly_once.errors import CommitError
+
+    storage = LocalStorage(str(tmp_path))
+    move = FileMove(_staged(tmp_path, "f", b"ours"), "day=1/f", 4)
+    (tmp_path / "day=1").mkdir()
+    (tmp_path / "day=1" / "f").write_bytes(b"someone else's")
+    with pytest.raises(CommitError, match=r"day=1/f exists with 14 bytes, expected 4") as raised:
+        MoveFiles(moves=[move]).execute(_move_ctx(storage))
+    assert "move it aside" in str(raised.value)
+    assert (tmp_path / "day=1" / "f").read_bytes() == b"someone else's"
+    assert (tmp_path / move.src).read_bytes() == b"ours"
+
+
+def test_a_move_whose_source_and_target_are_both_gone_names_the_lost_file(tmp_path):
+    from streaming_exactly_once.commit.steps import FileMove, MoveFiles
+    from streaming_exactly_once.errors import CommitError
+
+    storage = LocalStorage(str(tmp_path))
+    move = FileMove("_seo/staging/a1/data/gone", "day=1/gone", 4)
+    with pytest.raises(CommitError, match=r"staged file .*gone is gone and its target .*day=1/gone does not exist"):
+        MoveFiles(moves=[move]).execute(_move_ctx(storage))
