@@ -221,7 +221,11 @@ class TortureRun:
                 outcome = "clean"
             else:
                 proc._seo_pump.join(timeout=5)
-                raise AssertionError(f"driver failed (rc={rc}):\n{''.join(proc._seo_lines)[-6000:]}")
+                output = ''.join(proc._seo_lines)
+                # printed whole as well: pytest shortens an assertion's message, and the driver's
+                # own error (the sink's, naming the batch and file) sits at the end of its output
+                print(f"[{self.c.name}] driver failed (rc={rc}), its output:\n{output[-20000:]}", flush=True)
+                raise AssertionError(f"driver failed (rc={rc}):\n{output[-6000:]}")
         finally:
             stop_feed.set()
             feeder.join()
@@ -437,6 +441,12 @@ class TortureRun:
                 replay_pending = not ids
                 if ids:
                     os.remove(commits / str(ids[-1]))
+                    # and Hadoop's checksum sidecar: left behind, it makes Spark's rewrite of
+                    # commits/N fail ("Multiple streaming queries are concurrently using ...",
+                    # caused by "Rename destination .N.crc already exists") - CI saw it once
+                    crc = commits / f".{ids[-1]}.crc"
+                    if crc.exists():
+                        os.remove(crc)
                     self.stats.replays += 1
                     self._say(f"deleted checkpoint commits/{ids[-1]}: Spark replays a committed batch")
             elif event == "second-writer":
