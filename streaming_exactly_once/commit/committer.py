@@ -15,9 +15,9 @@
                                         fence check           (a writer fenced before it claimed stops here)
                                         run the steps         (manifest = the visibility point; then
                                                               offsets, sources and commit record at once)
-                                        delete _seo/wal/M; L = M
-                                        a background janitor removes staging leftovers and
-                                        applies retention to the four logs
+                                        L = M
+                                        a background janitor deletes _seo/wal/M, then the
+                                        staging leftovers, and applies retention to the four logs
 
 Everything an attempt writes before its claim lives under its own staging directory (or, in
 direct mode, is named by intents there), so abandoning an attempt never touches anything
@@ -40,6 +40,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from ..checkpoint.offset_seq import OffsetSeq
@@ -575,7 +576,7 @@ class TableCommitter:
         )
 
     def _run_sequence(self, attempt: BatchAttempt, seq: CommitSequence, t_plan: float) -> StepContext:
-        """Claim the batch in the WAL, run every step, then drop the claim."""
+        """Claim the batch in the WAL, run every step, then have the janitor drop the claim."""
         ctx = self._commit_ctx()
         ctx.timings.update(attempt.timings)
         ctx.timings["plan"] = _ms(t_plan)
@@ -586,12 +587,19 @@ class TableCommitter:
             ctx.timings["wal"] = _ms(t_wal)
             self.lease.check_fence("publish")  # a claim made after a takeover stops here
             seq.run(ctx, fresh=True, retries=self.options.step_retries)
-            t_del = time.perf_counter()
-            self.wal.delete_completed(seq.batch_id)
-            ctx.timings["walDelete"] = _ms(t_del)
-        self.janitor.delete_tree(attempt.staging_dir)  # leftovers only (.crc, _SUCCESS, empty dirs)
+        # The claim is dropped off the batch's path (an unlink of a file just fsync'd waits on
+        # the journal: ~0.14 ms of a 5 ms commit): every step is done and durable, so a claim
+        # still there after a crash is rolled forward by recovery, each step verified done -
+        # what a kill between the commit record and this delete always did. The WAL entry goes
+        # first, the staging leftovers (.crc, _SUCCESS, empty dirs) after it: a staging directory
+        # without its claim is an attempt recovery may abort, and this one's data has moved.
+        self.janitor.submit(partial(self._drop_claim, seq.batch_id, attempt.staging_dir))
         self._queue_preparation()
         return ctx
+
+    def _drop_claim(self, batch_id: int, staging_dir: str) -> None:
+        self.wal.delete_completed(batch_id)
+        self.storage.delete_tree(staging_dir)
 
     def _committed_batch(self, attempt: BatchAttempt, record: CommitRecord, input_files: Sequence[InputFile], ctx: StepContext) -> CommitResult:
         """Bring the in-memory state up to the batch just committed; apply retention."""

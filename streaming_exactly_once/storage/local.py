@@ -239,9 +239,12 @@ class LocalStorage(Storage):
         """Give ``tmp`` the name ``target`` unless ``target`` exists (then FileExistsError)."""
         try:
             rename_noreplace(tmp, target)  # renameat2(RENAME_NOREPLACE), else link + unlink
-        finally:
+        except BaseException:
+            # only a failed rename leaves ``tmp`` behind (a successful one took its name: an
+            # unlink there would be one more failing system call on every commit's path)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
+            raise
         if self._durable:
             _fsync_dir(os.path.dirname(target))
 
