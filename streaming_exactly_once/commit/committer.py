@@ -189,6 +189,8 @@ class TableCommitter:
         #: Logs whose retention is due, with the batch its window ends at (``_schedule_retention``).
         self._retention_lock = threading.Lock()
         self._retention_due: dict[int, tuple[CompactibleLog[Any], int]] = {}
+        #: Completed batches whose WAL claim the janitor has not deleted yet (``_drop_claims``).
+        self._claims_to_drop: list[int] = []
         #: set by a sink: runs a function over chunks of a list on the cluster (see StepContext)
         self.distribute: Distribute | None = None
         #: Delta logs by table (None: this table), kept across batches (``StepContext.delta_targets``)
@@ -593,13 +595,40 @@ class TableCommitter:
         # what a kill between the commit record and this delete always did. The WAL entry goes
         # first, the staging leftovers (.crc, _SUCCESS, empty dirs) after it: a staging directory
         # without its claim is an attempt recovery may abort, and this one's data has moved.
-        self.janitor.submit(partial(self._drop_claim, seq.batch_id, attempt.staging_dir))
+        # Registered before ``latest_batch_id`` moves on: retention drops it first (_run_retention).
+        with self._retention_lock:
+            self._claims_to_drop.append(seq.batch_id)
+        self.janitor.submit(partial(self._drop_claim, attempt.staging_dir))
         self._queue_preparation()
         return ctx
 
-    def _drop_claim(self, batch_id: int, staging_dir: str) -> None:
-        self.wal.delete_completed(batch_id)
-        self.storage.delete_tree(staging_dir)
+    def _drop_claim(self, staging_dir: str) -> None:
+        if self._drop_claims():  # this batch's claim among them; its leftovers only after it
+            self.storage.delete_tree(staging_dir)
+
+    def _drop_claims(self) -> bool:
+        """Delete the WAL claims of every batch this writer completed so far; False if one could
+        not be deleted (it stays registered, for the next pass).
+
+        Why retention calls this first (red team of 05953ee): recovery takes a claim for batch M
+        <= L as published only while M's manifest file (a group's: M's commit record) is there.
+        Retention deletes that file once M is old enough, and its coalesced pass runs with the
+        newest batch's window at the queue position of the oldest - ahead of claims dropped
+        after it. A crash then left claims of published batches whose files were gone; recovery
+        judged them never published and, in direct mode, deleted their data files."""
+        with self._retention_lock:
+            batches, self._claims_to_drop = self._claims_to_drop, []
+        failed = []
+        for batch_id in batches:
+            try:
+                self.wal.delete_completed(batch_id)
+            except Exception:
+                log.exception("deleting the WAL claim of completed batch %d failed; retried before the next retention pass", batch_id)
+                failed.append(batch_id)
+        if failed:
+            with self._retention_lock:
+                self._claims_to_drop = failed + self._claims_to_drop
+        return not failed
 
     def _committed_batch(self, attempt: BatchAttempt, record: CommitRecord, input_files: Sequence[InputFile], ctx: StepContext) -> CommitResult:
         """Bring the in-memory state up to the batch just committed; apply retention."""
@@ -719,6 +748,14 @@ class TableCommitter:
         with self._retention_lock:
             due, self._retention_due = list(self._retention_due.values()), {}
         if self.lease.is_fenced():
+            return
+        if not self._drop_claims():
+            # a claim whose batch's files this pass could delete is still there: keep them
+            with self._retention_lock:
+                for log_, current in due:
+                    kept = self._retention_due.get(id(log_))
+                    if kept is None or kept[1] < current:
+                        self._retention_due[id(log_)] = (log_, current)
             return
         for log_, current in due:
             log_.delete_expired(

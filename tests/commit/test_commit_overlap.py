@@ -262,3 +262,53 @@ def test_a_move_whose_source_and_target_are_both_gone_names_the_lost_file(tmp_pa
     move = FileMove("_seo/staging/a1/data/gone", "day=1/gone", 4)
     with pytest.raises(CommitError, match=r"staged file .*gone is gone and its target .*day=1/gone does not exist"):
         MoveFiles(moves=[move]).execute(_move_ctx(storage))
+
+
+class SlowStagingCleanup(LocalStorage):
+    """Local disk whose first staging-tree delete waits for a signal (an object store's slow
+    delete), and which notes, at every deletion of a log file of batch N, which WAL claims
+    of batches <= N were still there."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.release = threading.Event()
+        self.blocked = False
+        self.violations: list[tuple[str, list[str]]] = []
+
+    def delete_tree(self, path: str) -> None:
+        if path.startswith("_seo/staging/") and not path.endswith("/intents") and not self.blocked:
+            self.blocked = True
+            assert self.release.wait(20)
+        super().delete_tree(path)
+
+    def delete(self, path: str, *, missing_ok: bool = True) -> None:
+        head, _, name = path.rpartition("/")
+        if head in ("_spark_metadata", "_seo/commits") and name.split(".")[0].isdigit():
+            batch = int(name.split(".")[0])
+            claims = [e.name for e in self.list_dir("_seo/wal") if e.name.isdigit() and int(e.name) <= batch]
+            if claims:
+                self.violations.append((path, claims))
+        super().delete(path, missing_ok=missing_ok)
+
+
+@pytest.mark.parametrize("mode", ["direct", "rename"])
+def test_retention_never_deletes_the_files_of_a_batch_whose_claim_lingers(tmp_path, mode):
+    """Red team of the claim dropped off the batch's path: the janitor stuck on one staging
+    delete while batches go on, then a retention pass with the newest batch's window. Had it
+    deleted ``_spark_metadata/1`` with ``_seo/wal/1`` still there, a crash would have left a
+    claim recovery takes for never published - in direct mode deleting its published files."""
+    storage = SlowStagingCleanup(str(tmp_path))
+    committer = make_committer(storage, compact_interval=2, min_batches_to_retain=1, cleanup_delay_ms=0)
+    for b in range(7):
+        stage_and_commit(committer, QUERY, b, [b * 10, b * 10 + 1], mode=mode)
+    assert storage.blocked and len(os.listdir(tmp_path / "_seo" / "wal")) >= 5  # the claims wait in the queue
+    storage.release.set()
+    committer.janitor.drain()
+    assert not (tmp_path / "_spark_metadata" / "1").exists(), "retention ran"
+    assert storage.violations == []
+    assert os.listdir(tmp_path / "_seo" / "wal") == []
+    committer.close()
+    again = make_committer(storage, compact_interval=2, min_batches_to_retain=1, cleanup_delay_ms=0)
+    report = again.open()
+    assert report.discarded == [] and report.deleted_data_files == 0
+    assert visible_rows(storage) == sorted(r for b in range(7) for r in (b * 10, b * 10 + 1))
