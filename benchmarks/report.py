@@ -194,7 +194,8 @@ def write_report(results: dict[str, Any]) -> None:
                 "The limit on this disk, measured batch by batch in the same run (interleaved): the durable writes "
                 "a batch needs, in the order it needs them, with the storage's own primitives and nothing else - "
                 "the staged bytes synced while the claim is written, the renames and their directories synced, "
-                f"the manifest entry, the commit record, the claim deleted: median **{f['median']:.2f} ms**, "
+                f"the manifest entry, the commit record (the claim is deleted off the path, as the commit's "
+                f"janitor does): median **{f['median']:.2f} ms**, "
                 f"p99 {f['p99']:.2f} ms. The commit path above it: median **{a['median']:.2f} ms**, p95 {a['p95']:.2f} ms "
                 "(per batch, commit minus floor).",
                 "",

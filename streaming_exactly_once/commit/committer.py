@@ -47,7 +47,7 @@ from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import InputFile
 from ..delta.files import DeltaFile
 from ..delta.target import DeltaSettings, DeltaTarget
-from ..errors import ConfigError, DeltaTableError, WriterFencedError
+from ..errors import ConfigError, DeltaTableError, ExactlyOnceError, WriterFencedError
 from ..log.compactible_log import CompactibleLog
 from ..log.compaction import all_valid_batches, is_compaction_batch
 from ..log.compaction_preparation import CommitGate
@@ -65,7 +65,7 @@ from ..table.sources_log import SourceFileRecord
 from ..table.table_logs import TableLogs
 from .delta_step import CommitDelta
 from .janitor import PREPARE_LANE, Janitor
-from .lease import Lease
+from .lease import Lease, fenced_cause
 from .recovery import INTENTS_SUBDIR, RecoveryReport, check_logs_consistent, discard_sequence, recover
 from .sequence import CommitSequence
 from .step import CommitStep, Distribute, StepContext
@@ -458,9 +458,26 @@ class TableCommitter:
         attempt = self.begin(query_id, spark_batch_id, mode=mode, checkpoint=checkpoint, offsets=offsets)
         try:
             yield attempt
-        except BaseException:
+        except BaseException as exc:
             self.abort(attempt)
+            fenced = self.fenced_cause_of(exc)
+            if fenced is not None:
+                raise fenced from exc
             raise
+
+    def fenced_cause_of(self, exc: BaseException) -> WriterFencedError | None:
+        """The ``WriterFencedError`` behind a failed staging, if this writer was fenced meanwhile.
+
+        Why: a writer frozen while it stages (a GC pause, a stopped VM) loses its lease; the
+        successor's recovery aborts the abandoned attempt and removes its staging directory.
+        When the frozen writer wakes up, its own write fails with whatever the storage or Spark
+        says about a missing directory - the cause is the fencing, and the error says so."""
+        if not isinstance(exc, Exception) or isinstance(exc, ExactlyOnceError):
+            return None
+        try:
+            return fenced_cause(self.storage, self.lease.epoch, "stage")
+        except Exception:  # never mask the real error
+            return None
 
     def abort(self, attempt: BatchAttempt) -> None:
         """Best-effort removal of an attempt that will not commit (nothing of it is visible).

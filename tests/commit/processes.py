@@ -252,9 +252,12 @@ class _Child:
         try:
             c.storage.makedirs(attempt.staging_dir)  # as the sink does before its writer runs
             staged = self._stage_group(attempt, rows, files) if self.p.get("group") else self._stage_table(attempt, rows, files, mode)
-        except BaseException:
+        except BaseException as exc:  # as the sink's ``committer.batch`` does
             c.abort(attempt)
             c.invalidate()
+            fenced = c.fenced_cause_of(exc)
+            if fenced is not None:
+                raise fenced from exc
             raise
         inputs = [InputFile(source=0, path=f"file:///in/{query[:8]}-{spark_batch}.csv", timestamp=1)]
         return attempt, staged, inputs, len(rows)

@@ -149,6 +149,31 @@ def test_zombie_claim_after_takeover_never_publishes(memory_storage):
     assert not successor.is_committed(Q, 1)  # the zombie's batch will be re-run by its query
 
 
+def test_staging_that_fails_after_a_takeover_says_the_writer_was_fenced(memory_storage):
+    """A writer frozen while it stages wakes up to find its staging removed by the successor's
+    recovery: its own write fails, and the error names the cause - the fencing - with the
+    storage's error as its cause."""
+    clock = [1000.0]
+    zombie = make_committer(memory_storage, timeout_ms=5_000)
+    zombie.lease.clock = lambda: clock[0]
+    stage_and_commit(zombie, Q, 0, rows_of(0))
+    successor = make_committer(memory_storage, timeout_ms=5_000)
+    successor.lease.clock = lambda: clock[0]
+    with pytest.raises(WriterFencedError) as info:
+        with zombie.batch(Q, 1, mode="rename") as attempt:
+            staged = f"{attempt.staging_dir}/data/p=a/part-00000.parquet"
+            memory_storage.put_if_absent(staged, b"half of a batch")
+            clock[0] += 10  # frozen past its lease
+            successor.open()  # recovery aborts the abandoned attempt
+            memory_storage.read_bytes(staged)  # the woken writer's next touch of its staging
+    assert isinstance(info.value.__cause__, FileNotFoundError)
+    with pytest.raises(KeyError):  # a failure of its own, not the storage's, is not dressed up
+        with successor.batch(Q, 1, mode="rename"):
+            raise KeyError("a bug in the caller")
+    stage_and_commit(successor, Q, 1, rows_of(1))
+    assert visible_rows(memory_storage) == rows_of(0) + rows_of(1)
+
+
 def test_claim_made_before_takeover_is_rolled_forward_by_successor(memory_storage):
     clock = [1000.0]
     zombie = make_committer(memory_storage, timeout_ms=5_000, fail_at="after-wal@1")
