@@ -635,16 +635,23 @@ class TableCommitter:
         judged them never published and, in direct mode, deleted their data files."""
         with self._retention_lock:
             batches, self._claims_to_drop = self._claims_to_drop, []
-        failed = []
-        for batch_id in batches:
-            try:
-                self.wal.delete_completed(batch_id)
-            except Exception:
-                log.exception("deleting the WAL claim of completed batch %d failed; retried before the next retention pass", batch_id)
-                failed.append(batch_id)
-        if failed:
-            with self._retention_lock:
-                self._claims_to_drop = failed + self._claims_to_drop
+        failed: list[int] = []
+        done = 0
+        try:
+            for batch_id in batches:
+                try:
+                    self.wal.delete_completed(batch_id)
+                except Exception:
+                    log.exception("deleting the WAL claim of completed batch %d failed; retried before the next retention pass", batch_id)
+                    failed.append(batch_id)
+                done += 1
+        finally:
+            # whatever was not deleted stays registered - a BaseException (a cancelled async
+            # client, SystemExit) included: losing it would let retention outrun the claim
+            left = failed + batches[done:]
+            if left:
+                with self._retention_lock:
+                    self._claims_to_drop = left + self._claims_to_drop
         return not failed
 
     def _committed_batch(self, attempt: BatchAttempt, record: CommitRecord, input_files: Sequence[InputFile], ctx: StepContext) -> CommitResult:

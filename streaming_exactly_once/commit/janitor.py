@@ -80,7 +80,9 @@ class Janitor:
             task = lane.queue.get()
             try:
                 task()
-            except Exception:  # leftovers and caches are harmless; recovery/readers cope
+            except BaseException:  # leftovers and caches are harmless; recovery/readers cope
+                # BaseException too (a cancelled async client, SystemExit): a dead lane thread
+                # would leave its queue unjoinable, and drain - close, open - would hang
                 log.warning("background task failed (harmless: recovery and readers cope)", exc_info=True)
             finally:
                 lane.queue.task_done()

@@ -312,3 +312,35 @@ def test_retention_never_deletes_the_files_of_a_batch_whose_claim_lingers(tmp_pa
     report = again.open()
     assert report.discarded == [] and report.deleted_data_files == 0
     assert visible_rows(storage) == sorted(r for b in range(7) for r in (b * 10, b * 10 + 1))
+
+
+class CancelledOnce(LocalStorage):
+    """Local disk whose first delete of a WAL claim raises a BaseException, as a cancelled
+    async object-store client does."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.raised = False
+
+    def delete(self, path: str, *, missing_ok: bool = True) -> None:
+        if path.startswith("_seo/wal/") and not self.raised:
+            self.raised = True
+            raise KeyboardInterrupt("cancelled")  # a BaseException, not an Exception
+        super().delete(path, missing_ok=missing_ok)
+
+
+def test_a_claim_whose_delete_is_cancelled_stays_ahead_of_retention(tmp_path):
+    """Red team of d5b7422: a BaseException while claims were dropped lost them from memory (and
+    killed the janitor's thread, so drain hung); retention then deleted the log files of batches
+    whose claims were still on disk."""
+    storage = CancelledOnce(str(tmp_path))
+    opts = dict(compact_interval=2, min_batches_to_retain=1, cleanup_delay_ms=0)
+    committer = make_committer(storage, **opts)
+    for b in range(7):
+        stage_and_commit(committer, QUERY, b, [b * 10], mode="direct")
+    committer.janitor.drain()  # returns: the lane's thread survived
+    assert storage.raised and os.listdir(tmp_path / "_seo" / "wal") == []
+    committer.close()
+    report = make_committer(storage, **opts).open()
+    assert report.discarded == [] and report.deleted_data_files == 0
+    assert visible_rows(storage) == [b * 10 for b in range(7)]
