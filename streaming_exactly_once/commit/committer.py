@@ -67,7 +67,7 @@ from .delta_step import CommitDelta
 from .janitor import PREPARE_LANE, Janitor
 from .lease import Lease, fenced_cause
 from .recovery import INTENTS_SUBDIR, RecoveryReport, check_logs_consistent, discard_sequence, recover
-from .sequence import CommitSequence
+from .sequence import CommitSequence, sync_files
 from .step import CommitStep, Distribute, StepContext
 from .steps import CleanupStaging, FileMove, MoveFiles, PublishManifest, WriteCommit, WriteOffsets, WriteSources
 from .wal import CommitSequenceStore
@@ -189,8 +189,9 @@ class TableCommitter:
         #: Logs whose retention is due, with the batch its window ends at (``_schedule_retention``).
         self._retention_lock = threading.Lock()
         self._retention_due: dict[int, tuple[CompactibleLog[Any], int]] = {}
-        #: Completed batches whose WAL claim the janitor has not deleted yet (``_drop_claims``).
-        self._claims_to_drop: list[int] = []
+        #: Completed batches whose WAL claim the janitor has not deleted yet, each with the
+        #: records written without their sync (``_drop_claims``).
+        self._claims_to_drop: list[tuple[int, list[tuple[Storage, str]]]] = []
         #: set by a sink: runs a function over chunks of a list on the cluster (see StepContext)
         self.distribute: Distribute | None = None
         #: Delta logs by table (None: this table), kept across batches (``StepContext.delta_targets``)
@@ -228,6 +229,7 @@ class TableCommitter:
         """``_ctx`` for a fresh commit: with this committer's pool (a roll-forward has none)."""
         ctx = self._ctx()
         ctx.pool = self.pool.get()
+        ctx.defer_sync = True
         return ctx
 
     def open(self) -> RecoveryReport:
@@ -613,8 +615,10 @@ class TableCommitter:
         # first, the staging leftovers (.crc, _SUCCESS, empty dirs) after it: a staging directory
         # without its claim is an attempt recovery may abort, and this one's data has moved.
         # Registered before ``latest_batch_id`` moves on: retention drops it first (_run_retention).
+        # The offsets and sources records were written without waiting for the disk; the claim
+        # is what can rebuild them, so they are synced before it goes (``_drop_claims``).
         with self._retention_lock:
-            self._claims_to_drop.append(seq.batch_id)
+            self._claims_to_drop.append((seq.batch_id, seq.written(ctx, deferred=True)))
         self.janitor.submit(partial(self._drop_claim, attempt.staging_dir))
         self._queue_preparation()
         return ctx
@@ -635,15 +639,27 @@ class TableCommitter:
         judged them never published and, in direct mode, deleted their data files."""
         with self._retention_lock:
             batches, self._claims_to_drop = self._claims_to_drop, []
-        failed: list[int] = []
+        failed: list[tuple[int, list[tuple[Storage, str]]]] = []
         done = 0
         try:
-            for batch_id in batches:
+            try:
+                # one call for every batch: their fsyncs overlap, and when batches outrun this
+                # thread a pass syncs many records at the cost of a few
+                sync_files([pair for _, unsynced in batches for pair in unsynced])
+                for _, unsynced in batches:
+                    unsynced.clear()  # a claim whose delete fails is not synced again
+            except Exception:
+                log.exception(
+                    "syncing the bookkeeping records of batches %s failed; their claims stay, retried before the next retention pass",
+                    [b for b, _ in batches],
+                )
+                failed, done = list(batches), len(batches)
+            for claim in batches[done:]:
                 try:
-                    self.wal.delete_completed(batch_id)
+                    self.wal.delete_completed(claim[0])
                 except Exception:
-                    log.exception("deleting the WAL claim of completed batch %d failed; retried before the next retention pass", batch_id)
-                    failed.append(batch_id)
+                    log.exception("deleting the WAL claim of completed batch %d failed; retried before the next retention pass", claim[0])
+                    failed.append(claim)
                 done += 1
         finally:
             # whatever was not deleted stays registered - a BaseException (a cancelled async

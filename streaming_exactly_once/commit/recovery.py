@@ -42,7 +42,7 @@ from ..table.layout import STAGING_DIR, parse_staging_name
 from ..table.table_logs import TableLogs
 from ..table.temp_files import remove_earlier_writers_files
 from .attempt_verdict import ABORT, COMMIT, decide
-from .sequence import CommitSequence
+from .sequence import CommitSequence, sync_files
 from .step import StepContext
 from .steps import MoveFiles, PublishManifest
 from .wal import CommitSequenceStore
@@ -211,6 +211,10 @@ def recover(
             fence("complete")
             log.warning("rolling forward pending commit of manifest batch %d (query %s, Spark batch %d)", batch_id, seq.query_id, seq.spark_batch_id)
             seq.run(ctx, fresh=False, retries=retries)
+            # A step verified done may have been written without its sync - by a fresh commit
+            # (``CommitStep.sync_deferred``) or by a writer killed between a rename and its
+            # sync: it must survive a power cut before the claim that could redo it goes.
+            sync_files(seq.written(ctx))
             wal.delete(batch_id, attempt=seq.attempt)
             storage.delete_tree(seq.staging_dir)  # leftovers; the data has moved or is committed
             report.rolled_forward.append(batch_id)

@@ -44,7 +44,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field as dc_field, replace
 from functools import partial
 from typing import Any
@@ -53,6 +53,7 @@ from ..errors import CommitError, ExactlyOnceError, LogCorruptError
 from ..log.codec import RecordError
 from ..log.record_fields import decode, encode, flattened, json_field
 from ..log.version import encode_file, encode_line, parse_body
+from ..storage.base import Storage
 from ..storage.io_threads import submit_or_run
 from ..table.attempt_key import AttemptKey, KeyedByAttempt
 from .lease import fenced_cause
@@ -145,6 +146,11 @@ class CommitSequence(KeyedByAttempt):
                 for step in group:
                     run_step(step, ctx)
 
+    def written(self, ctx: StepContext, *, deferred: bool = False) -> list[tuple[Storage, str]]:
+        """The files the steps wrote (``CommitStep.written``); ``deferred``: only those a fresh
+        commit wrote without their sync (``CommitStep.sync_deferred``)."""
+        return [pair for step in self.steps if step.sync_deferred or not deferred for pair in step.written(ctx)]
+
     def _run_step(
         self, step: CommitStep, ctx: StepContext, *, fresh: bool, retries: int, backoff_s: float, sleep: Callable[[float], None]
     ) -> None:
@@ -205,6 +211,15 @@ class CommitSequence(KeyedByAttempt):
                         step=step.kind,
                     ) from exc
                 sleep(backoff_s * (2 ** (attempt - 1)))
+
+
+def sync_files(files: Sequence[tuple[Storage, str]]) -> None:
+    """Sync ``files`` (``Storage.sync``), one call per storage, so the fsyncs of each overlap."""
+    by_storage: dict[int, tuple[Storage, list[str]]] = {}
+    for storage, path in files:
+        by_storage.setdefault(id(storage), (storage, []))[1].append(path)
+    for storage, paths in by_storage.values():
+        storage.sync(paths)
 
 
 # Every step kind a WAL entry may hold is registered before any entry is read.

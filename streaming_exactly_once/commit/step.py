@@ -62,6 +62,10 @@ class StepContext(MoveContext):
     #: The committer's own threads for work that overlaps (``CommitSequence.run``); None: one
     #: step after the other.
     pool: ThreadPoolExecutor | None = None
+    #: A fresh commit writes the records its WAL claim can rebuild (``CommitStep.sync_deferred``)
+    #: without waiting for the disk; the committer syncs them before it deletes the claim.
+    #: False in a roll-forward: what it writes is durable before the claim goes.
+    defer_sync: bool = False
 
 
 class CommitStep(ABC):
@@ -73,6 +77,11 @@ class CommitStep(ABC):
     #: after the visibility step can be one - the commit record, which readers compare with
     #: the manifest, must not appear before the manifest entry.
     bookkeeping: ClassVar[bool] = False
+    #: The step's record may be written without its sync in a fresh commit (``defer_sync``):
+    #: no reader decides anything by it, the WAL claim holds it, and a roll-forward repairs
+    #: what a power cut left of it (missing, empty, cut short). The commit record is not one:
+    #: a batch whose Spark batch is acknowledged must stay known as committed.
+    sync_deferred: ClassVar[bool] = False
 
     @abstractmethod
     def verify(self, ctx: StepContext) -> bool:
@@ -81,6 +90,12 @@ class CommitStep(ABC):
     @abstractmethod
     def execute(self, ctx: StepContext) -> None:
         """Produce the effect; safe to call when it is partly or fully done."""
+
+    def written(self, ctx: StepContext) -> list[tuple[Storage, str]]:
+        """The files whose bytes and names are the step's effect, each with its storage: a
+        roll-forward syncs them before it deletes the claim (a step verified done may have
+        been written, but not yet synced, by a writer that then died)."""
+        return []
 
     def to_json(self) -> dict[str, Any]:
         """The step as a JSON object whose first key is ``kind``, then its declared fields

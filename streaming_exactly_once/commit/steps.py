@@ -11,11 +11,16 @@ kind                    effect (and how ``verify`` knows it is done)
                         transaction (app id, M) - Delta readers' visibility point (the log's
                         transaction version is >= M); ``commit.delta_step``
 ``offsets``             ``_seo/offsets/M`` written: the query, Spark batch and source offsets of
-                        M (the file exists). Written after the manifest: nothing needs it
-                        before the batch is visible, and a writer that loses an attempt never
-                        has a record of it to clean up
-``sources``             ``_seo/sources/M`` written (the file exists)
+                        M (the file holds M's record). Written after the manifest: nothing
+                        needs it before the batch is visible, and a writer that loses an
+                        attempt never has a record of it to clean up
+``sources``             ``_seo/sources/M`` written (the file holds these records; a compact
+                        file: it exists)
 ``commit``              ``_seo/commits/M`` written (the file exists)
+
+A fresh commit writes ``offsets`` and ``sources`` without waiting for their sync
+(``CommitStep.sync_deferred``); the committer syncs them before it deletes the WAL claim, so
+until then a power cut can cut them short, and the roll-forward the claim gets rewrites them.
 ``members``             dataset group: for each of its tables in the batch, the manifest entry
                         and then the table's commit record (in parallel across tables); each
                         table's manifest file is that table's visibility point
@@ -32,8 +37,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field as dc_field, replace
 from typing import Any
 
-from ..errors import CommitError, LogConflictError
+from ..errors import CommitError, LogConflictError, LogCorruptError
 from ..log.codec import RecordError, non_negative, path_value
+from ..log.compaction import is_compaction_batch
 from ..log.record_fields import json_field
 from ..manifest.entry import ManifestEntry
 from ..storage.base import Storage, check_relative
@@ -96,6 +102,9 @@ class MoveFiles(CommitStep):
 
     def verify(self, ctx: StepContext) -> bool:
         return all(self._done(ctx, m) for m in self.moves)
+
+    def written(self, ctx: StepContext) -> list[tuple[Storage, str]]:
+        return [(ctx.storage, m.dst) for m in self.moves]
 
     def _move_one(self, ctx: MoveContext, move: FileMove) -> None:
         try:
@@ -182,6 +191,10 @@ class PublishManifest(CommitStep):
     def execute(self, ctx: StepContext) -> None:
         ctx.logs.require_manifest().add(self.batch_id, self.entries)
 
+    def written(self, ctx: StepContext) -> list[tuple[Storage, str]]:
+        manifest = ctx.logs.require_manifest()
+        return [(manifest.storage, manifest.path(self.batch_id))]
+
 
 
 @register
@@ -191,15 +204,31 @@ class WriteSources(CommitStep):
 
     kind = "sources"
     bookkeeping = True
+    sync_deferred = True
     batch_id: int = dc_field(default=0, metadata=json_field("batchId", int))
     files: list[SourceFileRecord] = dc_field(default_factory=list, metadata=json_field("files", list, record=SourceFileRecord))
 
     def verify(self, ctx: StepContext) -> bool:
         sources = ctx.logs.require_sources()
-        return sources.storage.exists(sources.path(self.batch_id))
+        if is_compaction_batch(self.batch_id, sources.interval):
+            # written with its sync, and its bytes depend on the retention clock
+            return sources.storage.exists(sources.path(self.batch_id))
+        try:
+            return sources.get(self.batch_id) == self.files
+        except LogCorruptError:
+            return False  # torn by a power cut before its sync: ``execute`` rewrites it
 
     def execute(self, ctx: StepContext) -> None:
-        ctx.logs.require_sources().add(self.batch_id, self.files)
+        sources = ctx.logs.require_sources()
+        try:
+            sources.add(self.batch_id, self.files, durable=not ctx.defer_sync)
+        except LogConflictError:
+            if not sources.rewrite_torn(self.batch_id, self.files):
+                raise
+
+    def written(self, ctx: StepContext) -> list[tuple[Storage, str]]:
+        sources = ctx.logs.require_sources()
+        return [(sources.storage, sources.path(self.batch_id))]
 
 
 
@@ -210,28 +239,41 @@ class WriteOffsets(CommitStep):
 
     kind = "offsets"
     bookkeeping = True
+    sync_deferred = True
     record: OffsetsRecord = dc_field(metadata=json_field("record", dict, record=OffsetsRecord))
 
     def _key(self, record: OffsetsRecord | None) -> tuple[str, int] | None:
         return None if record is None else (record.query_id, record.spark_batch_id)
 
+    def _found(self, ctx: StepContext) -> tuple[str, int] | None:
+        """The key of the record there; None if none, or torn by a power cut before its sync."""
+        try:
+            return self._key(ctx.logs.require_offsets().record(self.record.batch_id))
+        except LogCorruptError:
+            return None
+
     def verify(self, ctx: StepContext) -> bool:
-        return self._key(ctx.logs.require_offsets().record(self.record.batch_id)) == self._key(self.record)
+        return self._found(ctx) == self._key(self.record)
 
     def execute(self, ctx: StepContext) -> None:
         log_ = ctx.logs.require_offsets()
         for second_try in (False, True):
             try:
-                log_.add(self.record.batch_id, [self.record])
+                log_.add(self.record.batch_id, [self.record], durable=not ctx.defer_sync)
                 return
             except LogConflictError:
-                if self._key(log_.record(self.record.batch_id)) == self._key(self.record):
+                if self._found(ctx) == self._key(self.record):
                     return  # a concurrent roll-forward wrote the same record
                 if second_try:
                     raise
                 # An intent an older release wrote before staging, for an attempt that never
-                # committed: this claim's manifest entry is published, so its record wins.
+                # committed, or this record torn by a power cut before its sync: this claim's
+                # manifest entry is published, so its record wins.
                 log_.storage.delete(log_.path(self.record.batch_id))
+
+    def written(self, ctx: StepContext) -> list[tuple[Storage, str]]:
+        log_ = ctx.logs.require_offsets()
+        return [(log_.storage, log_.path(self.record.batch_id))]
 
 
 
@@ -265,6 +307,9 @@ class WriteCommit(CommitStep):
             )
             if not same:
                 raise
+
+    def written(self, ctx: StepContext) -> list[tuple[Storage, str]]:
+        return [(ctx.logs.commits.storage, ctx.logs.commits.path(self.record.batch_id))]
 
 
 

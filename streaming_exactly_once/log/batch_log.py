@@ -6,6 +6,10 @@ record per line (``log.version`` shows the bytes). What this layer adds:
 * ``add(batch_id, records)`` is **exclusive and idempotent**: it is one ``put_if_absent``;
   if the file already exists with the same bytes it returns ``False`` (a retry of our own
   write), with different bytes it raises ``LogConflictError`` (someone else wrote this batch).
+* ``add(..., durable=False)`` returns before the file is durable (``Storage.without_sync``):
+  for records something durable can rebuild, synced by the caller before that goes.
+  ``rewrite_torn`` repairs what a power cut can leave of such a file: nothing, an empty file,
+  a prefix of the records or bytes that do not parse.
 * ``get``/``read``/``get_range`` decode with precise errors; ``get_range`` and ``gaps``
   detect gaps, which Spark's reader silently assumes away ("ids are contiguous").
 * ``gaps`` costs O(files present), whatever the names: a file more than ``STRAY_DISTANCE``
@@ -193,14 +197,15 @@ class BatchLog(Generic[T]):
 
     # -- writes ------------------------------------------------------------------------------
 
-    def add(self, batch_id: int, records: Sequence[T]) -> bool:
+    def add(self, batch_id: int, records: Sequence[T], *, durable: bool = True) -> bool:
         """Write batch ``batch_id`` unless present; see the module docstring."""
-        return self.add_bytes(batch_id, self.encode(records))
+        return self.add_bytes(batch_id, self.encode(records), durable=durable)
 
-    def add_bytes(self, batch_id: int, data: bytes) -> bool:
+    def add_bytes(self, batch_id: int, data: bytes, *, durable: bool = True) -> bool:
         path = self.path(batch_id)
+        storage = self.storage if durable else self.storage.without_sync()
         try:
-            self.storage.put_if_absent(path, data)
+            storage.put_if_absent(path, data)
         except FileExistsError:
             existing = self.storage.read_bytes(path)
             if existing != data:
@@ -214,6 +219,35 @@ class BatchLog(Generic[T]):
                 ) from None
             self._note(batch_id)
             return False
+        self._note(batch_id)
+        return True
+
+    def rewrite_torn(self, batch_id: int, records: Sequence[T]) -> bool:
+        """Make delta file ``batch_id`` hold ``records``, durably, if what is there is a torn
+        write of them; False if it holds other complete records (a conflict the caller reports).
+
+        A file written ``durable=False`` and cut by a power cut before its sync can be missing,
+        empty, a prefix of its bytes (a whole prefix of its lines included) or NUL-filled; only
+        the writer of batch ``batch_id`` - whose WAL claim is being rolled forward - ever writes
+        it, so such a file is rewritten. Records equal to ``records`` count as written, whatever
+        bytes an older release chose for them."""
+        path = self.path(batch_id)
+        try:
+            existing = self.storage.read_bytes(path)
+        except FileNotFoundError:
+            existing = None
+        if existing is not None:
+            try:
+                found = self.decode(existing, batch_id=batch_id)
+            except LogCorruptError:
+                found = None  # cut mid-line, empty, NUL-filled
+            if found is not None:
+                if found == list(records):
+                    self._note(batch_id)
+                    return True
+                if found != list(records)[: len(found)]:
+                    return False
+        self.storage.atomic_write(path, self.encode(records))
         self._note(batch_id)
         return True
 

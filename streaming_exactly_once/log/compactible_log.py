@@ -281,9 +281,12 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         pieces.append(own_tail)
         return pieces
 
-    def add(self, batch_id: int, records: Sequence[T]) -> bool:
+    def add(self, batch_id: int, records: Sequence[T], *, durable: bool = True) -> bool:
+        """A delta file as ``BatchLog.add``; a compact file is always written durably, whatever
+        ``durable`` says: retention deletes the files it folds in, and its bytes, which depend
+        on the clock where a retention filter applies, cannot be rebuilt to repair a tear."""
         if not is_compaction_batch(batch_id, self.interval):
-            return super().add(batch_id, records)
+            return super().add(batch_id, records, durable=durable)
         context = f"needed to compact batch {batch_id} (compact interval {self.interval})"
         own_tail = b"".join(b"\n" + encode_line(self.codec.to_json(r)) for r in records)
         if self.preparation.holds(batch_id):
@@ -329,6 +332,13 @@ class CompactibleLog(BatchLog[T], Generic[T]):
                 return False
         self._note(batch_id)
         return True
+
+    def rewrite_torn(self, batch_id: int, records: Sequence[T]) -> bool:
+        """``BatchLog.rewrite_torn`` for a delta file; a compact file is never written without
+        its sync (``add``), so one that differs is a conflict, not a tear."""
+        if is_compaction_batch(batch_id, self.interval):
+            return False
+        return super().rewrite_torn(batch_id, records)
 
     def _materialized(self, pieces: Sequence[Piece]) -> list[bytes | memoryview]:
         """``pieces`` with every range read: only after losing a create, which is rare."""

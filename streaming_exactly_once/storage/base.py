@@ -191,6 +191,15 @@ class Storage(ABC):
         of the same file - a rename keeps the file, so only its new directory entry is new)."""
         return  # the default: every write already is durable
 
+    def without_sync(self) -> Storage:
+        """This storage with writes that return before they are durable: what they write is
+        visible at once, to this process and every other one, but a power cut (not a killed
+        process) could lose or tear it until ``sync`` is called on its path. Only for records
+        that something durable can rebuild - the bookkeeping records a WAL claim holds, synced
+        before the claim is deleted (``commit.committer``). The default is this very storage:
+        where every write is durable, nothing is left to defer."""
+        return self
+
     @abstractmethod
     def delete(self, path: str, *, missing_ok: bool = True) -> None:
         """Remove one file."""

@@ -361,6 +361,18 @@ class LocalStorage(Storage):
             return open(target, "xb")
         return io.BufferedWriter(_SyncedOnClose(target), buffer_size=1 << 20)
 
+    def without_sync(self) -> LocalStorage:
+        """The same root without any fsync (``Storage.without_sync``): a create is a write and a
+        rename, ~0.05 ms, where the durable one waits ~0.5 ms for the disk."""
+        if not self._durable:
+            return self
+        # a subclass stays itself, sharing its state (tests record and hold calls); not
+        # ``copy.copy``, which goes through ``__reduce__`` and makes a plain LocalStorage
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        twin._durable = False
+        return twin
+
     def sync(self, paths: Sequence[str], *, contents: bool = True) -> None:
         if not self._durable or not paths:
             return

@@ -31,7 +31,8 @@ protocol; each is one storage rule here (``BOUNDARY_RULES``). ``M`` is a batch n
     mid-move          after the first rename out of ``_seo/staging/`` of a batch (its other files
                       still staged; with one file, the instant after-move is)
     after-move        after the ``sync`` of the moved files (before the first manifest write;
-                      not the sync of the staged files that overlaps the WAL claim)
+                      not the sync of the staged files that overlaps the WAL claim, nor any
+                      sync of ``_seo/``)
 
                       (a move list long enough for ``worker_moves_from`` is renamed and synced by
                       Spark tasks, whose pickled storage is the plain one: neither mid-move nor
@@ -45,6 +46,9 @@ protocol; each is one storage rule here (``BOUNDARY_RULES``). ``M`` is a batch n
     after-sources     after the create of ``_seo/sources/M[.compact]``
     after-commit      after the create of ``_seo/commits/M[.compact]``
     after-cleanup     after ``delete_tree(_seo/staging/<attempt>/intents)`` (direct mode)
+    after-records-sync  after the janitor's sync of ``_seo/offsets/M`` and ``_seo/sources/M``,
+                      which the commit wrote without waiting for the disk, and before it deletes
+                      ``_seo/wal/M`` (on the janitor's thread, as after-wal-delete)
     after-wal-delete  after the delete of ``_seo/wal/M``
     mid-members       after the first member table's ``<table>/_seo/commits/N`` of a group batch
     after-members     before the create of the group's ``_seo/offsets/M`` (the step after the
@@ -91,6 +95,7 @@ BOUNDARIES = (
     "after-sources",
     "after-commit",
     "after-cleanup",
+    "after-records-sync",
     "after-wal-delete",
     "mid-members",
     "after-members",
@@ -127,12 +132,13 @@ BOUNDARY_RULES: Mapping[str, Where] = {
     "before-wal": Where(("put_if_absent",), _WAL, "before"),
     "after-wal": Where(("put_if_absent",), _WAL, "after"),
     "mid-move": Where(("rename",), r"^_seo/staging/", "after", per_batch=True),
-    "after-move": Where(("sync",), r"^(?!_seo/staging/)", "after"),
+    "after-move": Where(("sync",), r"^(?!_seo/)", "after"),
     "after-manifest": Where(_CREATE, rf"^(_spark_metadata|_seo/manifest)/{_N}", "after"),
     "after-delta": Where(_CREATE, rf"^_seo/offsets/{_N}", "before"),
     "after-sources": Where(_CREATE, rf"^_seo/sources/{_N}", "after"),
     "after-commit": Where(_CREATE, rf"^_seo/commits/{_N}", "after"),
     "after-cleanup": Where(("delete_tree",), r"^_seo/staging/[^/]+/intents$", "after"),
+    "after-records-sync": Where(("sync",), r"^_seo/(offsets|sources)/\d+$", "after"),
     "after-wal-delete": Where(("delete",), _WAL, "after"),
     "mid-members": Where(_CREATE, rf"^.+/_seo/commits/{_N}", "after", per_batch=True),
     "after-members": Where(_CREATE, rf"^_seo/offsets/{_N}", "before"),
@@ -257,6 +263,11 @@ class FaultInjectingStorage(Storage):
 
     def child(self, path: str) -> Storage:
         return FaultInjectingStorage(self.inner.child(path), _state=self._state, _prefix=join(self._prefix, path))
+
+    def without_sync(self) -> Storage:
+        """The same rules over the inner storage's writes without their sync."""
+        inner = self.inner.without_sync()
+        return self if inner is self.inner else FaultInjectingStorage(inner, _state=self._state, _prefix=self._prefix)
 
     # -- reads -------------------------------------------------------------------------------------
 

@@ -344,3 +344,101 @@ def test_a_claim_whose_delete_is_cancelled_stays_ahead_of_retention(tmp_path):
     report = make_committer(storage, **opts).open()
     assert report.discarded == [] and report.deleted_data_files == 0
     assert visible_rows(storage) == [b * 10 for b in range(7)]
+
+
+class NotingDurability(LocalStorage):
+    """Local disk that notes, for every create, whether it waited for the disk, and every sync
+    with all its paths; ``fail_syncs_of`` (a path prefix): such syncs raise, as a failing disk."""
+
+    def __init__(self, root: str, fail_syncs_of: str | None = None) -> None:
+        super().__init__(root)
+        self.events: list[tuple[str, str, bool]] = []
+        self.fail_syncs_of = fail_syncs_of
+        self._lock = threading.Lock()
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        super().put_if_absent(path, data)
+        with self._lock:
+            self.events.append(("create", path, self._durable))
+
+    def sync(self, paths, *, contents=True):  # type: ignore[no-untyped-def]
+        if self.fail_syncs_of and any(p.startswith(self.fail_syncs_of) for p in paths):
+            raise OSError(5, "Input/output error (injected)")
+        super().sync(paths, contents=contents)
+        with self._lock:
+            self.events.extend(("sync", p, self._durable) for p in paths)
+
+    def delete(self, path: str, *, missing_ok: bool = True) -> None:
+        with self._lock:
+            self.events.append(("delete", path, self._durable))
+        super().delete(path, missing_ok=missing_ok)
+
+
+def test_offsets_and_sources_are_written_without_waiting_and_synced_before_the_claim_goes(tmp_path):
+    """#14 goal 2: of the bookkeeping records only the commit record waits for the disk; the
+    other two are made durable by the janitor before it deletes the claim that can rebuild them."""
+    storage = NotingDurability(str(tmp_path))
+    committer = make_committer(storage, compact_interval=10)
+    for b in range(3):
+        stage_and_commit(committer, QUERY, b, [b])
+    committer.janitor.drain()
+    events = storage.events
+    created = {path: durable for op, path, durable in events if op == "create"}
+    for b in range(3):
+        assert created[f"_seo/offsets/{b}"] is False and created[f"_seo/sources/{b}"] is False, created
+        assert created[f"_seo/commits/{b}"] is True and created[f"_spark_metadata/{b}"] is True
+        assert created[f"_seo/wal/{b}"] is True
+        drop = events.index(("delete", f"_seo/wal/{b}", True))
+        for log in ("offsets", "sources"):
+            synced = [i for i, e in enumerate(events) if e == ("sync", f"_seo/{log}/{b}", True)]
+            assert synced and synced[0] < drop, (log, b, events)
+    assert visible_rows(storage) == [0, 1, 2]
+
+
+def test_records_a_power_cut_tore_before_their_sync_are_rewritten_by_the_roll_forward(tmp_path):
+    """The sync of the deferred records fails (a dying disk), so every claim stays and retention
+    waits; the records are then cut as a power cut leaves unsynced files - gone, empty, cut
+    mid-line, a line short, NUL-filled - and the next writer's roll-forward rewrites them."""
+    opts = dict(compact_interval=10, min_batches_to_retain=1, cleanup_delay_ms=0)
+    storage = NotingDurability(str(tmp_path), fail_syncs_of="_seo/offsets/")
+    committer = make_committer(storage, **opts)
+    for b in range(5):
+        stage_and_commit(committer, QUERY, b, [b * 10, b * 10 + 1])
+    committer.janitor.drain()
+    assert sorted(os.listdir(tmp_path / "_seo" / "wal")) == ["0", "1", "2", "3", "4"], "no claim goes before its records are synced"
+    assert (tmp_path / "_spark_metadata" / "0").exists(), "retention waits for the claims"
+    committer.close()
+    seo = tmp_path / "_seo"
+    intact = {p: p.read_bytes() for p in [*(seo / "offsets").iterdir(), *(seo / "sources").iterdir()] if p.name.isdigit()}
+    (seo / "offsets" / "0").unlink()
+    (seo / "sources" / "1").write_bytes(b"")
+    (seo / "offsets" / "2").write_bytes(intact[seo / "offsets" / "2"][:-7])
+    (seo / "sources" / "3").write_bytes(b"v1")  # its one line lost
+    (seo / "offsets" / "4").write_bytes(b"\0" * len(intact[seo / "offsets" / "4"]))
+    again = make_committer(LocalStorage(str(tmp_path)), **opts)
+    report = again.open()
+    assert report.rolled_forward == [0, 1, 2, 3, 4] and report.discarded == []
+    assert {p: p.read_bytes() for p in intact} == intact
+    assert os.listdir(seo / "wal") == []
+    for b in range(5):
+        assert stage_and_commit(again, QUERY, b, [b * 10, b * 10 + 1]) is None  # replays are skipped
+    stage_and_commit(again, QUERY, 5, [50, 51])
+    again.close()
+    assert visible_rows(storage) == sorted(r for b in range(6) for r in (b * 10, b * 10 + 1))
+
+
+def test_a_record_holding_another_batchs_records_is_a_conflict_not_a_tear(tmp_path):
+    """Only a cut-short write of the claim's own records is rewritten: complete other records
+    are someone else's, and the roll-forward stops with the file named."""
+    from streaming_exactly_once.errors import LogConflictError
+
+    storage = NotingDurability(str(tmp_path), fail_syncs_of="_seo/offsets/")
+    committer = make_committer(storage)
+    stage_and_commit(committer, QUERY, 0, [1])
+    stage_and_commit(committer, QUERY, 1, [2])
+    committer.close()
+    sources = tmp_path / "_seo" / "sources"
+    (sources / "1").write_bytes((sources / "0").read_bytes())  # batch 0's complete record
+    with pytest.raises(LogConflictError, match=r"_seo/sources/1"):
+        make_committer(LocalStorage(str(tmp_path))).open()
+    assert (tmp_path / "_seo" / "wal" / "1").exists(), "the claim stays for a person to look at"

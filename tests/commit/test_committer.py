@@ -66,6 +66,13 @@ def test_failure_at_every_boundary_then_restart(local_storage, boundary, mode):
         assert stage_and_commit(failing, Q, 1, rows_of(1), mode=mode).status == "committed"
         failing.janitor.drain()
         assert storage.list_dir(WAL_DIR) == [] and storage.list_dir(STAGING_DIR) != []
+    elif boundary == "after-records-sync":
+        # the janitor's sync of the offsets and sources records failed: the batch has committed,
+        # its claim stayed for the retention pass queued after it, which synced the records and
+        # deleted it; the staging leftovers wait for the next start
+        assert stage_and_commit(failing, Q, 1, rows_of(1), mode=mode).status == "committed"
+        failing.janitor.drain()
+        assert storage.list_dir(WAL_DIR) == [] and storage.list_dir(STAGING_DIR) != []
     else:
         with pytest.raises(InjectedFailure):
             stage_and_commit(failing, Q, 1, rows_of(1), mode=mode)

@@ -58,7 +58,7 @@ PAIRS = [(kind, b) for kind, bs in BOUNDARIES_OF.items() for b in bs]
 #: Boundaries at which the frozen batch is already claimed (its WAL entry written before the
 #: takeover): the zombie may complete that batch. Before them it must not publish it.
 CLAIMED = {"after-wal", "mid-move", "after-move", "after-manifest", "after-sources", "after-commit",
-           "after-cleanup", "after-wal-delete", "mid-members", "after-members"}
+           "after-cleanup", "after-records-sync", "after-wal-delete", "mid-members", "after-members"}
 BASES = {QA: 0, QB: 1_000_000, QC: 2_000_000}
 
 
