@@ -14,10 +14,12 @@
                                                               while the staged files are fsync'd
                                         fence check           (a writer fenced before it claimed stops here)
                                         run the steps         (manifest = the visibility point; then
-                                                              offsets, sources and commit record at once)
+                                                              offsets, sources and commit record at once,
+                                                              the first two without waiting for the disk)
                                         L = M
-                                        a background janitor deletes _seo/wal/M, then the
-                                        staging leftovers, and applies retention to the four logs
+                                        a background janitor fsyncs offsets/M and sources/M, deletes
+                                        _seo/wal/M, then the staging leftovers, and applies retention
+                                        to the four logs
 
 Everything an attempt writes before its claim lives under its own staging directory (or, in
 direct mode, is named by intents there), so abandoning an attempt never touches anything
@@ -27,8 +29,11 @@ From the WAL write on, the batch only rolls forward (``commit.recovery``). Per-b
 fixed number of small create-if-absent writes plus one rename per file: the latest state lives
 in memory and nothing lists a growing directory. What only waits on the disk overlaps, so a batch
 waits for the durable writes it needs in order - the claim (with the staged bytes), the new
-names, the manifest entry, the commit record (with the other bookkeeping records) - and little
-else (``benchmarks/bench_commit.py`` measures both in the same run).
+names, the manifest entry, the commit record - and little else: the offsets and sources records
+are written beside the commit record without their fsync, which the janitor does before it
+deletes the claim that can rebuild them (``CommitStep.sync_deferred``; until then a power cut may
+cut them short, and the claim's roll-forward rewrites them). ``benchmarks/bench_commit.py``
+measures the commit and its durable writes alone in the same run.
 """
 
 from __future__ import annotations
