@@ -196,7 +196,7 @@ class TableCommitter:
         self._retention_due: dict[int, tuple[CompactibleLog[Any], int]] = {}
         #: Completed batches whose WAL claim the janitor has not deleted yet, each with the
         #: records written without their sync (``_drop_claims``).
-        self._claims_to_drop: list[tuple[int, list[tuple[Storage, str]]]] = []
+        self._claims_to_drop: list[ClaimToDrop] = []
         #: set by a sink: runs a function over chunks of a list on the cluster (see StepContext)
         self.distribute: Distribute | None = None
         #: Delta logs by table (None: this table), kept across batches (``StepContext.delta_targets``)
@@ -623,7 +623,7 @@ class TableCommitter:
         # The offsets and sources records were written without waiting for the disk; the claim
         # is what can rebuild them, so they are synced before it goes (``_drop_claims``).
         with self._retention_lock:
-            self._claims_to_drop.append((seq.batch_id, seq.written(ctx, deferred=True)))
+            self._claims_to_drop.append(ClaimToDrop(seq.batch_id, seq.written(ctx, deferred=True), partial(_rewrite_deferred, seq, ctx)))
         self.janitor.submit(partial(self._drop_claim, attempt.staging_dir))
         self._queue_preparation()
         return ctx
@@ -644,26 +644,35 @@ class TableCommitter:
         judged them never published and, in direct mode, deleted their data files."""
         with self._retention_lock:
             batches, self._claims_to_drop = self._claims_to_drop, []
-        failed: list[tuple[int, list[tuple[Storage, str]]]] = []
+        failed: list[ClaimToDrop] = []
         done = 0
         try:
             try:
-                # one call for every batch: their fsyncs overlap, and when batches outrun this
-                # thread a pass syncs many records at the cost of a few
-                sync_files([pair for _, unsynced in batches for pair in unsynced])
-                for _, unsynced in batches:
-                    unsynced.clear()  # a claim whose delete fails is not synced again
+                # a record whose sync failed is written again, never synced again: Linux marks
+                # the pages of a failed fsync clean, so the next fsync can succeed with the bytes
+                # never on disk (red team of ce20f30)
+                for claim in batches:
+                    if claim.sync_failed:
+                        claim.rewrite()
+                # one call for every other batch: their fsyncs overlap, and when batches outrun
+                # this thread a pass syncs many records at the cost of a few
+                sync_files([pair for claim in batches if not claim.sync_failed for pair in claim.unsynced])
+                for claim in batches:
+                    claim.durable()  # a claim whose delete fails is not synced again
             except Exception:
                 log.exception(
-                    "syncing the bookkeeping records of batches %s failed; their claims stay, retried before the next retention pass",
-                    [b for b, _ in batches],
+                    "making the bookkeeping records of batches %s durable failed; their claims stay, and the records are "
+                    "written again before the next retention pass",
+                    [claim.batch_id for claim in batches],
                 )
+                for claim in batches:
+                    claim.sync_failed = claim.sync_failed or bool(claim.unsynced)
                 failed, done = list(batches), len(batches)
             for claim in batches[done:]:
                 try:
-                    self.wal.delete_completed(claim[0])
+                    self.wal.delete_completed(claim.batch_id)
                 except Exception:
-                    log.exception("deleting the WAL claim of completed batch %d failed; retried before the next retention pass", claim[0])
+                    log.exception("deleting the WAL claim of completed batch %d failed; retried before the next retention pass", claim.batch_id)
                     failed.append(claim)
                 done += 1
         finally:
@@ -812,6 +821,28 @@ class TableCommitter:
     def _retention_targets(self, batch_id: int) -> list[tuple[CompactibleLog[Any], int]]:
         """Each log that retention keeps short, with the batch id its window ends at."""
         return [(log_, batch_id) for log_ in self.logs.all_logs()]
+
+
+@dataclass
+class ClaimToDrop:
+    """A completed batch whose WAL claim the janitor has yet to delete (``_drop_claims``)."""
+
+    batch_id: int
+    #: the records the commit wrote without their sync (``CommitStep.sync_deferred``)
+    unsynced: list[tuple[Storage, str]]
+    #: writes them again, durably (``CommitStep.rewrite_durably``): what follows a failed sync
+    rewrite: Any
+    sync_failed: bool = False
+
+    def durable(self) -> None:
+        self.unsynced.clear()
+        self.sync_failed = False
+
+
+def _rewrite_deferred(seq: CommitSequence, ctx: StepContext) -> None:
+    for step in seq.steps:
+        if step.sync_deferred:
+            step.rewrite_durably(ctx)
 
 
 def index_compact(logs: TableLogs, compact_id: int) -> None:

@@ -42,7 +42,7 @@ from ..table.layout import STAGING_DIR, parse_staging_name
 from ..table.table_logs import TableLogs
 from ..table.temp_files import remove_earlier_writers_files
 from .attempt_verdict import ABORT, COMMIT, decide
-from .sequence import CommitSequence, sync_files
+from .sequence import CommitSequence, make_durable
 from .step import StepContext
 from .steps import MoveFiles, PublishManifest
 from .wal import CommitSequenceStore
@@ -214,7 +214,7 @@ def recover(
             # A step verified done may have been written without its sync - by a fresh commit
             # (``CommitStep.sync_deferred``) or by a writer killed between a rename and its
             # sync: it must survive a power cut before the claim that could redo it goes.
-            sync_files(seq.written(ctx))
+            make_durable(seq, ctx)
             wal.delete(batch_id, attempt=seq.attempt)
             storage.delete_tree(seq.staging_dir)  # leftovers; the data has moved or is committed
             report.rolled_forward.append(batch_id)

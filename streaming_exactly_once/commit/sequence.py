@@ -213,6 +213,17 @@ class CommitSequence(KeyedByAttempt):
                 sleep(backoff_s * (2 ** (attempt - 1)))
 
 
+def make_durable(seq: CommitSequence, ctx: StepContext) -> None:
+    """Before a roll-forward deletes ``seq``'s claim: every file its steps wrote, durable. The
+    records a fresh commit wrote without their sync are written again, durably (a failed
+    fsync in this boot may have left their pages clean but never written,
+    ``CommitStep.rewrite_durably``); the other files are synced."""
+    for step in seq.steps:
+        if step.sync_deferred:
+            step.rewrite_durably(ctx)
+    sync_files([pair for step in seq.steps if not step.sync_deferred for pair in step.written(ctx)])
+
+
 def sync_files(files: Sequence[tuple[Storage, str]]) -> None:
     """Sync ``files`` (``Storage.sync``), one call per storage, so the fsyncs of each overlap."""
     by_storage: dict[int, tuple[Storage, list[str]]] = {}

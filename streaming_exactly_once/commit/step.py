@@ -97,6 +97,12 @@ class CommitStep(ABC):
         been written, but not yet synced, by a writer that then died)."""
         return []
 
+    def rewrite_durably(self, ctx: StepContext) -> None:
+        """``sync_deferred`` steps: write the record again, durably, under a new inode. For when
+        a sync of it failed, or may have: Linux marks the pages of a failed fsync clean, so a
+        later fsync of the same file can succeed with the bytes never on disk."""
+        raise NotImplementedError(self.kind)
+
     def to_json(self) -> dict[str, Any]:
         """The step as a JSON object whose first key is ``kind``, then its declared fields
         (``log.record_fields``; a step is a dataclass whose fields carry ``json_field``)."""

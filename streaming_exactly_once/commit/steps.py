@@ -230,6 +230,9 @@ class WriteSources(CommitStep):
         sources = ctx.logs.require_sources()
         return [(sources.storage, sources.path(self.batch_id))]
 
+    def rewrite_durably(self, ctx: StepContext) -> None:
+        ctx.logs.require_sources().rewrite_durably(self.batch_id, self.files)
+
 
 
 @register
@@ -274,6 +277,9 @@ class WriteOffsets(CommitStep):
     def written(self, ctx: StepContext) -> list[tuple[Storage, str]]:
         log_ = ctx.logs.require_offsets()
         return [(log_.storage, log_.path(self.record.batch_id))]
+
+    def rewrite_durably(self, ctx: StepContext) -> None:
+        ctx.logs.require_offsets().rewrite_durably(self.record.batch_id, [self.record])
 
 
 

@@ -225,8 +225,12 @@ class LocalStorage(Storage):
         head, tail = os.path.split(target)
         return os.path.join(head, temp_sibling_name(tail))
 
+    #: ``without_sync``'s twin still makes a directory it creates durable: the sync of a file
+    #: later (``sync``) covers its name in its directory, not the directory's in its parent
+    _durable_new_dirs = False
+
     def _write_tmp(self, target: str, data: bytes) -> str:
-        makedirs_durable(os.path.dirname(target), durable=self._durable)
+        makedirs_durable(os.path.dirname(target), durable=self._durable or self._durable_new_dirs)
         tmp = self._tmp_sibling(target)
         with open(tmp, "xb") as fh:
             fh.write(data)
@@ -371,6 +375,7 @@ class LocalStorage(Storage):
         twin = object.__new__(type(self))
         twin.__dict__.update(self.__dict__)
         twin._durable = False
+        twin._durable_new_dirs = True
         return twin
 
     def sync(self, paths: Sequence[str], *, contents: bool = True) -> None:

@@ -368,6 +368,11 @@ class NotingDurability(LocalStorage):
         with self._lock:
             self.events.extend(("sync", p, self._durable) for p in paths)
 
+    def atomic_write(self, path: str, data: bytes) -> None:
+        if self.fail_syncs_of and path.startswith(self.fail_syncs_of):
+            raise OSError(5, "Input/output error (injected)")
+        super().atomic_write(path, data)
+
     def delete(self, path: str, *, missing_ok: bool = True) -> None:
         with self._lock:
             self.events.append(("delete", path, self._durable))
@@ -396,7 +401,8 @@ def test_offsets_and_sources_are_written_without_waiting_and_synced_before_the_c
 
 
 def test_records_a_power_cut_tore_before_their_sync_are_rewritten_by_the_roll_forward(tmp_path):
-    """The sync of the deferred records fails (a dying disk), so every claim stays and retention
+    """The sync of the deferred records fails, and so does writing them again (a dying disk), so
+    every claim stays and retention
     waits; the records are then cut as a power cut leaves unsynced files - gone, empty, cut
     mid-line, a line short, NUL-filled - and the next writer's roll-forward rewrites them."""
     opts = dict(compact_interval=10, min_batches_to_retain=1, cleanup_delay_ms=0)
@@ -442,3 +448,67 @@ def test_a_record_holding_another_batchs_records_is_a_conflict_not_a_tear(tmp_pa
     with pytest.raises(LogConflictError, match=r"_seo/sources/1"):
         make_committer(LocalStorage(str(tmp_path))).open()
     assert (tmp_path / "_seo" / "wal" / "1").exists(), "the claim stays for a person to look at"
+
+
+class FailingFirstSyncs(NotingDurability):
+    """``NotingDurability`` whose first ``failures`` syncs of ``_seo/offsets/`` fail, and which
+    notes every ``atomic_write``."""
+
+    def __init__(self, root: str, failures: int) -> None:
+        super().__init__(root)
+        self.failures = failures
+
+    def sync(self, paths, *, contents=True):  # type: ignore[no-untyped-def]
+        if self.failures and any(p.startswith("_seo/offsets/") for p in paths):
+            self.failures -= 1
+            raise OSError(5, "Input/output error (injected)")
+        super().sync(paths, contents=contents)
+
+    def atomic_write(self, path: str, data: bytes) -> None:
+        super().atomic_write(path, data)
+        with self._lock:
+            self.events.append(("rewrite", path, self._durable))
+
+
+def test_records_whose_sync_failed_are_written_again_not_synced_again(tmp_path):
+    """Red team of ce20f30 ("fsyncgate"): Linux marks the pages of a failed fsync clean, so a
+    second fsync can succeed with the bytes never on disk. The claim goes only after the
+    records were written again, durably, under a new inode."""
+    storage = FailingFirstSyncs(str(tmp_path), failures=1)
+    committer = make_committer(storage)
+    stage_and_commit(committer, QUERY, 0, [1])
+    committer.janitor.drain()
+    events = storage.events
+    drop = events.index(("delete", "_seo/wal/0", True))
+    for log in ("offsets", "sources"):
+        rewritten = events.index(("rewrite", f"_seo/{log}/0", True))
+        assert rewritten < drop, events
+        assert ("sync", f"_seo/{log}/0", True) not in events[:drop], "never trusted to a second fsync"
+    committer.close()
+    assert visible_rows(storage) == [1]
+
+
+def test_a_roll_forward_writes_the_deferred_records_again_before_it_deletes_the_claim(tmp_path):
+    storage = NotingDurability(str(tmp_path), fail_syncs_of="_seo/offsets/")
+    committer = make_committer(storage)
+    stage_and_commit(committer, QUERY, 0, [1])
+    committer.close()
+    again = FailingFirstSyncs(str(tmp_path), failures=0)
+    assert make_committer(again).open().rolled_forward == [0]
+    events = again.events
+    drop = events.index(("delete", "_seo/wal/0", True))
+    assert events.index(("rewrite", "_seo/offsets/0", True)) < drop and events.index(("rewrite", "_seo/sources/0", True)) < drop
+    assert events.index(("sync", "_spark_metadata/0", True)) < drop and events.index(("sync", "_seo/commits/0", True)) < drop
+
+
+def test_the_unsynced_twin_still_makes_new_directories_durable(tmp_path, monkeypatch):
+    """Red team of ce20f30: the sync of a record covers its name in its directory, not the new
+    directory's name in its parent."""
+    import streaming_exactly_once.storage.local as local
+
+    synced: list[str] = []
+    real = local._fsync_dir
+    monkeypatch.setattr(local, "_fsync_dir", lambda path: (synced.append(path), real(path)))
+    LocalStorage(str(tmp_path)).without_sync().put_if_absent("_seo/sources/0", b"v1")
+    assert str(tmp_path / "_seo") in synced and str(tmp_path) in synced
+    assert str(tmp_path / "_seo" / "sources") not in synced, "the file's own name waits for its sync"
