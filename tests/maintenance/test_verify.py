@@ -32,3 +32,25 @@ def test_group_verify_skips_nested_tables_and_files_outside_tables(capsys, tmp_p
     code, out, _ = seo(capsys, "--json", "verify", str(root))
     problems = json.loads(out)["problems"]
     assert code == 3 and [(p["kind"], p["path"].rsplit("/", 3)[-3:]) for p in problems] == [("orphan", ["orders", "day=1", "orphan.parquet"])]
+
+
+def test_a_torn_record_of_a_batch_with_a_pending_claim_is_a_warning_and_recover_rewrites_it(tmp_path):
+    """A commit writes the offsets and sources records without waiting for the disk: until the
+    janitor syncs them and deletes the claim, a power cut can cut them short. verify says so,
+    as a warning naming the command, and not as corruption pointing at backups."""
+    from streaming_exactly_once.maintenance.verify import verify_table
+    from streaming_exactly_once.storage.local import LocalStorage
+    from tests.commit.helpers import make_committer, stage_and_commit
+    from tests.commit.test_commit_overlap import QUERY, NotingDurability
+
+    committer = make_committer(NotingDurability(str(tmp_path), fail_syncs_of="_seo/offsets/"))
+    stage_and_commit(committer, QUERY, 0, [1])
+    committer.close()  # the claim stays: its records could not be made durable
+    intact = (tmp_path / "_seo" / "sources" / "0").read_bytes()
+    (tmp_path / "_seo" / "sources" / "0").write_bytes(b"\0" * 9)
+    report = verify_table(LocalStorage(str(tmp_path)))
+    kinds = {(p.severity, p.kind) for p in report.problems}
+    assert ("warning", "pending-record") in kinds and ("error", "log-corrupt") not in kinds, report.problems
+    assert any("seo recover" in p.detail for p in report.problems if p.kind == "pending-record")
+    assert make_committer(LocalStorage(str(tmp_path))).open().rolled_forward == [0]
+    assert (tmp_path / "_seo" / "sources" / "0").read_bytes() == intact
