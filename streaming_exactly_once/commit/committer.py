@@ -623,7 +623,7 @@ class TableCommitter:
         # The offsets and sources records were written without waiting for the disk; the claim
         # is what can rebuild them, so they are synced before it goes (``_drop_claims``).
         with self._retention_lock:
-            self._claims_to_drop.append(ClaimToDrop(seq.batch_id, seq.written(ctx, deferred=True), partial(_rewrite_deferred, seq, ctx)))
+            self._claims_to_drop.append(ClaimToDrop(seq, ctx))
         self.janitor.submit(partial(self._drop_claim, attempt.staging_dir))
         self._queue_preparation()
         return ctx
@@ -653,26 +653,28 @@ class TableCommitter:
                 # never on disk (red team of ce20f30)
                 for claim in batches:
                     if claim.sync_failed:
-                        claim.rewrite()
+                        claim.seq.rewrite_deferred(claim.ctx)
                 # one call for every other batch: their fsyncs overlap, and when batches outrun
                 # this thread a pass syncs many records at the cost of a few
-                sync_files([pair for claim in batches if not claim.sync_failed for pair in claim.unsynced])
+                sync_files([
+                    pair for claim in batches if not (claim.durable or claim.sync_failed) for pair in claim.seq.written(claim.ctx, deferred=True)
+                ])
                 for claim in batches:
-                    claim.durable()  # a claim whose delete fails is not synced again
+                    claim.durable, claim.sync_failed = True, False  # a claim whose delete fails is not synced again
             except Exception:
                 log.exception(
                     "making the bookkeeping records of batches %s durable failed; their claims stay, and the records are "
                     "written again before the next retention pass",
-                    [claim.batch_id for claim in batches],
+                    [claim.seq.batch_id for claim in batches],
                 )
                 for claim in batches:
-                    claim.sync_failed = claim.sync_failed or bool(claim.unsynced)
+                    claim.sync_failed = not claim.durable
                 failed, done = list(batches), len(batches)
             for claim in batches[done:]:
                 try:
-                    self.wal.delete_completed(claim.batch_id)
+                    self.wal.delete_completed(claim.seq.batch_id)
                 except Exception:
-                    log.exception("deleting the WAL claim of completed batch %d failed; retried before the next retention pass", claim.batch_id)
+                    log.exception("deleting the WAL claim of completed batch %d failed; retried before the next retention pass", claim.seq.batch_id)
                     failed.append(claim)
                 done += 1
         finally:
@@ -825,24 +827,17 @@ class TableCommitter:
 
 @dataclass
 class ClaimToDrop:
-    """A completed batch whose WAL claim the janitor has yet to delete (``_drop_claims``)."""
+    """A completed batch whose WAL claim the janitor has yet to delete (``_drop_claims``), with
+    the context its steps ran in: the records the commit wrote without their sync are found,
+    synced and, after a failed sync, written again from it (``CommitSequence.written``,
+    ``rewrite_deferred``) on the janitor's thread, not on the batch's."""
 
-    batch_id: int
-    #: the records the commit wrote without their sync (``CommitStep.sync_deferred``)
-    unsynced: list[tuple[Storage, str]]
-    #: writes them again, durably (``CommitStep.rewrite_durably``): what follows a failed sync
-    rewrite: Any
+    seq: CommitSequence
+    ctx: StepContext
+    #: its deferred records were made durable (only the claim's delete is left)
+    durable: bool = False
+    #: a sync of them failed: they are written again, never synced again
     sync_failed: bool = False
-
-    def durable(self) -> None:
-        self.unsynced.clear()
-        self.sync_failed = False
-
-
-def _rewrite_deferred(seq: CommitSequence, ctx: StepContext) -> None:
-    for step in seq.steps:
-        if step.sync_deferred:
-            step.rewrite_durably(ctx)
 
 
 def index_compact(logs: TableLogs, compact_id: int) -> None:

@@ -151,6 +151,14 @@ class CommitSequence(KeyedByAttempt):
         commit wrote without their sync (``CommitStep.sync_deferred``)."""
         return [pair for step in self.steps if step.sync_deferred or not deferred for pair in step.written(ctx)]
 
+    def rewrite_deferred(self, ctx: StepContext) -> None:
+        """Write the records a fresh commit wrote without their sync again, durably
+        (``CommitStep.rewrite_durably``): never trust a later fsync of a file whose sync failed
+        or may have - Linux marks the pages of a failed fsync clean."""
+        for step in self.steps:
+            if step.sync_deferred:
+                step.rewrite_durably(ctx)
+
     def _run_step(
         self, step: CommitStep, ctx: StepContext, *, fresh: bool, retries: int, backoff_s: float, sleep: Callable[[float], None]
     ) -> None:
@@ -215,12 +223,9 @@ class CommitSequence(KeyedByAttempt):
 
 def make_durable(seq: CommitSequence, ctx: StepContext) -> None:
     """Before a roll-forward deletes ``seq``'s claim: every file its steps wrote, durable. The
-    records a fresh commit wrote without their sync are written again, durably (a failed
-    fsync in this boot may have left their pages clean but never written,
-    ``CommitStep.rewrite_durably``); the other files are synced."""
-    for step in seq.steps:
-        if step.sync_deferred:
-            step.rewrite_durably(ctx)
+    records a fresh commit wrote without their sync are written again, durably (a failed fsync
+    in this boot may have left their pages clean but never written); the other files are synced."""
+    seq.rewrite_deferred(ctx)
     sync_files([pair for step in seq.steps if not step.sync_deferred for pair in step.written(ctx)])
 
 

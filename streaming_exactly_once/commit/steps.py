@@ -17,10 +17,6 @@ kind                    effect (and how ``verify`` knows it is done)
 ``sources``             ``_seo/sources/M`` written (the file holds these records; a compact
                         file: it exists)
 ``commit``              ``_seo/commits/M`` written (the file exists)
-
-A fresh commit writes ``offsets`` and ``sources`` without waiting for their sync
-(``CommitStep.sync_deferred``); the committer syncs them before it deletes the WAL claim, so
-until then a power cut can cut them short, and the roll-forward the claim gets rewrites them.
 ``members``             dataset group: for each of its tables in the batch, the manifest entry
                         and then the table's commit record (in parallel across tables); each
                         table's manifest file is that table's visibility point
@@ -29,6 +25,10 @@ until then a power cut can cut them short, and the roll-forward the claim gets r
                         files for an aborted attempt's. The rest of the staging directory is
                         removed after the WAL entry, off the critical path.
 ======================  =====================================================================
+
+A fresh commit writes ``offsets`` and ``sources`` without waiting for their sync
+(``CommitStep.sync_deferred``); the committer syncs them before it deletes the WAL claim, so
+until then a power cut can cut them short, and the roll-forward the claim gets rewrites them.
 """
 
 from __future__ import annotations

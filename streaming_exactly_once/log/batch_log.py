@@ -247,9 +247,14 @@ class BatchLog(Generic[T]):
                     return True
                 if found != list(records)[: len(found)]:
                     return False
-        self.storage.atomic_write(path, self.encode(records))
-        self._note(batch_id)
+        self.rewrite_durably(batch_id, records)
         return True
+
+    def rewrite_durably(self, batch_id: int, records: Sequence[T]) -> None:
+        """Replace file ``batch_id`` by ``records`` with a durable write (a new inode): for a file
+        written ``durable=False`` that is torn, or whose sync failed or may have."""
+        self.storage.atomic_write(self.path(batch_id), self.encode(records))
+        self._note(batch_id)
 
     def _note(self, batch_id: int) -> None:
         if self._latest is None or batch_id > self._latest:

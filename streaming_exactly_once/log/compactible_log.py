@@ -334,12 +334,10 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         return True
 
     def rewrite_durably(self, batch_id: int, records: Sequence[T]) -> None:
-        """Replace delta file ``batch_id`` by ``records`` with a durable write (a new inode), for
-        a file written ``durable=False`` whose sync failed or may have; a compact file is
-        always written durably (``add``) and is left as it is."""
+        """``BatchLog.rewrite_durably`` for a delta file; a compact file is always written
+        durably (``add``) and is left as it is."""
         if not is_compaction_batch(batch_id, self.interval):
-            self.storage.atomic_write(self.path(batch_id), self.encode(records))
-            self._note(batch_id)
+            super().rewrite_durably(batch_id, records)
 
     def rewrite_torn(self, batch_id: int, records: Sequence[T]) -> bool:
         """``BatchLog.rewrite_torn`` for a delta file; a compact file is never written without

@@ -99,7 +99,6 @@ def _check_logs_parse(logs: TableLogs, identity: TableIdentity | None, report: V
         claimed = set(CommitSequenceStore(logs.storage).pending())
     except ExactlyOnceError:
         claimed = set()  # reported by ``_pending``
-    deferred = {id(log_) for log_ in (logs.offsets, logs.sources) if log_ is not None}
     for log_ in logs.all_logs():
         if log_ is not logs.manifest and identity is None:
             continue
@@ -114,7 +113,7 @@ def _check_logs_parse(logs: TableLogs, identity: TableIdentity | None, report: V
             try:
                 log_.read(batch_id)
             except ExactlyOnceError as exc:
-                if id(log_) in deferred and batch_id in claimed:
+                if (log_ is logs.offsets or log_ is logs.sources) and batch_id in claimed:
                     report.add(
                         "warning", "pending-record", log_.uri(batch_id),
                         f"{exc}; batch {batch_id} has a pending WAL claim, whose roll-forward (`seo recover`, or the sink's "
