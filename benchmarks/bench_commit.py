@@ -29,13 +29,13 @@ from .stats import summary
 QUERY = "77777777-7777-7777-7777-777777777777"
 
 
-def _committer(root: str, *, faulty: bool = False, **opts):
+def _committer(root: str, *, faulty: bool = False, storage_options: dict[str, Any] | None = None, **opts):
     from streaming_exactly_once.commit.committer import CommitterOptions, TableCommitter
     from streaming_exactly_once.storage import open_storage
     from streaming_exactly_once.testing.faults import FaultInjectingStorage
 
     options = CommitterOptions(heartbeat=False, **opts)
-    storage = open_storage(root)
+    storage = open_storage(root, storage_options or {})
     committer = TableCommitter(FaultInjectingStorage(storage) if faulty else storage, options)
     committer.open()
     return committer
@@ -117,6 +117,26 @@ def overhead(*, batches: int, files_per_batch: int, work: Path) -> dict[str, Any
     }
 
 
+def _write_seed_compact(fh: Any, prefix: str, live_files: int) -> None:
+    """A ``9.compact`` listing ``live_files`` files under ``prefix`` (the table's root URI)."""
+    line = (
+        '{"path":"%s/day=%%d/part-%%012d-seed.c000.snappy.parquet","size":1000000,"isDir":false,'
+        '"modificationTime":1795313165250,"blockReplication":1,"blockSize":33554432,"action":"add"}'
+    ) % prefix
+    fh.write("v1")
+    for i in range(live_files):
+        fh.write("\n" + line % (i % 28, i))
+
+
+def _build_index(uri: str, storage_options: dict[str, Any]) -> None:
+    """The reader index of ``9.compact``, as the sink leaves a table it wrote - in a child
+    process: neither its memory nor its threads count in the caller's."""
+    build = "from streaming_exactly_once.manifest.manifest_index import write_index; from streaming_exactly_once.storage import open_storage; "
+    build += f"assert write_index(open_storage({uri!r}, {storage_options!r}), 9)"
+    repo = str(Path(__file__).resolve().parent.parent)
+    subprocess.run([sys.executable, "-c", build], check=True, cwd=repo, env={**os.environ, "PYTHONPATH": repo})
+
+
 def seed_manifest(root: Path, live_files: int, *, index: bool = True) -> None:
     """A table whose manifest already lists ``live_files`` files: one ``9.compact``, with its
     reader index as the sink leaves a table it wrote (``seo index`` builds it for an adopted
@@ -124,22 +144,29 @@ def seed_manifest(root: Path, live_files: int, *, index: bool = True) -> None:
     indexes the whole file)."""
     meta = root / "_spark_metadata"
     meta.mkdir(parents=True)
-    line = (
-        '{"path":"file://%s/day=%%d/part-%%012d-seed.c000.snappy.parquet","size":1000000,"isDir":false,'
-        '"modificationTime":1795313165250,"blockReplication":1,"blockSize":33554432,"action":"add"}'
-    ) % root
     with open(meta / "9.compact", "w") as fh:
-        fh.write("v1")
-        for i in range(live_files):
-            fh.write("\n" + line % (i % 28, i))
+        _write_seed_compact(fh, f"file://{root}", live_files)
         fh.flush()
         # written back now, not by the kernel's flusher 30 s into the timed batches
         os.fsync(fh.fileno())
-    if index:  # in a child process: neither its memory nor its threads count in the caller's
-        build = "from streaming_exactly_once.manifest.manifest_index import write_index; from streaming_exactly_once.storage import open_storage; "
-        build += f"assert write_index(open_storage({str(root)!r}), 9)"
-        repo = str(Path(__file__).resolve().parent.parent)
-        subprocess.run([sys.executable, "-c", build], check=True, cwd=repo, env={**os.environ, "PYTHONPATH": repo})
+    if index:
+        _build_index(str(root), {})
+
+
+def seed_manifest_s3(uri: str, storage_options: dict[str, Any], live_files: int, work: Path) -> None:
+    """``seed_manifest`` for a table on S3: the compact object is uploaded, then indexed."""
+    import boto3
+
+    local = work / "seed.compact"
+    with open(local, "w") as fh:
+        _write_seed_compact(fh, uri, live_files)
+    bucket, _, key = uri[len("s3://"):].partition("/")
+    client = boto3.client(
+        "s3", endpoint_url=storage_options["endpoint_url"], aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+    )
+    client.upload_file(str(local), bucket, f"{key}/_spark_metadata/9.compact")
+    local.unlink()
+    _build_index(uri, storage_options)
 
 
 def history(
@@ -151,17 +178,24 @@ def history(
     interval_s: float = 0.0,
     seed_live_files: int = 0,
     prepare: bool = True,
+    s3: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Per-batch commit latency vs batch id. ``interval_s`` spaces batches like a real trigger;
-    ``seed_live_files`` starts from a manifest that already lists that many files."""
+    ``seed_live_files`` starts from a manifest that already lists that many files; ``s3``
+    (``{"uri", "options"}``) puts the table on an S3 endpoint instead of local disk."""
     from streaming_exactly_once.commit.committer import StagedFile
     from streaming_exactly_once.log.compaction import is_compaction_batch
     from streaming_exactly_once.manifest.manifest_index import warm_up
 
     root = work / f"history-{int(interval_s * 1000)}ms-{seed_live_files}-{prepare}"
+    uri, storage_options = (s3["uri"], s3["options"]) if s3 else (str(root), {})
     if seed_live_files:
-        seed_manifest(root, seed_live_files)
-    c = _committer(str(root), min_batches_to_retain=100, cleanup_delay_ms=0, prepare_compactions=prepare)
+        if s3:
+            work.mkdir(parents=True, exist_ok=True)
+            seed_manifest_s3(uri, storage_options, seed_live_files, work)
+        else:
+            seed_manifest(root, seed_live_files)
+    c = _committer(uri, storage_options=storage_options, min_batches_to_retain=100, cleanup_delay_ms=0, prepare_compactions=prepare)
     # What a writer does in the background once it opened a table - the imports of its first
     # index build, the copy for the next compaction - ends before the first timed batch, as in a
     # streaming query, whose first batch comes seconds after the sink opened the table: the
@@ -304,12 +338,70 @@ def seeded(*, live: list[int], batches: int, work: Path) -> dict[str, Any]:
     return out
 
 
+_MOTO_CHILD = r"""
+import logging, sys, time
+from moto.server import ThreadedMotoServer
+logging.getLogger("werkzeug").setLevel(logging.ERROR)
+server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+server.start()
+print(server.get_host_and_port()[1], flush=True)
+sys.stdin.read()  # until the parent closes it
+"""
+
+
+class MotoProcess:
+    """moto's S3 server in a child process (port 0): its request handling does not share the
+    timed process's interpreter, as a real endpoint would not."""
+
+    def __enter__(self) -> MotoProcess:
+        import boto3
+
+        self.child = subprocess.Popen([sys.executable, "-c", _MOTO_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.client: Any = None
+        self.options: dict[str, Any] = {}
+        assert self.child.stdout is not None
+        port = int(self.child.stdout.readline())
+        endpoint = f"http://127.0.0.1:{port}"
+        self.client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1")
+        self.options = {"endpoint_url": endpoint, "key": "testing", "secret": "testing", "client_kwargs": {"region_name": "us-east-1"}}
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self.child.stdin is not None
+        self.child.stdin.close()
+        self.child.wait(timeout=30)
+
+
+def seeded_s3(*, live: list[int], batches: int, work: Path) -> dict[str, Any]:
+    """``seeded`` on moto's S3 server, the next compaction prepared in the background: with the
+    server-side copy (``seo_server_side_copy``: the previous compact object is the first part of
+    a multipart upload, copied by the server) and with the default single PUT, whose bytes the
+    writer sends. One bucket per case; a fresh server per live-file count (moto keeps objects in
+    memory)."""
+    out: dict[str, Any] = {}
+    for n in live:
+        with MotoProcess() as moto:
+            for server_copy in (True, False):
+                key = f"{n}-{'server-copy' if server_copy else 'single-put'}"
+                bucket = f"bench-{n}-{int(server_copy)}"
+                moto.client.create_bucket(Bucket=bucket)
+                s3 = {"uri": f"s3://{bucket}/table", "options": {**moto.options, "seo_server_side_copy": server_copy}}
+                r = history(batches=batches, files_per_batch=10, work=work / key, time_box_s=900, seed_live_files=n, s3=s3)
+                out[key] = {k: r[k] for k in ("batches", "live_files", "all_ms", "compaction_summary_ms", "other_batches_ms", "peak_rss_mb")}
+                a = r["all_ms"]
+                print(f"  s3 {n:>9,} live files, {key.split('-', 1)[1]:11s}: median {a['median']:.1f} ms, p99 {a['p99']:.1f} ms", flush=True)
+    return out
+
+
 def main(size: str = "small") -> dict[str, Any]:
     cfg = {
-        "small": dict(overhead=500, history=5_000, box=120, recovery=[100, 1000, 5000], spaced=30, seed=100_000, live=[100, 100_000], seeded=100),
+        "small": dict(
+            overhead=500, history=5_000, box=120, recovery=[100, 1000, 5000], spaced=30, seed=100_000, live=[100, 100_000], seeded=100,
+            s3_live=[100, 100_000], s3_batches=50,
+        ),
         "full": dict(
             overhead=2_000, history=100_000, box=180, recovery=[100, 1000, 10_000], spaced=60, seed=1_000_000,
-            live=[100, 250_000, 1_000_000], seeded=300,
+            live=[100, 250_000, 1_000_000], seeded=300, s3_live=[100, 250_000, 1_000_000], s3_batches=100,
         ),
     }[size]
     work = Path(tempfile.mkdtemp(prefix="seo-bench-commit-"))
@@ -318,6 +410,7 @@ def main(size: str = "small") -> dict[str, Any]:
         total = result["overhead"]["total_ms"]
         print(f"  commit overhead (10 files/batch): median {total['median']:.2f} ms, p99 {total['p99']:.2f} ms", flush=True)
         result["seeded"] = seeded(live=cfg["live"], batches=cfg["seeded"], work=work)
+        result["seeded_s3"] = seeded_s3(live=cfg["s3_live"], batches=cfg["s3_batches"], work=work / "s3")
         result["history"] = history(batches=cfg["history"], files_per_batch=10, work=work, time_box_s=cfg["box"])
         h = result["history"]
         print(

@@ -13,6 +13,7 @@ history: Spark's file sink lists ``_spark_metadata`` every batch and rewrites ev
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
 import tempfile
@@ -63,28 +64,55 @@ class ProgressRecorder:
         return self.by_query.pop(query_id, [])
 
 
-def _run_writer(spark, name: str, input_dir: Path, work: Path, files_per_trigger: int, recorder, events: list) -> dict[str, Any]:
-    from pyspark.sql import DataFrame
-
+def _timed_sink_class():
+    """``ExactlyOnceSink`` whose ``foreachBatch`` call is timed, as plain append's function is."""
     from streaming_exactly_once import ExactlyOnceSink
 
+    class TimedSink(ExactlyOnceSink):
+        calls: list[float]
+
+        def __call__(self, df, batch_id: int) -> None:
+            t0 = time.perf_counter()
+            try:
+                super().__call__(df, batch_id)
+            finally:
+                self.calls.append((time.perf_counter() - t0) * 1000)
+
+    return TimedSink
+
+
+def _run_writer(
+    spark, name: str, input_dir: Path, work: Path, files_per_trigger: int, recorder, events: list, calls: list | None = None
+) -> dict[str, Any]:
+    """One run of ``name``; ``calls`` gets the time of each ``foreachBatch`` call (ms), for the
+    writers that have one."""
+    from pyspark.sql import DataFrame
+
+    calls = [] if calls is None else calls
     out, ckpt = work / f"{name}-out", work / f"{name}-ckpt"
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(ckpt, ignore_errors=True)
     stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", files_per_trigger).csv(str(input_dir))
     sink = None
+    # Every run starts with no dirty pages of an earlier run: Spark's writers do not sync, so
+    # without this the kernel writes an earlier run's files back during whichever run comes
+    # next, and that run pays for them (this sink syncs its own files within its run).
+    os.sync()
     t0 = time.perf_counter()
     if name == "plain_foreachBatch":
 
         def append(df: DataFrame, batch_id: int) -> None:
+            t_call = time.perf_counter()
             df.write.mode("append").parquet(str(out))
+            calls.append((time.perf_counter() - t_call) * 1000)
 
         query = stream.writeStream.foreachBatch(append).option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start()
     elif name == "spark_file_sink":
         query = stream.writeStream.format("parquet").option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start(str(out))
     else:
         mode = name.split("_")[-1]
-        sink = ExactlyOnceSink(str(out), staging_mode=mode, on_commit=events.append)
+        sink = _timed_sink_class()(str(out), staging_mode=mode, on_commit=events.append)
+        sink.calls = calls
         query = sink.start(stream, checkpoint_location=str(ckpt), trigger={"availableNow": True})
     query.awaitTermination()
     wall = time.perf_counter() - t0
@@ -101,6 +129,7 @@ def throughput(*, n_files: int, rows_per_file: int, files_per_trigger: int, roun
     writers = ["plain_foreachBatch", "spark_file_sink", "exactly_once_rename", "exactly_once_direct"]
     walls: dict[str, list[float]] = {w: [] for w in writers}
     add_batch: dict[str, list[float]] = {w: [] for w in writers}
+    call_ms: dict[str, list[float]] = {w: [] for w in writers}
     commit_ms: list[float] = []
     phases: dict[str, dict[str, list[float]]] = {w: {} for w in writers if w.startswith("exactly_once")}
     n_batches = -(-n_files // files_per_trigger)
@@ -111,7 +140,7 @@ def throughput(*, n_files: int, rows_per_file: int, files_per_trigger: int, roun
         order = writers[r % len(writers):] + writers[: r % len(writers)]  # rotate who goes first
         for name in order:
             events: list = []
-            result = _run_writer(spark, name, input_dir, work, files_per_trigger, recorder, events)
+            result = _run_writer(spark, name, input_dir, work, files_per_trigger, recorder, events, call_ms[name])
             walls[name].append(result["wall_s"])
             add_batch[name] += recorder.take(result["query_id"], n_batches)
             commit_ms += [e["commitMs"] for e in events]
@@ -136,6 +165,11 @@ def throughput(*, n_files: int, rows_per_file: int, files_per_trigger: int, roun
             if add_batch[name] and add_batch["plain_foreachBatch"]
             else None,
         }
+        if call_ms[name]:
+            # the foreachBatch call alone, without Spark's planning and bookkeeping around it:
+            # what a sink controls (Spark's own sink has no such call)
+            table[name]["call_ms"] = summary(call_ms[name])
+            table[name]["call_vs_plain"] = statistics.median(call_ms[name]) / statistics.median(call_ms["plain_foreachBatch"])
         if name in phases:
             # where a batch's time goes on the driver: before Spark's write, the write, the commit
             table[name]["phases_ms"] = {phase: summary(v) for phase, v in phases[name].items()}

@@ -95,25 +95,30 @@ def _plot_readers(readers: dict[str, Any]) -> str | None:
 def throughput_table(t: dict[str, Any]) -> list[str]:
     lines = [
         "| writer | median run (s) | p95 (s) | vs plain append | paired ratios, round by round | median addBatch (ms) "
-        "| addBatch - plain (ms) | addBatch vs plain |",
-        "|---|---|---|---|---|---|---|---|",
+        "| addBatch - plain (ms) | addBatch vs plain | median foreachBatch call (ms) | call vs plain |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     plain_add = t["writers"].get("plain_foreachBatch", {}).get("addBatch_ms", {}).get("median")
     for name, w in t["writers"].items():
         paired = ", ".join(f"{x:.3f}" for x in w.get("paired_ratios", []))
         extra = w.get("addBatch_minus_plain_ms")
         add = w["addBatch_ms"]["median"]
+        call = w.get("call_ms", {}).get("median")
+        call_ratio = w.get("call_vs_plain")
         lines.append(
             f"| {name.replace('_', ' ')} | {w['wall_s']['median']:.2f} | {w['wall_s']['p95']:.2f} | "
             f"{w['ratio_vs_plain']:.3f}x (paired {w.get('paired_ratio_median', float('nan')):.3f}x) | {paired} | "
-            f"{_ms(add)} | {'' if extra is None else f'{extra:+.1f}'} | {f'{add / plain_add:.3f}x' if plain_add else ''} |"
+            f"{_ms(add)} | {'' if extra is None else f'{extra:+.1f}'} | {f'{add / plain_add:.3f}x' if plain_add else ''} | "
+            f"{'-' if call is None else f'{call:.1f}'} | {'-' if call_ratio is None else f'{call_ratio:.3f}x'} |"
         )
     lines += [
         "",
-        "A run's wall time varies by up to a fifth from one run to the next on this machine, writer for writer, "
-        "which is more than the differences measured here: the paired ratios show it. The per-batch cost is "
-        "steadier - `addBatch vs plain` is the median time Spark spent in one batch's write, this writer's "
-        "against plain `foreachBatch`'s, over every batch of every round.",
+        "Each run starts after `os.sync()`, outside its timing: Spark's writers do not sync their files, so "
+        "without it the kernel writes one run's files back during the next run, and that run pays for them (this "
+        "sink syncs its own files within its run). The paired ratios show how much runs still vary. The per-batch "
+        "cost is steadier: `addBatch vs plain` is the median time Spark spent in one batch's write, this "
+        "writer's against plain `foreachBatch`'s, over every batch of every round. `foreachBatch call` is the "
+        "time inside the function Spark calls: what a sink controls (Spark's own sink has none).",
     ]
     phased = [(n, w["phases_ms"]) for n, w in t["writers"].items() if w.get("phases_ms")]
     if phased:
@@ -244,6 +249,32 @@ def write_report(results: dict[str, Any]) -> None:
                 "Peak memory is measured per case in a fresh process by `python -m benchmarks.memory_probe` "
                 "(these runs share one process).",
             ]
+        s3 = c.get("seeded_s3")
+        if s3:
+            md += [
+                "",
+                "## Cost vs history on S3 (moto's server), back to back",
+                "",
+                "The same batches on moto's S3 server (in its own process on 127.0.0.1). S3 has no prepared files (no "
+                "appends, no rename), so the compaction batch builds the new compact object itself. `server-copy` "
+                "(storage option `seo_server_side_copy`): a multipart upload whose first part the server copies from "
+                "the previous compact object (`UploadPartCopy`), so the writer sends only the new lines; `single-put` "
+                "(the default): the writer reads the previous object and sends the whole new one in one conditional "
+                "PUT. moto answers each request in Python and keeps objects in memory (its copy of a part and its "
+                "completion of an upload copy the bytes in Python): the figures show the requests work and how the "
+                "compaction grows, not S3's latency.",
+                "",
+                "| live files | compact copy | batches | median (ms) | p99 (ms) | p99 vs 100 live files | compaction batches, median (ms) |",
+                "|---|---|---|---|---|---|---|",
+            ]
+            for key, r in s3.items():
+                n, how = key.split("-", 1)
+                anchor = s3.get(f"100-{how}")
+                ratio = r["all_ms"]["p99"] / anchor["all_ms"]["p99"] if anchor and anchor["all_ms"]["p99"] else float("nan")
+                md.append(
+                    f"| {int(n):,} | {how} | {r['batches']} | {r['all_ms']['median']:.1f} | {r['all_ms']['p99']:.1f} | "
+                    f"{ratio:.1f}x | {r['compaction_summary_ms']['median']:.1f} |"
+                )
         h = c["history"]
         img = _plot_history(h)
         md += [
