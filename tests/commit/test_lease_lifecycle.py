@@ -45,3 +45,38 @@ def test_close_then_ensure_open_takes_a_new_epoch_with_a_heartbeat(local_storage
     assert visible_rows(local_storage) == rows_of(0) + rows_of(1)
     c.close()
     assert read_lease_state(local_storage).reason == "released"
+
+
+def test_two_releases_at_once_write_the_released_heartbeat_once(tmp_path):
+    """Under Spark Connect the SIGTERM handler releases on a thread of its own and then ends
+    the process, while the query's end may be releasing on another thread: both wrote the
+    released heartbeat, and the exit cut one write short, leaving its temp file (CI). A second
+    release now waits for the first and writes nothing."""
+    import threading
+
+    from streaming_exactly_once.storage.local import LocalStorage
+
+    writes: list[str] = []
+    first_writing = threading.Event()
+
+    class SlowHeartbeats(LocalStorage):
+        def atomic_write(self, path: str, data: bytes) -> None:
+            if path.startswith("_seo/heartbeats/") and b'"released":true' in data:
+                writes.append(path)
+                first_writing.set()
+                time.sleep(0.3)  # the first release is mid-write when the second comes
+            super().atomic_write(path, data)
+
+    storage = SlowHeartbeats(str(tmp_path / "t"))
+    c = make_committer(storage)
+    c.open()
+    epoch = c.lease.epoch
+    first = threading.Thread(target=c.lease.release)
+    first.start()
+    assert first_writing.wait(10)
+    c.lease.release()  # returns once the first is done, having written nothing
+    first.join(10)
+    assert writes == [f"_seo/heartbeats/{epoch}"]
+    state = read_lease_state(storage)
+    assert state is not None and state.epoch == epoch and state.reason == "released"
+    assert [p.name for p in (tmp_path / "t" / "_seo" / "heartbeats").iterdir()] == [str(epoch)]
