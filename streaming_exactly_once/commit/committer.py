@@ -388,6 +388,9 @@ class TableCommitter:
         if self.lease.epoch is not None and not self.lease.is_fenced():
             for log_ in self._growing_logs():
                 log_.preparation.discard()  # no work file outlives a clean stop (red team #14 G6)
+        else:
+            for log_ in self._growing_logs():
+                log_.preparation.abort_upload()  # by its own id: never the successor's
         self.lease.release()
         self.pool.close()
         self._ready = False

@@ -112,7 +112,7 @@ class GroupCommitter(TableCommitter):
         return ctx
 
     def _recover(self) -> RecoveryReport:
-        self._members.clear()
+        self._drop_members()
 
         def latest() -> int:
             newest = self.logs.commits.latest_batch_id(refresh=True)
@@ -133,10 +133,19 @@ class GroupCommitter(TableCommitter):
         )
 
     def _load_state(self, newest: CommitRecord | None) -> None:
-        self._members.clear()  # recovery may have published batches the cached tables missed
+        self._drop_members()  # recovery may have published batches the cached tables missed
         self.state = _state_of(self.storage, newest)
 
     # -- the tables ----------------------------------------------------------------------------
+
+    def _drop_members(self) -> None:
+        """Forget the cached member tables, aborting the uploads their manifests began (nothing
+        else holds their ids: a reopen leaked one per member - red team)."""
+        with self._members_lock:
+            members, self._members = list(self._members.values()), {}
+        for member in members:
+            for log_ in member.logs.all_logs():
+                log_.preparation.abort_upload()
 
     def member_logs(self, table: str) -> TableLogs:
         return self._member(table).logs

@@ -29,6 +29,7 @@ from typing import Generic, TypeVar
 
 from ..errors import LogConflictError, MissingBatchError
 from ..storage.base import ByteRange, Piece, Storage, composed_files, join
+from ..storage.io_threads import map_waiting
 from .batch_log import COMPACT_SUFFIX, DEFAULT_HINT, BatchLog, parse_batch_file_name
 from .codec import RecordCodec
 from .compaction import (
@@ -272,14 +273,20 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         (a ``ByteRange`` where ``copy`` and ``compact_range`` allow, else header + its body), the
         deltas' bodies and ``own_tail``. Their concatenation is the file's bytes either way."""
         pieces: list[Piece] = [header(self.version)]
-        for previous_id in valid_batches_before_compaction(batch_id, self.interval):
-            copied = self.compact_range(previous_id, context=context) if copy and len(pieces) == 1 else None
-            if copied is not None:
-                pieces = [copied]  # the range starts with the very same header
-            else:
-                pieces.append(self.raw_body(previous_id, context=context))
+        folded = list(valid_batches_before_compaction(batch_id, self.interval))
+        copied = self.compact_range(folded[0], context=context) if copy and folded else None
+        if copied is not None:
+            pieces, folded = [copied], folded[1:]  # the range starts with the very same header
+        pieces += self.raw_bodies(folded, context=context)
         pieces.append(own_tail)
         return pieces
+
+    def raw_bodies(self, batch_ids: Sequence[int], *, context: str) -> list[memoryview]:
+        """``raw_body`` of each batch, in order. On an object store side by side: each read is a
+        round trip (~10 ms each on moto's server, nine deltas before every compaction)."""
+        if self.storage.scheme == "file":
+            return [self.raw_body(b, context=context) for b in batch_ids]
+        return map_waiting("log-reads", lambda b: self.raw_body(b, context=context), batch_ids)  # one pool per process
 
     def add(self, batch_id: int, records: Sequence[T], *, durable: bool = True) -> bool:
         """A delta file as ``BatchLog.add``; a compact file is always written durably, whatever

@@ -25,7 +25,19 @@ back to building the file from the logs (``CompactibleLog.add``): a compact file
 from what the logs say is never published.
 
 Only logs whose fold is plain concatenation (Spark's rule, no retention filter) can be prepared,
-and only on storage that offers prepared files (``storage.base.PreparedFiles``).
+and only on storage that offers prepared files (``storage.base.PreparedFiles``) or, where there
+are no appends and no rename (S3), composed uploads (``storage.base.ComposedUploads``).
+
+On S3 (``_advance_upload``): right after a compaction, the next compact file is begun as a
+multipart upload whose first part the server copies from the compact file just written
+(``UploadPartCopy``, guarded by its ETag; the file must be vouched for, as below); nothing else is
+sent before the compaction batch, which reads the deltas (side by side: each read is a round
+trip), sends them and its own records as the last part, and completes the upload if the key is
+absent. Nothing is visible before that. The copy runs on the server and takes nothing of this
+machine, so there is no pacing; a compaction batch that finds the copy under way waits for it
+(``holds``), as it would do the copy itself otherwise. An upload begun for a compaction that its
+batch built without it, or by a writer that closes or reopens, is aborted; one cut short by a
+killed writer stays invisible (the bucket's lifecycle rule removes incomplete uploads).
 
 Pacing (#14): the copy of the previous compact file is the one big write of a log (58 MB at
 250k live files, 230 MB at a million), and while the disk writes it back, every small fsync of
@@ -72,9 +84,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
-from ..storage.base import ByteRange, PreparedFiles, join, prepared_files
+from ..storage.base import ByteRange, ComposedUploads, PendingUpload, PreparedFiles, composed_uploads, join, prepared_files
 from .batch_log import COMPACT_SUFFIX
-from .compaction import next_compaction_batch, valid_batches_before_compaction
+from .compaction import is_compaction_batch, next_compaction_batch, valid_batches_before_compaction
 from .version import header
 
 if TYPE_CHECKING:
@@ -132,6 +144,16 @@ class _WorkFile:
     size: int = 0  # bytes this writer wrote: anything else means someone touched it
 
 
+@dataclass
+class _Upload:
+    """The next compact file as an upload begun with the previous compact file copied."""
+
+    compact_id: int
+    #: the compact file it copied (the first of the batches the compaction folds)
+    copied: int
+    pending: PendingUpload
+
+
 class CompactionPreparation:
     """The work file of one log's next compaction (module docstring); one per log object."""
 
@@ -142,6 +164,11 @@ class CompactionPreparation:
         self.owner = ""
         self._lock = threading.Lock()
         self._work: _WorkFile | None = None
+        #: Where the storage has no prepared files but ``ComposedUploads`` (S3): the upload of
+        #: the next compact file, its server-side copy of the previous one done (module docstring).
+        self._upload: _Upload | None = None
+        #: the compaction batch the last ``_advance_upload`` began (or is beginning) an upload for
+        self._upload_for: int | None = None
         #: Set while someone waits for the copy (``publish``, ``stop``): no more rests.
         self._hurry = threading.Event()
         #: Set by ``stop``: the writer is closing, and its work file would only be discarded.
@@ -172,15 +199,29 @@ class CompactionPreparation:
             return None
         return prepared_files(log.storage)
 
+    def _uploads(self) -> ComposedUploads | None:
+        """The log's storage as ``ComposedUploads`` where it has no prepared files; else None."""
+        log = self.log
+        if not log.fold_is_concatenation or log.retain is not None or prepared_files(log.storage) is not None:
+            return None
+        return composed_uploads(log.storage)
+
     def holds(self, compact_id: int) -> bool:
-        """Whether a work file for compaction batch ``compact_id`` is under way."""
-        work = self._work
+        """Whether a work file (or an upload) for compaction batch ``compact_id`` is under way."""
+        work, upload = self._work, self._upload
+        if self._uploads() is not None:
+            return (upload is not None and upload.compact_id == compact_id) or self._upload_for == compact_id
         return work is not None and work.compact_id == compact_id
 
     def advance(self) -> None:
         """Bring the work file of the next compaction up to date with the log."""
+        if self._stopping.is_set():
+            return
         store = self._store()
-        if store is None or self._stopping.is_set():
+        if store is None:
+            uploads = self._uploads()
+            if uploads is not None:
+                self._advance_upload(uploads)
             return
         log, storage = self.log, self.log.storage
         latest = log.latest_batch_id()
@@ -255,6 +296,78 @@ class CompactionPreparation:
             # disk while the commit path fsyncs its own files.
             if started or latest + 1 >= target:
                 store.sync_prepared(work.path)
+
+    def _advance_upload(self, uploads: ComposedUploads) -> None:
+        """Begin the next compact file as an upload whose first part the storage copies from
+        the previous compact file, once per compaction (S3: ``UploadPartCopy``).
+
+        Why only the copy: it is nearly all of the file (58 MB at 250k live files) and runs on
+        the server, so the writer neither sends it nor waits for it; the deltas and the
+        compaction batch's own records, a few KB, are sent by the compaction batch as the
+        upload's last part (``publish``). No pacing: the copy takes nothing of this machine's
+        disk. Nothing is visible until the upload is completed; a writer killed meanwhile leaves
+        an invisible upload (the bucket's lifecycle rule for incomplete uploads removes it), and
+        its successor begins its own."""
+        compactible = self.log
+        latest = compactible.latest_batch_id()
+        if latest is None:
+            return
+        target = next_compaction_batch(latest, compactible.interval)
+        with self._lock:
+            self._upload_for = target  # ``holds``: the compaction batch waits for the copy
+            held = self._upload
+            if held is not None:
+                if held.compact_id == target:
+                    return
+                self._upload = None
+                uploads.abort_composed(held.pending)  # an earlier target's: the log no longer needs it
+            first = valid_batches_before_compaction(target, compactible.interval)[0]
+            if first > latest or not is_compaction_batch(first, compactible.interval) or compactible.storage.exists(compactible.path(target)):
+                return  # no compact file to copy yet, or published meanwhile
+            try:
+                copied = compactible.compact_range(first, context=f"needed to prepare compact batch {target}")
+                pending = uploads.begin_composed(compactible.path(target), copied) if copied is not None else None
+            except Exception:  # the compaction batch builds it and says what is wrong, if anything
+                log.warning("preparing compact batch %d of %s failed; its batch builds it", target, compactible.uri(), exc_info=True)
+                return
+            if pending is None:
+                return  # not vouched, too small to copy, or an endpoint that is not exclusive
+            kept = False
+            try:
+                current = compactible.latest_batch_id()
+                # (not when the writer is closing, or the batch came first)
+                kept = not self._stopping.is_set() and (current is None or current < target)
+                if kept:
+                    self._upload = _Upload(target, first, pending)
+            finally:
+                if not kept:  # whatever interrupted: nothing else holds its id
+                    uploads.abort_composed(pending)
+
+    def _publish_upload(self, uploads: ComposedUploads, upload: _Upload, own_tail: bytes, *, context: str) -> bool | None:
+        """Complete ``upload`` with the deltas' bodies and ``own_tail`` as its last part; None:
+        build the file from the logs (another writer's file is there, to be compared)."""
+        log_ = self.log
+        deltas = [b for b in valid_batches_before_compaction(upload.compact_id, log_.interval) if b != upload.copied]
+        try:
+            bodies = log_.raw_bodies(deltas, context=context)
+        except BaseException:
+            uploads.abort_composed(upload.pending)  # nothing else holds its id: never leave it pending
+            raise
+        try:
+            uploads.complete_composed(upload.pending, b"".join(bytes(body) for body in bodies) + own_tail)
+        except FileExistsError:
+            return None  # another writer's file: the ordinary path compares it
+        except Exception:
+            # Aborted already. The upload may be gone (a lifecycle rule for incomplete uploads
+            # removed it while the compaction was far off - red team), or the compact file it
+            # copied changed since (``ComposedSourceError``): the batch builds the file itself,
+            # measuring and vouching for the previous one anew.
+            log.warning(
+                "the upload prepared for compact batch %d of %s could not be completed; the batch builds the file itself",
+                upload.compact_id, log_.uri(), exc_info=True,
+            )
+            return None
+        return True
 
     def _copy_paced(self, store: PreparedFiles, path: str, source: ByteRange, target: int) -> None:
         """Append ``source`` to work file ``path`` a slice at a time, resting between slices
@@ -363,6 +476,15 @@ class CompactionPreparation:
     def publish(self, compact_id: int, own_tail: bytes, *, context: str) -> bool | None:
         """Publish the work file as compact file ``compact_id``; None: build it from the logs."""
         log, storage = self.log, self.log.storage
+        uploads = self._uploads()
+        if uploads is not None:
+            with self._lock:  # an upload being begun (its server-side copy) ends first
+                upload, self._upload = self._upload, None
+                if upload is None or upload.compact_id != compact_id:
+                    if upload is not None:
+                        uploads.abort_composed(upload.pending)
+                    return None
+                return self._publish_upload(uploads, upload, own_tail, context=context)
         behind = self._copying and self.holds(compact_id)
         self._hurry.set()  # a copy under way for this batch finishes at full speed
         with self._lock:
@@ -406,9 +528,23 @@ class CompactionPreparation:
             work, self._work = self._work, None
         if work is not None:
             self.log.storage.delete(work.path)
+        self._abort_upload()
+
+    def abort_upload(self) -> None:
+        """Abort this object's begun upload, if any: a fenced writer's close (its work files
+        are left alone, but an upload is aborted by its own id, which no successor shares)."""
+        self._abort_upload()
+
+    def _abort_upload(self) -> None:
+        with self._lock:
+            upload, self._upload = self._upload, None
+        uploads = self._uploads()
+        if upload is not None and uploads is not None:
+            uploads.abort_composed(upload.pending)
 
     def discard_all(self) -> None:
         """Remove every work file in the log's directory (a crashed writer's take space)."""
+        self._abort_upload()  # this object's own; a crashed writer's uploads are invisible
         self._work = None
         self._hurry.clear()
         self._stopping.clear()

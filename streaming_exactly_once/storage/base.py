@@ -233,6 +233,9 @@ class Storage(ABC):
     #: Whether this backend also implements ``ComposedFiles`` (see ``composed_files``): true on
     #: local disks and S3. Not part of the contract every backend implements.
     supports_composed_files: bool = False
+    #: Whether this backend also implements ``ComposedUploads`` (see ``composed_uploads``): true
+    #: on S3 with server-side copies. Not part of the contract every backend implements.
+    supports_composed_uploads: bool = False
 
     # -- hand-off to readers and Spark executors --------------------------------------------
 
@@ -317,6 +320,51 @@ class ComposedFiles(Protocol):
 def composed_files(storage: Storage) -> ComposedFiles | None:
     """``storage`` as ``ComposedFiles`` if it has that capability, else None."""
     if storage.supports_composed_files and isinstance(storage, ComposedFiles):
+        return storage
+    return None
+
+
+@dataclass(frozen=True)
+class PendingUpload:
+    """A composed file begun by ``ComposedUploads.begin_composed``: ``path`` will hold the bytes
+    of ``source`` followed by what ``complete_composed`` adds. Nobody sees it until then."""
+
+    path: str
+    source: ByteRange
+    #: the backend's own state (S3: the upload id and the copied parts' ETags)
+    token: Any
+
+
+@runtime_checkable
+class ComposedUploads(Protocol):
+    """An optional capability of a storage that has no prepared files (no appends, no rename)
+    but can copy a range server-side into an object that is not visible yet: ``put_composed_if_absent``
+    in two halves, so that the copy - nearly all of a ``.compact`` file - is done before the
+    compaction batch, and the batch sends only the new lines (#14, S3's ``UploadPartCopy``).
+
+    The promise at ``complete_composed`` is promise 1 of the contract (exclusive, all or
+    nothing); until then nothing is visible, and a begun upload that is never completed -
+    aborted, or cut short by a killed process - leaves no file."""
+
+    def begin_composed(self, path: str, source: ByteRange) -> PendingUpload | None:
+        """Start ``path`` with a server-side copy of ``source``; None where this storage would
+        not copy it (too small, an endpoint whose conditional completion is not exclusive).
+        ``ComposedSourceError`` if ``source`` changed or is shorter than it says."""
+        ...
+
+    def complete_composed(self, upload: PendingUpload, tail: bytes) -> None:
+        """Add ``tail`` and create the file unless it exists (``FileExistsError``); aborts the
+        upload on any failure."""
+        ...
+
+    def abort_composed(self, upload: PendingUpload) -> None:
+        """Give up ``upload`` (best effort: a failure leaves an invisible upload behind)."""
+        ...
+
+
+def composed_uploads(storage: Storage) -> ComposedUploads | None:
+    """``storage`` as ``ComposedUploads`` if it has that capability, else None."""
+    if storage.supports_composed_uploads and isinstance(storage, ComposedUploads):
         return storage
     return None
 

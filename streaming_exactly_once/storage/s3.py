@@ -25,6 +25,14 @@
   one cut short by a killed process is invisible (an object appears only when completed) and
   is removed by the bucket's lifecycle rule for incomplete multipart uploads, if it has one.
 
+* ``begin_composed`` / ``complete_composed`` / ``abort_composed`` (``ComposedUploads``): the same
+  upload in two halves. ``begin_composed`` creates the upload and has the service copy the
+  range (the bulk of a ``.compact`` file); ``complete_composed`` sends the rest as the last part
+  and completes with ``If-None-Match: *``. The background preparation of the next compaction
+  (``log.compaction_preparation``) begins it right after the previous compaction, so the
+  compaction batch sends a few KB and completes, instead of waiting for the copy. Between the
+  halves the upload is invisible; a writer killed there leaves an incomplete upload (see above).
+
   **Off unless asked for** (storage option ``"seo_server_side_copy": True``): its exclusivity
   is the store's - two writers completing at the same instant must not both win - and a probe
   cannot show a race. AWS S3 arbitrates the conditional complete; moto's server (the test
@@ -44,11 +52,12 @@ import threading
 import time
 import uuid
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import ComposedSourceError, UnsupportedStorageError
-from .base import ByteRange, Piece, check_relative
+from .base import ByteRange, PendingUpload, Piece, check_relative
 from .fsspec_store import FsspecStorage, error_chain
 from .probe import exclusive_create_problem
 
@@ -91,7 +100,9 @@ def _precondition_failed(exc: BaseException) -> bool:
     return False
 
 
-def _source_changed(source: str, target: str, etag: str) -> ComposedSourceError:
+def _source_changed(
+    source: str, target: str, etag: str, *, seen: str = "S3 answered 412 PreconditionFailed to UploadPartCopy"
+) -> ComposedSourceError:
     """The service's 412 to ``UploadPartCopy`` with ``CopySourceIfMatch``: the source object is
     no longer the one measured when the copy began (red team #14 G3).
 
@@ -103,13 +114,25 @@ def _source_changed(source: str, target: str, etag: str) -> ComposedSourceError:
     file no longer matches what vouched for it (its index records the size and modification
     time), so the compaction reads it and checks every line instead of copying it."""
     return ComposedSourceError(
-        f"{source} changed while it was being copied into {target}: S3 answered 412 PreconditionFailed to "
-        f"UploadPartCopy, the object no longer has the ETag {etag} it had when the copy began. A compact "
+        f"{source} changed while it was being copied into {target}: {seen}, the object no longer has the "
+        f"ETag {etag} it had when the copy began. A compact "
         "file is written once and never changed, so something other than this writer modified the table's "
         "log; nothing was written. Find what modifies it (another writer or tool, a bucket replication or "
         "restore), run `seo verify <table>`, then restart the query: the changed file is then read and "
         "checked line by line instead of being copied."
     )
+
+
+@dataclass(frozen=True)
+class _Upload:
+    """``PendingUpload.token`` on S3: where the upload goes, its id and the parts copied so far."""
+
+    bucket: str
+    key: str
+    upload_id: str
+    parts: list[dict[str, Any]]
+    #: the copied object's ETag when it was copied ("" if the service gave none)
+    source_etag: str = ""
 
 
 class S3Storage(FsspecStorage):
@@ -146,17 +169,13 @@ class S3Storage(FsspecStorage):
     def put_composed_if_absent(self, path: str, pieces: Sequence[Piece]) -> None:
         first = pieces[0] if pieces else None
         tail = pieces[1:]
-        copyable = (
-            isinstance(first, ByteRange)
-            and first.length >= _MIN_PART
-            and not any(isinstance(p, ByteRange) for p in tail)
-            and self.conditional_complete_works(posixpath.dirname(check_relative(path)))
-        )
-        if not copyable:
+        upload = None
+        if isinstance(first, ByteRange) and not any(isinstance(p, ByteRange) for p in tail):
+            upload = self.begin_composed(path, first)
+        if upload is None:
             self.put_if_absent(path, b"".join(self._gathered(pieces)))  # today's single conditional PUT
             return
-        assert isinstance(first, ByteRange)
-        self._copy_upload(path, first, b"".join(p for p in tail if not isinstance(p, ByteRange)))
+        self.complete_composed(upload, b"".join(p for p in tail if not isinstance(p, ByteRange)))
 
     def _gathered(self, pieces: Sequence[Piece]) -> list[bytes]:
         """The bytes of ``pieces``, ranges read with ranged GETs."""
@@ -171,8 +190,18 @@ class S3Storage(FsspecStorage):
                 out.append(bytes(piece))
         return out
 
-    def _copy_upload(self, path: str, source: ByteRange, tail: bytes) -> None:
-        """One multipart upload: ``source`` copied by the service, then ``tail``; completed if absent."""
+    # -- ComposedUploads (storage.base): the same upload in two halves -----------------------
+
+    @property
+    def supports_composed_uploads(self) -> bool:  # type: ignore[override]
+        return self.supports_composed_files
+
+    def begin_composed(self, path: str, source: ByteRange) -> PendingUpload | None:
+        """A multipart upload of ``path`` whose first parts the service copies from ``source``
+        (``UploadPartCopy``, guarded by the ETag measured here). None: below S3's 5 MiB part
+        minimum, or an endpoint that does not refuse a second conditional completion."""
+        if source.length < _MIN_PART or not self.conditional_complete_works(posixpath.dirname(check_relative(path))):
+            return None
         bucket, key = self._native(path).split("/", 1)
         src_bucket, src_key = self._native(source.path).split("/", 1)
         with self._errors(source.path):
@@ -182,9 +211,9 @@ class S3Storage(FsspecStorage):
         etag = info.get("ETag")
         call = self._fs.call_s3
         with self._errors(path):
-            upload = call("create_multipart_upload", Bucket=bucket, Key=key)["UploadId"]
+            upload_id = call("create_multipart_upload", Bucket=bucket, Key=key)["UploadId"]
+        token = _Upload(bucket, key, upload_id, [], str(etag or ""))
         try:
-            parts = []
             count = -(-source.length // _MAX_PART)
             size = -(-source.length // count)
             for i in range(count):
@@ -193,31 +222,64 @@ class S3Storage(FsspecStorage):
                 extra = {"CopySourceIfMatch": etag} if etag else {}  # the very object just measured
                 try:
                     answer = call(
-                        "upload_part_copy", Bucket=bucket, Key=key, UploadId=upload, PartNumber=i + 1,
+                        "upload_part_copy", Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=i + 1,
                         CopySource={"Bucket": src_bucket, "Key": src_key}, CopySourceRange=f"bytes={start}-{end}", **extra,
                     )
                 except Exception as exc:
                     if etag and _precondition_failed(exc):
                         raise _source_changed(self.uri(source.path), self.uri(path), etag) from None
                     raise
-                parts.append({"PartNumber": i + 1, "ETag": answer["CopyPartResult"]["ETag"]})
+                token.parts.append({"PartNumber": i + 1, "ETag": answer["CopyPartResult"]["ETag"]})
+        except BaseException:
+            self._abort(token)  # nothing left behind: an aborted upload holds no parts
+            raise
+        return PendingUpload(path, source, token)
+
+    def complete_composed(self, upload: PendingUpload, tail: bytes) -> None:
+        """Send ``tail`` as the last part and complete the upload with ``If-None-Match: *``."""
+        token = upload.token
+        assert isinstance(token, _Upload)
+        call = self._fs.call_s3
+        parts = list(token.parts)
+        try:
+            if token.source_etag:
+                # Begun in the background, maybe long before: the file copied must still be the
+                # one copied, or the new file would not start with it as it is now (red team).
+                with self._errors(upload.source.path):
+                    now = str(self._fs.info(self._native(upload.source.path)).get("ETag") or "")
+                if now != token.source_etag:
+                    raise _source_changed(
+                        self.uri(upload.source.path), self.uri(upload.path), token.source_etag, seen="it was measured again before completing"
+                    )
             if tail:
-                answer = call("upload_part", Bucket=bucket, Key=key, UploadId=upload, PartNumber=count + 1, Body=tail)
-                parts.append({"PartNumber": count + 1, "ETag": answer["ETag"]})
+                number = len(parts) + 1
+                answer = call("upload_part", Bucket=token.bucket, Key=token.key, UploadId=token.upload_id, PartNumber=number, Body=tail)
+                parts.append({"PartNumber": number, "ETag": answer["ETag"]})
             for attempt in range(_COMPLETE_ATTEMPTS):
                 try:
-                    call("complete_multipart_upload", Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}, IfNoneMatch="*")
+                    call(
+                        "complete_multipart_upload", Bucket=token.bucket, Key=token.key, UploadId=token.upload_id,
+                        MultipartUpload={"Parts": parts}, IfNoneMatch="*",
+                    )
                     break
                 except Exception as exc:
                     if _precondition_failed(exc):
-                        raise FileExistsError(errno.EEXIST, "object exists", self.uri(path)) from None
+                        raise FileExistsError(errno.EEXIST, "object exists", self.uri(upload.path)) from None
                     if not _conflict(exc) or attempt + 1 == _COMPLETE_ATTEMPTS:
                         raise
                     time.sleep(0.05 * (attempt + 1))  # another conditional write in flight: S3 says retry
         except BaseException:
-            with contextlib.suppress(Exception):  # nothing left behind: an aborted upload holds no parts
-                call("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload)
+            self._abort(token)
             raise
+
+    def abort_composed(self, upload: PendingUpload) -> None:
+        token = upload.token
+        assert isinstance(token, _Upload)
+        self._abort(token)
+
+    def _abort(self, token: _Upload) -> None:
+        with contextlib.suppress(Exception):  # best effort: one left behind is invisible
+            self._fs.call_s3("abort_multipart_upload", Bucket=token.bucket, Key=token.key, UploadId=token.upload_id)
 
     def conditional_complete_works(self, probe_dir: str) -> bool:
         """Whether this endpoint refuses a second ``CompleteMultipartUpload`` with

@@ -266,3 +266,170 @@ def test_a_compaction_whose_source_changed_stops_with_the_named_error(moto_endpo
     log.copy_vouched = lambda batch_id: False  # the restarted writer: the changed file's index no longer matches
     assert log.add(7, [{"id": 7}]) is True
     assert storage.read_bytes("c/7.compact") == BIG + b'\n{"id":4}\n{"id":5}\n{"id":6}\n{"id":7}'
+
+
+# -- the next compact file begun in the background (ComposedUploads, CompactionPreparation) ------
+
+
+def _compacting_logs(s3_storage, memory_storage, *, seed=None):
+    """The same concatenating log on S3 (server-side copies on) and in memory, with a large
+    compact file 3 that the S3 log vouches for (as the manifest does with a matching index).
+    ``seed``: the storage that writes the S3 copy of file 3 (a proxy forwards small bodies only)."""
+    from streaming_exactly_once.log.codec import DictCodec
+    from streaming_exactly_once.log.compactible_log import CompactibleLog
+
+    (seed or s3_storage).put_if_absent("c/3.compact", BIG)
+    memory_storage.put_if_absent("c/3.compact", BIG)
+    logs = [CompactibleLog(st, "c", DictCodec(), default_interval=4) for st in (s3_storage, memory_storage)]
+    for log in logs:
+        log.copy_vouched = lambda batch_id: True
+        log._note(3)
+    return logs
+
+
+def test_the_next_compaction_is_begun_in_the_background_and_its_batch_sends_only_the_tail(moto_endpoint, s3_bucket, s3_options, memory_storage):
+    """#14 goal 3 on S3: after compact file 3, the preparation begins compact file 7 as an upload
+    whose first part the server copies from 3; batch 7 then sends the deltas and its own records
+    as the last part and completes it. Its bytes are the streamed log's, and the compaction batch
+    itself copies nothing."""
+    with S3Proxy(moto_endpoint, strip=False) as proxy:
+        s3 = _through(proxy, s3_bucket, s3_options)
+        logs = _compacting_logs(s3, memory_storage, seed=_direct(s3_bucket, s3_options))
+        for i in range(4, 7):
+            for log in logs:
+                log.add(i, [{"id": i, "u": uuid.UUID(int=i).hex}])
+            logs[0].preparation.advance()
+        assert logs[0].preparation.holds(7)
+        assert [q for m, q in _own_requests(proxy, "7.compact") if "partNumber=1" in q], "the server copies before the batch"
+        proxy.sent.clear()
+        for log in logs:
+            log.add(7, [{"id": 7}])
+        batch = _own_requests(proxy, "7.compact")
+        assert [m for m, q in batch if "partNumber" in q] == ["PUT"]  # the tail part only
+        assert not [q for m, q in batch if "partNumber=1" in q]
+        assert _own_requests(proxy, "3.compact") == [("HEAD", "")]  # only measured again: unchanged since its copy
+    assert s3.read_bytes("c/7.compact") == memory_storage.read_bytes("c/7.compact")
+    assert _pending_uploads(s3_options, s3_bucket) == []
+
+
+def test_a_begun_upload_loses_to_a_file_already_there_and_is_aborted(moto_endpoint, s3_bucket, s3_options, memory_storage):
+    s3 = _direct(s3_bucket, s3_options)
+    logs = _compacting_logs(s3, memory_storage)
+    for i in range(4, 7):
+        for log in logs:
+            log.add(i, [{"id": i}])
+    logs[0].preparation.advance()
+    assert logs[0].preparation.holds(7)
+    logs[1].add(7, [{"id": 7}])
+    theirs = memory_storage.read_bytes("c/7.compact")
+    s3.put_if_absent("c/7.compact", theirs)  # another writer's, the very same bytes
+    assert logs[0].add(7, [{"id": 7}]) is False  # compared, not replaced
+    assert s3.read_bytes("c/7.compact") == theirs
+    assert _pending_uploads(s3_options, s3_bucket) == []
+
+
+def test_closing_or_reopening_aborts_the_begun_upload(moto_endpoint, s3_bucket, s3_options, memory_storage):
+    s3 = _direct(s3_bucket, s3_options)
+    log = _compacting_logs(s3, memory_storage)[0]
+    log.add(4, [{"id": 4}])
+    log.preparation.advance()
+    assert [u["Key"] for u in _pending_uploads(s3_options, s3_bucket)] == ["root/c/7.compact"]
+    log.preparation.discard()
+    assert _pending_uploads(s3_options, s3_bucket) == []
+    log.preparation.advance()
+    assert _pending_uploads(s3_options, s3_bucket)
+    log.preparation.discard_all()
+    assert _pending_uploads(s3_options, s3_bucket) == []
+    for i in range(5, 8):
+        log.add(i, [{"id": i}])  # built by its batch: nothing prepared
+    assert s3.read_bytes("c/7.compact").startswith(BIG)
+
+
+_PREPARING_CHILD = """
+import sys
+sys.path.insert(0, {repo!r})
+from streaming_exactly_once.log.codec import DictCodec
+from streaming_exactly_once.log.compactible_log import CompactibleLog
+from streaming_exactly_once.storage import open_storage
+storage = open_storage({root!r}, {{**{options!r}, 'seo_server_side_copy': True}})
+log = CompactibleLog(storage, "c", DictCodec(), default_interval=4)
+log.copy_vouched = lambda batch_id: True
+log.add(4, [{{"id": 4}}])
+log.preparation.advance()
+print("prepared", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_writer_killed_with_its_upload_begun_leaves_nothing_and_the_next_one_compacts(moto_endpoint, s3_bucket, s3_options, memory_storage):
+    """kill -9 of a writer whose next compact file is begun (the server copied the previous
+    one): nothing is visible, and the next writer - which begins its own - writes compact file
+    7 with the bytes of the streamed log."""
+    s3 = _direct(s3_bucket, s3_options)
+    s3.put_if_absent("c/3.compact", BIG)
+    repo = str(Path(__file__).resolve().parents[2])
+    source = _PREPARING_CHILD.format(repo=repo, root=f"s3://{s3_bucket}/root", options=s3_options)
+    child = subprocess.Popen([sys.executable, "-c", source], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": repo})
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "prepared"
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert [u["Key"] for u in _pending_uploads(s3_options, s3_bucket)] == ["root/c/7.compact"]  # invisible
+    assert not s3.exists("c/7.compact")
+    from streaming_exactly_once.log.codec import DictCodec
+    from streaming_exactly_once.log.compactible_log import CompactibleLog
+
+    successor = CompactibleLog(s3, "c", DictCodec(), default_interval=4)
+    successor.copy_vouched = lambda batch_id: True
+    twin = CompactibleLog(memory_storage, "c", DictCodec(), default_interval=4)
+    memory_storage.put_if_absent("c/3.compact", BIG)
+    twin._note(3)
+    twin.add(4, [{"id": 4}])
+    successor.preparation.advance()
+    for i in range(5, 8):
+        for log in (successor, twin):
+            log.add(i, [{"id": i}])
+        successor.preparation.advance()
+    assert s3.read_bytes("c/7.compact") == memory_storage.read_bytes("c/7.compact")
+    # the killed writer's (invisible; a lifecycle rule removes it) and the successor's next one
+    assert sorted(u["Key"] for u in _pending_uploads(s3_options, s3_bucket)) == ["root/c/11.compact", "root/c/7.compact"]
+
+
+def test_an_upload_gone_before_its_batch_leaves_the_file_to_the_batch(moto_endpoint, s3_bucket, s3_options, memory_storage):
+    """Red team: a bucket's lifecycle rule for incomplete uploads (or an admin) may remove the
+    begun upload while the compaction is far off. The batch then builds the file itself."""
+    s3 = _direct(s3_bucket, s3_options)
+    logs = _compacting_logs(s3, memory_storage)
+    for i in range(4, 7):
+        for log in logs:
+            log.add(i, [{"id": i}])
+    logs[0].preparation.advance()
+    [pending] = _pending_uploads(s3_options, s3_bucket)
+    _client(s3_options).abort_multipart_upload(Bucket=s3_bucket, Key=pending["Key"], UploadId=pending["UploadId"])
+    for log in logs:
+        assert log.add(7, [{"id": 7}]) is True
+    assert s3.read_bytes("c/7.compact") == memory_storage.read_bytes("c/7.compact")
+    assert _pending_uploads(s3_options, s3_bucket) == []
+
+
+def test_a_compact_file_changed_after_the_copy_is_measured_again_by_the_batch(moto_endpoint, s3_bucket, s3_options, memory_storage):
+    """Red team: the copy was begun long before the batch. If the compact file it copied has
+    changed since (something outside the writer rewrote it), the new file must not start with
+    the old bytes: the upload is abandoned and the batch builds the file from the file as it is
+    now (here still vouched for by the test; the manifest's index would refuse it)."""
+    s3 = _direct(s3_bucket, s3_options)
+    logs = _compacting_logs(s3, memory_storage)
+    for i in range(4, 7):
+        for log in logs:
+            log.add(i, [{"id": i}])
+    logs[0].preparation.advance()
+    assert logs[0].preparation.holds(7)
+    changed = BIG.replace(b"part-00000001", b"part-99999999")
+    _client(s3_options).put_object(Bucket=s3_bucket, Key="root/c/3.compact", Body=changed)
+    assert logs[0].add(7, [{"id": 7}]) is True
+    assert s3.read_bytes("c/7.compact").startswith(changed)
+    assert _pending_uploads(s3_options, s3_bucket) == []
