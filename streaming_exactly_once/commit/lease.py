@@ -379,17 +379,20 @@ class Lease:
         # then ends the process, while the query's end may be releasing on another thread. Both
         # wrote the released heartbeat; the exit cut one write short and left its temp file in
         # ``_seo/heartbeats`` (CI: ``seo verify`` warned of it after a torture run). Bounded: if
-        # the holder is the thread the signal interrupted, it cannot finish until the handler
-        # returns - this call then gives up, and the exit is a crash like any other.
-        if not self._releasing.acquire(timeout=2.0):
-            return
+        # the holder is the thread the signal interrupted (in a Spark Connect worker the batch and
+        # atexit run on the main thread), it cannot finish until the handler returns - so after
+        # the wait this call writes anyway, as before: the lease is marked released and the epoch
+        # given up either way (red team: giving up instead left the lease alive for a successor
+        # on another host, and a writer that carried on under the epoch it was releasing).
+        got = self._releasing.acquire(timeout=2.0)
         try:
             if self.epoch is not None and not self.is_fenced():
                 self._write_heartbeat(released=True)
         finally:
             self.epoch = None
             self._fenced = False
-            self._releasing.release()
+            if got:
+                self._releasing.release()
 
     # -- fencing -----------------------------------------------------------------------------
 

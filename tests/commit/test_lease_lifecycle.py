@@ -80,3 +80,23 @@ def test_two_releases_at_once_write_the_released_heartbeat_once(tmp_path):
     state = read_lease_state(storage)
     assert state is not None and state.epoch == epoch and state.reason == "released"
     assert [p.name for p in (tmp_path / "t" / "_seo" / "heartbeats").iterdir()] == [str(epoch)]
+
+
+def test_a_release_that_waited_too_long_still_releases(tmp_path):
+    """Red team: when the release under way cannot finish - it is the thread a SIGTERM
+    interrupted, and the handler's release waits for it - the waiting release writes the
+    released heartbeat itself after its bounded wait and gives the epoch up: the lease must
+    not stay alive for a successor on another host, nor the writer go on under that epoch."""
+    from streaming_exactly_once.storage.local import LocalStorage
+
+    storage = LocalStorage(str(tmp_path / "t"))
+    c = make_committer(storage)
+    c.open()
+    epoch = c.lease.epoch
+    assert c.lease._releasing.acquire()  # a release under way that never finishes
+    started = time.monotonic()
+    c.lease.release()
+    assert 1.5 < time.monotonic() - started < 10
+    assert c.lease.epoch is None
+    state = read_lease_state(storage)
+    assert state is not None and state.epoch == epoch and state.reason == "released"
