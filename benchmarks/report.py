@@ -255,14 +255,15 @@ def write_report(results: dict[str, Any]) -> None:
                 "",
                 "## Cost vs history on S3 (moto's server), back to back",
                 "",
-                "The same batches on moto's S3 server (in its own process on 127.0.0.1). S3 has no prepared files (no "
-                "appends, no rename), so the compaction batch builds the new compact object itself. `server-copy` "
-                "(storage option `seo_server_side_copy`): a multipart upload whose first part the server copies from "
-                "the previous compact object (`UploadPartCopy`), so the writer sends only the new lines; `single-put` "
-                "(the default): the writer reads the previous object and sends the whole new one in one conditional "
-                "PUT. moto answers each request in Python and keeps objects in memory (its copy of a part and its "
-                "completion of an upload copy the bytes in Python): the figures show the requests work and how the "
-                "compaction grows, not S3's latency.",
+                "The same batches on moto's S3 server (in its own process on 127.0.0.1). `server-copy` (storage option "
+                "`seo_server_side_copy`): right after a compaction the next compact object is begun in the background "
+                "as a multipart upload whose first part the server copies from the one just written (`UploadPartCopy`); "
+                "the compaction batch sends the deltas and its own records as the last part and completes it. "
+                "`single-put` (the default): the compaction batch reads the previous object and sends the whole new one "
+                "in one conditional PUT. moto answers each request in Python and keeps objects in memory; its copy of a "
+                "part and its completion of an upload both copy the bytes in Python (completing with a 3 KB last part: "
+                "262 ms after a 58 MB copy, 919 ms after 230 MB), and its background copy holds up the requests of the "
+                "batches beside it. The figures show the requests work and how the compaction grows, not S3's latency.",
                 "",
                 "| live files | compact copy | batches | median (ms) | p99 (ms) | p99 vs 100 live files | compaction batches, median (ms) |",
                 "|---|---|---|---|---|---|---|",
