@@ -393,6 +393,20 @@ def seeded_s3(*, live: list[int], batches: int, work: Path) -> dict[str, Any]:
     return out
 
 
+def spaced_s3(*, live: int, batches: int, work: Path) -> dict[str, Any]:
+    """Batches 1 s apart on moto's S3 server on a manifest of ``live`` files, the server-side
+    copy on: the compaction's copy is begun after the previous compaction and done long before
+    its batch."""
+    with MotoProcess() as moto:
+        moto.client.create_bucket(Bucket="bench-spaced")
+        s3 = {"uri": "s3://bench-spaced/table", "options": {**moto.options, "seo_server_side_copy": True}}
+        r = history(batches=batches, files_per_batch=10, work=work / "spaced", time_box_s=900, interval_s=1.0, seed_live_files=live, s3=s3)
+    comp = [ms for _, ms in r["compaction_ms"]]
+    print(f"  s3 spaced: {r['live_files']:,} live files, compaction batches {['%.0f' % x for x in comp]} ms, "
+          f"other batches median {r['other_batches_ms']['median']:.1f} ms", flush=True)
+    return {k: r[k] for k in ("batches", "live_files", "interval_s", "all_ms", "compaction_ms", "compaction_summary_ms", "other_batches_ms")}
+
+
 def main(size: str = "small") -> dict[str, Any]:
     cfg = {
         "small": dict(
@@ -411,6 +425,7 @@ def main(size: str = "small") -> dict[str, Any]:
         print(f"  commit overhead (10 files/batch): median {total['median']:.2f} ms, p99 {total['p99']:.2f} ms", flush=True)
         result["seeded"] = seeded(live=cfg["live"], batches=cfg["seeded"], work=work)
         result["seeded_s3"] = seeded_s3(live=cfg["s3_live"], batches=cfg["s3_batches"], work=work / "s3")
+        result["spaced_s3"] = spaced_s3(live=cfg["s3_live"][-1], batches=cfg["spaced"], work=work / "s3")
         result["history"] = history(batches=cfg["history"], files_per_batch=10, work=work, time_box_s=cfg["box"])
         h = result["history"]
         print(

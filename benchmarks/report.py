@@ -249,6 +249,7 @@ def write_report(results: dict[str, Any]) -> None:
                 "Peak memory is measured per case in a fresh process by `python -m benchmarks.memory_probe` "
                 "(these runs share one process).",
             ]
+        sp3 = c.get("spaced_s3")
         s3 = c.get("seeded_s3")
         if s3:
             md += [
@@ -276,6 +277,14 @@ def write_report(results: dict[str, Any]) -> None:
                     f"| {int(n):,} | {how} | {r['batches']} | {r['all_ms']['median']:.1f} | {r['all_ms']['p99']:.1f} | "
                     f"{ratio:.1f}x | {r['compaction_summary_ms']['median']:.1f} |"
                 )
+        if sp3:
+            comp = ", ".join(f"{ms:.0f}" for _, ms in sp3["compaction_ms"])
+            md += [
+                "",
+                f"Batches 1 s apart on moto's server, {sp3['live_files'] - sp3['batches'] * 10:,} live files to start with, "
+                f"server-side copy: compaction batches {comp} ms; other batches median "
+                f"{sp3['other_batches_ms']['median']:.1f} ms, p99 {sp3['other_batches_ms']['p99']:.1f} ms.",
+            ]
         h = c["history"]
         img = _plot_history(h)
         md += [
