@@ -208,6 +208,10 @@ class TortureRun:
                 random_kill = timed_out = True
             rc = proc.returncode
             if rc == -signal.SIGKILL:
+                # A driver killed at its boundary killed only itself: its JVM (same process
+                # group) would go on until it noticed, ~130 ms later, still writing Spark's
+                # checkpoint. The machine dies whole, as in a real crash.
+                kill_group(proc)
                 self.stats.kills += 1
                 if random_kill or not crash_at:
                     self.stats.random_kills += 1
