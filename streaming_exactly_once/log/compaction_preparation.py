@@ -149,8 +149,7 @@ class _Upload:
     """The next compact file as an upload begun with the previous compact file copied."""
 
     compact_id: int
-    #: the compact file it copied (the first of the batches the compaction folds)
-    copied: int
+    #: copies the first of the batches the compaction folds: the previous compact file
     pending: PendingUpload
 
 
@@ -338,7 +337,7 @@ class CompactionPreparation:
                 # (not when the writer is closing, or the batch came first)
                 kept = not self._stopping.is_set() and (current is None or current < target)
                 if kept:
-                    self._upload = _Upload(target, first, pending)
+                    self._upload = _Upload(target, pending)
             finally:
                 if not kept:  # whatever interrupted: nothing else holds its id
                     uploads.abort_composed(pending)
@@ -347,14 +346,14 @@ class CompactionPreparation:
         """Complete ``upload`` with the deltas' bodies and ``own_tail`` as its last part; None:
         build the file from the logs (another writer's file is there, to be compared)."""
         log_ = self.log
-        deltas = [b for b in valid_batches_before_compaction(upload.compact_id, log_.interval) if b != upload.copied]
+        deltas = valid_batches_before_compaction(upload.compact_id, log_.interval)[1:]  # the first one is copied
         try:
             bodies = log_.raw_bodies(deltas, context=context)
         except BaseException:
             uploads.abort_composed(upload.pending)  # nothing else holds its id: never leave it pending
             raise
         try:
-            uploads.complete_composed(upload.pending, b"".join(bytes(body) for body in bodies) + own_tail)
+            uploads.complete_composed(upload.pending, b"".join([*bodies, own_tail]))
         except FileExistsError:
             return None  # another writer's file: the ordinary path compares it
         except Exception:
@@ -528,14 +527,11 @@ class CompactionPreparation:
             work, self._work = self._work, None
         if work is not None:
             self.log.storage.delete(work.path)
-        self._abort_upload()
+        self.abort_upload()
 
     def abort_upload(self) -> None:
-        """Abort this object's begun upload, if any: a fenced writer's close (its work files
-        are left alone, but an upload is aborted by its own id, which no successor shares)."""
-        self._abort_upload()
-
-    def _abort_upload(self) -> None:
+        """Abort this object's begun upload, if any - also a fenced writer's at close: its work
+        files are left alone, but an upload is aborted by its own id, which no successor shares."""
         with self._lock:
             upload, self._upload = self._upload, None
         uploads = self._uploads()
@@ -544,7 +540,7 @@ class CompactionPreparation:
 
     def discard_all(self) -> None:
         """Remove every work file in the log's directory (a crashed writer's take space)."""
-        self._abort_upload()  # this object's own; a crashed writer's uploads are invisible
+        self.abort_upload()  # this object's own; a crashed writer's uploads are invisible
         self._work = None
         self._hurry.clear()
         self._stopping.clear()

@@ -175,7 +175,8 @@ class S3Storage(FsspecStorage):
         if upload is None:
             self.put_if_absent(path, b"".join(self._gathered(pieces)))  # today's single conditional PUT
             return
-        self.complete_composed(upload, b"".join(p for p in tail if not isinstance(p, ByteRange)))
+        # just copied, under the ETag guard: nothing to measure again
+        self._complete(upload, b"".join(p for p in tail if not isinstance(p, ByteRange)))
 
     def _gathered(self, pieces: Sequence[Piece]) -> list[bytes]:
         """The bytes of ``pieces``, ranges read with ranged GETs."""
@@ -236,21 +237,31 @@ class S3Storage(FsspecStorage):
         return PendingUpload(path, source, token)
 
     def complete_composed(self, upload: PendingUpload, tail: bytes) -> None:
-        """Send ``tail`` as the last part and complete the upload with ``If-None-Match: *``."""
+        """``_complete``, once the source is measured again: begun in the background, maybe long
+        before, the file copied must still be the one copied, or the new file would not start
+        with it as it is now (red team)."""
         token = upload.token
         assert isinstance(token, _Upload)
-        call = self._fs.call_s3
-        parts = list(token.parts)
-        try:
-            if token.source_etag:
-                # Begun in the background, maybe long before: the file copied must still be the
-                # one copied, or the new file would not start with it as it is now (red team).
+        if token.source_etag:
+            try:
                 with self._errors(upload.source.path):
                     now = str(self._fs.info(self._native(upload.source.path)).get("ETag") or "")
                 if now != token.source_etag:
                     raise _source_changed(
                         self.uri(upload.source.path), self.uri(upload.path), token.source_etag, seen="it was measured again before completing"
                     )
+            except BaseException:
+                self._abort(token)
+                raise
+        self._complete(upload, tail)
+
+    def _complete(self, upload: PendingUpload, tail: bytes) -> None:
+        """Send ``tail`` as the last part and complete the upload with ``If-None-Match: *``."""
+        token = upload.token
+        assert isinstance(token, _Upload)
+        call = self._fs.call_s3
+        parts = list(token.parts)
+        try:
             if tail:
                 number = len(parts) + 1
                 answer = call("upload_part", Bucket=token.bucket, Key=token.key, UploadId=token.upload_id, PartNumber=number, Body=tail)

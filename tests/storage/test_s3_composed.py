@@ -287,6 +287,16 @@ def _compacting_logs(s3_storage, memory_storage, *, seed=None):
     return logs
 
 
+def _prepared_up_to_7(s3, memory_storage):
+    """``_compacting_logs`` with deltas 4-6 in both, and compact file 7 begun on S3."""
+    logs = _compacting_logs(s3, memory_storage)
+    for i in range(4, 7):
+        for log in logs:
+            log.add(i, [{"id": i}])
+    logs[0].preparation.advance()
+    return logs
+
+
 def test_the_next_compaction_is_begun_in_the_background_and_its_batch_sends_only_the_tail(moto_endpoint, s3_bucket, s3_options, memory_storage):
     """#14 goal 3 on S3: after compact file 3, the preparation begins compact file 7 as an upload
     whose first part the server copies from 3; batch 7 then sends the deltas and its own records
@@ -314,11 +324,7 @@ def test_the_next_compaction_is_begun_in_the_background_and_its_batch_sends_only
 
 def test_a_begun_upload_loses_to_a_file_already_there_and_is_aborted(moto_endpoint, s3_bucket, s3_options, memory_storage):
     s3 = _direct(s3_bucket, s3_options)
-    logs = _compacting_logs(s3, memory_storage)
-    for i in range(4, 7):
-        for log in logs:
-            log.add(i, [{"id": i}])
-    logs[0].preparation.advance()
+    logs = _prepared_up_to_7(s3, memory_storage)
     assert logs[0].preparation.holds(7)
     logs[1].add(7, [{"id": 7}])
     theirs = memory_storage.read_bytes("c/7.compact")
@@ -403,11 +409,7 @@ def test_an_upload_gone_before_its_batch_leaves_the_file_to_the_batch(moto_endpo
     """Red team: a bucket's lifecycle rule for incomplete uploads (or an admin) may remove the
     begun upload while the compaction is far off. The batch then builds the file itself."""
     s3 = _direct(s3_bucket, s3_options)
-    logs = _compacting_logs(s3, memory_storage)
-    for i in range(4, 7):
-        for log in logs:
-            log.add(i, [{"id": i}])
-    logs[0].preparation.advance()
+    logs = _prepared_up_to_7(s3, memory_storage)
     [pending] = _pending_uploads(s3_options, s3_bucket)
     _client(s3_options).abort_multipart_upload(Bucket=s3_bucket, Key=pending["Key"], UploadId=pending["UploadId"])
     for log in logs:
@@ -422,11 +424,7 @@ def test_a_compact_file_changed_after_the_copy_is_measured_again_by_the_batch(mo
     the old bytes: the upload is abandoned and the batch builds the file from the file as it is
     now (here still vouched for by the test; the manifest's index would refuse it)."""
     s3 = _direct(s3_bucket, s3_options)
-    logs = _compacting_logs(s3, memory_storage)
-    for i in range(4, 7):
-        for log in logs:
-            log.add(i, [{"id": i}])
-    logs[0].preparation.advance()
+    logs = _prepared_up_to_7(s3, memory_storage)
     assert logs[0].preparation.holds(7)
     changed = BIG.replace(b"part-00000001", b"part-99999999")
     _client(s3_options).put_object(Bucket=s3_bucket, Key="root/c/3.compact", Body=changed)
