@@ -183,6 +183,12 @@ class CommitError(ExactlyOnceError):
     """A commit step kept failing after its bounded retries; the batch stays pending in the WAL."""
 
 
+class DataNotDurableError(CommitError):
+    """The disk failed to make a batch's data durable (a failed fsync). Linux marks the pages of
+    a failed fsync clean, so a second fsync of the same file proves nothing: the batch is never
+    published from those files. Before its manifest entry it is withdrawn and Spark re-runs it."""
+
+
 class IdentityError(ExactlyOnceError, TerminalError):
     """The streaming query or table identity cannot be determined or does not match."""
 

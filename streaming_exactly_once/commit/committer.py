@@ -52,22 +52,22 @@ from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import InputFile
 from ..delta.files import DeltaFile
 from ..delta.target import DeltaSettings, DeltaTarget
-from ..errors import ConfigError, DeltaTableError, ExactlyOnceError, WriterFencedError
+from ..errors import ConfigError, DataNotDurableError, DeltaTableError, ExactlyOnceError, WriterFencedError
 from ..log.compactible_log import CompactibleLog
 from ..log.compaction import all_valid_batches, is_compaction_batch
 from ..log.compaction_preparation import CommitGate
 from ..manifest.entry import ManifestEntry
 from ..manifest.manifest_index import delete_stale_indexes, warm_up, write_index
-from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR, PRIVATE_DIRECTORY as PRIVATE_MANIFEST_DIR
 from ..storage.base import Storage
 from ..storage.io_threads import OwnedPool, submit_or_run
 from ..table.attempt_key import AttemptKey, KeyedByAttempt
 from ..table.commits_log import CommitRecord
-from ..table.identity import TableIdentity, ensure_identity, note_root, read_identity
+from ..table.identity import TableIdentity, TableSpec, check_identity, ensure_identity, note_root
 from ..table.layout import PROBE_DIR, staging_dir
 from ..table.offsets_log import OffsetsRecord
 from ..table.sources_log import SourceFileRecord
 from ..table.table_logs import TableLogs
+from .attempt_verdict import ABORT, decide
 from .delta_step import CommitDelta
 from .janitor import PREPARE_LANE, Janitor
 from .lease import Lease, fenced_cause
@@ -165,20 +165,13 @@ def _warm_up_in_background() -> None:
 class TableCommitter:
     """Commits batches of data files to one table, exactly once per (query id, Spark batch id)."""
 
-    #: which logs the root has (``table.table_logs``) and what its identity says it is
-    KIND = "table"
-
     def __init__(self, storage: Storage, options: CommitterOptions = CommitterOptions()) -> None:
         self.storage = storage
         self.options = options
-        self.logs = TableLogs.open(
-            storage,
-            interval=options.compact_interval,
-            retention_ms=options.retention_ms,
-            source_retention_ms=options.source_retention_ms,
-            kind=self.KIND,
-            manifest_dir=SPARK_MANIFEST_DIR if options.spark_manifest else PRIVATE_MANIFEST_DIR,
-        )
+        #: what the table must be for this writer; checked against its identity before ``open``
+        #: reads the logs laid out by it
+        self.spec = self._spec()
+        self.logs = TableLogs.for_identity(storage, self.spec, retention_ms=options.retention_ms, source_retention_ms=options.source_retention_ms)
         self.wal = CommitSequenceStore(storage)
         self.lease = Lease(storage, timeout_ms=options.lease_timeout_ms, description=options.description)
         self.identity: TableIdentity | None = None
@@ -248,7 +241,9 @@ class TableCommitter:
                 self.lease.start_heartbeat()
         self.lease.check_fence("recover")
         try:
-            self._check_interval()
+            # A configuration the table refuses is refused before anything reads the logs
+            # through it - recovery judges claims by the manifest this spec locates.
+            check_identity(self.storage, self.spec)
             self._stop_preparations()  # the drain waits for them; the recovery discards them anyway
             self.janitor.drain()
             for log_ in self.logs.all_logs():
@@ -289,6 +284,11 @@ class TableCommitter:
             log.warning("recovery of %s: %s", self.storage.root_uri, report)
         return report
 
+    def _holds_lease(self) -> bool:
+        """Whether this writer may still write: background work queued before a release or a
+        takeover finds the answer no, and leaves everything to the next lease holder."""
+        return self.lease.epoch is not None and not self.lease.is_fenced()
+
     def _history_is_large(self) -> bool:
         """Whether the manifest's newest compact file is one the storage copies (at least
         ``copy_threshold`` bytes, ~4,000 entries): compactions then cost more than imports."""
@@ -308,17 +308,19 @@ class TableCommitter:
     def _recover(self) -> RecoveryReport:
         return recover(self.storage, self.logs, self.wal, self._ctx(), retries=self.options.step_retries, fence=self.lease.check_fence)
 
-    def _ensure_identity(self) -> TableIdentity:
-        return ensure_identity(
-            self.storage,
-            compact_interval=self.logs.require_manifest().interval,
-            format=self.options.format,
-            partition_by=tuple(self.options.partition_by),
-            first_batch_id=self.latest_batch_id + 1,
-            writer_options=dict(self.options.writer_options),
-            delta=self.options.delta is not None,
-            spark_manifest=self.options.spark_manifest,
+    def _spec(self) -> TableSpec:
+        options = self.options
+        return TableSpec(
+            compact_interval=options.compact_interval,
+            format=options.format,
+            partition_by=tuple(options.partition_by),
+            writer_options=tuple(options.writer_options),
+            delta=options.delta is not None,
+            spark_manifest=options.spark_manifest,
         )
+
+    def _ensure_identity(self) -> TableIdentity:
+        return ensure_identity(self.storage, self.spec, first_batch_id=self.latest_batch_id + 1)
 
     @property
     def delta(self) -> DeltaTarget | None:
@@ -359,20 +361,6 @@ class TableCommitter:
 
     def _load_state(self, newest: CommitRecord | None) -> None:
         """Extra state from the newest commit record (a group's datasets); nothing for a table."""
-
-    def _check_interval(self) -> None:
-        """The compact interval is part of a table's on-disk layout (file names): refuse another
-        one before anything reads the logs with it."""
-        identity = read_identity(self.storage)
-        if identity is not None and identity.compact_interval != self.options.compact_interval:
-            raise ConfigError(
-                f"Table {self.storage.root_uri} was created with compact_interval={identity.compact_interval}, "
-                f"but this writer is configured with compact_interval={self.options.compact_interval}. The interval "
-                "is fixed for the life of a table (its .compact file names depend on it): configure "
-                f"compact_interval={identity.compact_interval}, or write to a new table.",
-                key="compact_interval",
-                table=self.storage.root_uri,
-            )
 
     def invalidate(self) -> None:
         """After a failed batch: the next ``ensure_open`` recovers before anything else."""
@@ -612,10 +600,24 @@ class TableCommitter:
         self.lease.check_fence("publish")
         with self.commit_gate.committing():  # background copies wait (``CommitGate``)
             t_wal = time.perf_counter()
-            ctx.staged_data_durable = self._claim_while_syncing_staged(seq, ctx)
+            synced = self._claim_while_syncing_staged(seq, ctx)
+            ctx.staged_data_durable = synced is True
             ctx.timings["wal"] = _ms(t_wal)
             self.lease.check_fence("publish")  # a claim made after a takeover stops here
-            seq.run(ctx, fresh=True, retries=self.options.step_retries)
+            try:
+                if synced is None:
+                    raise DataNotDurableError(
+                        f"Syncing the staged data files of batch {seq.batch_id} of {self.storage.root_uri} failed: the disk "
+                        "may not hold their bytes, and a second sync would not show it. The batch was withdrawn; Spark "
+                        "writes it again when the query is restarted.",
+                        batch_id=seq.batch_id,
+                    )
+                seq.run(ctx, fresh=True, retries=self.options.step_retries)
+            except DataNotDurableError:
+                # Any other failure leaves the claim to be rolled forward; this one cannot be.
+                if not ctx.visible:
+                    self._withdraw(seq)
+                raise
         # The claim is dropped off the batch's path (an unlink of a file just fsync'd waits on
         # the journal: ~0.14 ms of a 5 ms commit): every step is done and durable, so a claim
         # still there after a crash is rolled forward by recovery, each step verified done -
@@ -645,6 +647,8 @@ class TableCommitter:
         newest batch's window at the queue position of the oldest - ahead of claims dropped
         after it. A crash then left claims of published batches whose files were gone; recovery
         judged them never published and, in direct mode, deleted their data files."""
+        if not self._holds_lease():
+            return False  # a successor's recovery finishes them: every step of each is done
         with self._retention_lock:
             batches, self._claims_to_drop = self._claims_to_drop, []
         failed: list[ClaimToDrop] = []
@@ -704,13 +708,33 @@ class TableCommitter:
             ctx.timings["pace"] = _ms(t_pace)
         return CommitResult(attempt.query_id, attempt.spark_batch_id, "committed", m, record, dict(ctx.timings))
 
-    def _claim_while_syncing_staged(self, seq: CommitSequence, ctx: StepContext) -> bool:
+    def _withdraw(self, seq: CommitSequence) -> None:
+        """Take back this writer's claim of a batch whose data the disk failed to sync, before
+        any step made it visible: the claim and its data go, the batch fails and Spark runs it
+        again.
+
+        Why not leave the claim to a roll-forward: Linux marks the pages of a failed fsync
+        clean, so the roll-forward's sync of the same files would succeed with the bytes maybe
+        never written. The ``abort`` verdict comes first: if anything after it fails, every
+        recovery discards the claim."""
+        try:
+            self.lease.check_fence("withdraw")
+            if decide(self.storage, seq.batch_id, seq.attempt, ABORT, epoch=self.lease.epoch or 0) != ABORT:
+                return  # a newer writer judged it first and rolls it forward (we are fenced)
+            self.lease.check_fence("withdraw")
+            discard_sequence(self.storage, seq, moved=True)
+            self.wal.delete(seq.batch_id, attempt=seq.attempt)
+        except Exception:
+            log.exception("withdrawing the claim of batch %d failed; the next recovery discards it", seq.batch_id)
+
+    def _claim_while_syncing_staged(self, seq: CommitSequence, ctx: StepContext) -> bool | None:
         """Claim the batch while the staged files are fsync'd (Spark's writers do not sync).
 
         Both only wait on the disk, so they overlap; the moves wait for both. True if the staged
-        bytes were synced here - the move step then makes only the new names durable. Syncing
-        before the moves also lets a roll-forward after a power cut find the staged files it
-        must move. A move list the workers run (``worker_moves_from``) is synced by them."""
+        bytes were synced here - the move step then makes only the new names durable; None if
+        the disk failed that sync (the claim is withdrawn, never synced again and trusted).
+        Syncing before the moves also lets a roll-forward after a power cut find the staged
+        files it must move. A move list the workers run (``worker_moves_from``) is synced by them."""
         staged = [m.src for step in seq.steps if isinstance(step, MoveFiles) for m in step.moves]
         if not staged or (ctx.distribute is not None and len(staged) >= ctx.distribute_from):
             self._claim(seq)
@@ -727,10 +751,8 @@ class TableCommitter:
             log.debug("staged files of batch %d are gone (%s)", seq.batch_id, failed)
             return False
         if isinstance(failed, OSError):
-            # The disk failed a sync: the move step syncs the files again (with retries) and
-            # fails the batch, to be rolled forward, if the disk still does.
-            log.warning("syncing the staged files of batch %d failed (%s); the move step syncs them again", seq.batch_id, failed)
-            return False
+            log.error("syncing the staged files of batch %d failed (%s); the batch is withdrawn", seq.batch_id, failed)
+            return None
         if failed is not None:
             raise failed
         return True
@@ -765,7 +787,7 @@ class TableCommitter:
 
     def _prepare_compactions(self) -> None:
         """Keep the next compact files of the growing logs built ahead (``log.compaction_preparation``)."""
-        if self.lease.is_fenced():
+        if not self._holds_lease():
             return
         self.logs.require_manifest().preparation.advance()
         self.logs.require_sources().preparation.advance()
@@ -806,7 +828,7 @@ class TableCommitter:
     def _run_retention(self) -> None:
         with self._retention_lock:
             due, self._retention_due = list(self._retention_due.values()), {}
-        if self.lease.is_fenced():
+        if not self._holds_lease():
             return
         if not self._drop_claims():
             # a claim whose batch's files this pass could delete is still there: keep them

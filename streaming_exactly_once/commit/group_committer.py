@@ -49,7 +49,7 @@ from ..manifest.entry import ManifestEntry
 from ..storage.base import Storage
 from ..table.commits_log import CommitRecord
 from ..table.group_state import GroupState, TableBatch, advance, advance_sources, is_quarantine
-from ..table.identity import TableIdentity, ensure_identity, note_root
+from ..table.identity import TableIdentity, TableSpec, ensure_identity, note_root
 from ..table.layout import COMMITS_DIR
 from ..table.table_logs import TableLogs
 from .committer import BatchAttempt, CommitResult, CommitterOptions, StagedFile, TableCommitter, index_compact, offsets_step, sources_step
@@ -95,8 +95,6 @@ class _Member:
 class GroupCommitter(TableCommitter):
     """Commits group batches: every table of a batch, or none, per (query id, Spark batch id)."""
 
-    KIND = "group"
-
     def __init__(self, storage: Storage, options: CommitterOptions) -> None:
         super().__init__(storage, options)
         self._members: dict[str, _Member] = {}
@@ -127,10 +125,8 @@ class GroupCommitter(TableCommitter):
             published=published, fence=self.lease.check_fence,
         )
 
-    def _ensure_identity(self) -> TableIdentity:
-        return ensure_identity(
-            self.storage, compact_interval=self.options.compact_interval, format="group", partition_by=(), kind="group"
-        )
+    def _spec(self) -> TableSpec:
+        return TableSpec(kind="group", compact_interval=self.options.compact_interval, format="group")
 
     def _load_state(self, newest: CommitRecord | None) -> None:
         self._drop_members()  # recovery may have published batches the cached tables missed
@@ -192,16 +188,16 @@ class GroupCommitter(TableCommitter):
         depth = mb.table.count("/") + 1
         child = self.storage.child(mb.table)
         is_delta = mb.format == "delta"
-        identity = ensure_identity(
-            child,
+        spec = TableSpec(
+            kind="member",
             compact_interval=self.options.compact_interval,
             format="parquet" if is_delta else mb.format,
             partition_by=tuple(mb.partition_by),
-            writer_options=dict(mb.writer_options),
-            kind="member",
-            group="/".join([".."] * depth),
+            writer_options=tuple(mb.writer_options.items()),
             delta=is_delta,
+            group="/".join([".."] * depth),
         )
+        identity = ensure_identity(child, spec)
         identity = note_root(child, identity)
         if is_delta:
             applied = self._delta_target(mb.table, identity).applied_batch()

@@ -56,6 +56,8 @@ log = logging.getLogger("streaming_exactly_once.lease")
 
 VERSION = 1
 KEEP_EPOCHS = 16
+#: How long ``release`` waits for a heartbeat write in flight before it writes "released".
+RELEASE_WAITS_FOR_BEAT_S = 10.0
 HINT = (
     "Lease files only say who writes the table. If you are sure no writer is running, delete "
     "this file and start again; the next writer takes a new epoch."
@@ -288,6 +290,8 @@ class Lease:
         self._thread: threading.Thread | None = None
         #: One ``release`` at a time (``release`` says why).
         self._releasing = threading.Lock()
+        #: One heartbeat write at a time: a release waits for a beat in flight (``beat``).
+        self._writing = threading.Lock()
 
     def _now(self) -> int:
         return int(self.clock() * 1000)
@@ -386,8 +390,17 @@ class Lease:
         # on another host, and a writer that carried on under the epoch it was releasing).
         got = self._releasing.acquire(timeout=2.0)
         try:
-            if self.epoch is not None and not self.is_fenced():
-                self._write_heartbeat(released=True)
+            # A beat still writing (an object store's retried PUT can take seconds) would land
+            # after the released heartbeat and re-arm the lease: wait for it, bounded - and a
+            # beat that outlives the wait finds the epoch gone and writes "released" itself.
+            writing = self._writing.acquire(timeout=RELEASE_WAITS_FOR_BEAT_S)
+            try:
+                epoch, self.epoch = self.epoch, None
+                if epoch is not None and not self._fenced and not epoch_fenced(self.storage, epoch):
+                    self._write_heartbeat(epoch, released=True)
+            finally:
+                if writing:
+                    self._writing.release()
         finally:
             self.epoch = None
             self._fenced = False
@@ -412,14 +425,22 @@ class Lease:
 
     # -- heartbeat ---------------------------------------------------------------------------
 
-    def _write_heartbeat(self, *, released: bool = False) -> None:
-        assert self.epoch is not None
-        beat = Heartbeat(self.epoch, self.writer_id, self._now(), self.timeout_ms, released)
-        self.storage.atomic_write(f"{HEARTBEATS_DIR}/{self.epoch}", encode_record(beat.to_json(), version=VERSION))
+    def _write_heartbeat(self, epoch: int, *, released: bool = False) -> None:
+        beat = Heartbeat(epoch, self.writer_id, self._now(), self.timeout_ms, released)
+        self.storage.atomic_write(f"{HEARTBEATS_DIR}/{epoch}", encode_record(beat.to_json(), version=VERSION))
 
     def beat(self) -> None:
-        if self.epoch is not None and not self.is_fenced():
-            self._write_heartbeat()
+        with self._writing:
+            epoch = self.epoch
+            if epoch is None or self.is_fenced():
+                return
+            try:
+                self._write_heartbeat(epoch)
+            finally:
+                if self.epoch != epoch:
+                    # released while this write was in flight (the release stopped waiting for
+                    # it): the lease must read released, not alive
+                    self._write_heartbeat(epoch, released=True)
 
     def start_heartbeat(self) -> None:
         if self._thread is not None:
@@ -445,9 +466,10 @@ class Lease:
 
     def _give_up(self) -> None:
         """``release`` from the heartbeat thread itself (which cannot join itself)."""
-        if self.epoch is not None and not self.is_fenced():
-            self._write_heartbeat(released=True)
-        self.epoch = None
+        with self._writing:
+            epoch, self.epoch = self.epoch, None
+            if epoch is not None and not self._fenced and not epoch_fenced(self.storage, epoch):
+                self._write_heartbeat(epoch, released=True)
         self._thread = None
 
     def stop_heartbeat(self) -> None:

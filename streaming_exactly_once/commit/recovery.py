@@ -33,15 +33,15 @@ nothing on an object store, where no temp files exist).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Container
+from dataclasses import dataclass, field, replace
 
-from ..errors import CommitError, LogCorruptError, MissingBatchError
+from ..errors import CommitError, DataNotDurableError, LogCorruptError, MissingBatchError
 from ..storage.base import Storage
 from ..table.layout import STAGING_DIR, parse_staging_name
 from ..table.table_logs import TableLogs
 from ..table.temp_files import remove_earlier_writers_files
-from .attempt_verdict import ABORT, COMMIT, decide
+from .attempt_verdict import ABORT, COMMIT, decide, read_verdict
 from .sequence import CommitSequence, make_durable
 from .step import StepContext
 from .steps import MoveFiles, PublishManifest
@@ -78,8 +78,34 @@ def _manifest_holds(logs: TableLogs, seq: CommitSequence) -> bool:
     return False
 
 
-def abort_attempt(storage: Storage, staging: str) -> int:
-    """Delete an unpublished attempt: data files its intents name, then its staging directory."""
+class PublishedFiles:
+    """The data files of published manifest batches: what recovery, an abort, a discard and gc
+    never delete, whatever an intent or a claim says.
+
+    Only an attempt of a batch at or below the latest published one can name such a file (data
+    file names are unique per attempt): an intent that outlived its claim - an unlink the disk
+    reordered - or a claim judged unpublished through a stale view. That is never the steady
+    state, so the set is read, once, only when such an attempt is about to be deleted."""
+
+    def __init__(self, storage: Storage, logs: TableLogs | None, latest: int) -> None:
+        self.storage = storage
+        self.manifest = logs.manifest if logs is not None else None
+        self.latest = latest
+        self._names: frozenset[str] | None = None
+
+    def of_batch(self, batch_id: int) -> frozenset[str]:
+        """Published files an attempt of ``batch_id`` could name (paths relative to the root)."""
+        if self.manifest is None or batch_id > self.latest:
+            return frozenset()
+        if self._names is None:
+            names = (_relative_to_root(self.storage, e.path) for e in self.manifest.files())
+            self._names = frozenset(n for n in names if n is not None)
+        return self._names
+
+
+def abort_attempt(storage: Storage, staging: str, *, keep: Container[str] = frozenset()) -> int:
+    """Delete an unpublished attempt: data files its intents name (none in ``keep``, the
+    published ones), then its staging directory."""
     deleted = 0
     for entry in storage.list_dir(f"{staging}/{INTENTS_SUBDIR}"):
         try:
@@ -87,6 +113,9 @@ def abort_attempt(storage: Storage, staging: str) -> int:
         except (FileNotFoundError, UnicodeDecodeError):
             continue
         if target and not target.startswith(("/", "_")) and ".." not in target.split("/"):
+            if target in keep:
+                log.error("intent %s names published data file %s: the file stays", entry.path, target)
+                continue
             if storage.exists(target):
                 storage.delete(target)
                 deleted += 1
@@ -94,25 +123,66 @@ def abort_attempt(storage: Storage, staging: str) -> int:
     return deleted
 
 
-def discard_sequence(storage: Storage, seq: CommitSequence) -> int:
-    """Remove a claim that must never publish, with the data it staged or wrote."""
+def discard_sequence(storage: Storage, seq: CommitSequence, *, keep: Container[str] = frozenset(), moved: bool = False) -> int:
+    """Remove a claim that must never publish, with the data it staged or wrote (none in
+    ``keep``, the published files); ``moved``: the files its move step moved into the table too."""
+    targets: list[str] = []
+    for step in seq.steps:
+        if seq.mode == "direct" and isinstance(step, PublishManifest):
+            targets += [rel for entry in step.entries if (rel := _relative_to_root(storage, entry.uri)) is not None]
+        elif moved and isinstance(step, MoveFiles):
+            # the attempt's own names: only its writer, withdrawing a claim none of whose steps
+            # reached the manifest, knows they are not published (gc collects them otherwise)
+            targets += [move.dst for move in step.moves]
     deleted = 0
-    if seq.mode == "direct":
-        for step in seq.steps:
-            if isinstance(step, PublishManifest):
-                for entry in step.entries:
-                    rel = _relative_to_root(storage, entry.uri)
-                    if rel is not None and storage.exists(rel):
-                        storage.delete(rel)
-                        deleted += 1
-    deleted += abort_attempt(storage, seq.staging_dir)
+    for rel in targets:
+        if rel in keep:
+            log.error("WAL entry %d names published data file %s: the file stays", seq.batch_id, rel)
+        elif storage.exists(rel):
+            storage.delete(rel)
+            deleted += 1
+    deleted += abort_attempt(storage, seq.staging_dir, keep=keep)
     return deleted
 
 
-def _discard(storage: Storage, wal: CommitSequenceStore, seq: CommitSequence, report: RecoveryReport, fence: Callable[[str], None], why: str) -> None:
+def _sync_claim_data(storage: Storage, seq: CommitSequence) -> bool:
+    """Sync the data files a claim's move step moves, wherever they are now (staged or moved);
+    False if the disk failed a sync (files already gone are the verdict's business)."""
+    paths = [
+        path for step in seq.steps if isinstance(step, MoveFiles) for move in step.moves for path in (move.dst, move.src) if storage.exists(path)
+    ]
+    try:
+        storage.sync(paths)
+    except FileNotFoundError:
+        return True  # deleted meanwhile: whoever deleted them judged the attempt
+    except OSError as exc:
+        log.error("syncing the data files of WAL entry %d failed (%s): the claim is not rolled forward", seq.batch_id, exc)
+        return False
+    return True
+
+
+def _judge(storage: Storage, seq: CommitSequence, proposal: str, epoch: int) -> str:
+    """The verdict that holds for a claim about to be rolled forward (``proposal`` COMMIT) or
+    discarded (ABORT). An earlier epoch's claim gets a verdict (``commit.attempt_verdict``); our
+    own epoch's only when we abort it, and an abort its writer recorded is honoured."""
+    if seq.epoch < epoch or proposal == ABORT:
+        return decide(storage, seq.batch_id, seq.attempt, proposal, epoch=epoch)
+    held = read_verdict(storage, seq.batch_id, seq.attempt)
+    return held.verdict if held is not None else proposal
+
+
+def _discard(
+    storage: Storage,
+    wal: CommitSequenceStore,
+    seq: CommitSequence,
+    report: RecoveryReport,
+    fence: Callable[[str], None],
+    why: str,
+    published: PublishedFiles,
+) -> None:
     fence("discard")
     log.warning("discarding WAL entry %d of writer epoch %d (%s)", seq.batch_id, seq.epoch, why)
-    report.deleted_data_files += discard_sequence(storage, seq)
+    report.deleted_data_files += discard_sequence(storage, seq, keep=published.of_batch(seq.batch_id))
     wal.delete(seq.batch_id, attempt=seq.attempt)
     report.discarded.append(seq.batch_id)
 
@@ -190,27 +260,36 @@ def recover(
         latest_id = latest()
     is_published = published or (lambda seq: _manifest_holds(logs, seq))
     report = RecoveryReport(latest_batch_id=latest_id)
+    guard = PublishedFiles(storage, logs, latest_id)
     live_staging: set[str] = set()
     for seq in claims:
         batch_id = seq.batch_id
         live_staging.add(seq.staging_dir)
         already_published = batch_id <= latest_id and is_published(seq)
         if already_published or batch_id == latest_id + 1:
-            if seq.epoch < ctx.epoch:
-                fence("decide")
-                verdict = decide(storage, batch_id, seq.attempt, COMMIT, epoch=ctx.epoch)
-                if verdict == ABORT and not already_published:
-                    _discard(storage, wal, seq, report, fence, "aborted before its claim was seen: claimed after a takeover")
-                    continue
-                if verdict == ABORT:
-                    log.error(
-                        "manifest batch %d is published although its attempt %s was judged aborted; finishing its bookkeeping", batch_id, seq.attempt
-                    )
+            # An unpublished claim's data is synced before it is judged: a claim is only rolled
+            # forward from bytes known to be on disk (its writer's sync may have failed).
+            durable = already_published or _sync_claim_data(storage, seq)
+            fence("decide")
+            verdict = _judge(storage, seq, COMMIT if durable else ABORT, ctx.epoch)
+            if verdict == ABORT and not already_published:
+                why = "aborted before its claim was seen: claimed after a takeover" if durable else "its data could not be synced"
+                _discard(storage, wal, seq, report, fence, why, guard)
+                continue
+            if not durable:
+                raise DataNotDurableError(
+                    f"WAL entry {wal.path(batch_id)} (attempt {seq.attempt}) was judged 'commit' by an earlier recovery, "
+                    "but syncing its data files failed: the disk may not hold their bytes. Nothing was deleted; check the "
+                    "disk, then run `seo recover <table>` again.",
+                    batch_id=batch_id,
+                )
+            if verdict == ABORT:
+                log.error("manifest batch %d is published although attempt %s was judged aborted; finishing it", batch_id, seq.attempt)
             if not already_published:
                 _check_direct_files(storage, seq)
             fence("complete")
             log.warning("rolling forward pending commit of manifest batch %d (query %s, Spark batch %d)", batch_id, seq.query_id, seq.spark_batch_id)
-            seq.run(ctx, fresh=False, retries=retries)
+            seq.run(replace(ctx, staged_data_durable=not already_published), fresh=False, retries=retries)
             # A step verified done may have been written without its sync - by a fresh commit
             # (``CommitStep.sync_deferred``) or by a writer killed between a rename and its
             # sync: it must survive a power cut before the claim that could redo it goes.
@@ -219,6 +298,7 @@ def recover(
             storage.delete_tree(seq.staging_dir)  # leftovers; the data has moved or is committed
             report.rolled_forward.append(batch_id)
             latest_id = max(latest_id, batch_id)
+            guard = PublishedFiles(storage, logs, latest_id)
         else:
             if seq.epoch < ctx.epoch:
                 fence("decide")
@@ -229,7 +309,7 @@ def recover(
                         f"nor next (the manifest is at batch {latest_id}). Nothing was deleted; run `seo status` "
                         "and `seo recover` to inspect the table."
                     )
-            _discard(storage, wal, seq, report, fence, "never published")
+            _discard(storage, wal, seq, report, fence, "never published", guard)
     for entry in storage.list_dir(STAGING_DIR):
         parsed = parse_staging_name(entry.name)
         if not entry.is_dir or parsed is None or entry.path in live_staging:
@@ -249,7 +329,7 @@ def recover(
                     storage.delete_tree(entry.path)
                 continue  # otherwise being rolled forward by whoever judged it
         fence("abort")
-        report.deleted_data_files += abort_attempt(storage, entry.path)
+        report.deleted_data_files += abort_attempt(storage, entry.path, keep=guard.of_batch(batch_id))
         report.aborted_attempts.append(entry.name)
     offsets = logs.require_offsets()
     for batch_id in range(latest_id + 1, latest_id + 4):

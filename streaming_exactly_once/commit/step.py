@@ -66,6 +66,8 @@ class StepContext(MoveContext):
     #: without waiting for the disk; the committer syncs them before it deletes the claim.
     #: False in a roll-forward: what it writes is durable before the claim goes.
     defer_sync: bool = False
+    #: Set once a ``visibility`` step started: from then on the batch may be visible.
+    visible: bool = False
 
 
 class CommitStep(ABC):
@@ -82,6 +84,10 @@ class CommitStep(ABC):
     #: what a power cut left of it (missing, empty, cut short). The commit record is not one:
     #: a batch whose Spark batch is acknowledged must stay known as committed.
     sync_deferred: ClassVar[bool] = False
+    #: Readers see the batch once this step ran (the manifest, a group's members): a fresh
+    #: commit that fails before it withdraws its claim (nothing is visible); after it, the batch
+    #: only rolls forward.
+    visibility: ClassVar[bool] = False
 
     @abstractmethod
     def verify(self, ctx: StepContext) -> bool:

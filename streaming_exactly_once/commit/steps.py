@@ -35,9 +35,10 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field as dc_field, replace
+from functools import partial
 from typing import Any
 
-from ..errors import CommitError, LogConflictError, LogCorruptError
+from ..errors import CommitError, DataNotDurableError, LogConflictError, LogCorruptError
 from ..log.codec import RecordError, non_negative, path_value
 from ..log.compaction import is_compaction_batch
 from ..log.record_fields import json_field
@@ -123,16 +124,26 @@ class MoveFiles(CommitStep):
                 ) from None
 
     def execute(self, ctx: StepContext) -> None:
+        contents = not ctx.staged_data_durable
         if ctx.distribute is not None and len(self.moves) >= ctx.distribute_from:
             # Very large batches: the workers rename, in parallel across the cluster, each
             # checking and syncing its own files (nothing is listed on the driver).
-            ctx.distribute(_move_on_worker, self.moves)
+            try:
+                ctx.distribute(partial(_move_on_worker, contents=contents), self.moves)
+            except Exception as exc:
+                # The cluster's error says little of which task failed how: any of them may have
+                # failed a sync, which no later sync of the same files could undo.
+                raise DataNotDurableError(
+                    f"Moving {len(self.moves)} data files on the workers failed ({str(exc)[:300]}); a worker's sync "
+                    "of its files may have failed, so the batch is not published from them.",
+                    path=self.moves[0].dst,
+                ) from exc
             return
         self._move_all(ctx)
         # Spark's writers do not fsync: the manifest entry must not become durable before the
         # files it names (a power cut would leave it pointing at empty or missing files). A
         # fresh commit synced the staged bytes already, so only the new names are left.
-        ctx.storage.sync([m.dst for m in self.moves], contents=not ctx.staged_data_durable)
+        sync_moved(ctx.storage, self.moves, contents=contents)
 
     def _move_all(self, ctx: MoveContext) -> None:
         if ctx.storage.rename_is_atomic:
@@ -153,14 +164,40 @@ class MoveFiles(CommitStep):
 
 
 
-def _move_on_worker(storage: Storage, moves: list[FileMove]) -> None:
-    """One worker's share of a ``move`` step (runs in a Spark task; same checks as the driver's)."""
+def sync_moved(storage: Storage, moves: list[FileMove], *, contents: bool) -> None:
+    """Sync the moved files (their bytes too, unless ``contents`` is False). A failure is never
+    retried: Linux marks the pages of a failed fsync clean, so a second fsync of the same files
+    would succeed with their bytes maybe never written - ``DataNotDurableError`` instead."""
+    try:
+        storage.sync([m.dst for m in moves], contents=contents)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise DataNotDurableError(
+            f"Syncing {len(moves)} moved data file(s) of {storage.root_uri} failed ({exc}): the disk may not hold "
+            "their bytes, and a second sync would not show it. The batch is not published from these files.",
+            path=moves[0].dst,
+        ) from exc
+
+
+def _move_on_worker(storage: Storage, moves: list[FileMove], *, contents: bool = True) -> None:
+    """One worker's share of a ``move`` step (runs in a Spark task; same checks as the driver's).
+
+    ``contents``: the bytes are not known to be durable yet. Then a target already in place was
+    moved by an earlier try of this task, whose sync may have failed: it is not synced again
+    and trusted (``sync_moved``) - the task fails, and with it the batch, before it is visible."""
     ctx = MoveContext(storage=storage, move_threads=1)
     step = MoveFiles(moves=moves)
     for move in moves:
         if not step._done(ctx, move):
             step._move_one(ctx, move)
-    storage.sync([m.dst for m in moves])
+        elif contents:
+            raise DataNotDurableError(
+                f"{storage.uri(move.dst)} was moved by an earlier try of this task, whose sync of it may have failed; "
+                "the batch is not published from it.",
+                path=move.dst,
+            )
+    sync_moved(storage, moves, contents=contents)
 
 
 @register
@@ -169,6 +206,7 @@ class PublishManifest(CommitStep):
     """Write the manifest entry of batch M: after this, every reader sees the batch."""
 
     kind = "manifest"
+    visibility = True
     batch_id: int = dc_field(default=0, metadata=json_field("batchId", int))
     entries: list[ManifestEntry] = dc_field(default_factory=list, metadata=json_field("entries", list, record=ManifestEntry))
 
@@ -341,6 +379,7 @@ class PublishMembers(CommitStep):
     """
 
     kind = "members"
+    visibility = True
     members: list[MemberPublish] = dc_field(default_factory=list, metadata=json_field("members", list, record=MemberPublish))
 
     def _logs(self, ctx: StepContext, table: str) -> TableLogs:

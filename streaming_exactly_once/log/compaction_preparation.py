@@ -294,7 +294,15 @@ class CompactionPreparation:
             # of their own (publishing syncs the file anyway), which keeps this thread off the
             # disk while the commit path fsyncs its own files.
             if started or latest + 1 >= target:
-                store.sync_prepared(work.path)
+                try:
+                    store.sync_prepared(work.path)
+                except BaseException:
+                    # Never synced again and published: Linux marks the pages of a failed
+                    # fsync clean, so a second one can succeed with the bytes never written.
+                    # The compaction batch builds its file itself, under a new name.
+                    self._work = None
+                    storage.delete(work.path)
+                    raise
 
     def _advance_upload(self, uploads: ComposedUploads) -> None:
         """Begin the next compact file as an upload whose first part the storage copies from

@@ -83,6 +83,8 @@ class _Plan:
 
     storage: Storage
     files: list[tuple[str, int]] = field(default_factory=list)
+    #: what the table's retained batches, pending commits and Delta versions name: never deleted
+    kept: set[str] = field(default_factory=set)
 
 
 def collect_garbage(
@@ -117,6 +119,7 @@ def collect_garbage(
                 if lease is not None:
                     lease.check_fence("delete")
                     plan.storage.delete(path)
+        kept_by_owner = next((plan.kept for plan in plans if plan.storage is owner), set())
         for path in staging:
             if lease is not None:
                 parsed = parse_staging_name(path.rsplit("/", 1)[-1])
@@ -125,7 +128,7 @@ def collect_garbage(
                     if decide(owner, parsed[0], parsed[1], ABORT, epoch=lease.epoch or 0) == COMMIT:
                         continue  # a recovery is rolling this attempt forward
                 lease.check_fence("delete")
-                abort_attempt(owner, path)
+                abort_attempt(owner, path, keep=kept_by_owner)
             report.staging.append(owner.uri(path))
         _collect_temp_files(owner if member is None else None, plans, lease, cutoff, report)
         if lease is not None:
@@ -235,7 +238,7 @@ def _plan_table(
             hint="Manifest files were deleted; readers would miss committed data. Restore them from a backup.",
         )
     keep = kept_files(storage, identity, manifest, ids, pending, table, strict=True)
-    plan = _Plan(storage)
+    plan = _Plan(storage, kept=keep)
     for info in storage.walk_files():
         if is_hidden(info.path) or info.path in keep or info.path in (intents or ()) or info.path.startswith(tuple(nested)):
             continue

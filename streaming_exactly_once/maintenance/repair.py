@@ -40,7 +40,7 @@ def _logs(storage: Storage) -> TableLogs:
             f"{storage.root_uri} is a dataset group's {'root' if identity.kind == 'group' else 'table'}: only "
             "`seo recover` (without options) applies to it; its logs are rebuilt by restoring from a backup.",
         )
-    return TableLogs.open(storage, interval=identity.compact_interval if identity else 10)
+    return TableLogs.for_identity(storage, identity)
 
 
 def recover_table(storage: Storage, *, lease_timeout_ms: int = 60_000) -> RecoveryReport:
@@ -49,7 +49,8 @@ def recover_table(storage: Storage, *, lease_timeout_ms: int = 60_000) -> Recove
         from ..commit.group_committer import GroupCommitter
 
         # (no compaction is prepared: this writer commits no batch, its close would discard it)
-        group = GroupCommitter(storage, CommitterOptions(lease_timeout_ms=lease_timeout_ms, prepare_compactions=False))
+        options = CommitterOptions(compact_interval=identity.compact_interval, lease_timeout_ms=lease_timeout_ms, prepare_compactions=False)
+        group = GroupCommitter(storage, options)
         try:
             return group.open()
         finally:

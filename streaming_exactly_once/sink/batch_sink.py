@@ -46,7 +46,7 @@ from ..storage.base import Storage
 from .input_filter import CommittedInputFilter
 from .options import SinkOptions, StagingMode
 from .progress import observe_stream
-from .query_identity import QueryIdentity, is_connect, local_query_id, resolve_identity
+from .query_identity import QueryIdentity, is_connect, local_query_id, local_run_id, resolve_identity
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
@@ -147,7 +147,7 @@ class BatchSink(Generic[CommitterT]):
 
     #: Attributes that belong to one process: rebuilt after unpickling, never shipped.
     _PROCESS_STATE: tuple[str, ...] = (
-        "_lock", "_storage", "_committer", "_query", "_active_query", "_session", "_identities", "_checkpoints"
+        "_lock", "_storage", "_committer", "_query", "_active_query", "_active_run", "_session", "_identities", "_checkpoints"
     )
 
     def __init__(self, table: str, options: SinkOptions) -> None:
@@ -167,6 +167,7 @@ class BatchSink(Generic[CommitterT]):
         self._committer: CommitterT | None = None
         self._query: StreamingQuery | None = None  # the StreamingQuery ``start`` started (classic and Connect client)
         self._active_query: str | None = None  # id of the query whose batches this process commits
+        self._active_run: str | None = None  # and the id of its run (classic Spark): a restart gets a new one
         self._session: Any = None  # classic: the session running that query
         self._identities: dict[str, QueryIdentity] = {}
         #: Spark checkpoints read by batches, by location, kept across batches as Spark keeps its
@@ -270,7 +271,7 @@ class BatchSink(Generic[CommitterT]):
         query = writer.start()
         self._query = query
         if not remote:
-            self._adopt_query(str(query.id), stream_df.sparkSession)
+            self._adopt_query(str(query.id), stream_df.sparkSession, run_id=str(query.runId))
         return query
 
     def open(self) -> None:
@@ -327,11 +328,11 @@ class BatchSink(Generic[CommitterT]):
                 )
             other._release(120.0)
 
-    def _adopt_query(self, query_id: str, session: Any) -> None:
-        """From now on this process commits batches of ``query_id`` (and only of it)."""
-        if self._active_query == query_id:
+    def _adopt_query(self, query_id: str, session: Any, *, run_id: str | None = None) -> None:
+        """From now on this process commits batches of run ``run_id`` of ``query_id`` (and only of it)."""
+        if (self._active_query, self._active_run) == (query_id, run_id):
             return
-        if self._active_query is not None and self._query_running():
+        if self._active_query not in (None, query_id) and self._query_running():
             raise SinkInUseError(
                 f"This sink already writes {self.table} for the running query {self._active_query}; query "
                 f"{query_id} called it too. One sink object serves one query at a time: give each query its "
@@ -339,17 +340,20 @@ class BatchSink(Generic[CommitterT]):
                 table=self.table,
             )
         self._active_query = query_id
+        self._active_run = run_id
         self._session = session
-        if session is not None:
+        if session is not None and run_id is not None:
             from .query_watch import spark_context_running, watch_query_end
 
-            watch_query_end(session, query_id, self._query_ended)
+            watch_query_end(session, run_id, self._query_ended)
             # Stopping the session ends the query without telling listeners: the heartbeat asks.
             self.committer.lease.holder_alive = spark_context_running
 
-    def _query_ended(self, query_id: str) -> None:
-        if self._active_query == query_id:
-            self._release(120.0, only_for=query_id)
+    def _query_ended(self, run_id: str) -> None:
+        """Spark's notice that run ``run_id`` ended: only that run's lease is released - a late
+        notice of an earlier run of the same query finds the next run holding the table."""
+        if self._active_run == run_id:
+            self._release(120.0, only_for=run_id)
 
     def _release(self, timeout_s: float, *, only_for: str | None = None) -> None:
         """Release the lease once no batch is in flight (waits for one up to ``timeout_s``)."""
@@ -361,12 +365,13 @@ class BatchSink(Generic[CommitterT]):
                 self._lock.release()
 
     def _release_now(self, *, only_for: str | None) -> None:
-        """``_release`` with ``_lock`` held."""
-        if only_for is not None and self._active_query != only_for:
+        """``_release`` with ``_lock`` held; ``only_for``: a run id, released only if still ours."""
+        if only_for is not None and self._active_run != only_for:
             return
-        if self._query is not None and (only_for is None or str(self._query.id) == only_for):
+        if self._query is not None and (only_for is None or str(self._query.runId) == only_for):
             self._query = None
         self._active_query = None
+        self._active_run = None
         self._session = None
         if self._committer is not None:
             self._committer.close()
@@ -423,7 +428,8 @@ class BatchSink(Generic[CommitterT]):
         return SparkCheckpoint(open_storage(location)).query_id()
 
     def _adopt_batch_query(self, identity: QueryIdentity, df: DataFrame) -> None:
-        if self._active_query == identity.query_id:
+        run_id = local_run_id(df)
+        if (self._active_query, self._active_run) == (identity.query_id, run_id):
             return
         session = None
         if self.options.query_id is None:  # Spark's own id (from the checkpoint): one run at a time
@@ -439,7 +445,7 @@ class BatchSink(Generic[CommitterT]):
             from .query_watch import session_running
 
             session = session_running(identity.query_id)
-        self._adopt_query(identity.query_id, session)
+        self._adopt_query(identity.query_id, session, run_id=run_id)
         if not self._holds_table():  # under _lock (a batch)
             self._take_from_other_sinks()
             self.committer.ensure_open()

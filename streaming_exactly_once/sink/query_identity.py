@@ -26,6 +26,8 @@ from ..errors import IdentityError
 log = logging.getLogger("streaming_exactly_once.sink")
 
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
+#: Set by Spark beside the query id: a new run of the same query (same checkpoint) gets a new one.
+RUN_ID_PROPERTY = "sql.streaming.runId"
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,13 @@ def local_query_id(df: DataFrame) -> str | None:
     if is_connect(df):
         return None
     return df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY) or None
+
+
+def local_run_id(df: DataFrame) -> str | None:
+    """Classic Spark: the id of the query run calling the batch (None under Connect)."""
+    if is_connect(df):
+        return None
+    return df.sparkSession.sparkContext.getLocalProperty(RUN_ID_PROPERTY) or None
 
 
 def resolve_identity(

@@ -4,7 +4,7 @@ A sink holds its table's lease (and a heartbeat thread) while its query runs. Us
 queries in many ways - ``query.stop()``, the Spark UI, an exception, ``availableNow`` running
 dry, the session stopping - and almost never through the sink. So the sink asks Spark: one
 ``StreamingQueryListener`` per session, registered the first time a sink of that session needs
-it, calls back on ``onQueryTerminated`` with the query's id, and the sink releases the table.
+it, calls back on ``onQueryTerminated`` with the query's run id, and the sink releases the table.
 
 Classic PySpark only: the listener runs in this driver process, where the sink's lease lives.
 Under Spark Connect the ``foreachBatch`` function runs in a Python worker of the server, which
@@ -27,13 +27,17 @@ OnEnd = Callable[[str], None]
 
 
 class _QueryEndListener(StreamingQueryListener):
+    """Calls back on the end of a query *run*: a restarted query keeps its id (it is the
+    checkpoint's) but gets a new run id, and Spark's listener bus may deliver the end of the
+    previous run late - after the next run took the table."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._callbacks: dict[str, list[OnEnd]] = {}
 
-    def add(self, query_id: str, callback: OnEnd) -> None:
+    def add(self, run_id: str, callback: OnEnd) -> None:
         with self._lock:
-            callbacks = self._callbacks.setdefault(query_id, [])
+            callbacks = self._callbacks.setdefault(run_id, [])
             if callback not in callbacks:
                 callbacks.append(callback)
 
@@ -47,29 +51,29 @@ class _QueryEndListener(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event: Any) -> None:
-        query_id = str(event.id)
+        run_id = str(event.runId)
         with self._lock:
-            callbacks = self._callbacks.pop(query_id, [])
+            callbacks = self._callbacks.pop(run_id, [])
         for callback in callbacks:
             try:
-                callback(query_id)
+                callback(run_id)
             except Exception:  # a listener must never break Spark's listener bus
-                log.exception("releasing the table after query %s ended failed", query_id)
+                log.exception("releasing the table after query %s (run %s) ended failed", event.id, run_id)
 
 
 _LISTENERS: dict[int, _QueryEndListener] = {}
 _REGISTRY_LOCK = threading.Lock()
 
 
-def watch_query_end(session: Any, query_id: str, callback: OnEnd) -> None:
-    """Call ``callback(query_id)`` once the query started on ``session`` terminates."""
+def watch_query_end(session: Any, run_id: str, callback: OnEnd) -> None:
+    """Call ``callback(run_id)`` once the query run ``run_id`` started on ``session`` terminates."""
     key = id(session)
     with _REGISTRY_LOCK:
         listener = _LISTENERS.get(key)
         if listener is None:
             listener = _LISTENERS[key] = _QueryEndListener()
             session.streams.addListener(listener)
-    listener.add(query_id, callback)
+    listener.add(run_id, callback)
 
 
 def spark_context_running() -> bool:

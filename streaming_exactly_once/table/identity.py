@@ -162,61 +162,107 @@ def note_root(storage: Storage, identity: TableIdentity) -> TableIdentity:
     return updated
 
 
-def ensure_identity(
-    storage: Storage, *, compact_interval: int, format: str, partition_by: tuple[str, ...], first_batch_id: int = 0,
-    writer_options: dict[str, str] | None = None, kind: str = "table", group: str | None = None,
-    delta: bool = False, spark_manifest: bool = True,
-) -> TableIdentity:
-    """Read the identity, or create it (exclusively) for a new table; check it matches."""
-    existing = read_identity(storage)
-    if existing is None:
+@dataclass(frozen=True)
+class TableSpec:
+    """What a writer's configuration says the table is.
+
+    A new table's identity is made from it; an existing table's identity is checked against it
+    (``check``) before the writer reads, rolls forward or deletes anything, because the layout
+    a writer reads the table with (manifest directory, compact interval) comes from it: a
+    writer whose spec the table refuses must not recover the table through the wrong layout."""
+
+    kind: str = "table"
+    compact_interval: int = 10
+    format: str = "parquet"
+    partition_by: tuple[str, ...] = ()
+    writer_options: tuple[tuple[str, str], ...] = ()
+    delta: bool = False
+    spark_manifest: bool = True
+    #: A member table: the way up to its group's root (``TableIdentity.group``).
+    group: str | None = None
+
+    @property
+    def manifest_dir(self) -> str:
+        return SPARK_MANIFEST_DIR if self.spark_manifest else PRIVATE_MANIFEST_DIR
+
+    def new_identity(self, storage: Storage, *, first_batch_id: int = 0) -> TableIdentity:
         table_id = str(uuid.uuid4())
-        identity = TableIdentity(
+        return TableIdentity(
             table_id=table_id,
             root_uri=storage.root_uri,
             created_ms=int(time.time() * 1000),
-            compact_interval=compact_interval,
-            format=format,
-            partition_by=tuple(partition_by),
+            compact_interval=self.compact_interval,
+            format=self.format,
+            partition_by=self.partition_by,
             first_batch_id=first_batch_id,
-            writer_options=dict(writer_options or {}),
-            kind=kind,
-            group=group,
-            delta_app_id=delta_app_id(table_id) if delta else None,
-            spark_manifest=spark_manifest,
+            writer_options=dict(self.writer_options),
+            kind=self.kind,
+            group=self.group,
+            delta_app_id=delta_app_id(table_id) if self.delta else None,
+            spark_manifest=self.spark_manifest,
         )
-        try:
-            storage.put_if_absent(TABLE_FILE, encode_record(identity.to_json(), version=identity.file_version))
-        except FileExistsError:  # another writer created it first: use theirs
-            existing = read_identity(storage)
-        else:
-            return identity
-    assert existing is not None
-    if existing.kind != kind:
-        raise ConfigError(_kind_mismatch(storage.root_uri, existing, kind), table=storage.root_uri)
-    if tuple(partition_by) != existing.partition_by:
-        raise ConfigError(
-            f"Table {storage.root_uri} is partitioned by {list(existing.partition_by)}, but the sink was "
-            f"configured with partition_by={list(partition_by)}. Use the table's partitioning or a new table.",
-            table=storage.root_uri,
-        )
-    if existing.format != format:
-        raise ConfigError(
-            f"Table {storage.root_uri} holds {existing.format!r} files, but the sink was configured with "
-            f"format={format!r}. Use format={existing.format!r} or write to a new table.",
-            table=storage.root_uri,
-        )
-    if existing.is_delta != delta:
-        raise ConfigError(_delta_mismatch(storage.root_uri, existing), table=storage.root_uri, key="format")
-    if existing.spark_manifest != spark_manifest:
-        raise ConfigError(
-            f"Table {storage.root_uri} keeps its manifest in {existing.manifest_dir}/, but the sink was configured with "
-            f"spark_manifest={spark_manifest}. Where the manifest lives is fixed for the life of a table: configure "
-            f"spark_manifest={existing.spark_manifest}, or write to a new table.",
-            table=storage.root_uri,
-            key="spark_manifest",
-        )
+
+    def check(self, existing: TableIdentity, root: str) -> None:
+        """Raise ``ConfigError`` naming the first setting the table at ``root`` refuses."""
+        if existing.kind != self.kind:
+            raise ConfigError(_kind_mismatch(root, existing, self.kind), table=root)
+        if existing.compact_interval != self.compact_interval:
+            raise ConfigError(
+                f"Table {root} was created with compact_interval={existing.compact_interval}, but this writer is "
+                f"configured with compact_interval={self.compact_interval}. The interval is fixed for the life of a "
+                f"table (its .compact file names depend on it): configure compact_interval={existing.compact_interval}, "
+                "or write to a new table.",
+                key="compact_interval",
+                table=root,
+            )
+        if self.partition_by != existing.partition_by:
+            raise ConfigError(
+                f"Table {root} is partitioned by {list(existing.partition_by)}, but the sink was "
+                f"configured with partition_by={list(self.partition_by)}. Use the table's partitioning or a new table.",
+                table=root,
+                key="partition_by",
+            )
+        if existing.format != self.format:
+            raise ConfigError(
+                f"Table {root} holds {existing.format!r} files, but the sink was configured with "
+                f"format={self.format!r}. Use format={existing.format!r} or write to a new table.",
+                table=root,
+                key="format",
+            )
+        if existing.is_delta != self.delta:
+            raise ConfigError(_delta_mismatch(root, existing), table=root, key="format")
+        if existing.spark_manifest != self.spark_manifest:
+            raise ConfigError(
+                f"Table {root} keeps its manifest in {existing.manifest_dir}/, but the sink was configured with "
+                f"spark_manifest={self.spark_manifest}. Where the manifest lives is fixed for the life of a table: configure "
+                f"spark_manifest={existing.spark_manifest}, or write to a new table.",
+                table=root,
+                key="spark_manifest",
+            )
+
+
+def check_identity(storage: Storage, spec: TableSpec) -> TableIdentity | None:
+    """The table's identity, checked against ``spec``; None for a table without one (new, or
+    written by Spark's own file sink)."""
+    existing = read_identity(storage)
+    if existing is not None:
+        spec.check(existing, storage.root_uri)
     return existing
+
+
+def ensure_identity(storage: Storage, spec: TableSpec, *, first_batch_id: int = 0) -> TableIdentity:
+    """Read the identity, or create it (exclusively) for a new table; check it matches."""
+    existing = check_identity(storage, spec)
+    if existing is not None:
+        return existing
+    identity = spec.new_identity(storage, first_batch_id=first_batch_id)
+    try:
+        storage.put_if_absent(TABLE_FILE, encode_record(identity.to_json(), version=identity.file_version))
+    except FileExistsError:  # another writer created it first: use theirs
+        existing = check_identity(storage, spec)
+        assert existing is not None
+        return existing
+    return identity
 
 
 def _delta_mismatch(root: str, existing: TableIdentity) -> str:

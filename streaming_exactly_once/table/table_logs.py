@@ -13,7 +13,7 @@ from typing import Any
 from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR, ManifestLog
 from ..storage.base import Storage
 from .commits_log import CommitsLog
-from .identity import TableIdentity
+from .identity import TableIdentity, TableSpec
 from .offsets_log import OffsetsLog
 from .sources_log import SourcesLog
 
@@ -52,8 +52,10 @@ class TableLogs:
         )
 
     @classmethod
-    def for_identity(cls, storage: Storage, identity: TableIdentity | None, **kwargs: Any) -> TableLogs:
-        """The logs a table with this identity (or none: a plain table) has."""
+    def for_identity(cls, storage: Storage, identity: TableIdentity | TableSpec | None, **kwargs: Any) -> TableLogs:
+        """The logs a table with this identity (or none: a table of Spark's own file sink) has -
+        the one place a table's layout (its kind, compact interval, manifest directory) turns
+        into logs. A writer passes its ``TableSpec``, checked against the identity first."""
         if identity is None:
             return cls.open(storage, **kwargs)
         return cls.open(storage, interval=identity.compact_interval, kind=identity.kind, manifest_dir=identity.manifest_dir, **kwargs)

@@ -82,8 +82,8 @@ def test_a_late_end_notice_of_the_last_query_cannot_free_the_lease_a_restart_tak
     sink = ExactlyOnceSink(str(table), partition_by=["p"])
     q = sink.start(stream(spark, tmp_path / "in", 1), checkpoint_location=str(ckpt), trigger={"availableNow": True})
     q.awaitTermination()
-    old = str(q.id)
-    sink._active_query = old  # Spark's notice of the end has not arrived yet (it may have: put it back)
+    old = str(q.runId)
+    sink._active_query, sink._active_run = str(q.id), old  # Spark's notice of the end has not arrived yet (it may have: put it back)
     committer = sink.committer
     committer.invalidate()  # as when the stop interrupted a batch: the start recovers the table
     recover = committer._recover
