@@ -46,7 +46,7 @@ from ..storage.base import Storage
 from .input_filter import CommittedInputFilter
 from .options import SinkOptions, StagingMode
 from .progress import observe_stream
-from .query_identity import QueryIdentity, is_connect, local_query_id, local_run_id, resolve_identity
+from .query_identity import QueryIdentity, is_connect, local_query_id, local_run_marker, resolve_identity
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
@@ -147,7 +147,8 @@ class BatchSink(Generic[CommitterT]):
 
     #: Attributes that belong to one process: rebuilt after unpickling, never shipped.
     _PROCESS_STATE: tuple[str, ...] = (
-        "_lock", "_storage", "_committer", "_query", "_active_query", "_active_run", "_session", "_identities", "_checkpoints"
+        "_lock", "_storage", "_committer", "_query", "_active_query", "_active_run", "_run_marker", "_session", "_identities",
+        "_checkpoints",
     )
 
     def __init__(self, table: str, options: SinkOptions) -> None:
@@ -168,6 +169,7 @@ class BatchSink(Generic[CommitterT]):
         self._query: StreamingQuery | None = None  # the StreamingQuery ``start`` started (classic and Connect client)
         self._active_query: str | None = None  # id of the query whose batches this process commits
         self._active_run: str | None = None  # and the id of its run (classic Spark): a restart gets a new one
+        self._run_marker: str | None = None  # ``local_run_marker`` of that run's batches
         self._session: Any = None  # classic: the session running that query
         self._identities: dict[str, QueryIdentity] = {}
         #: Spark checkpoints read by batches, by location, kept across batches as Spark keeps its
@@ -371,7 +373,7 @@ class BatchSink(Generic[CommitterT]):
         if self._query is not None and (only_for is None or str(self._query.runId) == only_for):
             self._query = None
         self._active_query = None
-        self._active_run = None
+        self._active_run = self._run_marker = None
         self._session = None
         if self._committer is not None:
             self._committer.close()
@@ -428,8 +430,8 @@ class BatchSink(Generic[CommitterT]):
         return SparkCheckpoint(open_storage(location)).query_id()
 
     def _adopt_batch_query(self, identity: QueryIdentity, df: DataFrame) -> None:
-        run_id = local_run_id(df)
-        if (self._active_query, self._active_run) == (identity.query_id, run_id):
+        marker = local_run_marker(df)
+        if self._active_query == identity.query_id and (marker is None or marker == self._run_marker):
             return
         session = None
         if self.options.query_id is None:  # Spark's own id (from the checkpoint): one run at a time
@@ -445,7 +447,9 @@ class BatchSink(Generic[CommitterT]):
             from .query_watch import session_running
 
             session = session_running(identity.query_id)
-        self._adopt_query(identity.query_id, session, run_id=run_id)
+        run = session.streams.get(identity.query_id) if session is not None else None
+        self._adopt_query(identity.query_id, session, run_id=str(run.runId) if run is not None else None)
+        self._run_marker = marker
         if not self._holds_table():  # under _lock (a batch)
             self._take_from_other_sinks()
             self.committer.ensure_open()

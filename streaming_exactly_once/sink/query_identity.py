@@ -26,8 +26,9 @@ from ..errors import IdentityError
 log = logging.getLogger("streaming_exactly_once.sink")
 
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
-#: Set by Spark beside the query id: a new run of the same query (same checkpoint) gets a new one.
-RUN_ID_PROPERTY = "sql.streaming.runId"
+#: Spark runs a query's batches in a job group named by the run's id: a new run of the same query
+#: (same checkpoint) gets a new one.
+JOB_GROUP_PROPERTY = "spark.jobGroup.id"
 
 
 @dataclass(frozen=True)
@@ -64,11 +65,12 @@ def local_query_id(df: DataFrame) -> str | None:
     return df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY) or None
 
 
-def local_run_id(df: DataFrame) -> str | None:
-    """Classic Spark: the id of the query run calling the batch (None under Connect)."""
+def local_run_marker(df: DataFrame) -> str | None:
+    """Classic Spark: a value that changes when a new run of the query calls the batch - the job
+    group Spark runs the batch in, named by the run's id (None under Connect)."""
     if is_connect(df):
         return None
-    return df.sparkSession.sparkContext.getLocalProperty(RUN_ID_PROPERTY) or None
+    return df.sparkSession.sparkContext.getLocalProperty(JOB_GROUP_PROPERTY) or None
 
 
 def resolve_identity(
