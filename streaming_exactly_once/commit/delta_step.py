@@ -34,7 +34,7 @@ from ..delta.stats import parquet_rows
 from ..delta.target import DeltaSettings, DeltaTarget
 from ..log.codec import RecordError, non_negative, path_value
 from ..log.record_fields import flattened, json_field
-from ..storage.base import check_relative
+from ..storage.base import Storage, check_relative
 from .step import CommitStep, StepContext, register
 
 
@@ -109,7 +109,15 @@ class CommitDelta(CommitStep):
         else:
             version = target.version_committing(self.batch_id)
         if version is not None:
+            target.make_durable(version)  # before the commit record: the batch is acknowledged after it
             ctx.notes[_note_key(self.table)] = version
+
+    def written(self, ctx: StepContext) -> list[tuple[Storage, str]]:
+        target = self.target(ctx)
+        version = delta_version_note(ctx, self.table)
+        if version is None:
+            version = target.version_committing(self.batch_id)
+        return [] if version is None else [(target.storage, p) for p in target.commit_files(version) if target.storage.exists(p)]
 
 
 

@@ -392,6 +392,28 @@ class DeltaTarget:
         except Exception as exc:
             log.warning("Delta log cleanup of %s failed (the batch is committed): %s", self.log_uri, exc)
 
+    def commit_files(self, version: int) -> list[str]:
+        """The files delta-rs wrote for ``version``: its JSON, and the checkpoint it made there."""
+        files = [f"{LOG_DIR}/{version:020d}.json"]
+        checkpoint = f"{LOG_DIR}/{version:020d}.checkpoint.parquet"
+        if self.storage.exists(checkpoint):
+            files += [checkpoint, f"{LOG_DIR}/_last_checkpoint"]
+        return files
+
+    def make_durable(self, version: int) -> None:
+        """Sync what delta-rs wrote for ``version`` (it does not sync). A file whose sync fails
+        is written again under a new inode rather than synced again: Linux marks the pages of a
+        failed fsync clean, so a second sync could succeed with the bytes never written."""
+        paths = [p for p in self.commit_files(version) if self.storage.exists(p)]
+        try:
+            self.storage.sync(paths)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            log.warning("syncing Delta version %d of %s failed (%s); writing its files again", version, self.log_uri, exc)
+            for path in paths:
+                self.storage.atomic_write(path, self.storage.read_bytes(path))
+
     def version_committing(self, batch_id: int, *, search: int = 8) -> int | None:
         """The Delta version whose commit carries ``batch_id``, looked up among the newest ones.
 
