@@ -197,6 +197,18 @@ class DuplicateInputError(ExactlyOnceError, TerminalError):
     """A batch re-reads input already committed and its rows cannot be attributed to input files."""
 
 
+class SourceOffsetError(ExactlyOnceError, TerminalError):
+    """A batch of a partitioned source (Kafka) would duplicate or skip records the table holds."""
+
+
+class OffsetGapError(SourceOffsetError):
+    """A batch starts after the records the table holds: the ones in between were never written."""
+
+
+class OffsetColumnsMissingError(SourceOffsetError):
+    """A batch re-reads records the table holds and has no columns to drop them by."""
+
+
 # --- Delta target ------------------------------------------------------------------------
 
 

@@ -65,6 +65,19 @@ class SparkCheckpoint:
     def offsets(self, batch_id: int) -> OffsetSeq | None:
         return self.offset_log.offsets(batch_id)
 
+    def start_offsets(self, batch_id: int) -> list[str | None] | None:
+        """Each source's offsets where batch ``batch_id`` starts: the previous batch's end, or
+        for batch 0 what a source recorded as its initial offsets (Kafka's source writes them
+        to ``sources/<i>/0``); None if unknown."""
+        if batch_id > 0:
+            previous = self.offsets(batch_id - 1)
+            return None if previous is None else list(previous.offsets)
+        current = self.offsets(0)
+        if current is None:
+            return None
+        initial = [initial_offsets(self.storage, f"sources/{i}/0") for i in range(len(current.offsets))]
+        return initial if any(initial) else None
+
     def latest_batch_id(self) -> int | None:
         return self.offset_log.latest_batch_id(refresh=True)
 
@@ -108,6 +121,19 @@ class SparkCheckpoint:
             for entry in self.source_log(source).entries_between(after, upto):
                 files.append(InputFile(source=source, path=entry.path, timestamp=entry.timestamp))
         return files
+
+
+def initial_offsets(storage: Storage, path: str) -> str | None:
+    """The JSON line of a source's initial-offsets file (``v1`` and the offsets; Kafka's source
+    writes a zero byte first), or None if there is none or it holds something else."""
+    try:
+        text = storage.read_bytes(path).lstrip(b"\0").decode("utf-8")
+    except (FileNotFoundError, IsADirectoryError, UnicodeDecodeError):
+        return None
+    lines = text.splitlines()
+    if len(lines) < 2 or not lines[0].startswith("v") or not lines[1].startswith("{"):
+        return None
+    return lines[1]
 
 
 __all__ = ["SparkCheckpoint", "InputFile", "FileSourceEntry", "OffsetSeq", "CommitMarker", "QueryMetadata"]

@@ -65,6 +65,7 @@ from ..table.commits_log import CommitRecord
 from ..table.identity import TableIdentity, TableSpec, check_identity, ensure_identity, note_root
 from ..table.layout import PROBE_DIR, staging_dir
 from ..table.offsets_log import OffsetsRecord
+from ..table.source_offsets import PartitionOffsetMap, high_water, merged_ends, raise_to
 from ..table.sources_log import SourceFileRecord
 from ..table.table_logs import TableLogs
 from .attempt_verdict import ABORT, decide
@@ -178,6 +179,7 @@ class TableCommitter:
         self.latest_batch_id = -1
         self._committed: dict[str, int] = {}
         self._input_paths: set[str] | None = None
+        self._offset_marks: PartitionOffsetMap | None = None
         self._table_rows: int | None = 0
         self._ready = False
         self.last_recovery: RecoveryReport | None = None
@@ -272,6 +274,7 @@ class TableCommitter:
         newest = max(latest_records.values(), key=lambda r: r.batch_id, default=None)
         self._table_rows = newest.table_rows if newest is not None else 0
         self._input_paths = None
+        self._offset_marks = None
         self._load_state(newest)
         self._ready = True
         # The next compaction's copy starts now, not after the first batch: the first one after a
@@ -400,6 +403,14 @@ class TableCommitter:
         if self._input_paths is None:
             self._input_paths = self.logs.require_sources().committed_paths()
         return self._input_paths
+
+    def offset_marks(self) -> PartitionOffsetMap:
+        """The high-water mark of every partitioned source's partition the table committed
+        (``table.source_offsets``; loaded on first use, then kept current)."""
+        if self._offset_marks is None:
+            latest = self.logs.require_offsets().latest_per_query().values()
+            self._offset_marks = high_water(record.source_offsets for record in latest)
+        return self._offset_marks
 
     # -- protocol ----------------------------------------------------------------------------
 
@@ -701,6 +712,8 @@ class TableCommitter:
         self._committed[attempt.query_id] = attempt.spark_batch_id
         if self._input_paths is not None:
             self._input_paths.update(i.path for i in input_files)
+        if self._offset_marks is not None:
+            raise_to(self._offset_marks, merged_ends(attempt.offsets.source_offsets))
         self._schedule_retention(m)
         if self.options.prepare_compactions:
             t_pace = time.perf_counter()

@@ -28,7 +28,8 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from urllib.parse import unquote
 
@@ -43,7 +44,9 @@ from ..config import reject_unknown
 from ..errors import ConcurrentWriterError, ConfigError, SinkInUseError
 from ..storage import open_storage
 from ..storage.base import Storage
+from ..table.source_offsets import kafka_json, merged_ends
 from .input_filter import CommittedInputFilter
+from .offset_guard import OffsetColumns, OffsetGuard
 from .options import SinkOptions, StagingMode
 from .progress import observe_stream
 from .query_identity import QueryIdentity, is_connect, local_query_id, local_run_marker, resolve_identity
@@ -142,13 +145,34 @@ def reread_inputs(inputs: list[InputFile]) -> list[str]:
     return out
 
 
+@dataclass
+class BatchFilters:
+    """What a batch drops before it is written: rows of input files the table committed, and
+    rows of partitioned sources below the table's offsets."""
+
+    files: CommittedInputFilter
+    offsets: OffsetGuard
+
+    @property
+    def df(self) -> DataFrame:
+        return self.files.df
+
+    @property
+    def new_inputs(self) -> list[InputFile]:
+        return self.files.new_inputs
+
+    def skipped_rows(self) -> int:
+        """Call it once the batch is written (the counts are observed in that pass)."""
+        return self.files.skipped_rows() + self.offsets.skipped_rows()
+
+
 class BatchSink(Generic[CommitterT]):
     """Skeleton of a ``foreachBatch`` sink; see the module docstring."""
 
     #: Attributes that belong to one process: rebuilt after unpickling, never shipped.
     _PROCESS_STATE: tuple[str, ...] = (
         "_lock", "_storage", "_committer", "_query", "_active_query", "_active_run", "_run_marker", "_session", "_identities",
-        "_checkpoints",
+        "_checkpoints", "_batch_ends",
     )
 
     def __init__(self, table: str, options: SinkOptions) -> None:
@@ -176,6 +200,8 @@ class BatchSink(Generic[CommitterT]):
         #: own logs: a file-source log's compact interval is derived once, not by listing the log
         #: (which grows with every batch until Spark's cleanup delay passes) for each batch.
         self._checkpoints: dict[str, tuple[str, SparkCheckpoint]] = {}  # location -> (query id, reader)
+        #: per query: its last batch seen here and that batch's end offsets (the next one's start)
+        self._batch_ends: dict[str, tuple[int, dict[str, int]]] = {}
         _LIVE_SINKS.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -508,24 +534,57 @@ class BatchSink(Generic[CommitterT]):
                 "Rename such files before they land in the input directory, or read with maxFilesPerTrigger=1.",
                 batch_id, qid, ", ".join(reread),
             )
+        guard = self._offset_guard(df, qid, batch_id, checkpoint, offsets)  # before anything is staged
         with self.committer.batch(qid, batch_id, mode=self.staging_mode, checkpoint=identity.checkpoint, offsets=offsets) as attempt:
             self.storage.makedirs(attempt.staging_dir)  # the attempt's staging, before the writer fills it
             # the driver's work before Spark's write (identity, lease, checkpoint reads), for ``stepMs``
             attempt.timings["prepare"] = round((time.perf_counter() - t_prepare) * 1000, 3)
             committed = self.committer.committed_input_paths() if inputs else set()
-            batch_inputs = CommittedInputFilter(df, inputs or [], committed, batch_id=batch_id, query_id=qid)
+            batch_inputs = BatchFilters(CommittedInputFilter(guard.df, inputs or [], committed, batch_id=batch_id, query_id=qid), guard)
             result = self._stage_and_commit(batch_inputs.df, attempt, batch_inputs, offsets)
         self.counters["skipped_rows"] += batch_inputs.skipped_rows()
         if result.status == "committed":
             self._emit(result)
         return result
 
+    def _offset_guard(
+        self, df: DataFrame, query_id: str, batch_id: int, checkpoint: SparkCheckpoint | None, offsets: OffsetSeq | None
+    ) -> OffsetGuard:
+        """The batch checked against the records of partitioned sources the table holds."""
+        end = merged_ends(offsets.offsets) if offsets is not None else {}
+        previous = self._batch_ends.get(query_id)
+        self._batch_ends[query_id] = (batch_id, end)
+        if previous is not None and previous[0] == batch_id - 1:
+            start: dict[str, int] | None = previous[1]
+        else:
+            raw = checkpoint.start_offsets(batch_id) if end and checkpoint is not None else None
+            start = merged_ends(raw) if raw is not None else None
+        return OffsetGuard(
+            df,
+            end=end,
+            start=start,
+            marks=self.committer.offset_marks() if end else {},
+            known_query=self.committer.knows_query(query_id),
+            columns=OffsetColumns(*self.options.offset_columns),
+            allow_gaps=self.options.allow_offset_gaps,
+            table=self.storage.root_uri,
+            query_id=query_id,
+            batch_id=batch_id,
+        )
+
+    def starting_offsets(self, topics: Iterable[str] | None = None) -> str | None:
+        """Kafka ``startingOffsets`` JSON where the table's records end, per partition (of
+        ``topics``, if given): start a query whose checkpoint was lost from exactly there.
+        None if the table holds no records of a partitioned source."""
+        self.committer.ensure_open()
+        return kafka_json(self.committer.offset_marks(), topics)
+
     # -- what a subclass writes --------------------------------------------------------------
 
     staging_mode: StagingMode
 
     def _stage_and_commit(
-        self, df: DataFrame, attempt: BatchAttempt, inputs: CommittedInputFilter, offsets: OffsetSeq | None
+        self, df: DataFrame, attempt: BatchAttempt, inputs: BatchFilters, offsets: OffsetSeq | None
     ) -> CommitResult:
         """Write ``df`` (the batch without rows of committed input files) under the attempt's
         staging, call ``inputs.skipped_rows()`` once it is written, and commit."""

@@ -38,14 +38,14 @@ from ..commit.committer import BatchAttempt, CommitResult, StagedFile
 from ..commit.group_committer import GroupCommitter, MemberBatch, tables_in
 from ..delta.target import DeltaSettings
 from ..errors import BatchRejectedError, ConfigError
-from ..table.group_state import QUARANTINE_BATCHES, QUARANTINE_ROWS, GroupState, expected_by_dataset, source_partitions, starting_offsets
+from ..table.group_state import QUARANTINE_BATCHES, QUARANTINE_ROWS, GroupState, expected_by_dataset
 from ..table.rejections import read_rejections, write_rejection
+from ..table.source_offsets import source_partitions
 from .arrow_file_writer import check_partition_types, result_ddl
-from .batch_sink import BatchSink, log
+from .batch_sink import BatchFilters, BatchSink, log
 from .checks import Check, CheckResult, batch_checks, mandatory_failures, row_checks
 from .file_stats import FileStats
 from .group_writer import BUILTIN_ROW_CHECKS, CHECK_SEPARATOR, FAILED, FAILED_CHECKS, RESULT_FIELDS, GroupTaskWriter
-from .input_filter import CommittedInputFilter
 from .options import DIRECT_FORMATS, Duration, GroupOptions, OnCommit, SinkOptions, StagingMode
 from .outputs import Output
 
@@ -124,6 +124,8 @@ class DatasetSink(BatchSink[GroupCommitter]):
         on_commit: OnCommit | None = None,
         storage_wrapper: str | None = None,
         progress_metrics: bool = True,
+        allow_offset_gaps: bool = False,
+        offset_columns: Iterable[str] = ("topic", "partition", "offset"),
         spark_manifest: bool = True,
         delta_checkpoint_interval: int = 10,
         delta_log_retention: Duration | None = None,
@@ -138,6 +140,7 @@ class DatasetSink(BatchSink[GroupCommitter]):
             connect_handover_wait=connect_handover_wait, move_threads=move_threads, worker_moves_from=worker_moves_from,
             step_retries=step_retries, description=description, on_commit=on_commit,
             storage_wrapper=storage_wrapper, progress_metrics=progress_metrics,
+            allow_offset_gaps=allow_offset_gaps, offset_columns=offset_columns,
             spark_manifest=spark_manifest, delta_checkpoint_interval=delta_checkpoint_interval,
             delta_log_retention=delta_log_retention, options=options,
         )
@@ -208,7 +211,7 @@ class DatasetSink(BatchSink[GroupCommitter]):
         return out, partition_by, checks, bool(rows)
 
     def _stage_and_commit(
-        self, df: DataFrame, attempt: BatchAttempt, inputs: CommittedInputFilter, offsets: OffsetSeq | None
+        self, df: DataFrame, attempt: BatchAttempt, inputs: BatchFilters, offsets: OffsetSeq | None
     ) -> CommitResult:
         t_stage = time.perf_counter()
         forked = len(self.outputs) > 1
@@ -370,11 +373,6 @@ class DatasetSink(BatchSink[GroupCommitter]):
 
     def tables(self) -> list[str]:
         return tables_in(self.committer.current_state())
-
-    def starting_offsets(self, source: int = 0) -> str | None:
-        """Kafka ``startingOffsets`` JSON resuming after the last committed batch (to seed a query
-        whose checkpoint was lost); None if the source has no partitioned offsets."""
-        return starting_offsets(self.committer.current_state().sources, source)
 
     def rejections(self) -> list[dict[str, Any]]:
         """Batches the ``full`` policy refused to publish, with the checks that failed."""

@@ -30,9 +30,8 @@ from ..checkpoint.offset_seq import OffsetSeq
 from ..commit.committer import BatchAttempt, CommitResult, TableCommitter
 from ..errors import ConfigError
 from .batch_metrics import BatchObservation
-from .batch_sink import BatchSink
+from .batch_sink import BatchFilters, BatchSink
 from .direct_writer import DirectWriter
-from .input_filter import CommittedInputFilter
 from .options import DIRECT_FORMATS, Duration, OnCommit, SinkOptions, StagingMode, default_staging_mode
 from .rename_writer import RenameWriter
 
@@ -79,6 +78,12 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
             in the process that writes (a Spark Connect worker too). An extension point like
             Spark's ``checkpointFileManagerClass``; the test suite injects faults with it.
         progress_metrics: ``start`` observes rows and watermarks into the query's progress.
+        allow_offset_gaps: a partitioned source (Kafka) whose query starts after the records the
+            table holds (a checkpoint recreated with ``startingOffsets=latest``, records deleted
+            by retention) skips them with a warning; by default the batch is refused
+            (``OffsetGapError``). Records the table holds already are dropped row by row either way.
+        offset_columns: the batch's columns naming each row's source topic, partition and offset
+            (default Kafka's ``topic``, ``partition``, ``offset``), by which those rows are dropped.
         spark_manifest: ``format="delta"`` only: also publish ``_spark_metadata`` (default True).
         delta_checkpoint_interval, delta_log_retention: ``format="delta"`` only: Delta table
             properties the first batch creates the table with (checkpoint every N versions,
@@ -113,6 +118,8 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
         on_commit: OnCommit | None = None,
         storage_wrapper: str | None = None,
         progress_metrics: bool = True,
+        allow_offset_gaps: bool = False,
+        offset_columns: Iterable[str] = ("topic", "partition", "offset"),
         spark_manifest: bool = True,
         delta_checkpoint_interval: int = 10,
         delta_log_retention: Duration | None = None,
@@ -127,6 +134,7 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
             connect_handover_wait=connect_handover_wait, move_threads=move_threads, worker_moves_from=worker_moves_from,
             step_retries=step_retries, description=description, on_commit=on_commit,
             storage_wrapper=storage_wrapper, progress_metrics=progress_metrics,
+            allow_offset_gaps=allow_offset_gaps, offset_columns=offset_columns,
             spark_manifest=spark_manifest, delta_checkpoint_interval=delta_checkpoint_interval,
             delta_log_retention=delta_log_retention, options=options,
         )
@@ -169,7 +177,7 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
         return self._writer
 
     def _stage_and_commit(
-        self, df: DataFrame, attempt: BatchAttempt, inputs: CommittedInputFilter, offsets: OffsetSeq | None
+        self, df: DataFrame, attempt: BatchAttempt, inputs: BatchFilters, offsets: OffsetSeq | None
     ) -> CommitResult:
         t_stage = time.perf_counter()
         writer = self.writer

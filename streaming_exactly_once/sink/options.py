@@ -61,6 +61,13 @@ def _names(value: str | Iterable[str] | None) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
+def _offset_columns(value: Iterable[str]) -> tuple[str, str, str]:
+    names = _names(value)
+    if len(names) != 3 or not all(isinstance(n, str) and n for n in names):
+        raise ConfigError(f"offset_columns names three columns (topic, partition, offset), got {value!r}", key="offset_columns")
+    return names[0], names[1], names[2]
+
+
 def _duration_ms(value: Duration | None, *, key: str) -> int | None:
     return None if value is None else parse_duration_ms(value, key=key)
 
@@ -99,6 +106,10 @@ class SinkOptions:
     #: to inject faults (``streaming_exactly_once.testing.faults``).
     storage_wrapper: str | None = None
     progress_metrics: bool = True  # ``start`` observes rows and watermarks into query progress
+    #: a partitioned source (Kafka) starting after the records the table holds: skip them (else refused)
+    allow_offset_gaps: bool = False
+    #: the batch's columns naming each row's source partition and offset (Kafka's names)
+    offset_columns: tuple[str, str, str] = ("topic", "partition", "offset")
     # format="delta" only
     spark_manifest: bool = True
     delta_checkpoint_interval: int = 10
@@ -131,6 +142,8 @@ class SinkOptions:
         on_commit: OnCommit | None = None,
         storage_wrapper: str | None = None,
         progress_metrics: bool = True,
+        allow_offset_gaps: bool = False,
+        offset_columns: Iterable[str] = ("topic", "partition", "offset"),
         spark_manifest: bool = True,
         delta_checkpoint_interval: int = 10,
         delta_log_retention: Duration | None = None,
@@ -176,6 +189,8 @@ class SinkOptions:
             on_commit=on_commit,
             storage_wrapper=storage_wrapper,
             progress_metrics=progress_metrics,
+            allow_offset_gaps=allow_offset_gaps,
+            offset_columns=_offset_columns(offset_columns),
             spark_manifest=spark_manifest,
             delta_checkpoint_interval=delta_checkpoint_interval,
             delta_log_retention_ms=_duration_ms(delta_log_retention, key="delta_log_retention"),
@@ -216,6 +231,8 @@ class SinkOptions:
         dupes = [c for c in self.partition_by if list(self.partition_by).count(c) > 1]
         if dupes:
             raise ConfigError(f"partition_by lists {dupes[0]!r} twice", key="partition_by")
+        if not isinstance(self.allow_offset_gaps, bool):
+            raise ConfigError(f"allow_offset_gaps must be true or false, got {self.allow_offset_gaps!r}", key="allow_offset_gaps")
         if self.on_commit is not None and not callable(self.on_commit):
             raise ConfigError("on_commit must be a callable taking one dict", key="on_commit")
 

@@ -28,14 +28,12 @@ Source partitions (``sourcePartitions``; source index -> ``topic/partition`` -> 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from ..log.codec import field as field_value
 from ..log.record_fields import decode, encode, json_field, json_names, json_object
-from ..log.version import loads_line
 
 #: Where a group keeps what its checks set aside: ``rows/<table>`` (rows that failed a row
 #: check) and ``batches/<table>`` (batches a mandatory batch check rejected).
@@ -268,35 +266,6 @@ def advance(
     return out
 
 
-def source_partitions(source_offsets: tuple[str | None, ...] | list[str | None]) -> dict[str, dict[str, int]]:
-    """Per source index, ``topic/partition`` -> end offset, from a batch's offsets JSON.
-
-    Only offsets shaped like Kafka's (``{"topic":{"0":120,"1":95}}``) have partitions; other
-    sources (files, rate) give nothing here.
-    """
-    out: dict[str, dict[str, int]] = {}
-    for index, text in enumerate(source_offsets):
-        if not text:
-            continue
-        try:
-            obj = loads_line(text)
-        except ValueError:
-            continue
-        if not isinstance(obj, dict):
-            continue
-        parts: dict[str, int] = {}
-        for topic, partitions in obj.items():
-            if not isinstance(partitions, dict):
-                parts = {}
-                break
-            for partition, offset in partitions.items():
-                if isinstance(offset, int) and not isinstance(offset, bool):
-                    parts[f"{topic}/{partition}"] = offset
-        if parts:
-            out[str(index)] = parts
-    return out
-
-
 def advance_sources(previous: SourceOffsets | None, ends: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, PartitionOffsets]]:
     """Source partition offsets after a batch: ``low`` = the previous ``high``; absent partitions kept."""
     out = {src: dict(parts) for src, parts in (previous or {}).items()}
@@ -318,15 +287,3 @@ def expected_by_dataset(ends: Mapping[str, Mapping[str, int]], datasets: list[st
             if topic in wanted:
                 out.setdefault(topic, {})[partition] = end
     return out
-
-
-def starting_offsets(partitions: SourceOffsets, source: int = 0) -> str | None:
-    """Kafka ``startingOffsets`` JSON that resumes after the last committed batch of a source."""
-    parts = partitions.get(str(source))
-    if not parts:
-        return None
-    out: dict[str, dict[str, int]] = {}
-    for key, offsets in parts.items():
-        topic, _, partition = key.rpartition("/")
-        out.setdefault(topic, {})[partition] = offsets.high
-    return json.dumps(out, sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,132 @@
+"""Offsets of partitioned sources (Kafka and its kind): what a table has committed, per partition.
+
+Spark keeps each batch's end offsets in its checkpoint (``offsets/N``); the sink copies them into
+the table's offsets log (``table.offsets_log``). A source whose offsets are shaped like Kafka's -
+``{"topic":{"0":120,"1":95}}``, partition -> the next offset to read - has partitions; other
+sources (files, rate) have none and are left to their own mechanisms.
+
+A table's *high-water mark* of a partition is the highest end offset any committed batch read
+from it: every record below it was read by a committed batch of some query (or deliberately
+skipped with ``allow_offset_gaps``). ``check_start`` compares where a batch starts with it:
+
+* a start below the mark **overlaps** - records already in the table, dropped row by row;
+* a start above the mark leaves a **gap** - records no batch ever read, an error unless allowed.
+
+Partitions are named ``topic/partition`` across sources (a query's source order may change when
+it is rebuilt; a topic's partitions do not).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..log.version import loads_line
+
+#: ``topic/partition`` -> offset
+PartitionOffsetMap = dict[str, int]
+
+
+def source_partitions(source_offsets: Sequence[str | None]) -> dict[str, PartitionOffsetMap]:
+    """Per source index, ``topic/partition`` -> end offset, from a batch's offsets JSON lines.
+
+    Only offsets shaped like Kafka's have partitions; other sources give nothing here."""
+    out: dict[str, PartitionOffsetMap] = {}
+    for index, text in enumerate(source_offsets):
+        parts = _partitions(text)
+        if parts:
+            out[str(index)] = parts
+    return out
+
+
+def _partitions(text: str | None) -> PartitionOffsetMap:
+    if not text:
+        return {}
+    try:
+        obj = loads_line(text)
+    except ValueError:
+        return {}
+    if not isinstance(obj, dict):
+        return {}
+    parts: PartitionOffsetMap = {}
+    for topic, partitions in obj.items():
+        if not isinstance(partitions, dict):
+            return {}
+        for partition, offset in partitions.items():
+            if isinstance(offset, int) and not isinstance(offset, bool):
+                parts[f"{topic}/{partition}"] = offset
+    return parts
+
+
+def merged_ends(source_offsets: Sequence[str | None]) -> PartitionOffsetMap:
+    """Every partitioned source's end offsets of one batch, merged (by partition name)."""
+    out: PartitionOffsetMap = {}
+    for parts in source_partitions(source_offsets).values():
+        for name, offset in parts.items():
+            out[name] = max(offset, out.get(name, offset))
+    return out
+
+
+def high_water(batches: Iterable[Sequence[str | None]]) -> PartitionOffsetMap:
+    """The highest end offset per partition over the source offsets of ``batches``."""
+    out: PartitionOffsetMap = {}
+    for source_offsets in batches:
+        raise_to(out, merged_ends(source_offsets))
+    return out
+
+
+def raise_to(marks: PartitionOffsetMap, ends: Mapping[str, int]) -> None:
+    """Raise ``marks`` to ``ends`` where they are higher (a batch just committed)."""
+    for name, offset in ends.items():
+        if offset > marks.get(name, -1):
+            marks[name] = offset
+
+
+def split_name(name: str) -> tuple[str, int]:
+    topic, _, partition = name.rpartition("/")
+    return topic, int(partition)
+
+
+def kafka_json(offsets: Mapping[str, int], topics: Iterable[str] | None = None) -> str | None:
+    """Kafka ``startingOffsets`` JSON for ``offsets`` (only ``topics``, if given); None if empty."""
+    wanted = None if topics is None else set(topics)
+    out: dict[str, dict[str, int]] = {}
+    for name, offset in sorted(offsets.items(), key=lambda item: split_name(item[0])):
+        topic, partition = split_name(name)
+        if wanted is None or topic in wanted:
+            out.setdefault(topic, {})[str(partition)] = offset
+    return json.dumps(out, separators=(",", ":")) if out else None
+
+
+@dataclass(frozen=True)
+class StartCheck:
+    """How a batch's start offsets compare with the table's high-water marks."""
+
+    #: partition -> (start, mark): records from ``start`` below ``mark`` are in the table already
+    overlaps: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: partition -> (mark, start): records from ``mark`` below ``start`` were never read
+    gaps: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+def check_start(start: Mapping[str, int], marks: Mapping[str, int]) -> StartCheck:
+    """Compare ``start`` with ``marks`` partition by partition (one the table never read from
+    is new: neither)."""
+    overlaps: dict[str, tuple[int, int]] = {}
+    gaps: dict[str, tuple[int, int]] = {}
+    for name, offset in start.items():
+        mark = marks.get(name)
+        if mark is None or offset == mark:
+            continue
+        if offset < mark:
+            overlaps[name] = (offset, mark)
+        else:
+            gaps[name] = (mark, offset)
+    return StartCheck(overlaps, gaps)
+
+
+def describe(ranges: Mapping[str, tuple[int, int]], limit: int = 5) -> str:
+    """``t/0 [10, 42)``, ... - the first ``limit`` partitions' ranges, for error messages."""
+    items = sorted(ranges.items(), key=lambda item: split_name(item[0]))
+    text = ", ".join(f"{name} [{low}, {high})" for name, (low, high) in items[:limit])
+    return text + (f" and {len(items) - limit} more" if len(items) > limit else "")

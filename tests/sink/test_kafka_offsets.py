@@ -1,0 +1,175 @@
+"""Exactly once for a Kafka-like source across lost checkpoints: real streaming queries over the
+stand-in source (``tests.sources.fake_kafka``), every record counted in the table."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+from pyspark.errors import StreamingQueryException
+
+from streaming_exactly_once import DatasetSink, ExactlyOnceSink, read
+from streaming_exactly_once.errors import OffsetColumnsMissingError
+from tests.sources.fake_kafka import FakeKafka, expire, produce
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def kafka(spark):
+    spark.dataSource.register(FakeKafka)
+    return spark
+
+
+def records(topic, partition, start, n):
+    return [f"{topic}-{partition}-{i}" for i in range(start, start + n)]
+
+
+def fill(root, topic, partitions, start, n):
+    out = []
+    for p in range(partitions):
+        produce(root, topic, p, records(topic, p, start, n))
+        out += records(topic, p, start, n)
+    return out
+
+
+def stream(spark, root, topics="t", *, starting="earliest", lose="true", keep_offsets=True):
+    df = (
+        spark.readStream.format("fakekafka").option("path", str(root)).option("subscribe", topics)
+        .option("startingOffsets", starting).option("failOnDataLoss", lose).load()
+    )
+    cols = ["CAST(value AS STRING) AS id"] + (["topic", "partition", "offset"] if keep_offsets else [])
+    return df.selectExpr(*cols)
+
+
+def run(sink, df, checkpoint):
+    """One availableNow run; the query's error (or None)."""
+    query = sink.start(df, checkpoint_location=str(checkpoint), trigger={"availableNow": True})
+    try:
+        query.awaitTermination()
+        return None
+    except StreamingQueryException as exc:
+        return exc
+    finally:
+        sink.close()
+
+
+def ids(table):
+    return Counter(read.arrow(str(table), columns=["id"]).column("id").to_pylist())
+
+
+def assert_once(table, expected):
+    counts = ids(table)
+    assert {i: c for i, c in counts.items() if c > 1} == {}, "duplicates"
+    assert set(counts) == set(expected), (sorted(set(expected) - set(counts))[:5], sorted(set(counts) - set(expected))[:5])
+
+
+def test_a_recreated_checkpoint_from_earliest_writes_no_record_twice(kafka, tmp_path):
+    src, table = tmp_path / "kafka", tmp_path / "t"
+    first = fill(src, "t", 2, 0, 10)
+    assert run(ExactlyOnceSink(str(table)), stream(kafka, src), tmp_path / "c1") is None
+    more = fill(src, "t", 2, 10, 5)
+    sink = ExactlyOnceSink(str(table))
+    assert run(sink, stream(kafka, src), tmp_path / "c2") is None  # a new checkpoint: Kafka starts over
+    assert_once(table, first + more)
+    assert sink.counters["skipped_rows"] == 20
+    assert json.loads(sink.starting_offsets()) == {"t": {"0": 15, "1": 15}}
+
+
+def test_a_checkpoint_recreated_from_latest_is_refused_not_silently_skipped(kafka, tmp_path):
+    src, table = tmp_path / "kafka", tmp_path / "t"
+    first = fill(src, "t", 2, 0, 10)
+    assert run(ExactlyOnceSink(str(table)), stream(kafka, src), tmp_path / "c1") is None
+    fill(src, "t", 2, 10, 5)  # arrive while no query runs
+    late = ExactlyOnceSink(str(table))
+    run(late, stream(kafka, src, starting="latest"), tmp_path / "c2")  # starts at 15: nothing to read yet
+    fill(src, "t", 2, 15, 3)
+    error = run(ExactlyOnceSink(str(table)), stream(kafka, src, starting="latest"), tmp_path / "c2")
+    assert error is not None and "OffsetGapError" in str(error) and "t/0 [10, 15)" in str(error), error
+    assert "startingOffsets=" in str(error)
+    assert_once(table, first)  # nothing of the refused batch was written
+    # the operator restarts from where the table is: every record once, none skipped
+    sink = ExactlyOnceSink(str(table))
+    starting = sink.starting_offsets()
+    assert json.loads(starting) == {"t": {"0": 10, "1": 10}}
+    assert run(sink, stream(kafka, src, starting=starting), tmp_path / "c3") is None
+    assert_once(table, first + records("t", 0, 10, 8) + records("t", 1, 10, 8))
+
+
+def test_allow_offset_gaps_skips_the_gap_on_purpose(kafka, tmp_path):
+    src, table = tmp_path / "kafka", tmp_path / "t"
+    first = fill(src, "t", 1, 0, 4)
+    assert run(ExactlyOnceSink(str(table)), stream(kafka, src), tmp_path / "c1") is None
+    fill(src, "t", 1, 4, 6)
+    later = records("t", 0, 8, 2)
+    assert run(ExactlyOnceSink(str(table)), stream(kafka, src, starting=json.dumps({"t": {"0": 8}})), tmp_path / "c2") is not None
+    sink = ExactlyOnceSink(str(table), allow_offset_gaps=True)
+    assert run(sink, stream(kafka, src, starting=json.dumps({"t": {"0": 8}})), tmp_path / "c3") is None
+    assert_once(table, first + later)
+
+
+def test_expired_records_are_reported_as_a_gap(kafka, tmp_path):
+    src, table = tmp_path / "kafka", tmp_path / "t"
+    first = fill(src, "t", 1, 0, 5)
+    assert run(ExactlyOnceSink(str(table)), stream(kafka, src), tmp_path / "c1") is None
+    fill(src, "t", 1, 5, 5)
+    expire(src, "t", 0, 7)  # retention removed 5 and 6 before any query read them
+    error = run(ExactlyOnceSink(str(table)), stream(kafka, src, lose="false"), tmp_path / "c2")
+    assert error is not None and "OffsetGapError" in str(error) and "t/0 [5, 7)" in str(error), error
+    assert_once(table, first)
+
+
+def test_a_batch_without_its_offset_columns_is_refused_by_name(kafka, tmp_path):
+    src, table = tmp_path / "kafka", tmp_path / "t"
+    first = fill(src, "t", 1, 0, 5)
+    assert run(ExactlyOnceSink(str(table)), stream(kafka, src), tmp_path / "c1") is None
+    fill(src, "t", 1, 5, 2)
+    error = run(ExactlyOnceSink(str(table)), stream(kafka, src, keep_offsets=False), tmp_path / "c2")
+    assert error is not None and OffsetColumnsMissingError.__name__ in str(error) and "offset" in str(error)
+    assert_once(table, first)
+    # Kafka's own source records where a checkpoint's first batch starts (sources/<i>/0, a zero
+    # byte, "v1" and the offsets): from the table's offsets, no column is needed
+    sink = ExactlyOnceSink(str(table))
+    starting = sink.starting_offsets()
+    (tmp_path / "c3" / "sources" / "0").mkdir(parents=True)
+    (tmp_path / "c3" / "sources" / "0" / "0").write_bytes(b"\0v1\n" + starting.encode())
+    assert run(sink, stream(kafka, src, starting=starting, keep_offsets=False), tmp_path / "c3") is None
+    assert_once(table, first + records("t", 0, 5, 2))
+
+
+def test_new_partitions_and_a_second_topic(kafka, tmp_path):
+    src, table = tmp_path / "kafka", tmp_path / "t"
+    first = fill(src, "t", 2, 0, 4)
+    assert run(ExactlyOnceSink(str(table)), stream(kafka, src), tmp_path / "c1") is None
+    produce(src, "t", 2, records("t", 2, 0, 3))  # the topic grew a partition
+    other = fill(src, "u", 1, 0, 3)  # and the query now reads a second topic too
+    union = stream(kafka, src, "t").unionByName(stream(kafka, src, "u"))
+    assert run(ExactlyOnceSink(str(table)), union, tmp_path / "c2") is None
+    assert_once(table, first + records("t", 2, 0, 3) + other)
+    assert json.loads(ExactlyOnceSink(str(table)).starting_offsets(["u"])) == {"u": {"0": 3}}
+
+
+def test_a_restarted_query_after_empty_batches_is_not_a_gap(kafka, tmp_path):
+    """Batches whose rows the query filtered away commit nothing; the query still continues."""
+    src, table = tmp_path / "kafka", tmp_path / "t"
+    first = fill(src, "t", 1, 0, 3)
+    df = lambda: stream(kafka, src).where("id NOT LIKE 't-0-1_'")  # noqa: E731 - drops offsets 10..19
+    assert run(ExactlyOnceSink(str(table)), df(), tmp_path / "c") is None
+    fill(src, "t", 1, 3, 17)
+    assert run(ExactlyOnceSink(str(table)), df(), tmp_path / "c") is None
+    fill(src, "t", 1, 20, 2)
+    assert run(ExactlyOnceSink(str(table)), df(), tmp_path / "c") is None
+    assert_once(table, first + records("t", 0, 3, 7) + records("t", 0, 20, 2))
+
+
+def test_a_dataset_group_drops_what_it_holds_too(kafka, tmp_path):
+    src, root = tmp_path / "kafka", tmp_path / "g"
+    first = fill(src, "t", 2, 0, 5)
+    sink = lambda: DatasetSink(str(root), dataset_column="topic")  # noqa: E731
+    assert run(sink(), stream(kafka, src), tmp_path / "c1") is None
+    more = fill(src, "t", 2, 5, 2)
+    again = sink()
+    assert run(again, stream(kafka, src), tmp_path / "c2") is None
+    assert_once(root / "t", first + more)
+    assert json.loads(again.starting_offsets()) == {"t": {"0": 7, "1": 7}}

@@ -1,0 +1,122 @@
+"""A streaming source that behaves like Spark's Kafka source where the sink can tell (Spark 4's
+Python data source API; the Kafka connector's jars cannot be fetched here).
+
+What it shares with Kafka's source: rows with ``key``, ``value``, ``topic``, ``partition`` and
+``offset``; offsets in the checkpoint as ``{"topic": {"0": 42}}`` (the next offset to read per
+partition); ``startingOffsets`` (``earliest``, ``latest`` or that JSON) applied only when a
+query starts on an empty checkpoint; partitions that appear while a query runs (read from their
+first record); records that expire (``expire``), which a query then skips silently with
+``failOnDataLoss=false`` and fails on otherwise. What it lacks: brokers, consumer groups,
+transaction markers (offsets here are dense), and the initial-offsets file Kafka's source writes
+to ``<checkpoint>/sources/<i>/0`` - so for a checkpoint's first batch the sink reads the start
+from the rows, as it does for any source that records none.
+
+A topic is a directory under ``path``; a partition a file of one record per line; ``<p>.earliest``
+holds the partition's first offset still retained.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+NAME = "fakekafka"
+
+
+def produce(root: Path, topic: str, partition: int, values: list[str]) -> None:
+    """Append records to a partition (created if new)."""
+    d = Path(root) / topic
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / str(partition), "a") as fh:
+        fh.write("".join(v + "\n" for v in values))
+
+
+def expire(root: Path, topic: str, partition: int, below: int) -> None:
+    """Retention: records of the partition below offset ``below`` are gone."""
+    (Path(root) / topic / f"{partition}.earliest").write_text(str(below))
+
+
+def _partitions(root: str, topic: str) -> dict[str, tuple[int, int]]:
+    """partition -> (earliest retained offset, end offset)."""
+    d = os.path.join(root, topic)
+    out: dict[str, tuple[int, int]] = {}
+    if not os.path.isdir(d):
+        return out
+    for name in os.listdir(d):
+        if not name.isdigit():
+            continue
+        with open(os.path.join(d, name)) as fh:
+            end = sum(1 for _ in fh)
+        earliest_file = os.path.join(d, f"{name}.earliest")
+        earliest = int(open(earliest_file).read()) if os.path.exists(earliest_file) else 0
+        out[name] = (earliest, end)
+    return out
+
+
+class _Range(InputPartition):
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        self.topic, self.partition, self.start, self.end = topic, partition, start, end
+
+
+class _Reader(DataSourceStreamReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        options = {k.lower(): v for k, v in options.items()}  # Spark's options are case-insensitive
+        self.root = options["path"]
+        self.topics = [t for t in options.get("subscribe", "").split(",") if t]
+        self.starting = options.get("startingoffsets", "latest")
+        self.fail_on_data_loss = options.get("failondataloss", "true").lower() == "true"
+
+    def _state(self) -> dict[str, dict[str, tuple[int, int]]]:
+        return {t: _partitions(self.root, t) for t in self.topics}
+
+    def initialOffset(self) -> dict[str, Any]:
+        state = self._state()
+        if self.starting == "earliest":
+            return {t: {p: e for p, (e, _) in parts.items()} for t, parts in state.items()}
+        if self.starting == "latest":
+            return {t: {p: end for p, (_, end) in parts.items()} for t, parts in state.items()}
+        return json.loads(self.starting)
+
+    def latestOffset(self) -> dict[str, Any]:
+        return {t: {p: end for p, (_, end) in parts.items()} for t, parts in self._state().items()}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[_Range]:
+        state = self._state()
+        ranges = []
+        for topic, parts in end.items():
+            for p, stop in parts.items():
+                begin = start.get(topic, {}).get(p, 0)  # a new partition: from its first record
+                earliest = state.get(topic, {}).get(p, (0, 0))[0]
+                if begin < earliest:
+                    if self.fail_on_data_loss:
+                        raise RuntimeError(f"offsets {begin}..{earliest} of {topic}/{p} expired (failOnDataLoss=true)")
+                    begin = earliest
+                if stop > begin:
+                    ranges.append(_Range(topic, int(p), begin, stop))
+        return ranges
+
+    def read(self, partition: _Range) -> Iterator[tuple[Any, ...]]:
+        with open(os.path.join(self.root, partition.topic, str(partition.partition))) as fh:
+            lines = fh.read().splitlines()
+        for offset in range(partition.start, partition.end):
+            yield (None, lines[offset].encode(), partition.topic, partition.partition, offset)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        pass
+
+
+class FakeKafka(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        return "key binary, value binary, topic string, partition int, offset long"
+
+    def streamReader(self, schema: Any) -> _Reader:
+        return _Reader(dict(self.options))
