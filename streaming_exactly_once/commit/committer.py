@@ -59,7 +59,7 @@ from ..log.compaction_preparation import CommitGate
 from ..manifest.entry import ManifestEntry
 from ..manifest.manifest_index import delete_stale_indexes, warm_up, write_index
 from ..storage.base import Storage
-from ..storage.io_threads import OwnedPool, submit_or_run
+from ..storage.io_threads import OwnedPool
 from ..table.attempt_key import AttemptKey, KeyedByAttempt
 from ..table.commits_log import CommitRecord
 from ..table.identity import TableIdentity, TableSpec, check_identity, ensure_identity, note_root
@@ -68,14 +68,13 @@ from ..table.offsets_log import OffsetsRecord
 from ..table.source_offsets import PartitionOffsetMap, high_water, merged_ends, raise_to
 from ..table.sources_log import SourceFileRecord
 from ..table.table_logs import TableLogs
-from .attempt_verdict import ABORT, decide
 from .delta_step import CommitDelta
 from .janitor import PREPARE_LANE, Janitor
 from .lease import Lease, fenced_cause
 from .recovery import INTENTS_SUBDIR, RecoveryReport, check_logs_consistent, discard_sequence, recover
 from .sequence import CommitSequence, sync_files
 from .step import CommitStep, Distribute, StepContext
-from .steps import CleanupStaging, FileMove, MoveFiles, PublishManifest, WriteCommit, WriteOffsets, WriteSources
+from .steps import CleanupStaging, FileMove, MoveFiles, PublishManifest, WriteCommit, WriteOffsets, WriteSources, sync_staged_on_worker
 from .wal import CommitSequenceStore
 
 log = logging.getLogger("streaming_exactly_once.commit")
@@ -610,25 +609,14 @@ class TableCommitter:
         ctx.timings["plan"] = _ms(t_plan)
         self.lease.check_fence("publish")
         with self.commit_gate.committing():  # background copies wait (``CommitGate``)
+            t_sync = time.perf_counter()
+            self._sync_staged(seq, ctx)
+            ctx.timings["syncStaged"] = _ms(t_sync)
             t_wal = time.perf_counter()
-            synced = self._claim_while_syncing_staged(seq, ctx)
-            ctx.staged_data_durable = synced is True
+            self._claim(seq)
             ctx.timings["wal"] = _ms(t_wal)
             self.lease.check_fence("publish")  # a claim made after a takeover stops here
-            try:
-                if synced is None:
-                    raise DataNotDurableError(
-                        f"Syncing the staged data files of batch {seq.batch_id} of {self.storage.root_uri} failed: the disk "
-                        "may not hold their bytes, and a second sync would not show it. The batch was withdrawn; Spark "
-                        "writes it again when the query is restarted.",
-                        batch_id=seq.batch_id,
-                    )
-                seq.run(ctx, fresh=True, retries=self.options.step_retries)
-            except DataNotDurableError:
-                # Any other failure leaves the claim to be rolled forward; this one cannot be.
-                if not ctx.visible:
-                    self._withdraw(seq)
-                raise
+            seq.run(ctx, fresh=True, retries=self.options.step_retries)
         # The claim is dropped off the batch's path (an unlink of a file just fsync'd waits on
         # the journal: ~0.14 ms of a 5 ms commit): every step is done and durable, so a claim
         # still there after a crash is rolled forward by recovery, each step verified done -
@@ -721,54 +709,38 @@ class TableCommitter:
             ctx.timings["pace"] = _ms(t_pace)
         return CommitResult(attempt.query_id, attempt.spark_batch_id, "committed", m, record, dict(ctx.timings))
 
-    def _withdraw(self, seq: CommitSequence) -> None:
-        """Take back this writer's claim of a batch whose data the disk failed to sync, before
-        any step made it visible: the claim and its data go, the batch fails and Spark runs it
-        again.
+    def _sync_staged(self, seq: CommitSequence, ctx: StepContext) -> None:
+        """Make the staged bytes durable before the claim (Spark's writers do not sync): a claim
+        is the promise that its data is on disk, and only then may anyone roll it forward.
 
-        Why not leave the claim to a roll-forward: Linux marks the pages of a failed fsync
-        clean, so the roll-forward's sync of the same files would succeed with the bytes maybe
-        never written. The ``abort`` verdict comes first: if anything after it fails, every
-        recovery discards the claim."""
+        Why not after, overlapping the claim: a sync that fails leaves the pages clean but
+        unwritten, and a roll-forward's sync of the same files would then succeed and publish
+        bytes the disk never held - with the claim already there, only this process's memory
+        knew better. A failure here fails the batch before its claim: nothing to undo, and
+        Spark writes it again. A move list the workers run (``worker_moves_from``) is synced
+        on the workers. The move step then makes only the new names durable."""
+        moves = [m for step in seq.steps if isinstance(step, MoveFiles) for m in step.moves]
+        if not moves:
+            return
         try:
-            self.lease.check_fence("withdraw")
-            if decide(self.storage, seq.batch_id, seq.attempt, ABORT, epoch=self.lease.epoch or 0) != ABORT:
-                return  # a newer writer judged it first and rolls it forward (we are fenced)
-            self.lease.check_fence("withdraw")
-            discard_sequence(self.storage, seq, moved=True)
-            self.wal.delete(seq.batch_id, attempt=seq.attempt)
-        except Exception:
-            log.exception("withdrawing the claim of batch %d failed; the next recovery discards it", seq.batch_id)
-
-    def _claim_while_syncing_staged(self, seq: CommitSequence, ctx: StepContext) -> bool | None:
-        """Claim the batch while the staged files are fsync'd (Spark's writers do not sync).
-
-        Both only wait on the disk, so they overlap; the moves wait for both. True if the staged
-        bytes were synced here - the move step then makes only the new names durable; None if
-        the disk failed that sync (the claim is withdrawn, never synced again and trusted).
-        Syncing before the moves also lets a roll-forward after a power cut find the staged
-        files it must move. A move list the workers run (``worker_moves_from``) is synced by them."""
-        staged = [m.src for step in seq.steps if isinstance(step, MoveFiles) for m in step.moves]
-        if not staged or (ctx.distribute is not None and len(staged) >= ctx.distribute_from):
-            self._claim(seq)
-            return False
-        assert ctx.pool is not None
-        syncing = submit_or_run(ctx.pool, self.storage.sync, staged)
-        try:
-            self._claim(seq)
-        finally:
-            failed = syncing.exception()  # never leave it running; a failed claim's error goes on
-        if isinstance(failed, FileNotFoundError):
-            # A successor aborted this attempt and deleted its staged files: the fence check
-            # next stops this writer.
-            log.debug("staged files of batch %d are gone (%s)", seq.batch_id, failed)
-            return False
-        if isinstance(failed, OSError):
-            log.error("syncing the staged files of batch %d failed (%s); the batch is withdrawn", seq.batch_id, failed)
-            return None
-        if failed is not None:
-            raise failed
-        return True
+            if ctx.distribute is not None and len(moves) >= ctx.distribute_from:
+                ctx.distribute(sync_staged_on_worker, moves)
+            else:
+                self.storage.sync([m.src for m in moves])
+        except FileNotFoundError as exc:
+            # a successor aborted this attempt and deleted its staged files
+            fenced = self.fenced_cause_of(exc)
+            if fenced is not None:
+                raise fenced from exc
+            raise
+        except Exception as exc:
+            raise DataNotDurableError(
+                f"Syncing the staged data files of batch {seq.batch_id} of {self.storage.root_uri} failed ({str(exc)[:300]}): "
+                "the disk may not hold their bytes, and a second sync would not show it. Nothing was published; the "
+                "batch fails before its claim, and Spark writes it again.",
+                batch_id=seq.batch_id,
+            ) from exc
+        ctx.staged_data_durable = True
 
     def _claim(self, seq: CommitSequence) -> None:
         try:

@@ -325,7 +325,7 @@ class GroupCommitter(TableCommitter):
         return self._committed_batch(attempt, group_record, input_files, ctx)
 
     def _prepare_compactions(self) -> None:
-        if self.lease.is_fenced():
+        if not self._holds_lease():
             return
         self.logs.require_sources().preparation.advance()
         for table in list(self._touched):

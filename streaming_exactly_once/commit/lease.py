@@ -56,8 +56,11 @@ log = logging.getLogger("streaming_exactly_once.lease")
 
 VERSION = 1
 KEEP_EPOCHS = 16
-#: How long ``release`` waits for a heartbeat write in flight before it writes "released".
-RELEASE_WAITS_FOR_BEAT_S = 10.0
+#: How long ``release`` waits for the heartbeat thread to stop, then for a heartbeat write in
+#: flight, before it writes "released" anyway: together well under the 10 s a Spark Connect
+#: worker's SIGTERM handler gives the release (``sink.query_watch``).
+RELEASE_JOINS_HEARTBEAT_S = 2.0
+RELEASE_WAITS_FOR_BEAT_S = 3.0
 HINT = (
     "Lease files only say who writes the table. If you are sure no writer is running, delete "
     "this file and start again; the next writer takes a new epoch."
@@ -476,5 +479,5 @@ class Lease:
         self._stop.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5)
+            thread.join(timeout=RELEASE_JOINS_HEARTBEAT_S)
         self._thread = None

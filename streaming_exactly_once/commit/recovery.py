@@ -34,14 +34,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Container
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from ..errors import CommitError, DataNotDurableError, LogCorruptError, MissingBatchError
+from ..errors import CommitError, LogCorruptError, MissingBatchError
+from ..manifest.paths import canonical_uri
 from ..storage.base import Storage
+from ..table.identity import read_identity
 from ..table.layout import STAGING_DIR, parse_staging_name
 from ..table.table_logs import TableLogs
 from ..table.temp_files import remove_earlier_writers_files
-from .attempt_verdict import ABORT, COMMIT, decide, read_verdict
+from .attempt_verdict import ABORT, COMMIT, decide
 from .sequence import CommitSequence, make_durable
 from .step import StepContext
 from .steps import MoveFiles, PublishManifest
@@ -98,9 +100,18 @@ class PublishedFiles:
         if self.manifest is None or batch_id > self.latest:
             return frozenset()
         if self._names is None:
-            names = (_relative_to_root(self.storage, e.path) for e in self.manifest.files())
-            self._names = frozenset(n for n in names if n is not None)
+            identity = read_identity(self.storage)
+            roots = {_root_prefix(uri) for uri in (self.storage.root_uri, *(identity.root_uris if identity else ()))}
+            names: set[str] = set()
+            for entry in self.manifest.files():
+                uri = canonical_uri(entry.uri)
+                names.update(uri[len(root) :] for root in roots if uri.startswith(root))
+            self._names = frozenset(names)
         return self._names
+
+
+def _root_prefix(uri: str) -> str:
+    return canonical_uri(uri).rstrip("/") + "/"
 
 
 def abort_attempt(storage: Storage, staging: str, *, keep: Container[str] = frozenset()) -> int:
@@ -143,32 +154,6 @@ def discard_sequence(storage: Storage, seq: CommitSequence, *, keep: Container[s
             deleted += 1
     deleted += abort_attempt(storage, seq.staging_dir, keep=keep)
     return deleted
-
-
-def _sync_claim_data(storage: Storage, seq: CommitSequence) -> bool:
-    """Sync the data files a claim's move step moves, wherever they are now (staged or moved);
-    False if the disk failed a sync (files already gone are the verdict's business)."""
-    paths = [
-        path for step in seq.steps if isinstance(step, MoveFiles) for move in step.moves for path in (move.dst, move.src) if storage.exists(path)
-    ]
-    try:
-        storage.sync(paths)
-    except FileNotFoundError:
-        return True  # deleted meanwhile: whoever deleted them judged the attempt
-    except OSError as exc:
-        log.error("syncing the data files of WAL entry %d failed (%s): the claim is not rolled forward", seq.batch_id, exc)
-        return False
-    return True
-
-
-def _judge(storage: Storage, seq: CommitSequence, proposal: str, epoch: int) -> str:
-    """The verdict that holds for a claim about to be rolled forward (``proposal`` COMMIT) or
-    discarded (ABORT). An earlier epoch's claim gets a verdict (``commit.attempt_verdict``); our
-    own epoch's only when we abort it, and an abort its writer recorded is honoured."""
-    if seq.epoch < epoch or proposal == ABORT:
-        return decide(storage, seq.batch_id, seq.attempt, proposal, epoch=epoch)
-    held = read_verdict(storage, seq.batch_id, seq.attempt)
-    return held.verdict if held is not None else proposal
 
 
 def _discard(
@@ -220,11 +205,9 @@ def _check_direct_files(storage: Storage, seq: CommitSequence) -> None:
 
 
 def _relative_to_root(storage: Storage, uri: str) -> str | None:
-    from ..manifest.paths import normalize_uri
-
-    root = normalize_uri(storage.root_uri).rstrip("/") + "/"
-    uri = normalize_uri(uri)
-    return uri[len(root):] if uri.startswith(root) else None
+    root = _root_prefix(storage.root_uri)
+    uri = canonical_uri(uri)
+    return uri[len(root) :] if uri.startswith(root) else None
 
 
 def recover(
@@ -267,29 +250,19 @@ def recover(
         live_staging.add(seq.staging_dir)
         already_published = batch_id <= latest_id and is_published(seq)
         if already_published or batch_id == latest_id + 1:
-            # An unpublished claim's data is synced before it is judged: a claim is only rolled
-            # forward from bytes known to be on disk (its writer's sync may have failed).
-            durable = already_published or _sync_claim_data(storage, seq)
-            fence("decide")
-            verdict = _judge(storage, seq, COMMIT if durable else ABORT, ctx.epoch)
-            if verdict == ABORT and not already_published:
-                why = "aborted before its claim was seen: claimed after a takeover" if durable else "its data could not be synced"
-                _discard(storage, wal, seq, report, fence, why, guard)
-                continue
-            if not durable:
-                raise DataNotDurableError(
-                    f"WAL entry {wal.path(batch_id)} (attempt {seq.attempt}) was judged 'commit' by an earlier recovery, "
-                    "but syncing its data files failed: the disk may not hold their bytes. Nothing was deleted; check the "
-                    "disk, then run `seo recover <table>` again.",
-                    batch_id=batch_id,
-                )
-            if verdict == ABORT:
-                log.error("manifest batch %d is published although attempt %s was judged aborted; finishing it", batch_id, seq.attempt)
+            if seq.epoch < ctx.epoch:
+                fence("decide")
+                verdict = decide(storage, batch_id, seq.attempt, COMMIT, epoch=ctx.epoch)
+                if verdict == ABORT and not already_published:
+                    _discard(storage, wal, seq, report, fence, "aborted before its claim was seen: claimed after a takeover", guard)
+                    continue
+                if verdict == ABORT:
+                    log.error("manifest batch %d is published although attempt %s was judged aborted; finishing it", batch_id, seq.attempt)
             if not already_published:
                 _check_direct_files(storage, seq)
             fence("complete")
             log.warning("rolling forward pending commit of manifest batch %d (query %s, Spark batch %d)", batch_id, seq.query_id, seq.spark_batch_id)
-            seq.run(replace(ctx, staged_data_durable=not already_published), fresh=False, retries=retries)
+            seq.run(ctx, fresh=False, retries=retries)
             # A step verified done may have been written without its sync - by a fresh commit
             # (``CommitStep.sync_deferred``) or by a writer killed between a rename and its
             # sync: it must survive a power cut before the claim that could redo it goes.

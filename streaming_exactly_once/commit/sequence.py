@@ -163,8 +163,6 @@ class CommitSequence(KeyedByAttempt):
         self, step: CommitStep, ctx: StepContext, *, fresh: bool, retries: int, backoff_s: float, sleep: Callable[[float], None]
     ) -> None:
         t0 = time.perf_counter()
-        if step.visibility:
-            ctx.visible = True
         if fresh or not step.verify(ctx):
             self._execute_with_retries(step, ctx, retries=retries, backoff_s=backoff_s, sleep=sleep)
         ctx.timings[step.kind] = round((time.perf_counter() - t0) * 1000, 3)

@@ -55,9 +55,9 @@ class StepContext(MoveContext):
     delta_targets: dict[str | None, DeltaTarget] = dc_field(default_factory=dict)
     #: What steps learn while running that a later step records (e.g. ``deltaVersion``).
     notes: dict[str, Any] = dc_field(default_factory=dict)
-    #: The committer fsync'd every staged file of this attempt before the steps run (a fresh
-    #: commit does it while its WAL claim is written): a move only has to make the new names
-    #: durable. False in a roll-forward, which cannot know it.
+    #: The committer fsync'd every staged file of this attempt before its WAL claim (a fresh
+    #: commit always does): a move only has to make the new names durable. False in a
+    #: roll-forward, which syncs the bytes again (a no-op for bytes already on disk).
     staged_data_durable: bool = False
     #: The committer's own threads for work that overlaps (``CommitSequence.run``); None: one
     #: step after the other.
@@ -66,8 +66,6 @@ class StepContext(MoveContext):
     #: without waiting for the disk; the committer syncs them before it deletes the claim.
     #: False in a roll-forward: what it writes is durable before the claim goes.
     defer_sync: bool = False
-    #: Set once a ``visibility`` step started: from then on the batch may be visible.
-    visible: bool = False
 
 
 class CommitStep(ABC):
@@ -84,10 +82,6 @@ class CommitStep(ABC):
     #: what a power cut left of it (missing, empty, cut short). The commit record is not one:
     #: a batch whose Spark batch is acknowledged must stay known as committed.
     sync_deferred: ClassVar[bool] = False
-    #: Readers see the batch once this step ran (the manifest, a group's members): a fresh
-    #: commit that fails before it withdraws its claim (nothing is visible); after it, the batch
-    #: only rolls forward.
-    visibility: ClassVar[bool] = False
 
     @abstractmethod
     def verify(self, ctx: StepContext) -> bool:

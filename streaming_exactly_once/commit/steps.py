@@ -38,7 +38,7 @@ from dataclasses import dataclass, field as dc_field, replace
 from functools import partial
 from typing import Any
 
-from ..errors import CommitError, DataNotDurableError, LogConflictError, LogCorruptError
+from ..errors import CommitError, LogConflictError, LogCorruptError
 from ..log.codec import RecordError, non_negative, path_value
 from ..log.compaction import is_compaction_batch
 from ..log.record_fields import json_field
@@ -128,22 +128,13 @@ class MoveFiles(CommitStep):
         if ctx.distribute is not None and len(self.moves) >= ctx.distribute_from:
             # Very large batches: the workers rename, in parallel across the cluster, each
             # checking and syncing its own files (nothing is listed on the driver).
-            try:
-                ctx.distribute(partial(_move_on_worker, contents=contents), self.moves)
-            except Exception as exc:
-                # The cluster's error says little of which task failed how: any of them may have
-                # failed a sync, which no later sync of the same files could undo.
-                raise DataNotDurableError(
-                    f"Moving {len(self.moves)} data files on the workers failed ({str(exc)[:300]}); a worker's sync "
-                    "of its files may have failed, so the batch is not published from them.",
-                    path=self.moves[0].dst,
-                ) from exc
+            ctx.distribute(partial(_move_on_worker, contents=contents), self.moves)
             return
         self._move_all(ctx)
-        # Spark's writers do not fsync: the manifest entry must not become durable before the
-        # files it names (a power cut would leave it pointing at empty or missing files). A
-        # fresh commit synced the staged bytes already, so only the new names are left.
-        sync_moved(ctx.storage, self.moves, contents=contents)
+        # The manifest entry must not become durable before the files it names (a power cut
+        # would leave it pointing at empty or missing files). A fresh commit synced the staged
+        # bytes before its claim, so only the new names are left; a roll-forward syncs both.
+        ctx.storage.sync([m.dst for m in self.moves], contents=contents)
 
     def _move_all(self, ctx: MoveContext) -> None:
         if ctx.storage.rename_is_atomic:
@@ -164,40 +155,19 @@ class MoveFiles(CommitStep):
 
 
 
-def sync_moved(storage: Storage, moves: list[FileMove], *, contents: bool) -> None:
-    """Sync the moved files (their bytes too, unless ``contents`` is False). A failure is never
-    retried: Linux marks the pages of a failed fsync clean, so a second fsync of the same files
-    would succeed with their bytes maybe never written - ``DataNotDurableError`` instead."""
-    try:
-        storage.sync([m.dst for m in moves], contents=contents)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise DataNotDurableError(
-            f"Syncing {len(moves)} moved data file(s) of {storage.root_uri} failed ({exc}): the disk may not hold "
-            "their bytes, and a second sync would not show it. The batch is not published from these files.",
-            path=moves[0].dst,
-        ) from exc
+def sync_staged_on_worker(storage: Storage, moves: list[FileMove]) -> None:
+    """One worker's share of syncing a batch's staged files before its claim (a Spark task)."""
+    storage.sync([m.src for m in moves])
 
 
 def _move_on_worker(storage: Storage, moves: list[FileMove], *, contents: bool = True) -> None:
-    """One worker's share of a ``move`` step (runs in a Spark task; same checks as the driver's).
-
-    ``contents``: the bytes are not known to be durable yet. Then a target already in place was
-    moved by an earlier try of this task, whose sync may have failed: it is not synced again
-    and trusted (``sync_moved``) - the task fails, and with it the batch, before it is visible."""
+    """One worker's share of a ``move`` step (runs in a Spark task; same checks as the driver's)."""
     ctx = MoveContext(storage=storage, move_threads=1)
     step = MoveFiles(moves=moves)
     for move in moves:
         if not step._done(ctx, move):
             step._move_one(ctx, move)
-        elif contents:
-            raise DataNotDurableError(
-                f"{storage.uri(move.dst)} was moved by an earlier try of this task, whose sync of it may have failed; "
-                "the batch is not published from it.",
-                path=move.dst,
-            )
-    sync_moved(storage, moves, contents=contents)
+    storage.sync([m.dst for m in moves], contents=contents)
 
 
 @register
@@ -206,7 +176,6 @@ class PublishManifest(CommitStep):
     """Write the manifest entry of batch M: after this, every reader sees the batch."""
 
     kind = "manifest"
-    visibility = True
     batch_id: int = dc_field(default=0, metadata=json_field("batchId", int))
     entries: list[ManifestEntry] = dc_field(default_factory=list, metadata=json_field("entries", list, record=ManifestEntry))
 
@@ -379,7 +348,6 @@ class PublishMembers(CommitStep):
     """
 
     kind = "members"
-    visibility = True
     members: list[MemberPublish] = dc_field(default_factory=list, metadata=json_field("members", list, record=MemberPublish))
 
     def _logs(self, ctx: StepContext, table: str) -> TableLogs:

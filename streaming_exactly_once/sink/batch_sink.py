@@ -171,7 +171,7 @@ class BatchSink(Generic[CommitterT]):
 
     #: Attributes that belong to one process: rebuilt after unpickling, never shipped.
     _PROCESS_STATE: tuple[str, ...] = (
-        "_lock", "_storage", "_committer", "_query", "_active_query", "_active_run", "_run_marker", "_session", "_identities",
+        "_lock", "_storage", "_committer", "_query", "_active_query", "_active_run", "_session", "_identities",
         "_checkpoints", "_batch_ends",
     )
 
@@ -193,7 +193,6 @@ class BatchSink(Generic[CommitterT]):
         self._query: StreamingQuery | None = None  # the StreamingQuery ``start`` started (classic and Connect client)
         self._active_query: str | None = None  # id of the query whose batches this process commits
         self._active_run: str | None = None  # and the id of its run (classic Spark): a restart gets a new one
-        self._run_marker: str | None = None  # ``local_run_marker`` of that run's batches
         self._session: Any = None  # classic: the session running that query
         self._identities: dict[str, QueryIdentity] = {}
         #: Spark checkpoints read by batches, by location, kept across batches as Spark keeps its
@@ -399,7 +398,7 @@ class BatchSink(Generic[CommitterT]):
         if self._query is not None and (only_for is None or str(self._query.runId) == only_for):
             self._query = None
         self._active_query = None
-        self._active_run = self._run_marker = None
+        self._active_run = None
         self._session = None
         if self._committer is not None:
             self._committer.close()
@@ -456,8 +455,12 @@ class BatchSink(Generic[CommitterT]):
         return SparkCheckpoint(open_storage(location)).query_id()
 
     def _adopt_batch_query(self, identity: QueryIdentity, df: DataFrame) -> None:
-        marker = local_run_marker(df)
-        if self._active_query == identity.query_id and (marker is None or marker == self._run_marker):
+        if self._active_query == identity.query_id and (
+            is_connect(df) or self.options.query_id is not None or local_run_marker(df) == self._active_run
+        ):
+            # the same run as the last batch: Spark names a batch's job group after its run (a
+            # user's own job group only costs the look-up below at every batch); under Connect,
+            # or with an explicit query_id, no run id is known
             return
         session = None
         if self.options.query_id is None:  # Spark's own id (from the checkpoint): one run at a time
@@ -475,7 +478,6 @@ class BatchSink(Generic[CommitterT]):
             session = session_running(identity.query_id)
         run = session.streams.get(identity.query_id) if session is not None else None
         self._adopt_query(identity.query_id, session, run_id=str(run.runId) if run is not None else None)
-        self._run_marker = marker
         if not self._holds_table():  # under _lock (a batch)
             self._take_from_other_sinks()
             self.committer.ensure_open()
