@@ -100,3 +100,40 @@ def test_a_release_that_waited_too_long_still_releases(tmp_path):
     assert c.lease.epoch is None
     state = read_lease_state(storage)
     assert state is not None and state.epoch == epoch and state.reason == "released"
+
+
+class _SlowBeats:
+    """A local storage whose heartbeat writes (not the released one) take ``seconds``, as a
+    throttled object store's retried PUT can."""
+
+    def __init__(self, inner, seconds):
+        self.inner, self.seconds, self.slow = inner, seconds, False
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def atomic_write(self, path, data):
+        if self.slow and path.startswith("_seo/heartbeats/") and b'"released":false' in data:
+            time.sleep(self.seconds)
+        return self.inner.atomic_write(path, data)
+
+
+@pytest.mark.slow
+def test_a_heartbeat_slower_than_the_release_never_re_arms_the_lease(local_storage):
+    from streaming_exactly_once.commit.lease import RELEASE_JOINS_HEARTBEAT_S, RELEASE_WAITS_FOR_BEAT_S, Lease
+
+    storage = _SlowBeats(local_storage, 8.0)
+    lease = Lease(storage, timeout_ms=1_500)  # a beat every 0.5 s
+    lease.acquire()
+    lease.start_heartbeat()
+    storage.slow = True
+    time.sleep(0.8)  # the heartbeat thread is inside a slow write now
+    t0 = time.monotonic()
+    lease.release()
+    took = time.monotonic() - t0
+    # bounded well under the 10 s a Spark Connect worker's SIGTERM handler gives it
+    assert took < RELEASE_JOINS_HEARTBEAT_S + RELEASE_WAITS_FOR_BEAT_S + 1.0, took
+    assert read_lease_state(local_storage).reason == "released"
+    time.sleep(8.5)  # the slow write has landed meanwhile
+    state = read_lease_state(local_storage)
+    assert state is not None and not state.alive and state.reason == "released", state
