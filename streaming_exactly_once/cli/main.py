@@ -134,6 +134,10 @@ def status(ctx: CliContext, table: str, local_json: bool) -> None:
             [(q["queryId"], q["lastSparkBatchId"], q["lastBatchId"], human_time(q["commitTimeMs"]), q["watermarks"]) for q in queries],
             ["query id", "last spark batch", "table batch", "committed", "watermarks"],
         )
+    offsets = info.get("sourceOffsets") or {}
+    if offsets:
+        out.write()
+        out.table(sorted(offsets.items()), ["source partition", "committed up to (startingOffsets)"])
 
 
 def _delta_text(delta: dict[str, Any]) -> str:

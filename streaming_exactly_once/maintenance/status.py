@@ -15,6 +15,7 @@ from ..table.group_state import split_state
 from ..table.identity import read_identity
 from ..table.layout import STAGING_DIR
 from ..table.rejections import REJECTED_DIR
+from ..table.source_offsets import high_water
 from ..table.table_logs import TableLogs
 
 
@@ -64,6 +65,10 @@ def table_status(storage: Storage) -> dict[str, Any]:
             }
             for r in sorted(per_query.values(), key=lambda r: r.batch_id)
         ]
+        if logs.offsets is not None:
+            # where the table's records of each partitioned source (Kafka) end: a lost
+            # checkpoint restarts from here (``sink.starting_offsets()``)
+            out["sourceOffsets"] = dict(sorted(high_water(r.source_offsets for r in logs.offsets.latest_per_query().values()).items()))
     if identity is not None and identity.kind == "member":
         out["group"] = identity.group
     _writer_and_pending(storage, out)

@@ -10,6 +10,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from streaming_exactly_once import DatasetSink, ExactlyOnceSink, read
+from streaming_exactly_once.cli.main import main
 from streaming_exactly_once.errors import OffsetColumnsMissingError
 from tests.sources.fake_kafka import FakeKafka, expire, produce
 
@@ -65,7 +66,7 @@ def assert_once(table, expected):
     assert set(counts) == set(expected), (sorted(set(expected) - set(counts))[:5], sorted(set(counts) - set(expected))[:5])
 
 
-def test_a_recreated_checkpoint_from_earliest_writes_no_record_twice(kafka, tmp_path):
+def test_a_recreated_checkpoint_from_earliest_writes_no_record_twice(kafka, tmp_path, capsys):
     src, table = tmp_path / "kafka", tmp_path / "t"
     first = fill(src, "t", 2, 0, 10)
     assert run(ExactlyOnceSink(str(table)), stream(kafka, src), tmp_path / "c1") is None
@@ -75,6 +76,9 @@ def test_a_recreated_checkpoint_from_earliest_writes_no_record_twice(kafka, tmp_
     assert_once(table, first + more)
     assert sink.counters["skipped_rows"] == 20
     assert json.loads(sink.starting_offsets()) == {"t": {"0": 15, "1": 15}}
+    capsys.readouterr()
+    main(["status", str(table), "--json"])  # what an operator sees
+    assert json.loads(capsys.readouterr().out)["sourceOffsets"] == {"t/0": 15, "t/1": 15}
 
 
 def test_a_checkpoint_recreated_from_latest_is_refused_not_silently_skipped(kafka, tmp_path):
