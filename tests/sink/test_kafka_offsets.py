@@ -177,3 +177,22 @@ def test_a_dataset_group_drops_what_it_holds_too(kafka, tmp_path):
     assert run(again, stream(kafka, src), tmp_path / "c2") is None
     assert_once(root / "t", first + more)
     assert json.loads(again.starting_offsets()) == {"t": {"0": 7, "1": 7}}
+
+
+@pytest.mark.connect
+def test_a_lost_checkpoint_under_spark_connect(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.sink.conftest import REPO
+
+    src, table = tmp_path / "kafka", tmp_path / "t"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.sink.connect_kafka", str(src), str(table), str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )
+    steps = {s["step"]: s for s in (json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{"))}
+    assert proc.returncode == 0 and len(steps) == 3, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert steps["first"]["error"] is None and steps["recreated-earliest"]["error"] is None, steps
+    assert "OffsetGapError" in (steps["recreated-latest"]["error"] or ""), steps
+    assert_once(table, records("t", 0, 0, 15) + records("t", 1, 0, 15))
