@@ -34,7 +34,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,12 +52,15 @@ from ..table.group_state import GroupState, TableBatch, advance, advance_sources
 from ..table.identity import TableIdentity, TableSpec, ensure_identity, note_root
 from ..table.layout import COMMITS_DIR
 from ..table.table_logs import TableLogs
-from .committer import BatchAttempt, CommitResult, CommitterOptions, StagedFile, TableCommitter, index_compact, offsets_step, sources_step
+from .attempt import BatchAttempt, CommitResult, StagedFile, sources_step
+from .committer import index_compact
 from .delta_step import CommitDelta
-from .recovery import RecoveryReport, recover
+from .options import CommitterOptions
+from .recovery import PublishedView
 from .sequence import CommitSequence
-from .step import CommitStep, StepContext
+from .step import CommitStep
 from .steps import FileMove, MemberPublish, MoveFiles, PublishMembers, WriteCommit
+from .writer import Writer
 
 log = logging.getLogger("streaming_exactly_once.commit")
 
@@ -92,45 +95,60 @@ class _Member:
     identity: TableIdentity | None = None  # checked once per process, at the table's first batch
 
 
-class GroupCommitter(TableCommitter):
+class CommitsView:
+    """A group root has no manifest: a group batch is published once its commit record is
+    there, written by the claim's own attempt."""
+
+    def __init__(self, logs: TableLogs) -> None:
+        self.commits = logs.commits
+
+    def latest(self) -> int:
+        newest = self.commits.latest_batch_id(refresh=True)
+        return -1 if newest is None else newest
+
+    def published(self, seq: CommitSequence) -> bool:
+        record = self.commits.record(seq.batch_id)
+        return record is not None and record.attempt == seq.attempt
+
+
+class GroupCommitter(Writer):
     """Commits group batches: every table of a batch, or none, per (query id, Spark batch id)."""
 
     def __init__(self, storage: Storage, options: CommitterOptions) -> None:
-        super().__init__(storage, options)
         self._members: dict[str, _Member] = {}
         self._members_lock = threading.Lock()
         self.state = GroupState()
         self._touched: list[str] = []
+        super().__init__(storage, options)
 
-    # -- the group's own differences from a single table -------------------------------------
-
-    def _ctx(self) -> StepContext:
-        ctx = super()._ctx()
-        ctx.member_logs = self.member_logs
-        return ctx
-
-    def _recover(self) -> RecoveryReport:
-        self._drop_members()
-
-        def latest() -> int:
-            newest = self.logs.commits.latest_batch_id(refresh=True)
-            return -1 if newest is None else newest
-
-        def published(seq: CommitSequence) -> bool:
-            record = self.logs.commits.record(seq.batch_id)
-            return record is not None and record.attempt == seq.attempt
-
-        return recover(
-            self.storage, self.logs, self.wal, self._ctx(), retries=self.options.step_retries, latest=latest,
-            published=published, fence=self.lease.check_fence,
-        )
+    # -- a group root ------------------------------------------------------------------------
 
     def _spec(self) -> TableSpec:
         return TableSpec(kind="group", compact_interval=self.options.compact_interval, format="group")
 
+    def _view(self) -> PublishedView:
+        return CommitsView(self.logs)
+
+    def _forget_tables(self) -> None:
+        self._drop_members()
+
     def _load_state(self, newest: CommitRecord | None) -> None:
         self._drop_members()  # recovery may have published batches the cached tables missed
         self.state = _state_of(self.storage, newest)
+
+    def _member_logs(self) -> Callable[[str], TableLogs]:
+        return self.member_logs
+
+    def _all_logs(self) -> list[CompactibleLog[Any]]:
+        logs: list[CompactibleLog[Any]] = list(self.logs.all_logs())
+        for member in list(self._members.values()):
+            logs.extend(member.logs.all_logs())
+        return logs
+
+    def _prepare(self) -> None:
+        self.logs.require_sources().preparation.advance()
+        for table in list(self._touched):
+            self._members[table].logs.require_manifest().preparation.advance()
 
     # -- the tables ----------------------------------------------------------------------------
 
@@ -156,7 +174,7 @@ class GroupCommitter(TableCommitter):
                 )
                 manifest = logs.require_manifest()
                 manifest.preparation.owner = self.preparation_owner
-                manifest.preparation.gate = self.commit_gate
+                manifest.preparation.gate = self.housekeeping.gate
                 latest = manifest.latest_batch_id(refresh=True)
                 record = logs.commits.record(latest) if latest is not None else None
                 member = _Member(logs, -1 if latest is None else latest, (record.table_rows or 0) if record else 0)
@@ -253,6 +271,7 @@ class GroupCommitter(TableCommitter):
             return CommitResult(attempt.query_id, attempt.spark_batch_id, "empty", timings=dict(attempt.timings))
         t_plan = time.perf_counter()
         g = attempt.batch_id
+        epoch = self.lease.epoch or 0
         now_ms = int(time.time() * 1000)
         moves: list[FileMove] = []
         publishes: list[MemberPublish] = []
@@ -269,8 +288,8 @@ class GroupCommitter(TableCommitter):
             num_rows = mb.rows
             entries = [ManifestEntry.for_file(child.uri(f.final), size=f.size, modification_time=f.mtime_ms) for f in mb.files]
             moves += [FileMove(f.staged or "", f"{mb.table}/{f.final}", f.size) for f in mb.files]
-            record = self._record(
-                attempt, m, files=mb.files, num_rows=num_rows, now_ms=now_ms,
+            record = attempt.record(
+                m, epoch=epoch, files=mb.files, num_rows=num_rows, now_ms=now_ms,
                 watermarks=mb.watermarks, schema=mb.schema, table_rows=member.table_rows + num_rows,
             )
             publishes.append(MemberPublish(table=mb.table, batch_id=m, entries=entries, record=record))
@@ -295,8 +314,8 @@ class GroupCommitter(TableCommitter):
         state = GroupState(advance(self.state.tables, table_batches, g, expected), quarantine_latest, sources)
         total_rows = sum(mb.rows for mb in members if not is_quarantine(mb.table))
         all_files = [f for mb in members for f in mb.files]
-        group_record = self._record(
-            attempt, g, files=all_files, num_rows=total_rows, now_ms=now_ms,
+        group_record = attempt.record(
+            g, epoch=epoch, files=all_files, num_rows=total_rows, now_ms=now_ms,
             step_ms=dict(attempt.timings),
             source_files=len(input_files),
             schema=schema,
@@ -308,41 +327,26 @@ class GroupCommitter(TableCommitter):
             MoveFiles(moves=moves),
             PublishMembers(members=publishes),
             *delta_steps,
-            offsets_step(attempt, g),
+            attempt.offsets_step(g),
             sources_step(g, input_files),
             WriteCommit(record=group_record),
         ]
-        seq = self._sequence(attempt, steps, now_ms)
+        seq = attempt.sequence(steps, epoch=epoch, now_ms=now_ms)
         self._touched = [p.table for p in publishes]
-        ctx = self._run_sequence(attempt, seq, t_plan)
+        retention: list[tuple[CompactibleLog[Any], int]] = [(log_, g) for log_ in self.logs.all_logs()]
+        indexes = []
+        for p in publishes:
+            member_logs = self._members[p.table].logs
+            retention += [(log_, p.batch_id) for log_ in member_logs.all_logs()]
+            if self.options.build_manifest_index and is_compaction_batch(p.batch_id, member_logs.require_manifest().interval):
+                indexes.append((("index", p.table), functools.partial(index_compact, member_logs, p.batch_id)))
+        ctx = self._run(attempt, seq, t_plan, retention=retention, indexes=indexes)
         for p in publishes:
             member = self._members[p.table]
             member.latest = p.batch_id
             member.table_rows = p.record.table_rows or 0
-            if self.options.build_manifest_index and is_compaction_batch(p.batch_id, member.logs.require_manifest().interval):
-                self.janitor.submit_latest(("index", p.table), functools.partial(index_compact, member.logs, p.batch_id))
         self.state = state
-        return self._committed_batch(attempt, group_record, input_files, ctx)
-
-    def _prepare_compactions(self) -> None:
-        if not self._holds_lease():
-            return
-        self.logs.require_sources().preparation.advance()
-        for table in list(self._touched):
-            self._members[table].logs.require_manifest().preparation.advance()
-
-    def _growing_logs(self) -> list[CompactibleLog[Any]]:
-        logs = super()._growing_logs()
-        for member in list(self._members.values()):
-            logs.extend(member.logs.all_logs())
-        return logs
-
-    def _retention_targets(self, batch_id: int) -> list[tuple[CompactibleLog[Any], int]]:
-        targets = super()._retention_targets(batch_id)
-        for table in self._touched:
-            member = self._members[table]
-            targets.extend((log_, member.latest) for log_ in member.logs.all_logs())
-        return targets
+        return self._finish(attempt, group_record, input_files, ctx)
 
     def tables(self) -> list[str]:
         """Every table of the group that exists (datasets with a published batch, quarantine

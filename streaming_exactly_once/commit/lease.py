@@ -420,6 +420,10 @@ class Lease:
             self._fenced = True
         return self._fenced
 
+    def holds(self) -> bool:
+        """Whether this writer may still write: it has an epoch, and no newer writer fenced it."""
+        return self.epoch is not None and not self.is_fenced()
+
     def check_fence(self, what: str = "publish") -> None:
         if self.epoch is None:
             raise WriterFencedError("This writer holds no lease; it must acquire one before it writes.")

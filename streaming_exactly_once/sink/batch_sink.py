@@ -38,8 +38,9 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import InputFile, SparkCheckpoint
-from ..commit.committer import BatchAttempt, CommitResult, TableCommitter
+from ..commit.attempt import BatchAttempt, CommitResult
 from ..commit.step import commit_ms
+from ..commit.writer import Writer
 from ..config import reject_unknown
 from ..errors import ConcurrentWriterError, ConfigError, SinkInUseError
 from ..storage import open_storage
@@ -61,7 +62,7 @@ log = logging.getLogger("streaming_exactly_once.sink")
 _LIVE_SINKS: weakref.WeakSet[BatchSink[Any]] = weakref.WeakSet()
 
 #: The committer a sink drives: ``TableCommitter`` for one table, ``GroupCommitter`` for a group.
-CommitterT = TypeVar("CommitterT", bound=TableCommitter)
+CommitterT = TypeVar("CommitterT", bound=Writer)
 
 
 # Spark Connect stops the worker of an ended query asynchronously: a listener on the server's
