@@ -147,6 +147,9 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
                 key="staging_mode",
             )
 
+    def _runs_on_workers(self) -> str | None:
+        return "staging_mode='direct', whose files the workers write" if self.staging_mode == "direct" else None
+
     _PROCESS_STATE = (*BatchSink._PROCESS_STATE, "_writer")
 
     def _setup_process_state(self) -> None:
