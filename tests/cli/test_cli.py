@@ -122,7 +122,7 @@ def test_recover_and_its_repairs(capsys, table):
     code, out, _ = seo(capsys, "status", str(table), "--json")
     assert json.loads(out)["pendingCommits"] == [5]
     code, out, _ = seo(capsys, "--json", "recover", str(table))
-    assert code == 0 and json.loads(out)["recovery"]["rolled_forward"] == [5]
+    assert code == 0 and json.loads(out)["recovery"]["rolledForward"] == [5]
     code, out, err = seo(capsys, "recover", str(table), "--discard-wal", "5")
     assert code == 1 and "published" in err and err.count("\n") == 1
     os.remove(table / "_seo" / "commits" / "5.compact")
