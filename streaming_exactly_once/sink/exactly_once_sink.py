@@ -41,7 +41,7 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
     """Exactly-once file output for a streaming query; see the module docstring.
 
     Every option is keyword-only; durations take ``"500ms"``, ``"30s"``, ``"10m"``, ``"2h"``,
-    ``"1d"`` or seconds as a number. A misspelt option is a ``TypeError``, a bad value a
+    ``"1d"``, Spark's ``"10 seconds"`` or ``"1 hour 30 minutes"``, a ``timedelta`` or seconds. A misspelt option is a ``TypeError``, a bad value a
     ``ConfigError`` naming the option.
 
     Args:
@@ -61,8 +61,10 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
         compact_interval: ``.compact`` file every N manifest batches (1..10, Spark-readable).
         spark_reader_compact_interval: the ``spark.sql.streaming.fileSink.log.compactInterval``
             every Spark reader of the table uses (default Spark's 10); bounds ``compact_interval``.
-        min_batches_to_retain, cleanup_delay: log retention (as Spark's
-            ``minBatchesToRetain`` / ``fileSink.log.cleanupDelay``; default 100 and ``"10m"``).
+        min_batches_to_retain: manifest and log batches always kept (Spark's
+            ``minBatchesToRetain``; default 100).
+        cleanup_delay: how long superseded log files stay before they are deleted (Spark's
+            ``fileSink.log.cleanupDelay``; default ``"10m"``).
         retention: hide manifest entries older than this at compaction (Spark's ``retention``).
         source_retention: forget committed input files older than this.
         watermark_columns: columns whose min/max is recorded per batch.
@@ -80,9 +82,10 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
             Spark's ``checkpointFileManagerClass``; the test suite injects faults with it.
         progress_metrics: ``start`` observes rows and watermarks into the query's progress.
         spark_manifest: ``format="delta"`` only: also publish ``_spark_metadata`` (default True).
-        delta_checkpoint_interval, delta_log_retention: ``format="delta"`` only: Delta table
-            properties the first batch creates the table with (checkpoint every N versions,
-            default 10; how long Delta keeps its log, default Delta's 30 days).
+        delta_checkpoint_interval: ``format="delta"`` only: a Delta checkpoint every N versions
+            (default 10; a table property the first batch creates the table with).
+        delta_log_retention: ``format="delta"`` only: how long Delta keeps its log, so how far
+            Delta time travel reaches (default Delta's 30 days; a table property).
         options: deprecated name of ``writer_options`` (a ``DeprecationWarning``).
     """
 
