@@ -205,7 +205,7 @@ def load_job_config(
     if path is not None:
         p = Path(path)
         if not p.is_file():
-            raise ConfigError(f"config file {p} does not exist (see the files in conf/)", key="conf")
+            raise ConfigError(f"config file {p} does not exist (give a TOML file or a packaged config name)", key="conf")
         try:
             data = tomllib.loads(p.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:

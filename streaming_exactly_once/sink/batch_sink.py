@@ -211,7 +211,7 @@ class BatchSink(Generic[CommitterT]):
         storage_options: Mapping[str, Any] | None = None,
         on_commit: Callable[[dict[str, Any]], None] | None = None,
     ) -> Self:
-        """A sink from a ``[sink]`` config section (see ``conf/local.toml``); ``checkpoint`` is kept
+        """A sink from a ``[sink]`` config section (see the packaged config ``local``); ``checkpoint`` is kept
         as ``sink.checkpoint_location`` for ``start``. The other keys are the sink's keyword
         arguments (``options`` is the deprecated name of ``writer_options``)."""
         values = dict(section)
