@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from .. import __version__
 from ..config import parse_duration_ms
 from ..errors import ExactlyOnceError
 from . import progress
@@ -28,6 +27,10 @@ from .printer import Printer, human_bytes, human_time
 if TYPE_CHECKING:
     from ..log.batch_log import BatchLog
     from ..storage.base import Storage
+
+#: The package's version (its ``__init__`` is imported whenever this module is; read from there
+#: instead of importing it, which would pull in the sink's modules for the import contracts).
+VERSION = str(getattr(sys.modules.get(__name__.split(".")[0]), "__version__", "unknown"))
 
 CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
 
@@ -63,7 +66,7 @@ def _storage_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "-V", "--version", prog_name="seo", message="%(prog)s (streaming-exactly-once) %(version)s")
+@click.version_option(VERSION, "-V", "--version", prog_name="seo", message="%(prog)s (streaming-exactly-once) %(version)s")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of tables.")
 @click.option(
     "-o",
