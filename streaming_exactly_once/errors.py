@@ -69,6 +69,10 @@ class MissingDependencyError(ExactlyOnceError, TerminalError, ImportError):
         )
 
 
+class WorkerPythonError(ConfigError):
+    """Spark's Python workers (``PYSPARK_PYTHON``) cannot import the library or what it needs there."""
+
+
 # --- storage -------------------------------------------------------------------------------
 
 

@@ -11,7 +11,7 @@ A batch's sequence (``commit.steps`` says what each step writes and how it knows
     [cleanup]   direct mode: the attempt's intents
 
 The shared part - lease, recovery, attempts, the engine that claims and runs a sequence, the
-housekeeping after it - is ``commit.writer``; ``docs/design/commit-sequence.md`` explains the
+housekeeping after it - is ``commit.writer``; ``docs/design/commit-protocol.md`` explains the
 order and what a crash at each point leaves.
 """
 

@@ -1,7 +1,7 @@
 """The part of a commit a table and a dataset group share: sync the staged data, claim the batch
 in the WAL, check the fence, run the steps. What the steps are is the caller's business.
 
-Order (``docs/design/commit-sequence.md``): the staged bytes are durable *before* the claim, so
+Order (``docs/design/commit-protocol.md``): the staged bytes are durable *before* the claim, so
 a claim on disk always means its data is on disk; the fence is checked before and right after
 the claim, so a writer that claimed after a takeover never runs a step.
 """

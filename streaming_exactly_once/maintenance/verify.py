@@ -14,6 +14,8 @@ Warnings (harmless, cleaned by ``recover``/``gc``):
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +80,7 @@ class VerifyReport:
             "bytes": self.bytes,
             "errors": len(self.errors),
             "warnings": len(self.warnings),
+            "kinds": dict(sorted(Counter(p.kind for p in self.problems).items())),
             "problems": [p.to_json() for p in self.problems],
         }
 
@@ -125,10 +128,13 @@ def _check_logs_parse(logs: TableLogs, identity: TableIdentity | None, report: V
 
 def verify_table(
     storage: Storage, *, check_orphans: bool = True, skip: tuple[str, ...] = (), pending: PendingCommits | None = None,
-    table: str | None = None,
+    table: str | None = None, progress: Callable[[str], None] | None = None,
 ) -> VerifyReport:
     """``skip``: directories (relative, ending in ``/``) that hold other tables (a group's);
-    ``pending``/``table``: a group's pending commits and this table's path in the group."""
+    ``pending``/``table``: a group's pending commits and this table's path in the group;
+    ``progress``: told what verify is doing (a phase, and a count while it lists storage)."""
+    tell = progress or (lambda _: None)
+    tell(f"reading the logs of {storage.root_uri}")
     identity = read_identity(storage)
     if identity is not None and identity.kind == "group":
         return verify_group(storage, check_orphans=check_orphans)
@@ -153,6 +159,7 @@ def verify_table(
         return report
     report.files = len(current)
     report.bytes = current.total_bytes
+    tell(f"checking {len(current):,} committed files")
     problems = inspect_files(current)
     for uri, problem in problems.absent:
         kind = "missing-file" if problem == "does not exist" else "size-mismatch"
@@ -177,7 +184,10 @@ def verify_table(
         except ExactlyOnceError as exc:
             report.add("error", "manifest-unreadable", logs.manifest.uri(), str(exc))
             return report
-        for info in storage.walk_files():
+        tell("listing storage for orphan files")
+        for seen, info in enumerate(storage.walk_files(), 1):
+            if seen % 5000 == 0:
+                tell(f"listing storage for orphan files: {seen:,} seen")
             if is_hidden(info.path) or info.path in referenced or info.path.startswith(skip):
                 continue
             report.add("warning", "orphan", storage.uri(info.path), f"{info.size} bytes in no retained manifest entry; `seo gc` deletes it")

@@ -27,6 +27,7 @@ import inspect
 import logging
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -41,14 +42,14 @@ from ..checkpoint.reader import InputFile, SparkCheckpoint
 from ..commit.attempt import BatchAttempt, CommitResult
 from ..commit.step import commit_ms
 from ..commit.writer import Writer
-from ..config import reject_unknown
+from ..config import parse_duration_ms, reject_unknown
 from ..errors import ConcurrentWriterError, ConfigError, SinkInUseError
 from ..storage import open_storage
 from ..storage.base import Storage
 from ..table.source_offsets import kafka_json, merged_ends
 from .input_filter import CommittedInputFilter
 from .offset_guard import OffsetColumns, OffsetGuard
-from .options import SinkOptions, StagingMode
+from .options import Duration, SinkOptions, StagingMode
 from .progress import observe_stream
 from .query_identity import QueryIdentity, is_connect, local_query_id, local_run_marker, resolve_identity
 
@@ -239,7 +240,7 @@ class BatchSink(Generic[CommitterT]):
         storage_options: Mapping[str, Any] | None = None,
         on_commit: Callable[[dict[str, Any]], None] | None = None,
     ) -> Self:
-        """A sink from a ``[sink]`` config section (see ``conf/local.toml``); ``checkpoint`` is kept
+        """A sink from a ``[sink]`` config section (see the packaged config ``local``); ``checkpoint`` is kept
         as ``sink.checkpoint_location`` for ``start``. The other keys are the sink's keyword
         arguments (``options`` is the deprecated name of ``writer_options``)."""
         values = dict(section)
@@ -285,6 +286,11 @@ class BatchSink(Generic[CommitterT]):
             )
         self._checkpoint = checkpoint_location
         remote = is_connect(stream_df)
+        if remote or self._runs_on_workers():
+            from .worker_python import check_worker_python
+
+            needed_for = "the sink under Spark Connect" if remote else f"{type(self).__name__} ({self._runs_on_workers()})"
+            check_worker_python(stream_df.sparkSession, connect=remote, needed_for=needed_for)
         if not remote:
             self._take_table()
         if self.options.progress_metrics and self.options.watermark_columns:
@@ -302,6 +308,11 @@ class BatchSink(Generic[CommitterT]):
             self._adopt_query(str(query.id), stream_df.sparkSession, run_id=str(query.runId))
         return query
 
+    def _runs_on_workers(self) -> str | None:
+        """What of this sink runs in Spark's Python workers in classic Spark, or None (a subclass
+        that writes with ``mapInArrow`` says so)."""
+        return None
+
     def open(self) -> None:
         """Take the table's lease and recover it now (``start`` does this too, in classic Spark).
 
@@ -310,11 +321,22 @@ class BatchSink(Generic[CommitterT]):
         """
         self._take_table()
 
-    def stop(self, timeout_s: float = 120.0) -> None:
-        """Stop the query started by ``start``; an in-flight commit is finished first."""
+    def stop(self, timeout: Duration = "2m", *, timeout_s: float | None = None) -> None:
+        """Stop the query started by ``start``; an in-flight commit is finished first, waiting for
+        it up to ``timeout`` (a duration like the options': ``"2m"``, ``"30 seconds"``, a
+        ``timedelta`` or seconds). ``timeout_s`` is its deprecated old name."""
+        if timeout_s is not None:
+            warnings.warn(
+                "sink.stop(timeout_s=...) is now sink.stop(timeout=...), a duration like every option ('2m', '30s' "
+                "or seconds); timeout_s will be removed",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            timeout = timeout_s
+        wait_s = parse_duration_ms(timeout, key="timeout") / 1000
         if self._query is not None:
             self._query.stop()
-        self._release(timeout_s)
+        self._release(wait_s)
 
     def close(self) -> None:
         """Release the table's lease (the next writer need not wait for it to expire)."""

@@ -171,6 +171,9 @@ class DatasetSink(BatchSink[GroupCommitter]):
         self.counters["rejected_tables"] = 0
         self.counters["quarantined_rows"] = 0
 
+    def _runs_on_workers(self) -> str | None:
+        return "its mapInArrow writer"
+
     def _make_committer(self) -> GroupCommitter:
         options = self.options.committer_options()
         if any(self._format(o) == "delta" for o in self.outputs):  # settings of the outputs' Delta tables

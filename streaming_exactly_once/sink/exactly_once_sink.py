@@ -40,7 +40,7 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
     """Exactly-once file output for a streaming query; see the module docstring.
 
     Every option is keyword-only; durations take ``"500ms"``, ``"30s"``, ``"10m"``, ``"2h"``,
-    ``"1d"`` or seconds as a number. A misspelt option is a ``TypeError``, a bad value a
+    ``"1d"``, Spark's ``"10 seconds"`` or ``"1 hour 30 minutes"``, a ``timedelta`` or seconds. A misspelt option is a ``TypeError``, a bad value a
     ``ConfigError`` naming the option.
 
     Args:
@@ -60,8 +60,10 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
         compact_interval: ``.compact`` file every N manifest batches (1..10, Spark-readable).
         spark_reader_compact_interval: the ``spark.sql.streaming.fileSink.log.compactInterval``
             every Spark reader of the table uses (default Spark's 10); bounds ``compact_interval``.
-        min_batches_to_retain, cleanup_delay: log retention (as Spark's
-            ``minBatchesToRetain`` / ``fileSink.log.cleanupDelay``; default 100 and ``"10m"``).
+        min_batches_to_retain: manifest and log batches always kept (Spark's
+            ``minBatchesToRetain``; default 100).
+        cleanup_delay: how long superseded log files stay before they are deleted (Spark's
+            ``fileSink.log.cleanupDelay``; default ``"10m"``).
         retention: hide manifest entries older than this at compaction (Spark's ``retention``).
         source_retention: forget committed input files older than this.
         watermark_columns: columns whose min/max is recorded per batch.
@@ -85,9 +87,10 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
         offset_columns: the batch's columns naming each row's source topic, partition and offset
             (default Kafka's ``topic``, ``partition``, ``offset``), by which those rows are dropped.
         spark_manifest: ``format="delta"`` only: also publish ``_spark_metadata`` (default True).
-        delta_checkpoint_interval, delta_log_retention: ``format="delta"`` only: Delta table
-            properties the first batch creates the table with (checkpoint every N versions,
-            default 10; how long Delta keeps its log, default Delta's 30 days).
+        delta_checkpoint_interval: ``format="delta"`` only: a Delta checkpoint every N versions
+            (default 10; a table property the first batch creates the table with).
+        delta_log_retention: ``format="delta"`` only: how long Delta keeps its log, so how far
+            Delta time travel reaches (default Delta's 30 days; a table property).
         options: deprecated name of ``writer_options`` (a ``DeprecationWarning``).
     """
 
@@ -154,6 +157,9 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
                 f"{', '.join(DIRECT_FORMATS)}; for format={self.options.format!r} pass staging_mode='rename'.",
                 key="staging_mode",
             )
+
+    def _runs_on_workers(self) -> str | None:
+        return "staging_mode='direct', whose files the workers write" if self.staging_mode == "direct" else None
 
     _PROCESS_STATE = (*BatchSink._PROCESS_STATE, "_writer")
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Literal
 
 from ..commit.committer import CommitterOptions
@@ -33,8 +34,9 @@ from .arrow_file_writer import EXTENSIONS
 from .checks import Check
 from .outputs import Output, resolve_outputs
 
-#: A duration: ``"500ms"``, ``"30s"``, ``"10m"``, ``"2h"``, ``"1d"`` or a number of seconds.
-Duration = str | int | float
+#: A duration: ``"500ms"``, ``"30s"``, ``"10m"``, ``"2h"``, ``"1d"``, Spark's ``"10 seconds"`` or
+#: ``"1 hour 30 minutes"``, a ``datetime.timedelta`` or a number of seconds.
+Duration = str | int | float | timedelta
 StagingMode = Literal["rename", "direct"]
 #: Called with one dict per committed batch (the ``batch_committed`` event).
 OnCommit = Callable[[dict[str, Any]], None]
