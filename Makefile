@@ -15,12 +15,12 @@ DEMO_EXTRAS := spark,arrow
 
 .PHONY: demo test test-fast torture bench lint docs browser venv demo-venv check-java clean emulators
 
-$(STAMP): setup.cfg constraints.txt pyproject.toml
+$(STAMP): setup.cfg setup.py constraints.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[$(EXTRAS)]'
 	@touch $(STAMP) $(DEMO_STAMP)
 
-$(DEMO_STAMP): setup.cfg constraints.txt pyproject.toml
+$(DEMO_STAMP): setup.cfg setup.py constraints.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[$(DEMO_EXTRAS)]'
 	@touch $(DEMO_STAMP)
