@@ -125,31 +125,6 @@ def reject_unknown(given: Iterable[str], valid: Iterable[str], *, where: str) ->
 
 # --- job configuration files ------------------------------------------------------------------
 
-#: Keys of the [sink] section (ExactlyOnceSink options plus where the table and checkpoint live).
-SINK_KEYS: dict[str, str] = {
-    "table": "str",
-    "checkpoint": "str",
-    "format": "str",
-    "partition_by": "list",
-    "staging_mode": "str",
-    "compact_interval": "int",
-    "min_batches_to_retain": "int",
-    "cleanup_delay": "duration",
-    "retention": "duration",
-    "source_retention": "duration",
-    "watermark_columns": "list",
-    "lease_timeout": "duration",
-    "move_threads": "int",
-    "worker_moves_from": "int",
-    "step_retries": "int",
-    "description": "str",
-    "writer_options": "table",
-    "options": "table",  # deprecated name of writer_options
-    "metrics_path": "str",
-    "spark_manifest": "bool",  # format = "delta" only (see ExactlyOnceSink)
-    "delta_checkpoint_interval": "int",
-    "delta_log_retention": "duration",
-}
 TRIGGER_KEYS = {"mode": "str", "interval": "str"}
 SECRET_MARKERS = ("secret", "password", "token", "key", "credential")
 

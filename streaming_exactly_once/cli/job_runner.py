@@ -26,8 +26,9 @@ from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
 
-from ..config import SINK_KEYS, TRIGGER_KEYS, load_job_config, redacted
+from ..config import TRIGGER_KEYS, load_job_config, redacted
 from ..errors import ConfigError
+from ..sink.keywords import conf_keys
 from .printer import Printer, human_bytes
 
 _PACKAGE = Path(__file__).resolve().parents[1]
@@ -87,7 +88,7 @@ def load_job_module(job: str, jobs_dir: str | None) -> ModuleType:
 
 def run_job(job: str, *, conf_path: str | None, overrides: list[str], jobs_dir: str | None, out: Printer) -> int:
     module = load_job_module(job, jobs_dir)
-    spec = {"sink": SINK_KEYS, "trigger": TRIGGER_KEYS, **getattr(module, "SPEC", {})}
+    spec = {"sink": conf_keys(), "trigger": TRIGGER_KEYS, **getattr(module, "SPEC", {})}
     conf = find_conf(conf_path)
     config = load_job_config(conf, spec=spec, overrides=overrides)
     metrics_path = config["sink"].pop("metrics_path", None)

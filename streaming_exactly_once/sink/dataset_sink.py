@@ -27,9 +27,8 @@ Spark's micro-batches)::
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, Row, functions as F
 
@@ -46,8 +45,12 @@ from .batch_sink import BatchFilters, BatchSink, log
 from .checks import Check, CheckResult, batch_checks, mandatory_failures, row_checks
 from .file_stats import FileStats
 from .group_writer import BUILTIN_ROW_CHECKS, CHECK_SEPARATOR, FAILED, FAILED_CHECKS, RESULT_FIELDS, GroupTaskWriter
-from .options import DIRECT_FORMATS, Duration, GroupOptions, OnCommit, SinkOptions, StagingMode
+from .keywords import GroupKeywords, check_keywords, document
+from .options import DIRECT_FORMATS, GroupOptions, SinkOptions
 from .outputs import Output
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 @dataclass
@@ -85,66 +88,12 @@ class DatasetSink(BatchSink[GroupCommitter]):
 
     Args:
         root: URI or path of the group's root; its tables are directories below it.
-        dataset_column: split each batch by this column into one table per value under the root.
-        outputs: explicit outputs (``Output``): forks of the batch, each with its own transform,
-            format, partitioning, checks, and optionally its own ``dataset_column``.
-        checks: quality checks (``Check``) for every output that does not set its own.
-        policy: ``full`` (any failed mandatory check fails the batch, nothing published) or
-            ``partial`` (failed tables' batches are quarantined, the rest publish).
     """
 
-    def __init__(
-        self,
-        root: str,
-        *,
-        dataset_column: str | None = None,
-        outputs: Iterable[Output] | None = None,
-        checks: Iterable[Check] | None = None,
-        policy: Literal["full", "partial"] = "full",
-        format: str = "parquet",
-        partition_by: str | Iterable[str] | None = None,
-        writer_options: Mapping[str, str] | None = None,
-        staging_mode: StagingMode | None = None,
-        checkpoint_location: str | None = None,
-        query_id: str | None = None,
-        storage_options: Mapping[str, Any] | None = None,
-        compact_interval: int = 10,
-        spark_reader_compact_interval: int = 10,
-        min_batches_to_retain: int = 100,
-        cleanup_delay: Duration = "10m",
-        retention: Duration | None = None,
-        source_retention: Duration | None = None,
-        watermark_columns: str | Iterable[str] | None = None,
-        lease_timeout: Duration = "60s",
-        connect_handover_wait: Duration = "60s",
-        move_threads: int = 8,
-        worker_moves_from: int = 5_000,
-        step_retries: int = 3,
-        description: str = "",
-        on_commit: OnCommit | None = None,
-        storage_wrapper: str | None = None,
-        progress_metrics: bool = True,
-        allow_offset_gaps: bool = False,
-        offset_columns: Iterable[str] = ("topic", "partition", "offset"),
-        spark_manifest: bool = True,
-        delta_checkpoint_interval: int = 10,
-        delta_log_retention: Duration | None = None,
-        options: Mapping[str, str] | None = None,
-    ) -> None:
-        sink_options = SinkOptions.build(
-            format=format, partition_by=partition_by, writer_options=writer_options, staging_mode=staging_mode,
-            checkpoint_location=checkpoint_location, query_id=query_id, storage_options=storage_options,
-            compact_interval=compact_interval, spark_reader_compact_interval=spark_reader_compact_interval,
-            min_batches_to_retain=min_batches_to_retain, cleanup_delay=cleanup_delay, retention=retention,
-            source_retention=source_retention, watermark_columns=watermark_columns, lease_timeout=lease_timeout,
-            connect_handover_wait=connect_handover_wait, move_threads=move_threads, worker_moves_from=worker_moves_from,
-            step_retries=step_retries, description=description, on_commit=on_commit,
-            storage_wrapper=storage_wrapper, progress_metrics=progress_metrics,
-            allow_offset_gaps=allow_offset_gaps, offset_columns=offset_columns,
-            spark_manifest=spark_manifest, delta_checkpoint_interval=delta_checkpoint_interval,
-            delta_log_retention=delta_log_retention, options=options,
-        )
-        self.group = GroupOptions.build(dataset_column=dataset_column, outputs=outputs, checks=checks, policy=policy)
+    def __init__(self, root: str, **options: Unpack[GroupKeywords]) -> None:
+        check_keywords(options, GroupKeywords, "DatasetSink")
+        sink_options = SinkOptions.build(options)
+        self.group = GroupOptions.build(options)
         self.outputs = self.group.resolved_outputs()
         sink_options.validate_delta(any((o.format or sink_options.format) == "delta" for o in self.outputs))
         super().__init__(root, sink_options)
@@ -381,3 +330,5 @@ class DatasetSink(BatchSink[GroupCommitter]):
         """Batches the ``full`` policy refused to publish, with the checks that failed."""
         return read_rejections(self.storage)
 
+
+document(DatasetSink, GroupKeywords, "root", own=True)

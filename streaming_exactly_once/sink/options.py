@@ -19,9 +19,8 @@ are table properties, set when the first batch creates the Delta table.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any, Literal
 
 from ..commit.committer import CommitterOptions
@@ -32,14 +31,11 @@ from ..log.compaction import interval_is_spark_safe
 from ..storage.base import Storage
 from .arrow_file_writer import EXTENSIONS
 from .checks import Check
+from .keywords import Duration, GroupKeywords, OnCommit, SinkKeywords, StagingMode, declared
 from .outputs import Output, resolve_outputs
 
-#: A duration: ``"500ms"``, ``"30s"``, ``"10m"``, ``"2h"``, ``"1d"``, Spark's ``"10 seconds"`` or
-#: ``"1 hour 30 minutes"``, a ``datetime.timedelta`` or a number of seconds.
-Duration = str | int | float | timedelta
-StagingMode = Literal["rename", "direct"]
-#: Called with one dict per committed batch (the ``batch_committed`` event).
-OnCommit = Callable[[dict[str, Any]], None]
+__all__ = ["Duration", "GroupOptions", "OnCommit", "SinkOptions", "StagingMode", "default_staging_mode"]
+
 
 FORMATS = ("parquet", "json", "csv", "orc", "text", "avro", "delta")
 STAGING_MODES = ("rename", "direct")
@@ -69,9 +65,6 @@ def _offset_columns(value: Iterable[str]) -> tuple[str, str, str]:
         raise ConfigError(f"offset_columns names three columns (topic, partition, offset), got {value!r}", key="offset_columns")
     return names[0], names[1], names[2]
 
-
-def _duration_ms(value: Duration | None, *, key: str) -> int | None:
-    return None if value is None else parse_duration_ms(value, key=key)
 
 
 @dataclass(frozen=True)
@@ -118,85 +111,37 @@ class SinkOptions:
     delta_log_retention_ms: int | None = None
 
     @classmethod
-    def build(
-        cls,
-        *,
-        format: str = "parquet",
-        partition_by: str | Iterable[str] | None = None,
-        writer_options: Mapping[str, str] | None = None,
-        staging_mode: StagingMode | None = None,
-        checkpoint_location: str | None = None,
-        query_id: str | None = None,
-        storage_options: Mapping[str, Any] | None = None,
-        compact_interval: int = 10,
-        spark_reader_compact_interval: int = 10,
-        min_batches_to_retain: int = 100,
-        cleanup_delay: Duration = "10m",
-        retention: Duration | None = None,
-        source_retention: Duration | None = None,
-        watermark_columns: str | Iterable[str] | None = None,
-        lease_timeout: Duration = "60s",
-        connect_handover_wait: Duration = "60s",
-        move_threads: int = 8,
-        worker_moves_from: int = 5_000,
-        step_retries: int = 3,
-        description: str = "",
-        on_commit: OnCommit | None = None,
-        storage_wrapper: str | None = None,
-        progress_metrics: bool = True,
-        allow_offset_gaps: bool = False,
-        offset_columns: Iterable[str] = ("topic", "partition", "offset"),
-        spark_manifest: bool = True,
-        delta_checkpoint_interval: int = 10,
-        delta_log_retention: Duration | None = None,
-        options: Mapping[str, str] | None = None,
-    ) -> SinkOptions:
-        """The options from the sinks' keyword arguments (same names, same defaults): parses
-        durations, normalises sequences and validates every value (``ConfigError``).
-        ``options`` is the deprecated name of ``writer_options``."""
-        if options is not None:
+    def build(cls, given: Mapping[str, Any], *, stacklevel: int = 3) -> SinkOptions:
+        """The options from a sink's keyword arguments (``sink.keywords`` declares each one, its
+        default and how it is read): durations parsed into milliseconds, sequences normalised,
+        every value validated (``ConfigError``). ``options`` is the deprecated name of
+        ``writer_options``."""
+        values = {d.name: given.get(d.name, d.option.default) for d in declared(SinkKeywords)}
+        legacy = values.pop("options")
+        if legacy is not None:
             warnings.warn(
                 "the sink option 'options' is now called 'writer_options' (Spark writer options such as "
                 "compression or header); 'options' will be removed",
                 DeprecationWarning,
-                stacklevel=3,  # the caller of the sink
+                stacklevel=stacklevel,  # the caller of the sink
             )
-            if writer_options is not None:
+            if values["writer_options"] is not None:
                 raise ConfigError("give writer_options only ('options' is its deprecated name), not both", key="options")
-            writer_options = options
-        cleanup_delay_ms = parse_duration_ms(cleanup_delay, key="cleanup_delay")
-        lease_timeout_ms = parse_duration_ms(lease_timeout, key="lease_timeout")
-        handover_ms = parse_duration_ms(connect_handover_wait, key="connect_handover_wait")
-        opts = cls(
-            format=format,
-            partition_by=_names(partition_by),
-            writer_options=dict(writer_options or {}),
-            staging_mode=staging_mode,
-            checkpoint_location=checkpoint_location,
-            query_id=query_id,
-            storage_options=dict(storage_options or {}),
-            compact_interval=compact_interval,
-            spark_reader_compact_interval=spark_reader_compact_interval,
-            min_batches_to_retain=min_batches_to_retain,
-            cleanup_delay_ms=cleanup_delay_ms,
-            retention_ms=_duration_ms(retention, key="retention"),
-            source_retention_ms=_duration_ms(source_retention, key="source_retention"),
-            watermark_columns=_names(watermark_columns),
-            lease_timeout_ms=lease_timeout_ms,
-            connect_handover_wait_ms=handover_ms,
-            move_threads=move_threads,
-            worker_moves_from=worker_moves_from,
-            step_retries=step_retries,
-            description=description,
-            on_commit=on_commit,
-            storage_wrapper=storage_wrapper,
-            progress_metrics=progress_metrics,
-            allow_offset_gaps=allow_offset_gaps,
-            offset_columns=_offset_columns(offset_columns),
-            spark_manifest=spark_manifest,
-            delta_checkpoint_interval=delta_checkpoint_interval,
-            delta_log_retention_ms=_duration_ms(delta_log_retention, key="delta_log_retention"),
-        )
+            values["writer_options"] = legacy
+        stored: dict[str, Any] = {}
+        for d in declared(SinkKeywords):
+            if d.name in values:
+                value = values[d.name]
+                if d.option.duration:
+                    stored[f"{d.name}_ms"] = None if value is None else parse_duration_ms(value, key=d.name)
+                else:
+                    stored[d.name] = value
+        stored["partition_by"] = _names(stored["partition_by"])
+        stored["watermark_columns"] = _names(stored["watermark_columns"])
+        stored["writer_options"] = dict(stored["writer_options"] or {})
+        stored["storage_options"] = dict(stored["storage_options"] or {})
+        stored["offset_columns"] = _offset_columns(stored["offset_columns"])
+        opts = cls(**stored)
         opts.validate()
         return opts
 
@@ -296,16 +241,13 @@ class GroupOptions:
     policy: Literal["full", "partial"] = "full"
 
     @classmethod
-    def build(
-        cls,
-        *,
-        dataset_column: str | None = None,
-        outputs: Iterable[Output] | None = None,
-        checks: Iterable[Check] | None = None,
-        policy: Literal["full", "partial"] = "full",
-    ) -> GroupOptions:
+    def build(cls, given: Mapping[str, Any]) -> GroupOptions:
         """The options from ``DatasetSink``'s keyword arguments, validated (``ConfigError``)."""
-        opts = cls(dataset_column=dataset_column, outputs=tuple(outputs or ()), checks=tuple(checks or ()), policy=policy)
+        values = {d.name: given.get(d.name, d.option.default) for d in declared(GroupKeywords, own=True)}
+        opts = cls(
+            dataset_column=values["dataset_column"], outputs=tuple(values["outputs"] or ()), checks=tuple(values["checks"] or ()),
+            policy=values["policy"],
+        )
         opts.validate()
         return opts
 
