@@ -4,7 +4,7 @@ from streaming_exactly_once import read
 
 spark = SparkSession.builder.getOrCreate()
 
-events = read.spark(spark, "/tmp/seo-example/events")  # honours the manifest, pins partition types
+events = read.spark("/tmp/seo-example/events", spark)  # honours the manifest, pins partition types
 events.groupBy("day").sum("amount").show()
 
 plain = spark.read.parquet("/tmp/seo-example/events")  # vanilla Spark reads _spark_metadata too
