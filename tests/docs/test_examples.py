@@ -22,6 +22,7 @@ ORDER = [
     "read_arrow.py",
     "read_polars.py",
     "read_duckdb.py",
+    "read_table.py",
     "time_travel.py",
     "delta.py",
     "datasets.py",
