@@ -154,7 +154,7 @@ class GroupCommitter(Writer):
 
     def _drop_members(self) -> None:
         """Forget the cached member tables, aborting the uploads their manifests began (nothing
-        else holds their ids: a reopen leaked one per member - red team)."""
+        else holds their ids: a reopen leaked one per member)."""
         with self._members_lock:
             members, self._members = list(self._members.values()), {}
         for member in members:

@@ -19,7 +19,7 @@ Run by the lease owner, once per process and after any failed batch, before the 
    batches after ``L``.
 5. **Remove dead temp files** (``table.temp_files``): the hidden temp siblings and compaction
    work files an earlier writer left in the metadata directories when it was killed mid-write
-   (red team #14 G6) - those last written before this writer's epoch file was created, never
+   - those last written before this writer's epoch file was created, never
    its own. Their writer can only fail for it, never publish something else.
 
 Every destructive step is preceded by a fence check: a writer that lost the table meanwhile

@@ -39,7 +39,7 @@ machine, so there is no pacing; a compaction batch that finds the copy under way
 batch built without it, or by a writer that closes or reopens, is aborted; one cut short by a
 killed writer stays invisible (the bucket's lifecycle rule removes incomplete uploads).
 
-Pacing (#14): the copy of the previous compact file is the one big write of a log (58 MB at
+Pacing: the copy of the previous compact file is the one big write of a log (58 MB at
 250k live files, 230 MB at a million), and while the disk writes it back, every small fsync of
 the commits beside it waits. So it is copied ``SLICE_BYTES`` at a time, each slice written back
 before the next, and after each slice the thread rests ``PACE`` times as long as the slice took -
@@ -51,14 +51,14 @@ than the copy (back to back) get no rests. A compaction batch that finds the cop
 does not wait for the rests: ``publish`` asks for the rest at full speed (``_hurry``), and so
 does ``hurry`` (the writer's ``close``, which waits for this work).
 
-Back-off (#14): preparing only pays where the disk has idle time between batches. Back to back
+Back-off: preparing only pays where the disk has idle time between batches. Back to back
 it has none: the copy never keeps up, the compaction batch waits for what is left, and every
 batch meanwhile shares the disk with it (median 4 -> 16 ms at 250k live files). So a compaction
 batch that finds the big copy still under way makes the next compaction (then the next 2, 4,
 up to ``MAX_BACKOFF``) be built by its own batch, as without preparation; one that finds it
 done resets the back-off. With triggers a second apart the copy always keeps up.
 
-Keeping pace (#14, cost flat with history): the copy is the disk's work whoever does it - 78 ms
+Keeping pace (cost flat with history): the copy is the disk's work whoever does it - 78 ms
 of write-back for 58 MB here - and left to the compaction batch it made every tenth batch 13x
 the others back to back. So each batch, once committed, waits until the copy under way is as
 far as the batches are (``keep_pace``): after the k-th of the ``interval - 1`` batches before
@@ -366,7 +366,7 @@ class CompactionPreparation:
             return None  # another writer's file: the ordinary path compares it
         except Exception:
             # Aborted already. The upload may be gone (a lifecycle rule for incomplete uploads
-            # removed it while the compaction was far off - red team), or the compact file it
+            # removed it while the compaction was far off), or the compact file it
             # copied changed since (``ComposedSourceError``): the batch builds the file itself,
             # measuring and vouching for the previous one anew.
             log.warning(

@@ -9,7 +9,7 @@ Deleted (or, with ``dry_run``, only listed):
   ``older_than`` (an attempt that died; its intents' data files go with it);
 * indexes of compact files that retention has deleted;
 * **temp and work files** a killed writer left in the metadata directories (``table.temp_files``:
-  ``.<name>.<uuid>.tmp``, ``.<N>.compact.e<K>.prep``; red team #14 G6) that are older than
+  ``.<name>.<uuid>.tmp``, ``.<N>.compact.e<K>.prep``) that are older than
   ``older_than`` - and older than gc's own lease, whose holder's own files it never touches.
   Under the lease no other writer is live: a fenced one whose file goes fails its write, it
   never publishes something else. A writer removes them too when it takes the table; gc is for

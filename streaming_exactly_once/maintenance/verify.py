@@ -243,7 +243,7 @@ def _pending(storage: Storage, report: VerifyReport) -> PendingCommits:
 
 def _check_leftovers(storage: Storage, report: VerifyReport) -> None:
     """Leftovers of crashed writers: a pending WAL entry, staged data, temp files (a write cut
-    off by a killed writer, red team #14 G6). Compaction work files are not reported: a writer
+    off by a killed writer). Compaction work files are not reported: a writer
     keeps one for its next compaction, and it outlives a clean stop until the next writer
     starts or ``seo gc`` runs."""
     wal = CommitSequenceStore(storage)

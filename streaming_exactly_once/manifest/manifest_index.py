@@ -21,8 +21,8 @@ the compact file has been read, so they are added just before the footer is writ
 in the Arrow schema that Parquet also stores there: read the footer's own key-values
 (``_footer_metadata``).
 
-It is derived data, never a source of truth, and a cache must never change an answer nor raise
-(red team #14 G8). A compact file is written once and never changed, so an index whose recorded
+It is derived data, never a source of truth, and a cache must never change an answer nor raise.
+A compact file is written once and never changed, so an index whose recorded
 size and mtime match the compact file's was built from that file's content - it is *stale*
 otherwise, or when its version is not ``VERSION`` (version 1 recorded no row count). A matching
 index is used only if it is also *sound*: the exact columns above, no nulls, and as many rows as
@@ -39,7 +39,7 @@ index either way; the writer's compaction copies a compact file unread only when
 usable and says ``"lf"`` (``index_matches``): a compaction writes plain ``\\n``, and a copy
 would not.
 
-Extended, not re-parsed (#14, cost flat with history): parsing the whole compact file again
+Extended, not re-parsed (cost flat with history): parsing the whole compact file again
 after every compaction took 400 ms of CPU at 250k entries (1.6 s at a million), beside the
 commits. A compact file this writer wrote is the previous compact file + the deltas + its own
 records (``CompactibleLog.wrote_compact``), so its index is the previous compact file's usable
@@ -104,7 +104,7 @@ def entry_schema() -> Any:  # a pyarrow.Schema
 
 def _parse_options() -> Any:  # a pyarrow.json.ParseOptions
     """Arrow's JSON parsing of manifest lines: the fixed ``entry_schema``, and an *error* on any
-    other field (red team #14 G7). Arrow would skip an unknown field unread, so a line the strict
+    other field. Arrow would skip an unknown field unread, so a line the strict
     parser refuses there - a value nested 2,000 deep (Spark's Jackson refuses more than 1,000,
     ``log.version`` more than ``MAX_DEPTH``) - would be accepted. Neither Spark nor this library
     writes unknown fields, so a file with one is rare: the caller reads it with the strict
@@ -196,7 +196,7 @@ def stream_entries(
     ``v1`` line) to its end, a block at a time, handing each block's entries - a
     ``pyarrow.RecordBatch`` of every ``entry_schema`` field - to ``take`` as they come.
 
-    So a compact file is never held whole (230 MB at a million entries, #14): memory is a few
+    So a compact file is never held whole (230 MB at a million entries): memory is a few
     blocks (``block_bytes`` each; a line longer than that is refused, so the strict parser
     reads it). True when the body was exactly one entry per line with every field (an empty body
     included) and ``take`` accepted every block; False at the first block Arrow cannot parse,
@@ -240,7 +240,7 @@ def warm_up() -> None:
     """Import what building an index needs, while nothing waits for it: pyarrow's parquet
     module (~0.12 s) and pandas, which pyarrow imports at the first array it builds from Python
     objects (~0.33 s). Left to the first compaction after a start, both ran beside the next
-    batches and slowed them (#14). Nothing to import if pyarrow is missing."""
+    batches and slowed them. Nothing to import if pyarrow is missing."""
     try:
         import pyarrow as pa
         import pyarrow.parquet  # noqa: F401
@@ -256,7 +256,7 @@ def write_index(storage: Storage, compact_id: int, log_: ManifestLog | None = No
     """Build the index of ``<compact_id>.compact``; False if pyarrow is missing or the file is bad.
 
     The compact file is streamed: Arrow's JSON reader parses it a block at a time and each block
-    goes to the Parquet writer as it comes, so the file is never held whole (#14: at a million
+    goes to the Parquet writer as it comes, so the file is never held whole (at a million
     entries the build peaked at 868 MB of RSS, now about 300 MB). The index gets one row group
     per block."""
     try:
@@ -422,7 +422,7 @@ def _put_replacing_unusable(storage: Storage, compact_id: int, data: bytes, info
 
 
 #: Rows the index is decoded in at a time: reading it whole (row groups in parallel) left about
-#: 40 MB more of freed memory in Arrow's allocator at a million entries (#14), for no speed.
+#: 40 MB more of freed memory in Arrow's allocator at a million entries, for no speed.
 INDEX_BATCH_ROWS = 1 << 14
 #: An index of at most this many rows is decoded at once, in parallel: faster, and small.
 INDEX_WHOLE_ROWS = 1 << 18

@@ -17,7 +17,7 @@ read the fast way is checked cheaply - one row per line, no negative size, no pa
 ``entry.SUSPICIOUS_PATH`` that fails ``check_entry_path``, paths that are valid UTF-8 - and anything odd is read again the
 strict way, which raises the named error. Both ways accept exactly the same files.
 
-With pyarrow the result is Arrow arrays - chunked as read, never joined into one copy (#14:
+With pyarrow the result is Arrow arrays - chunked as read, never joined into one copy (
 at a million entries every copy of the paths is about 100 MB); without it, Python lists.
 """
 
@@ -204,7 +204,7 @@ def release_arrow_memory() -> None:
     The manifest's raw columns are dropped once they are mapped, but Arrow's allocator keeps
     the pages for reuse, and what comes next - a list of a million Python strings for
     ``read.files``, a dataset for the engines - is allocated elsewhere: at a million entries
-    that was 80 MB of peak RSS (#14)."""
+    that was 80 MB of peak RSS."""
     import pyarrow as pa
 
     pa.default_memory_pool().release_unused()

@@ -295,7 +295,7 @@ class BatchSink(Generic[CommitterT]):
             self._take_table()
         if self.options.progress_metrics and self.options.watermark_columns:
             # only where it adds what Spark's progress lacks: min/max of the watermark columns
-            # (an observation in the plan costs about 3 % of a batch's write, #14)
+            # (an observation in the plan costs about 3 % of a batch's write)
             stream_df = observe_stream(stream_df, tuple(self.options.watermark_columns))
         writer = stream_df.writeStream.foreachBatch(self).option("checkpointLocation", checkpoint_location)
         if trigger:

@@ -11,7 +11,7 @@ classic and Spark Connect):
   each watermark column (``min:<col>``, ``max:<col>``). Any ``StreamingQueryListener``,
   ``query.lastProgress`` and tools reading progress JSON see them. Without watermark columns
   nothing is observed: the rows are Spark's own ``numInputRows``, and an observation in the
-  plan costs about 3 % of each batch's write (#14).
+  plan costs about 3 % of each batch's write.
 * What only exists after the commit - the table's batch id, files, bytes, commit time per step,
   rows dropped as already committed, whether the batch was a skipped replay - is in the table's
   commits log, keyed by (query id, Spark batch id) like the progress itself.

@@ -15,7 +15,7 @@ writers can both "win". Here:
   ranges of existing files are copied by the kernel (``copy_file_range``, which shares the
   extents on filesystems that can, such as XFS and Btrfs, and copies page cache to page cache
   on ext4), else by a buffered ``pread``/``pwrite`` loop; then the same fsync + no-replace
-  rename as ``put_if_absent``. Why: a ``.compact`` file starts with the previous one (#14).
+  rename as ``put_if_absent``. Why: a ``.compact`` file starts with the previous one.
 * ``open_write`` (data files written by the library itself, ``direct`` mode): the file and its
   directory are fsync'd on close; ``sync`` does the same for files another writer produced
   (Spark's, moved into place by the commit). A new directory is made durable in its parent.
@@ -436,7 +436,7 @@ class LocalStorage(Storage):
 
     def append_range_prepared(self, path: str, source: ByteRange) -> None:
         """Copy ``source`` to the end of work file ``path``, written back ``prepared_flush_bytes``
-        at a time (#14, cost flat with history).
+        at a time (cost flat with history).
 
         Why in slices: on ext4 (data=ordered) every fsync waits for the journal, and the
         journal waits for the data whose blocks it allocates. A 58 MB copy written back at

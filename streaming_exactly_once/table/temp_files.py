@@ -5,7 +5,7 @@ Two kinds, both hidden (a leading ``.``: Spark, Arrow and the logs' listings ign
 * ``.<name>.<32 hex digits>.tmp`` - the temp sibling a storage with ``writes_temp_siblings``
   (local disk, HDFS) writes before its no-replace rename to ``<name>``
   (``storage.base.temp_sibling_name``). A process killed in between - mid-copy of a 230 MB
-  compact file, say - leaves it, and nothing would ever rename or delete it (red team #14 G6).
+  compact file, say - leaves it, and nothing would ever rename or delete it.
 * ``.<N>.compact[.e<K>].prep`` - the work file of writer epoch K's next compaction
   (``log.compaction_preparation``; earlier builds left out ``.e<K>``). A writer discards all of
   them when it starts, but the last writer's outlives its clean stop.
