@@ -238,7 +238,8 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         every byte of it came from a checked delta, its own records or a range that was vouched
         in turn, so the chain needs no re-reading. Unchanged means the same size, mtime and
         ``FileInfo.change`` - on a local disk the inode and status-change time, which a rewrite
-        moves even when it keeps the size and sets the mtime back (``cp -p``, a restore). A storage that knows only size and mtime vouches for nothing here (an
+        moves even when it keeps the size and sets the mtime back (``cp -p``, a restore). A
+        storage that knows only size and mtime vouches for nothing here (an
         in-place rewrite of the same size within the same mtime tick would pass); nor does a
         log object that did not write the file (the manifest adds its reader index)."""
         return self.wrote_compact(batch_id)
