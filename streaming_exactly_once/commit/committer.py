@@ -28,7 +28,8 @@ from ..delta.files import DeltaFile
 from ..log.compactible_log import CompactibleLog
 from ..log.compaction import all_valid_batches, is_compaction_batch
 from ..manifest.entry import ManifestEntry
-from ..manifest.manifest_index import delete_stale_indexes, write_index
+from ..manifest.manifest_index import delete_stale_indexes, index_matches, write_index
+from ..manifest.manifest_log import ManifestLog
 from ..storage.base import Storage
 from ..table.commits_log import CommitRecord
 from ..table.identity import TableSpec
@@ -51,6 +52,7 @@ class TableCommitter(Writer):
 
     def __init__(self, storage: Storage, options: CommitterOptions | None = None) -> None:
         super().__init__(storage, options or CommitterOptions())
+        vouch_by_index(self.logs.require_manifest())
 
     # -- a single table ----------------------------------------------------------------------
 
@@ -180,6 +182,13 @@ class TableCommitter(Writer):
         if target is None or not self.options.spark_manifest:
             return []
         return [ManifestEntry.for_file(self.storage.uri(f.path), size=f.size, modification_time=f.mtime_ms) for f in target.live_files()]
+
+
+def vouch_by_index(manifest: ManifestLog) -> None:
+    """The writer takes a manifest compact file whose reader index matches it as checked line by
+    line (the index's builder parsed every line of the file as it is now), so the storage may
+    copy it unread into the next compact file (``CompactibleLog.copy_vouched``)."""
+    manifest.vouch = partial(index_matches, manifest.storage, log_=manifest)
 
 
 def index_compact(logs: TableLogs, compact_id: int) -> None:

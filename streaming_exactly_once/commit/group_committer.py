@@ -53,7 +53,7 @@ from ..table.identity import TableIdentity, TableSpec, ensure_identity, note_roo
 from ..table.layout import COMMITS_DIR
 from ..table.table_logs import TableLogs
 from .attempt import BatchAttempt, CommitResult, StagedFile, sources_step
-from .committer import index_compact
+from .committer import index_compact, vouch_by_index
 from .delta_step import CommitDelta
 from .options import CommitterOptions
 from .recovery import PublishedView
@@ -173,6 +173,7 @@ class GroupCommitter(Writer):
                     child, interval=self.options.compact_interval, retention_ms=self.options.retention_ms, kind="member"
                 )
                 manifest = logs.require_manifest()
+                vouch_by_index(manifest)
                 manifest.preparation.owner = self.preparation_owner
                 manifest.preparation.gate = self.housekeeping.gate
                 latest = manifest.latest_batch_id(refresh=True)

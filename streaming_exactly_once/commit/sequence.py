@@ -44,7 +44,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field as dc_field, replace
 from functools import partial
 from typing import Any
@@ -236,6 +236,19 @@ def sync_files(files: Sequence[tuple[Storage, str]]) -> None:
         by_storage.setdefault(id(storage), (storage, []))[1].append(path)
     for storage, paths in by_storage.values():
         storage.sync(paths)
+
+
+#: Timings a sink records beside the steps' (``stepMs``) that are not part of the commit: the
+#: batch's preparation on the driver and Spark's write.
+NOT_COMMIT = ("prepare", "stage")
+
+
+def commit_ms(step_ms: Mapping[str, float]) -> float:
+    """How long a commit took, from its ``stepMs``: the bookkeeping steps ran concurrently, so
+    they count once, as the longest of them."""
+    together = [ms for kind, ms in step_ms.items() if kind in REGISTRY and REGISTRY[kind].bookkeeping]
+    alone = sum(ms for kind, ms in step_ms.items() if kind not in NOT_COMMIT and not (kind in REGISTRY and REGISTRY[kind].bookkeeping))
+    return round(alone + max(together, default=0.0), 3)
 
 
 # Every step kind a WAL entry may hold is registered before any entry is read.

@@ -79,6 +79,9 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         self._written_compacts: dict[int, tuple[int, int, str]] = {}
         #: The next compact file, built off the commit path (``log.compaction_preparation``).
         self.preparation = CompactionPreparation(self)
+        #: What else a writer takes as proof that a compact file it did not write itself was
+        #: checked line by line as it is now (``copy_vouched``); None: nothing else.
+        self.vouch: Callable[[int], bool] | None = None
 
     # -- interval and naming -----------------------------------------------------------------
 
@@ -241,8 +244,9 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         moves even when it keeps the size and sets the mtime back (``cp -p``, a restore). A
         storage that knows only size and mtime vouches for nothing here (an
         in-place rewrite of the same size within the same mtime tick would pass); nor does a
-        log object that did not write the file (the manifest adds its reader index)."""
-        return self.wrote_compact(batch_id)
+        log object that did not write the file - unless its writer gave it a ``vouch`` (the
+        manifest's: a matching reader index, ``manifest.manifest_index.index_matches``)."""
+        return self.wrote_compact(batch_id) or (self.vouch is not None and self.vouch(batch_id))
 
     def wrote_compact(self, batch_id: int) -> bool:
         """Whether this object wrote compact file ``batch_id`` - as header + the previous

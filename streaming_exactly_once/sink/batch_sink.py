@@ -40,7 +40,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import InputFile, SparkCheckpoint
 from ..commit.attempt import BatchAttempt, CommitResult
-from ..commit.step import commit_ms
+from ..commit.sequence import commit_ms
 from ..commit.writer import Writer
 from ..config import parse_duration_ms, reject_unknown
 from ..errors import ConcurrentWriterError, ConfigError, SinkInUseError

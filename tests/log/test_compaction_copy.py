@@ -116,11 +116,12 @@ def _entry(i):
 
 
 def test_the_manifest_copies_only_a_compact_file_its_index_vouches_for(tmp_path):
-    """Red team #14: a compact file damaged at rest must stop the writer with a named error, as
+    """A compact file damaged at rest must stop the writer with a named error, as
     reading it line by line does - never be copied forward. The manifest copies a compact file
     only when an index built from it as it is now exists (its builder parsed every line)."""
     import os
 
+    from streaming_exactly_once.commit.committer import vouch_by_index
     from streaming_exactly_once.manifest.manifest_index import write_index
     from streaming_exactly_once.manifest.manifest_log import ManifestLog
 
@@ -131,6 +132,7 @@ def test_the_manifest_copies_only_a_compact_file_its_index_vouches_for(tmp_path)
         log.add(b, [_entry(b * 100 + i) for i in range(50)])
     assert log.compact_range(3, context="test") is not None  # its own writer vouches for it
     other = ManifestLog(open_storage(str(tmp_path)), default_interval=4)  # a writer that took over
+    vouch_by_index(other)  # a committer's manifest takes a matching reader index as its voucher
     other.copy_threshold = 0
     assert other.compact_range(3, context="test") is None  # no index yet: read and checked
     assert write_index(storage, 3, other)
