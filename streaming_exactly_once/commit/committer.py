@@ -35,6 +35,7 @@ from ..table.commits_log import CommitRecord
 from ..table.identity import TableSpec
 from ..table.table_logs import TableLogs
 from .attempt import BatchAttempt, CommitResult, StagedFile, elapsed_ms, sources_step
+from .compaction_preparation import preparation_of
 from .delta_step import CommitDelta
 from .options import CommitterOptions
 from .recovery import INTENTS_SUBDIR, ManifestView, PublishedView
@@ -80,8 +81,8 @@ class TableCommitter(Writer):
         return list(self.logs.all_logs())
 
     def _prepare(self) -> None:
-        self.logs.require_manifest().preparation.advance()
-        self.logs.require_sources().preparation.advance()
+        preparation_of(self.logs.require_manifest()).advance()
+        preparation_of(self.logs.require_sources()).advance()
 
     def _history_is_large(self) -> bool:
         """Whether the manifest's newest compact file is one the storage copies (at least

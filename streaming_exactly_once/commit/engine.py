@@ -12,9 +12,9 @@ import logging
 import time
 
 from ..errors import DataNotDurableError, WriterFencedError
-from ..log.compaction_preparation import CommitGate
 from ..storage.base import Storage
 from .attempt import elapsed_ms
+from .compaction_preparation import CommitGate
 from .lease import Lease, fenced_cause
 from .recovery import discard_sequence
 from .sequence import CommitSequence

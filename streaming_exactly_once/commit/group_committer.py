@@ -54,6 +54,7 @@ from ..table.layout import COMMITS_DIR
 from ..table.table_logs import TableLogs
 from .attempt import BatchAttempt, CommitResult, StagedFile, sources_step
 from .committer import index_compact, vouch_by_index
+from .compaction_preparation import preparation_of
 from .delta_step import CommitDelta
 from .options import CommitterOptions
 from .recovery import PublishedView
@@ -146,9 +147,9 @@ class GroupCommitter(Writer):
         return logs
 
     def _prepare(self) -> None:
-        self.logs.require_sources().preparation.advance()
+        preparation_of(self.logs.require_sources()).advance()
         for table in list(self._touched):
-            self._members[table].logs.require_manifest().preparation.advance()
+            preparation_of(self._members[table].logs.require_manifest()).advance()
 
     # -- the tables ----------------------------------------------------------------------------
 
@@ -159,7 +160,7 @@ class GroupCommitter(Writer):
             members, self._members = list(self._members.values()), {}
         for member in members:
             for log_ in member.logs.all_logs():
-                log_.preparation.abort_upload()
+                preparation_of(log_).abort_upload()
 
     def member_logs(self, table: str) -> TableLogs:
         return self._member(table).logs
@@ -174,8 +175,9 @@ class GroupCommitter(Writer):
                 )
                 manifest = logs.require_manifest()
                 vouch_by_index(manifest)
-                manifest.preparation.owner = self.preparation_owner
-                manifest.preparation.gate = self.housekeeping.gate
+                preparation = preparation_of(manifest)
+                preparation.owner = self.preparation_owner
+                preparation.gate = self.housekeeping.gate
                 latest = manifest.latest_batch_id(refresh=True)
                 record = logs.commits.record(latest) if latest is not None else None
                 member = _Member(logs, -1 if latest is None else latest, (record.table_rows or 0) if record else 0)

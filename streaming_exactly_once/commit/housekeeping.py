@@ -25,10 +25,10 @@ from functools import partial
 from typing import Any
 
 from ..log.compactible_log import CompactibleLog
-from ..log.compaction_preparation import CommitGate
 from ..manifest.manifest_index import warm_up
 from ..storage.base import Storage
 from .attempt import elapsed_ms
+from .compaction_preparation import CommitGate, preparation_of
 from .janitor import PREPARE_LANE, Janitor
 from .lease import Lease
 from .sequence import CommitSequence, sync_files
@@ -108,7 +108,7 @@ class Housekeeping:
         if self.prepare_compactions:
             t_pace = time.perf_counter()
             for log_ in logs:
-                log_.preparation.keep_pace()
+                preparation_of(log_).keep_pace()
             ctx.timings["pace"] = elapsed_ms(t_pace)
 
     def queue_preparation(self, prepare: Callable[[], None]) -> None:
@@ -193,7 +193,7 @@ class Housekeeping:
     def stop_preparations(self, logs: Logs) -> None:
         """Stop the background compaction copies (a close or reopen discards their work files)."""
         for log_ in logs:
-            log_.preparation.stop()
+            preparation_of(log_).stop()
 
     def quiesce(self, logs: Logs) -> None:
         """Before a recovery: the background copies stopped and every queued task done."""
@@ -204,9 +204,10 @@ class Housekeeping:
         """Every work file of ``logs`` discarded; new ones named by this writer's epoch
         (``owner``) and paced by its commits."""
         for log_ in logs:
-            log_.preparation.discard_all()
-            log_.preparation.owner = owner
-            log_.preparation.gate = self.gate
+            preparation = preparation_of(log_)
+            preparation.discard_all()
+            preparation.owner = owner
+            preparation.gate = self.gate
 
     def drain(self) -> None:
         self.janitor.drain()
@@ -220,9 +221,9 @@ class Housekeeping:
         held = self.lease.holds()
         for log_ in logs:
             if held:
-                log_.preparation.discard()
+                preparation_of(log_).discard()
             else:
-                log_.preparation.abort_upload()  # by its own id: never the successor's
+                preparation_of(log_).abort_upload()  # by its own id: never the successor's
 
 
 _warm_up_lock = threading.Lock()

@@ -16,16 +16,16 @@ two compact files (so every reader derives ``k`` from their names; see ``log.com
 The deletion walks ids upward from the lowest undeleted one and stops at the first file that
 is still too young, so its cost per batch stays constant as history grows.
 
-Building a compact file ahead of its batch, off the commit path, is the job of
-``log.compaction_preparation``; ``add`` publishes such a file when one is ready and otherwise
-builds the compact file itself.
+A writer may build a compact file ahead of its batch, off the commit path, and attach that
+preparation to the log (``preparation``, ``commit.compaction_preparation``); ``add`` publishes
+such a file when one is ready and otherwise builds the compact file itself, as Spark does.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from ..errors import LogConflictError, MissingBatchError
 from ..storage.base import ByteRange, Piece, Storage, composed_files, join
@@ -39,10 +39,33 @@ from .compaction import (
     is_compaction_batch,
     valid_batches_before_compaction,
 )
-from .compaction_preparation import CompactionPreparation
 from .version import encode_line, header, parse_version
 
 T = TypeVar("T")
+
+
+class Preparation(Protocol):
+    """A compact file built ahead of its batch: ``add`` publishes it instead of building one."""
+
+    def holds(self, compact_id: int) -> bool:
+        """Whether a file for compaction batch ``compact_id`` is under way."""
+        ...
+
+    def publish(self, compact_id: int, own_tail: bytes, *, context: str) -> bool | None:
+        """Publish it as compact file ``compact_id`` with the batch's own records (``own_tail``)
+        appended: True, or False if the file existed; None: build it from the logs after all."""
+        ...
+
+
+class _NotPrepared:
+    def holds(self, compact_id: int) -> bool:
+        return False
+
+    def publish(self, compact_id: int, own_tail: bytes, *, context: str) -> bool | None:
+        return None
+
+
+NOT_PREPARED: Preparation = _NotPrepared()
 
 
 def now_ms() -> int:
@@ -77,8 +100,9 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         #: Compact files this object wrote, as (size, mtime_ms) right after writing them: their
         #: every line was checked or copied from a vouched file on the way in (``copy_vouched``).
         self._written_compacts: dict[int, tuple[int, int, str]] = {}
-        #: The next compact file, built off the commit path (``log.compaction_preparation``).
-        self.preparation = CompactionPreparation(self)
+        #: The next compact file, built ahead off the commit path by the writer
+        #: (``commit.compaction_preparation``); nothing is prepared unless it attaches one.
+        self.preparation: Preparation = NOT_PREPARED
         #: What else a writer takes as proof that a compact file it did not write itself was
         #: checked line by line as it is now (``copy_vouched``); None: nothing else.
         self.vouch: Callable[[int], bool] | None = None

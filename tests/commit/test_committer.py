@@ -6,6 +6,7 @@ from collections import Counter
 
 import pytest
 
+from streaming_exactly_once.commit.compaction_preparation import preparation_of
 from streaming_exactly_once.commit.wal import CommitSequenceStore
 from streaming_exactly_once.errors import ConcurrentWriterError, WriterFencedError
 from streaming_exactly_once.table.layout import STAGING_DIR, WAL_DIR
@@ -454,7 +455,7 @@ def test_the_next_compaction_is_prepared_from_the_start_not_after_the_first_batc
     second = make_committer(local_storage, compact_interval=3)
     second.open()
     second.janitor.drain()  # the background task the open queued
-    work = second.logs.manifest.preparation._work
+    work = preparation_of(second.logs.manifest)._work
     assert work is not None and work.compact_id == 5 and work.included == [2, 3], work  # compact 2 and delta 3
     for b in range(4, 8):
         stage_and_commit(second, "q1", b, [b * 10, b * 10 + 1])

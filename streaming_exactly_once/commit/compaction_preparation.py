@@ -82,19 +82,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
+from ..log.batch_log import COMPACT_SUFFIX, PREP_SUFFIX
+from ..log.compactible_log import CompactibleLog
+from ..log.compaction import is_compaction_batch, next_compaction_batch, valid_batches_before_compaction
+from ..log.version import header
 from ..storage.base import ByteRange, ComposedUploads, PendingUpload, PreparedFiles, composed_uploads, join, prepared_files
-from .batch_log import COMPACT_SUFFIX
-from .compaction import is_compaction_batch, next_compaction_batch, valid_batches_before_compaction
-from .version import header
-
-if TYPE_CHECKING:
-    from .compactible_log import CompactibleLog
 
 log = logging.getLogger("streaming_exactly_once.compaction")
-
-PREP_SUFFIX = ".prep"
 
 #: Bytes of the previous compact file copied (and written back) between two rests.
 SLICE_BYTES = 1 << 20
@@ -555,3 +551,14 @@ class CompactionPreparation:
         for entry in self.log.storage.list_dir(self.log.directory):
             if entry.name.startswith(".") and entry.name.endswith(PREP_SUFFIX):
                 self.log.storage.delete(entry.path)
+
+
+def preparation_of(log_: CompactibleLog[Any]) -> CompactionPreparation:
+    """The preparation of ``log_``'s next compact files, attached to it on first use: the log's
+    ``add`` then publishes the prepared file (``CompactibleLog.preparation``)."""
+    found = log_.preparation
+    if isinstance(found, CompactionPreparation):
+        return found
+    prepared = CompactionPreparation(log_)
+    log_.preparation = prepared
+    return prepared
