@@ -6,7 +6,7 @@ decided by ``ManifestLog`` alone. Each file is then read the fastest safe way:
 1. a compact file with a matching Parquet index (``manifest.manifest_index``): read the index;
 2. otherwise, with pyarrow installed, Arrow's multi-threaded JSON reader with the fixed
    ``SinkFileStatus`` schema - a compact file streamed a block at a time
-   (``manifest_index.stream_entries``), never held whole, a delta file (a batch's few entries)
+   (``manifest.entry_arrow.stream_entries``), never held whole, a delta file (a batch's few entries)
    read whole;
 3. otherwise - or when Arrow rejects a file - the strict pure-Python parser of the log layer,
    which also produces the precise error (file, batch, line) for a damaged file.
@@ -29,7 +29,8 @@ from typing import Any
 from ..log.codec import RecordError
 from ..log.compaction import is_compaction_batch
 from ..manifest.entry import SUSPICIOUS_PATH, check_entry_path
-from ..manifest.manifest_index import HEADER_LINES, parse_entries_arrow, read_index, stream_entries
+from ..manifest.entry_arrow import HEADER_LINES, parse_entries_arrow, stream_entries
+from ..manifest.manifest_index import read_index
 from ..manifest.manifest_log import ManifestLog
 
 
