@@ -1,33 +1,12 @@
 """Recovery: bring a table back to a clean state before a writer commits anything new.
 
-Run by the lease owner, once per process and after any failed batch, before the next batch:
-
-1. **Roll forward** every pending WAL entry that may have published or may still publish:
-   ``M == L + 1`` (the next batch after the latest manifest batch ``L``) or ``M <= L`` whose
-   manifest file holds its entries (published, bookkeeping unfinished). Each step is verified
-   and executed only if not done; then the entry is deleted. A claim of an *earlier* epoch is
-   rolled forward only once its ``commit`` verdict holds (``commit.attempt_verdict``): if the
-   attempt was already judged ``abort`` - a fenced writer claimed it after a takeover, and its
-   data is gone - the claim is discarded instead.
-2. **Discard** any other WAL entry (its batch was committed by another attempt, or it was aborted
-   before its claim), together with what is left of its data.
-3. **Abort** staging directories that no WAL entry refers to (attempts that never reached their
-   claim): their staged data - and, in ``direct`` mode, the data files their intents name - was
-   never visible and is deleted. Only attempts of this writer's epoch or earlier ones (the epoch
-   is in the staging name), and an earlier epoch's only after its ``abort`` verdict holds.
-4. **Forget intents** (offsets records an older release wrote before staging) of manifest
-   batches after ``L``.
-5. **Remove dead temp files** (``table.temp_files``): the hidden temp siblings and compaction
-   work files an earlier writer left in the metadata directories when it was killed mid-write
-   - those last written before this writer's epoch file was created, never
-   its own. Their writer can only fail for it, never publish something else.
-
-Every destructive step is preceded by a fence check: a writer that lost the table meanwhile
-stops. A writer frozen *after* such a check cannot do harm either: the verdicts make its view
-irrelevant for earlier epochs' attempts, and newer epochs' attempts are never its to touch.
-Nothing here lists a data directory; the cost depends on what is pending, not on history -
-except step 5, which lists the metadata directories once (as many files as retention keeps;
-nothing on an object store, where no temp files exist).
+Run by the lease owner, once per process and after any failed batch, in phases (one function
+each): roll forward every claim that may have published or is next, discard the others - an
+earlier epoch's claims as their verdict says (``commit.attempt_verdict``); abort staging
+directories no claim names; forget intents of batches after the latest; remove dead temp files
+of earlier writers (``table.temp_files``). Every destructive step is preceded by a fence check,
+and nothing deletes a file a published manifest entry names (``PublishedFiles``). The cost
+depends on what is pending, not on history. ``docs/design/recovery.md`` explains each phase.
 """
 
 from __future__ import annotations
