@@ -9,7 +9,8 @@
       begin(Q, b)                    -> M = L + 1; fence check; a new attempt (nothing written)
       ...the caller stages data...   -> rename mode: under _seo/staging/M-<attempt>/
                                         direct mode: final names, an intent file per data file
-      commit(attempt, files)         -> build the sequence [move] manifest [delta] offsets sources commit cleanup
+      commit(attempt, files)         -> check the batch's schema against the table's (commit.table_schema)
+                                        build the sequence [move] [schema] manifest [delta] offsets sources commit cleanup
                                         put _seo/wal/M        (create-if-absent: the claim on M),
                                                               while the staged files are fsync'd
                                         fence check           (a writer fenced before it claimed stops here)
@@ -66,15 +67,18 @@ from ..table.commits_log import CommitRecord
 from ..table.identity import TableIdentity, ensure_identity, note_root, read_identity
 from ..table.layout import PROBE_DIR, staging_dir
 from ..table.offsets_log import OffsetsRecord
+from ..table.schema_log import SchemaRecord
 from ..table.sources_log import SourceFileRecord
 from ..table.table_logs import TableLogs
 from .delta_step import CommitDelta
 from .janitor import PREPARE_LANE, Janitor
 from .lease import Lease, fenced_cause
 from .recovery import INTENTS_SUBDIR, RecoveryReport, check_logs_consistent, discard_sequence, recover
+from .schema_step import WriteSchema
 from .sequence import CommitSequence, sync_files
 from .step import CommitStep, Distribute, StepContext
 from .steps import CleanupStaging, FileMove, MoveFiles, PublishManifest, WriteCommit, WriteOffsets, WriteSources
+from .table_schema import TableSchema
 from .wal import CommitSequenceStore
 
 log = logging.getLogger("streaming_exactly_once.commit")
@@ -105,6 +109,8 @@ class CommitterOptions:
     delta: DeltaSettings | None = None
     #: False: the manifest is kept under ``_seo/manifest``, out of Spark's file-source readers' sight
     spark_manifest: bool = True
+    #: what a batch may change in the table's schema (``table.schema_rules.EVOLUTION_MODES``)
+    schema_evolution: str = "none"
 
 
 @dataclass(frozen=True)
@@ -203,6 +209,10 @@ class TableCommitter:
         self.delta_targets: dict[str | None, DeltaTarget] = {}
         #: this committer's threads for what a commit overlaps (``storage.io_threads``)
         self.pool = OwnedPool("commit", 4)
+        #: the table's schema, loaded at ``open`` (``commit.table_schema``)
+        self.schemas = TableSchema(
+            storage, evolution=options.schema_evolution, file_format=options.format, delta=options.delta is not None
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -268,6 +278,7 @@ class TableCommitter:
                     log_.write_empty_baseline(self.identity.first_batch_id - 1)
             check_logs_consistent(self.logs, self.latest_batch_id, self.identity.first_batch_id)
             self._check_delta()
+            self._load_schema()
             latest_records = self.logs.commits.latest_per_query()
         except BaseException:
             # The table needs a person (the error says what to do): free it for `seo recover` at once.
@@ -356,6 +367,17 @@ class TableCommitter:
                 path=target.log_uri,
                 table=self.storage.root_uri,
             )
+
+    def _load_schema(self) -> None:
+        """The table schema batches are checked against (``commit.table_schema``); an existing
+        Delta table without batches of ours starts from its Delta log's schema."""
+        assert self.identity is not None
+        target = self.delta if self.latest_batch_id < 0 else None
+        self.schemas.load(
+            self.latest_batch_id, commits=self.logs.commits, first_batch_id=self.identity.first_batch_id,
+            partition_by=self.identity.partition_by, fence=self.lease.check_fence,
+            delta_schema=target.schema_json() if target is not None else None, delta_log=target.log_uri if target is not None else None,
+        )
 
     def _load_state(self, newest: CommitRecord | None) -> None:
         """Extra state from the newest commit record (a group's datasets); nothing for a table."""
@@ -522,13 +544,16 @@ class TableCommitter:
             return CommitResult(attempt.query_id, attempt.spark_batch_id, "empty", timings=dict(attempt.timings))
         t_plan = time.perf_counter()
         m = attempt.batch_id
+        new_schema = self._schema_record(attempt, schema)
         entries = [ManifestEntry.for_file(self.storage.uri(f.final), size=f.size, modification_time=f.mtime_ms) for f in files]
-        delta_step = self._delta_step(attempt, files, schema)
+        delta_step = self._delta_step(attempt, files, schema, new_schema.schema if new_schema is not None else None)
         if delta_step is not None and m == 0:
             entries = self._adopted_entries() + entries
         steps: list[CommitStep] = []
         if attempt.mode == "rename":
             steps.append(MoveFiles(moves=[FileMove(f.staged or "", f.final, f.size) for f in files]))
+        if new_schema is not None:  # before the visibility point: who sees the batch finds its schema
+            steps.append(WriteSchema(record=new_schema))
         steps.append(PublishManifest(batch_id=m, entries=entries))
         if delta_step is not None:
             steps.append(delta_step)
@@ -553,17 +578,30 @@ class TableCommitter:
             steps.append(CleanupStaging(path=f"{attempt.staging_dir}/{INTENTS_SUBDIR}"))
         seq = self._sequence(attempt, steps, now_ms)
         ctx = self._run_sequence(attempt, seq, t_plan)
+        self.schemas.committed(new_schema, m)
         if self.options.build_manifest_index and is_compaction_batch(m, self.logs.require_manifest().interval):
             self.janitor.submit_latest("index", lambda: index_compact(self.logs, m))
         return self._committed_batch(attempt, record, input_files, ctx)
 
-    def _delta_step(self, attempt: BatchAttempt, files: Sequence[StagedFile], schema: str | None) -> CommitDelta | None:
-        """The batch's Delta commit, after checking (before any claim) that the table takes it."""
+    def _schema_record(self, attempt: BatchAttempt, schema: str | None) -> SchemaRecord | None:
+        """Check (before any claim) that the batch's files fit the table schema; the schema
+        record the batch writes, if it creates or changes the schema (``commit.table_schema``)."""
+        if schema is None:
+            return None  # a caller that knows no schema (tests of the protocol alone)
+        what = f"Batch {attempt.spark_batch_id} of query {attempt.query_id}"
+        verdict = self.schemas.check_files(schema, self.options.partition_by, what=what)
+        return self.schemas.record_for(verdict, attempt.batch_id, self.options.partition_by)
+
+    def _delta_step(
+        self, attempt: BatchAttempt, files: Sequence[StagedFile], schema: str | None, table_schema: str | None = None
+    ) -> CommitDelta | None:
+        """The batch's Delta commit, after checking (before any claim) that the table takes it.
+        ``table_schema``: the table's schema after the batch, when the batch changes it."""
         target = self.delta
         if target is None:
             return None
         t0 = time.perf_counter()
-        target.check_batch(schema, self.options.partition_by)
+        target.check_batch(schema, self.options.partition_by, table_schema=table_schema)
         attempt.timings["deltaCheck"] = _ms(t0)
         return CommitDelta(
             batch_id=attempt.batch_id,
@@ -571,6 +609,7 @@ class TableCommitter:
             files=[DeltaFile(f.final, f.size, f.mtime_ms) for f in files],
             partition_by=tuple(self.options.partition_by),
             schema=schema,
+            table_schema=table_schema,
             settings=target.settings,
             info={"queryId": attempt.query_id, "sparkBatchId": str(attempt.spark_batch_id)},
         )

@@ -39,6 +39,7 @@ from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import InputFile, SparkCheckpoint
 from ..commit.committer import BatchAttempt, CommitResult, TableCommitter
 from ..commit.step import commit_ms
+from ..commit.table_schema import read_only_schema
 from ..config import reject_unknown
 from ..errors import ConcurrentWriterError, ConfigError, SinkInUseError
 from ..storage import open_storage
@@ -47,6 +48,7 @@ from .input_filter import CommittedInputFilter
 from .options import SinkOptions, StagingMode
 from .progress import observe_stream
 from .query_identity import QueryIdentity, is_connect, local_query_id, resolve_identity
+from .schema_fit import conformer
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
@@ -256,8 +258,10 @@ class BatchSink(Generic[CommitterT]):
             )
         self._checkpoint = checkpoint_location
         remote = is_connect(stream_df)
+        self._check_start(stream_df)  # columns first: nothing is touched for a misspelt one
         if not remote:
             self._take_table()
+        self._check_start_schema(stream_df, holds_table=not remote)
         if self.options.progress_metrics and self.options.watermark_columns:
             # only where it adds what Spark's progress lacks: min/max of the watermark columns
             # (an observation in the plan costs about 3 % of a batch's write, #14)
@@ -454,6 +458,32 @@ class BatchSink(Generic[CommitterT]):
                 key="partition_by",
             )
 
+    # -- the table's schema (``sink.schema_fit``, ``commit.table_schema``) --------------------
+
+    def _check_start(self, stream_df: DataFrame) -> None:
+        """At ``start``: the columns the options name are in the stream (``ConfigError``)."""
+        self._check_columns(stream_df)
+
+    def _check_start_schema(self, stream_df: DataFrame, *, holds_table: bool) -> None:
+        """At ``start``: a stream whose schema the table would refuse fails now, with the same
+        ``SchemaMismatchError`` as its first batch would, before its query runs. Without the
+        table (Spark Connect takes it at the first batch) the schema is read, nothing written."""
+        options = self.options.committer_options()
+        schemas = self.committer.schemas if holds_table else read_only_schema(
+            self.storage, evolution=options.schema_evolution, file_format=options.format, delta=options.delta is not None
+        )
+        try:
+            schemas.check(stream_df.schema.json(), self.options.partition_by, what="The stream")
+        except BaseException:
+            if holds_table:
+                self._release(120.0)  # the query never starts: the next writer need not wait
+            raise
+
+    def _fit_schema(self, df: DataFrame, what: str) -> Callable[[DataFrame], DataFrame]:
+        """The batch against the table's schema, before anything of it is written
+        (``SchemaMismatchError``); the projection that gives it the table's columns and types."""
+        return conformer(self.committer.schemas.check(df.schema.json(), self.options.partition_by, what=what))
+
     def _distribute_with(self, df: DataFrame) -> None:
         """Let the commit run very large move lists on the cluster's workers."""
         if self.committer.distribute is not None or is_connect(df):
@@ -483,6 +513,7 @@ class BatchSink(Generic[CommitterT]):
             log.info("skipping batch %d of query %s: already committed", batch_id, qid)
             return CommitResult(qid, batch_id, "duplicate")
         self._check_columns(df)
+        fit = self._fit_schema(df, f"Batch {batch_id} of query {qid}")
         checkpoint = self._spark_checkpoint(identity.checkpoint, qid) if identity.checkpoint else None
         offsets = checkpoint.offsets(batch_id) if checkpoint else None
         inputs = checkpoint.input_files(batch_id) if checkpoint else None
@@ -504,7 +535,7 @@ class BatchSink(Generic[CommitterT]):
             attempt.timings["prepare"] = round((time.perf_counter() - t_prepare) * 1000, 3)
             committed = self.committer.committed_input_paths() if inputs else set()
             batch_inputs = CommittedInputFilter(df, inputs or [], committed, batch_id=batch_id, query_id=qid)
-            result = self._stage_and_commit(batch_inputs.df, attempt, batch_inputs, offsets)
+            result = self._stage_and_commit(fit(batch_inputs.df), attempt, batch_inputs, offsets)
         self.counters["skipped_rows"] += batch_inputs.skipped_rows()
         if result.status == "committed":
             self._emit(result)

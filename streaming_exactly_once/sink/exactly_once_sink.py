@@ -10,9 +10,12 @@ Per batch (details in ``commit.committer``)::
 
     (query id, batch id) committed? --yes--> skip (Spark replayed it)
           | no
+    schema fits the table's? --no--> SchemaMismatchError, nothing written (sink.schema_fit)
+          | yes (cast/filled to it)
     intent _seo/offsets/M --> drop rows of already-committed input files --> stage the data
           (rename: Spark writer under _seo/staging; direct: executors write final names)
-    --> WAL _seo/wal/M (create-if-absent) --> [move files] --> _spark_metadata/M  <- visible here
+    --> WAL _seo/wal/M (create-if-absent) --> [move files] --> [_seo/schema/M: first or evolving batch]
+    --> _spark_metadata/M  <- visible here
     --> _seo/sources/M --> _seo/commits/M --> clean staging --> delete WAL
 
 A crash anywhere rolls forward (after the WAL) or back (before it) on restart, never both.
@@ -83,6 +86,12 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
         delta_checkpoint_interval, delta_log_retention: ``format="delta"`` only: Delta table
             properties the first batch creates the table with (checkpoint every N versions,
             default 10; how long Delta keeps its log, default Delta's 30 days).
+        schema_evolution: what a batch may change in the table's schema, which is recorded at the
+            first batch and checked before anything of a batch is written (``SchemaMismatchError``):
+            ``"none"`` (default), ``"add_columns"`` (new columns are added, nullable) or
+            ``"add_and_widen"`` (also integer -> long, float -> double; not for Delta). A batch
+            with a column narrower than the table's, or without a nullable one, is cast or filled
+            to the table's schema in any mode. See ``docs/schema.md``.
         options: deprecated name of ``writer_options`` (a ``DeprecationWarning``).
     """
 
@@ -116,6 +125,7 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
         spark_manifest: bool = True,
         delta_checkpoint_interval: int = 10,
         delta_log_retention: Duration | None = None,
+        schema_evolution: str = "none",
         options: Mapping[str, str] | None = None,
     ) -> None:
         sink_options = SinkOptions.build(
@@ -128,7 +138,7 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
             step_retries=step_retries, description=description, on_commit=on_commit,
             storage_wrapper=storage_wrapper, progress_metrics=progress_metrics,
             spark_manifest=spark_manifest, delta_checkpoint_interval=delta_checkpoint_interval,
-            delta_log_retention=delta_log_retention, options=options,
+            delta_log_retention=delta_log_retention, schema_evolution=schema_evolution, options=options,
         )
         sink_options.validate_delta(sink_options.format == "delta")
         super().__init__(table, sink_options)

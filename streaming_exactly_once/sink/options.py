@@ -14,6 +14,11 @@ Every option is keyword-only on the sinks, with the same name here - the public 
 checkpoint every N versions, default 10) and ``delta_log_retention`` (how long Delta keeps log
 entries, i.e. how far back Delta time travel reaches; default Delta's 30 days). The last two
 are table properties, set when the first batch creates the Delta table.
+
+``schema_evolution`` says what a batch may change in the table's schema, which every batch is
+checked against before anything of it is written (``commit.table_schema``): ``none`` (default),
+``add_columns`` (new columns are added, nullable) or ``add_and_widen`` (also wider types:
+integer to long, float to double; not for Delta tables). See ``docs/schema.md``.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from ..delta.target import DeltaSettings
 from ..errors import ConfigError
 from ..log.compaction import interval_is_spark_safe
 from ..storage.base import Storage
+from ..table.schema_rules import EVOLUTION_MODES, EVOLVING_FORMATS
 from .arrow_file_writer import EXTENSIONS
 from .checks import Check
 from .outputs import Output, resolve_outputs
@@ -46,6 +52,17 @@ STAGING_MODES = ("rename", "direct")
 DIRECT_FORMATS = (*EXTENSIONS, "delta")
 #: Options that mean something only with ``format="delta"``.
 DELTA_ONLY = ("spark_manifest", "delta_checkpoint_interval", "delta_log_retention_ms")
+
+
+def check_evolving_format(evolution: str, format: str) -> None:
+    """``schema_evolution`` other than ``none`` needs files that carry their schema."""
+    if evolution != "none" and format not in EVOLVING_FORMATS:
+        raise ConfigError(
+            f"schema_evolution={evolution!r} needs a format whose files carry their schema ({', '.join(EVOLVING_FORMATS)}); "
+            f"{format} files are read by position or were not verified with added columns. Keep schema_evolution='none' "
+            "(batches must then have the table's columns), or write parquet.",
+            key="schema_evolution",
+        )
 
 
 def default_staging_mode(storage: Storage) -> StagingMode:
@@ -103,6 +120,8 @@ class SinkOptions:
     spark_manifest: bool = True
     delta_checkpoint_interval: int = 10
     delta_log_retention_ms: int | None = None
+    #: what a batch may change in the table's schema (``table.schema_rules.EVOLUTION_MODES``)
+    schema_evolution: str = "none"
 
     @classmethod
     def build(
@@ -134,6 +153,7 @@ class SinkOptions:
         spark_manifest: bool = True,
         delta_checkpoint_interval: int = 10,
         delta_log_retention: Duration | None = None,
+        schema_evolution: str = "none",
         options: Mapping[str, str] | None = None,
     ) -> SinkOptions:
         """The options from the sinks' keyword arguments (same names, same defaults): parses
@@ -179,6 +199,7 @@ class SinkOptions:
             spark_manifest=spark_manifest,
             delta_checkpoint_interval=delta_checkpoint_interval,
             delta_log_retention_ms=_duration_ms(delta_log_retention, key="delta_log_retention"),
+            schema_evolution=schema_evolution,
         )
         opts.validate()
         return opts
@@ -218,6 +239,8 @@ class SinkOptions:
             raise ConfigError(f"partition_by lists {dupes[0]!r} twice", key="partition_by")
         if self.on_commit is not None and not callable(self.on_commit):
             raise ConfigError("on_commit must be a callable taking one dict", key="on_commit")
+        parse_choice(self.schema_evolution, key="schema_evolution", choices=EVOLUTION_MODES)
+        check_evolving_format(self.schema_evolution, self.format)
 
     def validate_delta(self, writes_delta: bool) -> None:
         """Refuse the ``format="delta"``-only options unless the sink writes a Delta table
@@ -264,6 +287,7 @@ class SinkOptions:
             step_retries=self.step_retries,
             description=self.description,
             writer_options=tuple(sorted((str(k), str(v)) for k, v in self.writer_options.items())),
+            schema_evolution=self.schema_evolution,
         )
 
 
