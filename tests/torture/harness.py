@@ -34,14 +34,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streaming_exactly_once.testing.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY
+from streaming_exactly_once.testing.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY, SCHEMA_ONLY
 
 REPO = Path(__file__).resolve().parents[2]
 
 #: A dataset group's commit (``--forks``): no single-table manifest step, no direct-mode cleanup.
-GROUP_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-manifest", "after-cleanup", *DELTA_ONLY)]
-RENAME_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-cleanup", *GROUP_ONLY, *DELTA_ONLY)] + ["after-manifest+3ms"]
-DIRECT_BOUNDARIES = [b for b in BOUNDARIES if b not in ("mid-move", "after-move", *GROUP_ONLY, *DELTA_ONLY)] + ["after-manifest+3ms"]
+#: (A driver's table changes its schema at its first batch only: ``after-schema`` is killed at in
+#: ``tests/commit/test_schema_crash.py``, around commits that change it.)
+GROUP_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-manifest", "after-cleanup", *DELTA_ONLY, *SCHEMA_ONLY)]
+RENAME_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-cleanup", *GROUP_ONLY, *DELTA_ONLY, *SCHEMA_ONLY)] + ["after-manifest+3ms"]
+DIRECT_BOUNDARIES = [b for b in BOUNDARIES if b not in ("mid-move", "after-move", *GROUP_ONLY, *DELTA_ONLY, *SCHEMA_ONLY)] + ["after-manifest+3ms"]
 #: A ``format="delta"`` table (``delta``): ``after-manifest`` is the instant before its Delta
 #: commit, ``after-manifest+3ms`` usually inside it (delta-rs writing ``_delta_log/N.json`` or a
 #: checkpoint), ``after-delta`` the instant after it, ``after-delta+3ms`` the next steps' first writes.
