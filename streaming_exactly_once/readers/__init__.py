@@ -6,6 +6,7 @@
     read.arrow(...), read.pandas(...), read.polars(...), read.duckdb(..., con)
     read.batches(...)                                # history: rows, files, commit time per batch
     read.delta_version(path, as_of=120)              # format="delta": the Delta version of batch 120
+    read.schema(path, as_of=120)                     # the table's Spark schema (JSON) as of batch 120
 
 Importing this module needs neither pyspark nor pyarrow (the reader modules import their engine
 when called); each reader says which extra to install when its engine is missing. Every reader
@@ -19,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .arrow_reader import arrow, dataset
+from .batch_schema import table_schema as schema
 from .committed_files import CommittedFiles
 from .delta_versions import delta_version
 from .engines import duckdb, pandas, polars
@@ -41,5 +43,5 @@ def files(
 
 __all__ = [
     "BatchInfo", "CommittedFiles", "arrow", "batches", "committed_files", "dataset", "delta_version", "duckdb", "files",
-    "pandas", "polars", "spark",
+    "pandas", "polars", "schema", "spark",
 ]

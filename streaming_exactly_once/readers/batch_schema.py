@@ -14,12 +14,19 @@ from __future__ import annotations
 
 import logging
 import posixpath
+from collections.abc import Mapping
+from typing import Any
 
+from ..errors import InvalidAsOfError
 from ..manifest.paths import parse_partition_dir
 from ..table.commits_log import CommitsLog
-from ..table.identity import TableIdentity
+from ..table.identity import TableIdentity, read_identity
 from ..table.schema_log import schema_as_of as table_schema_as_of
+from ..table.table_logs import open_manifest
 from .arrow_schema import schema_fields
+from .as_of import check_as_of
+from .manifest_checks import latest_batch
+from .table_location import locate
 
 log = logging.getLogger("streaming_exactly_once.readers")
 
@@ -57,3 +64,24 @@ def partitions_from_paths(relative: list[str]) -> tuple[str, ...]:
     if not relative:
         return ()
     return tuple(c for c, _ in parse_partition_dir(posixpath.dirname(relative[0])))
+
+
+def table_schema(path: str, *, as_of: int | None = None, storage_options: Mapping[str, Any] | None = None) -> str | None:
+    """The Spark schema JSON the readers read batch ``as_of`` (default: the latest) of ``path``
+    with - what vanilla Spark needs to be given to read a table whose types were widened::
+
+        spark.read.schema(StructType.fromJson(json.loads(read.schema(path)))).parquet(path)
+
+    None for a table without a recorded schema."""
+    as_of = check_as_of(as_of)
+    storage = locate(path, storage_options).storage
+    identity = read_identity(storage)
+    if identity is None:
+        return None
+    commits = CommitsLog(storage, interval=identity.compact_interval)
+    latest = latest_batch(storage, identity, open_manifest(storage, identity), commits=commits)
+    if latest is None:
+        return None
+    if as_of is not None and as_of > latest:
+        raise InvalidAsOfError(f"as_of={as_of}: table {storage.root_uri} has no batch {as_of}; its latest batch is {latest}.", as_of=as_of)
+    return schema_as_of(commits, identity, latest if as_of is None else as_of)[0]

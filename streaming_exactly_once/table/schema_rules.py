@@ -205,15 +205,16 @@ def compare(
             result.append(t)
             continue
         old, new = shape(t["type"]), shape(b["type"])
+        pair = (old, new) if isinstance(old, str) and isinstance(new, str) else None  # atomic types only widen
         if old == new:
             result.append(t)
-        elif (new, old) in WIDENINGS:
+        elif pair is not None and (new, old) in WIDENINGS:
             casts.append(name)  # narrower than the table: cast up, the files keep the table's type
             result.append(t)
-        elif (old, new) in WIDENINGS and widens:
+        elif pair is not None and pair in WIDENINGS and widens:
             changes.append(f"widened {name!r}: {old} -> {new}")
             result.append({**t, "type": b["type"]})
-        elif (old, new) in WIDENINGS:
+        elif pair is not None and pair in WIDENINGS:
             why = ("Delta tables are not widened by this library (Delta's typeWidening feature)" if delta
                    else f"{file_format} files are not widened" if file_format not in WIDENING_FORMATS
                    else "a wider type needs schema_evolution='add_and_widen'")
