@@ -256,6 +256,12 @@ class SinkOptions:
         if not isinstance(self.spark_manifest, bool):
             raise ConfigError(f"spark_manifest must be true or false, got {self.spark_manifest!r}", key="spark_manifest")
         parse_int(self.delta_checkpoint_interval, key="delta_checkpoint_interval", minimum=1)
+        if self.schema_evolution == "add_and_widen":
+            raise ConfigError(
+                "schema_evolution='add_and_widen' does not apply to format='delta': Delta widens a column's type only with "
+                "its typeWidening table feature, which this library does not manage. Use schema_evolution='add_columns'.",
+                key="schema_evolution",
+            )
         if self.delta_log_retention_ms is not None and self.delta_log_retention_ms < 1000:
             raise ConfigError(f"delta_log_retention must be at least 1s, got {self.delta_log_retention_ms} ms", key="delta_log_retention")
 
