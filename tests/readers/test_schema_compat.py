@@ -47,6 +47,7 @@ def test_widened_columns_need_the_schema_given_to_spark(spark, tmp_path):
     assert _spark(spark, tmp_path / "t", schema="id LONG, v DOUBLE") == ("struct<id:bigint,v:double>", [(1, 0.5), (2, 1.5)])
     wide = pa.schema([("id", pa.int64()), ("v", pa.float64())])
     assert ds.dataset(files, schema=wide).to_table().to_pydict() == {"id": [1, 2], "v": [0.5, 1.5]}  # our Arrow readers
+    _raw_engines(files, both=[(1, 0.5), (2, 1.5)])
     short = _files(tmp_path / "s", pa.table({"id": pa.array([1], pa.int16())}), pa.table({"id": pa.array([2], pa.int64())}))
     assert _spark(spark, tmp_path / "s", schema="id LONG")[1] == [(1,), (2,)]  # short -> long too
     assert ds.dataset(short, schema=pa.schema([("id", pa.int64())])).to_table().column("id").to_pylist() == [1, 2]
@@ -60,6 +61,17 @@ def test_added_columns_need_merge_schema_or_the_schema_given(spark, tmp_path):
     assert _spark(spark, tmp_path / "t", schema="id LONG, extra STRING") == expected
     full = pa.schema([("id", pa.int64()), ("extra", pa.string())])
     assert ds.dataset(files, schema=full).to_table().to_pydict() == {"id": [1, 2], "extra": [None, "x"]}
+    _raw_engines(files, both=[(1, None), (2, "x")])
+
+
+def _raw_engines(files: list[str], *, both) -> None:
+    """Polars and DuckDB on the files themselves (our readers hand them the Arrow dataset instead)."""
+    import duckdb
+    import polars as pl
+
+    with pytest.raises(pl.exceptions.PolarsError):
+        pl.scan_parquet(files).collect()
+    assert sorted(duckdb.sql(f"select * from read_parquet({files!r}, union_by_name=true)").fetchall()) == both
 
 
 def test_a_changed_type_is_read_by_no_reader_as_it_was_written(spark, tmp_path):
@@ -69,3 +81,4 @@ def test_a_changed_type_is_read_by_no_reader_as_it_was_written(spark, tmp_path):
     assert _spark(spark, tmp_path / "t", schema="id LONG") == "PARQUET_COLUMN_DATA_TYPE_MISMATCH"
     with pytest.raises(pa.ArrowInvalid):  # Arrow casts what parses ("3") and fails on the rest
         ds.dataset(files, schema=pa.schema([("id", pa.int64())])).to_table()
+    _raw_engines(files, both=[("1",), ("x",)])  # DuckDB unifies to string

@@ -79,7 +79,7 @@ def test_a_type_change_is_refused_and_the_table_still_reads(spark, tmp_path):
     assert str(err.value).splitlines()[2].split()[:3] == ["id", "long", "string"]
     assert sorted(p.name for p in (tmp_path / "ckpt" / "offsets").iterdir() if p.name.isdigit()) == ["0"]
     other = ExactlyOnceSink(str(tmp_path / "t"), partition_by=["p"], lease_timeout="60s")
-    other.open()  # would wait for a held lease: the refused start released it
+    other.open()  # a held lease would refuse it (ConcurrentWriterError): the refused start released it
     other.close()
     # the same stream as a plain foreachBatch: refused at its batch, before anything is staged
     error = run(spark, tmp_path, as_string, foreach_batch=True)
