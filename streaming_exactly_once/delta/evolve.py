@@ -23,8 +23,9 @@ first (``check_evolution``, Delta's ``mergeSchema`` rule for an append).
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -34,7 +35,11 @@ from .files import DeltaFile, partition_values
 from .schema import fields_of
 from .stats import stats_json
 
+log = logging.getLogger("streaming_exactly_once.delta")
+
 LOG_DIR = "_delta_log"
+#: delta.checkpointInterval where a table does not set it (delta-rs checkpoints every 100 versions then).
+DEFAULT_CHECKPOINT_INTERVAL = 100
 ENGINE = "streaming-exactly-once"
 #: What delta-rs leaves unencoded in a path segment (RFC 3986 ``pchar`` minus ``%``), besides ``/``.
 _SAFE = "/!$&'()*+,;=:@~"
@@ -118,3 +123,17 @@ def commit_lines(
 def write_commit(storage: Storage, version: int, data: bytes) -> None:
     """Create ``_delta_log/<version>.json``; ``FileExistsError`` if another commit took it."""
     storage.put_if_absent(f"{LOG_DIR}/{version:020d}.json", data)
+
+
+def checkpoint_if_due(load: Callable[[], Any], version: int, *, log_uri: str) -> None:
+    """After a commit written here: the checkpoint delta-rs's post-commit hook would have written,
+    at versions ``k * delta.checkpointInterval - 1``. ``load`` gives the table at its latest
+    version. A failure is logged, never raised: the batch is committed, a later checkpoint covers it."""
+    try:
+        table = load()
+        config = table.metadata().configuration or {}
+        interval = int(config.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
+        if interval > 0 and (version + 1) % interval == 0 and table.version() == version:
+            table.create_checkpoint()
+    except Exception as exc:
+        log.warning("Delta checkpoint of %s at version %d failed (the batch is committed): %s", log_uri, version, exc)

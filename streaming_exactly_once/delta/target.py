@@ -57,7 +57,7 @@ from ..errors import DeltaSchemaMismatchError, DeltaTableError, InvalidAsOfError
 from ..log.record_fields import json_field
 from ..storage.base import Storage
 from .engine import deltalake, object_store_options, table_uri
-from .evolve import check_evolution, commit_lines, evolves, write_commit
+from .evolve import check_evolution, checkpoint_if_due, commit_lines, evolves, write_commit
 from .files import DeltaFile, add_actions
 from .schema import check_fits, check_partition_types, fields_of
 
@@ -310,7 +310,7 @@ class DeltaTarget:
                             metadata=table.metadata(), table_schema=table_schema, app_id=self.app_id, batch_id=batch_id,
                             files=files, info=info, table=self.storage.root_uri,
                         ))
-                        self._checkpoint_if_due(base + 1)
+                        checkpoint_if_due(self.load, base + 1, log_uri=self.log_uri)
                     else:
                         table.create_write_transaction(
                             actions,
@@ -347,19 +347,6 @@ class DeltaTarget:
             path=self.log_uri,
             batch_id=batch_id,
         )
-
-    def _checkpoint_if_due(self, version: int) -> None:
-        """After a commit written without delta-rs (``evolve``): the checkpoint its post-commit
-        hook writes at versions ``k * delta.checkpointInterval - 1``. A failure is logged: the
-        batch is committed, and a later checkpoint covers it."""
-        try:
-            table = self.load()
-            config = table.metadata().configuration or {}
-            interval = int(config.get("delta.checkpointInterval", DELTA_DEFAULT_CHECKPOINT_INTERVAL))
-            if interval > 0 and (version + 1) % interval == 0 and table.version() == version:
-                table.create_checkpoint()
-        except Exception as exc:
-            log.warning("Delta checkpoint of %s at version %d failed (the batch is committed): %s", self.log_uri, version, exc)
 
     def _check_follows(self, batch_id: int, done: int | None, table: Any) -> None:
         """Refuse to commit batch ``M`` unless the log's ``txn`` is ``M - 1`` (none for ``M = 0``).
