@@ -79,7 +79,9 @@ class TableSchema:
                 log.warning(
                     "table %s had no schema record (written before schema enforcement): adopted the schema of its batch %d "
                     "as the table schema (%s); batches that do not fit it are refused from now on",
-                    self.storage.root_uri, latest, self.storage.uri(schema_path(latest)),
+                    self.storage.root_uri,
+                    latest,
+                    self.storage.uri(schema_path(latest)),
                 )
         if self.current is None and delta_schema is not None:
             self.base, self.delta_log = delta_schema, delta_log
@@ -95,8 +97,13 @@ class TableSchema:
         """How ``batch_schema`` fits the table (``schema_rules.compare``); raises nothing."""
         table_parts = self.current.partition_by if self.current is not None else tuple(partition_by)
         return compare(
-            self.schema, table_parts, batch_schema, partition_by, evolution=self.evolution if evolution is None else evolution,
-            delta=self.delta, file_format=self.file_format,
+            self.schema,
+            table_parts,
+            batch_schema,
+            partition_by,
+            evolution=self.evolution if evolution is None else evolution,
+            delta=self.delta,
+            file_format=self.file_format,
         )
 
     def check(self, batch_schema: str, partition_by: Sequence[str], *, what: str) -> Verdict:

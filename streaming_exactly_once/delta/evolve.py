@@ -65,7 +65,7 @@ def check_evolution(current: str, new: str, *, table: str, log_uri: str) -> None
     problems = []
     if _bare(now[: len(old)]) != _bare(old):
         problems.append("the table's existing columns would change (Delta widens types only with its typeWidening feature)")
-    for f in now[len(old):]:
+    for f in now[len(old) :]:
         if not f.get("nullable", True):
             problems.append(f"added column {f['name']!r} is not nullable")
     if problems:
@@ -99,24 +99,42 @@ def commit_lines(
     now = int(time.time() * 1000) if now_ms is None else now_ms
     partitions = list(metadata.partition_columns or [])
     actions: list[dict[str, Any]] = [
-        {"commitInfo": {
-            "timestamp": now, "operation": "WRITE",
-            "operationParameters": {"mode": "Append", "partitionBy": json.dumps(partitions)},
-            "engineInfo": ENGINE, **dict(info),
-        }},
-        {"metaData": {
-            "id": metadata.id, "name": metadata.name, "description": metadata.description,
-            "format": {"provider": "parquet", "options": {}}, "schemaString": table_schema,
-            "partitionColumns": partitions, "createdTime": metadata.created_time,
-            "configuration": dict(metadata.configuration or {}),
-        }},
+        {
+            "commitInfo": {
+                "timestamp": now,
+                "operation": "WRITE",
+                "operationParameters": {"mode": "Append", "partitionBy": json.dumps(partitions)},
+                "engineInfo": ENGINE,
+                **dict(info),
+            }
+        },
+        {
+            "metaData": {
+                "id": metadata.id,
+                "name": metadata.name,
+                "description": metadata.description,
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": table_schema,
+                "partitionColumns": partitions,
+                "createdTime": metadata.created_time,
+                "configuration": dict(metadata.configuration or {}),
+            }
+        },
         {"txn": {"appId": app_id, "version": batch_id, "lastUpdated": now}},
     ]
     for f in files:
-        actions.append({"add": {
-            "path": add_path(f.path), "partitionValues": partition_values(f.path, partitions, table=table), "size": f.size,
-            "modificationTime": f.mtime_ms, "dataChange": True, **({"stats": stats_json(f.rows)} if f.rows is not None else {}),
-        }})
+        actions.append(
+            {
+                "add": {
+                    "path": add_path(f.path),
+                    "partitionValues": partition_values(f.path, partitions, table=table),
+                    "size": f.size,
+                    "modificationTime": f.mtime_ms,
+                    "dataChange": True,
+                    **({"stats": stats_json(f.rows)} if f.rows is not None else {}),
+                }
+            }
+        )
     return "\n".join(json.dumps(a, separators=(",", ":"), ensure_ascii=False) for a in actions).encode("utf-8") + b"\n"
 
 

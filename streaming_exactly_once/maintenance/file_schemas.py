@@ -46,7 +46,7 @@ def footer_schema(storage: Storage, path: str) -> Any:  # a pyarrow Schema, or N
     if footer + 8 > len(tail):
         tail = storage.read_tail(path, footer + 8)
     try:
-        return pq.read_metadata(pa.BufferReader(tail[-(footer + 8):])).schema.to_arrow_schema()
+        return pq.read_metadata(pa.BufferReader(tail[-(footer + 8) :])).schema.to_arrow_schema()
     except (OSError, ValueError):
         return None
 
@@ -57,9 +57,19 @@ def spark_kind(arrow_type: Any) -> str | None:
     import pyarrow.types as t
 
     simple: list[tuple[Callable[[Any], bool], str]] = [
-        (t.is_int8, "byte"), (t.is_int16, "short"), (t.is_int32, "integer"), (t.is_int64, "long"), (t.is_float32, "float"),
-        (t.is_float64, "double"), (t.is_boolean, "boolean"), (t.is_date32, "date"), (t.is_timestamp, "timestamp"),
-        (t.is_list, "array"), (t.is_large_list, "array"), (t.is_struct, "struct"), (t.is_map, "map"),
+        (t.is_int8, "byte"),
+        (t.is_int16, "short"),
+        (t.is_int32, "integer"),
+        (t.is_int64, "long"),
+        (t.is_float32, "float"),
+        (t.is_float64, "double"),
+        (t.is_boolean, "boolean"),
+        (t.is_date32, "date"),
+        (t.is_timestamp, "timestamp"),
+        (t.is_list, "array"),
+        (t.is_large_list, "array"),
+        (t.is_struct, "struct"),
+        (t.is_map, "map"),
     ]
     for test, name in simple:
         if test(arrow_type):
@@ -117,11 +127,15 @@ def check_file_schemas(files: CommittedFiles, table_schema: str, partition_by: t
         if file_type == "-":
             detail = f"{count} lack the table's non-nullable column {column!r}: its rows read as null"
         elif kind == "file-schema-narrower":
-            detail = (f"{count} have column {column!r} as {file_type}, narrower than the table's {table_type}: this library's readers "
-                      "and Spark given the table's schema read it (read.schema), spark.read.parquet alone may fail")
+            detail = (
+                f"{count} have column {column!r} as {file_type}, narrower than the table's {table_type}: this library's readers "
+                "and Spark given the table's schema read it (read.schema), spark.read.parquet alone may fail"
+            )
         else:
-            detail = (f"{count} have column {column!r} as {file_type}, the table schema says {table_type}: readers fail on these files "
-                      "(Spark: PARQUET_COLUMN_DATA_TYPE_MISMATCH) or read them wrongly. Rewrite them with the table's type, or "
-                      "remove them from the table")
+            detail = (
+                f"{count} have column {column!r} as {file_type}, the table schema says {table_type}: readers fail on these files "
+                "(Spark: PARQUET_COLUMN_DATA_TYPE_MISMATCH) or read them wrongly. Rewrite them with the table's type, or "
+                "remove them from the table"
+            )
         out.append(("warning" if kind == "file-schema-narrower" else "error", kind, example, detail))
     return out

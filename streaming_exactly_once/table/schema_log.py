@@ -56,9 +56,7 @@ class SchemaRecord:
     reason: str = dc_field(metadata=json_field("reason", str, check=one_of(*REASONS)))
     partition_by: tuple[str, ...] = dc_field(default=(), metadata=json_field("partitionBy", list, check=strings))
     schema: str = dc_field(default="", metadata=json_field("schema", str))
-    changes: tuple[str, ...] = dc_field(
-        default=(), metadata=json_field("changes", list, optional=True, omit_default=True, check=strings)
-    )
+    changes: tuple[str, ...] = dc_field(default=(), metadata=json_field("changes", list, optional=True, omit_default=True, check=strings))
 
     def to_bytes(self) -> bytes:
         return encode_record(encode(self), version=VERSION)
@@ -77,8 +75,9 @@ def read_schema(storage: Storage, batch_id: int) -> SchemaRecord | None:
     """Record ``batch_id``; None if absent; ``LogCorruptError`` naming the file if unreadable."""
     found = read_record(storage, schema_path(batch_id), lambda obj: decode(SchemaRecord, obj), hint=HINT, version=VERSION)
     if found is not None and found.batch_id != batch_id:
-        raise LogCorruptError(path=storage.uri(schema_path(batch_id)), batch_id=batch_id,
-                              problem=f"the record says batch {found.batch_id}", hint=HINT)
+        raise LogCorruptError(
+            path=storage.uri(schema_path(batch_id)), batch_id=batch_id, problem=f"the record says batch {found.batch_id}", hint=HINT
+        )
     return found
 
 

@@ -62,7 +62,7 @@ WIDENING_FORMATS = ("parquet", "json")
 _INTEGRAL = ("byte", "short", "integer", "long")
 #: (narrower, wider) type pairs every reader of this library reads as the wider type.
 WIDENINGS = frozenset(
-    [(a, b) for i, a in enumerate(_INTEGRAL) for b in _INTEGRAL[i + 1:]]
+    [(a, b) for i, a in enumerate(_INTEGRAL) for b in _INTEGRAL[i + 1 :]]
     + [("float", "double")]
     + [(a, "double") for a in ("byte", "short", "integer")]
 )
@@ -178,8 +178,15 @@ def compare(
     table = fields_of(table_schema)
     mismatches: list[Mismatch] = []
     if list(table_partitions) != list(partition_by):
-        mismatches.append(Mismatch("(partition columns)", str(list(table_partitions)), str(list(partition_by)),
-                                   "other partition columns: files would be laid out another way", "partitioning"))
+        mismatches.append(
+            Mismatch(
+                "(partition columns)",
+                str(list(table_partitions)),
+                str(list(partition_by)),
+                "other partition columns: files would be laid out another way",
+                "partitioning",
+            )
+        )
     adds = evolution in ("add_columns", "add_and_widen") and file_format in EVOLVING_FORMATS
     widens = evolution == "add_and_widen" and not delta and file_format in WIDENING_FORMATS
     by_name = {f["name"]: f for f in batch}
@@ -193,8 +200,15 @@ def compare(
         b = by_name.get(name)
         if b is None and name.lower() in by_lower:
             other = by_lower[name.lower()]
-            mismatches.append(Mismatch(name, _field(t), f"{other['name']}: {_field(other)}",
-                                       "the name differs only in case: Spark matches it, Arrow readers do not", "case"))
+            mismatches.append(
+                Mismatch(
+                    name,
+                    _field(t),
+                    f"{other['name']}: {_field(other)}",
+                    "the name differs only in case: Spark matches it, Arrow readers do not",
+                    "case",
+                )
+            )
             result.append(t)
             continue
         if b is None:
@@ -215,9 +229,13 @@ def compare(
             changes.append(f"widened {name!r}: {old} -> {new}")
             result.append({**t, "type": b["type"]})
         elif pair is not None and pair in WIDENINGS:
-            why = ("Delta tables are not widened by this library (Delta's typeWidening feature)" if delta
-                   else f"{file_format} files are not widened" if file_format not in WIDENING_FORMATS
-                   else "a wider type needs schema_evolution='add_and_widen'")
+            why = (
+                "Delta tables are not widened by this library (Delta's typeWidening feature)"
+                if delta
+                else f"{file_format} files are not widened"
+                if file_format not in WIDENING_FORMATS
+                else "a wider type needs schema_evolution='add_and_widen'"
+            )
             mismatches.append(Mismatch(name, _field(t), _field(b), why, "widen"))
             result.append(t)
         else:
@@ -231,8 +249,7 @@ def compare(
             changes.append(f"added column {b['name']!r} ({type_text(b['type'])})")
             result.append({**b, "nullable": True})
         else:
-            why = (f"{file_format} tables do not add columns" if evolution != "none"
-                   else "a new column needs schema_evolution='add_columns'")
+            why = f"{file_format} tables do not add columns" if evolution != "none" else "a new column needs schema_evolution='add_columns'"
             mismatches.append(Mismatch(b["name"], "-", _field(b), why, "added"))
     order = [f["name"] for f in result]
     reordered = [f["name"] for f in batch] != order
@@ -259,8 +276,10 @@ def advice(mismatches: Sequence[Mismatch], *, delta: bool) -> str:
     kinds = {m.kind for m in mismatches}
     out = []
     if kinds & {"type", "case"}:
-        out.append("select and cast the stream's columns to the table's names and types "
-                   "(e.g. df.withColumn('id', col('id').cast('long'))), or write to a new table")
+        out.append(
+            "select and cast the stream's columns to the table's names and types "
+            "(e.g. df.withColumn('id', col('id').cast('long'))), or write to a new table"
+        )
     if "widen" in kinds:
         out.append("cast the column to the table's type" + ("" if delta else ", or pass schema_evolution='add_and_widen' to widen the table"))
     if "added" in kinds:

@@ -40,12 +40,19 @@ def _columns(table: Path) -> tuple[int | None, list[str]]:
 def _kill_then_recover(root: Path, boundary: str, group: list[str] | None = None, at_kill=None) -> tuple[Writer, Writer]:
     writers: list[Writer] = []
     try:
-        a = Writer(_program("A", root, [
-            {"do": "open"},
-            {"do": "commits", "query": QA, "count": 2, "schema": SCHEMA_JSON},
-            {"do": "commits", "query": QA, "count": 1, "schema": EXTRA_SCHEMA_JSON, "crash_at": boundary},
-            {"do": "hang"},
-        ], group))
+        a = Writer(
+            _program(
+                "A",
+                root,
+                [
+                    {"do": "open"},
+                    {"do": "commits", "query": QA, "count": 2, "schema": SCHEMA_JSON},
+                    {"do": "commits", "query": QA, "count": 1, "schema": EXTRA_SCHEMA_JSON, "crash_at": boundary},
+                    {"do": "hang"},
+                ],
+                group,
+            )
+        )
         writers.append(a)
         a.proc.wait(timeout=120)
         assert a.proc.returncode == -signal.SIGKILL, f"A was not killed at {boundary}\n{a.output()}"
@@ -54,11 +61,18 @@ def _kill_then_recover(root: Path, boundary: str, group: list[str] | None = None
             assert ("extra" in columns) == (latest == 2), (boundary, latest, columns)
         if at_kill is not None:
             at_kill()
-        b = Writer(_program("B", root, [
-            {"do": "open", "retry_s": 10},
-            {"do": "commits", "query": QA, "count": 1, "first": 2, "schema": EXTRA_SCHEMA_JSON},  # Spark re-delivers batch 2
-            {"do": "close"},
-        ], group))
+        b = Writer(
+            _program(
+                "B",
+                root,
+                [
+                    {"do": "open", "retry_s": 10},
+                    {"do": "commits", "query": QA, "count": 1, "first": 2, "schema": EXTRA_SCHEMA_JSON},  # Spark re-delivers batch 2
+                    {"do": "close"},
+                ],
+                group,
+            )
+        )
         writers.append(b)
         assert b.wait(timeout=120) == 0, b.output()
         assert all(c["status"] in ("committed", "duplicate") for c in b.commits()), b.output()

@@ -25,10 +25,11 @@ def commit_file(committer, spark_batch: int, table: pa.Table, schema: str | None
     attempt = committer.begin(Q, spark_batch, mode="rename")
     staged = f"{attempt.staging_dir}/data/part-{spark_batch}.parquet"
     committer.storage.makedirs(staged.rsplit("/", 1)[0])
-    pq.write_table(table, committer.storage.uri(staged)[len("file://"):])
+    pq.write_table(table, committer.storage.uri(staged)[len("file://") :])
     info = committer.storage.info(staged)
-    return committer.commit(attempt, [StagedFile(f"part-{spark_batch}.parquet", info.size, info.mtime_ms, staged)],
-                            num_rows=table.num_rows, schema=schema)
+    return committer.commit(
+        attempt, [StagedFile(f"part-{spark_batch}.parquet", info.size, info.mtime_ms, staged)], num_rows=table.num_rows, schema=schema
+    )
 
 
 def test_a_table_written_before_schema_records_is_checked_then_adopted(tmp_path, capsys):
@@ -49,8 +50,7 @@ def test_a_table_written_before_schema_records_is_checked_then_adopted(tmp_path,
     report = verify_table(storage)
     kinds = {p.kind: p for p in report.problems}
     assert set(kinds) == {"file-schema", "no-table-schema"}, report.problems
-    assert kinds["file-schema"].path.endswith("part-1.parquet") and "column 'id' as string, the table schema says long" in kinds[
-        "file-schema"].detail
+    assert kinds["file-schema"].path.endswith("part-1.parquet") and "column 'id' as string, the table schema says long" in kinds["file-schema"].detail
     code, out, _ = seo(capsys, "verify", str(root))
     assert code == 1 and "file-schema" in out and "ERRORS" in out
     # the next writer adopts the schema of the newest commit record that has one, and enforces it
@@ -58,8 +58,12 @@ def test_a_table_written_before_schema_records_is_checked_then_adopted(tmp_path,
     c.open()
     assert (c.schemas.current.batch_id, c.schemas.current.reason) == (1, "adopt")
     try:
-        commit_file(c, 2, pa.table({"id": ["4"]}), json.dumps({"type": "struct", "fields": [
-            {"name": "id", "type": "string", "nullable": True, "metadata": {}}]}))
+        commit_file(
+            c,
+            2,
+            pa.table({"id": ["4"]}),
+            json.dumps({"type": "struct", "fields": [{"name": "id", "type": "string", "nullable": True, "metadata": {}}]}),
+        )
         raise AssertionError("a string id was accepted")
     except SchemaMismatchError as exc:
         assert "column 'id' is string in the batch, long in the table" in str(exc)
@@ -77,8 +81,20 @@ def test_files_narrower_than_a_widened_table_are_a_warning(tmp_path):
     c = make_committer(storage, schema_evolution="add_and_widen")
     c.open()
     commit_file(c, 0, pa.table({"id": pa.array([1], pa.int32())}), LONG_ID.replace('"long"', '"integer"'))
-    commit_file(c, 1, pa.table({"id": pa.array([2], pa.int64()), "x": ["a"]}), json.dumps({"type": "struct", "fields": [
-        {"name": "id", "type": "long", "nullable": True, "metadata": {}}, {"name": "x", "type": "string", "nullable": True, "metadata": {}}]}))
+    commit_file(
+        c,
+        1,
+        pa.table({"id": pa.array([2], pa.int64()), "x": ["a"]}),
+        json.dumps(
+            {
+                "type": "struct",
+                "fields": [
+                    {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+                    {"name": "x", "type": "string", "nullable": True, "metadata": {}},
+                ],
+            }
+        ),
+    )
     c.close()
     report = verify_table(storage)
     assert report.ok and [(p.severity, p.kind) for p in report.problems] == [("warning", "file-schema-narrower")]

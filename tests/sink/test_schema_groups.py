@@ -25,8 +25,9 @@ OUTPUTS = [Output("raw"), Output("typed", transform=lambda df: df.withColumn("v"
 
 def run_group(spark, tmp_path: Path, shape=lambda df: df, **options):
     sink = DatasetSink(str(tmp_path / "g"), outputs=OUTPUTS, **options)
-    query = sink.start(shape(stream(spark, tmp_path / "in", files_per_trigger=100)), checkpoint_location=str(tmp_path / "ckpt"),
-                       trigger={"availableNow": True})
+    query = sink.start(
+        shape(stream(spark, tmp_path / "in", files_per_trigger=100)), checkpoint_location=str(tmp_path / "ckpt"), trigger={"availableNow": True}
+    )
     try:
         query.awaitTermination()
         return sink, None

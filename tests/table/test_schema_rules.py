@@ -45,8 +45,12 @@ def test_type_changes_readers_cannot_read_are_refused_in_every_mode():
         verdict = compare(TABLE, ["p"], schema("id string", "v double", "p string"), ["p"], evolution=evolution)
         assert kinds(verdict) == [("id", "type")]
         assert verdict.mismatches[0].summary() == "column 'id' is string in the batch, long in the table"
-    nested = json.dumps({"type": "struct", "fields": [{"name": "s", "type": {"type": "array", "elementType": "long", "containsNull": True},
-                                                        "nullable": True, "metadata": {}}]})
+    nested = json.dumps(
+        {
+            "type": "struct",
+            "fields": [{"name": "s", "type": {"type": "array", "elementType": "long", "containsNull": True}, "nullable": True, "metadata": {}}],
+        }
+    )
     other = nested.replace('"long"', '"string"')
     assert kinds(compare(nested, [], other, [], evolution="add_and_widen")) == [("s", "type")]
     assert compare(nested, [], nested.replace('"containsNull": true', '"containsNull": false'), []).fits  # nullability only
@@ -127,7 +131,7 @@ def test_the_record_bytes_and_the_schema_of_a_batch(memory_storage):
     memory_storage.put_if_absent(schema_path(7), record.to_bytes())
     assert schema_as_of(memory_storage, 6).batch_id == 0 and schema_as_of(memory_storage, 7) == record
     assert forget_after(memory_storage, 6) == [7] and schema_as_of(memory_storage, 9).batch_id == 0
-    memory_storage.put_if_absent(schema_path(8), b"v1\n{\"batchId\":9}")
+    memory_storage.put_if_absent(schema_path(8), b'v1\n{"batchId":9}')
     with pytest.raises(LogCorruptError, match="_seo/schema/8"):
         schema_as_of(memory_storage, 8)
 
