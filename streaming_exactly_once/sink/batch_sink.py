@@ -469,9 +469,16 @@ class BatchSink(Generic[CommitterT]):
         ``SchemaMismatchError`` as its first batch would, before its query runs. Without the
         table (Spark Connect takes it at the first batch) the schema is read, nothing written."""
         options = self.options.committer_options()
-        schemas = self.committer.schemas if holds_table else read_only_schema(
-            self.storage, evolution=options.schema_evolution, file_format=options.format, delta=options.delta is not None
-        )
+        if holds_table:
+            schemas = self.committer.schemas
+        else:
+            try:
+                schemas = read_only_schema(
+                    self.storage, evolution=options.schema_evolution, file_format=options.format, delta=options.delta is not None
+                )
+            except Exception as exc:  # noqa: BLE001 - e.g. a store only the server reaches: the first batch checks
+                log.info("the table's schema could not be read before the query started (%s); its first batch is checked", exc)
+                return
         try:
             schemas.check(stream_df.schema.json(), self.options.partition_by, what="The stream")
         except BaseException:
