@@ -22,10 +22,12 @@ long and string                        fails       fails          fails         
 
 Hence:
 
-* **same type** - written as is. Nullability of a column both have is not compared: Spark reads
-  every file column as nullable, and nearly every streaming column is declared nullable, so
-  refusing a nullable batch column for a table column declared non-null would refuse most
-  streams. The table keeps its declaration (it is the first batch's).
+* **same type** - written as is. Nullability of a column both have is never a reason to refuse:
+  Spark reads every file column as nullable, and nearly every streaming column is declared
+  nullable, so refusing a nullable batch column for a table column declared non-null would
+  refuse most streams. The table's column becomes nullable then (in every mode, recorded like
+  an evolution: readers must not be told a column holds no nulls when it may) - except in a
+  Delta table, whose NOT NULL is Delta's to enforce.
 * **the batch's type is narrower** (``integer`` into a ``long`` column; ``WIDENINGS``) - the
   batch is cast up before it is written (``casts``): the files keep the table's type, every
   reader reads them.
@@ -220,6 +222,7 @@ def compare(
             continue
         old, new = shape(t["type"]), shape(b["type"])
         pair = (old, new) if isinstance(old, str) and isinstance(new, str) else None  # atomic types only widen
+        refused = len(mismatches)
         if old == new:
             result.append(t)
         elif pair is not None and (new, old) in WIDENINGS:
@@ -241,6 +244,9 @@ def compare(
         else:
             mismatches.append(Mismatch(name, _field(t), _field(b), "another type: readers cannot read both", "type"))
             result.append(t)
+        if len(mismatches) == refused and not delta and not t.get("nullable", True) and b.get("nullable", True):
+            changes.append(f"{name!r} may hold nulls")  # the table says what its rows may hold
+            result[-1] = {**result[-1], "nullable": True}
     known = {t["name"].lower() for t in table}
     for b in batch:
         if b["name"].lower() in known:

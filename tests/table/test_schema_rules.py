@@ -35,6 +35,14 @@ def test_the_same_columns_fit_whatever_their_order_and_nullability():
     assert verdict.reordered and not verdict.casts and not verdict.fills
 
 
+def test_a_nullable_batch_column_makes_a_non_nullable_table_column_nullable():
+    table = schema("id long", "v double", not_null=("id",))
+    verdict = compare(table, [], schema("id long", "v double"), [])
+    assert verdict.fits and verdict.changes == ("'id' may hold nulls",)
+    assert [f["nullable"] for f in fields_of(verdict.schema)] == [True, True]
+    assert compare(table, [], schema("id long", "v double"), [], delta=True).changed is False  # Delta's NOT NULL is Delta's
+
+
 def test_a_first_batch_creates_the_schema():
     verdict = compare(None, [], schema("id long"), [])
     assert verdict.changed and verdict.changes == ("created",) and fields_of(verdict.schema)[0]["name"] == "id"
