@@ -45,6 +45,9 @@ class TableSchema:
         self.delta_log: str | None = None
         self.base: str | None = None
         self.latest = -1
+        #: recent judgements by what they judged: a stream's batches have one schema (two with the
+        #: sink's projection onto the table's), judged once
+        self._judged: dict[tuple[str | None, tuple[str, ...], str, tuple[str, ...], str], Verdict] = {}
 
     # -- at open -----------------------------------------------------------------------------
 
@@ -96,15 +99,14 @@ class TableSchema:
     def judge(self, batch_schema: str, partition_by: Sequence[str], *, evolution: str | None = None) -> Verdict:
         """How ``batch_schema`` fits the table (``schema_rules.compare``); raises nothing."""
         table_parts = self.current.partition_by if self.current is not None else tuple(partition_by)
-        return compare(
-            self.schema,
-            table_parts,
-            batch_schema,
-            partition_by,
-            evolution=self.evolution if evolution is None else evolution,
-            delta=self.delta,
-            file_format=self.file_format,
-        )
+        key = (self.schema, table_parts, batch_schema, tuple(partition_by), self.evolution if evolution is None else evolution)
+        verdict = self._judged.get(key)
+        if verdict is None:
+            verdict = compare(key[0], table_parts, batch_schema, partition_by, evolution=key[4], delta=self.delta, file_format=self.file_format)
+            if len(self._judged) >= 4:
+                self._judged.clear()
+            self._judged[key] = verdict
+        return verdict
 
     def check(self, batch_schema: str, partition_by: Sequence[str], *, what: str) -> Verdict:
         """``judge``, raising ``SchemaMismatchError`` if the batch does not fit. ``what`` names
@@ -119,6 +121,8 @@ class TableSchema:
         columns narrower than the table's are a mismatch too - the files would mix types (the
         sink casts them before writing); so are CSV columns out of the table's order."""
         verdict = self.check(batch_schema, partition_by, what=what)
+        if not verdict.casts and not (verdict.reordered and self.file_format == "csv"):
+            return verdict
         by_name = {f["name"]: f for f in fields_of(batch_schema)}
         table = {f["name"]: f for f in fields_of(verdict.schema)}
         extra = [
