@@ -17,8 +17,11 @@ Spark's micro-batches)::
     for each output (a fork; the batch is persisted when there are several):
         transform -> row checks as a column -> one mapInArrow pass writes every row to its
         table / partition / quarantine under _seo/staging/G-<attempt>/ and returns per-file stats
-    batch checks per table, from those stats (rows, null counts, schema, min/max, predicates)
+    batch checks per table, from those stats (rows, null counts, schema, min/max, predicates), and
+        each table's own schema (commit.table_schema: rows are cast/filled to it in the pass that
+        writes them; a table they do not fit fails its "table schema" check)
     policy: full    - any mandatory failure: nothing published, rejection record, BatchRejectedError
+                      (SchemaMismatchError when a table's schema was the failure)
             partial - a failed table's batch goes to _quarantine/batches/<table>; the rest publish
     group commit (commit.group_committer): WAL -> moves -> each table's manifest + commit record
         -> sources -> group commit record with every table's state (absent tables carried over)
