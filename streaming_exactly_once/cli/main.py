@@ -133,6 +133,7 @@ def status(ctx: CliContext, table: str, local_json: bool) -> None:
             ),
             ("pending commits", ", ".join(map(str, info["pendingCommits"])) or "none"),
             ("staging dirs", info["stagingDirs"]),
+            *_schema_lines(info),
         ]
     )
     queries = info.get("queries") or []
@@ -155,6 +156,20 @@ def _format_text(info: dict[str, Any]) -> str:
         return str(files or "-")
     logs = "_delta_log" + (" and _spark_metadata" if "manifest" not in info else f" and {info['manifest']}")
     return f"delta ({files} files; {logs})"
+
+
+def _schema_lines(info: dict[str, Any]) -> list[tuple[str, Any]]:
+    """``seo status``: the table schema and its changes (``maintenance.status.schema_status``)."""
+    if "schemaError" in info:
+        return [("schema", f"ERROR: {info['schemaError']}")]
+    schema = info.get("schema")
+    if schema is None:
+        return [("schema", "none recorded (the next writer records it)")] if "schema" in info else []
+    columns = ", ".join(f"{c['name']} {c['type']}" for c in schema["columns"])
+    changes = "; ".join(
+        f"batch {h['batchId']} {h['reason']}" + (f": {', '.join(h['changes'])}" if h["changes"] else "") for h in info["schemaHistory"]
+    )
+    return [("schema", f"{columns} (since batch {schema['batchId']})"), ("schema history", changes)]
 
 
 def _delta_text(delta: dict[str, Any]) -> str:
@@ -269,16 +284,17 @@ def files(ctx: CliContext, table: str, as_of: int | None, no_verify: bool, local
 @click.option("--no-orphans", is_flag=True, help="Skip the (full-listing) orphan scan.")
 @click.option("--all", "show_all", is_flag=True, help="List every problem, not the first few of each kind.")
 @click.option("--examples", type=int, default=5, show_default=True, help="Problems listed per kind (without --all).")
+@click.option("--no-schemas", is_flag=True, help="Skip reading each committed Parquet file's schema (one read per file).")
 @_json_option
 @click.pass_obj
-def verify(ctx: CliContext, table: str, no_orphans: bool, show_all: bool, examples: int, local_json: bool) -> None:
+def verify(ctx: CliContext, table: str, no_orphans: bool, show_all: bool, examples: int, no_schemas: bool, local_json: bool) -> None:
     """Check the manifest and logs against storage. Exit 0 clean, 1 errors, 3 warnings only."""
     from ..maintenance.verify import verify_table
     from .verify_output import print_report
 
     out = _out(ctx, local_json)
     with progress.activity("verify", show=progress.wanted(out.as_json)) as tell:
-        report = verify_table(ctx.storage(table), check_orphans=not no_orphans, progress=tell)
+        report = verify_table(ctx.storage(table), check_orphans=not no_orphans, progress=tell, check_schemas=not no_schemas)
     if out.as_json:
         out.json(report.to_json())
     else:

@@ -3,6 +3,7 @@
 A batch's sequence (``commit.steps`` says what each step writes and how it knows it is done)::
 
     [move]      rename mode: the staged files into the table
+    [schema]    _seo/schema/M: the table's schema, when the batch creates or changes it
     manifest    _spark_metadata/M (or _seo/manifest/M): the visibility point
     [delta]     format="delta": one Delta commit with the transaction (app id, M)
     offsets     _seo/offsets/M  }  the batch's query, Spark batch and source offsets; its input
@@ -33,14 +34,17 @@ from ..manifest.manifest_log import ManifestLog
 from ..storage.base import Storage
 from ..table.commits_log import CommitRecord
 from ..table.identity import TableSpec
+from ..table.schema_log import SchemaRecord
 from ..table.table_logs import TableLogs
 from .attempt import BatchAttempt, CommitResult, StagedFile, elapsed_ms, sources_step
 from .compaction_preparation import preparation_of
 from .delta_step import CommitDelta
 from .options import CommitterOptions
 from .recovery import INTENTS_SUBDIR, ManifestView, PublishedView
+from .schema_step import WriteSchema
 from .step import CommitStep
 from .steps import CleanupStaging, FileMove, MoveFiles, PublishManifest, WriteCommit
+from .table_schema import TableSchema
 from .writer import Writer
 
 log = logging.getLogger("streaming_exactly_once.commit")
@@ -54,6 +58,9 @@ class TableCommitter(Writer):
     def __init__(self, storage: Storage, options: CommitterOptions | None = None) -> None:
         super().__init__(storage, options or CommitterOptions())
         vouch_by_index(self.logs.require_manifest())
+        options = self.options
+        #: the table's schema, loaded at ``open`` (``commit.table_schema``)
+        self.schemas = TableSchema(storage, evolution=options.schema_evolution, file_format=options.format, delta=options.delta is not None)
 
     # -- a single table ----------------------------------------------------------------------
 
@@ -75,7 +82,15 @@ class TableCommitter(Writer):
         pass  # one table, its logs are the root's
 
     def _load_state(self, newest: CommitRecord | None) -> None:
-        pass  # everything is in the root's own logs
+        """The table schema batches are checked against (``commit.table_schema``); an existing
+        Delta table without batches of ours starts from its Delta log's schema."""
+        assert self.identity is not None
+        target = self.delta if self.latest_batch_id < 0 else None
+        self.schemas.load(
+            self.latest_batch_id, commits=self.logs.commits, first_batch_id=self.identity.first_batch_id,
+            partition_by=self.identity.partition_by, fence=self.lease.check_fence,
+            delta_schema=target.schema_json() if target is not None else None, delta_log=target.log_uri if target is not None else None,
+        )
 
     def _all_logs(self) -> list[CompactibleLog[Any]]:
         return list(self.logs.all_logs())
@@ -118,13 +133,16 @@ class TableCommitter(Writer):
         t_plan = time.perf_counter()
         m = attempt.batch_id
         epoch = self.lease.epoch or 0
+        new_schema = self._schema_record(attempt, schema)
         entries = [ManifestEntry.for_file(self.storage.uri(f.final), size=f.size, modification_time=f.mtime_ms) for f in files]
-        delta_step = self._delta_step(attempt, files, schema)
+        delta_step = self._delta_step(attempt, files, schema, new_schema.schema if new_schema is not None else None)
         if delta_step is not None and m == 0:
             entries = self._adopted_entries() + entries
         steps: list[CommitStep] = []
         if attempt.mode == "rename":
             steps.append(MoveFiles(moves=[FileMove(f.staged or "", f.final, f.size) for f in files]))
+        if new_schema is not None:  # before the visibility point: who sees the batch finds its schema
+            steps.append(WriteSchema(record=new_schema))
         steps.append(PublishManifest(batch_id=m, entries=entries))
         if delta_step is not None:
             steps.append(delta_step)
@@ -156,15 +174,28 @@ class TableCommitter(Writer):
             retention=[(log_, m) for log_ in self.logs.all_logs()],
             indexes=[("index", partial(index_compact, self.logs, m))] if indexed else (),
         )
+        self.schemas.committed(new_schema, m)
         return self._finish(attempt, record, input_files, ctx)
 
-    def _delta_step(self, attempt: BatchAttempt, files: Sequence[StagedFile], schema: str | None) -> CommitDelta | None:
-        """The batch's Delta commit, after checking (before any claim) that the table takes it."""
+    def _schema_record(self, attempt: BatchAttempt, schema: str | None) -> SchemaRecord | None:
+        """Check (before any claim) that the batch's files fit the table schema; the schema
+        record the batch writes, if it creates or changes the schema (``commit.table_schema``)."""
+        if schema is None:
+            return None  # a caller that knows no schema (tests of the protocol alone)
+        what = f"Batch {attempt.spark_batch_id} of query {attempt.query_id}"
+        verdict = self.schemas.check_files(schema, self.options.partition_by, what=what)
+        return self.schemas.record_for(verdict, attempt.batch_id, self.options.partition_by)
+
+    def _delta_step(
+        self, attempt: BatchAttempt, files: Sequence[StagedFile], schema: str | None, table_schema: str | None = None
+    ) -> CommitDelta | None:
+        """The batch's Delta commit, after checking (before any claim) that the table takes it.
+        ``table_schema``: the table's schema after the batch, when the batch changes it."""
         target = self.delta
         if target is None:
             return None
         t0 = time.perf_counter()
-        target.check_batch(schema, self.options.partition_by)
+        target.check_batch(schema, self.options.partition_by, table_schema=table_schema)
         attempt.timings["deltaCheck"] = elapsed_ms(t0)
         return CommitDelta(
             batch_id=attempt.batch_id,
@@ -172,6 +203,7 @@ class TableCommitter(Writer):
             files=[DeltaFile(f.final, f.size, f.mtime_ms) for f in files],
             partition_by=tuple(self.options.partition_by),
             schema=schema,
+            table_schema=table_schema,
             settings=target.settings,
             info={"queryId": attempt.query_id, "sparkBatchId": str(attempt.spark_batch_id)},
         )

@@ -16,6 +16,7 @@ batch gets no batch). The commit of group batch ``G``::
 
     WAL _seo/wal/G (create-if-absent: the claim)
       [move]     staged files -> <table>/<k=v>/part-...       (parallel)
+      [schema]   per table whose schema the batch creates or changes: <table>/_seo/schema/m
       [members]  per table: _spark_metadata/m, _seo/commits/m (parallel across tables)
       [delta]    per format="delta" table: one Delta commit with (table's app id, m)
       [offsets]  _seo/offsets/G
@@ -49,8 +50,9 @@ from ..manifest.entry import ManifestEntry
 from ..storage.base import Storage
 from ..table.commits_log import CommitRecord
 from ..table.group_state import GroupState, TableBatch, advance, advance_sources, is_quarantine
-from ..table.identity import TableIdentity, TableSpec, ensure_identity, note_root
+from ..table.identity import TableIdentity, TableSpec, ensure_identity, note_root, read_identity
 from ..table.layout import COMMITS_DIR
+from ..table.schema_log import SchemaRecord
 from ..table.table_logs import TableLogs
 from .attempt import BatchAttempt, CommitResult, StagedFile, sources_step
 from .committer import index_compact, vouch_by_index
@@ -58,9 +60,11 @@ from .compaction_preparation import preparation_of
 from .delta_step import CommitDelta
 from .options import CommitterOptions
 from .recovery import PublishedView
+from .schema_step import WriteSchema
 from .sequence import CommitSequence
 from .step import CommitStep
 from .steps import FileMove, MemberPublish, MoveFiles, PublishMembers, WriteCommit
+from .table_schema import TableSchema
 from .writer import Writer
 
 log = logging.getLogger("streaming_exactly_once.commit")
@@ -94,6 +98,7 @@ class _Member:
     latest: int
     table_rows: int
     identity: TableIdentity | None = None  # checked once per process, at the table's first batch
+    schema: TableSchema | None = None  # loaded at the table's first schema check in this process
 
 
 class CommitsView:
@@ -150,6 +155,37 @@ class GroupCommitter(Writer):
         preparation_of(self.logs.require_sources()).advance()
         for table in list(self._touched):
             preparation_of(self._members[table].logs.require_manifest()).advance()
+
+    def member_schema(self, table: str, *, format: str, partition_by: Sequence[str]) -> TableSchema:
+        """The schema of the group's table ``table`` (``commit.table_schema``), read at its first
+        use in this process - after the group's recovery, which finished its pending batches."""
+        member = self._member(table)
+        if member.schema is None:
+            child = self.storage.child(table)
+            is_delta = format == "delta"
+            guard = TableSchema(
+                child, evolution=self.options.schema_evolution, file_format="parquet" if is_delta else format, delta=is_delta
+            )
+            identity = member.identity or read_identity(child)
+            adopting = is_delta and identity is not None and identity.delta_app_id is not None and member.latest < 0
+            target = self._delta_target(table, identity) if adopting and identity is not None else None
+            guard.load(
+                member.latest, commits=member.logs.commits, first_batch_id=identity.first_batch_id if identity else 0,
+                partition_by=partition_by, fence=self.lease.check_fence,
+                delta_schema=target.schema_json() if target is not None else None, delta_log=target.log_uri if target is not None else None,
+            )
+            member.schema = guard
+        return member.schema
+
+    def _member_schema_record(self, attempt: BatchAttempt, mb: MemberBatch, batch_id: int) -> SchemaRecord | None:
+        """Check (before the claim) that a table's files fit its schema; the record the batch
+        writes there if it creates or changes it. Quarantine tables hold what did not fit: none."""
+        if mb.schema is None or is_quarantine(mb.table):
+            return None
+        guard = self.member_schema(mb.table, format=mb.format, partition_by=mb.partition_by)
+        what = f"Table {mb.table!r} of batch {attempt.spark_batch_id} of query {attempt.query_id}"
+        verdict = guard.check_files(mb.schema, mb.partition_by, what=what)
+        return guard.record_for(verdict, batch_id, mb.partition_by)
 
     # -- the tables ----------------------------------------------------------------------------
 
@@ -240,16 +276,19 @@ class GroupCommitter(Writer):
             self.delta_targets[table] = target
         return target
 
-    def _delta_member_step(self, attempt: BatchAttempt, mb: MemberBatch, identity: TableIdentity, batch_id: int) -> CommitDelta:
+    def _delta_member_step(
+        self, attempt: BatchAttempt, mb: MemberBatch, identity: TableIdentity, batch_id: int, table_schema: str | None = None
+    ) -> CommitDelta:
         """A Delta table's batch: checked against the table before the claim, committed after the members."""
         target = self._delta_target(mb.table, identity)
-        target.check_batch(mb.schema, mb.partition_by)
+        target.check_batch(mb.schema, mb.partition_by, table_schema=table_schema)
         return CommitDelta(
             batch_id=batch_id,
             app_id=target.app_id,
             files=[DeltaFile(f.final, f.size, f.mtime_ms) for f in mb.files],
             partition_by=tuple(mb.partition_by),
             schema=mb.schema,
+            table_schema=table_schema,
             table=mb.table,
             settings=target.settings,
             info={"queryId": attempt.query_id, "sparkBatchId": str(attempt.spark_batch_id), "groupBatchId": str(attempt.batch_id)},
@@ -279,6 +318,7 @@ class GroupCommitter(Writer):
         moves: list[FileMove] = []
         publishes: list[MemberPublish] = []
         delta_steps: list[CommitDelta] = []
+        schema_records: dict[str, SchemaRecord] = {}
         table_batches: list[TableBatch] = []
         quarantine_latest = dict(self.state.quarantine)
         for mb in members:
@@ -286,8 +326,11 @@ class GroupCommitter(Writer):
             identity = self._member_identity(mb)
             child = self.storage.child(mb.table)
             m = member.latest + 1
+            new_schema = self._member_schema_record(attempt, mb, m)
+            if new_schema is not None:
+                schema_records[mb.table] = new_schema
             if identity.is_delta:
-                delta_steps.append(self._delta_member_step(attempt, mb, identity, m))
+                delta_steps.append(self._delta_member_step(attempt, mb, identity, m, new_schema.schema if new_schema else None))
             num_rows = mb.rows
             entries = [ManifestEntry.for_file(child.uri(f.final), size=f.size, modification_time=f.mtime_ms) for f in mb.files]
             moves += [FileMove(f.staged or "", f"{mb.table}/{f.final}", f.size) for f in mb.files]
@@ -328,6 +371,8 @@ class GroupCommitter(Writer):
         )
         steps: list[CommitStep] = [
             MoveFiles(moves=moves),
+            # before the members' manifests: who sees a table's batch finds its schema
+            *(WriteSchema(record=r, table=t) for t, r in schema_records.items()),
             PublishMembers(members=publishes),
             *delta_steps,
             attempt.offsets_step(g),
@@ -346,6 +391,8 @@ class GroupCommitter(Writer):
         ctx = self._run(attempt, seq, t_plan, retention=retention, indexes=indexes)
         for p in publishes:
             member = self._members[p.table]
+            if member.schema is not None:
+                member.schema.committed(schema_records.get(p.table), p.batch_id)
             member.latest = p.batch_id
             member.table_rows = p.record.table_rows or 0
         self.state = state

@@ -32,3 +32,5 @@ class CommitterOptions:
     delta: DeltaSettings | None = None
     #: False: the manifest is kept under ``_seo/manifest``, out of Spark's file-source readers' sight
     spark_manifest: bool = True
+    #: what a batch may change in the table's schema (``table.schema_rules.EVOLUTION_MODES``)
+    schema_evolution: str = "none"

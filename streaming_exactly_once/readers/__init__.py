@@ -6,6 +6,7 @@
     read.files(path)                                 # committed data file URIs
     read.batches(path)                               # history: rows, files, commit time per batch
     read.delta_version(path, as_of=120)              # format="delta": the Delta version of batch 120
+    read.schema(path, as_of=120)                     # the table's Spark schema (JSON) as of batch 120
 
 ``read.arrow/pandas/polars/duckdb/spark(path, ...)`` are the same as ``read.table(path, ...).to_*``:
 every reader takes the table's path first, then an engine's handle where it needs one, then
@@ -20,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .arrow_reader import arrow, dataset
+from .batch_schema import table_schema as schema
 from .committed_files import CommittedFiles
 from .delta_versions import delta_version
 from .engines import duckdb, pandas, polars
@@ -43,7 +45,7 @@ def files(
 
 __all__ = [
     "BatchInfo", "CommittedFiles", "TableScan", "arrow", "batches", "committed_files", "dataset", "delta_version", "duckdb", "files",
-    "pandas", "polars", "spark", "table",
+    "pandas", "polars", "schema", "spark", "table",
 ]
 
 

@@ -286,6 +286,7 @@ class BatchSink(Generic[CommitterT]):
             )
         self._checkpoint = checkpoint_location
         remote = is_connect(stream_df)
+        self._check_start(stream_df)  # columns first: nothing is touched for a misspelt one
         if remote or self._runs_on_workers():
             from .worker_python import check_worker_python
 
@@ -293,6 +294,7 @@ class BatchSink(Generic[CommitterT]):
             check_worker_python(stream_df.sparkSession, connect=remote, needed_for=needed_for)
         if not remote:
             self._take_table()
+        self._check_start_schema(stream_df, holds_table=not remote)
         if self.options.progress_metrics and self.options.watermark_columns:
             # only where it adds what Spark's progress lacks: min/max of the watermark columns
             # (an observation in the plan costs about 3 % of a batch's write)
@@ -515,6 +517,22 @@ class BatchSink(Generic[CommitterT]):
                 key="partition_by",
             )
 
+    # -- the table's schema (``sink.schema_fit``, ``commit.table_schema``) --------------------
+
+    def _check_start(self, stream_df: DataFrame) -> None:
+        """At ``start``: the columns the options name are in the stream (``ConfigError``)."""
+        self._check_columns(stream_df)
+
+    def _check_start_schema(self, stream_df: DataFrame, *, holds_table: bool) -> None:
+        """At ``start``: a stream whose schema the table would refuse fails now, before its query
+        runs (``SchemaMismatchError``); ``holds_table``: the table's lease is this process's."""
+        raise NotImplementedError
+
+    def _fit_schema(self, df: DataFrame, what: str) -> Callable[[DataFrame], DataFrame]:
+        """The batch against the table's schema, before anything of it is written
+        (``SchemaMismatchError``); the projection that gives it the table's columns and types."""
+        raise NotImplementedError
+
     def _distribute_with(self, df: DataFrame) -> None:
         """Let the commit run very large move lists on the cluster's workers."""
         if self.committer.distribute is not None or is_connect(df):
@@ -544,6 +562,7 @@ class BatchSink(Generic[CommitterT]):
             log.info("skipping batch %d of query %s: already committed", batch_id, qid)
             return CommitResult(qid, batch_id, "duplicate")
         self._check_columns(df)
+        fit = self._fit_schema(df, f"Batch {batch_id} of query {qid}")
         checkpoint = self._spark_checkpoint(identity.checkpoint, qid) if identity.checkpoint else None
         offsets = checkpoint.offsets(batch_id) if checkpoint else None
         inputs = checkpoint.input_files(batch_id) if checkpoint else None
@@ -566,7 +585,7 @@ class BatchSink(Generic[CommitterT]):
             attempt.timings["prepare"] = round((time.perf_counter() - t_prepare) * 1000, 3)
             committed = self.committer.committed_input_paths() if inputs else set()
             batch_inputs = BatchFilters(CommittedInputFilter(guard.df, inputs or [], committed, batch_id=batch_id, query_id=qid), guard)
-            result = self._stage_and_commit(batch_inputs.df, attempt, batch_inputs, offsets)
+            result = self._stage_and_commit(fit(batch_inputs.df), attempt, batch_inputs, offsets)
         self.counters["skipped_rows"] += batch_inputs.skipped_rows()
         if result.status == "committed":
             self._emit(result)

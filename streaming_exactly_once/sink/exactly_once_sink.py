@@ -10,9 +10,12 @@ Per batch (details in ``commit.committer``)::
 
     (query id, batch id) committed? --yes--> skip (Spark replayed it)
           | no
+    schema fits the table's? --no--> SchemaMismatchError, nothing written (sink.schema_fit)
+          | yes (cast/filled to it)
     intent _seo/offsets/M --> drop rows of already-committed input files --> stage the data
           (rename: Spark writer under _seo/staging; direct: executors write final names)
-    --> WAL _seo/wal/M (create-if-absent) --> [move files] --> _spark_metadata/M  <- visible here
+    --> WAL _seo/wal/M (create-if-absent) --> [move files] --> [_seo/schema/M: first or evolving batch]
+    --> _spark_metadata/M  <- visible here
     --> _seo/sources/M --> _seo/commits/M --> clean staging --> delete WAL
 
 A crash anywhere rolls forward (after the WAL) or back (before it) on restart, never both.
@@ -20,14 +23,16 @@ A crash anywhere rolls forward (after the WAL) or back (before it) on restart, n
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 
 from ..checkpoint.offset_seq import OffsetSeq
 from ..commit.committer import BatchAttempt, CommitResult, TableCommitter
+from ..commit.table_schema import read_only_schema
 from ..errors import ConfigError
 from .batch_metrics import BatchObservation
 from .batch_sink import BatchFilters, BatchSink
@@ -35,6 +40,9 @@ from .direct_writer import DirectWriter
 from .keywords import SinkKeywords, check_keywords, document
 from .options import DIRECT_FORMATS, SinkOptions, default_staging_mode
 from .rename_writer import RenameWriter
+from .schema_fit import conformer
+
+log = logging.getLogger("streaming_exactly_once.sink")
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -121,6 +129,35 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
             watermarks=watermarks,
             schema=df.schema.json(),
         )
+
+    # -- the table's schema (``sink.schema_fit``, ``commit.table_schema``) --------------------
+
+    def _check_start_schema(self, stream_df: DataFrame, *, holds_table: bool) -> None:
+        """At ``start``: a stream whose schema the table would refuse fails now, with the same
+        ``SchemaMismatchError`` as its first batch would, before its query runs. Without the
+        table (Spark Connect takes it at the first batch) the schema is read, nothing written."""
+        options = self.options.committer_options()
+        if holds_table:
+            schemas = self.committer.schemas
+        else:
+            try:
+                schemas = read_only_schema(
+                    self.storage, evolution=options.schema_evolution, file_format=options.format, delta=options.delta is not None
+                )
+            except Exception as exc:  # noqa: BLE001 - e.g. a store only the server reaches: the first batch checks
+                log.info("the table's schema could not be read before the query started (%s); its first batch is checked", exc)
+                return
+        try:
+            schemas.check(stream_df.schema.json(), self.options.partition_by, what="The stream")
+        except BaseException:
+            if holds_table:
+                self._release(120.0)  # the query never starts: the next writer need not wait
+            raise
+
+    def _fit_schema(self, df: DataFrame, what: str) -> Callable[[DataFrame], DataFrame]:
+        """The batch against the table's schema, before anything of it is written
+        (``SchemaMismatchError``); the projection that gives it the table's columns and types."""
+        return conformer(self.committer.schemas.check(df.schema.json(), self.options.partition_by, what=what))
 
     def _event_details(self, result: CommitResult) -> dict[str, Any]:
         record = result.record

@@ -121,6 +121,11 @@ class SinkKeywords(TypedDict, total=False):
         None, "``format=\"delta\"`` only: how long Delta keeps its log, so how far Delta time travel reaches (default Delta's "
         "30 days; a table property).", conf="duration", duration=True, delta_only=True,
     )]
+    schema_evolution: Annotated[Literal["none", "add_columns", "add_and_widen"], Option(
+        "none", "What a batch may change in the table's schema, recorded at the first batch and checked before anything of a "
+        "batch is written (``SchemaMismatchError``): ``none``, ``add_columns`` (new columns, nullable) or ``add_and_widen`` "
+        "(also int -> long, float -> double; not for Delta). See the schema page.", conf="str",
+    )]
     options: Annotated[Mapping[str, str] | None, Option(
         None, "Deprecated name of ``writer_options`` (a ``DeprecationWarning``).", conf="table",
     )]

@@ -14,6 +14,11 @@ Every option is keyword-only on the sinks, with the same name here - the public 
 checkpoint every N versions, default 10) and ``delta_log_retention`` (how long Delta keeps log
 entries, i.e. how far back Delta time travel reaches; default Delta's 30 days). The last two
 are table properties, set when the first batch creates the Delta table.
+
+``schema_evolution`` says what a batch may change in the table's schema, which every batch is
+checked against before anything of it is written (``commit.table_schema``): ``none`` (default),
+``add_columns`` (new columns are added, nullable) or ``add_and_widen`` (also wider types:
+integer to long, float to double; not for Delta tables). See ``docs/schema.md``.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from ..delta.target import DeltaSettings
 from ..errors import ConfigError
 from ..log.compaction import interval_is_spark_safe
 from ..storage.base import Storage
+from ..table.schema_rules import EVOLUTION_MODES, EVOLVING_FORMATS
 from .arrow_file_writer import EXTENSIONS
 from .checks import Check
 from .keywords import Duration, GroupKeywords, OnCommit, SinkKeywords, StagingMode, declared
@@ -44,6 +50,17 @@ STAGING_MODES = ("rename", "direct")
 DIRECT_FORMATS = (*EXTENSIONS, "delta")
 #: Options that mean something only with ``format="delta"``.
 DELTA_ONLY = ("spark_manifest", "delta_checkpoint_interval", "delta_log_retention_ms")
+
+
+def check_evolving_format(evolution: str, format: str) -> None:
+    """``schema_evolution`` other than ``none`` needs files that carry their schema."""
+    if evolution != "none" and format not in EVOLVING_FORMATS:
+        raise ConfigError(
+            f"schema_evolution={evolution!r} needs a format whose files carry their schema ({', '.join(EVOLVING_FORMATS)}); "
+            f"{format} files are read by position or were not verified with added columns. Keep schema_evolution='none' "
+            "(batches must then have the table's columns), or write parquet.",
+            key="schema_evolution",
+        )
 
 
 def default_staging_mode(storage: Storage) -> StagingMode:
@@ -109,6 +126,8 @@ class SinkOptions:
     spark_manifest: bool = True
     delta_checkpoint_interval: int = 10
     delta_log_retention_ms: int | None = None
+    #: what a batch may change in the table's schema (``table.schema_rules.EVOLUTION_MODES``)
+    schema_evolution: str = "none"
 
     @classmethod
     def build(cls, given: Mapping[str, Any], *, stacklevel: int = 3) -> SinkOptions:
@@ -182,6 +201,8 @@ class SinkOptions:
             raise ConfigError(f"allow_offset_gaps must be true or false, got {self.allow_offset_gaps!r}", key="allow_offset_gaps")
         if self.on_commit is not None and not callable(self.on_commit):
             raise ConfigError("on_commit must be a callable taking one dict", key="on_commit")
+        parse_choice(self.schema_evolution, key="schema_evolution", choices=EVOLUTION_MODES)
+        check_evolving_format(self.schema_evolution, self.format)
 
     def validate_delta(self, writes_delta: bool) -> None:
         """Refuse the ``format="delta"``-only options unless the sink writes a Delta table
@@ -197,6 +218,12 @@ class SinkOptions:
         if not isinstance(self.spark_manifest, bool):
             raise ConfigError(f"spark_manifest must be true or false, got {self.spark_manifest!r}", key="spark_manifest")
         parse_int(self.delta_checkpoint_interval, key="delta_checkpoint_interval", minimum=1)
+        if self.schema_evolution == "add_and_widen":
+            raise ConfigError(
+                "schema_evolution='add_and_widen' does not apply to format='delta': Delta widens a column's type only with "
+                "its typeWidening table feature, which this library does not manage. Use schema_evolution='add_columns'.",
+                key="schema_evolution",
+            )
         if self.delta_log_retention_ms is not None and self.delta_log_retention_ms < 1000:
             raise ConfigError(f"delta_log_retention must be at least 1s, got {self.delta_log_retention_ms} ms", key="delta_log_retention")
 
@@ -228,6 +255,7 @@ class SinkOptions:
             step_retries=self.step_retries,
             description=self.description,
             writer_options=tuple(sorted((str(k), str(v)) for k, v in self.writer_options.items())),
+            schema_evolution=self.schema_evolution,
         )
 
 

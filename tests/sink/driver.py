@@ -46,6 +46,8 @@ def main(argv=None) -> int:
     p.add_argument("--retain", type=int, default=100)
     p.add_argument("--forks", action="store_true", help="a DatasetSink with two outputs (raw, byp per dataset)")
     p.add_argument("--connect", action="store_true", help="run through a local Spark Connect server (remote('local[1]'))")
+    p.add_argument("--evolve", type=int, default=None,
+                   help="add the columns c0..c<N> (literals) to the stream, with schema_evolution='add_columns'")
     args = p.parse_args(argv)
 
     from pyspark.sql import SparkSession
@@ -70,6 +72,7 @@ def main(argv=None) -> int:
             compact_interval=args.compact_interval,
             min_batches_to_retain=args.retain,
             storage_wrapper=FAULTS_FROM_ENV,
+            schema_evolution="add_columns" if args.evolve is not None else "none",
         )
         if args.forks:
             sink = DatasetSink(args.table, outputs=fork_outputs(), **common)
@@ -102,6 +105,12 @@ def main(argv=None) -> int:
         if not args.connect:
             spark.sparkContext.setLogLevel("ERROR")
         stream = spark.readStream.schema(CSV_SCHEMA).option("maxFilesPerTrigger", args.files_per_trigger).csv(args.input)
+        if args.evolve is not None:  # c0..cN: a new column at this run's first batch, a schema-changing commit
+            from pyspark.sql import functions as F
+
+            # (the earlier runs' columns stay: F.lit is non-nullable, and a table refuses a batch without
+            # a non-nullable column of its own)
+            stream = stream.select("*", *(F.lit(i).alias(f"c{i}") for i in range(args.evolve + 1)))
         continuous = args.continuous or args.until_done
         trigger = {"processingTime": "200 milliseconds"} if continuous else {"availableNow": True}
         query = sink.start(stream, checkpoint_location=args.checkpoint, trigger=trigger)
