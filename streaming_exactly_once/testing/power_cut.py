@@ -169,8 +169,8 @@ class PowerCutDisk:
                 raise OSError(errno.EIO, "injected EIO: the pages are marked clean, their bytes never reach the disk", path)
         if self.real_fsync:
             real(fd, data_only=data_only)
-        data = _read_fd(fd)
-        with self._lock:
+        with self._lock:  # read and stored in one go: the last fsync's bytes win
+            data = _read_fd(fd)
             bad = min(self._poisoned.get(fid, 0), len(data))
             if bad:
                 data = self._content.get(fid, b"").ljust(bad, b"\0")[:bad] + data[bad:]
@@ -184,9 +184,8 @@ class PowerCutDisk:
                 raise OSError(errno.EIO, "injected EIO on a directory fsync", path)
         if self.real_fsync:
             real(path)
-        listing = _list_dir(path)
-        with self._lock:
-            self._dirs[rel] = listing
+        with self._lock:  # listed and stored in one go: the last fsync's listing wins
+            self._dirs[rel] = _list_dir(path)
             self.events.append(FsyncEvent("dir", rel, True))
 
     # -- the power cut -------------------------------------------------------------------------
