@@ -2,11 +2,12 @@
 a power cut at a commit boundary, a restarted writer must find every acknowledged batch once.
 
 A run, in this process with the commit helpers (``stage_and_commit``; ``commit_batch`` for
-Delta; rename mode's staged files written as Spark writes them, without an fsync): Spark batches 0-7 of one query, compact_interval 3 (compaction batches 2 and 5),
-retention as early as it may go (min_batches_to_retain 1, no cleanup delay). Batch 3 fails
-right after its WAL claim and is retried by the same writer (its recovery rolls the claim
-forward); compaction batch 5 fails the same way, and a new writer (a new epoch) takes over and
-retries it (a claim of an earlier epoch: rolled forward with a verdict). Any other failed batch
+Delta; rename mode's staged files written as Spark writes them, without an fsync): Spark
+batches 0-7 of one query, compact_interval 3 (compaction batches 2 and 5), retention as early
+as it may go (min_batches_to_retain 1, no cleanup delay). Batch 3 fails right after its WAL
+claim and is retried by the same writer (its recovery rolls the claim forward); compaction
+batch 5 fails the same way, and a new writer (a new epoch) takes over and retries it (a claim
+of an earlier epoch: rolled forward with a verdict). Any other failed batch
 is retried as Spark retries it. The fault is one of:
 
 * ``Eio`` - the n-th fsync of a path matching a pattern fails; the writer carries on and
