@@ -126,3 +126,95 @@ def test_a_power_cut_at_a_commit_boundary_loses_no_acknowledged_batch(recordings
     result = run(tmp_path / "t", kind, cut)
     assert result.injected, f"the run never reached {cut.spec}"
     assert not result.problems, _say(result)
+
+
+# -- the review's cases, each alone -------------------------------------------------------------
+
+
+def test_a_staged_file_whose_fsync_failed_is_not_published_on_a_second_fsync(tmp_path):
+    """Rename mode: the claim-time fsync of a staged file (Spark wrote it, unsynced) fails; the
+    commit must not publish that inode after a second, successful fsync - its pages were marked
+    clean, its bytes are lost at the power cut."""
+    from tests.commit.helpers import make_committer, stage_and_commit, visible_rows
+    from streaming_exactly_once.storage import open_storage
+    from streaming_exactly_once.testing.power_cut import PowerCutDisk
+
+    root = tmp_path / "t"
+    with PowerCutDisk(root) as disk:
+        committer = make_committer(open_storage(str(root)))
+        for b in range(3):
+            if b == 2:
+                disk.fail_fsync(r"^_seo/staging/[^/]+/data/p=a/part-")
+            stage_and_commit(committer, "q", b, list(range(b * 10, b * 10 + 10)), mode="rename", spark_staging=True)
+        committer.close()
+        assert disk.failed, "the staged file's fsync never failed"
+        disk.power_cut()
+    restarted = make_committer(open_storage(str(root)))
+    restarted.open()
+    restarted.close()
+    assert visible_rows(open_storage(str(root))) == list(range(30))
+
+
+def test_a_compaction_work_file_whose_fsync_failed_is_not_published(tmp_path):
+    """The background preparation of ``9.compact``: its work file's fsync fails. The compaction
+    batch must not publish that inode after a second fsync: the table would not open after a
+    power cut (every reader needs the compact file)."""
+    from tests.commit.helpers import make_committer, stage_and_commit, visible_rows
+    from streaming_exactly_once.storage import open_storage
+    from streaming_exactly_once.testing.power_cut import PowerCutDisk
+
+    root = tmp_path / "t"
+    with PowerCutDisk(root) as disk:
+        disk.fail_fsync(r"^_spark_metadata/\.9\.compact\..*\.prep$")
+        committer = make_committer(open_storage(str(root)), cleanup_delay_ms=0, min_batches_to_retain=1)
+        for b in range(13):
+            stage_and_commit(committer, "q", b, list(range(b * 10, b * 10 + 10)), mode="direct")
+            committer.janitor.drain()  # the preparation keeps up with every batch
+        committer.close()
+        assert disk.failed, "the work file's fsync never failed"
+        disk.power_cut()
+    restarted = make_committer(open_storage(str(root)))
+    restarted.open()
+    restarted.close()
+    assert visible_rows(open_storage(str(root))) == list(range(130))
+
+
+def test_a_power_cut_never_resurrects_a_published_batchs_intents_without_its_claim(tmp_path):
+    """Direct mode: batch 1's claim and its staging (its intents) are deleted, neither synced.
+    Batch 2 then syncs the directories both live in - the staging one while batch 1's staging
+    is still there, the WAL one after batch 1's claim is gone - and the power is cut. The
+    intents come back, the claim does not: recovery must not take them for an abandoned
+    attempt and delete the data files of a published batch."""
+    import threading
+    import time
+    from collections import Counter
+
+    from streaming_exactly_once import read
+    from streaming_exactly_once.storage import open_storage
+    from streaming_exactly_once.testing.faults import FaultInjectingStorage, Rule, Where
+    from streaming_exactly_once.testing.power_cut import PowerCutDisk
+    from tests.commit.helpers import make_committer
+    from tests.delta.helpers import commit_batch
+
+    root = tmp_path / "t"
+    later = threading.Event()
+    image = []
+    with PowerCutDisk(root) as disk:
+        storage = FaultInjectingStorage(open_storage(str(root)))
+        committer = make_committer(storage, cleanup_delay_ms=0)
+        commit_batch(committer, "q", 0, list(range(10)), mode="direct")
+        committer.janitor.drain()
+        storage.arm([
+            Rule(Where(("delete_tree",), r"^_seo/staging/1-[^/]+$", "before"), "call", callback=lambda: later.wait(10)),
+            Rule(Where(("put_if_absent",), r"^_seo/wal/2$", "after"), "call", callback=lambda: (image.append(disk.image()), later.set())),
+        ])
+        commit_batch(committer, "q", 1, list(range(10, 20)), mode="direct")
+        commit_batch(committer, "q", 2, list(range(20, 30)), mode="direct")
+        committer.close()
+        disk.power_cut(image[0])
+    restarted = make_committer(open_storage(str(root)))
+    restarted.lease.clock = lambda: time.time() + 3600  # the machine was down: the old lease has expired
+    report = restarted.open()
+    restarted.close()
+    assert report.deleted_data_files == 0, report
+    assert Counter(read.arrow(str(root), columns=["id"]).column("id").to_pylist()) == Counter(range(20))
