@@ -99,8 +99,11 @@ def test_discard_wal_refuses_a_private_manifest_tables_published_batch(tmp_path)
     from tests.commit.processes import QA, Writer
 
     root = tmp_path / "t"
-    steps = [{"do": "open"}, {"do": "commits", "query": QA, "count": 3, "mode": "direct"},
-             {"do": "commits", "query": QA, "mode": "direct", "crash_at": "after-manifest"}]
+    steps = [
+        {"do": "open"},
+        {"do": "commits", "query": QA, "count": 3, "mode": "direct"},
+        {"do": "commits", "query": QA, "mode": "direct", "crash_at": "after-manifest"},
+    ]
     crashed = Writer({"name": "W", "root": str(root), "delta": {}, "options": {"spark_manifest": False}, "steps": steps})
     assert crashed.wait(60) == -9, crashed.output()
     storage = open_storage(str(root))
@@ -138,8 +141,7 @@ def test_seo_recover_completes_a_dataset_group_with_its_own_compact_interval(tmp
         staged = f"{attempt.staging_dir}/data/t0/p=a/part-{b:05d}.txt"
         group.storage.put_if_absent(staged, str(b).encode())
         info = group.storage.info(staged)
-        member = MemberBatch(table="t0", files=[StagedFile(f"p=a/part-{b:05d}.txt", info.size, info.mtime_ms, staged)], rows=1,
-                             format="parquet")
+        member = MemberBatch(table="t0", files=[StagedFile(f"p=a/part-{b:05d}.txt", info.size, info.mtime_ms, staged)], rows=1, format="parquet")
         group.commit_group(attempt, [member], input_files=[InputFile(source=0, path=f"file:///in/{b}.csv", timestamp=1)])
 
     writer = GroupCommitter(storage, CommitterOptions(heartbeat=False, compact_interval=5))

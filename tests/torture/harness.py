@@ -83,6 +83,8 @@ class TortureConfig:
     #: the table is ``format="delta"`` (``driver --format delta``, ``_spark_metadata`` kept too):
     #: the Delta step's boundaries join the cycle, and ``verify.verify_tortured_delta`` checks it.
     delta: bool = False
+    #: with ``delta``: ``spark_manifest=False`` (``driver --private-manifest``), the manifest in ``_seo/manifest``
+    private_manifest: bool = False
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -150,7 +152,8 @@ class TortureRun:
             "--until-done", str(until_done or self.done_marker), "--retain", "100000",
             "--compact-interval", str(self.c.compact_interval),
         ] + (["--forks"] if self.c.forks else []) + (["--connect"] if self.c.connect else []) \
-            + (["--format", "delta"] if self.c.delta else []) + list(extra_args)
+            + (["--format", "delta"] if self.c.delta else []) + (["--private-manifest"] if self.c.private_manifest else []) \
+            + list(extra_args)
         env = dict(os.environ)
         for key in ("SEO_CRASH_AT", "SEO_FAIL_AT", "SEO_PAUSE_AT"):
             env.pop(key, None)
@@ -277,7 +280,7 @@ class TortureRun:
     def _manifest_dirs(self) -> list[Path]:
         if self.c.forks:  # the group's tables: raw/ and one per dataset under byp/
             return [d for d in self.table.glob("**/_spark_metadata") if d.is_dir()]
-        return [self.table / "_spark_metadata"]
+        return [self.table / ("_seo/manifest" if self.c.private_manifest else "_spark_metadata")]
 
     def _zombie_claims(self, storage, epoch: int, *, pending: bool) -> set[int]:
         """Batches (of the table, or of the group) committed under writer ``epoch``'s claim -

@@ -98,8 +98,16 @@ class Campaign:
         return self.combo.program(name, self.root, steps, storage_options=self.storage_options, lease_ms=lease_ms, **overrides)
 
     def _commits(self, count: int, **kw) -> dict:
-        return {"do": "commits", "query": QA, "count": count, "rows": ROWS, "files": FILES, "mode": self.combo.staging,
-                "first": self.next_batch(), **kw}
+        return {
+            "do": "commits",
+            "query": QA,
+            "count": count,
+            "rows": ROWS,
+            "files": FILES,
+            "mode": self.combo.staging,
+            "first": self.next_batch(),
+            **kw,
+        }
 
     def next_batch(self) -> int:
         return max(self.acked, default=-1) + 1
@@ -126,8 +134,11 @@ class Campaign:
         spec = f"{boundary}@{nth}"
         early = self.rng.random() < 0.3  # armed before the open: a recovery's roll-forward counts too
         arm = {"do": "arm", "crash_at": spec}
-        steps = ([arm] if early else []) + [{"do": "open", "retry_s": 5}, self._commits(nth + 1, **({} if early else {"crash_at": spec})),
-                                            {"do": "close"}]
+        steps = ([arm] if early else []) + [
+            {"do": "open", "retry_s": 5},
+            self._commits(nth + 1, **({} if early else {"crash_at": spec})),
+            {"do": "close"},
+        ]
         self.cycle = f"kill at {spec}{' (armed before the open)' if early else ''}"
         w = Writer(self._program("K", steps))
         try:
@@ -152,9 +163,12 @@ class Campaign:
         self.cycle = f"zombie at {boundary}"
         work = Path(tempfile.mkdtemp(prefix="seo-zombie-"))
         ready, woke = work / "ready", work / "woke"
-        a_steps = [{"do": "open", "retry_s": 5}, self._commits(self.rng.randint(1, 2)),
-                   {"do": "commits", "query": QA, "count": 2, "rows": ROWS, "files": FILES, "mode": self.combo.staging,
-                    "pause_at": boundary}, {"do": "close"}]
+        a_steps = [
+            {"do": "open", "retry_s": 5},
+            self._commits(self.rng.randint(1, 2)),
+            {"do": "commits", "query": QA, "count": 2, "rows": ROWS, "files": FILES, "mode": self.combo.staging, "pause_at": boundary},
+            {"do": "close"},
+        ]
         writers: list[Writer] = []
         try:
             a = Writer(self._program("A", a_steps, lease_ms=ZOMBIE_LEASE_MS))
@@ -163,9 +177,14 @@ class Campaign:
             before_wake = len(a.commits())
             self._learn(a)
             time.sleep(ZOMBIE_LEASE_MS / 1000 + 0.3)
-            b_steps = [{"do": "open", "retry_s": 10}, self._commits(self.successor_batches), {"do": "touch", "path": str(ready)},
-                       {"do": "wait", "path": str(woke)}, {"do": "commits", "query": QA, "count": 1, "rows": ROWS, "files": FILES,
-                                                           "mode": self.combo.staging}, {"do": "close"}]
+            b_steps = [
+                {"do": "open", "retry_s": 10},
+                self._commits(self.successor_batches),
+                {"do": "touch", "path": str(ready)},
+                {"do": "wait", "path": str(woke)},
+                {"do": "commits", "query": QA, "count": 1, "rows": ROWS, "files": FILES, "mode": self.combo.staging},
+                {"do": "close"},
+            ]
             b = Writer(self._program("B", b_steps, lease_ms=ZOMBIE_LEASE_MS))
             writers.append(b)
             b.wait_for(ready.exists, "its batches while the zombie is frozen", 120)
@@ -175,8 +194,13 @@ class Campaign:
             rc_b = b.wait(120)
             self._learn(a, b)
             woken = [e for e in a.commits()[before_wake:] if e["step"] == 2]
-            wrong = [e for i, e in enumerate(woken) if not (
-                (e["status"] == "error" and e["error"] == "WriterFencedError") or (i == 0 and e["status"] == "committed" and boundary in CLAIMED))]
+            wrong = [
+                e
+                for i, e in enumerate(woken)
+                if not (
+                    (e["status"] == "error" and e["error"] == "WriterFencedError") or (i == 0 and e["status"] == "committed" and boundary in CLAIMED)
+                )
+            ]
             outcome = "fenced" if not wrong else "NOT FENCED"
             for e in wrong:
                 self._problem(f"the zombie after waking up: batch {e['batch']} {e['status']} {e.get('error', '')} {e.get('message', '')[:200]}")
@@ -342,13 +366,23 @@ def table_root(combo: Combo, work: Path, s3: dict | None) -> str:
     import boto3
 
     bucket = f"seo-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=s3["endpoint_url"], aws_access_key_id="testing", aws_secret_access_key="testing",
-                 region_name="us-east-1").create_bucket(Bucket=bucket)
+    boto3.client(
+        "s3", endpoint_url=s3["endpoint_url"], aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+    ).create_bucket(Bucket=bucket)
     return f"s3://{bucket}/{combo.name}"
 
 
-def run_matrix(plans: dict[Combo, list[tuple[str, str]]], *, seed: int, work: Path, s3: dict | None, jobs: int = 2,
-               max_commands: dict[str, int] | None = None, quick: bool = False, log=None) -> dict:
+def run_matrix(
+    plans: dict[Combo, list[tuple[str, str]]],
+    *,
+    seed: int,
+    work: Path,
+    s3: dict | None,
+    jobs: int = 2,
+    max_commands: dict[str, int] | None = None,
+    quick: bool = False,
+    log=None,
+) -> dict:
     """Each combination's plan on a table of its own, ``jobs`` combinations at a time.
     ``max_commands``: per store, the most maintenance commands after a cycle (default 3).
     ``quick``: a zombie's successor and the final writer commit two batches, not a compaction's worth."""
@@ -426,8 +460,9 @@ def main(argv=None) -> int:
     s3, server = start_s3() if any(c.store == "s3" for c in combos) else (None, None)
     try:
         per_combo = -(-args.kills // len(combos))
-        plans = {c: long_plan(c, per_combo, zombie_every=args.zombie_every, wrong_every=args.wrong_every, seed=args.seed + i)
-                 for i, c in enumerate(combos)}
+        plans = {
+            c: long_plan(c, per_combo, zombie_every=args.zombie_every, wrong_every=args.wrong_every, seed=args.seed + i) for i, c in enumerate(combos)
+        }
         summary = run_matrix(plans, seed=args.seed, work=work, s3=s3, jobs=args.jobs, log=log)
     finally:
         if server is not None:

@@ -69,7 +69,7 @@ def _manifest_files(storage, manifest_dir: str) -> list[tuple[str, int]]:
                 path = unquote(entry["path"])
                 if not path.startswith(root):
                     raise AssertionError(f"{manifest_dir}: {path} is outside {root}")
-                out.append((path[len(root):], entry["size"]))
+                out.append((path[len(root) :], entry["size"]))
     return out
 
 
@@ -149,8 +149,7 @@ def recorded_batches(storage) -> set[int]:
     return found
 
 
-def judge(rows: Rows, committed: dict[int, list[int]], others: dict[int, list[int]], *, final: bool,
-          tables: list[str] = ("",)) -> list[str]:
+def judge(rows: Rows, committed: dict[int, list[int]], others: dict[int, list[int]], *, final: bool, tables: list[str] = ("",)) -> list[str]:
     """``committed``: batch -> ids that must be read exactly once; ``others``: batches attempted
     but not committed - all or nothing (nothing once ``final``, after the last recovery). A
     group's batch is split over its ``tables`` (``processes``: the i-th table gets every n-th
@@ -206,9 +205,7 @@ def verify_problems(output: str) -> list[str]:
 def snapshot(storage) -> dict[str, str]:
     """Every file of the tree and a digest of its bytes, the lease's own files aside."""
     return {
-        info.path: hashlib.sha256(storage.read_bytes(info.path)).hexdigest()
-        for info in storage.walk_files()
-        if not info.path.startswith(LEASE_FILES)
+        info.path: hashlib.sha256(storage.read_bytes(info.path)).hexdigest() for info in storage.walk_files() if not info.path.startswith(LEASE_FILES)
     }
 
 

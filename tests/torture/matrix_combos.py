@@ -25,8 +25,20 @@ TABLE_DIRECT = [b for b in BOUNDARIES if b not in ("mid-move", "after-move", *GR
 #: a group's Delta step is the members' (after-members follows it); after-delta is the same instant
 GROUP = [b for b in BOUNDARIES if b not in ("after-manifest", "after-cleanup", *DELTA_ONLY)]
 #: a claimed batch: the frozen writer may finish it after the takeover (``zombie_run.CLAIMED``)
-CLAIMED = {"after-wal", "mid-move", "after-move", "after-manifest", "after-delta", "after-sources", "after-commit",
-           "after-cleanup", "after-records-sync", "after-wal-delete", "mid-members", "after-members"}
+CLAIMED = {
+    "after-wal",
+    "mid-move",
+    "after-move",
+    "after-manifest",
+    "after-delta",
+    "after-sources",
+    "after-commit",
+    "after-cleanup",
+    "after-records-sync",
+    "after-wal-delete",
+    "mid-members",
+    "after-members",
+}
 #: boundaries where a zombie-successor run is most likely to break (the bounded slice's picks)
 LIKELY = ("after-wal", "mid-move", "after-manifest", "after-delta", "after-commit", "after-records-sync", "mid-members", "after-members")
 
@@ -68,16 +80,37 @@ class Combo:
         """Every manifest, relative to the root."""
         return [f"{t}/{self.manifest_dir}" if t else self.manifest_dir for t in self.tables]
 
-    def program(self, name: str, root: str, steps: list[dict], *, storage_options: dict | None, lease_ms: int,
-                options: dict | None = None, delta: bool | None = None) -> dict:
+    def program(
+        self,
+        name: str,
+        root: str,
+        steps: list[dict],
+        *,
+        storage_options: dict | None,
+        lease_ms: int,
+        options: dict | None = None,
+        delta: bool | None = None,
+    ) -> dict:
         """A ``tests.commit.processes`` program writing this combination (``options`` and ``delta``
         override it: a restart with another configuration)."""
-        opts = {"lease_timeout_ms": lease_ms, "compact_interval": self.interval, "min_batches_to_retain": 2,
-                "cleanup_delay_ms": 0, "spark_manifest": self.manifest == "spark", **(options or {})}
+        opts = {
+            "lease_timeout_ms": lease_ms,
+            "compact_interval": self.interval,
+            "min_batches_to_retain": 2,
+            "cleanup_delay_ms": 0,
+            "spark_manifest": self.manifest == "spark",
+            **(options or {}),
+        }
         use_delta = self.delta if delta is None else delta
-        return {"name": name, "root": root, "group": list(TABLES) if self.group else None, "steps": steps,
-                "storage_options": storage_options, "options": opts,
-                "delta": {"checkpoint_interval": 4} if use_delta else None}
+        return {
+            "name": name,
+            "root": root,
+            "group": list(TABLES) if self.group else None,
+            "steps": steps,
+            "storage_options": storage_options,
+            "options": opts,
+            "delta": {"checkpoint_interval": 4} if use_delta else None,
+        }
 
     def wrong_configs(self) -> dict[str, dict]:
         """Restarts the table must refuse (``ConfigError``) without changing anything: name ->

@@ -40,10 +40,9 @@ def bounded_plan(combo: Combo, index: int) -> list[tuple[str, str]]:
 def matrix(tmp_path_factory, moto_endpoint):
     plans = {combo: bounded_plan(combo, i) for i, combo in enumerate(COMBOS)}
     work = tmp_path_factory.mktemp("matrix")
-    summary = run_matrix(plans, seed=5, work=work, s3=s3_options(moto_endpoint), jobs=2, max_commands={"local": 2, "s3": 1},
-                         quick=True, log=print)
+    summary = run_matrix(plans, seed=5, work=work, s3=s3_options(moto_endpoint), jobs=2, max_commands={"local": 2, "s3": 1}, quick=True, log=print)
     (work / "summary.json").write_text(json.dumps(summary, indent=1))
-    print(f"matrix summary: {work / 'summary.json'}; wall times: {({n: s['wall_s'] for n, s in summary['per_combination'].items()})}")
+    print(f"matrix summary: {work / 'summary.json'}; wall times: { ({n: s['wall_s'] for n, s in summary['per_combination'].items()}) }")
     return summary
 
 
