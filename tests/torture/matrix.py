@@ -22,8 +22,8 @@ on 127.0.0.1) and a sequence of cycles, each one of:
   format, partitioning or ``compact_interval``): it must fail with ``ConfigError`` and leave
   every file as it was, byte for byte (the lease's own files aside);
 
-then 0-3 of ``seo recover``, ``seo gc`` (``--older-than`` 0s or 1h) and ``seo verify``, at random,
-each a process of its own; then the check: every row of every committed batch (a writer reported
+then 0-3 (on S3 0-2) of ``seo recover``, ``seo gc`` (``--older-than`` 0s or 1h) and ``seo verify``,
+at random, each a process of its own; then the check: every row of every committed batch (a writer reported
 it, or the commits log records it) is read exactly once by an independent parse of the manifest,
 by the library's reader and, for Delta, by delta-rs; any other batch is all or nothing; no listed
 file is missing. At the end a clean writer drains the query, then recover, gc and verify run:
@@ -463,7 +463,7 @@ def main(argv=None) -> int:
         plans = {
             c: long_plan(c, per_combo, zombie_every=args.zombie_every, wrong_every=args.wrong_every, seed=args.seed + i) for i, c in enumerate(combos)
         }
-        summary = run_matrix(plans, seed=args.seed, work=work, s3=s3, jobs=args.jobs, log=log)
+        summary = run_matrix(plans, seed=args.seed, work=work, s3=s3, jobs=args.jobs, max_commands={"local": 3, "s3": 2}, log=log)
     finally:
         if server is not None:
             server.stop()
