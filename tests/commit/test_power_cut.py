@@ -121,7 +121,7 @@ def _say(result: RunResult) -> str:
     return "\n".join(result.problems) + f"\n(power cut: {result.cut})"
 
 
-@pytest.mark.parametrize("kind,write", [(k, w) for k in KINDS for w in writes_of(k)], ids=lambda x: x.name if isinstance(x, TableKind) else x)
+@pytest.mark.parametrize("kind,write", [(k, w) for k in EIO_KINDS for w in writes_of(k)], ids=lambda x: x.name if isinstance(x, TableKind) else x)
 def test_an_eio_at_a_durable_write_then_a_power_cut_loses_no_acknowledged_batch(recordings, tmp_path, kind, write):
     result = run(tmp_path / "t", kind, _eio(recordings[kind], write))
     assert result.injected, f"the EIO at the {write} never happened"
