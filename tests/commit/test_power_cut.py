@@ -140,7 +140,7 @@ def test_a_power_cut_at_a_commit_boundary_loses_no_acknowledged_batch(recordings
     assert not result.problems, _say(result)
 
 
-# -- the review's cases, each alone -------------------------------------------------------------
+# -- the failed fsyncs and the resurrected intents, each case alone --------------------------------
 
 
 def test_a_staged_file_whose_fsync_failed_is_not_published_on_a_second_fsync(tmp_path):
