@@ -1,7 +1,7 @@
 # Two commands on a fresh machine (Python 3.11, Java 17, package registries):
 #   make demo   - set up .venv and run the default job end to end on bundled sample data
 #   make test   - set up .venv and run make lint (ruff, mypy, the import-layer contracts), then the test suite
-# Longer runs are separate: make torture, make bench.
+# Longer runs are separate: make torture, make torture-matrix, make bench.
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV   := .venv
@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 EXTRAS := all,test,bench
 
-.PHONY: demo test test-fast torture bench lint venv check-java clean emulators
+.PHONY: demo test test-fast torture torture-matrix bench lint venv check-java clean emulators
 
 $(STAMP): setup.cfg constraints.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ test-fast: venv
 
 torture: check-java venv
 	$(BIN)/python -m tests.torture.run $(ARGS)
+
+# every supported table configuration, kill -9 at every commit boundary, zombies, refused
+# restarts and seo recover/gc/verify between kills, at the commit layer (no Spark)
+torture-matrix: venv
+	$(BIN)/python -m tests.torture.matrix $(ARGS)
 
 bench: check-java venv
 	$(BIN)/python -m benchmarks $(ARGS)
