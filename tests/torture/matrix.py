@@ -23,10 +23,11 @@ on 127.0.0.1) and a sequence of cycles, each one of:
   every file as it was, byte for byte (the lease's own files aside);
 
 then 0-3 (on S3 0-2) of ``seo recover``, ``seo gc`` (``--older-than`` 0s or 1h) and ``seo verify``,
-at random, each a process of its own; then the check: every row of every committed batch (a writer reported
-it, or the commits log records it) is read exactly once by an independent parse of the manifest,
-by the library's reader and, for Delta, by delta-rs; any other batch is all or nothing; no listed
-file is missing. At the end a clean writer drains the query, then recover, gc and verify run:
+at random, each a process of its own; then the check: every row of every committed batch (a
+writer reported it, or the commits log records it) is read exactly once by an independent parse
+of the manifest, by the library's reader and, for Delta, by delta-rs; any other batch is all or
+nothing; no listed file is missing; verify finds no error (warnings are what a crash leaves
+until recovery). At the end a clean writer drains the query, then recover, gc and verify run:
 verify must report nothing, and every batch must be read exactly once.
 
 The JSON summary (stdout, and ``--out``) has per combination: kills, boundaries hit (and not
@@ -257,6 +258,16 @@ class Campaign:
         return done
 
     def check(self, *, final: bool = False) -> None:
+        """The rows (see the module docstring), and verify's report: no error after any cycle
+        (warnings - a pending claim, staging, orphans - are what a crash leaves until recovery)."""
+        from streaming_exactly_once.maintenance.verify import verify_table
+
+        try:
+            errors = [f"{p.kind} {p.path.rsplit('/', 2)[-2:]}: {p.detail[:120]}" for p in verify_table(self.storage).errors]
+        except Exception as exc:  # noqa: BLE001 - a table verify cannot read is the finding
+            errors = [f"{type(exc).__name__}: {str(exc)[:200]}"]
+        if errors:
+            self._problem(f"verify finds errors: {errors[:4]}")
         recorded = recorded_batches(self.storage)
         committed = {b: batch_rows(0, b, ROWS) for b in self.acked | recorded}
         # a killed writer's in-flight batch reported nothing: up to two beyond the last report
