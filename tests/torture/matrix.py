@@ -313,6 +313,7 @@ class Campaign:
         order; a wrong configuration right after a kill (before anything repairs the table)."""
         t0 = time.time()
         self.start()
+        seen = len(self.stats.problems)
         for what, boundary in plan:
             if what == "kill":
                 self.kill(boundary)
@@ -325,6 +326,9 @@ class Campaign:
             if log is not None:
                 said = ", ".join(f"{c}->{code}" for c, code, _ in done) or "no maintenance"
                 log(f"[{self.combo.name}] {self.cycle}: {said}; problems so far {len(self.stats.problems)}")
+                for text in self.stats.problems[seen:]:
+                    log(f"    {text[:300]}")
+                seen = len(self.stats.problems)
         self.finish()
         self.stats.wall_s = round(time.time() - t0, 1)
         return self.stats
@@ -340,7 +344,7 @@ def long_plan(combo: Combo, kills: int, *, zombie_every: int, wrong_every: int, 
     plan: list[tuple[str, str]] = []
     kill = zombie = 0
     while kill < kills:
-        if zombie_every and len(plan) % zombie_every == zombie_every - 1:
+        if zombie_every and (kill + zombie) % zombie_every == zombie_every - 1:
             plan.append(("zombie", bounds[(z0 + zombie) % len(bounds)]))
             zombie += 1
             continue

@@ -57,3 +57,15 @@ def test_matrix_slice(matrix, combo):
     assert stats["duplicates"] == stats["losses"] == stats["missing_files"] == 0, stats
     assert stats["final_verify"] == "clean", stats["final_verify"]
     assert not stats["not_reached"], f"kill points never reached: {stats['not_reached']}"
+
+
+def test_the_long_runs_plan_kills_at_every_boundary_with_zombies_and_refused_restarts():
+    from collections import Counter
+
+    from tests.torture.matrix import long_plan
+
+    for combo in COMBOS:
+        plan = long_plan(combo, 2 * len(combo.boundaries), zombie_every=4, wrong_every=3, seed=1)
+        counts = Counter(what for what, _ in plan)
+        assert {b for what, b in plan if what == "kill"} == set(combo.boundaries), combo.name
+        assert counts["zombie"] >= len(combo.boundaries) // 2 and counts["wrong"] >= len(combo.boundaries) // 2, (combo.name, counts)
