@@ -3,7 +3,7 @@
 #   make test   - set up .venv with everything, run make lint (ruff, mypy, the import-layer contracts),
 #                 make docs (the strict documentation build), then the test suite (which opens every
 #                 page of the site in headless Chromium: make browser installs it from Debian)
-# Longer runs are separate: make torture, make bench.
+# Longer runs are separate: make torture, make torture-matrix, make bench.
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV   := .venv
@@ -13,7 +13,7 @@ EXTRAS := all,test,bench,docs
 DEMO_STAMP  := $(VENV)/.installed-demo
 DEMO_EXTRAS := spark,arrow
 
-.PHONY: demo test test-fast torture bench lint docs browser venv demo-venv check-java clean emulators
+.PHONY: demo test test-fast torture torture-matrix bench lint docs browser venv demo-venv check-java clean emulators
 
 $(STAMP): setup.cfg setup.py constraints.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -70,6 +70,11 @@ test-fast: venv
 
 torture: check-java venv
 	$(BIN)/python -m tests.torture.run $(ARGS)
+
+# every supported table configuration, kill -9 at every commit boundary, zombies, refused
+# restarts and seo recover/gc/verify between kills, at the commit layer (no Spark)
+torture-matrix: venv
+	$(BIN)/python -m tests.torture.matrix $(ARGS)
 
 bench: check-java venv
 	$(BIN)/python -m benchmarks $(ARGS)

@@ -19,7 +19,7 @@ from .lease import Lease, fenced_cause
 from .recovery import discard_sequence
 from .sequence import CommitSequence
 from .step import StepContext
-from .steps import MoveFiles, sync_staged_on_worker
+from .steps import FileMove, MoveFiles, sync_staged_on_worker
 from .wal import CommitSequenceStore
 
 log = logging.getLogger("streaming_exactly_once.commit")
@@ -62,6 +62,10 @@ class CommitEngine:
                 ctx.distribute(sync_staged_on_worker, moves)
             else:
                 self.storage.sync([m.src for m in moves])
+            # Spark's writer made the directories the files are in without syncing them either:
+            # their names must be on disk too, or a claim found after a power cut names files
+            # that vanished with their directory (syncing a path syncs its parent directory)
+            self.storage.sync(_directories_below(seq.staging_dir, moves), contents=False)
         except FileNotFoundError as exc:  # a successor aborted this attempt and deleted its files
             fenced = fenced_cause(self.storage, self.lease.epoch, "stage")
             if fenced is not None:
@@ -98,3 +102,14 @@ class CommitEngine:
             "Another writer is active; this one stops without publishing.",
             batch_id=seq.batch_id,
         )
+
+
+def _directories_below(staging_dir: str, moves: list[FileMove]) -> list[str]:
+    """Every directory from the attempt's staging directory down to the staged files' own."""
+    found: set[str] = {staging_dir}
+    for move in moves:
+        parent = move.src.rsplit("/", 1)[0]
+        while parent.startswith(staging_dir + "/") and parent not in found:
+            found.add(parent)
+            parent = parent.rsplit("/", 1)[0]
+    return sorted(found)

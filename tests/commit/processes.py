@@ -9,9 +9,11 @@ the interleavings are deterministic.
 
 A child runs a small JSON *program* (``python -m tests.commit.processes PROGRAM``)::
 
-    {"name": "A", "root": "/tmp/t", "group": ["t0", "t1"] | null,
+    {"name": "A", "root": "/tmp/t" | "s3://bucket/t", "group": ["t0", "t1"] | null,
+     "storage_options": {"endpoint_url": ...} | null,   # open_storage's options (an S3 endpoint)
      "options": {"lease_timeout_ms": 2000, "compact_interval": 3, ...},   # CommitterOptions
-     "delta": {"checkpoint_interval": 3} | null,   # format="delta" (DeltaSettings; group: every table)
+     "delta": {"checkpoint_interval": 3} | null,   # format="delta" (DeltaSettings; group: every table),
+                                                   # partitioned by p unless options say otherwise
      "steps": [{"do": "open"}, {"do": "commits", "query": Q, "count": 2, "base": 0}, ...]}
 
 Steps (each reports what happened as one JSON line on stdout, see ``Writer.events``):
@@ -224,7 +226,7 @@ class _Child:
 
         self.p = program
         self.name = program.get("name", "writer")
-        self.storage = FaultInjectingStorage(open_storage(program["root"]))  # ``arm`` gives it rules
+        self.storage = FaultInjectingStorage(open_storage(program["root"], program.get("storage_options")))  # ``arm`` gives it rules
         self.c = None
         self.next_batch: dict[str, int] = {}
         self.held = None
@@ -238,7 +240,9 @@ class _Child:
         from streaming_exactly_once.delta.target import DeltaSettings
         opts = {"heartbeat": True, "lease_timeout_ms": 2000, **self.p.get("options", {})}
         if self.p.get("delta") is not None:
-            opts.update(delta=DeltaSettings(**self.p["delta"]), partition_by=("p",))
+            opts["delta"] = DeltaSettings(**self.p["delta"])
+            opts.setdefault("partition_by", ("p",))
+        opts["partition_by"] = tuple(opts.get("partition_by", ()))
         cls = GroupCommitter if self.p.get("group") else TableCommitter
         self.c = cls(self.storage, CommitterOptions(**opts))
 

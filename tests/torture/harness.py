@@ -91,6 +91,8 @@ class TortureConfig:
     #: every driver adds a column to the stream (``driver --evolve N``, ``schema_evolution="add_columns"``):
     #: each run's first batch changes the table's schema, and ``after-schema`` joins the cycle
     evolve: bool = False
+    #: with ``delta``: ``spark_manifest=False`` (``driver --private-manifest``), the manifest in ``_seo/manifest``
+    private_manifest: bool = False
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -158,7 +160,8 @@ class TortureRun:
             "--until-done", str(until_done or self.done_marker), "--retain", "100000",
             "--compact-interval", str(self.c.compact_interval),
         ] + (["--forks"] if self.c.forks else []) + (["--connect"] if self.c.connect else []) \
-            + (["--format", "delta"] if self.c.delta else []) + (["--evolve", str(self.stats.runs)] if self.c.evolve else []) \
+            + (["--format", "delta"] if self.c.delta else []) + (["--private-manifest"] if self.c.private_manifest else []) \
+            + (["--evolve", str(self.stats.runs)] if self.c.evolve else []) \
             + list(extra_args)
         env = dict(os.environ)
         for key in ("SEO_CRASH_AT", "SEO_FAIL_AT", "SEO_PAUSE_AT"):
@@ -286,7 +289,7 @@ class TortureRun:
     def _manifest_dirs(self) -> list[Path]:
         if self.c.forks:  # the group's tables: raw/ and one per dataset under byp/
             return [d for d in self.table.glob("**/_spark_metadata") if d.is_dir()]
-        return [self.table / "_spark_metadata"]
+        return [self.table / ("_seo/manifest" if self.c.private_manifest else "_spark_metadata")]
 
     def _zombie_claims(self, storage, epoch: int, *, pending: bool) -> set[int]:
         """Batches (of the table, or of the group) committed under writer ``epoch``'s claim -
