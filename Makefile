@@ -13,7 +13,7 @@ EXTRAS := all,test,bench,docs
 DEMO_STAMP  := $(VENV)/.installed-demo
 DEMO_EXTRAS := spark,arrow
 
-.PHONY: demo test test-fast torture torture-matrix bench lint docs browser venv demo-venv check-java clean emulators
+.PHONY: demo test test-long test-fast torture torture-matrix bench lint docs browser venv demo-venv check-java clean emulators
 
 $(STAMP): setup.cfg setup.py constraints.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -63,7 +63,11 @@ browser:
 	  else echo "warning: chromium is not installed (Debian: apt-get install chromium); the browser test of the docs will skip" >&2; fi; }
 
 test: check-java venv emulators lint docs browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not long"
+
+# the long runs kept out of `make test` (Spark Connect tortures, zombies at every boundary, ...)
+test-long: check-java venv emulators
+	$(BIN)/python -m pytest -q -m long
 
 test-fast: venv
 	$(BIN)/python -m pytest -q -m "not spark and not torture"

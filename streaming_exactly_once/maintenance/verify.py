@@ -150,13 +150,18 @@ def verify_table(
     latest = logs.manifest.latest_batch_id(refresh=True)
     report.latest_batch_id = latest
     _check_logs_parse(logs, identity, report)
+    claimed = _claimed_batches(storage, identity, pending)
     if identity is not None and latest is not None:
         for log_, name in ((logs.commits, "commits"), (logs.sources, "sources")):
             if log_ is None:  # a table of a dataset group: its input files are the group's
                 continue
             last = log_.latest_batch_id(refresh=True)
             if last != latest and latest >= identity.first_batch_id:
-                report.add("error", "log-mismatch", log_.uri(), f"{name} log ends at batch {last}, manifest at {latest}")
+                behind = range((-1 if last is None else last) + 1, latest + 1)
+                # a crash after the manifest, before the records: the pending claims complete them
+                # at the next start (reported as pending-wal); anything else is damage
+                if not (last is not None and last < latest and all(b in claimed for b in behind)):
+                    report.add("error", "log-mismatch", log_.uri(), f"{name} log ends at batch {last}, manifest at {latest}")
     # committed files exist with their recorded size
     try:
         current = committed_files(storage.root_uri, storage_options=storage.options(), allow_outside_root=True)
@@ -173,7 +178,7 @@ def verify_table(
     for uri, target in problems.escapes:
         report.add("error", "symlink-outside-root", uri, f"a symbolic link to {target}, outside the table root; readers refuse it")
     if identity is not None and identity.delta_app_id is not None:
-        _check_delta(storage, identity.delta_app_id, latest, current, report)
+        _check_delta(storage, identity.delta_app_id, latest, current, report, claimed)
     if identity is not None and latest is not None:
         _check_schemas(storage, identity, latest, current, report, files=check_schemas and not problems.absent)
     if identity is None or identity.kind != "member":
@@ -202,7 +207,22 @@ def verify_table(
     return report
 
 
-def _check_delta(storage: Storage, app_id: str, latest: int | None, current: CommittedFiles, report: VerifyReport) -> None:
+def _claimed_batches(storage: Storage, identity: TableIdentity | None, pending: PendingCommits | None) -> set[int]:
+    """The batches with a pending WAL claim: the table's own, or its group's (``pending``, or
+    read from the group a member names). Best effort: an unreadable WAL is reported elsewhere."""
+    if pending is not None:
+        return set(pending.batches)
+    try:
+        if identity is not None and identity.kind == "member":
+            storage = group_of(storage, identity)[0]
+        return set(CommitSequenceStore(storage).pending())
+    except ExactlyOnceError:
+        return set()
+
+
+def _check_delta(
+    storage: Storage, app_id: str, latest: int | None, current: CommittedFiles, report: VerifyReport, claimed: set[int]
+) -> None:
     """A ``format="delta"`` table: the Delta log holds the manifest's batches and the same files."""
     from ..delta.target import DeltaTarget
 
@@ -216,8 +236,7 @@ def _check_delta(storage: Storage, app_id: str, latest: int | None, current: Com
     applied = -1 if applied is None else applied
     latest = -1 if latest is None else latest
     if applied < latest:
-        pending = CommitSequenceStore(storage).pending()
-        if any(applied < b <= latest for b in pending):
+        if any(applied < b <= latest for b in claimed):
             report.add(
                 "warning",
                 "delta-pending",
@@ -315,7 +334,14 @@ def verify_group(storage: Storage, *, check_orphans: bool = True, check_schemas:
         report.files += sub.files
         report.bytes += sub.bytes
         report.problems += sub.problems
-        if sub.latest_batch_id != batch_id:
+        ahead = range(batch_id + 1, (sub.latest_batch_id if sub.latest_batch_id is not None else -1) + 1)
+        if ahead and all(b in pending.batches for b in ahead):
+            report.add(
+                "warning", "group-pending", storage.uri(name),
+                f"table is at batch {sub.latest_batch_id}, the group's newest commit record says {batch_id}; "
+                "the pending WAL claim completes the group's record at the next start (or `seo recover`)",
+            )
+        elif sub.latest_batch_id != batch_id:
             report.add(
                 "error", "group-mismatch", storage.uri(name),
                 f"table is at batch {sub.latest_batch_id}, the group's newest commit record says {batch_id}",

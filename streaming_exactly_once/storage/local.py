@@ -349,7 +349,7 @@ class LocalStorage(Storage):
         target = self._abs(path)
         if os.path.exists(target):
             raise FileExistsError(errno.EEXIST, "file exists", self.uri(path))
-        os.makedirs(os.path.dirname(target), exist_ok=True)
+        makedirs_durable(os.path.dirname(target), durable=self._durable or self._durable_new_dirs)
         tmp = self._tmp_sibling(target)
         fh = open(tmp, "xb")
         try:
@@ -517,7 +517,8 @@ class LocalStorage(Storage):
         shutil.rmtree(target, ignore_errors=False, onerror=_ignore_missing)
 
     def makedirs(self, path: str) -> None:
-        os.makedirs(self._abs(path), exist_ok=True)
+        # durable: the files later put there durably name only themselves in this directory
+        makedirs_durable(self._abs(path), durable=self._durable or self._durable_new_dirs)
 
     def filesystem(self) -> tuple[Any, str]:
         from .fsspec_store import make_filesystem

@@ -47,7 +47,7 @@ def _assert_once(table, expected) -> None:
     assert set(counts) - set(expected) == set(), "unexpected rows"
 
 
-@pytest.mark.parametrize("mode", ["rename", "direct"])
+@pytest.mark.parametrize("mode", [pytest.param("rename", marks=pytest.mark.long), "direct"])
 def test_a_notebook_session_under_spark_connect(tmp_path, mode):
     """availableNow with a listener, stop + immediate restart with a new sink, a replayed batch,
     a lost checkpoint - all in one Connect session - and every row once."""
@@ -84,6 +84,7 @@ def test_a_notebook_session_under_spark_connect(tmp_path, mode):
     assert steps["session"]["pid"] not in {e["pid"] for e in epochs}
 
 
+@pytest.mark.long
 def test_second_writer_and_kill_9_under_spark_connect(tmp_path):
     """A second Connect query on a live table fails at its first batch and commits nothing; a
     worker killed right after its manifest entry is rolled forward by the next query."""

@@ -180,6 +180,7 @@ def test_a_dataset_group_drops_what_it_holds_too(kafka, tmp_path):
 
 
 @pytest.mark.connect
+@pytest.mark.long
 def test_a_lost_checkpoint_under_spark_connect(tmp_path):
     import subprocess
     import sys

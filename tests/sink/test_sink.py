@@ -138,7 +138,7 @@ def test_graceful_stop_mid_stream_then_resume(spark, tmp_path):
 @pytest.mark.slow
 # Two representative points (mid-move; the manifest entry of a compaction batch): the torture
 # suite kills at every boundary of both modes.
-@pytest.mark.parametrize("crash_at", ["mid-move@2", "after-manifest@3"])
+@pytest.mark.parametrize("crash_at", ["mid-move@2", pytest.param("after-manifest@3", marks=pytest.mark.long)])
 def test_kill_9_of_the_driver_then_restart(spark, tmp_path, crash_at):
     ids = write_csv_files(tmp_path / "in", n_files=8, rows_per_file=5)
     args = dict(input=tmp_path / "in", table=tmp_path / "t", checkpoint=tmp_path / "ckpt", files_per_trigger=2)

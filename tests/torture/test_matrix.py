@@ -50,13 +50,13 @@ def matrix(tmp_path_factory, moto_endpoint):
 def test_matrix_slice(matrix, combo):
     stats = matrix["per_combination"][combo.name]
     want = {b for what, b in bounded_plan(combo, COMBOS.index(combo)) if what == "kill"}
-    assert want <= set(stats["boundaries"]) | set(stats["not_reached"]), stats
     assert stats["wrong_configs"], stats
     assert stats["zombies"] or not any(what == "zombie" for what, _ in bounded_plan(combo, COMBOS.index(combo))), stats
     assert not stats["problems"], f"{combo.name}: {len(stats['problems'])} problems:\n" + "\n".join(stats["problems"])
     assert stats["duplicates"] == stats["losses"] == stats["missing_files"] == 0, stats
     assert stats["final_verify"] == "clean", stats["final_verify"]
-    assert not stats["not_reached"], f"kill points never reached: {stats['not_reached']}"
+    # a janitor boundary's passes can coalesce: a kill there is tried again, and must land once
+    assert want <= set(stats["boundaries"]), f"kill points never reached: {want - set(stats['boundaries'])} ({stats['not_reached']})"
 
 
 def test_the_long_runs_plan_kills_at_every_boundary_with_zombies_and_refused_restarts():

@@ -57,6 +57,7 @@ def test_bounded_torture(spark, tmp_path):
 
 
 @pytest.mark.connect
+@pytest.mark.long
 def test_bounded_torture_under_spark_connect(spark, tmp_path):
     """The same harness with Spark Connect drivers (``make torture ARGS=--connect`` kills at
     every boundary): the sink runs in the server's worker, which is killed at a boundary or with
@@ -79,6 +80,7 @@ def test_bounded_torture_under_spark_connect(spark, tmp_path):
 
 
 @pytest.mark.connect
+@pytest.mark.long
 def test_dataset_group_torture_under_spark_connect(spark, tmp_path):
     """A DatasetSink (a fork and one table per dataset) under Spark Connect: its mapInArrow
     writer runs from the server's foreachBatch worker, which is killed at group boundaries."""
@@ -98,6 +100,7 @@ def test_dataset_group_torture_under_spark_connect(spark, tmp_path):
     assert result["byp_library"]["tables"] >= 2, result
 
 
+@pytest.mark.long
 def test_bounded_torture_of_a_delta_table(spark, tmp_path):
     """A ``format="delta"`` table killed at the Delta step's boundaries (before its commit, a few
     ms into it, right after it and a few ms after it) and at the WAL boundaries around them, a

@@ -25,7 +25,7 @@ def _stopped(pid: int) -> bool:
 
 
 # Before and after the claim at Spark level; tests/torture/test_zombie_commit.py pauses at every boundary.
-@pytest.mark.parametrize("pause_at", ["before-wal@2", "after-manifest@2"])
+@pytest.mark.parametrize("pause_at", [pytest.param("before-wal@2", marks=pytest.mark.long), "after-manifest@2"])
 def test_paused_zombie_never_publishes(spark, tmp_path, pause_at):
     run = TortureRun(TortureConfig(work=tmp_path, lease_timeout="3s", files_per_trigger=1, log=False))
     run.feed(3)
@@ -65,6 +65,7 @@ def test_paused_zombie_never_publishes(spark, tmp_path, pause_at):
     assert result["vanilla_spark"]["duplicates"] == 0 and result["vanilla_spark"]["losses"] == 0
 
 
+@pytest.mark.long
 def test_zombie_wakes_next_to_a_live_successor(spark, tmp_path):
     """The driver freezes right after publishing the manifest entry of its second batch (claimed
     before the takeover: the successor rolls it forward). The successor commits through a

@@ -17,6 +17,7 @@ from tests.torture.zombie_run import PAIRS, run_many
 pytestmark = [pytest.mark.torture, pytest.mark.slow]
 
 
+@pytest.mark.long
 def test_zombie_at_every_commit_boundary(tmp_path):
     summary = run_many(runs=len(PAIRS), seed=0, work=tmp_path, jobs=2, log=print)
     assert set(summary["per_boundary"]) == {f"{kind}:{b}" for kind, b in PAIRS}, "a boundary was never tried"
