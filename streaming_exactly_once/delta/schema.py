@@ -24,7 +24,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import DeltaSchemaMismatchError
+from ..errors import DeltaSchemaMismatchError, DeltaTableError
 
 PARTITION_TYPES = ("string", "byte", "short", "integer", "long", "boolean", "date")
 
@@ -100,4 +100,36 @@ def check_fits(
             "partition columns), or write to a new table.",
             table=table,
             problems=problems,
+        )
+
+
+#: Reader features a table may have: appended Parquet files still mean what they say.
+_READER_FEATURES_OK = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
+#: Schema metadata keys of features an append of files (that delta-rs does not look into) would break.
+_SCHEMA_MARKERS = ("delta.columnMapping", "delta.generationExpression", "delta.identity", "delta.invariants")
+
+
+def check_appendable(table: Any, root: str) -> None:
+    """Refuse tables whose features a plain append of Parquet files would break."""
+    protocol = table.protocol()
+    reasons = []
+    reader_features = set(protocol.reader_features or ())
+    if protocol.min_reader_version == 2 or (reader_features - _READER_FEATURES_OK):
+        reasons.append(
+            "it requires reader features "
+            + (", ".join(sorted(reader_features - _READER_FEATURES_OK)) or "of reader version 2 (column mapping)")
+        )
+    schema = table.schema().to_json()
+    markers = [m for m in _SCHEMA_MARKERS if m in schema]
+    if markers:
+        reasons.append(f"its schema uses {', '.join(markers)}")
+    constraints = [k for k in (table.metadata().configuration or {}) if k.startswith("delta.constraints.")]
+    if constraints:
+        reasons.append(f"it has CHECK constraints ({', '.join(sorted(constraints))})")
+    if reasons:
+        raise DeltaTableError(
+            f"Delta table {root} cannot take appended Parquet files: {'; '.join(reasons)}. "
+            "The sink adds files it wrote without Delta's writer (which would map column names, evaluate "
+            "constraints or compute columns). Write to a new table, or to one without these features.",
+            table=root,
         )

@@ -44,27 +44,25 @@ break (column mapping, deletion vectors, constraints, generated or identity colu
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field as dc_field
 from typing import Any
 from urllib.parse import unquote
 
 from ..errors import DeltaSchemaMismatchError, DeltaTableError, InvalidAsOfError
-from ..log.record_fields import json_field
 from ..storage.base import Storage
 from .engine import deltalake, object_store_options, table_uri
 from .evolve import check_evolution, checkpoint_if_due, commit_lines, evolves, write_commit
 from .files import DeltaFile, add_actions
-from .schema import check_fits, check_partition_types, fields_of
+from .log_actions import lost_race, ms_since_epoch, relative_to_root, root_spellings, txn_in_commit, txn_version
+from .schema import check_appendable, check_fits, check_partition_types, fields_of
+from .settings import APP_ID_PREFIX, DeltaSettings, app_id
 
 log = logging.getLogger("streaming_exactly_once.delta")
 
 LOG_DIR = "_delta_log"
-APP_ID_PREFIX = "streaming-exactly-once:"
 #: Keys of our entries in a Delta commit's ``commitInfo`` (strings: every Delta reader shows them).
 BATCH_KEY = "seoBatchId"
 APP_KEY = "seoAppId"
@@ -74,10 +72,6 @@ DELTA_DEFAULT_CHECKPOINT_INTERVAL = 100
 COMMIT_ATTEMPTS = 8
 
 _COMMIT_FILE = re.compile(r"^\d{20}\.(json|checkpoint\.parquet|checkpoint\.\d{10}\.\d{10}\.parquet)$")
-#: Reader features a table may have: appended Parquet files still mean what they say.
-_READER_FEATURES_OK = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
-#: Schema metadata keys of features an append of files (that delta-rs does not look into) would break.
-_SCHEMA_MARKERS = ("delta.columnMapping", "delta.generationExpression", "delta.identity", "delta.invariants")
 
 HINT = (
     "Delta readers (delta-spark, delta-rs, Trino, DuckDB, polars) read the table through this log; nothing "
@@ -86,36 +80,13 @@ HINT = (
 )
 
 
-def app_id(table_id: str) -> str:
-    """The Delta application id of the table with this identity (``table.identity``)."""
-    return APP_ID_PREFIX + table_id
-
-
-@dataclass(frozen=True)
-class DeltaSettings:
-    """Table properties set when the first batch creates the table (plain values, see the sink)."""
-
-    #: delta.checkpointInterval: log replay reads at most this many JSON files
-    checkpoint_interval: int = dc_field(default=10, metadata=json_field("checkpointInterval", int, optional=True))
-    #: delta.logRetentionDuration (None: Delta's default, 30 days)
-    log_retention_ms: int | None = dc_field(
-        default=None, metadata=json_field("logRetentionMs", int, optional=True, omit_default=True)
-    )
-
-    def table_properties(self) -> dict[str, str]:
-        props = {"delta.checkpointInterval": str(self.checkpoint_interval)}
-        if self.log_retention_ms is not None:
-            props["delta.logRetentionDuration"] = f"interval {max(1, self.log_retention_ms // 1000)} seconds"
-        return props
-
-
 class DeltaTarget:
     """The Delta log of the table at ``storage`` for the app id of one table identity."""
 
-    def __init__(self, storage: Storage, app: str, settings: DeltaSettings = DeltaSettings()) -> None:
+    def __init__(self, storage: Storage, app: str, settings: DeltaSettings | None = None) -> None:
         self.storage = storage
         self.app_id = app
-        self.settings = settings
+        self.settings = settings or DeltaSettings()
         self.uri = table_uri(storage)
         self.options = object_store_options(storage)
         self._table: Any = None  # the loaded DeltaTable, brought up to date before each use
@@ -176,13 +147,13 @@ class DeltaTarget:
     def applied_batch(self, *, refresh: bool = True) -> int | None:
         """The newest manifest batch committed to the Delta table (its ``txn`` version), or None."""
         table = self.load(refresh=refresh)
-        return None if table is None else _txn(table, self.app_id)
+        return None if table is None else txn_version(table, self.app_id)
 
     def status(self) -> dict[str, Any]:
         table = self.load()
         if table is None:
             return {"version": None, "appId": self.app_id, "batchId": None}
-        return {"version": table.version(), "appId": self.app_id, "batchId": _txn(table, self.app_id)}
+        return {"version": table.version(), "appId": self.app_id, "batchId": txn_version(table, self.app_id)}
 
     # -- before the WAL claim ----------------------------------------------------------------
 
@@ -212,38 +183,13 @@ class DeltaTarget:
                     table=self.storage.root_uri,
                 ) from None
             return
-        self.check_table(table)
+        check_appendable(table, self.storage.root_uri)
         metadata = table.metadata()
         current = table.schema().to_json()
         if table_schema is not None and evolves(current, table_schema):
             check_evolution(current, table_schema, table=self.storage.root_uri, log_uri=self.log_uri)
             current = table_schema
         check_fits(current, metadata.partition_columns, schema_json, partition_by, table=self.storage.root_uri, log_uri=self.log_uri)
-
-    def check_table(self, table: Any) -> None:
-        """Refuse tables whose features a plain append of Parquet files would break."""
-        protocol = table.protocol()
-        reasons = []
-        reader_features = set(protocol.reader_features or ())
-        if protocol.min_reader_version == 2 or (reader_features - _READER_FEATURES_OK):
-            reasons.append(
-                "it requires reader features "
-                + (", ".join(sorted(reader_features - _READER_FEATURES_OK)) or "of reader version 2 (column mapping)")
-            )
-        schema = table.schema().to_json()
-        markers = [m for m in _SCHEMA_MARKERS if m in schema]
-        if markers:
-            reasons.append(f"its schema uses {', '.join(markers)}")
-        constraints = [k for k in (table.metadata().configuration or {}) if k.startswith("delta.constraints.")]
-        if constraints:
-            reasons.append(f"it has CHECK constraints ({', '.join(sorted(constraints))})")
-        if reasons:
-            raise DeltaTableError(
-                f"Delta table {self.storage.root_uri} cannot take appended Parquet files: {'; '.join(reasons)}. "
-                "The sink adds files it wrote without Delta's writer (which would map column names, evaluate "
-                "constraints or compute columns). Write to a new table, or to one without these features.",
-                table=self.storage.root_uri,
-            )
 
     # -- the commit of one batch ---------------------------------------------------------------
 
@@ -272,7 +218,7 @@ class DeltaTarget:
         last: BaseException | None = None
         for attempt in range(COMMIT_ATTEMPTS):
             table = self.load(refresh=attempt > 0 or not fresh)
-            done = None if table is None else _txn(table, self.app_id)
+            done = None if table is None else txn_version(table, self.app_id)
             if done is not None and done >= batch_id:
                 return self.version_committing(batch_id)
             self._check_follows(batch_id, done, table)
@@ -323,7 +269,7 @@ class DeltaTarget:
             except DeltaTableError:
                 raise
             except Exception as exc:
-                if not _lost_race(exc, dl):
+                if not lost_race(exc, dl):
                     raise DeltaTableError(
                         f"Delta commit of manifest batch {batch_id} to {self.log_uri} failed: {type(exc).__name__}: "
                         f"{' '.join(str(exc).split())[:300]}. The batch stays pending in the WAL and is committed "
@@ -377,7 +323,7 @@ class DeltaTarget:
         file carries our ``txn`` for the batch (one read, where ``version_committing`` would list
         the log to bring the snapshot up to date; the snapshot is brought up to date at the next
         batch anyway). None if it does not (e.g. delta-rs retried the commit on a later version)."""
-        if _txn_in(self._read_commit(base + 1), self.app_id) == batch_id:
+        if txn_in_commit(self._read_commit(base + 1), self.app_id) == batch_id:
             return base + 1
         return None
 
@@ -449,7 +395,7 @@ class DeltaTarget:
             data = self._read_commit(version)
             if data is None:
                 return None
-            found = _txn_in(data, self.app_id)
+            found = txn_in_commit(data, self.app_id)
             if found == batch_id:
                 return version
             if found is not None and found < batch_id:
@@ -464,7 +410,7 @@ class DeltaTarget:
             table = deltalake().DeltaTable(self.uri, version=version, storage_options=self.options or None)
         except Exception:
             return None
-        found = _txn(table, self.app_id)
+        found = txn_version(table, self.app_id)
         return -1 if found is None else found
 
     def version_for_batch(self, batch_id: int, *, hint: int | None = None) -> int:
@@ -480,7 +426,7 @@ class DeltaTarget:
         if table is None:
             raise InvalidAsOfError(f"as_of={batch_id}: {self.storage.root_uri} has no Delta log yet.", as_of=batch_id)
         lo, hi = 0, table.version()
-        newest = _txn(table, self.app_id)
+        newest = txn_version(table, self.app_id)
         if newest is None or newest < batch_id:
             raise InvalidAsOfError(
                 f"as_of={batch_id}: manifest batch {batch_id} is not in the Delta table {self.storage.root_uri} (its "
@@ -512,13 +458,13 @@ class DeltaTarget:
         if table is None:
             return set()
         out: set[str] = set()
-        roots = _root_spellings(self.uri)
+        roots = root_spellings(self.uri)
         for uri in table.file_uris():
-            rel = _relative(uri, roots)
+            rel = relative_to_root(uri, roots)
             if rel is not None:
                 out.add(rel)
         for path in table.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=True):
-            out.add(_relative(path, roots) or path)
+            out.add(relative_to_root(path, roots) or path)
         return out
 
     def live_files(self) -> list[DeltaFile]:
@@ -531,12 +477,12 @@ class DeltaTarget:
 
         actions = pa.table(table.get_add_actions(flatten=True))
         out = []
-        roots = _root_spellings(self.uri)
+        roots = root_spellings(self.uri)
         for path, size, mtime in zip(
             actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(), actions.column("modification_time").to_pylist(),
             strict=True,
         ):
-            rel = _relative(unquote(path), roots)
+            rel = relative_to_root(unquote(path), roots)
             if rel is None:
                 raise DeltaTableError(
                     f"Delta table {self.storage.root_uri} names a data file outside its root ({path}); the "
@@ -544,7 +490,7 @@ class DeltaTarget:
                     "to a new table.",
                     table=self.storage.root_uri,
                 )
-            out.append(DeltaFile(rel, int(size), _ms(mtime)))
+            out.append(DeltaFile(rel, int(size), ms_since_epoch(mtime)))
         return out
 
     def schema_json(self) -> str | None:
@@ -554,54 +500,6 @@ class DeltaTarget:
     def columns(self) -> list[str]:
         schema = self.schema_json()
         return [f["name"] for f in fields_of(schema)] if schema else []
-
-
-def _ms(value: Any) -> int:
-    """A modification time as ms since the epoch (delta-rs gives ints or datetimes by version)."""
-    if hasattr(value, "timestamp"):
-        return int(value.timestamp() * 1000)
-    return int(value or 0)
-
-
-def _txn(table: Any, app: str) -> int | None:
-    found = table.transaction_version(app)
-    return None if found is None else int(found)
-
-
-def _txn_in(data: bytes | None, app: str) -> int | None:
-    """The version of ``app``'s ``txn`` action in one commit file's bytes (None if it has none)."""
-    for line in (data or b"").splitlines():
-        try:
-            action = json.loads(line)
-        except ValueError:
-            return None
-        txn = action.get("txn") if isinstance(action, dict) else None
-        if isinstance(txn, dict) and txn.get("appId") == app and isinstance(txn.get("version"), int):
-            return int(txn["version"])
-    return None
-
-
-def _lost_race(exc: BaseException, dl: Any) -> bool:
-    """A commit that failed because another one got there first (ours may be that one)."""
-    if isinstance(exc, (dl.exceptions.CommitFailedError, FileExistsError)):
-        return True
-    return "already exists" in str(exc).lower()
-
-
-def _root_spellings(uri: str) -> tuple[str, ...]:
-    root = uri.rstrip("/")
-    if "://" in root:
-        return (root + "/",)
-    return (root + "/", "file://" + root + "/")
-
-
-def _relative(uri: str, roots: tuple[str, ...]) -> str | None:
-    if "://" not in uri and not uri.startswith("/"):
-        return uri
-    for root in roots:
-        if uri.startswith(root):
-            return uri[len(root):]
-    return None
 
 
 __all__ = ["APP_ID_PREFIX", "DeltaSettings", "DeltaTarget", "LOG_DIR", "app_id"]

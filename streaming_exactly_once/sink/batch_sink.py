@@ -21,36 +21,32 @@ once.
 
 from __future__ import annotations
 
-import atexit
 import importlib
 import inspect
 import logging
 import threading
 import time
 import warnings
-import weakref
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
-from urllib.parse import unquote
 
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming.query import StreamingQuery
 
 from ..checkpoint.offset_seq import OffsetSeq
-from ..checkpoint.reader import InputFile, SparkCheckpoint
+from ..checkpoint.reader import SparkCheckpoint
 from ..commit.attempt import BatchAttempt, CommitResult
-from ..commit.sequence import commit_ms
 from ..commit.writer import Writer
 from ..config import parse_duration_ms, reject_unknown
 from ..errors import ConcurrentWriterError, ConfigError, SinkInUseError
 from ..storage import open_storage
 from ..storage.base import Storage
-from ..table.source_offsets import kafka_json, merged_ends
-from .input_filter import CommittedInputFilter
-from .offset_guard import OffsetColumns, OffsetGuard
+from ..table.source_offsets import kafka_json
+from .input_filter import BatchFilters, CommittedInputFilter, warn_reread_inputs
+from .live_sinks import LIVE_SINKS, release_leases_now
+from .offset_guard import OffsetGuard, guard_batch
 from .options import Duration, SinkOptions, StagingMode
-from .progress import observe_stream
+from .progress import batch_committed_event, observe_stream
 from .query_identity import QueryIdentity, is_connect, local_query_id, local_run_marker, resolve_identity
 
 if TYPE_CHECKING:
@@ -60,18 +56,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("streaming_exactly_once.sink")
 
-_LIVE_SINKS: weakref.WeakSet[BatchSink[Any]] = weakref.WeakSet()
-
 #: The committer a sink drives: ``TableCommitter`` for one table, ``GroupCommitter`` for a group.
 CommitterT = TypeVar("CommitterT", bound=Writer)
 
 
-# Spark Connect stops the worker of an ended query asynchronously: a listener on the server's
-# listener bus (``StreamingRunnerCleanerListener``) ends it when the query's termination event
-# arrives, which on a loaded machine can be long after the next query's first batch. A query
-# that ended by itself (``availableNow``) is the slow case; ``query.stop()`` is quick. Waiting
-# only delays the failure of a real second writer, so the default wait (the sink option
-# ``connect_handover_wait``, 60 s) is generous.
 
 
 def wrap_storage(storage: Storage, spec: str) -> Storage:
@@ -94,78 +82,6 @@ def _spark_app_id(df: DataFrame) -> str | None:
         return df.sparkSession.conf.get("spark.app.id", None)
     except Exception:  # noqa: BLE001 - without it the lease just waits as before
         return None
-
-
-@atexit.register
-def _release_leases() -> None:  # a clean interpreter exit frees the table for the next writer at once
-    for sink in list(_LIVE_SINKS):
-        try:
-            sink.close()
-        except Exception:
-            pass
-
-
-def _release_leases_now() -> None:
-    """On SIGTERM (Spark Connect ends a query's worker so): mark every lease of this process
-    released without waiting for the batch the signal interrupted - it will never finish."""
-    for sink in list(_LIVE_SINKS):
-        committer = sink._committer
-        if committer is not None:
-            try:
-                committer.lease.release()
-            except Exception:
-                pass
-
-
-#: Characters that make Hadoop take a path for a glob pattern (Spark's ``SparkHadoopUtil.isGlobPath``).
-GLOB_CHARACTERS = frozenset("{}[]*?\\")
-
-
-def reread_inputs(inputs: list[InputFile]) -> list[str]:
-    """Input files of a batch whose paths Spark's file source takes for glob patterns, when the
-    batch has enough files for that to make Spark read some of them more than once; else none.
-
-    Measured on Spark 4.3 (plain ``foreachBatch``, no sink involved): with ``g`` files whose
-    path contains any of ``{}[]*?\\`` among one source's files of a batch, the files directly
-    in the input directory are read more than once - each of those ``g`` files ``g`` times,
-    every other file ``g + 1`` times - consistent with Spark's ``checkAndGlobPathIfNecessary``
-    returning the batch's whole path list for every path that looks like a glob when globbing is
-    off. One such file alone in its batch is read once; files in subdirectories (partition
-    directories, ``recursiveFileLookup``) were read once. The copies are identical rows of the
-    same file, so the sink cannot remove them, and refusing the batch would fail every retry
-    (Spark re-reads the same files): it names the files instead. The input directory is not
-    known here, so files in subdirectories are named too.
-    """
-    by_source: dict[int, list[InputFile]] = {}
-    for f in inputs:
-        by_source.setdefault(f.source, []).append(f)
-    out: list[str] = []
-    for files in by_source.values():
-        globby = [unquote(f.path) for f in files if GLOB_CHARACTERS & set(unquote(f.path))]
-        if len(globby) > 1 or (globby and len(files) > 1):
-            out += globby
-    return out
-
-
-@dataclass
-class BatchFilters:
-    """What a batch drops before it is written: rows of input files the table committed, and
-    rows of partitioned sources below the table's offsets."""
-
-    files: CommittedInputFilter
-    offsets: OffsetGuard
-
-    @property
-    def df(self) -> DataFrame:
-        return self.files.df
-
-    @property
-    def new_inputs(self) -> list[InputFile]:
-        return self.files.new_inputs
-
-    def skipped_rows(self) -> int:
-        """Call it once the batch is written (the counts are observed in that pass)."""
-        return self.files.skipped_rows() + self.offsets.skipped_rows()
 
 
 class BatchSink(Generic[CommitterT]):
@@ -203,7 +119,7 @@ class BatchSink(Generic[CommitterT]):
         self._checkpoints: dict[str, tuple[str, SparkCheckpoint]] = {}  # location -> (query id, reader)
         #: per query: its last batch seen here and that batch's end offsets (the next one's start)
         self._batch_ends: dict[str, tuple[int, dict[str, int]]] = {}
-        _LIVE_SINKS.add(self)
+        LIVE_SINKS.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k not in self._PROCESS_STATE}
@@ -369,7 +285,7 @@ class BatchSink(Generic[CommitterT]):
 
     def _take_from_other_sinks(self) -> None:
         root = self.storage.root_uri
-        for other in list(_LIVE_SINKS):
+        for other in list(LIVE_SINKS):
             if other is self or not other._holds_table() or other.storage.root_uri != root:
                 continue
             if other._query_running():
@@ -495,7 +411,9 @@ class BatchSink(Generic[CommitterT]):
         if is_connect(df):
             from .query_watch import release_on_sigterm
 
-            release_on_sigterm(_release_leases_now)
+            release_on_sigterm(release_leases_now)
+            # Spark Connect ends an ended query's worker asynchronously (a listener on the server's bus),
+            # long after the next query's first batch on a loaded machine: the lease waits that long for it
             self.committer.lease.handover_wait_s = self.options.connect_handover_wait_ms / 1000
         elif self.options.query_id is None:
             from .query_watch import session_running
@@ -568,16 +486,7 @@ class BatchSink(Generic[CommitterT]):
         inputs = checkpoint.input_files(batch_id) if checkpoint else None
         if checkpoint is not None and inputs is None:
             log.warning("input files of batch %d of query %s are not in its checkpoint any more", batch_id, qid)
-        reread = reread_inputs(inputs or [])
-        if reread:
-            log.warning(
-                "batch %d of query %s: input file(s) %s have glob characters ({}[]*?\\) in their paths. Spark's "
-                "file source then reads the batch's files that lie directly in its input directory more than once "
-                "(measured on Spark 4.3: with g such files, each of them g times, every other file g+1 times), so "
-                "rows may be written twice; plain foreachBatch does the same and the copies cannot be told apart. "
-                "Rename such files before they land in the input directory, or read with maxFilesPerTrigger=1.",
-                batch_id, qid, ", ".join(reread),
-            )
+        warn_reread_inputs(inputs or [], batch_id, qid)
         guard = self._offset_guard(df, qid, batch_id, checkpoint, offsets)  # before anything is staged
         with self.committer.batch(qid, batch_id, mode=self.staging_mode, checkpoint=identity.checkpoint, offsets=offsets) as attempt:
             self.storage.makedirs(attempt.staging_dir)  # the attempt's staging, before the writer fills it
@@ -595,25 +504,9 @@ class BatchSink(Generic[CommitterT]):
         self, df: DataFrame, query_id: str, batch_id: int, checkpoint: SparkCheckpoint | None, offsets: OffsetSeq | None
     ) -> OffsetGuard:
         """The batch checked against the records of partitioned sources the table holds."""
-        end = merged_ends(offsets.offsets) if offsets is not None else {}
-        previous = self._batch_ends.get(query_id)
-        self._batch_ends[query_id] = (batch_id, end)
-        if previous is not None and previous[0] == batch_id - 1:
-            start: dict[str, int] | None = previous[1]
-        else:
-            raw = checkpoint.start_offsets(batch_id) if end and checkpoint is not None else None
-            start = merged_ends(raw) if raw is not None else None
-        return OffsetGuard(
-            df,
-            end=end,
-            start=start,
-            marks=self.committer.offset_marks() if end else {},
-            known_query=self.committer.knows_query(query_id),
-            columns=OffsetColumns(*self.options.offset_columns),
-            allow_gaps=self.options.allow_offset_gaps,
-            table=self.storage.root_uri,
-            query_id=query_id,
-            batch_id=batch_id,
+        return guard_batch(
+            df, query_id=query_id, batch_id=batch_id, checkpoint=checkpoint, offsets=offsets, batch_ends=self._batch_ends,
+            writer=self.committer, columns=self.options.offset_columns, allow_gaps=self.options.allow_offset_gaps,
         )
 
     def starting_offsets(self, topics: Iterable[str] | None = None) -> str | None:
@@ -636,27 +529,7 @@ class BatchSink(Generic[CommitterT]):
 
     def _emit(self, result: CommitResult) -> None:
         """One structured event per committed batch, to the log and to ``on_commit``."""
-        record = result.record
-        assert record is not None
-        event = {
-            "event": "batch_committed",
-            "table": self.storage.root_uri,
-            "batchId": result.batch_id,
-            "queryId": result.query_id,
-            "sparkBatchId": result.spark_batch_id,
-            "epoch": record.epoch,
-            "mode": record.mode,
-            "numRows": record.num_rows,
-            "numFiles": record.num_files,
-            "numBytes": record.num_bytes,
-            **self._event_details(result),
-            "stepMs": result.timings,
-            "commitMs": commit_ms(result.timings),
-        }
-        log.info(
-            "committed batch %s (query batch %s): %s rows, %s files, commit %.1f ms",
-            result.batch_id, result.spark_batch_id, record.num_rows, record.num_files, event["commitMs"],
-        )
+        event = batch_committed_event(result, self.storage.root_uri, self._event_details(result))
         if self.options.on_commit is not None:
             self.options.on_commit(event)
 

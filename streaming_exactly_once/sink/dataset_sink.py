@@ -46,10 +46,11 @@ from ..table.rejections import read_rejections, write_rejection
 from ..table.schema_rules import Verdict
 from ..table.source_offsets import source_partitions
 from .arrow_file_writer import check_partition_types, result_ddl
-from .batch_sink import BatchFilters, BatchSink, log
+from .batch_sink import BatchSink, log
 from .checks import Check, CheckResult, batch_checks, mandatory_failures, row_checks
 from .file_stats import FileStats
 from .group_writer import BUILTIN_ROW_CHECKS, CHECK_SEPARATOR, FAILED, FAILED_CHECKS, RESULT_FIELDS, GroupTaskWriter
+from .input_filter import BatchFilters
 from .keywords import GroupKeywords, check_keywords, document
 from .options import DIRECT_FORMATS, GroupOptions, SinkOptions, check_evolving_format
 from .outputs import Output

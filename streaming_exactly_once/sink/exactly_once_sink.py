@@ -35,8 +35,9 @@ from ..commit.committer import BatchAttempt, CommitResult, TableCommitter
 from ..commit.table_schema import read_only_schema
 from ..errors import ConfigError
 from .batch_metrics import BatchObservation
-from .batch_sink import BatchFilters, BatchSink
+from .batch_sink import BatchSink
 from .direct_writer import DirectWriter
+from .input_filter import BatchFilters
 from .keywords import SinkKeywords, check_keywords, document
 from .options import DIRECT_FORMATS, SinkOptions, default_staging_mode
 from .rename_writer import RenameWriter

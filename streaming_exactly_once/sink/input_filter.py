@@ -8,11 +8,15 @@ is a committed file, in the same pass as the write.
 
 If rows cannot be attributed to a file (``input_file_name()`` is empty, e.g. after an
 aggregation or a join), the batch fails with ``DuplicateInputError`` rather than risk a duplicate.
+``BatchFilters`` pairs this filter with the offset guard (``sink.offset_guard``); ``reread_inputs``
+names the input files Spark itself reads more than once.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from urllib.parse import unquote
 
 from pyspark.sql import DataFrame, functions as F
 
@@ -20,6 +24,7 @@ from ..checkpoint.reader import InputFile
 from ..errors import DuplicateInputError
 from ..manifest.paths import normalize_uri
 from .batch_metrics import BatchObservation
+from .offset_guard import OffsetGuard
 
 log = logging.getLogger("streaming_exactly_once.sink")
 
@@ -76,3 +81,69 @@ class CommittedInputFilter:
             self.batch_id, self.query_id, self._skipped, len(self.already_committed),
         )
         return self._skipped
+
+
+#: Characters that make Hadoop take a path for a glob pattern (Spark's ``SparkHadoopUtil.isGlobPath``).
+GLOB_CHARACTERS = frozenset("{}[]*?\\")
+
+
+def reread_inputs(inputs: list[InputFile]) -> list[str]:
+    """Input files of a batch whose paths Spark's file source takes for glob patterns, when the
+    batch has enough files for that to make Spark read some of them more than once; else none.
+
+    Measured on Spark 4.3 (plain ``foreachBatch``, no sink involved): with ``g`` files whose
+    path contains any of ``{}[]*?\\`` among one source's files of a batch, the files directly
+    in the input directory are read more than once - each of those ``g`` files ``g`` times,
+    every other file ``g + 1`` times - consistent with Spark's ``checkAndGlobPathIfNecessary``
+    returning the batch's whole path list for every path that looks like a glob when globbing is
+    off. One such file alone in its batch is read once; files in subdirectories (partition
+    directories, ``recursiveFileLookup``) were read once. The copies are identical rows of the
+    same file, so the sink cannot remove them, and refusing the batch would fail every retry
+    (Spark re-reads the same files): it names the files instead. The input directory is not
+    known here, so files in subdirectories are named too.
+    """
+    by_source: dict[int, list[InputFile]] = {}
+    for f in inputs:
+        by_source.setdefault(f.source, []).append(f)
+    out: list[str] = []
+    for files in by_source.values():
+        globby = [unquote(f.path) for f in files if GLOB_CHARACTERS & set(unquote(f.path))]
+        if len(globby) > 1 or (globby and len(files) > 1):
+            out += globby
+    return out
+
+
+@dataclass
+class BatchFilters:
+    """What a batch drops before it is written: rows of input files the table committed, and
+    rows of partitioned sources below the table's offsets."""
+
+    files: CommittedInputFilter
+    offsets: OffsetGuard
+
+    @property
+    def df(self) -> DataFrame:
+        return self.files.df
+
+    @property
+    def new_inputs(self) -> list[InputFile]:
+        return self.files.new_inputs
+
+    def skipped_rows(self) -> int:
+        """Call it once the batch is written (the counts are observed in that pass)."""
+        return self.files.skipped_rows() + self.offsets.skipped_rows()
+
+
+def warn_reread_inputs(inputs: list[InputFile], batch_id: int, query_id: str) -> None:
+    """Say so when Spark will read some of the batch's input files more than once
+    (``reread_inputs``): the copies are identical rows the sink cannot tell apart."""
+    reread = reread_inputs(inputs)
+    if reread:
+        log.warning(
+            "batch %d of query %s: input file(s) %s have glob characters ({}[]*?\\) in their paths. Spark's "
+            "file source then reads the batch's files that lie directly in its input directory more than once "
+            "(measured on Spark 4.3: with g such files, each of them g times, every other file g+1 times), so "
+            "rows may be written twice; plain foreachBatch does the same and the copies cannot be told apart. "
+            "Rename such files before they land in the input directory, or read with maxFilesPerTrigger=1.",
+            batch_id, query_id, ", ".join(reread),
+        )

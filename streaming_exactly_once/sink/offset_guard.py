@@ -22,13 +22,16 @@ source recorded (Kafka's does), else the lowest offset per partition among the b
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, functions as F
 
+from ..checkpoint.offset_seq import OffsetSeq
+from ..checkpoint.reader import SparkCheckpoint
+from ..commit.writer import Writer
 from ..errors import OffsetColumnsMissingError, OffsetGapError
-from ..table.source_offsets import PartitionOffsetMap, StartCheck, check_start, describe, kafka_json, split_name
+from ..table.source_offsets import PartitionOffsetMap, StartCheck, check_start, describe, kafka_json, merged_ends, split_name
 from .batch_metrics import BatchObservation
 
 log = logging.getLogger("streaming_exactly_once.sink")
@@ -151,3 +154,31 @@ class OffsetGuard:
                 self.batch_id, self.query_id, self._skipped, self.table,
             )
         return self._skipped
+
+
+def guard_batch(
+    df: DataFrame, *, query_id: str, batch_id: int, checkpoint: SparkCheckpoint | None, offsets: OffsetSeq | None,
+    batch_ends: dict[str, tuple[int, dict[str, int]]], writer: Writer, columns: Sequence[str], allow_gaps: bool,
+) -> OffsetGuard:
+    """The guard of a batch: where it starts is the previous batch's end when this process saw it
+    (``batch_ends``, updated here), else the checkpoint's offsets before it."""
+    end = merged_ends(offsets.offsets) if offsets is not None else {}
+    previous = batch_ends.get(query_id)
+    batch_ends[query_id] = (batch_id, end)
+    if previous is not None and previous[0] == batch_id - 1:
+        start: dict[str, int] | None = previous[1]
+    else:
+        raw = checkpoint.start_offsets(batch_id) if end and checkpoint is not None else None
+        start = merged_ends(raw) if raw is not None else None
+    return OffsetGuard(
+        df,
+        end=end,
+        start=start,
+        marks=writer.offset_marks() if end else {},
+        known_query=writer.knows_query(query_id),
+        columns=OffsetColumns(*columns),
+        allow_gaps=allow_gaps,
+        table=writer.storage.root_uri,
+        query_id=query_id,
+        batch_id=batch_id,
+    )

@@ -29,6 +29,7 @@ from typing import Any
 from pyspark.sql import DataFrame, functions as F
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
+from ..commit.attempt import CommitResult
 from ..commit.sequence import commit_ms
 from ..storage import open_storage
 from ..table.commits_log import CommitsLog
@@ -142,3 +143,29 @@ def _epoch_ms(timestamp: str | None) -> int | None:
         return int(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000)
     except ValueError:
         return None
+
+
+def batch_committed_event(result: CommitResult, table: str, details: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``batch_committed`` event of a committed batch (``on_commit``'s argument), also logged."""
+    record = result.record
+    assert record is not None
+    event = {
+        "event": "batch_committed",
+        "table": table,
+        "batchId": result.batch_id,
+        "queryId": result.query_id,
+        "sparkBatchId": result.spark_batch_id,
+        "epoch": record.epoch,
+        "mode": record.mode,
+        "numRows": record.num_rows,
+        "numFiles": record.num_files,
+        "numBytes": record.num_bytes,
+        **details,
+        "stepMs": result.timings,
+        "commitMs": commit_ms(result.timings),
+    }
+    log.info(
+        "committed batch %s (query batch %s): %s rows, %s files, commit %.1f ms",
+        result.batch_id, result.spark_batch_id, record.num_rows, record.num_files, event["commitMs"],
+    )
+    return event

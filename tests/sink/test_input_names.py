@@ -15,7 +15,7 @@ import pytest
 
 from streaming_exactly_once import ExactlyOnceSink, read
 from streaming_exactly_once.checkpoint.reader import InputFile
-from streaming_exactly_once.sink.batch_sink import reread_inputs
+from streaming_exactly_once.sink.input_filter import reread_inputs
 
 
 def inputs(*paths: str, source: int = 0) -> list[InputFile]:

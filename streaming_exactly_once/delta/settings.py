@@ -1,0 +1,32 @@
+"""The Delta log's settings of a ``format="delta"`` table, and the app id its commits carry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field as dc_field
+
+from ..log.record_fields import json_field
+
+APP_ID_PREFIX = "streaming-exactly-once:"
+
+
+def app_id(table_id: str) -> str:
+    """The Delta application id of the table with this identity (``table.identity``)."""
+    return APP_ID_PREFIX + table_id
+
+
+@dataclass(frozen=True)
+class DeltaSettings:
+    """Table properties set when the first batch creates the table (plain values, see the sink)."""
+
+    #: delta.checkpointInterval: log replay reads at most this many JSON files
+    checkpoint_interval: int = dc_field(default=10, metadata=json_field("checkpointInterval", int, optional=True))
+    #: delta.logRetentionDuration (None: Delta's default, 30 days)
+    log_retention_ms: int | None = dc_field(
+        default=None, metadata=json_field("logRetentionMs", int, optional=True, omit_default=True)
+    )
+
+    def table_properties(self) -> dict[str, str]:
+        props = {"delta.checkpointInterval": str(self.checkpoint_interval)}
+        if self.log_retention_ms is not None:
+            props["delta.logRetentionDuration"] = f"interval {max(1, self.log_retention_ms // 1000)} seconds"
+        return props
