@@ -1,45 +1,9 @@
 """``DeltaTarget``: one table's Delta log, as the commit protocol and the readers use it.
 
-Every manifest batch ``M`` of a ``format="delta"`` table becomes exactly one Delta commit that
-adds the batch's files and carries Delta's application transaction (a ``txn`` action)
-``(app id, M)``, the way Delta's own idempotent ``foreachBatch`` writes do. The app id is
-``streaming-exactly-once:<table id>`` (``table.identity``): stable for the life of the table,
-across queries and recreated checkpoints, and ``M`` only grows - so "is batch M in the Delta
-table?" is ``txn version >= M``, answered from the log alone.
-
-**Never twice.** ``commit`` asks that question first, then commits with delta-rs with its
-automatic retries switched off (``max_commit_retries=0``): delta-rs rebases a commit that lost
-a race onto the newer version and retries it. Here a lost race is an error, after which the log
-is read again and the batch counts as done if the winner carried its transaction; otherwise the
-commit is tried again on the new version. A commit whose answer was lost (the process died, the
-network broke) is found the same way. delta-rs creates ``_delta_log/N.json`` put-if-absent
-(``conditional_put=etag`` on S3), so two commits of one version cannot both land.
-
-*Known limit (delta-rs 1.6):* when two processes commit the *same* batch within milliseconds
-(a fenced writer finishing a roll-forward at the instant its successor does), the loser's write
-of version N can fail with "version exists" and delta-rs then retries it once on N+1 despite
-``max_commit_retries=0`` (``test_processes_racing_to_commit_one_batch_adds_its_rows_once``
-reproduces it). The second version re-adds the very same paths, and Delta keys a table's files
-by path, so every snapshot read sees each row once - but the batch occupies two versions, and
-readers of changes (Change Data Feed, Delta's streaming source) see its rows twice.
-
-**In order.** Batch ``M`` is committed only on a log whose ``txn`` is ``M - 1`` (none for
-``M = 0``): anything else means the log lost commits it had (see ``_check_follows``), and a
-commit on top would hide that from Delta readers for good. Our ``txn`` carries ``lastUpdated``
-(delta-spark drops a txn without one where ``delta.setTransactionRetentionDuration`` is set).
-
-**Creating the table.** The first batch of a table without a Delta log creates it - version 0
-holds the schema, the partition columns, the table properties (checkpoint interval, log
-retention) *and* the batch's files and transaction, so that every Delta version is one batch.
-
-**Changing the schema.** A batch that adds columns (``schema_evolution``, ``commit.table_schema``)
-adds them in its own commit, as a ``metaData`` action next to its files and transaction; delta-rs
-cannot say that in one append, so that commit is written by ``delta.evolve``.
-
-**Using an existing table.** A table written by delta-spark or delta-rs is appended to as it is:
-``check_batch`` (before the batch's WAL claim) refuses a batch that does not fit its schema
-(``DeltaSchemaMismatchError``) and a table using features a plain append of Parquet files would
-break (column mapping, deletion vectors, constraints, generated or identity columns).
+Every manifest batch ``M`` becomes exactly one Delta commit carrying Delta's application
+transaction ``(app id, M)``, so "is batch M in the Delta table?" is answered from the log alone;
+commits land in batch order, never twice (delta-rs' own retries off, a lost race re-read). Why
+each rule holds, and the known limit of delta-rs, are in ``docs/design/delta.md``.
 """
 
 from __future__ import annotations
