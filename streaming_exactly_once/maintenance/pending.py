@@ -23,9 +23,13 @@ from ..storage.base import Storage
 @dataclass
 class PendingCommits:
     batches: list[int] = field(default_factory=list)
+    attempts: dict[int, str] = field(default_factory=dict)  # batch -> the claim's attempt
     files: set[str] = field(default_factory=set)  # relative to the WAL's root
     dirs: set[str] = field(default_factory=set)  # relative to the WAL's root
     entries: dict[str | None, list[tuple[int, str]]] = field(default_factory=dict)  # table -> (batch, URI)
+    #: table -> the table's own batch id -> the paths the claim publishes there (a group's claim
+    #: names each member's batch; a table's claim its own): what a claim completes
+    publishes: dict[str | None, dict[int, set[str]]] = field(default_factory=dict)
 
     def files_under(self, table: str | None) -> set[str]:
         """The move paths inside ``table`` (None: the root), relative to it."""
@@ -47,6 +51,7 @@ def pending_commits(storage: Storage) -> PendingCommits:
         if seq is None:  # completed since the listing
             continue
         out.batches.append(batch_id)
+        out.attempts[batch_id] = seq.attempt
         out.dirs.add(seq.staging_dir.rstrip("/"))
         for step in seq.steps:
             if isinstance(step, MoveFiles):
@@ -54,9 +59,11 @@ def pending_commits(storage: Storage) -> PendingCommits:
                     out.files.update((move.src, move.dst))
             elif isinstance(step, PublishManifest):
                 out.entries.setdefault(None, []).extend((batch_id, e.path) for e in step.entries)
+                out.publishes.setdefault(None, {})[batch_id] = {e.path for e in step.entries}
             elif isinstance(step, PublishMembers):
                 for member in step.members:
                     out.entries.setdefault(member.table, []).extend((batch_id, e.path) for e in member.entries)
+                    out.publishes.setdefault(member.table, {})[member.batch_id] = {e.path for e in member.entries}
             elif isinstance(step, CleanupStaging):
                 out.dirs.add(step.path.rstrip("/"))
     return out

@@ -58,6 +58,8 @@ class VerifyReport:
     files: int = 0
     bytes: int = 0
     problems: list[Problem] = field(default_factory=list)
+    #: batches a pending claim completes at the next start (``in_flight``)
+    in_flight: set[int] = field(default_factory=set)
 
     @property
     def errors(self) -> list[Problem]:
@@ -99,14 +101,10 @@ def referenced_relative_paths(storage: Storage, pending: PendingCommits | None =
     return kept_files(storage, identity, manifest, manifest.list_batch_ids(), pending or PendingCommits(), table, strict=False)
 
 
-def _check_logs_parse(logs: TableLogs, identity: TableIdentity | None, report: VerifyReport) -> None:
-    """Every log parses and has no gaps. An offsets or sources record of a batch whose WAL claim
-    is still there may be cut short by a power cut (a commit writes them without waiting for the
-    disk): the claim's roll-forward rewrites it, so that is a warning, not an error."""
-    try:
-        claimed = set(CommitSequenceStore(logs.storage).pending())
-    except ExactlyOnceError:
-        claimed = set()  # reported by ``_pending``
+def _check_logs_parse(logs: TableLogs, identity: TableIdentity | None, report: VerifyReport, claimed: set[int]) -> None:
+    """Every log parses and has no gaps. An offsets or sources record of a batch a pending WAL
+    claim completes (``claimed``) may be cut short by a power cut (a commit writes them without
+    waiting for the disk): the claim's roll-forward rewrites it, so that is a warning, not an error."""
     for log_ in logs.all_logs():
         if log_ is not logs.manifest and identity is None:
             continue
@@ -149,8 +147,11 @@ def verify_table(
     assert logs.manifest is not None
     latest = logs.manifest.latest_batch_id(refresh=True)
     report.latest_batch_id = latest
-    _check_logs_parse(logs, identity, report)
-    claimed = _claimed_batches(storage, identity, pending)
+    if pending is None:
+        pending, table = _pending_of(storage, identity, report)
+    claimed = in_flight(logs, pending, table, latest)
+    report.in_flight = claimed
+    _check_logs_parse(logs, identity, report, claimed)
     if identity is not None and latest is not None:
         for log_, name in ((logs.commits, "commits"), (logs.sources, "sources")):
             if log_ is None:  # a table of a dataset group: its input files are the group's
@@ -184,14 +185,6 @@ def verify_table(
     if identity is None or identity.kind != "member":
         _check_leftovers(storage, report)
     if check_orphans:
-        if pending is None and identity is not None and identity.kind == "member":
-            try:  # a table of a group: the group's WAL holds its pending commits
-                owner, table = group_of(storage, identity)
-                pending = _pending(owner, report)
-            except ExactlyOnceError as exc:
-                report.add("error", "group-missing", storage.uri("_seo/table"), str(exc))
-        if pending is None:
-            pending = _pending(storage, report)
         try:
             referenced = referenced_relative_paths(storage, pending, table)
         except ExactlyOnceError as exc:
@@ -207,17 +200,37 @@ def verify_table(
     return report
 
 
-def _claimed_batches(storage: Storage, identity: TableIdentity | None, pending: PendingCommits | None) -> set[int]:
-    """The batches with a pending WAL claim: the table's own, or its group's (``pending``, or
-    read from the group a member names). Best effort: an unreadable WAL is reported elsewhere."""
-    if pending is not None:
-        return set(pending.batches)
-    try:
-        if identity is not None and identity.kind == "member":
-            storage = group_of(storage, identity)[0]
-        return set(CommitSequenceStore(storage).pending())
-    except ExactlyOnceError:
-        return set()
+def _pending_of(storage: Storage, identity: TableIdentity | None, report: VerifyReport) -> tuple[PendingCommits, str | None]:
+    """The pending commits that concern the table at ``storage`` and its path in their root: its
+    own WAL's, or (a table of a group) its group's."""
+    if identity is not None and identity.kind == "member":
+        try:
+            owner, table = group_of(storage, identity)
+        except ExactlyOnceError as exc:
+            report.add("error", "group-missing", storage.uri("_seo/table"), str(exc))
+            return PendingCommits(), None
+        return _pending(owner, report), table
+    return _pending(storage, report), None
+
+
+def in_flight(logs: TableLogs, pending: PendingCommits, table: str | None, latest: int | None) -> set[int]:
+    """The table's batches a pending claim completes at the next start: published in the manifest
+    with the very entries the claim names (a stale claim of a fenced writer names other files),
+    or the next batch, which the claim publishes. What is behind for any other batch is damage."""
+    assert logs.manifest is not None
+    newest = -1 if latest is None else latest
+    out: set[int] = set()
+    for batch_id, paths in pending.publishes.get(table, {}).items():
+        if batch_id == newest + 1:
+            out.add(batch_id)
+        elif batch_id <= newest:
+            try:
+                records = logs.manifest.get(batch_id)
+            except ExactlyOnceError:
+                continue
+            if records is not None and paths <= {e.path for e in records}:
+                out.add(batch_id)
+    return out
 
 
 def _check_delta(
@@ -236,7 +249,7 @@ def _check_delta(
     applied = -1 if applied is None else applied
     latest = -1 if latest is None else latest
     if applied < latest:
-        if any(applied < b <= latest for b in claimed):
+        if all(b in claimed for b in range(applied + 1, latest + 1)):
             report.add(
                 "warning",
                 "delta-pending",
@@ -317,15 +330,24 @@ def verify_group(storage: Storage, *, check_orphans: bool = True, check_schemas:
     identity = read_identity(storage)
     report = VerifyReport(table=storage.root_uri)
     logs = TableLogs.for_identity(storage, identity)
-    _check_logs_parse(logs, identity, report)
-    _check_leftovers(storage, report)
+    pending = _pending(storage, report)
     report.latest_batch_id = logs.commits.latest_batch_id(refresh=True)
+    newest = -1 if report.latest_batch_id is None else report.latest_batch_id
+    claimed = set()
+    for b, attempt in pending.attempts.items():  # next, or published by this very claim
+        try:
+            record = logs.commits.record(b) if b <= newest else None
+        except ExactlyOnceError:  # reported as log-corrupt below
+            record = None
+        if b == newest + 1 or (record is not None and record.attempt == attempt):
+            claimed.add(b)
+    _check_logs_parse(logs, identity, report, claimed)
+    _check_leftovers(storage, report)
     try:
         expected = group_tables(storage, identity)
     except ExactlyOnceError as exc:
         report.add("error", "log-corrupt", logs.commits.uri(), str(exc))
         return report
-    pending = _pending(storage, report)
     for name, batch_id in sorted(expected.items()):
         nested = tuple(t[len(name) + 1:] + "/" for t in expected if t.startswith(name + "/"))
         sub = verify_table(
@@ -335,7 +357,7 @@ def verify_group(storage: Storage, *, check_orphans: bool = True, check_schemas:
         report.bytes += sub.bytes
         report.problems += sub.problems
         ahead = range(batch_id + 1, (sub.latest_batch_id if sub.latest_batch_id is not None else -1) + 1)
-        if ahead and all(b in pending.batches for b in ahead):
+        if ahead and all(b in sub.in_flight for b in ahead):
             report.add(
                 "warning", "group-pending", storage.uri(name),
                 f"table is at batch {sub.latest_batch_id}, the group's newest commit record says {batch_id}; "

@@ -77,19 +77,50 @@ def _fsync_all(fsync: Callable[[str], None], paths: Sequence[str]) -> None:
         map_waiting(f"fsync-{os.stat(paths[0]).st_dev}", fsync, paths)
 
 
-def makedirs_durable(path: str, *, durable: bool) -> None:
-    """``os.makedirs``, and (``durable``) each new directory's name fsync'd into its parent."""
-    if os.path.isdir(path):
+#: Directories whose name this process has made durable in their parent (or seen made so):
+#: a directory that exists is not durable for that alone - its creator may have been killed, or
+#: its parent's fsync may have failed, before the name reached the disk.
+_DURABLE_DIRS: set[str] = set()
+
+
+def makedirs_durable(path: str, *, durable: bool, top: str) -> None:
+    """``os.makedirs``, and (``durable``) the name of every directory from ``path`` up to ``top``
+    (the storage root) fsync'd into its parent, once per process - whoever created it. A
+    directory made here whose parent's fsync fails is removed again, so a retry makes it anew."""
+    if durable and path in _DURABLE_DIRS:
         return
-    missing = []
+    missing = set()
     probe = path
     while probe and not os.path.isdir(probe):
-        missing.append(probe)
+        missing.add(probe)
         probe = os.path.dirname(probe)
     os.makedirs(path, exist_ok=True)
-    if durable:
-        for created in reversed(missing):
-            _fsync_dir(os.path.dirname(created))
+    if not durable:
+        return
+    chain = []
+    probe = path
+    while probe not in _DURABLE_DIRS:
+        chain.append(probe)
+        parent = os.path.dirname(probe)
+        if probe == top or parent == probe:
+            break
+        probe = parent
+    for directory in reversed(chain):
+        try:
+            _fsync_dir(os.path.dirname(directory))
+        except OSError:
+            for made in sorted((d for d in missing if d.startswith(directory)), reverse=True):
+                with contextlib.suppress(OSError):
+                    os.rmdir(made)
+            raise
+        _DURABLE_DIRS.add(directory)
+
+
+def forget_durable_dirs(path: str) -> None:
+    """``path`` and the directories below it were deleted (a new one of the name is not durable)."""
+    below = path.rstrip("/") + "/"
+    for directory in [d for d in _DURABLE_DIRS if d == path or d.startswith(below)]:
+        _DURABLE_DIRS.discard(directory)
 
 
 class _SyncedOnClose(io.FileIO):
@@ -135,7 +166,7 @@ class LocalStorage(Storage):
     _durable_new_dirs = False
 
     def _write_tmp(self, target: str, data: bytes) -> str:
-        makedirs_durable(os.path.dirname(target), durable=self._durable or self._durable_new_dirs)
+        makedirs_durable(os.path.dirname(target), durable=self._durable or self._durable_new_dirs, top=self._root)
         tmp = self._tmp_sibling(target)
         with open(tmp, "xb") as fh:
             fh.write(data)
@@ -244,7 +275,7 @@ class LocalStorage(Storage):
         target = self._abs(path)
         if os.path.exists(target):
             raise FileExistsError(errno.EEXIST, "file exists", self.uri(path))
-        makedirs_durable(os.path.dirname(target), durable=self._durable or self._durable_new_dirs)
+        makedirs_durable(os.path.dirname(target), durable=self._durable or self._durable_new_dirs, top=self._root)
         tmp = self._tmp_sibling(target)
         fh = open(tmp, "xb")
         try:
@@ -265,7 +296,7 @@ class LocalStorage(Storage):
 
     def open_write(self, path: str) -> IO[bytes]:
         target = self._abs(path)
-        makedirs_durable(os.path.dirname(target), durable=self._durable)
+        makedirs_durable(os.path.dirname(target), durable=self._durable, top=self._root)
         if not self._durable:
             return open(target, "xb")
         return io.BufferedWriter(_SyncedOnClose(target), buffer_size=1 << 20)
@@ -317,7 +348,7 @@ class LocalStorage(Storage):
         target = self._abs(path)
         if os.path.exists(target):  # cheap early exit; the no-replace rename is the real arbiter
             raise FileExistsError(errno.EEXIST, "file exists", self.uri(path))
-        makedirs_durable(os.path.dirname(target), durable=self._durable)
+        makedirs_durable(os.path.dirname(target), durable=self._durable, top=self._root)
         tmp = self._tmp_sibling(target)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
@@ -393,10 +424,13 @@ class LocalStorage(Storage):
             except FileNotFoundError:
                 if not os.path.exists(s):
                     raise
-                makedirs_durable(os.path.dirname(d), durable=self._durable)  # first file of a new partition
+                forget_durable_dirs(os.path.dirname(d))  # gone since this process saw it
+                makedirs_durable(os.path.dirname(d), durable=self._durable, top=self._root)  # first file of a new partition
                 rename_noreplace(s, d)
         except FileExistsError:
             raise FileExistsError(errno.EEXIST, "rename target exists", self.uri(dst)) from None
+        if self._durable:  # the directory may be another process's, made without its name synced
+            makedirs_durable(os.path.dirname(d), durable=True, top=self._root)
 
     def delete(self, path: str, *, missing_ok: bool = True) -> None:
         try:
@@ -410,10 +444,11 @@ class LocalStorage(Storage):
         if check_relative(path) == "":
             raise ValueError("refusing to delete a storage root")
         shutil.rmtree(target, ignore_errors=False, onerror=_ignore_missing)
+        forget_durable_dirs(target)
 
     def makedirs(self, path: str) -> None:
         # durable: the files later put there durably name only themselves in this directory
-        makedirs_durable(self._abs(path), durable=self._durable or self._durable_new_dirs)
+        makedirs_durable(self._abs(path), durable=self._durable or self._durable_new_dirs, top=self._root)
 
     def filesystem(self) -> tuple[Any, str]:
         from .fsspec_store import make_filesystem

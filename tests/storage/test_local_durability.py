@@ -114,3 +114,27 @@ def test_a_file_put_in_a_directory_made_by_makedirs_survives(disk, storage, tmp_
     storage.put_if_absent("_seo/staging/1-a/intents/part-0", b"p=a/part-0")
     report = disk.power_cut()
     assert (tmp_path / "root" / "_seo" / "staging" / "1-a" / "intents" / "part-0").exists(), report
+
+
+def test_a_directory_another_process_made_is_made_durable_before_a_file_lands_in_it(disk, storage, tmp_path):
+    """A writer killed between making a partition directory and syncing its name into the table
+    root leaves a directory that exists but is not durable; the next writer's file in it must
+    not vanish with it."""
+    storage.put_if_absent("_seo/wal/0", b"x")
+    os.makedirs(tmp_path / "root" / "p=b")  # the dead writer's: no fsync of the root
+    storage.put_if_absent("_seo/staging/1-a/part-0", b"claim")
+    storage.rename("_seo/staging/1-a/part-0", "p=b/part-0")
+    storage.sync(["p=b/part-0"], contents=False)
+    report = disk.power_cut()
+    assert (tmp_path / "root" / "p=b" / "part-0").read_bytes() == b"claim", report
+
+
+def test_a_failed_fsync_of_a_new_directorys_parent_is_not_trusted_on_the_retry(disk, storage, tmp_path):
+    """The EIO reaches the caller, and the retry finds the directory still to be made durable."""
+    storage.put_if_absent("_seo/wal/0", b"x")
+    disk.fail_fsync(r"^$", kind="dir")  # the next fsync of the root: the one for p=b's name
+    with pytest.raises(OSError):
+        storage.put_if_absent("p=b/part-0", b"claim")
+    storage.put_if_absent("p=b/part-0", b"claim")
+    report = disk.power_cut()
+    assert (tmp_path / "root" / "p=b" / "part-0").read_bytes() == b"claim", report
