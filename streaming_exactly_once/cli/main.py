@@ -336,6 +336,11 @@ def recover(ctx: CliContext, table: str, discard_wal: int | None, rebuild_logs: 
         out.write(f"rebuilt offsets {r['offsets'] or '-'}, commits {r['commits'] or '-'}, sources {r['sources'] or '-'}")
         if r["unprotectedBatches"]:
             out.write(f"warning: input files of batches {r['unprotectedBatches']} are unknown; a recreated checkpoint could re-read them")
+        if r["offsetsUnknown"]:
+            out.write(
+                f"warning: the source offsets of batches {r['offsetsUnknown']} are lost with their records (and their "
+                "Spark checkpoint); restart the query from its checkpoint, or start a new one from offsets past them"
+            )
     out.block(
         [
             ("latest batch", report.latest_batch_id),

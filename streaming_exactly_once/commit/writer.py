@@ -280,9 +280,9 @@ class Writer(ABC):
     def offset_marks(self) -> PartitionOffsetMap:
         """The high-water mark of every partitioned source's partition the root committed
         (``table.source_offsets``; loaded on first use, then kept current)."""
-        if self._offset_marks is None:
-            latest = self.logs.require_offsets().latest_per_query().values()
-            self._offset_marks = high_water(record.source_offsets for record in latest)
+        if self._offset_marks is None:  # every record: a rebuilt one may carry no offsets
+            records = self.logs.require_offsets().all_records()
+            self._offset_marks = high_water(record.source_offsets for record in records)
         return self._offset_marks
 
     # -- attempts ----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ..checkpoint.reader import SparkCheckpoint
 from ..commit.attempt_verdict import ABORT, COMMIT, decide, overrule, read_verdict
 from ..commit.committer import CommitterOptions
 from ..commit.lease import Lease, writer_still_running
@@ -25,11 +26,13 @@ from ..commit.recovery import RecoveryReport, claim_files_missing, discard_seque
 from ..commit.step import StepContext
 from ..commit.wal import CommitSequenceStore
 from ..errors import ExactlyOnceError, LogCorruptError, UnsupportedLogVersionError
+from ..storage import open_storage
 from ..storage.base import Storage
 from ..table.attempt_key import AttemptKey
 from ..table.commits_log import CommitRecord
 from ..table.identity import read_identity
 from ..table.offsets_log import OffsetsRecord
+from ..table.source_offsets import merged_ends
 from ..table.table_logs import TableLogs
 
 
@@ -159,6 +162,10 @@ class RebuildReport:
     unprotected_batches: list[int] = field(default_factory=list)
     #: batches left to the roll-forward of their WAL entry (it writes the full records)
     pending: list[int] = field(default_factory=list)
+    #: rebuilt offsets records of partitioned sources (Kafka) whose source offsets neither the
+    #: query's Spark checkpoint nor anything else still holds: the table's committed offsets
+    #: (``starting_offsets``, the offset guard) may stand below what these batches wrote
+    offsets_unknown: list[int] = field(default_factory=list)
 
 
 def rebuild_logs(storage: Storage, *, lease_timeout_ms: int = 60_000) -> RebuildReport:
@@ -188,13 +195,19 @@ def rebuild_logs(storage: Storage, *, lease_timeout_ms: int = 60_000) -> Rebuild
             if batch_id not in present_offsets and batch_id in present_commits:
                 record = logs.commits.record(batch_id)
                 if record is not None:
+                    checkpoint, source_offsets, partitioned = _query_offsets(logs, record.query_id, record.spark_batch_id)
                     logs.require_offsets().add(
                         batch_id,
                         [
-                            OffsetsRecord.of(replace(record.key, batch_id=batch_id), written_ms=record.commit_time_ms)
+                            OffsetsRecord.of(
+                                replace(record.key, batch_id=batch_id), written_ms=record.commit_time_ms,
+                                checkpoint=checkpoint, source_offsets=source_offsets,
+                            )
                         ],
                     )
                     report.offsets.append(batch_id)
+                    if partitioned and not source_offsets:
+                        report.offsets_unknown.append(batch_id)
             if batch_id not in present_commits:
                 intent = logs.require_offsets().record(batch_id)
                 if intent is None:
@@ -220,3 +233,19 @@ def rebuild_logs(storage: Storage, *, lease_timeout_ms: int = 60_000) -> Rebuild
         return report
     finally:
         lease.release()
+
+
+def _query_offsets(logs: TableLogs, query_id: str, spark_batch_id: int) -> tuple[str | None, tuple[str | None, ...], bool]:
+    """For a lost offsets record: the query's checkpoint (from its other records), the batch's
+    source offsets read back from that checkpoint where it still holds them (else empty), and
+    whether the query reads a partitioned source (its other records carry such offsets)."""
+    others = [r for r in logs.require_offsets().all_records() if r.query_id == query_id]
+    checkpoint = next((r.checkpoint for r in reversed(others) if r.checkpoint), None)
+    partitioned = any(merged_ends(r.source_offsets) for r in others)
+    if checkpoint is None:
+        return None, (), partitioned
+    try:
+        found = SparkCheckpoint(open_storage(checkpoint)).offsets(spark_batch_id)
+    except (ExactlyOnceError, OSError, ValueError):
+        found = None
+    return checkpoint, (tuple(found.offsets) if found is not None else ()), partitioned
