@@ -225,6 +225,8 @@ class GroupCommitter(Writer):
         member = self._member(table)
         expected = self._expected_latest(table)
         if member.latest != expected:
+            # a writer whose lease was taken over sees its successor's batches: it is fenced
+            self.lease.check_fence("stage")
             raise LogCorruptError(
                 path=member.logs.manifest.uri() if member.logs.manifest else table,
                 batch_id=member.latest,

@@ -77,17 +77,31 @@ def _fsync_all(fsync: Callable[[str], None], paths: Sequence[str]) -> None:
         map_waiting(f"fsync-{os.stat(paths[0]).st_dev}", fsync, paths)
 
 
-#: Directories whose name this process has made durable in their parent (or seen made so):
-#: a directory that exists is not durable for that alone - its creator may have been killed, or
-#: its parent's fsync may have failed, before the name reached the disk.
-_DURABLE_DIRS: set[str] = set()
+#: Directories whose name this process has made durable in their parent (or seen made so),
+#: with their inode: a directory that exists is not durable for that alone - its creator may
+#: have been killed, or its parent's fsync may have failed, before the name reached the disk;
+#: and one deleted and made again under the same name is another directory.
+_DURABLE_DIRS: dict[str, int] = {}
+
+
+def _known_durable(path: str) -> bool:
+    inode = _DURABLE_DIRS.get(path)
+    if inode is None:
+        return False
+    try:
+        if os.stat(path).st_ino == inode:
+            return True
+    except FileNotFoundError:
+        pass
+    _DURABLE_DIRS.pop(path, None)
+    return False
 
 
 def makedirs_durable(path: str, *, durable: bool, top: str) -> None:
     """``os.makedirs``, and (``durable``) the name of every directory from ``path`` up to ``top``
-    (the storage root) fsync'd into its parent, once per process - whoever created it. A
-    directory made here whose parent's fsync fails is removed again, so a retry makes it anew."""
-    if durable and path in _DURABLE_DIRS:
+    (the storage root) fsync'd into its parent, once per directory and process - whoever made
+    it. A directory made here whose parent's fsync fails is removed again, so a retry makes it anew."""
+    if durable and _known_durable(path):
         return
     missing = set()
     probe = path
@@ -99,7 +113,7 @@ def makedirs_durable(path: str, *, durable: bool, top: str) -> None:
         return
     chain = []
     probe = path
-    while probe not in _DURABLE_DIRS:
+    while not _known_durable(probe):
         chain.append(probe)
         parent = os.path.dirname(probe)
         if probe == top or parent == probe:
@@ -113,14 +127,14 @@ def makedirs_durable(path: str, *, durable: bool, top: str) -> None:
                 with contextlib.suppress(OSError):
                     os.rmdir(made)
             raise
-        _DURABLE_DIRS.add(directory)
+        _DURABLE_DIRS[directory] = os.stat(directory).st_ino
 
 
 def forget_durable_dirs(path: str) -> None:
     """``path`` and the directories below it were deleted (a new one of the name is not durable)."""
     below = path.rstrip("/") + "/"
     for directory in [d for d in _DURABLE_DIRS if d == path or d.startswith(below)]:
-        _DURABLE_DIRS.discard(directory)
+        _DURABLE_DIRS.pop(directory, None)
 
 
 class _SyncedOnClose(io.FileIO):

@@ -71,7 +71,7 @@ DURABLE_WRITES = {
         for d in ("commits", "epochs", "heartbeats", "manifest-index", "offsets", "sources", "wal", "verdicts")
     },
     # the Delta helper makes none first; a rename-mode claim syncs the staged files' directories
-    "_seo/staging directory": ("dir", r"^_seo/staging$", lambda k: k.delta or k.mode == "rename"),
+    "_seo/staging directory": ("dir", r"^_seo/staging$", ANY),
     "an attempt's staging directory": ("dir", r"^_seo/staging/[^/]+$", ANY),
     "staged data directory": ("dir", r"^_seo/staging/[^/]+/data$", RENAME),
     "staged partition directory": ("dir", r"^_seo/staging/[^/]+/data/p=a$", RENAME),
