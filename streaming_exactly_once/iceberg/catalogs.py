@@ -1,0 +1,247 @@
+"""Where an Iceberg table's current metadata is recorded, and who arbitrates between writers.
+
+Two kinds, behind the same three calls pyiceberg makes (``load_table``, ``create_table_transaction``,
+``commit_table``), each a one-table ``Catalog`` that pyiceberg's transactions commit through:
+
+* ``PathCatalog`` - the default, needs nothing running: the table's own ``metadata/v<N>.metadata.json``
+  files. A commit writes version ``N + 1`` - the version after the one the transaction was
+  built on, never a newer one - with our storage's create-if-absent write. That create is the
+  commit's point of no return and the arbiter between two writers, exactly like Delta's
+  ``_delta_log/N.json``. ``metadata/version-hint.text`` (the version's number, as Spark's Hadoop
+  catalog writes it) is replaced after it, for path-based readers (pyiceberg ``StaticTable``,
+  DuckDB, polars, Spark's Hadoop catalog); it is only a hint: the current version is the hinted
+  one or any that follows it (one existence check per commit), and a missing or stale hint
+  falls back to listing ``metadata/``.
+* ``ArbitratedCatalog`` - any pyiceberg catalog by its properties (SQL on SQLite or PostgreSQL,
+  REST, Glue, Hive): that catalog's own atomic swap arbitrates.
+
+Neither ever rebases: a commit that lost its race raises ``LostRace`` (never pyiceberg's
+``CommitFailedException``, which would make pyiceberg rebuild the snapshot on top of the winner
+and commit the batch a second time). The caller reads the table again and decides.
+
+Every file the transaction wrote (manifests, manifest list) is synced before the metadata that
+names it is published (``StorageFileIO.publish``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from typing import Any
+
+from pyiceberg.catalog import Catalog, MetastoreCatalog
+from pyiceberg.catalog.noop import NoopCatalog
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.serializers import ToOutputFile
+from pyiceberg.table import CommitTableResponse, CreateTableTransaction, StagedTable, Table
+from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil, new_table_metadata
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
+from pyiceberg.table.update import AssertCreate, TableRequirement, TableUpdate, update_table_metadata
+from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
+
+from ..errors import IcebergTableError
+from .fileio import StorageFileIO
+
+log = logging.getLogger("streaming_exactly_once.iceberg")
+
+METADATA_DIR = "metadata"
+HINT = f"{METADATA_DIR}/version-hint.text"
+#: The identifier the path-based table goes by inside pyiceberg (it has no catalog name).
+PATH_IDENTIFIER = ("streaming_exactly_once", "table")
+
+_VERSION_FILE = re.compile(r"^v(\d+)\.metadata\.json$")
+_ANY_METADATA = re.compile(r"\.metadata\.json(\.gz)?$|\.gz\.metadata\.json$")
+
+
+class LostRace(Exception):
+    """Another commit created the version (or swapped the pointer) first: ours did not land."""
+
+
+def version_path(version: int) -> str:
+    return f"{METADATA_DIR}/v{version}.metadata.json"
+
+
+class _OneTable(NoopCatalog):
+    """A catalog of one table whose commits go through ``fileio`` (see the module docstring)."""
+
+    def __init__(self, name: str, fileio: StorageFileIO, identifier: Identifier) -> None:
+        super().__init__(name)
+        self.fileio = fileio
+        self.identifier = identifier
+
+    def supports_server_side_planning(self) -> bool:
+        return False
+
+    def _first_metadata_location(self, location: str) -> str:
+        raise NotImplementedError
+
+    def create_table_transaction(
+        self,
+        identifier: str | Identifier,
+        schema: Schema | Any,
+        location: str | None = None,
+        partition_spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC,
+        sort_order: SortOrder = UNSORTED_SORT_ORDER,
+        properties: Properties = EMPTY_DICT,
+    ) -> CreateTableTransaction:
+        """A transaction creating the table at ``location``; committed, it is the table's first version."""
+        if location is None:
+            raise ValueError("the table's location is the sink's table directory")
+        metadata = new_table_metadata(
+            schema=schema, partition_spec=partition_spec, sort_order=sort_order, location=location, properties=dict(properties)
+        )
+        staged = StagedTable(
+            identifier=self.identifier,
+            metadata=metadata,
+            metadata_location=self._first_metadata_location(location),
+            io=self.fileio,
+            catalog=self,
+        )
+        return CreateTableTransaction(staged)
+
+
+class PathCatalog(_OneTable):
+    """The table's own metadata files, arbitrated by create-if-absent (see the module docstring)."""
+
+    def __init__(self, fileio: StorageFileIO) -> None:
+        super().__init__("streaming-exactly-once", fileio, PATH_IDENTIFIER)
+        self.storage = fileio.storage
+        #: the metadata file the last successful ``commit_table`` created (relative path)
+        self.committed: str | None = None
+
+    def _first_metadata_location(self, location: str) -> str:
+        return f"{location}/{version_path(1)}"
+
+    # -- which version is current ----------------------------------------------------------------
+
+    def _hinted(self) -> int | None:
+        try:
+            text = self.storage.read_bytes(HINT).decode("utf-8", "replace").strip()
+        except FileNotFoundError:
+            return None
+        if text.endswith(".metadata.json"):
+            text = text[: -len(".metadata.json")]
+        text = text[1:] if text.startswith("v") else text
+        return int(text) if text.isdigit() else None
+
+    def _listed(self) -> int | None:
+        versions = []
+        foreign = []
+        for entry in self.storage.list_dir(METADATA_DIR):
+            match = _VERSION_FILE.match(entry.name)
+            if match:
+                versions.append(int(match.group(1)))
+            elif _ANY_METADATA.search(entry.name):
+                foreign.append(entry.name)
+        if not versions and foreign:
+            raise IcebergTableError(
+                f"{self.storage.uri(METADATA_DIR)} holds Iceberg metadata files not named v<N>.metadata.json "
+                f"(e.g. {sorted(foreign)[-1]}): the table is managed by a catalog, whose pointer says which file "
+                "is current. Give the sink that catalog (iceberg_catalog=...) instead of the path-based default; "
+                "nothing was written.",
+                path=self.storage.uri(METADATA_DIR),
+            )
+        return max(versions) if versions else None
+
+    def current_version(self) -> int | None:
+        """The newest ``v<N>.metadata.json``: the hinted one or one after it (None: no table)."""
+        version = self._hinted()
+        if version is None or not self.storage.exists(version_path(version)):
+            version = self._listed()
+            if version is None:
+                return None
+        while self.storage.exists(version_path(version + 1)):
+            version += 1
+        return version
+
+    def load_table(self, identifier: str | Identifier = PATH_IDENTIFIER) -> Table:
+        version = self.current_version()
+        if version is None:
+            raise NoSuchTableError(f"no Iceberg table at {self.storage.root_uri}")
+        return self.load_version(version)
+
+    def load_version(self, version: int) -> Table:
+        path = version_path(version)
+        data = self.storage.read_bytes(path)
+        metadata = TableMetadataUtil.parse_raw(data)
+        return Table(self.identifier, metadata, self.fileio.location_of(path), self.fileio, self)
+
+    # -- committing --------------------------------------------------------------------------------
+
+    def commit_table(
+        self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]
+    ) -> CommitTableResponse:
+        creating = any(isinstance(r, AssertCreate) for r in requirements)
+        base: TableMetadata | None = None if creating else table.metadata
+        for requirement in requirements:
+            requirement.validate(base)  # CommitFailedException: the transaction was built wrongly
+        if creating:
+            version = 1
+            metadata = update_table_metadata(MetastoreCatalog._empty_table_metadata(), updates, enforce_validation=True)
+        else:
+            version = _version_of(table.metadata_location) + 1
+            metadata = update_table_metadata(table.metadata, updates, metadata_location=table.metadata_location)
+        self.fileio.publish()
+        path = version_path(version)
+        location = self.fileio.location_of(path)
+        try:
+            ToOutputFile.table_metadata(metadata, self.fileio.new_durable_output(location))
+        except FileExistsError:
+            raise LostRace(f"{self.storage.uri(path)} was created by another writer first") from None
+        self.committed = path
+        try:
+            self.storage.atomic_write(HINT, str(version).encode())
+        except Exception as exc:  # only a hint: readers and we find the version without it
+            log.warning("writing %s failed (the commit stands): %s", self.storage.uri(HINT), exc)
+        return CommitTableResponse(metadata=metadata, metadata_location=location)
+
+
+class ArbitratedCatalog(_OneTable):
+    """A real pyiceberg catalog's table, committed through it without pyiceberg's retries."""
+
+    def __init__(self, inner: Catalog, identifier: Identifier, fileio: StorageFileIO) -> None:
+        super().__init__(inner.name, fileio, identifier)
+        self.inner = inner
+
+    def _first_metadata_location(self, location: str) -> str:
+        return f"{location}/{METADATA_DIR}/00000-{uuid.uuid4()}.metadata.json"  # the catalog picks the real one
+
+    def load_table(self, identifier: str | Identifier = ()) -> Table:
+        found = self.inner.load_table(self.identifier)
+        return Table(self.identifier, found.metadata, found.metadata_location, self.fileio, self)
+
+    def create_table_transaction(
+        self,
+        identifier: str | Identifier,
+        schema: Schema | Any,
+        location: str | None = None,
+        partition_spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC,
+        sort_order: SortOrder = UNSORTED_SORT_ORDER,
+        properties: Properties = EMPTY_DICT,
+    ) -> CreateTableTransaction:
+        namespace = Catalog.namespace_from(self.identifier)
+        if namespace:
+            try:
+                self.inner.create_namespace_if_not_exists(namespace)
+            except Exception as exc:  # e.g. created by a writer at the same instant: the create decides
+                log.debug("creating namespace %s: %s", namespace, exc)
+        return super().create_table_transaction(identifier, schema, location, partition_spec, sort_order, properties)
+
+    def commit_table(
+        self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]
+    ) -> CommitTableResponse:
+        self.fileio.publish()
+        try:
+            return self.inner.commit_table(table, requirements, updates)
+        except (CommitFailedException, TableAlreadyExistsError) as exc:
+            raise LostRace(f"catalog {self.inner.name}: {exc}") from None
+
+
+def _version_of(metadata_location: str) -> int:
+    match = _VERSION_FILE.match(metadata_location.rsplit("/", 1)[-1])
+    if match is None:
+        raise IcebergTableError(f"{metadata_location} is not a v<N>.metadata.json file", path=metadata_location)
+    return int(match.group(1))

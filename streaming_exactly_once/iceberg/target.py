@@ -1,0 +1,560 @@
+"""``IcebergTarget``: one Iceberg table, as the commit protocol, the readers and upkeep use it.
+
+Every manifest batch ``M`` of a ``format="iceberg"`` table becomes exactly one Iceberg snapshot:
+an ``append`` of the batch's data files, written with pyiceberg (no JVM). "Is batch M in the
+table?" is answered from the current metadata file alone, never from snapshots that expiry may
+remove: the same commit that adds the snapshot sets the table property
+``seo.batch-id.<app id>`` to ``M`` - a high-water mark that only grows, one batch per snapshot,
+and survives snapshot expiry. The snapshot's summary carries ``seo.app-id`` and ``seo.batch-id``
+too (with the query id and Spark batch id), for history and ``as_of``. The app id is
+``streaming-exactly-once:<table id>`` (``table.identity``), as for Delta.
+
+**Never twice.** ``commit`` asks the question first, then builds the snapshot on the version it
+read and commits it at the version after that: with the default path-based catalog by creating
+``metadata/v<N+1>.metadata.json`` create-if-absent, with a real catalog through its atomic swap
+(``catalogs``). A commit that lost the race is never rebased onto the winner (pyiceberg's own
+retry would do that, and so commit the batch twice): the table is read again, the batch counts
+as done if the winner carried it, and otherwise the commit is built afresh on the new version.
+A commit whose answer was lost (the process died) is found the same way.
+
+**In order.** Batch ``M`` is committed only on a table whose high-water mark is ``M - 1`` (none
+for ``M = 0``); anything else means the table lost commits it had (a restored older metadata
+file, a pointer moved back), and committing on top would hide that for good.
+
+**Creating the table.** The first batch of a table without Iceberg metadata creates it: the
+first metadata version holds the schema, the identity partition spec on ``partition_by``, the
+table properties (``IcebergSettings``, plus the name mapping Spark's Parquet files need, as they
+carry no field ids) *and* the batch's snapshot.
+
+**Using an existing table.** ``check_batch`` (before the batch's WAL claim) refuses a batch that
+does not fit the table's schema or partition spec (``IcebergSchemaMismatchError``, see
+``schema``) and a table an append of our files would break (``check_table``). Sort orders
+(unsorted files are allowed) and delete files (they apply to older data sequence numbers only)
+do not break an append and are accepted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field as dc_field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import IcebergSchemaMismatchError, IcebergTableError, InvalidAsOfError
+from ..log.record_fields import json_field
+from ..storage.base import Storage
+from .engine import require, table_location
+from .files import IcebergFile
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+log = logging.getLogger("streaming_exactly_once.iceberg")
+
+APP_ID_PREFIX = "streaming-exactly-once:"
+#: The table property holding the newest batch of an app: ``seo.batch-id.<app id>``.
+BATCH_PROPERTY_PREFIX = "seo.batch-id."
+#: Commits of one batch tried before giving up while other writers keep winning the race.
+COMMIT_ATTEMPTS = 8
+#: Format versions an append of our files is known to be correct for.
+FORMAT_VERSIONS = (1, 2)
+
+HINT = (
+    "Iceberg readers read the table through this metadata; nothing was committed to it. Restore the file from "
+    "a backup (or let the tool that damaged it repair it), then restart the query or run `seo recover <table>`."
+)
+
+
+def app_id(table_id: str) -> str:
+    """The application id of the table with this identity (``table.identity``)."""
+    return APP_ID_PREFIX + table_id
+
+
+def batch_property(app: str) -> str:
+    return BATCH_PROPERTY_PREFIX + app
+
+
+@dataclass(frozen=True)
+class IcebergCatalogRef:
+    """Which catalog records the table: none (``name`` None: the table's own metadata files, found
+    by path), or a pyiceberg catalog by name whose properties are resolved at run time - from the
+    ``catalog_properties`` the sink was given, else pyiceberg's own configuration
+    (``PYICEBERG_CATALOG__<NAME>__URI``, ``~/.pyiceberg.yaml``). Never holds secrets."""
+
+    name: str | None = dc_field(default=None, metadata=json_field("name", str, optional=True))
+    #: the table in that catalog, ``namespace.table``
+    identifier: str | None = dc_field(default=None, metadata=json_field("identifier", str, optional=True))
+
+
+@dataclass(frozen=True)
+class IcebergSettings:
+    """Table properties set when the first batch creates the table (plain values, see the sink)."""
+
+    #: commit.manifest.min-count-to-merge: manifests merge once this many pile up, so that a
+    #: snapshot's manifest list stays short however long the history
+    min_count_to_merge: int = dc_field(default=100, metadata=json_field("minCountToMerge", int, optional=True))
+    #: write.metadata.previous-versions-max: metadata files kept besides the current one (older
+    #: ones are deleted after each commit: each file holds the whole snapshot list)
+    previous_versions: int = dc_field(default=100, metadata=json_field("previousVersions", int, optional=True))
+
+    def table_properties(self) -> dict[str, str]:
+        return {
+            "format-version": "2",
+            "commit.manifest-merge.enabled": "true",
+            "commit.manifest.min-count-to-merge": str(self.min_count_to_merge),
+            "write.metadata.previous-versions-max": str(self.previous_versions),
+            "write.metadata.delete-after-commit.enabled": "true",
+            "write.format.default": "parquet",
+        }
+
+
+class IcebergTarget:
+    """The Iceberg table at ``storage`` for the app id of one table identity."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        app: str,
+        settings: IcebergSettings = IcebergSettings(),
+        catalog: IcebergCatalogRef = IcebergCatalogRef(),
+        catalog_properties: Mapping[str, str] | None = None,
+    ) -> None:
+        require()
+        self.storage = storage
+        self.app_id = app
+        self.settings = settings
+        self.catalog_ref = catalog
+        self.location = table_location(storage)
+        self._catalog_properties = dict(catalog_properties or {})
+        self._catalog: Any = None  # catalogs.PathCatalog or ArbitratedCatalog, opened on first use
+        self._table: Table | None = None  # the table as last read, brought up to date before each use
+        self._unsynced: list[str] = []  # files of our last commit still to sync (a catalog's metadata file)
+
+    @property
+    def name(self) -> str:
+        """The table as messages name it."""
+        ref = self.catalog_ref
+        return self.storage.root_uri if ref.name is None else f"{ref.name}:{ref.identifier} ({self.storage.root_uri})"
+
+    # -- reading the table ---------------------------------------------------------------------
+
+    def catalog(self) -> Any:
+        if self._catalog is None:
+            from .catalogs import ArbitratedCatalog, PathCatalog
+            from .fileio import StorageFileIO
+
+            fileio = StorageFileIO(self.storage)
+            ref = self.catalog_ref
+            if ref.name is None:
+                self._catalog = PathCatalog(fileio)
+            else:
+                from pyiceberg.catalog import load_catalog
+
+                if not ref.identifier or "." not in ref.identifier:
+                    raise IcebergTableError(
+                        f"Iceberg catalog {ref.name!r}: the table identifier {ref.identifier!r} is not "
+                        "'namespace.table'. Give the sink the table's full name in that catalog.",
+                        table=self.storage.root_uri,
+                    )
+                try:
+                    inner = load_catalog(ref.name, **self._catalog_properties)
+                except Exception as exc:
+                    raise IcebergTableError(
+                        f"Iceberg catalog {ref.name!r} does not open: {type(exc).__name__}: {_text(exc)}. Check its "
+                        f"properties (given to the sink, or PYICEBERG_CATALOG__{ref.name.upper()}__* / "
+                        "~/.pyiceberg.yaml); nothing was written.",
+                        table=self.storage.root_uri,
+                    ) from None
+                self._catalog = ArbitratedCatalog(inner, tuple(ref.identifier.split(".")), fileio)
+        return self._catalog
+
+    def load(self, *, refresh: bool = True) -> Table | None:
+        """The table at its current metadata, or None if there is no Iceberg table yet.
+
+        ``refresh=False`` reuses the table this object last read (within one commit step). A
+        stale one never lets a batch in twice: its commit targets a version that exists already.
+        """
+        if self._table is not None and not refresh:
+            return self._table
+        from pyiceberg.exceptions import NoSuchTableError
+
+        try:
+            self._table = self.catalog().load_table()
+        except NoSuchTableError:
+            self._table = None
+        except IcebergTableError:
+            raise
+        except Exception as exc:
+            raise self.damaged(exc) from None
+        return self._table
+
+    def forget(self) -> None:
+        """Drop the cached table (the next ``load`` reads the metadata afresh)."""
+        self._table = None
+
+    def damaged(self, exc: BaseException) -> IcebergTableError:
+        return IcebergTableError(
+            f"The Iceberg table {self.name} does not load: {type(exc).__name__}: {_text(exc)}. {HINT}",
+            table=self.storage.root_uri,
+        )
+
+    def applied_batch(self, *, refresh: bool = True) -> int | None:
+        """The newest manifest batch committed to the Iceberg table (its high-water mark), or None."""
+        table = self.load(refresh=refresh)
+        return None if table is None else _applied(table, self.app_id)
+
+    def status(self) -> dict[str, Any]:
+        table = self.load()
+        if table is None:
+            return {"snapshotId": None, "appId": self.app_id, "batchId": None, "metadata": None}
+        return {
+            "snapshotId": table.metadata.current_snapshot_id,
+            "appId": self.app_id,
+            "batchId": _applied(table, self.app_id),
+            "metadata": table.metadata_location,
+        }
+
+    # -- before the WAL claim --------------------------------------------------------------------
+
+    def check_batch(self, schema_json: str | None, partition_by: Sequence[str], *, refresh: bool = True) -> None:
+        """Refuse, before anything is claimed, a batch the Iceberg commit could not take."""
+        from .schema import check_fits, check_partition_types, iceberg_schema
+
+        table = self.load(refresh=refresh)
+        if schema_json is None:
+            if table is None:
+                raise IcebergSchemaMismatchError(
+                    f"Iceberg table {self.name}: the batch came without a schema, and the first batch creates the "
+                    "table with the batch's schema.",
+                    table=self.storage.root_uri,
+                )
+            return
+        check_partition_types(schema_json, partition_by, table=self.name)
+        batch = iceberg_schema(schema_json, table=self.name)
+        if table is None:
+            return
+        self.check_table(table)
+        check_fits(table.metadata, batch, partition_by, table=self.name, metadata_file=table.metadata_location)
+
+    def check_table(self, table: Table) -> None:
+        """Refuse tables an append of our Parquet files would break."""
+        from .fileio import relative_to, root_spellings
+
+        metadata = table.metadata
+        reasons = []
+        if metadata.format_version not in FORMAT_VERSIONS:
+            reasons.append(
+                f"it is format version {metadata.format_version} (appends of files written without Iceberg's writer "
+                f"are verified for versions {', '.join(map(str, FORMAT_VERSIONS))})"
+            )
+        if relative_to(metadata.location.rstrip("/") + "/", root_spellings(self.storage)) != "":
+            reasons.append(f"its location is {metadata.location}, not the sink's table directory")
+        encrypted = sorted(k for k in metadata.properties if k.startswith("encryption."))
+        if encrypted:
+            reasons.append(f"it is encrypted ({', '.join(encrypted)}), and the sink's files are not")
+        if reasons:
+            raise IcebergTableError(
+                f"Iceberg table {self.name} cannot take appended Parquet files: {'; '.join(reasons)}. Write to a new "
+                "table, or to one without these features.",
+                table=self.storage.root_uri,
+            )
+
+    # -- the commit of one batch -------------------------------------------------------------------
+
+    def commit(
+        self,
+        batch_id: int,
+        files: Sequence[IcebergFile],
+        *,
+        schema_json: str | None,
+        partition_by: Sequence[str],
+        metadata: Mapping[str, str],
+        fresh: bool = False,
+    ) -> int | None:
+        """Commit ``files`` as manifest batch ``batch_id`` unless the table holds it already.
+
+        Returns the id of the snapshot holding the batch (None if it could not be told apart,
+        e.g. expired meanwhile). ``fresh``: the table was read by the caller within this step.
+        See the module docstring for why this never commits one batch twice.
+        """
+        from .catalogs import LostRace
+
+        last: BaseException | None = None
+        for attempt in range(COMMIT_ATTEMPTS):
+            table = self.load(refresh=attempt > 0 or not fresh)
+            done = None if table is None else _applied(table, self.app_id)
+            if done is not None and done >= batch_id:
+                return self.snapshot_committing(batch_id)
+            self._check_follows(batch_id, done, table)
+            fileio = self.catalog().fileio
+            fileio.created.clear()
+            try:
+                committed = self._commit_once(table, batch_id, files, schema_json, partition_by, metadata)
+            except LostRace as exc:
+                log.info("Iceberg commit of batch %d to %s lost a race (%s); reading the table again", batch_id, self.name, exc)
+                self._discard(fileio.created)
+                last = exc
+                self.forget()
+                continue
+            except IcebergTableError:
+                raise
+            except Exception as exc:
+                self.forget()
+                raise IcebergTableError(
+                    f"Iceberg commit of manifest batch {batch_id} to {self.name} failed: {type(exc).__name__}: "
+                    f"{_text(exc)}. The batch stays pending in the WAL and is committed when the sink restarts or "
+                    "`seo recover <table>` runs.",
+                    table=self.storage.root_uri,
+                    batch_id=batch_id,
+                ) from exc
+            self._table = committed
+            self._unsynced = self._catalog_metadata_file(committed)
+            return committed.metadata.current_snapshot_id
+        raise IcebergTableError(
+            f"Iceberg commit of manifest batch {batch_id} to {self.name} lost {COMMIT_ATTEMPTS} races in a row to other "
+            f"writers of the table (last: {last}). Stop the other writers; the batch stays pending in the WAL and is "
+            "committed at the next start.",
+            table=self.storage.root_uri,
+            batch_id=batch_id,
+        )
+
+    def _commit_once(
+        self,
+        table: Table | None,
+        batch_id: int,
+        files: Sequence[IcebergFile],
+        schema_json: str | None,
+        partition_by: Sequence[str],
+        metadata: Mapping[str, str],
+    ) -> Table:
+        from pyiceberg.table import TableProperties
+
+        from .datafiles import data_files
+        from .schema import iceberg_schema, partition_spec
+
+        self.check_batch(schema_json, partition_by, refresh=False)  # a table created meanwhile must fit too
+        properties = {batch_property(self.app_id): str(batch_id)}
+        if table is None:
+            assert schema_json is not None  # check_batch refused a first batch without one
+            schema = iceberg_schema(schema_json, table=self.name)
+            txn = self.catalog().create_table_transaction(
+                self.catalog().identifier,
+                schema,
+                location=self.location,
+                partition_spec=partition_spec(schema, partition_by),
+                properties=self.settings.table_properties(),
+            )
+        else:
+            txn = table.transaction()
+            if TableProperties.MANIFEST_MERGE_ENABLED not in table.metadata.properties:
+                # Iceberg's default (pyiceberg's is off): keeps the manifest list short
+                properties[TableProperties.MANIFEST_MERGE_ENABLED] = "true"
+        if txn.table_metadata.name_mapping() is None:
+            properties[TableProperties.DEFAULT_NAME_MAPPING] = txn.table_metadata.schema().name_mapping.model_dump_json()
+        txn.set_properties(properties)
+        summary = {f"seo.{k}": str(v) for k, v in metadata.items()}
+        summary.update({"seo.app-id": self.app_id, "seo.batch-id": str(batch_id)})
+        added = data_files(txn.table_metadata, self.location, files, table=self.name)
+        with txn.update_snapshot(snapshot_properties=summary).merge_append() as append:
+            for data_file in added:
+                append.append_data_file(data_file)
+        committed: Table = txn.commit_transaction()
+        return committed
+
+    def _check_follows(self, batch_id: int, done: int | None, table: Table | None) -> None:
+        """Refuse to commit batch ``M`` unless the table's high-water mark is ``M - 1`` (none for ``M = 0``)."""
+        expected = batch_id - 1
+        if (-1 if done is None else done) == expected:
+            return
+        where = "does not exist" if table is None else f"is at {table.metadata_location}"
+        holds = "no batch of this table" if done is None else f"batches up to {done}"
+        raise IcebergTableError(
+            f"Iceberg commit of manifest batch {batch_id}: the Iceberg table {self.name} {where} and holds {holds} "
+            f"(property {batch_property(self.app_id)}), but batches reach it in order and {expected} is the last one "
+            "committed. Iceberg commits of this table were lost (an older metadata file restored, the catalog's "
+            "pointer moved back, or the metadata deleted). Nothing was added; restore the table's metadata from a "
+            "backup, then restart. `seo status` shows both logs.",
+            table=self.storage.root_uri,
+            batch_id=batch_id,
+        )
+
+    def _discard(self, paths: Sequence[str]) -> None:
+        """Delete the files a commit that lost its race wrote: no metadata names them."""
+        for path in paths:
+            try:
+                self.storage.delete(path)
+            except Exception as exc:  # an orphan for `seo gc` then
+                log.debug("deleting %s after a lost race: %s", path, exc)
+
+    def _catalog_metadata_file(self, table: Table) -> list[str]:
+        """A real catalog wrote the metadata file with its own FileIO, which does not sync it."""
+        if self.catalog_ref.name is None:
+            return []
+        from .fileio import relative_to
+
+        path = relative_to(table.metadata_location, self.catalog().fileio.roots)
+        return [] if path is None else [path]
+
+    # -- durability --------------------------------------------------------------------------------
+
+    def commit_files(self, snapshot_id: int) -> list[str]:
+        """Files (relative paths) holding the snapshot: the current metadata file, the snapshot's
+        manifest list and the manifests it added. For a roll-forward that syncs what a writer
+        that died may have left unsynced."""
+        from .fileio import relative_to
+
+        table = self.load(refresh=False) or self.load()
+        if table is None:
+            return []
+        snapshot = table.metadata.snapshot_by_id(snapshot_id)
+        locations = [table.metadata_location]
+        if snapshot is not None:
+            locations.append(snapshot.manifest_list)
+            locations += [m.manifest_path for m in snapshot.manifests(table.io) if m.added_snapshot_id == snapshot_id]
+        roots = self.catalog().fileio.roots
+        paths = [relative_to(loc, roots) for loc in locations]
+        return [p for p in paths if p is not None and self.storage.exists(p)]
+
+    def make_durable(self, paths: Sequence[str] | None = None) -> None:
+        """Sync ``paths`` (default: what our last commit left unsynced). A file whose sync fails is
+        written again under a new inode rather than synced again: Linux marks the pages of a
+        failed fsync clean, so a second sync could succeed with the bytes never written."""
+        paths = list(self._unsynced if paths is None else paths)
+        self._unsynced = []
+        if not paths:
+            return
+        try:
+            self.storage.sync(paths)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            log.warning("syncing Iceberg files of %s failed (%s); writing them again", self.name, exc)
+            for path in paths:
+                self.storage.atomic_write(path, self.storage.read_bytes(path))
+
+    # -- history: time travel and upkeep -------------------------------------------------------------
+
+    def snapshot_committing(self, batch_id: int) -> int | None:
+        """The id of the retained snapshot holding ``batch_id`` (None if expired or not ours)."""
+        from .history import snapshot_of_batch
+
+        table = self.load(refresh=False) or self.load()
+        found = None if table is None else snapshot_of_batch(table.metadata, self.app_id, batch_id)
+        return None if found is None else found.snapshot_id
+
+    def snapshot_for_batch(self, batch_id: int) -> int:
+        """The snapshot that is the table as of manifest batch ``batch_id`` (``as_of=M``)."""
+        table = self.load()
+        if table is None:
+            raise InvalidAsOfError(f"as_of={batch_id}: {self.name} has no Iceberg table yet.", as_of=batch_id)
+        newest = _applied(table, self.app_id)
+        if newest is None or newest < batch_id:
+            raise InvalidAsOfError(
+                f"as_of={batch_id}: manifest batch {batch_id} is not in the Iceberg table {self.name} (its newest batch "
+                f"is {newest}); a pending commit finishes at the next start.",
+                as_of=batch_id,
+            )
+        found = self.snapshot_committing(batch_id)
+        if found is None:
+            raise InvalidAsOfError(
+                f"as_of={batch_id}: the Iceberg snapshot of batch {batch_id} is no longer in {self.name} (snapshot "
+                "expiry removed it). `seo log <table>` lists the batches readable.",
+                as_of=batch_id,
+            )
+        return found
+
+    def batch_of_snapshot(self, snapshot_id: int) -> int | None:
+        """The manifest batch a retained snapshot holds (None: not ours, or not retained)."""
+        from .history import batch_of
+
+        table = self.load(refresh=False) or self.load()
+        snapshot = None if table is None else table.metadata.snapshot_by_id(snapshot_id)
+        return None if snapshot is None else batch_of(snapshot, self.app_id)
+
+    def referenced_files(self) -> set[str]:
+        """Paths (relative to the table root) that a retained snapshot or metadata version needs.
+        Files outside the root are left out: they are not the sink's to delete."""
+        from .fileio import relative_to
+        from .history import retained_files
+
+        table = self.load()
+        if table is None:
+            return set()
+        roots = self.catalog().fileio.roots
+        found = (relative_to(loc, roots) for loc in retained_files(table.metadata, table.metadata_location, table.io))
+        out = {p for p in found if p is not None}
+        if self.catalog_ref.name is None:
+            out.add("metadata/version-hint.text")
+        return out
+
+    def live_files(self, snapshot_id: int | None = None) -> list[IcebergFile]:
+        """The data files of a snapshot (default: the current one), relative to the table root. A
+        file outside the root raises: the manifest can only name files inside it."""
+        from .fileio import relative_to
+        from .history import snapshot_data_files
+
+        table = self.load()
+        if table is None:
+            return []
+        snapshot = table.metadata.current_snapshot() if snapshot_id is None else table.metadata.snapshot_by_id(snapshot_id)
+        if snapshot is None:
+            return []
+        roots = self.catalog().fileio.roots
+        out = []
+        for location, size, rows in snapshot_data_files(table.io, snapshot):
+            rel = relative_to(location, roots)
+            if rel is None:
+                raise IcebergTableError(
+                    f"Iceberg table {self.name} names a data file outside its root ({location}); the _spark_metadata "
+                    "manifest can only name files inside it. Write with spark_manifest=False, or to a new table.",
+                    table=self.storage.root_uri,
+                )
+            out.append(IcebergFile(rel, int(size), 0, int(rows)))
+        return out
+
+    def expire_snapshots(self, snapshot_ids: Sequence[int]) -> None:
+        """Remove these snapshots from the table's metadata (one commit; the current snapshot and
+        branch heads are never removed). The batch high-water mark stays: idempotence does not
+        depend on them. Deleting the files only they named is the orphan rules' job."""
+        from .catalogs import LostRace
+
+        table = self.load()
+        if table is None or not snapshot_ids:
+            return
+        try:
+            table.maintenance.expire_snapshots().by_ids(list(snapshot_ids)).commit()
+        except LostRace as exc:
+            raise IcebergTableError(
+                f"Iceberg snapshot expiry of {self.name} lost a race to a commit ({exc}); nothing was expired. Run it again.",
+                table=self.storage.root_uri,
+            ) from None
+        finally:
+            self.forget()
+
+    def schema_json(self) -> str | None:
+        table = self.load()
+        return None if table is None else table.schema().model_dump_json()
+
+    def columns(self) -> list[str]:
+        table = self.load()
+        return [] if table is None else [f.name for f in table.schema().fields]
+
+
+def _applied(table: Table, app: str) -> int | None:
+    value = table.metadata.properties.get(batch_property(app))
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def _text(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]
+
+
+__all__ = [
+    "APP_ID_PREFIX",
+    "BATCH_PROPERTY_PREFIX",
+    "IcebergCatalogRef",
+    "IcebergSettings",
+    "IcebergTarget",
+    "app_id",
+    "batch_property",
+]
