@@ -239,4 +239,4 @@ def sync_files(files: Sequence[tuple[Storage, str]]) -> None:
 
 
 # Every step kind a WAL entry may hold is registered before any entry is read.
-from . import delta_step, steps  # noqa: E402,F401
+from . import delta_step, iceberg_step, steps  # noqa: E402,F401

@@ -166,14 +166,12 @@ class PathCatalog(_OneTable):
     def load_version(self, version: int) -> Table:
         path = version_path(version)
         data = self.storage.read_bytes(path)
-        metadata = TableMetadataUtil.parse_raw(data)
+        metadata = TableMetadataUtil.parse_raw(data.decode("utf-8"))
         return Table(self.identifier, metadata, self.fileio.location_of(path), self.fileio, self)
 
     # -- committing --------------------------------------------------------------------------------
 
-    def commit_table(
-        self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]
-    ) -> CommitTableResponse:
+    def commit_table(self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]) -> CommitTableResponse:
         creating = any(isinstance(r, AssertCreate) for r in requirements)
         base: TableMetadata | None = None if creating else table.metadata
         for requirement in requirements:
@@ -196,7 +194,7 @@ class PathCatalog(_OneTable):
             self.storage.atomic_write(HINT, str(version).encode())
         except Exception as exc:  # only a hint: readers and we find the version without it
             log.warning("writing %s failed (the commit stands): %s", self.storage.uri(HINT), exc)
-        return CommitTableResponse(metadata=metadata, metadata_location=location)
+        return CommitTableResponse(metadata=metadata, metadata_location=location)  # type: ignore[call-arg]  # by field name, as pyiceberg does
 
 
 class ArbitratedCatalog(_OneTable):
@@ -230,9 +228,7 @@ class ArbitratedCatalog(_OneTable):
                 log.debug("creating namespace %s: %s", namespace, exc)
         return super().create_table_transaction(identifier, schema, location, partition_spec, sort_order, properties)
 
-    def commit_table(
-        self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]
-    ) -> CommitTableResponse:
+    def commit_table(self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]) -> CommitTableResponse:
         self.fileio.publish()
         try:
             return self.inner.commit_table(table, requirements, updates)

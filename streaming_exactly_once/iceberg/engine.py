@@ -32,5 +32,5 @@ def table_location(storage: Storage) -> str:
     """The table root as written into Iceberg metadata (no trailing slash)."""
     root = storage.root_uri.rstrip("/")
     if storage.scheme == "file":
-        return root[len("file://"):]
+        return root[len("file://") :]
     return root

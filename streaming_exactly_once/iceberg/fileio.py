@@ -28,7 +28,7 @@ def root_spellings(storage: Storage) -> tuple[str, ...]:
     """Prefixes (with a trailing ``/``) that name the table root, the canonical one first."""
     out = [s.rstrip("/") + "/" for s in spellings(storage.root_uri)]
     if storage.scheme == "file":
-        out.append(storage.root_uri[len("file://"):].rstrip("/") + "/")
+        out.append(storage.root_uri[len("file://") :].rstrip("/") + "/")
     return tuple(out)
 
 
@@ -36,7 +36,7 @@ def relative_to(location: str, roots: tuple[str, ...]) -> str | None:
     """``location`` relative to the table root, or None if it is not under it."""
     for root in roots:
         if location.startswith(root):
-            return location[len(root):]
+            return location[len(root) :]
     return None
 
 

@@ -65,7 +65,7 @@ def parquet_rows(storage: Storage, path: str) -> int:
         if length + 8 > len(tail):
             tail = storage.read_tail(path, length + 8)
         try:
-            metadata = pq.read_metadata(pa.BufferReader(tail[-(length + 8):]))
+            metadata = pq.read_metadata(pa.BufferReader(tail[-(length + 8) :]))
         except (OSError, ValueError):
             metadata = None
     if metadata is None:

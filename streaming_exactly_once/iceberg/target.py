@@ -81,9 +81,9 @@ class IcebergCatalogRef:
     ``catalog_properties`` the sink was given, else pyiceberg's own configuration
     (``PYICEBERG_CATALOG__<NAME>__URI``, ``~/.pyiceberg.yaml``). Never holds secrets."""
 
-    name: str | None = dc_field(default=None, metadata=json_field("name", str, optional=True))
+    name: str | None = dc_field(default=None, metadata=json_field("name", str, optional=True, omit_default=True))
     #: the table in that catalog, ``namespace.table``
-    identifier: str | None = dc_field(default=None, metadata=json_field("identifier", str, optional=True))
+    identifier: str | None = dc_field(default=None, metadata=json_field("identifier", str, optional=True, omit_default=True))
 
 
 @dataclass(frozen=True)
@@ -224,8 +224,7 @@ class IcebergTarget:
         if schema_json is None:
             if table is None:
                 raise IcebergSchemaMismatchError(
-                    f"Iceberg table {self.name}: the batch came without a schema, and the first batch creates the "
-                    "table with the batch's schema.",
+                    f"Iceberg table {self.name}: the batch came without a schema, and the first batch creates the table with the batch's schema.",
                     table=self.storage.root_uri,
                 )
             return
@@ -283,8 +282,10 @@ class IcebergTarget:
         for attempt in range(COMMIT_ATTEMPTS):
             table = self.load(refresh=attempt > 0 or not fresh)
             done = None if table is None else _applied(table, self.app_id)
-            if done is not None and done >= batch_id:
-                return self.snapshot_committing(batch_id)
+            if done is not None and done >= batch_id:  # committed by another writer, which may have died unsynced
+                found = self.snapshot_committing(batch_id)
+                self._unsynced = [] if found is None else self.commit_files(found)
+                return found
             self._check_follows(batch_id, done, table)
             fileio = self.catalog().fileio
             fileio.created.clear()
