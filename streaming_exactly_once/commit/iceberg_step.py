@@ -35,7 +35,8 @@ from dataclasses import dataclass, field as dc_field
 from typing import Any
 
 from ..iceberg.files import IcebergFile, parquet_rows
-from ..iceberg.target import IcebergCatalogRef, IcebergSettings, IcebergTarget
+from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
+from ..iceberg.target import IcebergTarget
 from ..log.codec import RecordError, non_negative, path_value
 from ..log.record_fields import flattened, json_field
 from ..storage.base import Storage, check_relative

@@ -10,6 +10,7 @@ only imported from there.
 """
 
 from .files import IcebergFile
-from .target import IcebergCatalogRef, IcebergSettings, IcebergTarget, app_id
+from .settings import IcebergCatalogRef, IcebergSettings, app_id, batch_property
+from .target import IcebergTarget
 
-__all__ = ["IcebergCatalogRef", "IcebergFile", "IcebergSettings", "IcebergTarget", "app_id"]
+__all__ = ["IcebergCatalogRef", "IcebergFile", "IcebergSettings", "IcebergTarget", "app_id", "batch_property"]

@@ -21,6 +21,15 @@ and commit the batch a second time). The caller reads the table again and decide
 
 Every file the transaction wrote (manifests, manifest list) is synced before the metadata that
 names it is published (``StorageFileIO.publish``).
+
+**Flat with history.** pyiceberg's ``Transaction`` recomputes its view of the table - a deep copy
+of the whole metadata, every retained snapshot included - each time an append consults it
+(about 17 times per commit: 0.6 s at 300 snapshots). ``slim`` hands the transaction the table
+with only what an append reads (the current snapshot and branch heads, schemas, specs,
+properties, sequence numbers); ``commit_table`` applies the resulting updates once to the full
+metadata it read. So a commit costs one parse, one copy and one write of the metadata file,
+whatever the history - what the file itself holds. The old metadata files
+``write.metadata.delete-after-commit.enabled`` retires are deleted here, against the full log.
 """
 
 from __future__ import annotations
@@ -71,6 +80,27 @@ class _OneTable(NoopCatalog):
         super().__init__(name)
         self.fileio = fileio
         self.identifier = identifier
+        #: the full metadata of each ``slim`` table handed out, by its metadata location
+        self._full: dict[str, TableMetadata] = {}
+
+    def slim(self, table: Table) -> Table:
+        """``table`` with only what an append reads of its metadata, to build a transaction on."""
+        metadata = table.metadata
+        keep = {ref.snapshot_id for ref in metadata.refs.values()}
+        snapshots = [s for s in metadata.snapshots if s.snapshot_id in keep or s.snapshot_id == metadata.current_snapshot_id]
+        slim = metadata.model_copy(
+            update={"snapshots": snapshots, "snapshot_log": [], "metadata_log": [], "statistics": [], "partition_statistics": []}
+        )
+        self._full = {table.metadata_location: metadata}
+        return Table(table.name(), slim, table.metadata_location, self.fileio, self)
+
+    def full_base(self, table: Table) -> TableMetadata:
+        """The full metadata a transaction on ``table`` (possibly ``slim``) was built on."""
+        return self._full.pop(table.metadata_location, table.metadata)
+
+    def retire(self, base: TableMetadata, new: TableMetadata) -> None:
+        """Delete the metadata files ``new`` no longer lists, where the table asks for it."""
+        self._delete_old_metadata(self.fileio, base, new)
 
     def supports_server_side_planning(self) -> bool:
         return False
@@ -173,15 +203,17 @@ class PathCatalog(_OneTable):
 
     def commit_table(self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]) -> CommitTableResponse:
         creating = any(isinstance(r, AssertCreate) for r in requirements)
-        base: TableMetadata | None = None if creating else table.metadata
+        base: TableMetadata | None = None if creating else self.full_base(table)
         for requirement in requirements:
             requirement.validate(base)  # CommitFailedException: the transaction was built wrongly
-        if creating:
+        if base is None:
             version = 1
             metadata = update_table_metadata(MetastoreCatalog._empty_table_metadata(), updates, enforce_validation=True)
         else:
             version = _version_of(table.metadata_location) + 1
-            metadata = update_table_metadata(table.metadata, updates, metadata_location=table.metadata_location)
+            # validated afresh instead of deep-copied (pyiceberg's default): the same result, a
+            # tenth of the time at 1,000 snapshots, and the metadata written is checked once more
+            metadata = update_table_metadata(base, updates, enforce_validation=True, metadata_location=table.metadata_location)
         self.fileio.publish()
         path = version_path(version)
         location = self.fileio.location_of(path)
@@ -194,6 +226,8 @@ class PathCatalog(_OneTable):
             self.storage.atomic_write(HINT, str(version).encode())
         except Exception as exc:  # only a hint: readers and we find the version without it
             log.warning("writing %s failed (the commit stands): %s", self.storage.uri(HINT), exc)
+        if base is not None:
+            self.retire(base, metadata)
         return CommitTableResponse(metadata=metadata, metadata_location=location)  # type: ignore[call-arg]  # by field name, as pyiceberg does
 
 
@@ -229,11 +263,14 @@ class ArbitratedCatalog(_OneTable):
         return super().create_table_transaction(identifier, schema, location, partition_spec, sort_order, properties)
 
     def commit_table(self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]) -> CommitTableResponse:
+        base = self.full_base(table)
         self.fileio.publish()
         try:
-            return self.inner.commit_table(table, requirements, updates)
+            response = self.inner.commit_table(table, requirements, updates)  # it applies them to its current metadata
         except (CommitFailedException, TableAlreadyExistsError) as exc:
             raise LostRace(f"catalog {self.inner.name}: {exc}") from None
+        self.retire(base, response.metadata)
+        return response
 
 
 def _version_of(metadata_location: str) -> int:

@@ -37,23 +37,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field as dc_field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import IcebergSchemaMismatchError, IcebergTableError, InvalidAsOfError
-from ..log.record_fields import json_field
 from ..storage.base import Storage
 from .engine import require, table_location
 from .files import IcebergFile
+from .settings import IcebergCatalogRef, IcebergSettings, batch_property
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 log = logging.getLogger("streaming_exactly_once.iceberg")
 
-APP_ID_PREFIX = "streaming-exactly-once:"
-#: The table property holding the newest batch of an app: ``seo.batch-id.<app id>``.
-BATCH_PROPERTY_PREFIX = "seo.batch-id."
 #: Commits of one batch tried before giving up while other writers keep winning the race.
 COMMIT_ATTEMPTS = 8
 #: Format versions an append of our files is known to be correct for.
@@ -65,49 +61,6 @@ HINT = (
 )
 
 
-def app_id(table_id: str) -> str:
-    """The application id of the table with this identity (``table.identity``)."""
-    return APP_ID_PREFIX + table_id
-
-
-def batch_property(app: str) -> str:
-    return BATCH_PROPERTY_PREFIX + app
-
-
-@dataclass(frozen=True)
-class IcebergCatalogRef:
-    """Which catalog records the table: none (``name`` None: the table's own metadata files, found
-    by path), or a pyiceberg catalog by name whose properties are resolved at run time - from the
-    ``catalog_properties`` the sink was given, else pyiceberg's own configuration
-    (``PYICEBERG_CATALOG__<NAME>__URI``, ``~/.pyiceberg.yaml``). Never holds secrets."""
-
-    name: str | None = dc_field(default=None, metadata=json_field("name", str, optional=True, omit_default=True))
-    #: the table in that catalog, ``namespace.table``
-    identifier: str | None = dc_field(default=None, metadata=json_field("identifier", str, optional=True, omit_default=True))
-
-
-@dataclass(frozen=True)
-class IcebergSettings:
-    """Table properties set when the first batch creates the table (plain values, see the sink)."""
-
-    #: commit.manifest.min-count-to-merge: manifests merge once this many pile up, so that a
-    #: snapshot's manifest list stays short however long the history
-    min_count_to_merge: int = dc_field(default=100, metadata=json_field("minCountToMerge", int, optional=True))
-    #: write.metadata.previous-versions-max: metadata files kept besides the current one (older
-    #: ones are deleted after each commit: each file holds the whole snapshot list)
-    previous_versions: int = dc_field(default=100, metadata=json_field("previousVersions", int, optional=True))
-
-    def table_properties(self) -> dict[str, str]:
-        return {
-            "format-version": "2",
-            "commit.manifest-merge.enabled": "true",
-            "commit.manifest.min-count-to-merge": str(self.min_count_to_merge),
-            "write.metadata.previous-versions-max": str(self.previous_versions),
-            "write.metadata.delete-after-commit.enabled": "true",
-            "write.format.default": "parquet",
-        }
-
-
 class IcebergTarget:
     """The Iceberg table at ``storage`` for the app id of one table identity."""
 
@@ -115,15 +68,15 @@ class IcebergTarget:
         self,
         storage: Storage,
         app: str,
-        settings: IcebergSettings = IcebergSettings(),
-        catalog: IcebergCatalogRef = IcebergCatalogRef(),
+        settings: IcebergSettings | None = None,
+        catalog: IcebergCatalogRef | None = None,
         catalog_properties: Mapping[str, str] | None = None,
     ) -> None:
         require()
         self.storage = storage
         self.app_id = app
-        self.settings = settings
-        self.catalog_ref = catalog
+        self.settings = settings or IcebergSettings()
+        self.catalog_ref = catalog or IcebergCatalogRef()
         self.location = table_location(storage)
         self._catalog_properties = dict(catalog_properties or {})
         self._catalog: Any = None  # catalogs.PathCatalog or ArbitratedCatalog, opened on first use
@@ -178,8 +131,9 @@ class IcebergTarget:
             return self._table
         from pyiceberg.exceptions import NoSuchTableError
 
+        catalog = self.catalog()
         try:
-            self._table = self.catalog().load_table()
+            self._table = catalog.load_table()
         except NoSuchTableError:
             self._table = None
         except IcebergTableError:
@@ -346,7 +300,7 @@ class IcebergTarget:
                 properties=self.settings.table_properties(),
             )
         else:
-            txn = table.transaction()
+            txn = self.catalog().slim(table).transaction()  # see catalogs: flat with history
             if TableProperties.MANIFEST_MERGE_ENABLED not in table.metadata.properties:
                 # Iceberg's default (pyiceberg's is off): keeps the manifest list short
                 properties[TableProperties.MANIFEST_MERGE_ENABLED] = "true"
@@ -550,12 +504,4 @@ def _text(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300]
 
 
-__all__ = [
-    "APP_ID_PREFIX",
-    "BATCH_PROPERTY_PREFIX",
-    "IcebergCatalogRef",
-    "IcebergSettings",
-    "IcebergTarget",
-    "app_id",
-    "batch_property",
-]
+__all__ = ["IcebergTarget"]

@@ -30,8 +30,7 @@ from tests.iceberg.helpers import batch_files, context, step
 
 def arm_barrier(barrier: dict, tag: str, out: dict) -> None:
     """Wrap both catalogs' ``commit_table``: wait at the barrier, count lost races."""
-    from streaming_exactly_once.iceberg import catalogs
-    from streaming_exactly_once.iceberg.target import batch_property
+    from streaming_exactly_once.iceberg import batch_property, catalogs
     from tests.iceberg.helpers import APP
 
     key = batch_property(APP)

@@ -31,7 +31,9 @@ BY_P = PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "p"))
 def hadoop_table(root: Path, schema: Schema, spec: PartitionSpec, *, location: str | None = None, **properties: str) -> None:
     """A table as Spark's Hadoop catalog leaves it: ``metadata/v1.metadata.json`` and the hint."""
     v3 = properties.pop("format-version", None) == "3"  # pyiceberg reads version 3 but does not write it
-    metadata = json.loads(new_table_metadata(schema, spec, UNSORTED_SORT_ORDER, location or str(root), properties=dict(properties)).model_dump_json(exclude_none=True))
+    metadata = json.loads(
+        new_table_metadata(schema, spec, UNSORTED_SORT_ORDER, location or str(root), properties=dict(properties)).model_dump_json(exclude_none=True)
+    )
     if v3:
         metadata.update({"format-version": 3, "next-row-id": 0})
     (root / "metadata").mkdir(parents=True)
