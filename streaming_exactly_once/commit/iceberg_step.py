@@ -7,7 +7,9 @@ reader can see it. Like every step it is judged by content:
 
 * ``verify``: the table's high-water mark (the property ``seo.batch-id.<app id>``, set by the
   same commit as the snapshot) is at least M - read from the current metadata file alone, so
-  it holds after snapshot expiry;
+  it holds after snapshot expiry - and, for the path-based default, ``version-hint.text`` names
+  the current version (else path-based readers would not see the batch: a writer died between
+  the metadata file and the hint, and ``execute`` points it right);
 * ``execute``: read each file's row count from its Parquet footer (which also proves the file
   is there and complete), then ``IcebergTarget.commit``, which checks the table again right
   before committing, commits at the version after the one it read and never rebases a lost
@@ -98,8 +100,9 @@ class CommitIceberg(CommitStep):
         return target
 
     def verify(self, ctx: StepContext) -> bool:
-        applied = self.target(ctx).applied_batch()
-        return applied is not None and applied >= self.batch_id
+        target = self.target(ctx)
+        applied = target.applied_batch()
+        return applied is not None and applied >= self.batch_id and target.hint_current()
 
     def execute(self, ctx: StepContext) -> None:
         target = self.target(ctx)
@@ -117,6 +120,7 @@ class CommitIceberg(CommitStep):
             )
             target.make_durable()  # before the commit record (the batch is acknowledged after it)
         else:
+            target.repair_hint()
             snapshot = target.snapshot_committing(self.batch_id)
             if snapshot is not None:  # committed by a writer that may have died before syncing it
                 target.make_durable(target.commit_files(snapshot))

@@ -141,6 +141,17 @@ class PathCatalog(_OneTable):
         self.storage = fileio.storage
         #: the metadata file the last successful ``commit_table`` created (relative path)
         self.committed: str | None = None
+        #: the version ``version-hint.text`` named when the table was last read (None: no usable hint)
+        self.hinted: int | None = None
+
+    def write_hint(self, version: int) -> None:
+        """Point ``version-hint.text`` at ``version`` (after a commit, or where a writer died before
+        it could). A failure is logged, never raised: it is only a hint."""
+        try:
+            self.storage.atomic_write(HINT, str(version).encode())
+            self.hinted = version
+        except Exception as exc:
+            log.warning("writing %s failed (the commit stands): %s", self.storage.uri(HINT), exc)
 
     def _first_metadata_location(self, location: str) -> str:
         return f"{location}/{version_path(1)}"
@@ -178,7 +189,7 @@ class PathCatalog(_OneTable):
 
     def current_version(self) -> int | None:
         """The newest ``v<N>.metadata.json``: the hinted one or one after it (None: no table)."""
-        version = self._hinted()
+        version = self.hinted = self._hinted()
         if version is None or not self.storage.exists(version_path(version)):
             version = self._listed()
             if version is None:
@@ -222,10 +233,7 @@ class PathCatalog(_OneTable):
         except FileExistsError:
             raise LostRace(f"{self.storage.uri(path)} was created by another writer first") from None
         self.committed = path
-        try:
-            self.storage.atomic_write(HINT, str(version).encode())
-        except Exception as exc:  # only a hint: readers and we find the version without it
-            log.warning("writing %s failed (the commit stands): %s", self.storage.uri(HINT), exc)
+        self.write_hint(version)
         if base is not None:
             self.retire(base, metadata)
         return CommitTableResponse(metadata=metadata, metadata_location=location)  # type: ignore[call-arg]  # by field name, as pyiceberg does

@@ -152,6 +152,24 @@ class IcebergTarget:
             table=self.storage.root_uri,
         )
 
+    def hint_current(self) -> bool:
+        """Whether path-based readers find the table as last read: its ``version-hint.text`` names
+        the current metadata version (always true with a catalog, whose pointer is the truth)."""
+        catalog = self.catalog()
+        table = self._table
+        if self.catalog_ref.name is not None or table is None:
+            return True
+        from .catalogs import _version_of
+
+        return bool(catalog.hinted == _version_of(table.metadata_location))
+
+    def repair_hint(self) -> None:
+        """Point the version hint at the current version where a writer died before it could."""
+        if not self.hint_current() and self._table is not None:
+            from .catalogs import _version_of
+
+            self.catalog().write_hint(_version_of(self._table.metadata_location))
+
     def applied_batch(self, *, refresh: bool = True) -> int | None:
         """The newest manifest batch committed to the Iceberg table (its high-water mark), or None."""
         table = self.load(refresh=refresh)
@@ -239,6 +257,7 @@ class IcebergTarget:
             if done is not None and done >= batch_id:  # committed by another writer, which may have died unsynced
                 found = self.snapshot_committing(batch_id)
                 self._unsynced = [] if found is None else self.commit_files(found)
+                self.repair_hint()
                 return found
             self._check_follows(batch_id, done, table)
             fileio = self.catalog().fileio

@@ -11,6 +11,10 @@ that failed (an unknown outcome, a locked SQLite file), as a restarted sink woul
 before its commit reaches the catalog (its snapshot built on the table it read) until every
 writer is there, so all of them commit on the same base and all but one must lose.
 
+``crash_at`` SIGKILLs the writer inside the step of its last batch: ``before-metadata`` (its
+manifests written and synced, the metadata file not yet created) or ``before-hint`` (the metadata
+file created, the version hint not yet replaced).
+
 Prints one JSON line: the batches whose step found them done or executed, the races lost (a
 commit the catalog or the create-if-absent refused), and the errors seen.
 """
@@ -55,10 +59,46 @@ def arm_barrier(barrier: dict, tag: str, out: dict) -> None:
         cls.commit_table = commit_table
 
 
+def arm_crash(where: str, batch: int) -> None:
+    import os
+    import signal
+
+    from streaming_exactly_once.iceberg import fileio
+    from streaming_exactly_once.storage.local import LocalStorage
+
+    def die() -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    if where == "before-metadata":
+        real_publish = fileio.StorageFileIO.publish
+
+        def publish(self):
+            paths = real_publish(self)
+            if any(p.startswith("metadata/snap-") for p in paths) and STATE["batch"] == batch:
+                die()
+            return paths
+
+        fileio.StorageFileIO.publish = publish
+    elif where == "before-hint":
+        real_write = LocalStorage.atomic_write
+
+        def atomic_write(self, path, data):
+            if path == "metadata/version-hint.text" and STATE["batch"] == batch:
+                die()
+            return real_write(self, path, data)
+
+        LocalStorage.atomic_write = atomic_write
+
+
+STATE = {"batch": -1}
+
+
 def main(program: dict) -> dict:
     out: dict = {"tag": program["tag"], "found": [], "executed": [], "lost": [], "errors": []}
     if program.get("barrier"):
         arm_barrier(program["barrier"], program["tag"], out)
+    if program.get("crash_at"):
+        arm_crash(program["crash_at"], program["batches"][-1])
     storage = open_storage(program["root"])
     cat = program.get("catalog")
     ref = IcebergCatalogRef(cat["name"], cat["identifier"]) if cat else IcebergCatalogRef()
@@ -71,6 +111,7 @@ def main(program: dict) -> dict:
     while time.time() < program["start_at"]:
         time.sleep(0.001)
     for s in steps:
+        STATE["batch"] = s.batch_id
         for _ in range(50):
             try:
                 if s.verify(ctx):

@@ -151,3 +151,35 @@ def test_processes_racing_on_the_path_based_table_commit_each_batch_once(tmp_pat
     avro = {n for n in os.listdir(tmp_path / "t" / "metadata") if n.endswith(".avro")}
     named = {Path(s["manifest-list"]).name for s in meta["snapshots"]}
     assert named <= avro and len(avro) == 2 * len(batches), (sorted(avro), results)
+
+
+@pytest.mark.parametrize("where", ["before-metadata", "before-hint"])
+def test_a_writer_killed_inside_the_step_is_rolled_forward_once(tmp_path, where):
+    root = tmp_path / "t"
+    program = {"root": str(root), "tag": "k", "start_at": 0, "batches": [0, 1, 2], "catalog": None, "crash_at": where}
+    killed = subprocess.run(
+        [sys.executable, "-m", "tests.iceberg.racer", json.dumps(program)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    storage = open_storage(str(root))
+    meta = root / "metadata"
+    if where == "before-metadata":
+        assert not (meta / "v3.metadata.json").exists()  # batch 2's manifests are on disk, no metadata names them
+    else:
+        assert (meta / "v3.metadata.json").exists() and (meta / "version-hint.text").read_text() == "2"
+    # the successor rolls the WAL's step forward (its own files for the batch, as a recovery has them)
+    s = step(2, batch_files(storage, 2, tag="-successor"))
+    assert not s.verify(context(storage))  # before-hint: the batch is in, but hint readers do not see it yet
+    run(s, context(storage))
+    assert our_snapshots(root).keys() == {0, 1, 2}
+    from tests.iceberg.helpers import iceberg_ids
+
+    assert iceberg_ids(str(root)) == rows(range(3))
+    assert (meta / "version-hint.text").read_text() == "3"  # path-based readers see the batch (the roll-forward points the hint)
+    run(step(3, batch_files(storage, 3)), context(storage))
+    assert (meta / "version-hint.text").read_text() == "4" and iceberg_ids(str(root)) == rows(range(4))
