@@ -47,6 +47,12 @@ def test_each_batch_is_one_snapshot_with_the_batch_in_its_summary_and_the_table_
     assert sorted(os.listdir(table / "metadata")).count("v4.metadata.json") == 1
     assert (table / "metadata" / "version-hint.text").read_text() == "4"  # as Spark's Hadoop catalog writes it
     assert meta["properties"][batch_property(APP)] == "3"
+    # the commit was built on a slim view of the table, then applied to the full metadata: the logs are whole
+    assert [e["snapshot-id"] for e in meta["snapshot-log"]] == [s["snapshot-id"] for s in meta["snapshots"]]
+    assert [e["metadata-file"].rsplit("/", 1)[1] for e in meta["metadata-log"]] == [f"v{v}.metadata.json" for v in (1, 2, 3)]
+    assert [s.get("parent-snapshot-id") for s in meta["snapshots"]] == [None] + [s["snapshot-id"] for s in meta["snapshots"][:-1]]
+    assert [s["sequence-number"] for s in meta["snapshots"]] == [1, 2, 3, 4]
+    assert [s["summary"]["total-records"] for s in meta["snapshots"]] == ["4", "8", "12", "16"]
     assert list(our_snapshots(table)) == [0, 1, 2, 3]
     summary = meta["snapshots"][2]["summary"]
     assert (summary["operation"], summary["seo.batch-id"], summary["seo.queryId"], summary["seo.sparkBatchId"]) == ("append", "2", "q-1", "2")
@@ -381,3 +387,19 @@ def test_spark_types_round_trip_through_the_iceberg_schema(tmp_path):
         n: v for n, _, _, v in fields if n not in ("ts", "m")
     }
     assert got["ts"] == fields[10][3] and dict(got["m"]) == {"k": 7}
+
+
+def test_old_metadata_files_are_retired_and_readers_still_find_the_table(tmp_path):
+    from streaming_exactly_once.iceberg import IcebergSettings
+
+    storage = open_storage(str(tmp_path / "t"))
+    ctx = context(storage)
+    for b in range(5):
+        run(step(b, batch_files(storage, b), settings=IcebergSettings(previous_versions=2)), ctx)
+    names = sorted(n for n in os.listdir(tmp_path / "t" / "metadata") if n.endswith(".metadata.json"))
+    assert names == ["v3.metadata.json", "v4.metadata.json", "v5.metadata.json"]  # each file holds the whole history
+    meta = metadata_json(tmp_path / "t")
+    assert meta["properties"]["write.metadata.previous-versions-max"] == "2"
+    assert iceberg_ids(str(tmp_path / "t")) == rows(range(5))
+    (tmp_path / "t" / "metadata" / "version-hint.text").write_text("1")  # a hint naming a retired file: listed instead
+    assert target(storage).applied_batch() == 4
