@@ -27,8 +27,10 @@ of the whole metadata, every retained snapshot included - each time an append co
 (about 17 times per commit: 0.6 s at 300 snapshots). ``slim`` hands the transaction the table
 with only what an append reads (the current snapshot and branch heads, schemas, specs,
 properties, sequence numbers); ``commit_table`` applies the resulting updates once to the full
-metadata it read. So a commit costs one parse, one copy and one write of the metadata file,
-whatever the history - what the file itself holds. The old metadata files
+metadata it read. So a commit costs one validation and one write of the metadata file (and
+one parse where another writer moved the table: ``PathCatalog`` keeps the version it last read
+or wrote, metadata files never change), whatever the history beyond what the file itself
+holds. The old metadata files
 ``write.metadata.delete-after-commit.enabled`` retires are deleted here, against the full log.
 """
 
@@ -143,6 +145,8 @@ class PathCatalog(_OneTable):
         self.committed: str | None = None
         #: the version ``version-hint.text`` named when the table was last read (None: no usable hint)
         self.hinted: int | None = None
+        #: the metadata version this catalog last read or created, and its contents
+        self._known: tuple[int, TableMetadata] | None = None
 
     def write_hint(self, version: int) -> None:
         """Point ``version-hint.text`` at ``version`` (after a commit, or where a writer died before
@@ -205,9 +209,15 @@ class PathCatalog(_OneTable):
         return self.load_version(version)
 
     def load_version(self, version: int) -> Table:
+        """The table at ``version``. A metadata file never changes once created, so the one this
+        catalog last read or wrote is reused rather than parsed again (the current version is
+        still found afresh: the hint, and whether a newer version exists)."""
         path = version_path(version)
-        data = self.storage.read_bytes(path)
-        metadata = TableMetadataUtil.parse_raw(data.decode("utf-8"))
+        if self._known is not None and self._known[0] == version:
+            metadata = self._known[1]
+        else:
+            metadata = TableMetadataUtil.parse_raw(self.storage.read_bytes(path).decode("utf-8"))
+            self._known = (version, metadata)
         return Table(self.identifier, metadata, self.fileio.location_of(path), self.fileio, self)
 
     # -- committing --------------------------------------------------------------------------------
@@ -233,6 +243,7 @@ class PathCatalog(_OneTable):
         except FileExistsError:
             raise LostRace(f"{self.storage.uri(path)} was created by another writer first") from None
         self.committed = path
+        self._known = (version, metadata)
         self.write_hint(version)
         if base is not None:
             self.retire(base, metadata)
