@@ -1,31 +1,42 @@
 # Two commands on a fresh machine (Python 3.11, Java 17, package registries):
-#   make demo   - set up .venv and run the default job end to end on bundled sample data
-#   make test   - set up .venv and run make lint (ruff, mypy, the import-layer contracts), then the test suite
-# Longer runs are separate: make torture, make bench.
+#   make demo   - set up .venv with what the demo needs ([spark,arrow]) and run the default job end to end
+#   make test   - set up .venv with everything, run make lint (ruff, mypy, the import-layer contracts),
+#                 make docs (the strict documentation build), then the test suite (which opens every
+#                 page of the site in headless Chromium: make browser installs it from Debian)
+# Longer runs are separate: make torture, make torture-matrix, make bench.
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-EXTRAS := all,test,bench
+EXTRAS := all,test,bench,docs
+DEMO_STAMP  := $(VENV)/.installed-demo
+DEMO_EXTRAS := spark,arrow
 
-.PHONY: demo test test-fast torture bench lint venv check-java clean emulators
+.PHONY: demo test test-fast torture torture-matrix bench lint docs browser venv demo-venv check-java clean emulators
 
-$(STAMP): setup.cfg constraints.txt pyproject.toml
+$(STAMP): setup.cfg setup.py constraints.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[$(EXTRAS)]'
-	@touch $(STAMP)
+	@touch $(STAMP) $(DEMO_STAMP)
+
+$(DEMO_STAMP): setup.cfg setup.py constraints.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[$(DEMO_EXTRAS)]'
+	@touch $(DEMO_STAMP)
 
 venv: $(STAMP)
+
+demo-venv: $(DEMO_STAMP)
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: 'java' is not on PATH; Spark needs Java 17 or newer (Debian/Ubuntu: apt-get install openjdk-17-jre-headless)" >&2; exit 1; }
 	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
 	  if [ -n "$$v" ] && [ "$$v" -lt 17 ]; then echo "error: Java $$v found, Spark 4 needs Java 17 or newer" >&2; exit 1; fi
 
-demo: check-java venv
+demo: check-java demo-venv
 	rm -rf .work/quickstart
-	$(BIN)/seo run landing_to_parquet --conf conf/local.toml
+	$(BIN)/seo run landing_to_parquet
 
 # Azurite (npm) for the Azure storage tests, pinned in tests/emulators/package-lock.json;
 # skipped with a message where node/npm are missing (the tests then skip too).
@@ -39,7 +50,19 @@ lint: venv
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: check-java venv emulators lint
+# The documentation site, built strictly (a broken link or a docstring warning fails it) into .work/site.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# Chromium for the site's browser test, from Debian (as root); elsewhere that test skips and says so.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "warning: could not install chromium; the browser test of the docs will skip" >&2; \
+	  else echo "warning: chromium is not installed (Debian: apt-get install chromium); the browser test of the docs will skip" >&2; fi; }
+
+test: check-java venv emulators lint docs browser
 	$(BIN)/python -m pytest -q
 
 test-fast: venv
@@ -47,6 +70,11 @@ test-fast: venv
 
 torture: check-java venv
 	$(BIN)/python -m tests.torture.run $(ARGS)
+
+# every supported table configuration, kill -9 at every commit boundary, zombies, refused
+# restarts and seo recover/gc/verify between kills, at the commit layer (no Spark)
+torture-matrix: venv
+	$(BIN)/python -m tests.torture.matrix $(ARGS)
 
 bench: check-java venv
 	$(BIN)/python -m benchmarks $(ARGS)

@@ -5,7 +5,7 @@ The multi-dataset job (``streaming_exactly_once.DatasetSink``): a fork (two outp
 batch, each its own format and shape), a split by a dataset column, row checks whose failing
 rows go to ``_quarantine/rows/...``, a minimum batch size per table, and a commit policy.
 
-    seo run landing_to_datasets --conf conf/datasets.toml
+    seo run landing_to_datasets --conf datasets
     seo status .work/datasets/lake           # tables, watermarks, failed checks
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from _spark_session import build_spark, bundled, trigger_of, wait  # noqa: E402
 from landing_to_parquet import SCHEMA, _arrivals  # noqa: E402  (jobs/ is on sys.path)
-from spark_session import build_spark, trigger_of, wait  # noqa: E402
 
 from streaming_exactly_once import Check, DatasetSink, Output, read
 
@@ -60,7 +60,7 @@ def run(config, *, on_event, stop, say):
     source, settings = config["source"], config["datasets"]
     landing = Path(source.get("landing", ".work/datasets/landing"))
     if source.get("sample_data"):
-        _arrivals(Path(source["sample_data"]), landing, 0, stop)
+        _arrivals(bundled(source["sample_data"]), landing, 0, stop)
     landing.mkdir(parents=True, exist_ok=True)
     section = dict(config["sink"])
     section.setdefault("watermark_columns", ["event_time"])

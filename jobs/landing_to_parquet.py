@@ -5,8 +5,8 @@ committed once by the sink, even across crashes, restarts and a lost checkpoint.
 ``[source] sample_data`` set, the bundled sample files are copied into the landing directory
 first (at ``arrival_interval`` with a processing-time trigger), so the job runs anywhere.
 
-    seo run landing_to_parquet --conf conf/local.toml
-    seo run landing_to_parquet --conf conf/local.toml --set trigger.mode=processingTime
+    seo run landing_to_parquet --conf local
+    seo run landing_to_parquet --conf local --set trigger.mode=processingTime
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import shutil
 import threading
 from pathlib import Path
 
-from spark_session import build_spark, trigger_of, wait  # noqa: E402  (jobs/ is on sys.path)
+from _spark_session import build_spark, bundled, trigger_of, wait  # noqa: E402  (jobs/ is on sys.path)
 
 from streaming_exactly_once import ExactlyOnceSink, read
 
@@ -73,10 +73,10 @@ def run(config, *, on_event, stop, say):
 
             interval = parse_duration_ms(source["arrival_interval"], key="source.arrival_interval") / 1000
         if interval:
-            feeder = threading.Thread(target=_arrivals, args=(Path(source["sample_data"]), landing, interval, stop), daemon=True)
+            feeder = threading.Thread(target=_arrivals, args=(bundled(source["sample_data"]), landing, interval, stop), daemon=True)
             feeder.start()
         else:
-            _arrivals(Path(source["sample_data"]), landing, 0, stop)
+            _arrivals(bundled(source["sample_data"]), landing, 0, stop)
     landing.mkdir(parents=True, exist_ok=True)
     sink_section = dict(config["sink"])
     sink_section.setdefault("partition_by", [partition_column])

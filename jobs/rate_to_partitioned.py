@@ -1,6 +1,6 @@
 """Spark's rate source -> a table partitioned by minute, for soak runs of the sink.
 
-    seo run rate_to_partitioned --conf conf/rate.toml --set source.duration=10m
+    seo run rate_to_partitioned --conf rate --set source.duration=10m
 
 Every row has a unique ``value``; stop it with Ctrl-C (graceful) or let ``duration`` expire.
 After a soak, ``seo verify`` and ``seo status`` show the result.
@@ -8,7 +8,7 @@ After a soak, ``seo verify`` and ``seo status`` show the result.
 
 from __future__ import annotations
 
-from spark_session import build_spark, wait  # noqa: E402  (jobs/ is on sys.path)
+from _spark_session import build_spark, wait  # noqa: E402  (jobs/ is on sys.path)
 
 from streaming_exactly_once import ExactlyOnceSink
 from streaming_exactly_once.config import parse_duration_ms

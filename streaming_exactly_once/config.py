@@ -7,6 +7,7 @@ into them, with errors that name the key and list what is valid.
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -15,23 +16,66 @@ from typing import Any
 
 from .errors import ConfigError
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h|d)?\s*$", re.IGNORECASE)
-_UNIT_MS = {None: 1000, "ms": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+#: Duration units, each with the spellings users write: the short forms (``30s``, ``10m``) and
+#: Spark's interval words (``"10 seconds"`` in ``trigger(processingTime=...)`` and ``withWatermark``).
+_UNIT_MS: dict[str, int] = {}
+for _ms, _names in (
+    (1, ("ms", "msec", "msecs", "millisecond", "milliseconds")),
+    (1000, ("s", "sec", "secs", "second", "seconds")),
+    (60_000, ("m", "min", "mins", "minute", "minutes")),
+    (3_600_000, ("h", "hr", "hrs", "hour", "hours")),
+    (86_400_000, ("d", "day", "days")),
+    (604_800_000, ("w", "week", "weeks")),
+):
+    _UNIT_MS.update(dict.fromkeys(_names, _ms))
+_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]+)?\s*,?", re.IGNORECASE)
+DURATION_EXAMPLES = "'500ms', '30s', '10m', '2h', '1d', '10 seconds', '1 hour 30 minutes', a timedelta or a number of seconds"
+
+
+def _parse_duration_text(text: str) -> int | None:
+    """Milliseconds of ``"1h30m"``, ``"1 hour 30 minutes"``, ``"interval 10 seconds"``, ``"45"``; None if not a duration."""
+    body = text.strip().lower()
+    body = body.removeprefix("interval").strip()
+    if not body:
+        return None
+    total, pos, parts = 0.0, 0, 0
+    while pos < len(body):
+        match = _PART.match(body, pos)
+        if match is None or match.end() == pos:
+            return None
+        number, unit = float(match.group(1)), match.group(2)
+        if unit is None:
+            if parts or match.end() < len(body):
+                return None  # a bare number is seconds, and only alone
+            unit = "s"
+        if unit not in _UNIT_MS:
+            return None
+        total += number * _UNIT_MS[unit]
+        pos, parts = match.end(), parts + 1
+    return int(total)
 
 
 def parse_duration_ms(value: Any, *, key: str) -> int:
-    """``"10m"``, ``"30s"``, ``"500ms"``, ``"2h"``, ``"1d"`` or a number of seconds -> milliseconds."""
+    """A duration -> milliseconds: ``"500ms"``, ``"30s"``, ``"10m"``, ``"2h"``, ``"1d"``, Spark's
+    interval spelling (``"10 seconds"``, ``"1 hour 30 minutes"``), compounds (``"1h30m"``), a
+    ``datetime.timedelta`` (``pandas.Timedelta`` too) or a number of seconds."""
     if isinstance(value, bool):
-        raise ConfigError(f"{key} must be a duration like '30s' or '10m', got {value!r}", key=key)
+        raise ConfigError(f"{key} must be a duration like {DURATION_EXAMPLES}; got {value!r}", key=key)
+    if isinstance(value, _dt.timedelta):
+        if value < _dt.timedelta(0):
+            raise ConfigError(f"{key} must not be negative, got {value!r}", key=key)
+        return int(value / _dt.timedelta(milliseconds=1))
     if isinstance(value, (int, float)):
         if value < 0:
             raise ConfigError(f"{key} must not be negative, got {value!r}", key=key)
         return int(value * 1000)
-    match = _DURATION.match(str(value))
-    if match is None:
-        raise ConfigError(f"{key} must be a duration like '500ms', '30s', '10m', '2h' or '1d', got {value!r}", key=key)
-    unit = match.group(2).lower() if match.group(2) else None
-    return int(float(match.group(1)) * _UNIT_MS[unit])
+    if isinstance(value, str):
+        if value.strip().startswith("-"):
+            raise ConfigError(f"{key} must not be negative, got {value!r}", key=key)
+        ms = _parse_duration_text(value)
+        if ms is not None:
+            return ms
+    raise ConfigError(f"{key} must be a duration like {DURATION_EXAMPLES}; got {value!r}", key=key)
 
 
 def parse_bool(value: Any, *, key: str) -> bool:
@@ -81,31 +125,6 @@ def reject_unknown(given: Iterable[str], valid: Iterable[str], *, where: str) ->
 
 # --- job configuration files ------------------------------------------------------------------
 
-#: Keys of the [sink] section (ExactlyOnceSink options plus where the table and checkpoint live).
-SINK_KEYS: dict[str, str] = {
-    "table": "str",
-    "checkpoint": "str",
-    "format": "str",
-    "partition_by": "list",
-    "staging_mode": "str",
-    "compact_interval": "int",
-    "min_batches_to_retain": "int",
-    "cleanup_delay": "duration",
-    "retention": "duration",
-    "source_retention": "duration",
-    "watermark_columns": "list",
-    "lease_timeout": "duration",
-    "move_threads": "int",
-    "worker_moves_from": "int",
-    "step_retries": "int",
-    "description": "str",
-    "writer_options": "table",
-    "options": "table",  # deprecated name of writer_options
-    "metrics_path": "str",
-    "spark_manifest": "bool",  # format = "delta" only (see ExactlyOnceSink)
-    "delta_checkpoint_interval": "int",
-    "delta_log_retention": "duration",
-}
 TRIGGER_KEYS = {"mode": "str", "interval": "str"}
 SECRET_MARKERS = ("secret", "password", "token", "key", "credential")
 
@@ -161,7 +180,7 @@ def load_job_config(
     if path is not None:
         p = Path(path)
         if not p.is_file():
-            raise ConfigError(f"config file {p} does not exist (see the files in conf/)", key="conf")
+            raise ConfigError(f"config file {p} does not exist (give a TOML file or a packaged config name)", key="conf")
         try:
             data = tomllib.loads(p.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:

@@ -69,6 +69,10 @@ class MissingDependencyError(ExactlyOnceError, TerminalError, ImportError):
         )
 
 
+class WorkerPythonError(ConfigError):
+    """Spark's Python workers (``PYSPARK_PYTHON``) cannot import the library or what it needs there."""
+
+
 # --- storage -------------------------------------------------------------------------------
 
 
@@ -209,6 +213,14 @@ class OffsetColumnsMissingError(SourceOffsetError):
     """A batch re-reads records the table holds and has no columns to drop them by."""
 
 
+class SchemaMismatchError(ConfigError):
+    """A batch (or a stream, at ``start``) does not fit its table's schema: a type change readers
+    cannot read, a missing non-nullable column, other partition columns, or a new column or a
+    wider type without the ``schema_evolution`` that allows it. Raised before anything of the
+    batch is written. ``mismatches`` holds one dict per problem (``column``, ``table``,
+    ``batch``, ``problem``, ``kind``); the message shows them side by side and says what to do."""
+
+
 # --- Delta target ------------------------------------------------------------------------
 
 
@@ -217,7 +229,7 @@ class DeltaTableError(ExactlyOnceError, TerminalError):
     does not load, it uses features our other readers cannot honour, or a Delta commit failed."""
 
 
-class DeltaSchemaMismatchError(DeltaTableError, ConfigError):
+class DeltaSchemaMismatchError(DeltaTableError, SchemaMismatchError):
     """A batch's columns do not fit the schema (or partitioning) of an existing Delta table."""
 
 

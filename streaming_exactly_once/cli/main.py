@@ -1,6 +1,7 @@
 """``seo``: inspect, verify, repair and run exactly-once tables from the shell.
 
-Every command takes ``--json``; errors are one line on stderr and a non-zero exit code
+Every command takes ``--json``: one document, keys in camelCase (``json_keys``; a JSON schema per
+command in the docs). Errors are one line on stderr and a non-zero exit code
 (1 = the command failed; 2 = bad usage; ``verify`` exits 3 when it found only warnings;
 130 = interrupted). That holds for *any* error, the library's own and unexpected ones alike:
 ``--debug`` (or ``SEO_DEBUG=1``) prints the traceback as well.
@@ -19,12 +20,17 @@ import click
 
 from ..config import parse_duration_ms
 from ..errors import ExactlyOnceError
+from . import progress
+from .json_keys import camel_keys
 from .printer import Printer, human_bytes, human_time
 
 if TYPE_CHECKING:
     from ..log.batch_log import BatchLog
     from ..storage.base import Storage
-    from ..table.commits_log import CommitsLog
+
+#: The package's version (its ``__init__`` is imported whenever this module is; read from there
+#: instead of importing it, which would pull in the sink's modules for the import contracts).
+VERSION = str(getattr(sys.modules.get(__name__.split(".")[0]), "__version__", "unknown"))
 
 CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
 
@@ -60,6 +66,7 @@ def _storage_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(VERSION, "-V", "--version", prog_name="seo", message="%(prog)s (streaming-exactly-once) %(version)s")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of tables.")
 @click.option(
     "-o",
@@ -96,7 +103,8 @@ def status(ctx: CliContext, table: str, local_json: bool) -> None:
     from ..maintenance.status import table_status
 
     out = _out(ctx, local_json)
-    info = table_status(ctx.storage(table))
+    with progress.activity("status", show=progress.wanted(out.as_json)):
+        info = table_status(ctx.storage(table))
     if out.as_json:
         return out.json(info)
     if "group" in info and "tables" in info:
@@ -113,7 +121,7 @@ def status(ctx: CliContext, table: str, local_json: bool) -> None:
             ("files", info.get("files")),
             ("bytes", human_bytes(info.get("bytes"))),
             ("rows", info.get("rows")),
-            ("format", info.get("format")),
+            ("format", _format_text(info)),
             ("partitioned by", ", ".join(info.get("partitionBy") or []) or "-"),
             ("last commit", human_time(info.get("lastCommitMs"))),
             ("time travel", f"batches {travel['oldest']}..{travel['latest']}" if travel else "-"),
@@ -125,6 +133,7 @@ def status(ctx: CliContext, table: str, local_json: bool) -> None:
             ),
             ("pending commits", ", ".join(map(str, info["pendingCommits"])) or "none"),
             ("staging dirs", info["stagingDirs"]),
+            *_schema_lines(info),
         ]
     )
     queries = info.get("queries") or []
@@ -140,12 +149,36 @@ def status(ctx: CliContext, table: str, local_json: bool) -> None:
         out.table(sorted(offsets.items()), ["source partition", "committed up to (startingOffsets)"])
 
 
+def _format_text(info: dict[str, Any]) -> str:
+    """What readers find: ``delta (Parquet files; _delta_log and _spark_metadata)`` or ``parquet``."""
+    files = info.get("format")
+    if info.get("delta") is None:
+        return str(files or "-")
+    logs = "_delta_log" + (" and _spark_metadata" if "manifest" not in info else f" and {info['manifest']}")
+    return f"delta ({files} files; {logs})"
+
+
+def _schema_lines(info: dict[str, Any]) -> list[tuple[str, Any]]:
+    """``seo status``: the table schema and its changes (``maintenance.status.schema_status``)."""
+    if "schemaError" in info:
+        return [("schema", f"ERROR: {info['schemaError']}")]
+    schema = info.get("schema")
+    if schema is None:
+        return [("schema", "none recorded (the next writer records it)")] if "schema" in info else []
+    columns = ", ".join(f"{c['name']} {c['type']}" for c in schema["columns"])
+    changes = "; ".join(
+        f"batch {h['batchId']} {h['reason']}" + (f": {', '.join(h['changes'])}" if h["changes"] else "") for h in info["schemaHistory"]
+    )
+    return [("schema", f"{columns} (since batch {schema['batchId']})"), ("schema history", changes)]
+
+
 def _delta_text(delta: dict[str, Any]) -> str:
+    app = f"; app id {delta['appId']}" if delta.get("appId") else ""
     if "error" in delta:
-        return f"ERROR: {delta['error']}"
+        return f"ERROR: {delta['error']}{app}"
     if delta.get("version") is None:
-        return "no Delta log yet (the first batch creates it)"
-    return f"version {delta['version']}, holds batches up to {delta['batchId']}"
+        return f"no Delta log yet (the first batch creates it){app}"
+    return f"version {delta['version']}, holds batches up to {delta['batchId']}{app}"
 
 
 def _lease_text(info: dict[str, Any]) -> str:
@@ -199,6 +232,7 @@ def log(ctx: CliContext, table: str, kind: str, batch: int | None, local_json: b
     """List a log's batches (with commit info), or the records of one batch."""
     from ..table.identity import read_identity
     from ..table.table_logs import TableLogs
+    from .log_output import print_batch_records, print_group_batches, print_table_history
 
     out = _out(ctx, local_json)
     storage = ctx.storage(table)
@@ -211,64 +245,17 @@ def log(ctx: CliContext, table: str, kind: str, batch: int | None, local_json: b
             "each of its tables keeps a manifest and commits."
         )
     if batch is not None:
-        _print_batch_records(out, log_, kind, batch)
+        print_batch_records(out, log_, kind, batch)
     elif kind == "manifest":
-        _print_table_history(out, storage.root_uri, ctx.storage_options)
+        print_table_history(out, storage.root_uri, ctx.storage_options)
     elif kind == "commits" and identity is not None and identity.kind == "group":
-        _print_group_batches(out, logs.commits)
+        print_group_batches(out, logs.commits)
     else:
         files = log_.list_batch_files()
         if out.as_json:
             out.json([{"batch": b, "file": storage.uri(f"{log_.directory}/{name}")} for b, name in sorted(files.items())])
         else:
             out.table([(b, name) for b, name in sorted(files.items())], ["batch", "file"])
-
-
-def _print_batch_records(out: Printer, log_: BatchLog[Any], kind: str, batch: int) -> None:
-    """``seo log --batch N``: the records of one batch file, as the log's codec writes them."""
-    records = [log_.codec.to_json(r) for r in log_.read(batch)]
-    if out.as_json:
-        out.json({"kind": kind, "batch": batch, "file": log_.uri(batch), "records": records})
-        return
-    out.write(f"{log_.uri(batch)}  ({len(records)} records)")
-    for record in records:
-        out.write("  " + " ".join(f"{k}={v}" for k, v in record.items() if k != "schema"))
-
-
-def _print_group_batches(out: Printer, commits: CommitsLog) -> None:
-    """``seo log --kind commits`` on a group root: one line per group batch, with its tables."""
-    records = [r for r in (commits.record(b) for b in commits.list_batch_ids()) if r is not None]
-    rows = [
-        (
-            r.batch_id, human_time(r.commit_time_ms), r.num_rows, r.num_files, r.spark_batch_id,
-            len([1 for e in (r.datasets or {}).values() if e.get("lastGroupBatch") == r.batch_id]),
-        )
-        for r in records
-    ]
-    if out.as_json:
-        out.json([{"batchId": r[0], "rows": r[2], "files": r[3], "sparkBatchId": r[4], "tables": r[5]} for r in rows])
-    else:
-        out.table(rows, ["batch", "committed", "rows", "files", "spark batch", "tables"])
-
-
-def _print_table_history(out: Printer, root_uri: str, storage_options: dict[str, Any]) -> None:
-    """``seo log`` (the manifest): each batch a reader can ask for with ``as_of``."""
-    from ..readers.history import batches
-
-    history = batches(root_uri, storage_options=storage_options)
-    if out.as_json:
-        out.json([r.__dict__ for r in history])
-        return
-    out.table(
-        [
-            (
-                r.batch_id, "yes" if r.readable else "no", human_time(r.commit_time_ms), r.num_rows, r.num_files,
-                human_bytes(r.num_bytes), r.spark_batch_id, (r.query_id or "-")[:8],
-            )
-            for r in history
-        ],
-        ["batch", "as_of ok", "committed", "rows", "files", "bytes", "spark batch", "query"],
-    )
 
 
 @cli.command()
@@ -282,7 +269,9 @@ def files(ctx: CliContext, table: str, as_of: int | None, no_verify: bool, local
     from ..readers.visibility import committed_files
 
     out = _out(ctx, local_json)
-    result = committed_files(table, as_of=as_of, storage_options=ctx.storage_options, verify=not no_verify)
+    with progress.activity("files", show=progress.wanted(out.as_json)) as tell:
+        tell("reading the manifest and checking every file" if not no_verify else "reading the manifest")
+        result = committed_files(table, as_of=as_of, storage_options=ctx.storage_options, verify=not no_verify)
     rows = list(zip(result.uris(), result.sizes, strict=True))
     if out.as_json:
         return out.json({"asOf": result.as_of, "files": [{"uri": u, "size": s} for u, s in rows]})
@@ -293,24 +282,23 @@ def files(ctx: CliContext, table: str, as_of: int | None, no_verify: bool, local
 @cli.command()
 @click.argument("table")
 @click.option("--no-orphans", is_flag=True, help="Skip the (full-listing) orphan scan.")
+@click.option("--all", "show_all", is_flag=True, help="List every problem, not the first few of each kind.")
+@click.option("--examples", type=int, default=5, show_default=True, help="Problems listed per kind (without --all).")
+@click.option("--no-schemas", is_flag=True, help="Skip reading each committed Parquet file's schema (one read per file).")
 @_json_option
 @click.pass_obj
-def verify(ctx: CliContext, table: str, no_orphans: bool, local_json: bool) -> None:
+def verify(ctx: CliContext, table: str, no_orphans: bool, show_all: bool, examples: int, no_schemas: bool, local_json: bool) -> None:
     """Check the manifest and logs against storage. Exit 0 clean, 1 errors, 3 warnings only."""
     from ..maintenance.verify import verify_table
+    from .verify_output import print_report
 
     out = _out(ctx, local_json)
-    report = verify_table(ctx.storage(table), check_orphans=not no_orphans)
+    with progress.activity("verify", show=progress.wanted(out.as_json)) as tell:
+        report = verify_table(ctx.storage(table), check_orphans=not no_orphans, progress=tell, check_schemas=not no_schemas)
     if out.as_json:
         out.json(report.to_json())
     else:
-        if report.problems:
-            out.table([(p.severity, p.kind, p.path, p.detail) for p in report.problems], ["severity", "kind", "path", "detail"])
-        verdict = "OK" if not report.problems else ("ERRORS" if report.errors else "warnings only")
-        out.write(
-            f"{report.table}: {verdict} - batch {report.latest_batch_id}, {report.files} files, {human_bytes(report.bytes)}, "
-            f"{len(report.errors)} errors, {len(report.warnings)} warnings"
-        )
+        print_report(out, report, limit=None if show_all else examples)
     if report.errors:
         sys.exit(EXIT_FAILED)
     if report.warnings:
@@ -336,9 +324,9 @@ def recover(ctx: CliContext, table: str, discard_wal: int | None, rebuild_logs: 
         result["discardWal"] = repair.discard_wal(storage, discard_wal, lease_timeout_ms=timeout)
     if rebuild_logs:
         rebuilt = repair.rebuild_logs(storage, lease_timeout_ms=timeout)
-        result["rebuilt"] = rebuilt.__dict__
+        result["rebuilt"] = camel_keys(rebuilt.__dict__)
     report = repair.recover_table(storage, lease_timeout_ms=timeout)
-    result["recovery"] = report.__dict__
+    result["recovery"] = camel_keys(report.__dict__)
     if out.as_json:
         return out.json(result)
     if "discardWal" in result:
@@ -346,8 +334,8 @@ def recover(ctx: CliContext, table: str, discard_wal: int | None, rebuild_logs: 
     if rebuild_logs:
         r = result["rebuilt"]
         out.write(f"rebuilt offsets {r['offsets'] or '-'}, commits {r['commits'] or '-'}, sources {r['sources'] or '-'}")
-        if r["unprotected_batches"]:
-            out.write(f"warning: input files of batches {r['unprotected_batches']} are unknown; a recreated checkpoint could re-read them")
+        if r["unprotectedBatches"]:
+            out.write(f"warning: input files of batches {r['unprotectedBatches']} are unknown; a recreated checkpoint could re-read them")
     out.block(
         [
             ("latest batch", report.latest_batch_id),
@@ -362,7 +350,7 @@ def recover(ctx: CliContext, table: str, discard_wal: int | None, rebuild_logs: 
 
 @cli.command()
 @click.argument("table")
-@click.option("--dry-run", is_flag=True, help="List what would be deleted.")
+@click.option("--dry-run", is_flag=True, help="List what would be deleted; read-only, runs beside a live writer.")
 @click.option("--older-than", default="1h", show_default=True, help="Only files older than this (protects in-flight batches).")
 @click.option("--lease-timeout", default="60s", show_default=True, help="How long gc's own lease lasts without a heartbeat.")
 @_json_option
@@ -372,24 +360,29 @@ def gc(ctx: CliContext, table: str, dry_run: bool, older_than: str, lease_timeou
     temp files killed writers left.
 
     Takes the table's lease (a dataset group's, for a group or one of its tables): stop the
-    query first. On a group root every table of the group is collected.
+    query first. A dry run takes no lease. On a group root every table of the group is collected.
     """
     from ..maintenance.gc import collect_garbage
 
     out = _out(ctx, local_json)
-    report = collect_garbage(
-        ctx.storage(table),
-        older_than_ms=parse_duration_ms(older_than, key="--older-than"),
-        dry_run=dry_run,
-        lease_timeout_ms=parse_duration_ms(lease_timeout, key="--lease-timeout"),
-    )
+    with progress.activity("gc", show=progress.wanted(out.as_json)) as tell:
+        tell("listing the table and its logs")
+        report = collect_garbage(
+            ctx.storage(table),
+            older_than_ms=parse_duration_ms(older_than, key="--older-than"),
+            dry_run=dry_run,
+            lease_timeout_ms=parse_duration_ms(lease_timeout, key="--lease-timeout"),
+        )
     if out.as_json:
         return out.json({
-            "dryRun": dry_run, "tables": report.tables, "orphans": [{"uri": u, "size": s} for u, s in report.orphans],
+            "dryRun": dry_run, "writerLive": report.writer_live, "tables": report.tables,
+            "orphans": [{"uri": u, "size": s} for u, s in report.orphans],
             "staging": report.staging, "tempFiles": [{"uri": u, "size": s} for u, s in report.temp_files],
             "youngSkipped": report.young_skipped, "pendingCommits": report.pending_batches,
         })
     verb = "would delete" if dry_run else "deleted"
+    if report.writer_live:
+        out.write("a writer is live: this is what gc would delete now (gc itself waits until the writer stops)")
     for uri, size in report.orphans:
         out.write(f"{verb} {uri} ({human_bytes(size)})")
     for uri in report.staging:
@@ -422,7 +415,7 @@ def read(ctx: CliContext, table: str, as_of: int | None, limit: int, local_json:
     if out.as_json:
         return out.json(rows)
     columns = data.schema.names
-    out.table([[row.get(c) for c in columns] for row in rows], columns)
+    out.table([[row.get(c) for c in columns] for row in rows], columns, exact=True)
     out.write(f"{len(rows)} of {data.count_rows()} rows")
 
 
@@ -449,13 +442,13 @@ def index(ctx: CliContext, table: str, batch: int | None, local_json: bool) -> N
 
 @cli.command(context_settings={"ignore_unknown_options": False})
 @click.argument("job")
-@click.option("--conf", "conf_path", default=None, help="TOML config (default: conf/local.toml).")
+@click.option("--conf", "conf_path", default=None, help="TOML config file, or a packaged one by name (default: local).")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Override a config value.")
-@click.option("--jobs-dir", default="jobs", show_default=True)
+@click.option("--jobs-dir", default=None, help="Where jobs live (default: ./jobs, then the packaged example jobs).")
 @_json_option
 @click.pass_obj
-def run(ctx: CliContext, job: str, conf_path: str | None, overrides: tuple[str, ...], jobs_dir: str, local_json: bool) -> None:
-    """Run a job from jobs/ with a config from conf/, printing progress per batch."""
+def run(ctx: CliContext, job: str, conf_path: str | None, overrides: tuple[str, ...], jobs_dir: str | None, local_json: bool) -> None:
+    """Run a job (yours in ./jobs, or a packaged example) with a TOML config, printing progress per batch."""
     from .job_runner import run_job
 
     out = _out(ctx, local_json)

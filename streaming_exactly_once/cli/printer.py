@@ -26,11 +26,13 @@ def human_time(ms: int | None) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, *, exact: bool = False) -> str:
+    """A table cell: ``exact`` shows data as it is (a float's shortest exact repr, ``None`` as
+    ``null``); otherwise figures of a report, floats to one decimal."""
     if value is None:
-        return "-"
+        return "null" if exact else "-"
     if isinstance(value, float):
-        return f"{value:.1f}"
+        return repr(value) if exact else f"{value:.1f}"
     if isinstance(value, (dict, list)):
         return json.dumps(value, separators=(",", ":"), default=str)
     return str(value)
@@ -50,8 +52,9 @@ class Printer:
     def json(self, obj: Any) -> None:
         self.write(json.dumps(obj, indent=1, default=str, ensure_ascii=False))
 
-    def table(self, rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> None:
-        cells = [[_cell(v) for v in row] for row in rows]
+    def table(self, rows: Iterable[Sequence[Any]], headers: Sequence[str], *, exact: bool = False) -> None:
+        """Aligned columns; ``exact``: the cells are data (``seo read``), shown without rounding."""
+        cells = [[_cell(v, exact=exact) for v in row] for row in rows]
         widths = [len(h) for h in headers]
         for row in cells:
             widths = [max(w, len(c)) for w, c in zip(widths, row, strict=False)]

@@ -19,7 +19,9 @@ Bytes in the WAL (``commit.sequence``; one line)::
 
 ``files`` are [path relative to the table, size, mtime ms]; ``schema`` is the batch's Spark
 schema JSON (the table's schema when the batch creates it; null only for a table that already
-exists); ``table`` is the table's path under a dataset group's root (absent for a single
+exists); ``tableSchema`` (absent unless the batch creates or changes the table's schema,
+``commit.table_schema``) the table's schema after the batch, which the Delta commit records in a
+``metaData`` action when it differs from the log's; ``table`` is the table's path under a dataset group's root (absent for a single
 table); ``checkpointInterval``/``logRetentionMs`` are the table properties a first batch
 creates the table with; ``info`` goes into the Delta commit's ``commitInfo``.
 """
@@ -72,6 +74,9 @@ class CommitDelta(CommitStep):
     app_id: str = dc_field(default="", metadata=json_field("appId", str))
     partition_by: tuple[str, ...] = dc_field(default=(), metadata=json_field("partitionBy", list, check=_strings))
     schema: str | None = dc_field(default=None, metadata=json_field("schema", str, optional=True))
+    #: the table's schema after this batch, when the batch changes it (columns added): the Delta
+    #: commit then carries a ``metaData`` action with it (``delta.evolve``)
+    table_schema: str | None = dc_field(default=None, metadata=json_field("tableSchema", str, optional=True, omit_default=True))
     #: on disk ``[[path, size, mtime], ...]``
     files: list[DeltaFile] = dc_field(
         default_factory=list, metadata=json_field("files", list, encode=_files_json, decode=_files)
@@ -105,6 +110,7 @@ class CommitDelta(CommitStep):
             files = [DeltaFile(f.path, f.size, f.mtime_ms, parquet_rows(storage, f.path)) for f in self.files]
             version = target.commit(
                 self.batch_id, files, schema_json=self.schema, partition_by=self.partition_by, metadata=self.info, fresh=True,
+                table_schema=self.table_schema,
             )
         else:
             version = target.version_committing(self.batch_id)

@@ -16,6 +16,7 @@ batch gets no batch). The commit of group batch ``G``::
 
     WAL _seo/wal/G (create-if-absent: the claim)
       [move]     staged files -> <table>/<k=v>/part-...       (parallel)
+      [schema]   per table whose schema the batch creates or changes: <table>/_seo/schema/m
       [members]  per table: _spark_metadata/m, _seo/commits/m (parallel across tables)
       [delta]    per format="delta" table: one Delta commit with (table's app id, m)
       [offsets]  _seo/offsets/G
@@ -34,7 +35,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,15 +50,22 @@ from ..manifest.entry import ManifestEntry
 from ..storage.base import Storage
 from ..table.commits_log import CommitRecord
 from ..table.group_state import GroupState, TableBatch, advance, advance_sources, is_quarantine
-from ..table.identity import TableIdentity, TableSpec, ensure_identity, note_root
+from ..table.identity import TableIdentity, TableSpec, ensure_identity, note_root, read_identity
 from ..table.layout import COMMITS_DIR
+from ..table.schema_log import SchemaRecord
 from ..table.table_logs import TableLogs
-from .committer import BatchAttempt, CommitResult, CommitterOptions, StagedFile, TableCommitter, index_compact, offsets_step, sources_step
+from .attempt import BatchAttempt, CommitResult, StagedFile, sources_step
+from .committer import index_compact, vouch_by_index
+from .compaction_preparation import preparation_of
 from .delta_step import CommitDelta
-from .recovery import RecoveryReport, recover
+from .options import CommitterOptions
+from .recovery import PublishedView
+from .schema_step import WriteSchema
 from .sequence import CommitSequence
-from .step import CommitStep, StepContext
+from .step import CommitStep
 from .steps import FileMove, MemberPublish, MoveFiles, PublishMembers, WriteCommit
+from .table_schema import TableSchema
+from .writer import Writer
 
 log = logging.getLogger("streaming_exactly_once.commit")
 
@@ -90,58 +98,105 @@ class _Member:
     latest: int
     table_rows: int
     identity: TableIdentity | None = None  # checked once per process, at the table's first batch
+    schema: TableSchema | None = None  # loaded at the table's first schema check in this process
 
 
-class GroupCommitter(TableCommitter):
+class CommitsView:
+    """A group root has no manifest: a group batch is published once its commit record is
+    there, written by the claim's own attempt."""
+
+    def __init__(self, logs: TableLogs) -> None:
+        self.commits = logs.commits
+
+    def latest(self) -> int:
+        newest = self.commits.latest_batch_id(refresh=True)
+        return -1 if newest is None else newest
+
+    def published(self, seq: CommitSequence) -> bool:
+        record = self.commits.record(seq.batch_id)
+        return record is not None and record.attempt == seq.attempt
+
+
+class GroupCommitter(Writer):
     """Commits group batches: every table of a batch, or none, per (query id, Spark batch id)."""
 
     def __init__(self, storage: Storage, options: CommitterOptions) -> None:
-        super().__init__(storage, options)
         self._members: dict[str, _Member] = {}
         self._members_lock = threading.Lock()
         self.state = GroupState()
         self._touched: list[str] = []
+        super().__init__(storage, options)
 
-    # -- the group's own differences from a single table -------------------------------------
-
-    def _ctx(self) -> StepContext:
-        ctx = super()._ctx()
-        ctx.member_logs = self.member_logs
-        return ctx
-
-    def _recover(self) -> RecoveryReport:
-        self._drop_members()
-
-        def latest() -> int:
-            newest = self.logs.commits.latest_batch_id(refresh=True)
-            return -1 if newest is None else newest
-
-        def published(seq: CommitSequence) -> bool:
-            record = self.logs.commits.record(seq.batch_id)
-            return record is not None and record.attempt == seq.attempt
-
-        return recover(
-            self.storage, self.logs, self.wal, self._ctx(), retries=self.options.step_retries, latest=latest,
-            published=published, fence=self.lease.check_fence,
-        )
+    # -- a group root ------------------------------------------------------------------------
 
     def _spec(self) -> TableSpec:
         return TableSpec(kind="group", compact_interval=self.options.compact_interval, format="group")
+
+    def _view(self) -> PublishedView:
+        return CommitsView(self.logs)
+
+    def _forget_tables(self) -> None:
+        self._drop_members()
 
     def _load_state(self, newest: CommitRecord | None) -> None:
         self._drop_members()  # recovery may have published batches the cached tables missed
         self.state = _state_of(self.storage, newest)
 
+    def _member_logs(self) -> Callable[[str], TableLogs]:
+        return self.member_logs
+
+    def _all_logs(self) -> list[CompactibleLog[Any]]:
+        logs: list[CompactibleLog[Any]] = list(self.logs.all_logs())
+        for member in list(self._members.values()):
+            logs.extend(member.logs.all_logs())
+        return logs
+
+    def _prepare(self) -> None:
+        preparation_of(self.logs.require_sources()).advance()
+        for table in list(self._touched):
+            preparation_of(self._members[table].logs.require_manifest()).advance()
+
+    def member_schema(self, table: str, *, format: str, partition_by: Sequence[str]) -> TableSchema:
+        """The schema of the group's table ``table`` (``commit.table_schema``), read at its first
+        use in this process - after the group's recovery, which finished its pending batches."""
+        member = self._member(table)
+        if member.schema is None:
+            child = self.storage.child(table)
+            is_delta = format == "delta"
+            guard = TableSchema(
+                child, evolution=self.options.schema_evolution, file_format="parquet" if is_delta else format, delta=is_delta
+            )
+            identity = member.identity or read_identity(child)
+            adopting = is_delta and identity is not None and identity.delta_app_id is not None and member.latest < 0
+            target = self._delta_target(table, identity) if adopting and identity is not None else None
+            guard.load(
+                member.latest, commits=member.logs.commits, first_batch_id=identity.first_batch_id if identity else 0,
+                partition_by=partition_by, fence=self.lease.check_fence,
+                delta_schema=target.schema_json() if target is not None else None, delta_log=target.log_uri if target is not None else None,
+            )
+            member.schema = guard
+        return member.schema
+
+    def _member_schema_record(self, attempt: BatchAttempt, mb: MemberBatch, batch_id: int) -> SchemaRecord | None:
+        """Check (before the claim) that a table's files fit its schema; the record the batch
+        writes there if it creates or changes it. Quarantine tables hold what did not fit: none."""
+        if mb.schema is None or is_quarantine(mb.table):
+            return None
+        guard = self.member_schema(mb.table, format=mb.format, partition_by=mb.partition_by)
+        what = f"Table {mb.table!r} of batch {attempt.spark_batch_id} of query {attempt.query_id}"
+        verdict = guard.check_files(mb.schema, mb.partition_by, what=what)
+        return guard.record_for(verdict, batch_id, mb.partition_by)
+
     # -- the tables ----------------------------------------------------------------------------
 
     def _drop_members(self) -> None:
         """Forget the cached member tables, aborting the uploads their manifests began (nothing
-        else holds their ids: a reopen leaked one per member - red team)."""
+        else holds their ids: a reopen leaked one per member)."""
         with self._members_lock:
             members, self._members = list(self._members.values()), {}
         for member in members:
             for log_ in member.logs.all_logs():
-                log_.preparation.abort_upload()
+                preparation_of(log_).abort_upload()
 
     def member_logs(self, table: str) -> TableLogs:
         return self._member(table).logs
@@ -155,8 +210,10 @@ class GroupCommitter(TableCommitter):
                     child, interval=self.options.compact_interval, retention_ms=self.options.retention_ms, kind="member"
                 )
                 manifest = logs.require_manifest()
-                manifest.preparation.owner = self.preparation_owner
-                manifest.preparation.gate = self.commit_gate
+                vouch_by_index(manifest)
+                preparation = preparation_of(manifest)
+                preparation.owner = self.preparation_owner
+                preparation.gate = self.housekeeping.gate
                 latest = manifest.latest_batch_id(refresh=True)
                 record = logs.commits.record(latest) if latest is not None else None
                 member = _Member(logs, -1 if latest is None else latest, (record.table_rows or 0) if record else 0)
@@ -219,16 +276,19 @@ class GroupCommitter(TableCommitter):
             self.delta_targets[table] = target
         return target
 
-    def _delta_member_step(self, attempt: BatchAttempt, mb: MemberBatch, identity: TableIdentity, batch_id: int) -> CommitDelta:
+    def _delta_member_step(
+        self, attempt: BatchAttempt, mb: MemberBatch, identity: TableIdentity, batch_id: int, table_schema: str | None = None
+    ) -> CommitDelta:
         """A Delta table's batch: checked against the table before the claim, committed after the members."""
         target = self._delta_target(mb.table, identity)
-        target.check_batch(mb.schema, mb.partition_by)
+        target.check_batch(mb.schema, mb.partition_by, table_schema=table_schema)
         return CommitDelta(
             batch_id=batch_id,
             app_id=target.app_id,
             files=[DeltaFile(f.final, f.size, f.mtime_ms) for f in mb.files],
             partition_by=tuple(mb.partition_by),
             schema=mb.schema,
+            table_schema=table_schema,
             table=mb.table,
             settings=target.settings,
             info={"queryId": attempt.query_id, "sparkBatchId": str(attempt.spark_batch_id), "groupBatchId": str(attempt.batch_id)},
@@ -253,10 +313,12 @@ class GroupCommitter(TableCommitter):
             return CommitResult(attempt.query_id, attempt.spark_batch_id, "empty", timings=dict(attempt.timings))
         t_plan = time.perf_counter()
         g = attempt.batch_id
+        epoch = self.lease.epoch or 0
         now_ms = int(time.time() * 1000)
         moves: list[FileMove] = []
         publishes: list[MemberPublish] = []
         delta_steps: list[CommitDelta] = []
+        schema_records: dict[str, SchemaRecord] = {}
         table_batches: list[TableBatch] = []
         quarantine_latest = dict(self.state.quarantine)
         for mb in members:
@@ -264,13 +326,16 @@ class GroupCommitter(TableCommitter):
             identity = self._member_identity(mb)
             child = self.storage.child(mb.table)
             m = member.latest + 1
+            new_schema = self._member_schema_record(attempt, mb, m)
+            if new_schema is not None:
+                schema_records[mb.table] = new_schema
             if identity.is_delta:
-                delta_steps.append(self._delta_member_step(attempt, mb, identity, m))
+                delta_steps.append(self._delta_member_step(attempt, mb, identity, m, new_schema.schema if new_schema else None))
             num_rows = mb.rows
             entries = [ManifestEntry.for_file(child.uri(f.final), size=f.size, modification_time=f.mtime_ms) for f in mb.files]
             moves += [FileMove(f.staged or "", f"{mb.table}/{f.final}", f.size) for f in mb.files]
-            record = self._record(
-                attempt, m, files=mb.files, num_rows=num_rows, now_ms=now_ms,
+            record = attempt.record(
+                m, epoch=epoch, files=mb.files, num_rows=num_rows, now_ms=now_ms,
                 watermarks=mb.watermarks, schema=mb.schema, table_rows=member.table_rows + num_rows,
             )
             publishes.append(MemberPublish(table=mb.table, batch_id=m, entries=entries, record=record))
@@ -295,8 +360,8 @@ class GroupCommitter(TableCommitter):
         state = GroupState(advance(self.state.tables, table_batches, g, expected), quarantine_latest, sources)
         total_rows = sum(mb.rows for mb in members if not is_quarantine(mb.table))
         all_files = [f for mb in members for f in mb.files]
-        group_record = self._record(
-            attempt, g, files=all_files, num_rows=total_rows, now_ms=now_ms,
+        group_record = attempt.record(
+            g, epoch=epoch, files=all_files, num_rows=total_rows, now_ms=now_ms,
             step_ms=dict(attempt.timings),
             source_files=len(input_files),
             schema=schema,
@@ -306,43 +371,32 @@ class GroupCommitter(TableCommitter):
         )
         steps: list[CommitStep] = [
             MoveFiles(moves=moves),
+            # before the members' manifests: who sees a table's batch finds its schema
+            *(WriteSchema(record=r, table=t) for t, r in schema_records.items()),
             PublishMembers(members=publishes),
             *delta_steps,
-            offsets_step(attempt, g),
+            attempt.offsets_step(g),
             sources_step(g, input_files),
             WriteCommit(record=group_record),
         ]
-        seq = self._sequence(attempt, steps, now_ms)
+        seq = attempt.sequence(steps, epoch=epoch, now_ms=now_ms)
         self._touched = [p.table for p in publishes]
-        ctx = self._run_sequence(attempt, seq, t_plan)
+        retention: list[tuple[CompactibleLog[Any], int]] = [(log_, g) for log_ in self.logs.all_logs()]
+        indexes = []
+        for p in publishes:
+            member_logs = self._members[p.table].logs
+            retention += [(log_, p.batch_id) for log_ in member_logs.all_logs()]
+            if self.options.build_manifest_index and is_compaction_batch(p.batch_id, member_logs.require_manifest().interval):
+                indexes.append((("index", p.table), functools.partial(index_compact, member_logs, p.batch_id)))
+        ctx = self._run(attempt, seq, t_plan, retention=retention, indexes=indexes)
         for p in publishes:
             member = self._members[p.table]
+            if member.schema is not None:
+                member.schema.committed(schema_records.get(p.table), p.batch_id)
             member.latest = p.batch_id
             member.table_rows = p.record.table_rows or 0
-            if self.options.build_manifest_index and is_compaction_batch(p.batch_id, member.logs.require_manifest().interval):
-                self.janitor.submit_latest(("index", p.table), functools.partial(index_compact, member.logs, p.batch_id))
         self.state = state
-        return self._committed_batch(attempt, group_record, input_files, ctx)
-
-    def _prepare_compactions(self) -> None:
-        if not self._holds_lease():
-            return
-        self.logs.require_sources().preparation.advance()
-        for table in list(self._touched):
-            self._members[table].logs.require_manifest().preparation.advance()
-
-    def _growing_logs(self) -> list[CompactibleLog[Any]]:
-        logs = super()._growing_logs()
-        for member in list(self._members.values()):
-            logs.extend(member.logs.all_logs())
-        return logs
-
-    def _retention_targets(self, batch_id: int) -> list[tuple[CompactibleLog[Any], int]]:
-        targets = super()._retention_targets(batch_id)
-        for table in self._touched:
-            member = self._members[table]
-            targets.extend((log_, member.latest) for log_ in member.logs.all_logs())
-        return targets
+        return self._finish(attempt, group_record, input_files, ctx)
 
     def tables(self) -> list[str]:
         """Every table of the group that exists (datasets with a published batch, quarantine

@@ -7,7 +7,7 @@ leftover on the next start), so it is done on a daemon thread instead of inside 
 ``drain`` waits for the queue, so a clean stop leaves the table tidy.
 
 Work runs in lanes, one daemon thread each, in order within a lane. Preparing the next compact
-file has a lane of its own (``PREPARE_LANE``, #14): queued behind the index builds (300 ms at
+file has a lane of its own (``PREPARE_LANE``): queued behind the index builds (300 ms at
 250k live files) it fell so far behind back-to-back batches that the compaction batch found
 nothing prepared and copied the whole previous compact file itself.
 """

@@ -252,7 +252,7 @@ def fenced_cause(storage: Storage, epoch: int | None, what: str) -> WriterFenced
     """For a write of writer ``epoch`` that failed with ``FileNotFoundError``: the
     ``WriterFencedError`` to raise from it if that writer is fenced, else None (raise the
     original). A fenced writer's write fails that way when the writer that took the table over
-    removed its temp file as dead (``table.temp_files``, red team #14 G6): the real cause is
+    removed its temp file as dead (``table.temp_files``): the real cause is
     the fencing, and it says so."""
     if epoch is not None and epoch_fenced(storage, epoch):
         return fenced_error(storage, epoch, what)
@@ -389,7 +389,7 @@ class Lease:
         # the holder is the thread the signal interrupted (in a Spark Connect worker the batch and
         # atexit run on the main thread), it cannot finish until the handler returns - so after
         # the wait this call writes anyway, as before: the lease is marked released and the epoch
-        # given up either way (red team: giving up instead left the lease alive for a successor
+        # given up either way (giving up instead left the lease alive for a successor
         # on another host, and a writer that carried on under the epoch it was releasing).
         got = self._releasing.acquire(timeout=2.0)
         try:
@@ -419,6 +419,10 @@ class Lease:
         if not self._fenced and epoch_fenced(self.storage, self.epoch):
             self._fenced = True
         return self._fenced
+
+    def holds(self) -> bool:
+        """Whether this writer may still write: it has an epoch, and no newer writer fenced it."""
+        return self.epoch is not None and not self.is_fenced()
 
     def check_fence(self, what: str = "publish") -> None:
         if self.epoch is None:

@@ -1,33 +1,12 @@
 """Recovery: bring a table back to a clean state before a writer commits anything new.
 
-Run by the lease owner, once per process and after any failed batch, before the next batch:
-
-1. **Roll forward** every pending WAL entry that may have published or may still publish:
-   ``M == L + 1`` (the next batch after the latest manifest batch ``L``) or ``M <= L`` whose
-   manifest file holds its entries (published, bookkeeping unfinished). Each step is verified
-   and executed only if not done; then the entry is deleted. A claim of an *earlier* epoch is
-   rolled forward only once its ``commit`` verdict holds (``commit.attempt_verdict``): if the
-   attempt was already judged ``abort`` - a fenced writer claimed it after a takeover, and its
-   data is gone - the claim is discarded instead.
-2. **Discard** any other WAL entry (its batch was committed by another attempt, or it was aborted
-   before its claim), together with what is left of its data.
-3. **Abort** staging directories that no WAL entry refers to (attempts that never reached their
-   claim): their staged data - and, in ``direct`` mode, the data files their intents name - was
-   never visible and is deleted. Only attempts of this writer's epoch or earlier ones (the epoch
-   is in the staging name), and an earlier epoch's only after its ``abort`` verdict holds.
-4. **Forget intents** (offsets records an older release wrote before staging) of manifest
-   batches after ``L``.
-5. **Remove dead temp files** (``table.temp_files``): the hidden temp siblings and compaction
-   work files an earlier writer left in the metadata directories when it was killed mid-write
-   (red team #14 G6) - those last written before this writer's epoch file was created, never
-   its own. Their writer can only fail for it, never publish something else.
-
-Every destructive step is preceded by a fence check: a writer that lost the table meanwhile
-stops. A writer frozen *after* such a check cannot do harm either: the verdicts make its view
-irrelevant for earlier epochs' attempts, and newer epochs' attempts are never its to touch.
-Nothing here lists a data directory; the cost depends on what is pending, not on history -
-except step 5, which lists the metadata directories once (as many files as retention keeps;
-nothing on an object store, where no temp files exist).
+Run by the lease owner, once per process and after any failed batch, in phases (one function
+each): roll forward every claim that may have published or is next, discard the others - an
+earlier epoch's claims as their verdict says (``commit.attempt_verdict``); abort staging
+directories no claim names; forget intents of batches after the latest; remove dead temp files
+of earlier writers (``table.temp_files``). Every destructive step is preceded by a fence check,
+and nothing deletes a file a published manifest entry names (``PublishedFiles``). The cost
+depends on what is pending, not on history. ``docs/design/recovery.md`` explains each phase.
 """
 
 from __future__ import annotations
@@ -35,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Container
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ..errors import CommitError, LogCorruptError, MissingBatchError
 from ..manifest.paths import canonical_uri
@@ -67,17 +47,6 @@ class RecoveryReport:
     @property
     def clean(self) -> bool:
         return not (self.rolled_forward or self.discarded or self.aborted_attempts or self.removed_intents or self.removed_temp_files)
-
-
-def _manifest_holds(logs: TableLogs, seq: CommitSequence) -> bool:
-    records = logs.require_manifest().get(seq.batch_id)
-    if records is None:
-        return False
-    present = {e.path for e in records}
-    for step in seq.steps:
-        if isinstance(step, PublishManifest):
-            return all(e.path in present for e in step.entries)
-    return False
 
 
 class PublishedFiles:
@@ -156,22 +125,6 @@ def discard_sequence(storage: Storage, seq: CommitSequence, *, keep: Container[s
     return deleted
 
 
-def _discard(
-    storage: Storage,
-    wal: CommitSequenceStore,
-    seq: CommitSequence,
-    report: RecoveryReport,
-    fence: Callable[[str], None],
-    why: str,
-    published: PublishedFiles,
-) -> None:
-    fence("discard")
-    log.warning("discarding WAL entry %d of writer epoch %d (%s)", seq.batch_id, seq.epoch, why)
-    report.deleted_data_files += discard_sequence(storage, seq, keep=published.of_batch(seq.batch_id))
-    wal.delete(seq.batch_id, attempt=seq.attempt)
-    report.discarded.append(seq.batch_id)
-
-
 def claim_files_missing(storage: Storage, seq: CommitSequence) -> list[str]:
     """Data files a claim needs and cannot find: in direct mode the files its manifest entries
     name; in rename mode the files of a move whose staged source and target are both gone.
@@ -210,113 +163,172 @@ def _relative_to_root(storage: Storage, uri: str) -> str | None:
     return uri[len(root) :] if uri.startswith(root) else None
 
 
+class PublishedView(Protocol):
+    """What recovery asks the root it recovers: a table's manifest, a group's commit records."""
+
+    def latest(self) -> int:
+        """The latest published batch (-1: none)."""
+        ...
+
+    def published(self, seq: CommitSequence) -> bool:
+        """Whether claim ``seq``'s batch is published (as that claim, not another attempt)."""
+        ...
+
+
+class ManifestView:
+    """A single table: a batch is published once its manifest file holds the claim's entries."""
+
+    def __init__(self, logs: TableLogs) -> None:
+        self.manifest = logs.require_manifest()
+
+    def latest(self) -> int:
+        newest = self.manifest.latest_batch_id(refresh=True)
+        return -1 if newest is None else newest
+
+    def published(self, seq: CommitSequence) -> bool:
+        records = self.manifest.get(seq.batch_id)
+        if records is None:
+            return False
+        present = {e.path for e in records}
+        return any(isinstance(step, PublishManifest) and all(e.path in present for e in step.entries) for step in seq.steps)
+
+
+@dataclass
+class _Recovery:
+    """One recovery's state, shared by its phases."""
+
+    storage: Storage
+    logs: TableLogs
+    wal: CommitSequenceStore
+    ctx: StepContext
+    epoch: int
+    fence: Callable[[str], None]
+    report: RecoveryReport
+    guard: PublishedFiles
+    latest: int
+
+    def discard(self, seq: CommitSequence, why: str) -> None:
+        self.fence("discard")
+        log.warning("discarding WAL entry %d of writer epoch %d (%s)", seq.batch_id, seq.epoch, why)
+        self.report.deleted_data_files += discard_sequence(self.storage, seq, keep=self.guard.of_batch(seq.batch_id))
+        self.wal.delete(seq.batch_id, attempt=seq.attempt)
+        self.report.discarded.append(seq.batch_id)
+
+
 def recover(
     storage: Storage,
     logs: TableLogs,
     wal: CommitSequenceStore,
     ctx: StepContext,
     *,
+    view: PublishedView | None = None,
     retries: int = 3,
-    latest: Callable[[], int] | None = None,
-    published: Callable[[CommitSequence], bool] | None = None,
     fence: Callable[[str], None] = lambda what: None,
 ) -> RecoveryReport:
     """``ctx.epoch`` is the recovering writer's epoch (it must hold the lease); ``fence(what)``
-    raises ``WriterFencedError`` once it no longer does. ``latest``/``published``: for a dataset
-    group, how to read the latest group batch and whether a claim's batch already committed (a
-    group has no manifest of its own to ask).
+    raises ``WriterFencedError`` once it no longer does; ``view`` says what is published (a
+    table's manifest by default).
 
     The WAL is listed *before* the latest batch is read. A fenced writer may still be finishing
-    a commit it claimed before our epoch began (its fence checks passed earlier); its claim is
-    then either in our listing (and we roll it forward with it, step by idempotent step) or
-    already deleted, which it does last - after publishing, so the latest batch read next
-    includes it. Read the other way round, a batch published in between would be missed and
-    its offsets record deleted as a stale intent."""
+    a commit it claimed before our epoch began; its claim is then either in our listing (and we
+    roll it forward with it, step by idempotent step) or already deleted, which it does last -
+    after publishing, so the latest batch read next includes it. Read the other way round, a
+    batch published in between would be missed and its offsets record deleted as a stale intent."""
     if ctx.epoch is None:
         raise ValueError("recovery needs the epoch of the lease it runs under")
     fence("recover")
     claims = [seq for batch_id in wal.pending() if (seq := wal.get(batch_id)) is not None]
-    if latest is None:
-        newest = logs.require_manifest().latest_batch_id(refresh=True)
-        latest_id = -1 if newest is None else newest
-    else:
-        latest_id = latest()
-    is_published = published or (lambda seq: _manifest_holds(logs, seq))
-    report = RecoveryReport(latest_batch_id=latest_id)
-    guard = PublishedFiles(storage, logs, latest_id)
-    live_staging: set[str] = set()
+    view = view or ManifestView(logs)
+    latest = view.latest()
+    state = _Recovery(storage, logs, wal, ctx, ctx.epoch, fence, RecoveryReport(latest), PublishedFiles(storage, logs, latest), latest)
     for seq in claims:
-        batch_id = seq.batch_id
-        live_staging.add(seq.staging_dir)
-        already_published = batch_id <= latest_id and is_published(seq)
-        if already_published or batch_id == latest_id + 1:
-            if seq.epoch < ctx.epoch:
-                fence("decide")
-                verdict = decide(storage, batch_id, seq.attempt, COMMIT, epoch=ctx.epoch)
-                if verdict == ABORT and not already_published:
-                    _discard(storage, wal, seq, report, fence, "aborted before its claim was seen: claimed after a takeover", guard)
-                    continue
-                if verdict == ABORT:
-                    log.error("manifest batch %d is published although attempt %s was judged aborted; finishing it", batch_id, seq.attempt)
-            if not already_published:
-                _check_direct_files(storage, seq)
-            fence("complete")
-            log.warning("rolling forward pending commit of manifest batch %d (query %s, Spark batch %d)", batch_id, seq.query_id, seq.spark_batch_id)
-            seq.run(ctx, fresh=False, retries=retries)
-            # A step verified done may have been written without its sync - by a fresh commit
-            # (``CommitStep.sync_deferred``) or by a writer killed between a rename and its
-            # sync: it must survive a power cut before the claim that could redo it goes.
-            make_durable(seq, ctx)
-            wal.delete(batch_id, attempt=seq.attempt)
-            storage.delete_tree(seq.staging_dir)  # leftovers; the data has moved or is committed
-            report.rolled_forward.append(batch_id)
-            latest_id = max(latest_id, batch_id)
-            guard = PublishedFiles(storage, logs, latest_id)
-        else:
-            if seq.epoch < ctx.epoch:
-                fence("decide")
-                if decide(storage, batch_id, seq.attempt, ABORT, epoch=ctx.epoch) == COMMIT:
-                    raise CommitError(
-                        f"WAL entry {wal.path(batch_id)} (attempt {seq.attempt}, epoch {seq.epoch}) was judged "
-                        f"'commit' by an earlier recovery, but manifest batch {batch_id} is neither published "
-                        f"nor next (the manifest is at batch {latest_id}). Nothing was deleted; run `seo status` "
-                        "and `seo recover` to inspect the table."
-                    )
-            _discard(storage, wal, seq, report, fence, "never published", guard)
+        _settle_claim(state, seq, view, retries)
+    _abort_unclaimed_attempts(state, {seq.staging_dir for seq in claims})
+    _forget_intents(state)
+    state.report.latest_batch_id = state.latest
+    for info in remove_earlier_writers_files(storage, ctx.epoch, fence=fence):
+        state.report.removed_temp_files.append(storage.uri(info.path))
+    fence("recovered")  # a writer frozen in here learns now, not at its next batch, that its view is stale
+    return state.report
+
+
+def _settle_claim(state: _Recovery, seq: CommitSequence, view: PublishedView, retries: int) -> None:
+    """Phases 1 and 2: roll a claim forward if its batch may have published or is next, else
+    discard it - an earlier epoch's claim only as its verdict says."""
+    batch_id = seq.batch_id
+    already_published = batch_id <= state.latest and view.published(seq)
+    if not (already_published or batch_id == state.latest + 1):
+        if seq.epoch < state.epoch:
+            state.fence("decide")
+            if decide(state.storage, batch_id, seq.attempt, ABORT, epoch=state.epoch) == COMMIT:
+                raise CommitError(
+                    f"WAL entry {state.wal.path(batch_id)} (attempt {seq.attempt}, epoch {seq.epoch}) was judged "
+                    f"'commit' by an earlier recovery, but manifest batch {batch_id} is neither published "
+                    f"nor next (the manifest is at batch {state.latest}). Nothing was deleted; run `seo status` "
+                    "and `seo recover` to inspect the table."
+                )
+        state.discard(seq, "never published")
+        return
+    if seq.epoch < state.epoch:
+        state.fence("decide")
+        verdict = decide(state.storage, batch_id, seq.attempt, COMMIT, epoch=state.epoch)
+        if verdict == ABORT and not already_published:
+            state.discard(seq, "aborted before its claim was seen: claimed after a takeover")
+            return
+        if verdict == ABORT:
+            log.error("manifest batch %d is published although attempt %s was judged aborted; finishing it", batch_id, seq.attempt)
+    if not already_published:
+        _check_direct_files(state.storage, seq)
+    state.fence("complete")
+    log.warning("rolling forward pending commit of manifest batch %d (query %s, Spark batch %d)", batch_id, seq.query_id, seq.spark_batch_id)
+    seq.run(state.ctx, fresh=False, retries=retries)
+    # A step verified done may have been written without its sync - by a fresh commit
+    # (``CommitStep.sync_deferred``) or by a writer killed between a rename and its sync: it
+    # must survive a power cut before the claim that could redo it goes.
+    make_durable(seq, state.ctx)
+    state.wal.delete(batch_id, attempt=seq.attempt)
+    state.storage.delete_tree(seq.staging_dir)  # leftovers; the data has moved or is committed
+    state.report.rolled_forward.append(batch_id)
+    state.latest = max(state.latest, batch_id)
+    state.guard = PublishedFiles(state.storage, state.logs, state.latest)
+
+
+def _abort_unclaimed_attempts(state: _Recovery, claimed: set[str]) -> None:
+    """Phase 3: staging directories no claim names - attempts that never claimed - are deleted
+    with the data their intents name; an earlier epoch's only after its ``abort`` verdict."""
+    storage = state.storage
     for entry in storage.list_dir(STAGING_DIR):
         parsed = parse_staging_name(entry.name)
-        if not entry.is_dir or parsed is None or entry.path in live_staging:
+        if not entry.is_dir or parsed is None or entry.path in claimed:
             continue
         batch_id, attempt, epoch = parsed
-        if epoch is not None and epoch > ctx.epoch:
+        if epoch is not None and epoch > state.epoch:
             continue  # a newer writer's attempt: we are fenced, and it is not ours to judge
-        if epoch is None or epoch < ctx.epoch:
-            fence("decide")
-            if decide(storage, batch_id, attempt, ABORT, epoch=ctx.epoch) == COMMIT:
-                if batch_id <= latest_id:
+        if epoch is None or epoch < state.epoch:
+            state.fence("decide")
+            if decide(storage, batch_id, attempt, ABORT, epoch=state.epoch) == COMMIT:
+                if batch_id <= state.latest:
                     # judged 'commit' and its WAL entry gone before the WAL was listed: the
-                    # roll-forward finished and died before deleting the staging leftovers
-                    # (between ``wal.delete`` and ``delete_tree`` above). Only those remain;
-                    # the data is published - never ``abort_attempt`` it.
-                    fence("abort")
+                    # roll-forward finished and died before deleting the staging leftovers.
+                    # Only those remain; the data is published - never ``abort_attempt`` it.
+                    state.fence("abort")
                     storage.delete_tree(entry.path)
                 continue  # otherwise being rolled forward by whoever judged it
-        fence("abort")
-        report.deleted_data_files += abort_attempt(storage, entry.path, keep=guard.of_batch(batch_id))
-        report.aborted_attempts.append(entry.name)
-    offsets = logs.require_offsets()
-    for batch_id in range(latest_id + 1, latest_id + 4):
+        state.fence("abort")
+        state.report.deleted_data_files += abort_attempt(storage, entry.path, keep=state.guard.of_batch(batch_id))
+        state.report.aborted_attempts.append(entry.name)
+
+
+def _forget_intents(state: _Recovery) -> None:
+    """Phase 4: offsets records an older release wrote before staging, of batches after the latest."""
+    offsets = state.logs.require_offsets()
+    for batch_id in range(state.latest + 1, state.latest + 4):
         path = offsets.path(batch_id)
-        if storage.exists(path):
-            fence("forget")
-            storage.delete(path)
-            report.removed_intents.append(batch_id)
+        if state.storage.exists(path):
+            state.fence("forget")
+            state.storage.delete(path)
+            state.report.removed_intents.append(batch_id)
     offsets.latest_batch_id(refresh=True)
-    report.latest_batch_id = latest_id
-    for info in remove_earlier_writers_files(storage, ctx.epoch, fence=fence):
-        report.removed_temp_files.append(storage.uri(info.path))
-    fence("recovered")  # a writer frozen in here learns now, not at its next batch, that its view is stale
-    return report
 
 
 def check_logs_consistent(logs: TableLogs, latest: int, first_batch_id: int) -> None:

@@ -35,7 +35,10 @@ bump is for older releases: they know nothing of ``_seo/verdicts`` and would rol
 claim whose data a recovery of this release aborted (publishing missing files), so they must
 refuse the entry with "upgrade" instead. ``v4`` is written only for entries with a ``delta``
 step, which a release without Delta support refuses the same way - it must never finish such a
-batch without its Delta commit. A step kind this release does not know means a newer release
+batch without its Delta commit. ``v5`` is written for entries with a ``schema`` step (a batch
+that creates or changes its table's schema, ``commit.schema_step``), right before ``manifest``
+(a group's: before ``members``); a release that enforces no table schema must not publish such a
+batch without its schema record. A step kind this release does not know means a newer release
 wrote the entry; that is refused the same way.
 """
 
@@ -44,7 +47,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field as dc_field, replace
 from functools import partial
 from typing import Any
@@ -61,9 +64,9 @@ from .step import REGISTRY, CommitStep, StepContext
 
 log = logging.getLogger("streaming_exactly_once.commit")
 
-VERSION = 4  # newest version read; ``to_bytes`` writes the oldest one that can say the entry
+VERSION = 5  # newest version read; ``to_bytes`` writes the oldest one that can say the entry
 #: Step kinds that need a reader of at least this version (entries without them are ``v3``).
-KIND_VERSIONS = {"delta": 4}
+KIND_VERSIONS = {"delta": 4, "schema": 5}
 HINT = (
     "A WAL entry is the only record of an in-flight commit. If its manifest batch does not exist yet "
     "the batch was never visible: `seo recover <table> --discard-wal M` removes the entry and its "
@@ -238,5 +241,18 @@ def sync_files(files: Sequence[tuple[Storage, str]]) -> None:
         storage.sync(paths)
 
 
+#: Timings a sink records beside the steps' (``stepMs``) that are not part of the commit: the
+#: batch's preparation on the driver and Spark's write.
+NOT_COMMIT = ("prepare", "stage")
+
+
+def commit_ms(step_ms: Mapping[str, float]) -> float:
+    """How long a commit took, from its ``stepMs``: the bookkeeping steps ran concurrently, so
+    they count once, as the longest of them."""
+    together = [ms for kind, ms in step_ms.items() if kind in REGISTRY and REGISTRY[kind].bookkeeping]
+    alone = sum(ms for kind, ms in step_ms.items() if kind not in NOT_COMMIT and not (kind in REGISTRY and REGISTRY[kind].bookkeeping))
+    return round(alone + max(together, default=0.0), 3)
+
+
 # Every step kind a WAL entry may hold is registered before any entry is read.
-from . import delta_step, iceberg_step, steps  # noqa: E402,F401
+from . import delta_step, iceberg_step, schema_step, steps  # noqa: E402,F401

@@ -12,7 +12,7 @@ Steps are stored in the WAL as one JSON object each, tagged by ``kind``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field as dc_field
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
@@ -24,11 +24,10 @@ from ..table.table_logs import TableLogs
 if TYPE_CHECKING:
     from ..delta.target import DeltaTarget
     from ..iceberg.target import IcebergTarget
-    from .steps import FileMove
 
-#: Runs ``fn(storage, moves)`` over chunks of ``moves`` on the cluster's workers (the sink
-#: provides it from the SparkContext); used for very large move lists.
-Distribute = Callable[[Callable[[Storage, "list[FileMove]"], None], "list[FileMove]"], None]
+#: Runs ``fn(storage, items)`` over chunks of ``items`` (a batch's file moves) on the cluster's
+#: workers (the sink provides it from the SparkContext); used for very large move lists.
+Distribute = Callable[[Callable[[Storage, list[Any]], None], list[Any]], None]
 
 
 @dataclass(kw_only=True)
@@ -129,18 +128,3 @@ S = TypeVar("S", bound=CommitStep)
 def register(cls: type[S]) -> type[S]:
     REGISTRY[cls.kind] = cls
     return cls
-
-
-#: Timings a sink records beside the steps' (``stepMs``) that are not part of the commit: the
-#: batch's preparation on the driver and Spark's write.
-NOT_COMMIT = ("prepare", "stage")
-
-
-def commit_ms(step_ms: Mapping[str, float]) -> float:
-    """How long a commit took, from its ``stepMs``: the bookkeeping steps ran concurrently, so
-    they count once, as the longest of them."""
-    from . import steps  # noqa: F401 - every step kind is registered
-
-    together = [ms for kind, ms in step_ms.items() if kind in REGISTRY and REGISTRY[kind].bookkeeping]
-    alone = sum(ms for kind, ms in step_ms.items() if kind not in NOT_COMMIT and not (kind in REGISTRY and REGISTRY[kind].bookkeeping))
-    return round(alone + max(together, default=0.0), 3)

@@ -140,7 +140,7 @@ class MoveFiles(CommitStep):
         if ctx.storage.rename_is_atomic:
             # A rename that never overwrites answers "moved already?" by itself: FileExistsError
             # or a missing source sends ``_move_one`` to ``_done``, which checks the target is
-            # ours. Asking first cost a stat per file on every commit (#14).
+            # ours. Asking first cost a stat per file on every commit.
             pending = self.moves
         else:
             # A copying rename is asked first: a roll-forward must not copy again what it copied.

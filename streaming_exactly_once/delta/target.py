@@ -32,6 +32,10 @@ commit on top would hide that from Delta readers for good. Our ``txn`` carries `
 holds the schema, the partition columns, the table properties (checkpoint interval, log
 retention) *and* the batch's files and transaction, so that every Delta version is one batch.
 
+**Changing the schema.** A batch that adds columns (``schema_evolution``, ``commit.table_schema``)
+adds them in its own commit, as a ``metaData`` action next to its files and transaction; delta-rs
+cannot say that in one append, so that commit is written by ``delta.evolve``.
+
 **Using an existing table.** A table written by delta-spark or delta-rs is appended to as it is:
 ``check_batch`` (before the batch's WAL claim) refuses a batch that does not fit its schema
 (``DeltaSchemaMismatchError``) and a table using features a plain append of Parquet files would
@@ -53,6 +57,7 @@ from ..errors import DeltaSchemaMismatchError, DeltaTableError, InvalidAsOfError
 from ..log.record_fields import json_field
 from ..storage.base import Storage
 from .engine import deltalake, object_store_options, table_uri
+from .evolve import check_evolution, checkpoint_if_due, commit_lines, evolves, write_commit
 from .files import DeltaFile, add_actions
 from .schema import check_fits, check_partition_types, fields_of
 
@@ -181,8 +186,12 @@ class DeltaTarget:
 
     # -- before the WAL claim ----------------------------------------------------------------
 
-    def check_batch(self, schema_json: str | None, partition_by: Sequence[str], *, refresh: bool = True) -> None:
-        """Refuse, before anything is claimed, a batch the Delta commit could not take."""
+    def check_batch(
+        self, schema_json: str | None, partition_by: Sequence[str], *, refresh: bool = True, table_schema: str | None = None
+    ) -> None:
+        """Refuse, before anything is claimed, a batch the Delta commit could not take.
+        ``table_schema``: the schema the batch gives the table (columns added), checked against
+        Delta's rule for that (``evolve.check_evolution``) and then in place of the log's."""
         table = self.load(refresh=refresh)
         if schema_json is None:
             if table is None:
@@ -205,10 +214,11 @@ class DeltaTarget:
             return
         self.check_table(table)
         metadata = table.metadata()
-        check_fits(
-            table.schema().to_json(), metadata.partition_columns, schema_json, partition_by,
-            table=self.storage.root_uri, log_uri=self.log_uri,
-        )
+        current = table.schema().to_json()
+        if table_schema is not None and evolves(current, table_schema):
+            check_evolution(current, table_schema, table=self.storage.root_uri, log_uri=self.log_uri)
+            current = table_schema
+        check_fits(current, metadata.partition_columns, schema_json, partition_by, table=self.storage.root_uri, log_uri=self.log_uri)
 
     def check_table(self, table: Any) -> None:
         """Refuse tables whose features a plain append of Parquet files would break."""
@@ -246,6 +256,7 @@ class DeltaTarget:
         partition_by: Sequence[str],
         metadata: dict[str, str],
         fresh: bool = False,
+        table_schema: str | None = None,
     ) -> int | None:
         """Commit ``files`` as manifest batch ``batch_id`` unless it is in the log already.
 
@@ -274,13 +285,14 @@ class DeltaTarget:
             # delta-rs would list the whole _delta_log after every commit for its expired-log cleanup;
             # ``_clean_up_log`` runs it at checkpoints only (see there)
             hooks = tx.PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
+            base = -1 if table is None else table.version()
             try:
                 if table is None:
                     if schema_json is None:
                         self.check_batch(None, partition_by, refresh=False)
                     tx.create_table_with_add_actions(
                         self.uri,
-                        dl.Schema.from_json(schema_json),
+                        dl.Schema.from_json(table_schema or schema_json),
                         actions,
                         mode="error",
                         partition_by=list(partition_by) or None,
@@ -290,16 +302,24 @@ class DeltaTarget:
                         post_commithook_properties=hooks,
                     )
                 else:
-                    if schema_json is not None:
-                        self.check_batch(schema_json, partition_by, refresh=False)  # a table created meanwhile must fit too
-                    table.create_write_transaction(
-                        actions,
-                        mode="append",
-                        schema=table.schema(),
-                        partition_by=list(table.metadata().partition_columns) or None,
-                        commit_properties=properties,
-                        post_commithook_properties=hooks,
-                    )
+                    if schema_json is not None:  # a table created meanwhile must fit too
+                        self.check_batch(schema_json, partition_by, refresh=False, table_schema=table_schema)
+                    if table_schema is not None and evolves(table.schema().to_json(), table_schema):
+                        # delta-rs writes no metaData in an append: the one commit is written here
+                        write_commit(self.storage, base + 1, commit_lines(
+                            metadata=table.metadata(), table_schema=table_schema, app_id=self.app_id, batch_id=batch_id,
+                            files=files, info=info, table=self.storage.root_uri,
+                        ))
+                        checkpoint_if_due(self.load, base + 1, log_uri=self.log_uri)
+                    else:
+                        table.create_write_transaction(
+                            actions,
+                            mode="append",
+                            schema=table.schema(),
+                            partition_by=list(table.metadata().partition_columns) or None,
+                            commit_properties=properties,
+                            post_commithook_properties=hooks,
+                        )
             except DeltaTableError:
                 raise
             except Exception as exc:
@@ -315,7 +335,7 @@ class DeltaTarget:
                 last = exc
                 self.forget()
                 continue
-            version = self._version_written(batch_id, -1 if table is None else table.version())
+            version = self._version_written(batch_id, base)
             if version is None:
                 version = self.version_committing(batch_id)
             self._clean_up_log(version)
@@ -563,7 +583,7 @@ def _txn_in(data: bytes | None, app: str) -> int | None:
 
 def _lost_race(exc: BaseException, dl: Any) -> bool:
     """A commit that failed because another one got there first (ours may be that one)."""
-    if isinstance(exc, dl.exceptions.CommitFailedError):
+    if isinstance(exc, (dl.exceptions.CommitFailedError, FileExistsError)):
         return True
     return "already exists" in str(exc).lower()
 

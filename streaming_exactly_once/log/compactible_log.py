@@ -16,16 +16,16 @@ two compact files (so every reader derives ``k`` from their names; see ``log.com
 The deletion walks ids upward from the lowest undeleted one and stops at the first file that
 is still too young, so its cost per batch stays constant as history grows.
 
-Building a compact file ahead of its batch, off the commit path, is the job of
-``log.compaction_preparation``; ``add`` publishes such a file when one is ready and otherwise
-builds the compact file itself.
+A writer may build a compact file ahead of its batch, off the commit path, and attach that
+preparation to the log (``preparation``, ``commit.compaction_preparation``); ``add`` publishes
+such a file when one is ready and otherwise builds the compact file itself, as Spark does.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from ..errors import LogConflictError, MissingBatchError
 from ..storage.base import ByteRange, Piece, Storage, composed_files, join
@@ -39,10 +39,33 @@ from .compaction import (
     is_compaction_batch,
     valid_batches_before_compaction,
 )
-from .compaction_preparation import CompactionPreparation
 from .version import encode_line, header, parse_version
 
 T = TypeVar("T")
+
+
+class Preparation(Protocol):
+    """A compact file built ahead of its batch: ``add`` publishes it instead of building one."""
+
+    def holds(self, compact_id: int) -> bool:
+        """Whether a file for compaction batch ``compact_id`` is under way."""
+        ...
+
+    def publish(self, compact_id: int, own_tail: bytes, *, context: str) -> bool | None:
+        """Publish it as compact file ``compact_id`` with the batch's own records (``own_tail``)
+        appended: True, or False if the file existed; None: build it from the logs after all."""
+        ...
+
+
+class _NotPrepared:
+    def holds(self, compact_id: int) -> bool:
+        return False
+
+    def publish(self, compact_id: int, own_tail: bytes, *, context: str) -> bool | None:
+        return None
+
+
+NOT_PREPARED: Preparation = _NotPrepared()
 
 
 def now_ms() -> int:
@@ -77,8 +100,12 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         #: Compact files this object wrote, as (size, mtime_ms) right after writing them: their
         #: every line was checked or copied from a vouched file on the way in (``copy_vouched``).
         self._written_compacts: dict[int, tuple[int, int, str]] = {}
-        #: The next compact file, built off the commit path (``log.compaction_preparation``).
-        self.preparation = CompactionPreparation(self)
+        #: The next compact file, built ahead off the commit path by the writer
+        #: (``commit.compaction_preparation``); nothing is prepared unless it attaches one.
+        self.preparation: Preparation = NOT_PREPARED
+        #: What else a writer takes as proof that a compact file it did not write itself was
+        #: checked line by line as it is now (``copy_vouched``); None: nothing else.
+        self.vouch: Callable[[int], bool] | None = None
 
     # -- interval and naming -----------------------------------------------------------------
 
@@ -143,12 +170,12 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         file is reported (with its name) instead of being copied into the next compact file.
         Deltas are small and fully decoded.
 
-        Memory (#14): the result is a view of the file's bytes, not a copy, and the check counts
+        Memory: the result is a view of the file's bytes, not a copy, and the check counts
         separators instead of splitting a million lines - JSON text holds no raw newline, so
         "every line is ``{...}``" is "the body starts with ``{``, ends with ``}``, and every
         newline in it stands in ``}\\n{``".
 
-        CRLF line ends (red team #14 G5; ``log.version``): Spark reads them, so they are read
+        CRLF line ends (``log.version``): Spark reads them, so they are read
         here too, and written as plain ``\\n``: a header ``v1\\r`` is a header, and a body with
         ``\\r\\n`` (which fails the cheap check) is copied once with ``\\n`` instead - a record
         line holds no raw ``\\r`` of its own (JSON escapes it in strings), so the compact file
@@ -196,7 +223,7 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         this log's header, byte for byte, which is checked (any other first line is left to
         ``raw_body``).
 
-        What is checked (#14, cost flat with history): the file must be vouched for
+        What is checked (cost flat with history): the file must be vouched for
         (``copy_vouched``: for the manifest, an index built from the file as it is now, whose
         builder parsed every line), its header, and its last record, which must be complete
         and decode. Re-reading the lines on the commit path is the very cost a storage-side
@@ -232,18 +259,18 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         """Whether every line of compact file ``batch_id`` *as it is now* was checked since it
         was written, so that the storage may copy it unread (``compact_range``). Otherwise its
         lines are read by ``raw_body``, which checks each one: a file damaged at rest must stop
-        the writer with a named error, never be copied forward into the next compact file (red
-        team #14).
+        the writer with a named error, never be copied forward into the next compact file.
 
         Here: a compact file this object wrote itself, unchanged since (``note_written_compact``):
         every byte of it came from a checked delta, its own records or a range that was vouched
         in turn, so the chain needs no re-reading. Unchanged means the same size, mtime and
         ``FileInfo.change`` - on a local disk the inode and status-change time, which a rewrite
-        moves even when it keeps the size and sets the mtime back (``cp -p``, a restore; red
-        team #14). A storage that knows only size and mtime vouches for nothing here (an
+        moves even when it keeps the size and sets the mtime back (``cp -p``, a restore). A
+        storage that knows only size and mtime vouches for nothing here (an
         in-place rewrite of the same size within the same mtime tick would pass); nor does a
-        log object that did not write the file (the manifest adds its reader index)."""
-        return self.wrote_compact(batch_id)
+        log object that did not write the file - unless its writer gave it a ``vouch`` (the
+        manifest's: a matching reader index, ``manifest.manifest_index.index_matches``)."""
+        return self.wrote_compact(batch_id) or (self.vouch is not None and self.vouch(batch_id))
 
     def wrote_compact(self, batch_id: int) -> bool:
         """Whether this object wrote compact file ``batch_id`` - as header + the previous
@@ -308,10 +335,10 @@ class CompactibleLog(BatchLog[T], Generic[T]):
             pieces = self.compact_pieces(batch_id, own_tail, context=context, copy=composed is not None)
             try:
                 if composed is not None and isinstance(pieces[0], ByteRange):
-                    # the previous compact file is copied by the storage, never read here (#14)
+                    # the previous compact file is copied by the storage, never read here
                     composed.put_composed_if_absent(path, pieces)
                 else:
-                    # streamed, never joined: the previous compact file is in memory once (#14)
+                    # streamed, never joined: the previous compact file is in memory once
                     with self.storage.open_exclusive(path) as fh:
                         for piece in pieces:
                             assert not isinstance(piece, ByteRange)

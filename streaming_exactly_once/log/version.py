@@ -12,7 +12,7 @@ Every log file (ours and Spark's) is UTF-8 text::
 On read, a line may also end with ``\\r\\n``: Spark reads log files with Scala's ``getLines``,
 which ends a line there as at ``\\n``, so a file written with CRLF line ends (by a tool, or
 copied through a Windows machine) is a valid log to Spark and must be one to us - to the
-strict parser, the Arrow readers and the writer's compaction alike (red team #14 G5). The ``\\r``
+strict parser, the Arrow readers and the writer's compaction alike. The ``\\r``
 of a CRLF is part of the line end, never of the header; in a record line it is JSON whitespace.
 Nothing of ours writes ``\\r``: a compaction of such a file writes plain ``\\n``
 (``CompactibleLog.raw_body``).

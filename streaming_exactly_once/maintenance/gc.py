@@ -9,7 +9,7 @@ Deleted (or, with ``dry_run``, only listed):
   ``older_than`` (an attempt that died; its intents' data files go with it);
 * indexes of compact files that retention has deleted;
 * **temp and work files** a killed writer left in the metadata directories (``table.temp_files``:
-  ``.<name>.<uuid>.tmp``, ``.<N>.compact.e<K>.prep``; red team #14 G6) that are older than
+  ``.<name>.<uuid>.tmp``, ``.<N>.compact.e<K>.prep``) that are older than
   ``older_than`` - and older than gc's own lease, whose holder's own files it never touches.
   Under the lease no other writer is live: a fenced one whose file goes fails its write, it
   never publishes something else. A writer removes them too when it takes the table; gc is for
@@ -20,7 +20,7 @@ What makes it safe:
 * **The lease.** gc takes the table's single-writer lease (a table of a dataset group: the
   group's) and heartbeats it while it works, so no commit can publish behind its back; a live
   writer makes it refuse (``ConcurrentWriterError``: stop the query first). A dry run takes no
-  lease (it changes nothing) but refuses the same way. Before every deletion gc checks that it
+  lease and runs beside a live writer (it changes nothing; ``writer_live`` says one was there). Before every deletion gc checks that it
   still holds the lease.
 * **Pending commits are kept whole** (``maintenance.pending``). The WAL is read *before* the
   manifest: a commit that completes in between has published its manifest file before it
@@ -71,6 +71,7 @@ class GcReport:
     young_skipped: int = 0
     tables: list[str] = field(default_factory=list)  # URIs of the tables collected
     pending_batches: list[int] = field(default_factory=list)  # pending commits whose files were kept
+    writer_live: bool = False  # a dry run beside a live writer: its next batches may change the list
 
     @property
     def bytes(self) -> int:
@@ -101,6 +102,9 @@ def collect_garbage(
     identity = read_identity(storage)
     owner, member = (storage, None) if identity is None or identity.kind != "member" else group_of(storage, identity)
     report = GcReport(dry_run=dry_run)
+    if dry_run:
+        state = read_lease_state(owner)
+        report.writer_live = state is not None and state.alive
     with _held_lease(owner, lease_timeout_ms=lease_timeout_ms, dry_run=dry_run) as lease:
         try:
             pending = pending_commits(owner)  # before any manifest: see the module docstring
@@ -158,13 +162,14 @@ def _collect_temp_files(owner: Storage | None, plans: list[_Plan], lease: Lease 
 
 @contextlib.contextmanager
 def _held_lease(owner: Storage, *, lease_timeout_ms: int, dry_run: bool) -> Iterator[Lease | None]:
-    """The lease of the table or group at ``owner`` for the duration (None for a dry run)."""
-    state = read_lease_state(owner)
-    if state is not None and state.alive:
-        raise _busy(owner, state)
+    """The lease of the table or group at ``owner`` for the duration (None for a dry run, which
+    changes nothing and so runs beside a live writer: it lists what gc would delete now)."""
     if dry_run:
         yield None
         return
+    state = read_lease_state(owner)
+    if state is not None and state.alive:
+        raise _busy(owner, state)
     lease = Lease(owner, timeout_ms=lease_timeout_ms, description="seo gc")
     try:
         lease.acquire()

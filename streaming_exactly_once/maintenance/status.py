@@ -15,6 +15,8 @@ from ..table.group_state import split_state
 from ..table.identity import read_identity
 from ..table.layout import STAGING_DIR
 from ..table.rejections import REJECTED_DIR
+from ..table.schema_log import schema_history
+from ..table.schema_rules import fields_of, type_text
 from ..table.source_offsets import high_water
 from ..table.table_logs import TableLogs
 
@@ -71,8 +73,27 @@ def table_status(storage: Storage) -> dict[str, Any]:
             out["sourceOffsets"] = dict(sorted(high_water(r.source_offsets for r in logs.offsets.latest_per_query().values()).items()))
     if identity is not None and identity.kind == "member":
         out["group"] = identity.group
+    if identity is not None:
+        out.update(schema_status(storage, latest))
     _writer_and_pending(storage, out)
     return out
+
+
+def schema_status(storage: Storage, latest: int | None) -> dict[str, Any]:
+    """``schema``: the table's columns now, and the batch and reason of its record;
+    ``schemaHistory``: every record up to the latest batch (``table.schema_log``)."""
+    try:
+        history = schema_history(storage, up_to=latest) if latest is not None else []
+    except ExactlyOnceError as exc:
+        return {"schemaError": str(exc)}
+    if not history:
+        return {"schema": None, "schemaHistory": []}
+    current = history[-1]
+    columns = [{"name": f["name"], "type": type_text(f["type"], bool(f.get("nullable", True)))} for f in fields_of(current.schema)]
+    return {
+        "schema": {"batchId": current.batch_id, "reason": current.reason, "partitionBy": list(current.partition_by), "columns": columns},
+        "schemaHistory": [{"batchId": r.batch_id, "reason": r.reason, "changes": list(r.changes)} for r in history],
+    }
 
 
 def delta_status(storage: Storage, app_id: str) -> dict[str, Any]:

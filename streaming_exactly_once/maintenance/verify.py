@@ -5,7 +5,9 @@ Errors (the table is damaged, readers may fail or miss data):
     it is a symbolic link out of the table;
   * a log (manifest, offsets, commits, sources) has a gap, a stray file far beyond its other
     batch files, or a file that does not parse;
-  * the commits or sources log disagrees with the manifest's latest batch.
+  * the commits or sources log disagrees with the manifest's latest batch;
+  * a committed Parquet file's schema disagrees with the table schema (``maintenance.file_schemas``:
+    a table written before schema enforcement, or files added by another tool).
 Warnings (harmless, cleaned by ``recover``/``gc``):
   * orphan data files (in the table, in no retained manifest entry) - left by crashed writers
     that were not this sink, by Spark's own sink, or by direct-mode attempts killed mid-write;
@@ -14,9 +16,12 @@ Warnings (harmless, cleaned by ``recover``/``gc``):
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..commit.table_schema import read_only_schema
 from ..commit.wal import CommitSequenceStore
 from ..errors import ExactlyOnceError
 from ..log.record_fields import encode, json_field
@@ -26,8 +31,10 @@ from ..readers.visibility import committed_files
 from ..storage.base import Storage
 from ..table.identity import TableIdentity, read_identity
 from ..table.layout import STAGING_DIR, is_hidden
+from ..table.schema_log import SCHEMA_DIR, schema_batches, schema_path
 from ..table.table_logs import TableLogs, open_manifest
 from ..table.temp_files import is_work_file, temp_and_work_files
+from .file_schemas import check_file_schemas
 from .group_tables import group_of, group_tables
 from .kept import kept_files
 from .pending import PendingCommits, pending_commits
@@ -78,6 +85,7 @@ class VerifyReport:
             "bytes": self.bytes,
             "errors": len(self.errors),
             "warnings": len(self.warnings),
+            "kinds": dict(sorted(Counter(p.kind for p in self.problems).items())),
             "problems": [p.to_json() for p in self.problems],
         }
 
@@ -125,13 +133,17 @@ def _check_logs_parse(logs: TableLogs, identity: TableIdentity | None, report: V
 
 def verify_table(
     storage: Storage, *, check_orphans: bool = True, skip: tuple[str, ...] = (), pending: PendingCommits | None = None,
-    table: str | None = None,
+    table: str | None = None, progress: Callable[[str], None] | None = None, check_schemas: bool = True,
 ) -> VerifyReport:
     """``skip``: directories (relative, ending in ``/``) that hold other tables (a group's);
-    ``pending``/``table``: a group's pending commits and this table's path in the group."""
+    ``pending``/``table``: a group's pending commits and this table's path in the group;
+    ``progress``: told what verify is doing (a phase, and a count while it lists storage);
+    ``check_schemas``: read every committed Parquet file's footer (``maintenance.file_schemas``)."""
+    tell = progress or (lambda _: None)
+    tell(f"reading the logs of {storage.root_uri}")
     identity = read_identity(storage)
     if identity is not None and identity.kind == "group":
-        return verify_group(storage, check_orphans=check_orphans)
+        return verify_group(storage, check_orphans=check_orphans, check_schemas=check_schemas)
     report = VerifyReport(table=storage.root_uri)
     logs = TableLogs.for_identity(storage, identity)
     assert logs.manifest is not None
@@ -153,6 +165,7 @@ def verify_table(
         return report
     report.files = len(current)
     report.bytes = current.total_bytes
+    tell(f"checking {len(current):,} committed files")
     problems = inspect_files(current)
     for uri, problem in problems.absent:
         kind = "missing-file" if problem == "does not exist" else "size-mismatch"
@@ -161,6 +174,8 @@ def verify_table(
         report.add("error", "symlink-outside-root", uri, f"a symbolic link to {target}, outside the table root; readers refuse it")
     if identity is not None and identity.delta_app_id is not None:
         _check_delta(storage, identity.delta_app_id, latest, current, report)
+    if identity is not None and latest is not None:
+        _check_schemas(storage, identity, latest, current, report, files=check_schemas and not problems.absent)
     if identity is None or identity.kind != "member":
         _check_leftovers(storage, report)
     if check_orphans:
@@ -177,7 +192,10 @@ def verify_table(
         except ExactlyOnceError as exc:
             report.add("error", "manifest-unreadable", logs.manifest.uri(), str(exc))
             return report
-        for info in storage.walk_files():
+        tell("listing storage for orphan files")
+        for seen, info in enumerate(storage.walk_files(), 1):
+            if seen % 5000 == 0:
+                tell(f"listing storage for orphan files: {seen:,} seen")
             if is_hidden(info.path) or info.path in referenced or info.path.startswith(skip):
                 continue
             report.add("warning", "orphan", storage.uri(info.path), f"{info.size} bytes in no retained manifest entry; `seo gc` deletes it")
@@ -222,6 +240,31 @@ def _check_delta(storage: Storage, app_id: str, latest: int | None, current: Com
         )
 
 
+def _check_schemas(
+    storage: Storage, identity: TableIdentity, latest: int, current: CommittedFiles, report: VerifyReport, *, files: bool
+) -> None:
+    """The table schema: records above the latest batch, a table without one, files that
+    disagree with it (``files``; Parquet tables)."""
+    stray = [b for b in schema_batches(storage) if b > latest]
+    for batch_id in stray:
+        report.add("warning", "schema-pending", storage.uri(schema_path(batch_id)),
+                   f"the schema record of batch {batch_id}, which is not published (yet): its WAL claim rolls it forward, or "
+                   "the next writer deletes it")
+    try:
+        guard = read_only_schema(storage)
+    except ExactlyOnceError as exc:
+        report.add("error", "log-corrupt", storage.uri(SCHEMA_DIR), str(exc))
+        return
+    if guard.current is None and guard.schema is not None and identity.kind != "group":
+        report.add("warning", "no-table-schema", storage.uri(SCHEMA_DIR),
+                   "no table schema is recorded (the table was written before schema enforcement): the next writer adopts the "
+                   "schema of the newest commit record, which the files are checked against here")
+    schema = guard.schema
+    if files and schema is not None and identity.format == "parquet":
+        for severity, kind, path, detail in check_file_schemas(current, schema, identity.partition_by):
+            report.add(severity, kind, path, detail)
+
+
 def _pending(storage: Storage, report: VerifyReport) -> PendingCommits:
     """The pending commits (what they name is no orphan); an unreadable WAL entry is an error."""
     try:
@@ -233,7 +276,7 @@ def _pending(storage: Storage, report: VerifyReport) -> PendingCommits:
 
 def _check_leftovers(storage: Storage, report: VerifyReport) -> None:
     """Leftovers of crashed writers: a pending WAL entry, staged data, temp files (a write cut
-    off by a killed writer, red team #14 G6). Compaction work files are not reported: a writer
+    off by a killed writer). Compaction work files are not reported: a writer
     keeps one for its next compaction, and it outlives a clean stop until the next writer
     starts or ``seo gc`` runs."""
     wal = CommitSequenceStore(storage)
@@ -249,7 +292,7 @@ def _check_leftovers(storage: Storage, report: VerifyReport) -> None:
             )
 
 
-def verify_group(storage: Storage, *, check_orphans: bool = True) -> VerifyReport:
+def verify_group(storage: Storage, *, check_orphans: bool = True, check_schemas: bool = True) -> VerifyReport:
     """A dataset group: its own logs, then every table its newest record names, each against the
     batch the group says it is at."""
     identity = read_identity(storage)
@@ -266,7 +309,9 @@ def verify_group(storage: Storage, *, check_orphans: bool = True) -> VerifyRepor
     pending = _pending(storage, report)
     for name, batch_id in sorted(expected.items()):
         nested = tuple(t[len(name) + 1:] + "/" for t in expected if t.startswith(name + "/"))
-        sub = verify_table(storage.child(name), check_orphans=check_orphans, skip=nested, pending=pending, table=name)
+        sub = verify_table(
+            storage.child(name), check_orphans=check_orphans, skip=nested, pending=pending, table=name, check_schemas=check_schemas
+        )
         report.files += sub.files
         report.bytes += sub.bytes
         report.problems += sub.problems

@@ -21,8 +21,8 @@ the compact file has been read, so they are added just before the footer is writ
 in the Arrow schema that Parquet also stores there: read the footer's own key-values
 (``_footer_metadata``).
 
-It is derived data, never a source of truth, and a cache must never change an answer nor raise
-(red team #14 G8). A compact file is written once and never changed, so an index whose recorded
+It is derived data, never a source of truth, and a cache must never change an answer nor raise.
+A compact file is written once and never changed, so an index whose recorded
 size and mtime match the compact file's was built from that file's content - it is *stale*
 otherwise, or when its version is not ``VERSION`` (version 1 recorded no row count). A matching
 index is used only if it is also *sound*: the exact columns above, no nulls, and as many rows as
@@ -39,7 +39,7 @@ index either way; the writer's compaction copies a compact file unread only when
 usable and says ``"lf"`` (``index_matches``): a compaction writes plain ``\\n``, and a copy
 would not.
 
-Extended, not re-parsed (#14, cost flat with history): parsing the whole compact file again
+Extended, not re-parsed (cost flat with history): parsing the whole compact file again
 after every compaction took 400 ms of CPU at 250k entries (1.6 s at a million), beside the
 commits. A compact file this writer wrote is the previous compact file + the deltas + its own
 records (``CompactibleLog.wrote_compact``), so its index is the previous compact file's usable
@@ -56,23 +56,17 @@ from __future__ import annotations
 import io
 import logging
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ..log.version import header
 from ..storage.base import Storage
+from .entry_arrow import HEADER_LINES, StreamStats, stream_entries
 from .manifest_log import ManifestLog
 
 log = logging.getLogger("streaming_exactly_once.manifest_index")
 
 INDEX_DIR = "_seo/manifest-index"
 VERSION = "2"
-
-#: The first line of a manifest file as ``readline`` returns it: ``v1`` and its line end, CRLF
-#: included (``log.version``), or ``v1`` alone when the file ends there.
-HEADER_LINES = (b"v1\n", b"v1\r\n", b"v1", b"v1\r")
-
 
 def index_path(compact_id: int) -> str:
     return f"{INDEX_DIR}/{compact_id}.parquet"
@@ -85,153 +79,6 @@ def index_schema() -> Any:  # a pyarrow.Schema
     return pa.schema([("path", pa.string()), ("size", pa.int64()), ("modificationTime", pa.int64())])
 
 
-def entry_schema() -> Any:  # a pyarrow.Schema
-    """Spark's ``SinkFileStatus`` as an Arrow schema (every field required)."""
-    import pyarrow as pa
-
-    return pa.schema(
-        [
-            ("path", pa.string()),
-            ("size", pa.int64()),
-            ("isDir", pa.bool_()),
-            ("modificationTime", pa.int64()),
-            ("blockReplication", pa.int64()),
-            ("blockSize", pa.int64()),
-            ("action", pa.string()),
-        ]
-    )
-
-
-def _parse_options() -> Any:  # a pyarrow.json.ParseOptions
-    """Arrow's JSON parsing of manifest lines: the fixed ``entry_schema``, and an *error* on any
-    other field (red team #14 G7). Arrow would skip an unknown field unread, so a line the strict
-    parser refuses there - a value nested 2,000 deep (Spark's Jackson refuses more than 1,000,
-    ``log.version`` more than ``MAX_DEPTH``) - would be accepted. Neither Spark nor this library
-    writes unknown fields, so a file with one is rare: the caller reads it with the strict
-    parser, which accepts the file or names what is wrong, as for anything else Arrow declines."""
-    import pyarrow.json as pj
-
-    return pj.ParseOptions(explicit_schema=entry_schema(), unexpected_field_behavior="error")
-
-
-def parse_entries_arrow(body: bytes) -> Any:  # a pyarrow Table or None
-    """Arrow table (path, size, isDir, modificationTime) of a manifest body, or None if unusable."""
-    try:
-        import pyarrow as pa
-        import pyarrow.json as pj
-    except ImportError:
-        return None
-    schema = entry_schema()
-    if not body.strip():
-        return pa.table({n: pa.array([], t) for n, t in zip(schema.names, schema.types, strict=True)})
-    try:
-        table = pj.read_json(
-            io.BytesIO(body),
-            read_options=pj.ReadOptions(block_size=max(1 << 20, min(len(body) // 2 + 1, 64 << 20))),
-            parse_options=_parse_options(),
-        )
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        return None
-    if any(table.column(name).null_count for name in schema.names):
-        return None
-    return table
-
-
-#: How much of the compact file the index builder parses at a time: its memory is a few of these
-#: (Arrow's reader parses blocks in parallel), not the whole file - 230 MB at a million entries.
-BLOCK_BYTES = 4 << 20
-
-
-class _LineCountingReader(io.RawIOBase):
-    """The rest of a binary file, counting its lines as Arrow reads it: Arrow's JSON reader is
-    laxer than Spark's (blank lines, two objects on one line), so one row per line is checked
-    the way ``readers.manifest_scan`` checks a delta file it reads whole."""
-
-    def __init__(self, source: Any) -> None:
-        super().__init__()
-        self._source = source
-        self._newlines = 0
-        self._carriage_return = False
-        self._bytes = 0
-        self._last = b""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        chunk = self._source.read(len(buffer))
-        count = len(chunk)
-        buffer[:count] = chunk
-        if count:
-            self._newlines += chunk.count(b"\n")
-            # memchr, and only until the first: 20 ms at a million entries, a count took 90
-            self._carriage_return = self._carriage_return or b"\r" in chunk
-            self._bytes += count
-            self._last = chunk[-1:]
-        return count
-
-    def records(self) -> int:
-        """How many record lines the bytes read so far hold (a last newline ends a line)."""
-        if not self._bytes:
-            return 0
-        return self._newlines + (0 if self._last == b"\n" else 1)
-
-    def has_carriage_returns(self) -> bool:
-        """Whether the bytes read so far hold a ``\\r`` (CRLF line ends, ``log.version``)."""
-        return self._carriage_return
-
-
-@dataclass
-class StreamStats:
-    """What ``stream_entries`` saw of a body it accepted: the index records it."""
-
-    entries: int = 0  # one per line, directories included
-    carriage_returns: bool = False  # a ``\\r`` among the bytes: CRLF line ends (``log.version``)
-
-
-def stream_entries(
-    source: Any, take: Callable[[Any], bool], *, block_bytes: int = BLOCK_BYTES, stats: StreamStats | None = None
-) -> bool:
-    """Parse the manifest body in binary file ``source``, from its position (just after the
-    ``v1`` line) to its end, a block at a time, handing each block's entries - a
-    ``pyarrow.RecordBatch`` of every ``entry_schema`` field - to ``take`` as they come.
-
-    So a compact file is never held whole (230 MB at a million entries, #14): memory is a few
-    blocks (``block_bytes`` each; a line longer than that is refused, so the strict parser
-    reads it). True when the body was exactly one entry per line with every field (an empty body
-    included) and ``take`` accepted every block; False at the first block Arrow cannot parse,
-    with a field missing or null, or that ``take`` refuses, and when rows and lines differ
-    (Arrow takes blank lines and two objects on one line, Spark's rule does not). On False the
-    caller reads the file with the strict parser, which accepts it or names what is wrong.
-    On True, ``stats`` (if given) says what the body held."""
-    import pyarrow as pa
-    import pyarrow.json as pj
-
-    body = _LineCountingReader(source)
-    try:
-        reader = pj.open_json(
-            body,
-            read_options=pj.ReadOptions(block_size=block_bytes),
-            parse_options=_parse_options(),
-        )
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        # Arrow refuses an empty stream, and whitespace alone: only a body of no bytes is no entries
-        return body.records() == 0 and not source.read(1)  # (and the stats' zeros are right)
-    rows = 0
-    try:
-        for batch in reader:
-            if any(column.null_count for column in batch.columns):
-                return False  # a field missing or null
-            rows += batch.num_rows
-            if not take(batch):
-                return False
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        return False
-    if stats is not None:
-        stats.entries, stats.carriage_returns = rows, body.has_carriage_returns()
-    return rows == body.records()
-
-
 #: Set once ``warm_up`` has run in this process.
 WARMED_UP = threading.Event()
 
@@ -240,7 +87,7 @@ def warm_up() -> None:
     """Import what building an index needs, while nothing waits for it: pyarrow's parquet
     module (~0.12 s) and pandas, which pyarrow imports at the first array it builds from Python
     objects (~0.33 s). Left to the first compaction after a start, both ran beside the next
-    batches and slowed them (#14). Nothing to import if pyarrow is missing."""
+    batches and slowed them. Nothing to import if pyarrow is missing."""
     try:
         import pyarrow as pa
         import pyarrow.parquet  # noqa: F401
@@ -256,7 +103,7 @@ def write_index(storage: Storage, compact_id: int, log_: ManifestLog | None = No
     """Build the index of ``<compact_id>.compact``; False if pyarrow is missing or the file is bad.
 
     The compact file is streamed: Arrow's JSON reader parses it a block at a time and each block
-    goes to the Parquet writer as it comes, so the file is never held whole (#14: at a million
+    goes to the Parquet writer as it comes, so the file is never held whole (at a million
     entries the build peaked at 868 MB of RSS, now about 300 MB). The index gets one row group
     per block."""
     try:
@@ -422,7 +269,7 @@ def _put_replacing_unusable(storage: Storage, compact_id: int, data: bytes, info
 
 
 #: Rows the index is decoded in at a time: reading it whole (row groups in parallel) left about
-#: 40 MB more of freed memory in Arrow's allocator at a million entries (#14), for no speed.
+#: 40 MB more of freed memory in Arrow's allocator at a million entries, for no speed.
 INDEX_BATCH_ROWS = 1 << 14
 #: An index of at most this many rows is decoded at once, in parallel: faster, and small.
 INDEX_WHOLE_ROWS = 1 << 18

@@ -56,17 +56,6 @@ class ManifestLog(CompactibleLog[ManifestEntry]):
     def exists(self) -> bool:
         return self.storage.exists(self.directory)
 
-    def copy_vouched(self, batch_id: int) -> bool:
-        """As ``CompactibleLog.copy_vouched`` (a compact file this writer wrote), or: a compact
-        file with a matching reader index (``manifest_index``) was parsed line by line, one
-        record per line, when its index was built after its compaction; the index records the
-        file's size and modification time, so a file changed since is not vouched."""
-        if super().copy_vouched(batch_id):
-            return True
-        from .manifest_index import index_matches  # the index module builds on this one
-
-        return index_matches(self.storage, batch_id, self)
-
     def files(self, as_of: int | None = None) -> list[ManifestEntry]:
         """Entries visible to Spark's reader as of ``as_of``: every non-directory entry."""
         return [e for e in self.all_records(as_of) if not e.is_dir]

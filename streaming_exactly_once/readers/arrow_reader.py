@@ -10,7 +10,7 @@ backend stream their bytes; nothing is downloaded first.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DataFileMissingError, MissingDependencyError
 from ..manifest.paths import normalize_uri
@@ -18,6 +18,10 @@ from ..storage.base import Storage
 from .arrow_schema import table_schema
 from .committed_files import CommittedFiles
 from .visibility import committed_files
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.dataset as pads
 
 
 def _pyarrow() -> tuple[Any, Any, Any]:  # the pyarrow, pyarrow.dataset and pyarrow.fs modules
@@ -75,7 +79,7 @@ def dataset(
     allow_outside_root: bool = False,
     format: str | None = None,
     options: Mapping[str, str] | None = None,
-) -> Any:
+) -> pads.Dataset:
     """A ``pyarrow.dataset.Dataset`` of exactly the committed files (see module docstring)."""
     pa, ds, _ = _pyarrow()
     files = committed_files(path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, verify=True)
@@ -116,7 +120,7 @@ def arrow(
     options: Mapping[str, str] | None = None,
     columns: list[str] | None = None,
     filter: Any = None,
-) -> Any:
+) -> pa.Table:
     """The committed rows as one ``pyarrow.Table`` (``columns`` and ``filter`` as in
     ``pyarrow.dataset.Dataset.to_table``; the other arguments as in ``dataset``)."""
     data = dataset(

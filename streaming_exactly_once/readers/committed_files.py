@@ -93,7 +93,7 @@ class CommittedFiles:
         A large Arrow column is converted a slice at a time into a list made at its full length
         once, the prefix added in Python: the list of a million strings is what the caller
         asked for, and a joined Arrow copy of the column or a list grown step by step next to
-        it raised the peak (#14: by 35 MB at a million paths, even joining slice by slice). A
+        it raised the peak (by 35 MB at a million paths, even joining slice by slice). A
         smaller column is joined by Arrow at once, which is faster (about 10 ms at 100k paths)."""
         value = self._columns["relative"]
         if isinstance(value, list):

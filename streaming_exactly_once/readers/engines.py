@@ -7,10 +7,15 @@ Every reader takes the arguments of ``arrow_reader.dataset`` (``as_of``, ``stora
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, MissingDependencyError
 from .arrow_reader import arrow, dataset
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import polars as pl
+    from duckdb import DuckDBPyConnection, DuckDBPyRelation
 
 
 def pandas(
@@ -23,7 +28,7 @@ def pandas(
     options: Mapping[str, str] | None = None,
     columns: list[str] | None = None,
     filter: Any = None,
-) -> Any:
+) -> pd.DataFrame:
     """The committed rows as a ``pandas.DataFrame`` (partition columns typed as recorded)."""
     try:
         import pandas  # noqa: F401
@@ -46,7 +51,7 @@ def polars(
     options: Mapping[str, str] | None = None,
     columns: list[str] | None = None,
     filter: Any = None,
-) -> Any:
+) -> pl.DataFrame | pl.LazyFrame:
     """A ``polars.DataFrame`` (or ``LazyFrame`` with ``lazy=True``, scanning the Arrow dataset).
 
     ``columns`` selects columns either way; ``filter`` (a ``pyarrow.dataset`` expression) applies
@@ -64,15 +69,17 @@ def polars(
         )
         frame = pl.scan_pyarrow_dataset(data)
         return frame.select(columns) if columns is not None else frame
-    return pl.from_arrow(arrow(
+    eager = pl.from_arrow(arrow(
         path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, format=format,
         options=options, columns=columns, filter=filter,
     ))
+    assert isinstance(eager, pl.DataFrame)  # from a table, never a Series
+    return eager
 
 
 def duckdb(
     path: str,
-    con: Any = None,
+    con: DuckDBPyConnection | None = None,
     *,
     name: str = "seo_table",
     as_of: int | None = None,
@@ -80,7 +87,7 @@ def duckdb(
     allow_outside_root: bool = False,
     format: str | None = None,
     options: Mapping[str, str] | None = None,
-) -> Any:
+) -> DuckDBPyRelation:
     """A DuckDB relation over the committed files, registered in ``con`` as view ``name``.
 
     DuckDB scans the Arrow dataset directly (projection and filter pushdown included), which
@@ -90,7 +97,7 @@ def duckdb(
         import duckdb as ddb
     except ImportError as exc:
         raise MissingDependencyError(package="duckdb", extra="duckdb", feature="read.duckdb") from exc
-    con = con if con is not None else ddb.connect()
+    connection = con if con is not None else ddb.connect()
     data = dataset(path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, format=format, options=options)
-    con.register(name, data)
-    return con.table(name)
+    connection.register(name, data)
+    return connection.table(name)

@@ -6,7 +6,7 @@ decided by ``ManifestLog`` alone. Each file is then read the fastest safe way:
 1. a compact file with a matching Parquet index (``manifest.manifest_index``): read the index;
 2. otherwise, with pyarrow installed, Arrow's multi-threaded JSON reader with the fixed
    ``SinkFileStatus`` schema - a compact file streamed a block at a time
-   (``manifest_index.stream_entries``), never held whole, a delta file (a batch's few entries)
+   (``manifest.entry_arrow.stream_entries``), never held whole, a delta file (a batch's few entries)
    read whole;
 3. otherwise - or when Arrow rejects a file - the strict pure-Python parser of the log layer,
    which also produces the precise error (file, batch, line) for a damaged file.
@@ -17,7 +17,7 @@ read the fast way is checked cheaply - one row per line, no negative size, no pa
 ``entry.SUSPICIOUS_PATH`` that fails ``check_entry_path``, paths that are valid UTF-8 - and anything odd is read again the
 strict way, which raises the named error. Both ways accept exactly the same files.
 
-With pyarrow the result is Arrow arrays - chunked as read, never joined into one copy (#14:
+With pyarrow the result is Arrow arrays - chunked as read, never joined into one copy (
 at a million entries every copy of the paths is about 100 MB); without it, Python lists.
 """
 
@@ -29,7 +29,8 @@ from typing import Any
 from ..log.codec import RecordError
 from ..log.compaction import is_compaction_batch
 from ..manifest.entry import SUSPICIOUS_PATH, check_entry_path
-from ..manifest.manifest_index import HEADER_LINES, parse_entries_arrow, read_index, stream_entries
+from ..manifest.entry_arrow import HEADER_LINES, parse_entries_arrow, stream_entries
+from ..manifest.manifest_index import read_index
 from ..manifest.manifest_log import ManifestLog
 
 
@@ -204,7 +205,7 @@ def release_arrow_memory() -> None:
     The manifest's raw columns are dropped once they are mapped, but Arrow's allocator keeps
     the pages for reuse, and what comes next - a list of a million Python strings for
     ``read.files``, a dataset for the engines - is allocated elsewhere: at a million entries
-    that was 80 MB of peak RSS (#14)."""
+    that was 80 MB of peak RSS."""
     import pyarrow as pa
 
     pa.default_memory_pool().release_unused()

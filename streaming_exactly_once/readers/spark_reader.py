@@ -10,6 +10,7 @@ directory and never sees an uncommitted file.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -27,8 +28,8 @@ def _spark_path(storage: Storage, relative: str | None = None) -> str:
 
 
 def spark(
-    session: SparkSession,
     path: str,
+    session: SparkSession,
     *,
     as_of: int | None = None,
     storage_options: Mapping[str, Any] | None = None,
@@ -39,14 +40,20 @@ def spark(
     """A Spark DataFrame of exactly the committed rows of ``path`` as of batch ``as_of``.
 
     Args:
-        session: the SparkSession to read with.
         path: the table's URI or path.
+        session: the SparkSession to read with (every reader takes the path first, then the
+            engine's handle; the older order ``read.spark(session, path)`` still works, with a
+            ``DeprecationWarning``).
         as_of: a retained batch id (default: the latest committed batch).
         storage_options: options of the table's storage backend (e.g. S3 endpoint, credentials).
         allow_outside_root: accept manifest entries outside the table's root (Spark allows them).
         format: the data files' format (default: the one recorded in the table).
         options: reader options (default: the writer options recorded in the table).
     """
+    given: Any = path
+    if not isinstance(given, str) and isinstance(session, str):  # read.spark(session, path): the old order
+        warnings.warn("read.spark takes the table's path first, then the SparkSession", DeprecationWarning, stacklevel=2)
+        path, session = session, given
     try:
         from pyspark.sql.types import StringType, StructField, StructType
     except ImportError as exc:

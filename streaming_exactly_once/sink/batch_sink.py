@@ -27,6 +27,7 @@ import inspect
 import logging
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -38,16 +39,17 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import InputFile, SparkCheckpoint
-from ..commit.committer import BatchAttempt, CommitResult, TableCommitter
-from ..commit.step import commit_ms
-from ..config import reject_unknown
+from ..commit.attempt import BatchAttempt, CommitResult
+from ..commit.sequence import commit_ms
+from ..commit.writer import Writer
+from ..config import parse_duration_ms, reject_unknown
 from ..errors import ConcurrentWriterError, ConfigError, SinkInUseError
 from ..storage import open_storage
 from ..storage.base import Storage
 from ..table.source_offsets import kafka_json, merged_ends
 from .input_filter import CommittedInputFilter
 from .offset_guard import OffsetColumns, OffsetGuard
-from .options import SinkOptions, StagingMode
+from .options import Duration, SinkOptions, StagingMode
 from .progress import observe_stream
 from .query_identity import QueryIdentity, is_connect, local_query_id, local_run_marker, resolve_identity
 
@@ -61,7 +63,7 @@ log = logging.getLogger("streaming_exactly_once.sink")
 _LIVE_SINKS: weakref.WeakSet[BatchSink[Any]] = weakref.WeakSet()
 
 #: The committer a sink drives: ``TableCommitter`` for one table, ``GroupCommitter`` for a group.
-CommitterT = TypeVar("CommitterT", bound=TableCommitter)
+CommitterT = TypeVar("CommitterT", bound=Writer)
 
 
 # Spark Connect stops the worker of an ended query asynchronously: a listener on the server's
@@ -238,7 +240,7 @@ class BatchSink(Generic[CommitterT]):
         storage_options: Mapping[str, Any] | None = None,
         on_commit: Callable[[dict[str, Any]], None] | None = None,
     ) -> Self:
-        """A sink from a ``[sink]`` config section (see ``conf/local.toml``); ``checkpoint`` is kept
+        """A sink from a ``[sink]`` config section (see the packaged config ``local``); ``checkpoint`` is kept
         as ``sink.checkpoint_location`` for ``start``. The other keys are the sink's keyword
         arguments (``options`` is the deprecated name of ``writer_options``)."""
         values = dict(section)
@@ -284,11 +286,18 @@ class BatchSink(Generic[CommitterT]):
             )
         self._checkpoint = checkpoint_location
         remote = is_connect(stream_df)
+        self._check_start(stream_df)  # columns first: nothing is touched for a misspelt one
+        if remote or self._runs_on_workers():
+            from .worker_python import check_worker_python
+
+            needed_for = "the sink under Spark Connect" if remote else f"{type(self).__name__} ({self._runs_on_workers()})"
+            check_worker_python(stream_df.sparkSession, connect=remote, needed_for=needed_for)
         if not remote:
             self._take_table()
+        self._check_start_schema(stream_df, holds_table=not remote)
         if self.options.progress_metrics and self.options.watermark_columns:
             # only where it adds what Spark's progress lacks: min/max of the watermark columns
-            # (an observation in the plan costs about 3 % of a batch's write, #14)
+            # (an observation in the plan costs about 3 % of a batch's write)
             stream_df = observe_stream(stream_df, tuple(self.options.watermark_columns))
         writer = stream_df.writeStream.foreachBatch(self).option("checkpointLocation", checkpoint_location)
         if trigger:
@@ -301,6 +310,11 @@ class BatchSink(Generic[CommitterT]):
             self._adopt_query(str(query.id), stream_df.sparkSession, run_id=str(query.runId))
         return query
 
+    def _runs_on_workers(self) -> str | None:
+        """What of this sink runs in Spark's Python workers in classic Spark, or None (a subclass
+        that writes with ``mapInArrow`` says so)."""
+        return None
+
     def open(self) -> None:
         """Take the table's lease and recover it now (``start`` does this too, in classic Spark).
 
@@ -309,11 +323,22 @@ class BatchSink(Generic[CommitterT]):
         """
         self._take_table()
 
-    def stop(self, timeout_s: float = 120.0) -> None:
-        """Stop the query started by ``start``; an in-flight commit is finished first."""
+    def stop(self, timeout: Duration = "2m", *, timeout_s: float | None = None) -> None:
+        """Stop the query started by ``start``; an in-flight commit is finished first, waiting for
+        it up to ``timeout`` (a duration like the options': ``"2m"``, ``"30 seconds"``, a
+        ``timedelta`` or seconds). ``timeout_s`` is its deprecated old name."""
+        if timeout_s is not None:
+            warnings.warn(
+                "sink.stop(timeout_s=...) is now sink.stop(timeout=...), a duration like every option ('2m', '30s' "
+                "or seconds); timeout_s will be removed",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            timeout = timeout_s
+        wait_s = parse_duration_ms(timeout, key="timeout") / 1000
         if self._query is not None:
             self._query.stop()
-        self._release(timeout_s)
+        self._release(wait_s)
 
     def close(self) -> None:
         """Release the table's lease (the next writer need not wait for it to expire)."""
@@ -492,6 +517,22 @@ class BatchSink(Generic[CommitterT]):
                 key="partition_by",
             )
 
+    # -- the table's schema (``sink.schema_fit``, ``commit.table_schema``) --------------------
+
+    def _check_start(self, stream_df: DataFrame) -> None:
+        """At ``start``: the columns the options name are in the stream (``ConfigError``)."""
+        self._check_columns(stream_df)
+
+    def _check_start_schema(self, stream_df: DataFrame, *, holds_table: bool) -> None:
+        """At ``start``: a stream whose schema the table would refuse fails now, before its query
+        runs (``SchemaMismatchError``); ``holds_table``: the table's lease is this process's."""
+        raise NotImplementedError
+
+    def _fit_schema(self, df: DataFrame, what: str) -> Callable[[DataFrame], DataFrame]:
+        """The batch against the table's schema, before anything of it is written
+        (``SchemaMismatchError``); the projection that gives it the table's columns and types."""
+        raise NotImplementedError
+
     def _distribute_with(self, df: DataFrame) -> None:
         """Let the commit run very large move lists on the cluster's workers."""
         if self.committer.distribute is not None or is_connect(df):
@@ -521,6 +562,7 @@ class BatchSink(Generic[CommitterT]):
             log.info("skipping batch %d of query %s: already committed", batch_id, qid)
             return CommitResult(qid, batch_id, "duplicate")
         self._check_columns(df)
+        fit = self._fit_schema(df, f"Batch {batch_id} of query {qid}")
         checkpoint = self._spark_checkpoint(identity.checkpoint, qid) if identity.checkpoint else None
         offsets = checkpoint.offsets(batch_id) if checkpoint else None
         inputs = checkpoint.input_files(batch_id) if checkpoint else None
@@ -543,7 +585,7 @@ class BatchSink(Generic[CommitterT]):
             attempt.timings["prepare"] = round((time.perf_counter() - t_prepare) * 1000, 3)
             committed = self.committer.committed_input_paths() if inputs else set()
             batch_inputs = BatchFilters(CommittedInputFilter(guard.df, inputs or [], committed, batch_id=batch_id, query_id=qid), guard)
-            result = self._stage_and_commit(batch_inputs.df, attempt, batch_inputs, offsets)
+            result = self._stage_and_commit(fit(batch_inputs.df), attempt, batch_inputs, offsets)
         self.counters["skipped_rows"] += batch_inputs.skipped_rows()
         if result.status == "committed":
             self._emit(result)

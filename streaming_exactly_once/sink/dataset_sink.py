@@ -17,8 +17,11 @@ Spark's micro-batches)::
     for each output (a fork; the batch is persisted when there are several):
         transform -> row checks as a column -> one mapInArrow pass writes every row to its
         table / partition / quarantine under _seo/staging/G-<attempt>/ and returns per-file stats
-    batch checks per table, from those stats (rows, null counts, schema, min/max, predicates)
+    batch checks per table, from those stats (rows, null counts, schema, min/max, predicates), and
+        each table's own schema (commit.table_schema: rows are cast/filled to it in the pass that
+        writes them; a table they do not fit fails its "table schema" check)
     policy: full    - any mandatory failure: nothing published, rejection record, BatchRejectedError
+                      (SchemaMismatchError when a table's schema was the failure)
             partial - a failed table's batch goes to _quarantine/batches/<table>; the rest publish
     group commit (commit.group_committer): WAL -> moves -> each table's manifest + commit record
         -> sources -> group commit record with every table's state (absent tables carried over)
@@ -27,9 +30,9 @@ Spark's micro-batches)::
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, Row, functions as F
 
@@ -37,17 +40,33 @@ from ..checkpoint.offset_seq import OffsetSeq
 from ..commit.committer import BatchAttempt, CommitResult, StagedFile
 from ..commit.group_committer import GroupCommitter, MemberBatch, tables_in
 from ..delta.target import DeltaSettings
-from ..errors import BatchRejectedError, ConfigError
-from ..table.group_state import QUARANTINE_BATCHES, QUARANTINE_ROWS, GroupState, expected_by_dataset
+from ..errors import BatchRejectedError, ConfigError, SchemaMismatchError
+from ..table.group_state import QUARANTINE_BATCHES, QUARANTINE_ROWS, GroupState, expected_by_dataset, is_quarantine
 from ..table.rejections import read_rejections, write_rejection
+from ..table.schema_rules import Verdict
 from ..table.source_offsets import source_partitions
 from .arrow_file_writer import check_partition_types, result_ddl
 from .batch_sink import BatchFilters, BatchSink, log
 from .checks import Check, CheckResult, batch_checks, mandatory_failures, row_checks
 from .file_stats import FileStats
 from .group_writer import BUILTIN_ROW_CHECKS, CHECK_SEPARATOR, FAILED, FAILED_CHECKS, RESULT_FIELDS, GroupTaskWriter
-from .options import DIRECT_FORMATS, Duration, GroupOptions, OnCommit, SinkOptions, StagingMode
+from .keywords import GroupKeywords, check_keywords, document
+from .options import DIRECT_FORMATS, GroupOptions, SinkOptions, check_evolving_format
 from .outputs import Output
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+#: The batch check a table's rows fail when they do not fit its schema (``commit.table_schema``).
+SCHEMA_CHECK = "table schema"
+
+
+def _tables_of(output: Output, tables: list[str]) -> list[str]:
+    """The existing tables of ``tables`` that ``output`` writes (quarantine tables are none)."""
+    if output.dataset_column is None:
+        return [t for t in tables if t == output.name]
+    prefix = f"{output.name}/" if output.name else ""
+    return [t for t in tables if t.startswith(prefix) and "/" not in t[len(prefix):] and not is_quarantine(t)]
 
 
 @dataclass
@@ -85,66 +104,12 @@ class DatasetSink(BatchSink[GroupCommitter]):
 
     Args:
         root: URI or path of the group's root; its tables are directories below it.
-        dataset_column: split each batch by this column into one table per value under the root.
-        outputs: explicit outputs (``Output``): forks of the batch, each with its own transform,
-            format, partitioning, checks, and optionally its own ``dataset_column``.
-        checks: quality checks (``Check``) for every output that does not set its own.
-        policy: ``full`` (any failed mandatory check fails the batch, nothing published) or
-            ``partial`` (failed tables' batches are quarantined, the rest publish).
     """
 
-    def __init__(
-        self,
-        root: str,
-        *,
-        dataset_column: str | None = None,
-        outputs: Iterable[Output] | None = None,
-        checks: Iterable[Check] | None = None,
-        policy: Literal["full", "partial"] = "full",
-        format: str = "parquet",
-        partition_by: str | Iterable[str] | None = None,
-        writer_options: Mapping[str, str] | None = None,
-        staging_mode: StagingMode | None = None,
-        checkpoint_location: str | None = None,
-        query_id: str | None = None,
-        storage_options: Mapping[str, Any] | None = None,
-        compact_interval: int = 10,
-        spark_reader_compact_interval: int = 10,
-        min_batches_to_retain: int = 100,
-        cleanup_delay: Duration = "10m",
-        retention: Duration | None = None,
-        source_retention: Duration | None = None,
-        watermark_columns: str | Iterable[str] | None = None,
-        lease_timeout: Duration = "60s",
-        connect_handover_wait: Duration = "60s",
-        move_threads: int = 8,
-        worker_moves_from: int = 5_000,
-        step_retries: int = 3,
-        description: str = "",
-        on_commit: OnCommit | None = None,
-        storage_wrapper: str | None = None,
-        progress_metrics: bool = True,
-        allow_offset_gaps: bool = False,
-        offset_columns: Iterable[str] = ("topic", "partition", "offset"),
-        spark_manifest: bool = True,
-        delta_checkpoint_interval: int = 10,
-        delta_log_retention: Duration | None = None,
-        options: Mapping[str, str] | None = None,
-    ) -> None:
-        sink_options = SinkOptions.build(
-            format=format, partition_by=partition_by, writer_options=writer_options, staging_mode=staging_mode,
-            checkpoint_location=checkpoint_location, query_id=query_id, storage_options=storage_options,
-            compact_interval=compact_interval, spark_reader_compact_interval=spark_reader_compact_interval,
-            min_batches_to_retain=min_batches_to_retain, cleanup_delay=cleanup_delay, retention=retention,
-            source_retention=source_retention, watermark_columns=watermark_columns, lease_timeout=lease_timeout,
-            connect_handover_wait=connect_handover_wait, move_threads=move_threads, worker_moves_from=worker_moves_from,
-            step_retries=step_retries, description=description, on_commit=on_commit,
-            storage_wrapper=storage_wrapper, progress_metrics=progress_metrics,
-            allow_offset_gaps=allow_offset_gaps, offset_columns=offset_columns,
-            spark_manifest=spark_manifest, delta_checkpoint_interval=delta_checkpoint_interval,
-            delta_log_retention=delta_log_retention, options=options,
-        )
-        self.group = GroupOptions.build(dataset_column=dataset_column, outputs=outputs, checks=checks, policy=policy)
+    def __init__(self, root: str, **options: Unpack[GroupKeywords]) -> None:
+        check_keywords(options, GroupKeywords, "DatasetSink")
+        sink_options = SinkOptions.build(options)
+        self.group = GroupOptions.build(options)
         self.outputs = self.group.resolved_outputs()
         sink_options.validate_delta(any((o.format or sink_options.format) == "delta" for o in self.outputs))
         super().__init__(root, sink_options)
@@ -156,6 +121,7 @@ class DatasetSink(BatchSink[GroupCommitter]):
             )
         for output in self.outputs:
             fmt = output.format or self.options.format
+            check_evolving_format(self.options.schema_evolution, fmt)
             if fmt not in DIRECT_FORMATS:
                 raise ConfigError(
                     f"DatasetSink writes {', '.join(DIRECT_FORMATS)}; output {output.name or '(datasets)'!r} asks for {fmt!r}",
@@ -170,6 +136,9 @@ class DatasetSink(BatchSink[GroupCommitter]):
         self.staging_mode = "rename"
         self.counters["rejected_tables"] = 0
         self.counters["quarantined_rows"] = 0
+
+    def _runs_on_workers(self) -> str | None:
+        return "its mapInArrow writer"
 
     def _make_committer(self) -> GroupCommitter:
         options = self.options.committer_options()
@@ -187,6 +156,45 @@ class DatasetSink(BatchSink[GroupCommitter]):
 
     def _check_columns(self, df: DataFrame) -> None:
         """Columns are checked per output, after its transform (``_prepare``)."""
+
+    def _check_start(self, stream_df: DataFrame) -> None:
+        """At ``start``: the columns an output without a transform names are in the stream (an
+        output's transform may use what only a batch allows: its columns are checked per batch)."""
+        names = set(stream_df.columns)
+        for output in self.outputs:
+            if output.transform is not None:
+                continue
+            partition_by = tuple(output.partition_by if output.partition_by is not None else self.options.partition_by)
+            missing = [c for c in (*partition_by, *([output.dataset_column] if output.dataset_column else [])) if c not in names]
+            if missing:
+                raise ConfigError(
+                    f"output {output.name or '(datasets)'!r}: column(s) {missing} (partition_by / dataset_column) are not in "
+                    f"the stream; its columns are {sorted(names)}",
+                    key="partition_by",
+                )
+
+    def _check_start_schema(self, stream_df: DataFrame, *, holds_table: bool) -> None:
+        """Each table of the group has its own schema; which tables a batch writes depends on
+        its rows, so they are checked per batch (``member_schemas``)."""
+
+    def _fit_schema(self, df: DataFrame, what: str) -> Callable[[DataFrame], DataFrame]:
+        """Per table, in ``member_schemas`` and the tasks (``conform_arrow``)."""
+        return lambda batch: batch
+
+    def member_schemas(
+        self, output: Output, data_schema: str, partition_by: tuple[str, ...], fmt: str
+    ) -> tuple[dict[str, Verdict], dict[str, str]]:
+        """How the output's rows fit each of its existing tables (``commit.table_schema``): the
+        verdict per table, and the schema to conform the rows of each table that needs it to -
+        before anything is written. A table the rows do not fit is refused later, by the policy."""
+        verdicts: dict[str, Verdict] = {}
+        conform: dict[str, str] = {}
+        for table in _tables_of(output, self.committer.current_state().table_names()):
+            guard = self.committer.member_schema(table, format=fmt, partition_by=partition_by)
+            verdict = verdicts[table] = guard.judge(data_schema, partition_by)
+            if verdict.fits and verdict.needs_alignment:
+                conform[table] = verdict.schema
+        return verdicts, conform
 
     def _prepare(self, df: DataFrame, output: Output) -> tuple[DataFrame, tuple[str, ...], list[Check], bool]:
         out = output.transform(df) if output.transform is not None else df
@@ -219,10 +227,14 @@ class DatasetSink(BatchSink[GroupCommitter]):
             df = df.persist()
         tables: dict[str, _TableFiles] = {}
         output_checks: dict[str, list[Check]] = {}
+        verdicts: dict[str, Verdict] = {}
         try:
             for output in self.outputs:
                 out, partition_by, checks, has_failed = self._prepare(df, output)
                 marks = tuple(c for c in self.options.watermark_columns if c in out.columns)
+                data_schema = out.drop(*[c for c in (FAILED, output.dataset_column) if c])
+                judged, conform = self.member_schemas(output, data_schema.schema.json(), partition_by, self._format(output))
+                verdicts.update(judged)
                 task_writer = GroupTaskWriter(
                     storage=self.storage, staging=attempt.staging_dir, output=output,
                     format="parquet" if self._format(output) == "delta" else self._format(output),
@@ -230,8 +242,8 @@ class DatasetSink(BatchSink[GroupCommitter]):
                     options={**self.options.writer_options, **dict(output.options or {})},
                     watermark_columns=marks,
                     has_failed_column=has_failed,
+                    conform=conform,
                 )
-                data_schema = out.drop(*[c for c in (FAILED, output.dataset_column) if c])
                 # without row checks, only the writer's own checks (NULL dataset, names too long) add the column
                 quarantine_schema = (
                     out.withColumnRenamed(FAILED, FAILED_CHECKS) if has_failed else out.withColumn(FAILED_CHECKS, F.lit(None).cast("string"))
@@ -240,8 +252,9 @@ class DatasetSink(BatchSink[GroupCommitter]):
                     entry = tables.get(row["table"])
                     if entry is None:
                         schema = data_schema.schema if row["kind"] == "data" else quarantine_schema.schema
+                        written = conform.get(row["table"], schema.json()) if row["kind"] == "data" else schema.json()
                         entry = tables[row["table"]] = _TableFiles(
-                            table=row["table"], output=output, kind=row["kind"], schema=schema.json(),
+                            table=row["table"], output=output, kind=row["kind"], schema=written,
                             fields={f.name: f.dataType.simpleString() for f in schema.fields},
                         )
                         output_checks[row["table"]] = checks
@@ -251,9 +264,9 @@ class DatasetSink(BatchSink[GroupCommitter]):
                 df.unpersist()
         skipped = inputs.skipped_rows()
         attempt.timings["stage"] = round((time.perf_counter() - t_stage) * 1000, 3)
-        members, rejected = self._plan(tables, output_checks)
+        members, rejected, mismatched = self._plan(tables, output_checks, verdicts)
         if rejected and self.group.policy == "full":
-            self._reject(attempt, rejected)
+            self._reject(attempt, rejected, mismatched)
         ends = source_partitions(list(offsets.offsets)) if offsets is not None else {}
         topics = sorted({p.rsplit("/", 1)[0] for parts in ends.values() for p in parts})
         expected = {
@@ -277,11 +290,13 @@ class DatasetSink(BatchSink[GroupCommitter]):
         return result
 
     def _plan(
-        self, tables: dict[str, _TableFiles], output_checks: dict[str, list[Check]]
-    ) -> tuple[list[MemberBatch], dict[str, list[CheckResult]]]:
-        """Evaluate batch checks per table; the member batches to publish and the failures."""
+        self, tables: dict[str, _TableFiles], output_checks: dict[str, list[Check]], verdicts: dict[str, Verdict]
+    ) -> tuple[list[MemberBatch], dict[str, list[CheckResult]], dict[str, SchemaMismatchError]]:
+        """Evaluate batch checks per table; the member batches to publish, the failures, and
+        the tables whose schema the batch does not fit (their failure is a ``table schema`` check)."""
         members: list[MemberBatch] = []
         rejected: dict[str, list[CheckResult]] = {}
+        mismatched: dict[str, SchemaMismatchError] = {}
         prefix = QUARANTINE_ROWS + "/"
         quarantined = {t.table[len(prefix):]: t for t in tables.values() if t.kind == "quarantine"}
         for name, t in sorted(tables.items()):
@@ -312,12 +327,16 @@ class DatasetSink(BatchSink[GroupCommitter]):
                 )
                 continue
             batch_results = [c.evaluate(t.metrics()) for c in batch_checks(checks)]
+            partition_by = tuple(t.output.partition_by if t.output.partition_by is not None else self.options.partition_by)
+            schema_error = self._schema_error(name, t, fmt, partition_by, verdicts)
+            if schema_error is not None:
+                mismatched[name] = schema_error
+                batch_results.append(CheckResult(SCHEMA_CHECK, False, True, "; ".join(schema_error.problems)))  # type: ignore[attr-defined]
             results = batch_results + row_results
             failures = mandatory_failures(results)
             for r in batch_results:
                 if not r.passed and not r.mandatory:
                     log.warning("table %s: optional check %r failed (%s)", name, r.name, r.detail)
-            partition_by = tuple(t.output.partition_by if t.output.partition_by is not None else self.options.partition_by)
             mb = MemberBatch(
                 table=name, files=t.files, rows=t.stats.rows, format=fmt, partition_by=partition_by, writer_options=options,
                 watermarks=t.stats.watermarks(), schema=t.schema,
@@ -328,9 +347,21 @@ class DatasetSink(BatchSink[GroupCommitter]):
                 mb.status, mb.dataset, mb.table, mb.format = "rejected", name, f"{QUARANTINE_BATCHES}/{name}", files_fmt
                 log.warning("table %s: mandatory check(s) failed: %s", name, "; ".join(f"{r.name} ({r.detail})" for r in failures))
             members.append(mb)
-        return members, rejected
+        return members, rejected, mismatched
 
-    def _reject(self, attempt: BatchAttempt, rejected: dict[str, list[CheckResult]]) -> None:
+    def _schema_error(
+        self, name: str, t: _TableFiles, fmt: str, partition_by: tuple[str, ...], verdicts: dict[str, Verdict]
+    ) -> SchemaMismatchError | None:
+        """Why table ``name``'s rows of this batch do not fit its schema (None: they fit)."""
+        guard = self.committer.member_schema(name, format=fmt, partition_by=partition_by)
+        verdict = verdicts.get(name) or guard.judge(t.schema, partition_by)
+        if verdict.fits:
+            return None
+        return guard.error(verdict.mismatches, what=f"Table {name!r} of this batch")
+
+    def _reject(
+        self, attempt: BatchAttempt, rejected: dict[str, list[CheckResult]], mismatched: dict[str, SchemaMismatchError] | None = None
+    ) -> None:
         path = write_rejection(
             self.storage,
             query_id=attempt.query_id,
@@ -343,6 +374,14 @@ class DatasetSink(BatchSink[GroupCommitter]):
             },
         )
         detail = "; ".join(f"{t}: " + ", ".join(f"{r.name} ({r.detail})" for r in rs) for t, rs in sorted(rejected.items()))
+        if mismatched:  # the named error of the first table whose schema the batch does not fit
+            first = mismatched[min(mismatched)]
+            raise type(first)(
+                f"Batch {attempt.spark_batch_id} of query {attempt.query_id}: nothing of it was published (policy='full'); "
+                f"recorded in {self.storage.uri(path)}. {first.message}\nOr use policy='partial' to publish the other "
+                "tables and quarantine this one's batch.",
+                **{**first._attrs, "batch_id": attempt.spark_batch_id, "tables": sorted(rejected)},
+            )
         raise BatchRejectedError(
             f"Batch {attempt.spark_batch_id} of query {attempt.query_id} failed mandatory check(s) and, under "
             f"policy='full', nothing of it was published: {detail}. Recorded in {self.storage.uri(path)}. Fix the "
@@ -378,3 +417,5 @@ class DatasetSink(BatchSink[GroupCommitter]):
         """Batches the ``full`` policy refused to publish, with the checks that failed."""
         return read_rejections(self.storage)
 
+
+document(DatasetSink, GroupKeywords, "root", own=True)

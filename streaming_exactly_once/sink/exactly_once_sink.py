@@ -10,9 +10,12 @@ Per batch (details in ``commit.committer``)::
 
     (query id, batch id) committed? --yes--> skip (Spark replayed it)
           | no
+    schema fits the table's? --no--> SchemaMismatchError, nothing written (sink.schema_fit)
+          | yes (cast/filled to it)
     intent _seo/offsets/M --> drop rows of already-committed input files --> stage the data
           (rename: Spark writer under _seo/staging; direct: executors write final names)
-    --> WAL _seo/wal/M (create-if-absent) --> [move files] --> _spark_metadata/M  <- visible here
+    --> WAL _seo/wal/M (create-if-absent) --> [move files] --> [_seo/schema/M: first or evolving batch]
+    --> _spark_metadata/M  <- visible here
     --> _seo/sources/M --> _seo/commits/M --> clean staging --> delete WAL
 
 A crash anywhere rolls forward (after the WAL) or back (before it) on restart, never both.
@@ -20,124 +23,46 @@ A crash anywhere rolls forward (after the WAL) or back (before it) on restart, n
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 
 from ..checkpoint.offset_seq import OffsetSeq
 from ..commit.committer import BatchAttempt, CommitResult, TableCommitter
+from ..commit.table_schema import read_only_schema
 from ..errors import ConfigError
 from .batch_metrics import BatchObservation
 from .batch_sink import BatchFilters, BatchSink
 from .direct_writer import DirectWriter
-from .options import DIRECT_FORMATS, Duration, OnCommit, SinkOptions, StagingMode, default_staging_mode
+from .keywords import SinkKeywords, check_keywords, document
+from .options import DIRECT_FORMATS, SinkOptions, default_staging_mode
 from .rename_writer import RenameWriter
+from .schema_fit import conformer
+
+log = logging.getLogger("streaming_exactly_once.sink")
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class ExactlyOnceSink(BatchSink[TableCommitter]):
     """Exactly-once file output for a streaming query; see the module docstring.
 
     Every option is keyword-only; durations take ``"500ms"``, ``"30s"``, ``"10m"``, ``"2h"``,
-    ``"1d"`` or seconds as a number. A misspelt option is a ``TypeError``, a bad value a
+    ``"1d"``, Spark's ``"10 seconds"`` or ``"1 hour 30 minutes"``, a ``timedelta`` or seconds. A misspelt option is a ``TypeError``, a bad value a
     ``ConfigError`` naming the option.
 
     Args:
         table: URI or path of the table directory (``file://``, plain path, ``s3://``/``s3a://``,
             ``az://``/``abfs[s]://``, ``gs://``, ``hdfs://`` or ``hadoop+file://``).
-        format: ``parquet`` (default), ``json``, ``csv``, ``orc``, ``text``, ``avro`` or ``delta``
-            (Parquet files, and each batch one Delta commit with the transaction (table, batch)).
-        partition_by: partition columns (Hive-style ``k=v`` directories).
-        writer_options: Spark writer options (``compression``, ``header``, ...); recorded in the
-            table, so readers use them too.
-        staging_mode: ``rename`` or ``direct``; default by storage (rename where a rename is
-            atomic - local disk, HDFS - direct on object stores).
-        checkpoint_location: the query's checkpoint (``start`` sets it); enables offsets and
-            input-file records, which make a recreated checkpoint safe.
-        query_id: override the query id (default: Spark's persistent query id).
-        storage_options: passed to the storage backend (e.g. S3 endpoint and credentials).
-        compact_interval: ``.compact`` file every N manifest batches (1..10, Spark-readable).
-        spark_reader_compact_interval: the ``spark.sql.streaming.fileSink.log.compactInterval``
-            every Spark reader of the table uses (default Spark's 10); bounds ``compact_interval``.
-        min_batches_to_retain, cleanup_delay: log retention (as Spark's
-            ``minBatchesToRetain`` / ``fileSink.log.cleanupDelay``; default 100 and ``"10m"``).
-        retention: hide manifest entries older than this at compaction (Spark's ``retention``).
-        source_retention: forget committed input files older than this.
-        watermark_columns: columns whose min/max is recorded per batch.
-        lease_timeout: how long a silent writer keeps the table (default ``"60s"``, at least 1s).
-        connect_handover_wait: Spark Connect only: how long a query's first batch waits for the
-            previous query's writer on the same host to let the table go (default ``"60s"``).
-        move_threads: parallel renames in ``rename`` mode.
-        worker_moves_from: a batch with at least this many files (default 5,000) has its
-            renames run as a Spark job on the workers instead of driver threads.
-        step_retries: bounded retries of a failing commit step.
-        description: free text recorded with the table's lease (who writes it).
-        on_commit: callable receiving one dict per committed batch (metrics).
-        storage_wrapper: ``"module:callable"``: the table's storage is ``callable(storage)``, built
-            in the process that writes (a Spark Connect worker too). An extension point like
-            Spark's ``checkpointFileManagerClass``; the test suite injects faults with it.
-        progress_metrics: ``start`` observes rows and watermarks into the query's progress.
-        allow_offset_gaps: a partitioned source (Kafka) whose query starts after the records the
-            table holds (a checkpoint recreated with ``startingOffsets=latest``, records deleted
-            by retention) skips them with a warning; by default the batch is refused
-            (``OffsetGapError``). Records the table holds already are dropped row by row either way.
-        offset_columns: the batch's columns naming each row's source topic, partition and offset
-            (default Kafka's ``topic``, ``partition``, ``offset``), by which those rows are dropped.
-        spark_manifest: ``format="delta"`` only: also publish ``_spark_metadata`` (default True).
-        delta_checkpoint_interval, delta_log_retention: ``format="delta"`` only: Delta table
-            properties the first batch creates the table with (checkpoint every N versions,
-            default 10; how long Delta keeps its log, default Delta's 30 days).
-        options: deprecated name of ``writer_options`` (a ``DeprecationWarning``).
     """
 
-    def __init__(
-        self,
-        table: str,
-        *,
-        format: str = "parquet",
-        partition_by: str | Iterable[str] | None = None,
-        writer_options: Mapping[str, str] | None = None,
-        staging_mode: StagingMode | None = None,
-        checkpoint_location: str | None = None,
-        query_id: str | None = None,
-        storage_options: Mapping[str, Any] | None = None,
-        compact_interval: int = 10,
-        spark_reader_compact_interval: int = 10,
-        min_batches_to_retain: int = 100,
-        cleanup_delay: Duration = "10m",
-        retention: Duration | None = None,
-        source_retention: Duration | None = None,
-        watermark_columns: str | Iterable[str] | None = None,
-        lease_timeout: Duration = "60s",
-        connect_handover_wait: Duration = "60s",
-        move_threads: int = 8,
-        worker_moves_from: int = 5_000,
-        step_retries: int = 3,
-        description: str = "",
-        on_commit: OnCommit | None = None,
-        storage_wrapper: str | None = None,
-        progress_metrics: bool = True,
-        allow_offset_gaps: bool = False,
-        offset_columns: Iterable[str] = ("topic", "partition", "offset"),
-        spark_manifest: bool = True,
-        delta_checkpoint_interval: int = 10,
-        delta_log_retention: Duration | None = None,
-        options: Mapping[str, str] | None = None,
-    ) -> None:
-        sink_options = SinkOptions.build(
-            format=format, partition_by=partition_by, writer_options=writer_options, staging_mode=staging_mode,
-            checkpoint_location=checkpoint_location, query_id=query_id, storage_options=storage_options,
-            compact_interval=compact_interval, spark_reader_compact_interval=spark_reader_compact_interval,
-            min_batches_to_retain=min_batches_to_retain, cleanup_delay=cleanup_delay, retention=retention,
-            source_retention=source_retention, watermark_columns=watermark_columns, lease_timeout=lease_timeout,
-            connect_handover_wait=connect_handover_wait, move_threads=move_threads, worker_moves_from=worker_moves_from,
-            step_retries=step_retries, description=description, on_commit=on_commit,
-            storage_wrapper=storage_wrapper, progress_metrics=progress_metrics,
-            allow_offset_gaps=allow_offset_gaps, offset_columns=offset_columns,
-            spark_manifest=spark_manifest, delta_checkpoint_interval=delta_checkpoint_interval,
-            delta_log_retention=delta_log_retention, options=options,
-        )
+    def __init__(self, table: str, **options: Unpack[SinkKeywords]) -> None:
+        check_keywords(options, SinkKeywords, "ExactlyOnceSink")
+        sink_options = SinkOptions.build(options)
         sink_options.validate_delta(sink_options.format == "delta")
         super().__init__(table, sink_options)
         self.staging_mode = self.options.staging_mode or default_staging_mode(self.storage)
@@ -154,6 +79,9 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
                 f"{', '.join(DIRECT_FORMATS)}; for format={self.options.format!r} pass staging_mode='rename'.",
                 key="staging_mode",
             )
+
+    def _runs_on_workers(self) -> str | None:
+        return "staging_mode='direct', whose files the workers write" if self.staging_mode == "direct" else None
 
     _PROCESS_STATE = (*BatchSink._PROCESS_STATE, "_writer")
 
@@ -202,6 +130,35 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
             schema=df.schema.json(),
         )
 
+    # -- the table's schema (``sink.schema_fit``, ``commit.table_schema``) --------------------
+
+    def _check_start_schema(self, stream_df: DataFrame, *, holds_table: bool) -> None:
+        """At ``start``: a stream whose schema the table would refuse fails now, with the same
+        ``SchemaMismatchError`` as its first batch would, before its query runs. Without the
+        table (Spark Connect takes it at the first batch) the schema is read, nothing written."""
+        options = self.options.committer_options()
+        if holds_table:
+            schemas = self.committer.schemas
+        else:
+            try:
+                schemas = read_only_schema(
+                    self.storage, evolution=options.schema_evolution, file_format=options.format, delta=options.delta is not None
+                )
+            except Exception as exc:  # noqa: BLE001 - e.g. a store only the server reaches: the first batch checks
+                log.info("the table's schema could not be read before the query started (%s); its first batch is checked", exc)
+                return
+        try:
+            schemas.check(stream_df.schema.json(), self.options.partition_by, what="The stream")
+        except BaseException:
+            if holds_table:
+                self._release(120.0)  # the query never starts: the next writer need not wait
+            raise
+
+    def _fit_schema(self, df: DataFrame, what: str) -> Callable[[DataFrame], DataFrame]:
+        """The batch against the table's schema, before anything of it is written
+        (``SchemaMismatchError``); the projection that gives it the table's columns and types."""
+        return conformer(self.committer.schemas.check(df.schema.json(), self.options.partition_by, what=what))
+
     def _event_details(self, result: CommitResult) -> dict[str, Any]:
         record = result.record
         assert record is not None
@@ -215,3 +172,6 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
 
     def committed_files(self) -> Iterable[str]:
         return [e.uri for e in self.committer.logs.require_manifest().files()]
+
+
+document(ExactlyOnceSink, SinkKeywords, "table")

@@ -20,7 +20,7 @@ row check. The commit then renames each staged file to ``<table>/<same relative 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..manifest.paths import partition_dir
@@ -29,6 +29,7 @@ from ..table.group_state import QUARANTINE_ROWS
 from .arrow_file_writer import EXTENSIONS, FileSink, PendingRows, ResultFields, partition_text, result_batch, split_by
 from .file_stats import FileStats
 from .outputs import NAME_MAX_BYTES, Output, dataset_fits, fits_in_name
+from .schema_fit import conform_arrow
 
 if TYPE_CHECKING:  # imported where used: a task imports pyarrow only when it writes
     from collections.abc import Iterator, Mapping
@@ -62,6 +63,9 @@ class GroupTaskWriter:
     options: Mapping[str, str]
     watermark_columns: tuple[str, ...]
     has_failed_column: bool
+    #: Spark schema JSON per table whose rows must be conformed to its schema (cast up, nulls for
+    #: a missing nullable column, the table's order: ``sink.schema_fit``)
+    conform: Mapping[str, str] = field(default_factory=dict)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
@@ -160,6 +164,8 @@ class _TaskFiles:
         w = self.writer
         key = (table_path, directory)
         data = part.drop_columns([c for c in w.partition_by if c in part.column_names]) if kind == "data" else part
+        if kind == "data" and table_path in w.conform:
+            data = conform_arrow(data, w.conform[table_path], leave_out=w.partition_by)
         if key not in self.open_files:
             name = f"part-{self.task:05d}-{uuid.uuid4()}{self.extension}"
             rel = f"{directory}/{name}" if directory else name

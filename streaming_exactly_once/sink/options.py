@@ -14,12 +14,17 @@ Every option is keyword-only on the sinks, with the same name here - the public 
 checkpoint every N versions, default 10) and ``delta_log_retention`` (how long Delta keeps log
 entries, i.e. how far back Delta time travel reaches; default Delta's 30 days). The last two
 are table properties, set when the first batch creates the Delta table.
+
+``schema_evolution`` says what a batch may change in the table's schema, which every batch is
+checked against before anything of it is written (``commit.table_schema``): ``none`` (default),
+``add_columns`` (new columns are added, nullable) or ``add_and_widen`` (also wider types:
+integer to long, float to double; not for Delta tables). See ``docs/schema.md``.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -29,15 +34,14 @@ from ..delta.target import DeltaSettings
 from ..errors import ConfigError
 from ..log.compaction import interval_is_spark_safe
 from ..storage.base import Storage
+from ..table.schema_rules import EVOLUTION_MODES, EVOLVING_FORMATS
 from .arrow_file_writer import EXTENSIONS
 from .checks import Check
+from .keywords import Duration, GroupKeywords, OnCommit, SinkKeywords, StagingMode, declared
 from .outputs import Output, resolve_outputs
 
-#: A duration: ``"500ms"``, ``"30s"``, ``"10m"``, ``"2h"``, ``"1d"`` or a number of seconds.
-Duration = str | int | float
-StagingMode = Literal["rename", "direct"]
-#: Called with one dict per committed batch (the ``batch_committed`` event).
-OnCommit = Callable[[dict[str, Any]], None]
+__all__ = ["Duration", "GroupOptions", "OnCommit", "SinkOptions", "StagingMode", "default_staging_mode"]
+
 
 FORMATS = ("parquet", "json", "csv", "orc", "text", "avro", "delta")
 STAGING_MODES = ("rename", "direct")
@@ -46,6 +50,17 @@ STAGING_MODES = ("rename", "direct")
 DIRECT_FORMATS = (*EXTENSIONS, "delta")
 #: Options that mean something only with ``format="delta"``.
 DELTA_ONLY = ("spark_manifest", "delta_checkpoint_interval", "delta_log_retention_ms")
+
+
+def check_evolving_format(evolution: str, format: str) -> None:
+    """``schema_evolution`` other than ``none`` needs files that carry their schema."""
+    if evolution != "none" and format not in EVOLVING_FORMATS:
+        raise ConfigError(
+            f"schema_evolution={evolution!r} needs a format whose files carry their schema ({', '.join(EVOLVING_FORMATS)}); "
+            f"{format} files are read by position or were not verified with added columns. Keep schema_evolution='none' "
+            "(batches must then have the table's columns), or write parquet.",
+            key="schema_evolution",
+        )
 
 
 def default_staging_mode(storage: Storage) -> StagingMode:
@@ -67,9 +82,6 @@ def _offset_columns(value: Iterable[str]) -> tuple[str, str, str]:
         raise ConfigError(f"offset_columns names three columns (topic, partition, offset), got {value!r}", key="offset_columns")
     return names[0], names[1], names[2]
 
-
-def _duration_ms(value: Duration | None, *, key: str) -> int | None:
-    return None if value is None else parse_duration_ms(value, key=key)
 
 
 @dataclass(frozen=True)
@@ -114,87 +126,41 @@ class SinkOptions:
     spark_manifest: bool = True
     delta_checkpoint_interval: int = 10
     delta_log_retention_ms: int | None = None
+    #: what a batch may change in the table's schema (``table.schema_rules.EVOLUTION_MODES``)
+    schema_evolution: str = "none"
 
     @classmethod
-    def build(
-        cls,
-        *,
-        format: str = "parquet",
-        partition_by: str | Iterable[str] | None = None,
-        writer_options: Mapping[str, str] | None = None,
-        staging_mode: StagingMode | None = None,
-        checkpoint_location: str | None = None,
-        query_id: str | None = None,
-        storage_options: Mapping[str, Any] | None = None,
-        compact_interval: int = 10,
-        spark_reader_compact_interval: int = 10,
-        min_batches_to_retain: int = 100,
-        cleanup_delay: Duration = "10m",
-        retention: Duration | None = None,
-        source_retention: Duration | None = None,
-        watermark_columns: str | Iterable[str] | None = None,
-        lease_timeout: Duration = "60s",
-        connect_handover_wait: Duration = "60s",
-        move_threads: int = 8,
-        worker_moves_from: int = 5_000,
-        step_retries: int = 3,
-        description: str = "",
-        on_commit: OnCommit | None = None,
-        storage_wrapper: str | None = None,
-        progress_metrics: bool = True,
-        allow_offset_gaps: bool = False,
-        offset_columns: Iterable[str] = ("topic", "partition", "offset"),
-        spark_manifest: bool = True,
-        delta_checkpoint_interval: int = 10,
-        delta_log_retention: Duration | None = None,
-        options: Mapping[str, str] | None = None,
-    ) -> SinkOptions:
-        """The options from the sinks' keyword arguments (same names, same defaults): parses
-        durations, normalises sequences and validates every value (``ConfigError``).
-        ``options`` is the deprecated name of ``writer_options``."""
-        if options is not None:
+    def build(cls, given: Mapping[str, Any], *, stacklevel: int = 3) -> SinkOptions:
+        """The options from a sink's keyword arguments (``sink.keywords`` declares each one, its
+        default and how it is read): durations parsed into milliseconds, sequences normalised,
+        every value validated (``ConfigError``). ``options`` is the deprecated name of
+        ``writer_options``."""
+        values = {d.name: given.get(d.name, d.option.default) for d in declared(SinkKeywords)}
+        legacy = values.pop("options")
+        if legacy is not None:
             warnings.warn(
                 "the sink option 'options' is now called 'writer_options' (Spark writer options such as "
                 "compression or header); 'options' will be removed",
                 DeprecationWarning,
-                stacklevel=3,  # the caller of the sink
+                stacklevel=stacklevel,  # the caller of the sink
             )
-            if writer_options is not None:
+            if values["writer_options"] is not None:
                 raise ConfigError("give writer_options only ('options' is its deprecated name), not both", key="options")
-            writer_options = options
-        cleanup_delay_ms = parse_duration_ms(cleanup_delay, key="cleanup_delay")
-        lease_timeout_ms = parse_duration_ms(lease_timeout, key="lease_timeout")
-        handover_ms = parse_duration_ms(connect_handover_wait, key="connect_handover_wait")
-        opts = cls(
-            format=format,
-            partition_by=_names(partition_by),
-            writer_options=dict(writer_options or {}),
-            staging_mode=staging_mode,
-            checkpoint_location=checkpoint_location,
-            query_id=query_id,
-            storage_options=dict(storage_options or {}),
-            compact_interval=compact_interval,
-            spark_reader_compact_interval=spark_reader_compact_interval,
-            min_batches_to_retain=min_batches_to_retain,
-            cleanup_delay_ms=cleanup_delay_ms,
-            retention_ms=_duration_ms(retention, key="retention"),
-            source_retention_ms=_duration_ms(source_retention, key="source_retention"),
-            watermark_columns=_names(watermark_columns),
-            lease_timeout_ms=lease_timeout_ms,
-            connect_handover_wait_ms=handover_ms,
-            move_threads=move_threads,
-            worker_moves_from=worker_moves_from,
-            step_retries=step_retries,
-            description=description,
-            on_commit=on_commit,
-            storage_wrapper=storage_wrapper,
-            progress_metrics=progress_metrics,
-            allow_offset_gaps=allow_offset_gaps,
-            offset_columns=_offset_columns(offset_columns),
-            spark_manifest=spark_manifest,
-            delta_checkpoint_interval=delta_checkpoint_interval,
-            delta_log_retention_ms=_duration_ms(delta_log_retention, key="delta_log_retention"),
-        )
+            values["writer_options"] = legacy
+        stored: dict[str, Any] = {}
+        for d in declared(SinkKeywords):
+            if d.name in values:
+                value = values[d.name]
+                if d.option.duration:
+                    stored[f"{d.name}_ms"] = None if value is None else parse_duration_ms(value, key=d.name)
+                else:
+                    stored[d.name] = value
+        stored["partition_by"] = _names(stored["partition_by"])
+        stored["watermark_columns"] = _names(stored["watermark_columns"])
+        stored["writer_options"] = dict(stored["writer_options"] or {})
+        stored["storage_options"] = dict(stored["storage_options"] or {})
+        stored["offset_columns"] = _offset_columns(stored["offset_columns"])
+        opts = cls(**stored)
         opts.validate()
         return opts
 
@@ -235,6 +201,8 @@ class SinkOptions:
             raise ConfigError(f"allow_offset_gaps must be true or false, got {self.allow_offset_gaps!r}", key="allow_offset_gaps")
         if self.on_commit is not None and not callable(self.on_commit):
             raise ConfigError("on_commit must be a callable taking one dict", key="on_commit")
+        parse_choice(self.schema_evolution, key="schema_evolution", choices=EVOLUTION_MODES)
+        check_evolving_format(self.schema_evolution, self.format)
 
     def validate_delta(self, writes_delta: bool) -> None:
         """Refuse the ``format="delta"``-only options unless the sink writes a Delta table
@@ -250,6 +218,12 @@ class SinkOptions:
         if not isinstance(self.spark_manifest, bool):
             raise ConfigError(f"spark_manifest must be true or false, got {self.spark_manifest!r}", key="spark_manifest")
         parse_int(self.delta_checkpoint_interval, key="delta_checkpoint_interval", minimum=1)
+        if self.schema_evolution == "add_and_widen":
+            raise ConfigError(
+                "schema_evolution='add_and_widen' does not apply to format='delta': Delta widens a column's type only with "
+                "its typeWidening table feature, which this library does not manage. Use schema_evolution='add_columns'.",
+                key="schema_evolution",
+            )
         if self.delta_log_retention_ms is not None and self.delta_log_retention_ms < 1000:
             raise ConfigError(f"delta_log_retention must be at least 1s, got {self.delta_log_retention_ms} ms", key="delta_log_retention")
 
@@ -281,6 +255,7 @@ class SinkOptions:
             step_retries=self.step_retries,
             description=self.description,
             writer_options=tuple(sorted((str(k), str(v)) for k, v in self.writer_options.items())),
+            schema_evolution=self.schema_evolution,
         )
 
 
@@ -294,16 +269,13 @@ class GroupOptions:
     policy: Literal["full", "partial"] = "full"
 
     @classmethod
-    def build(
-        cls,
-        *,
-        dataset_column: str | None = None,
-        outputs: Iterable[Output] | None = None,
-        checks: Iterable[Check] | None = None,
-        policy: Literal["full", "partial"] = "full",
-    ) -> GroupOptions:
+    def build(cls, given: Mapping[str, Any]) -> GroupOptions:
         """The options from ``DatasetSink``'s keyword arguments, validated (``ConfigError``)."""
-        opts = cls(dataset_column=dataset_column, outputs=tuple(outputs or ()), checks=tuple(checks or ()), policy=policy)
+        values = {d.name: given.get(d.name, d.option.default) for d in declared(GroupKeywords, own=True)}
+        opts = cls(
+            dataset_column=values["dataset_column"], outputs=tuple(values["outputs"] or ()), checks=tuple(values["checks"] or ()),
+            policy=values["policy"],
+        )
         opts.validate()
         return opts
 

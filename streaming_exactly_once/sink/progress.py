@@ -11,7 +11,7 @@ classic and Spark Connect):
   each watermark column (``min:<col>``, ``max:<col>``). Any ``StreamingQueryListener``,
   ``query.lastProgress`` and tools reading progress JSON see them. Without watermark columns
   nothing is observed: the rows are Spark's own ``numInputRows``, and an observation in the
-  plan costs about 3 % of each batch's write (#14).
+  plan costs about 3 % of each batch's write.
 * What only exists after the commit - the table's batch id, files, bytes, commit time per step,
   rows dropped as already committed, whether the batch was a skipped replay - is in the table's
   commits log, keyed by (query id, Spark batch id) like the progress itself.
@@ -29,7 +29,7 @@ from typing import Any
 from pyspark.sql import DataFrame, functions as F
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
-from ..commit.step import commit_ms
+from ..commit.sequence import commit_ms
 from ..storage import open_storage
 from ..table.commits_log import CommitsLog
 from ..table.identity import read_identity

@@ -54,7 +54,7 @@ class RenameWriter:
         self.options = {"mapreduce.fileoutputcommitter.marksuccessfuljobs": "false", **options}
         #: Parquet on local disk: the rows are counted from the staged files' footers (a few ms
         #: for a batch's files) instead of observing the write, whose per-batch set-up on the
-        #: driver costs about as much as the rest of the sink's Python work together (#14)
+        #: driver costs about as much as the rest of the sink's Python work together
         self.counts_rows = format == "parquet" and storage.scheme == "file" and find_spec("pyarrow") is not None
 
     def write(self, df: DataFrame, attempt: BatchAttempt) -> list[StagedFile]:

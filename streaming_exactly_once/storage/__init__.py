@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import UnsupportedStorageError
 from .base import FileInfo, PreparedFiles, Storage, join, prepared_files
+from .option_keys import translate_storage_options
 
 SUPPORTED_SCHEMES = ("file", "s3", "s3a", "s3n", "az", "abfs", "abfss", "gs", "gcs", "hdfs", "hadoop+<scheme>", "memory")
 
@@ -27,9 +28,10 @@ def scheme_of(uri: str) -> str:
 
 
 def open_storage(uri: str, options: Mapping[str, Any] | None = None) -> Storage:
-    """A `Storage` rooted at ``uri``; ``options`` go to the backend (e.g. s3fs credentials)."""
+    """A `Storage` rooted at ``uri``; ``options`` go to the backend (e.g. s3fs credentials; delta-rs
+    style keys such as ``AWS_ENDPOINT_URL`` are translated, see ``option_keys``)."""
     scheme = scheme_of(uri)
-    opts = dict(options or {})
+    opts = translate_storage_options(scheme, options or {})
     if scheme == "file":
         from .local import LocalStorage
 

@@ -70,7 +70,7 @@ def temp_sibling_name(name: str) -> str:
     """The name of a fresh temp file for ``name`` in the same directory, where a backend with
     ``writes_temp_siblings`` writes the bytes before its no-replace rename to ``name``. Hidden
     (``.``) from readers and from listings of batch files; a process killed in between leaves
-    it, and ``table.temp_files`` recognises it by this shape (red team #14 G6)."""
+    it, and ``table.temp_files`` recognises it by this shape."""
     return f".{name}.{uuid.uuid4().hex}.tmp"
 
 
@@ -307,7 +307,7 @@ class ComposedFiles(Protocol):
 
     Why: every ``.compact`` file begins with the bytes of the previous one, which at a million
     live files are hundreds of MB; reading them into this process to write them out again is
-    most of a compaction's cost (#14). A backend that has it sets ``supports_composed_files``;
+    most of a compaction's cost. A backend that has it sets ``supports_composed_files``;
     callers keep their streamed path for the others. The promise is exactly promise 1 of the
     contract (exclusive, all or nothing, nothing left behind on failure); a ``ByteRange`` that
     reaches past the end of its file fails the call (``ComposedSourceError``)."""
@@ -340,7 +340,7 @@ class ComposedUploads(Protocol):
     """An optional capability of a storage that has no prepared files (no appends, no rename)
     but can copy a range server-side into an object that is not visible yet: ``put_composed_if_absent``
     in two halves, so that the copy - nearly all of a ``.compact`` file - is done before the
-    compaction batch, and the batch sends only the new lines (#14, S3's ``UploadPartCopy``).
+    compaction batch, and the batch sends only the new lines (S3's ``UploadPartCopy``).
 
     The promise at ``complete_composed`` is promise 1 of the contract (exclusive, all or
     nothing); until then nothing is visible, and a begun upload that is never completed -

@@ -15,7 +15,7 @@ writers can both "win". Here:
   ranges of existing files are copied by the kernel (``copy_file_range``, which shares the
   extents on filesystems that can, such as XFS and Btrfs, and copies page cache to page cache
   on ext4), else by a buffered ``pread``/``pwrite`` loop; then the same fsync + no-replace
-  rename as ``put_if_absent``. Why: a ``.compact`` file starts with the previous one (#14).
+  rename as ``put_if_absent``. Why: a ``.compact`` file starts with the previous one.
 * ``open_write`` (data files written by the library itself, ``direct`` mode): the file and its
   directory are fsync'd on close; ``sync`` does the same for files another writer produced
   (Spark's, moved into place by the commit). A new directory is made durable in its parent.
@@ -150,6 +150,16 @@ def _pwrite_all(fd: int, data: bytes | memoryview, at: int) -> None:
         written += os.pwrite(fd, view[written:], at + written)
 
 
+def _fsync_fd(fd: int, *, data_only: bool = False) -> None:
+    """Every fsync of a file's bytes goes through here, and every directory's through
+    ``_fsync_dir``: the test suite's power-cut model (``testing.power_cut``) wraps the two to
+    learn what a power cut would keep, and to fail one the way a disk does."""
+    if data_only:
+        os.fdatasync(fd)
+    else:
+        os.fsync(fd)
+
+
 def _fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
@@ -161,7 +171,7 @@ def _fsync_dir(path: str) -> None:
 def _fsync_file(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
-        os.fsync(fd)
+        _fsync_fd(fd)
     finally:
         os.close(fd)
 
@@ -198,7 +208,7 @@ class _SyncedOnClose(io.FileIO):
         if self.closed:
             return
         try:
-            os.fsync(self.fileno())
+            _fsync_fd(self.fileno())
         finally:
             super().close()
         _fsync_dir(os.path.dirname(self._path))
@@ -236,7 +246,7 @@ class LocalStorage(Storage):
             fh.write(data)
             fh.flush()
             if self._durable:
-                os.fsync(fh.fileno())
+                _fsync_fd(fh.fileno())
         return tmp
 
     def _publish_exclusive(self, tmp: str, target: str) -> None:
@@ -346,7 +356,7 @@ class LocalStorage(Storage):
             yield fh
             fh.flush()
             if self._durable:
-                os.fsync(fh.fileno())
+                _fsync_fd(fh.fileno())
             fh.close()
             try:
                 self._publish_exclusive(tmp, target)
@@ -419,7 +429,7 @@ class LocalStorage(Storage):
             try:
                 self._write_pieces(fd, 0, pieces)
                 if self._durable:
-                    os.fsync(fd)
+                    _fsync_fd(fd)
             finally:
                 os.close(fd)
             self._publish_exclusive(tmp, target)
@@ -436,7 +446,7 @@ class LocalStorage(Storage):
 
     def append_range_prepared(self, path: str, source: ByteRange) -> None:
         """Copy ``source`` to the end of work file ``path``, written back ``prepared_flush_bytes``
-        at a time (#14, cost flat with history).
+        at a time (cost flat with history).
 
         Why in slices: on ext4 (data=ordered) every fsync waits for the journal, and the
         journal waits for the data whose blocks it allocates. A 58 MB copy written back at
@@ -454,7 +464,7 @@ class LocalStorage(Storage):
                 self._write_pieces(fd, at + done, [ByteRange(source.path, source.offset + done, n)])
                 done += n
                 if self._durable:
-                    os.fdatasync(fd)
+                    _fsync_fd(fd, data_only=True)
         finally:
             os.close(fd)
 
@@ -467,20 +477,12 @@ class LocalStorage(Storage):
 
     def sync_prepared(self, path: str) -> None:
         if self._durable:
-            fd = os.open(self._abs(path), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _fsync_file(self._abs(path))
 
     def publish_prepared(self, path: str, final: str) -> None:
         src, dst = self._abs(path), self._abs(final)
-        fd = os.open(src, os.O_RDONLY)
-        try:
-            if self._durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        if self._durable:
+            _fsync_file(src)
         try:
             rename_noreplace(src, dst)
         except FileExistsError:

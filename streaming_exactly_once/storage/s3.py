@@ -13,7 +13,7 @@
   endpoint once per process (per endpoint and bucket) by creating one probe object twice.
 
 * ``put_composed_if_absent`` (``ComposedFiles``; a ``.compact`` file that starts with the
-  previous one, #14): one multipart upload whose first parts are server-side copies
+  previous one): one multipart upload whose first parts are server-side copies
   (``UploadPartCopy``) of the range of the existing object and whose last part carries the new
   bytes, completed with ``If-None-Match: *`` - a conditional ``CompleteMultipartUpload``, which
   AWS S3 supports since 2024 - so it is exactly as exclusive as the PUT. The copied bytes never
@@ -29,7 +29,7 @@
   upload in two halves. ``begin_composed`` creates the upload and has the service copy the
   range (the bulk of a ``.compact`` file); ``complete_composed`` sends the rest as the last part
   and completes with ``If-None-Match: *``. The background preparation of the next compaction
-  (``log.compaction_preparation``) begins it right after the previous compaction, so the
+  (``commit.compaction_preparation``) begins it right after the previous compaction, so the
   compaction batch sends a few KB and completes, instead of waiting for the copy. Between the
   halves the upload is invisible; a writer killed there leaves an incomplete upload (see above).
 
@@ -104,7 +104,7 @@ def _source_changed(
     source: str, target: str, etag: str, *, seen: str = "S3 answered 412 PreconditionFailed to UploadPartCopy"
 ) -> ComposedSourceError:
     """The service's 412 to ``UploadPartCopy`` with ``CopySourceIfMatch``: the source object is
-    no longer the one measured when the copy began (red team #14 G3).
+    no longer the one measured when the copy began.
 
     Not retried, and not worked around by reading whatever is there now: the sources are
     ``.compact`` files, written once and never changed, so a change means something other than
@@ -239,7 +239,7 @@ class S3Storage(FsspecStorage):
     def complete_composed(self, upload: PendingUpload, tail: bytes) -> None:
         """``_complete``, once the source is measured again: begun in the background, maybe long
         before, the file copied must still be the one copied, or the new file would not start
-        with it as it is now (red team)."""
+        with it as it is now."""
         token = upload.token
         assert isinstance(token, _Upload)
         if token.source_etag:

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field as dc_field, replace
 from typing import Any
 
 from ..delta.target import app_id as delta_app_id
-from ..errors import ConfigError, IdentityError
+from ..errors import ConfigError, IdentityError, SchemaMismatchError
 from ..log.codec import field
 from ..log.record_fields import decode, encode, json_field, strings
 from ..log.record_file import encode_record, read_record
@@ -216,11 +216,13 @@ class TableSpec:
                 table=root,
             )
         if self.partition_by != existing.partition_by:
-            raise ConfigError(
+            raise SchemaMismatchError(
                 f"Table {root} is partitioned by {list(existing.partition_by)}, but the sink was "
                 f"configured with partition_by={list(self.partition_by)}. Use the table's partitioning or a new table.",
                 table=root,
                 key="partition_by",
+                mismatches=[{"column": "(partition columns)", "table": str(list(existing.partition_by)),
+                             "batch": str(list(self.partition_by)), "problem": "other partition columns", "kind": "partitioning"}],
             )
         if existing.format != self.format:
             raise ConfigError(

@@ -9,6 +9,7 @@
         offsets/M[.compact]                   intent: which query batch manifest batch M is (table.offsets_log)
         commits/M[.compact]                   what manifest batch M committed (table.commits_log)
         sources/M[.compact]                   input files of manifest batch M (table.sources_log)
+        schema/M                              the table schema from batch M on, one per change (table.schema_log)
         wal/M                                 pending commit sequence of batch M (commit.wal)
         epochs/E                              writer epoch E: the fencing token (commit.lease)
         heartbeats/E                          liveness of writer E (commit.lease)

@@ -5,9 +5,9 @@ Two kinds, both hidden (a leading ``.``: Spark, Arrow and the logs' listings ign
 * ``.<name>.<32 hex digits>.tmp`` - the temp sibling a storage with ``writes_temp_siblings``
   (local disk, HDFS) writes before its no-replace rename to ``<name>``
   (``storage.base.temp_sibling_name``). A process killed in between - mid-copy of a 230 MB
-  compact file, say - leaves it, and nothing would ever rename or delete it (red team #14 G6).
+  compact file, say - leaves it, and nothing would ever rename or delete it.
 * ``.<N>.compact[.e<K>].prep`` - the work file of writer epoch K's next compaction
-  (``log.compaction_preparation``; earlier builds left out ``.e<K>``). A writer discards all of
+  (``commit.compaction_preparation``; earlier builds left out ``.e<K>``). A writer discards all of
   them when it starts, but the last writer's outlives its clean stop.
 
 Where: the manifest directory and everything under ``_seo`` but the staging area (staged
@@ -37,8 +37,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
-from ..log.batch_log import COMPACT_SUFFIX
-from ..log.compaction_preparation import PREP_SUFFIX
+from ..log.batch_log import COMPACT_SUFFIX, PREP_SUFFIX
 from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR
 from ..storage.base import FileInfo, Storage, prepared_files, temp_sibling_target
 from .layout import EPOCH_SIDE_DIRS, EPOCHS_DIR, SEO_DIR, STAGING_DIR

@@ -33,6 +33,10 @@ protocol; each is one storage rule here (``BOUNDARY_RULES``). ``M`` is a batch n
     after-move        after the ``sync`` of the moved files (before the first manifest write;
                       not the sync of the staged files that overlaps the WAL claim, nor any
                       sync of ``_seo/``)
+    after-schema      after the create of ``_seo/schema/M`` (a group's table: ``<table>/_seo/schema/N``),
+                      the instant before the manifest entry of a batch that creates or changes its
+                      table's schema; only such batches reach it (the first batch of a table, an
+                      evolving one)
 
                       (a move list long enough for ``worker_moves_from`` is renamed and synced by
                       Spark tasks, whose pickled storage is the plain one: neither mid-move nor
@@ -90,6 +94,7 @@ BOUNDARIES = (
     "after-wal",
     "mid-move",
     "after-move",
+    "after-schema",
     "after-manifest",
     "after-delta",
     "after-sources",
@@ -105,6 +110,8 @@ GROUP_ONLY = ("mid-members", "after-members")
 TABLE_ONLY = ("after-manifest",)
 #: Boundaries only a commit with a Delta step reaches (``format="delta"``).
 DELTA_ONLY = ("after-delta",)
+#: Boundaries only a commit that creates or changes a table's schema reaches.
+SCHEMA_ONLY = ("after-schema",)
 
 #: What the sink option ``storage_wrapper`` names to install faults from the environment.
 FROM_ENV = "streaming_exactly_once.testing.faults:from_env"
@@ -133,6 +140,7 @@ BOUNDARY_RULES: Mapping[str, Where] = {
     "after-wal": Where(("put_if_absent",), _WAL, "after"),
     "mid-move": Where(("rename",), r"^_seo/staging/", "after", per_batch=True),
     "after-move": Where(("sync",), r"^(?!_seo/)", "after"),
+    "after-schema": Where(_CREATE, r"(^|/)_seo/schema/\d+$", "after"),
     "after-manifest": Where(_CREATE, rf"^(_spark_metadata|_seo/manifest)/{_N}", "after"),
     "after-delta": Where(_CREATE, rf"^_seo/offsets/{_N}", "before"),
     "after-sources": Where(_CREATE, rf"^_seo/sources/{_N}", "after"),

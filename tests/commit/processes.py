@@ -9,9 +9,11 @@ the interleavings are deterministic.
 
 A child runs a small JSON *program* (``python -m tests.commit.processes PROGRAM``)::
 
-    {"name": "A", "root": "/tmp/t", "group": ["t0", "t1"] | null,
+    {"name": "A", "root": "/tmp/t" | "s3://bucket/t", "group": ["t0", "t1"] | null,
+     "storage_options": {"endpoint_url": ...} | null,   # open_storage's options (an S3 endpoint)
      "options": {"lease_timeout_ms": 2000, "compact_interval": 3, ...},   # CommitterOptions
-     "delta": {"checkpoint_interval": 3} | null,   # format="delta" (DeltaSettings; group: every table)
+     "delta": {"checkpoint_interval": 3} | null,   # format="delta" (DeltaSettings; group: every table),
+                                                   # partitioned by p unless options say otherwise
      "steps": [{"do": "open"}, {"do": "commits", "query": Q, "count": 2, "base": 0}, ...]}
 
 Steps (each reports what happened as one JSON line on stdout, see ``Writer.events``):
@@ -26,7 +28,9 @@ Steps (each reports what happened as one JSON line on stdout, see ``Writer.event
                  ``after_error`` is ``stop``; ``pause_at``/``crash_at`` arm the hooks for the
                  first attempt (its event says ``inflight``); ``until`` keeps committing (at
                  least ``count``) until that file exists; ``drain`` waits for the background
-                 work after each batch (batches spaced out in time)
+                 work after each batch (batches spaced out in time); ``schema`` (a Spark schema
+                 JSON, e.g. ``EXTRA_SCHEMA_JSON``) is the batches' schema from then on (default
+                 none; ``SCHEMA_JSON`` with ``delta``)
 * ``stage``    - begin a batch and stage its data, then hold it; ``finish`` commits it
 * ``touch`` / ``wait`` - files the parent and other writers synchronise on
 * ``drain``, ``close``, ``sleep``, ``hang`` (until killed)
@@ -195,6 +199,11 @@ SCHEMA_JSON = json.dumps({"type": "struct", "fields": [
     {"name": "id", "type": "long", "nullable": True, "metadata": {}},
     {"name": "p", "type": "string", "nullable": True, "metadata": {}},
 ]})
+#: ``SCHEMA_JSON`` with a column added (a batch that evolves the table with ``add_columns``; its
+#: files lack the column, which readers of the table schema read as null).
+EXTRA_SCHEMA_JSON = json.dumps({"type": "struct", "fields": [
+    *json.loads(SCHEMA_JSON)["fields"], {"name": "extra", "type": "string", "nullable": True, "metadata": {}},
+]})
 
 
 def _parquet_bytes(rows: list[int]) -> bytes:
@@ -217,11 +226,12 @@ class _Child:
 
         self.p = program
         self.name = program.get("name", "writer")
-        self.storage = FaultInjectingStorage(open_storage(program["root"]))  # ``arm`` gives it rules
+        self.storage = FaultInjectingStorage(open_storage(program["root"], program.get("storage_options")))  # ``arm`` gives it rules
         self.c = None
         self.next_batch: dict[str, int] = {}
         self.held = None
         self.step_index = -1
+        self.schema: str | None = None  # the batches' schema (``commits``' ``schema``)
         self.new()
 
     def new(self) -> None:
@@ -230,7 +240,9 @@ class _Child:
         from streaming_exactly_once.delta.target import DeltaSettings
         opts = {"heartbeat": True, "lease_timeout_ms": 2000, **self.p.get("options", {})}
         if self.p.get("delta") is not None:
-            opts.update(delta=DeltaSettings(**self.p["delta"]), partition_by=("p",))
+            opts["delta"] = DeltaSettings(**self.p["delta"])
+            opts.setdefault("partition_by", ("p",))
+        opts["partition_by"] = tuple(opts.get("partition_by", ()))
         cls = GroupCommitter if self.p.get("group") else TableCommitter
         self.c = cls(self.storage, CommitterOptions(**opts))
 
@@ -303,7 +315,7 @@ class _Child:
                 delta = self.p.get("delta") is not None
                 members.append(MemberBatch(
                     table=table, files=staged_files, rows=len(part), format="delta" if delta else "parquet",
-                    partition_by=("p",) if delta else (), schema=SCHEMA_JSON if delta else None,
+                    partition_by=("p",) if delta else (), schema=self._schema(),
                 ))
         return members
 
@@ -312,12 +324,14 @@ class _Child:
         try:
             if self.p.get("group"):
                 return c.commit_group(attempt, staged, input_files=inputs)
-            schema = SCHEMA_JSON if self.p.get("delta") is not None else None
-            return c.commit(attempt, staged, input_files=inputs, num_rows=num_rows, schema=schema)
+            return c.commit(attempt, staged, input_files=inputs, num_rows=num_rows, schema=self._schema())
         except BaseException:
             c.abort(attempt)
             c.invalidate()
             raise
+
+    def _schema(self) -> str | None:
+        return self.schema or (SCHEMA_JSON if self.p.get("delta") is not None else None)
 
     def _report(self, query, spark_batch, rows, fn, **extra) -> bool:
         try:
@@ -349,7 +363,10 @@ class _Child:
 
     def do_commits(self, query: str, count: int = 1, base: int = 0, rows: int = 5, files: int = 2, mode: str = "rename",
                    first: int | None = None, after_error: str = "retry", drain: bool = False, sleep_s: float = 0.0,
-                   pause_at: str | None = None, crash_at: str | None = None, until: str | None = None, max_count: int = 200) -> None:
+                   pause_at: str | None = None, crash_at: str | None = None, until: str | None = None, max_count: int = 200,
+                   schema: str | None = None) -> None:
+        if schema is not None:
+            self.schema = schema
         if first is not None:
             self.next_batch[query] = first
         if pause_at or crash_at:

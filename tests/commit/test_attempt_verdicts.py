@@ -229,3 +229,43 @@ def test_a_frozen_discard_wal_leaves_the_next_writers_claim_alone(tmp_path):
     successor.finish()
     final = assert_batch_once(tmp_path, "direct")
     assert final["batch 0 committed before"] == "True"
+
+
+def test_discard_wal_never_overrules_the_commit_verdict_of_a_writer_that_took_over_meanwhile(tmp_path):
+    """`--discard-wal` of a claim whose staged file is gone; a writer takes the table over from
+    it right before it writes its verdict (the command froze past its lease), judges the claim
+    'commit' and tries to roll it forward. The command must see that verdict came from a newer
+    epoch than its own, leave it standing and stop, having deleted nothing."""
+    import time as clock
+
+    from streaming_exactly_once.commit.attempt_verdict import COMMIT, read_verdict
+    from streaming_exactly_once.commit.wal import CommitSequenceStore
+    from streaming_exactly_once.errors import ExactlyOnceError
+    from streaming_exactly_once.maintenance.repair import discard_wal
+    from streaming_exactly_once.storage import open_storage
+    from streaming_exactly_once.testing.faults import FaultInjectingStorage, Rule, Where
+    from tests.commit.helpers import make_committer
+    from tests.commit.processes import QA, Writer
+
+    root = tmp_path / "t"
+    crashed = Writer({"name": "W", "root": str(root), "steps": [
+        {"do": "open"}, {"do": "commits", "query": QA}, {"do": "commits", "query": QA, "crash_at": "after-wal"},
+    ]})
+    assert crashed.wait(60) == -9, crashed.output()
+    storage = open_storage(str(root))
+    claim = CommitSequenceStore(storage).get(1)
+    next(root.glob(f"_seo/staging/*{claim.attempt}*/data/p=a/part-00000-*")).unlink()  # what --discard-wal is for
+    def takeover() -> None:
+        successor = make_committer(storage)
+        successor.lease.clock = lambda: clock.time() + 3600  # the command's lease has run out
+        with pytest.raises(ExactlyOnceError):  # its roll-forward cannot move the missing file
+            successor.open()
+
+    faulty = FaultInjectingStorage(storage)
+    faulty.arm([Rule(Where(("put_if_absent",), r"^_seo/verdicts/", "before"), "call", callback=takeover)])
+    with pytest.raises(ExactlyOnceError, match="took .* over while this command ran"):
+        discard_wal(faulty, 1)
+    held = read_verdict(storage, 1, claim.attempt)
+    assert held is not None and held.verdict == COMMIT, f"the newer writer's verdict was overruled: {held}"
+    assert held.epoch == 3, f"a verdict records the epoch that decided it (the successor's, 3): {held}"
+    assert CommitSequenceStore(storage).get(1) is not None, "the claim was discarded"

@@ -6,10 +6,11 @@ from collections import Counter
 
 import pytest
 
+from streaming_exactly_once.commit.compaction_preparation import preparation_of
 from streaming_exactly_once.commit.wal import CommitSequenceStore
 from streaming_exactly_once.errors import ConcurrentWriterError, WriterFencedError
 from streaming_exactly_once.table.layout import STAGING_DIR, WAL_DIR
-from streaming_exactly_once.testing.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY, FaultInjectingStorage, InjectedFailure, call_at
+from streaming_exactly_once.testing.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY, SCHEMA_ONLY, FaultInjectingStorage, InjectedFailure, call_at
 from tests.commit.helpers import make_committer, stage_and_commit, visible_rows
 
 Q = "11111111-1111-1111-1111-111111111111"
@@ -48,7 +49,7 @@ def test_replayed_batch_is_skipped_even_after_restart(storage):
     assert visible_rows(storage) == rows_of(0) + [1000]
 
 
-@pytest.mark.parametrize("boundary", [b for b in BOUNDARIES if b not in ("before-stage", "after-stage", *GROUP_ONLY, *DELTA_ONLY)])
+@pytest.mark.parametrize("boundary", [b for b in BOUNDARIES if b not in ("before-stage", "after-stage", *GROUP_ONLY, *DELTA_ONLY, *SCHEMA_ONLY)])
 @pytest.mark.parametrize("mode", ["rename", "direct"])
 def test_failure_at_every_boundary_then_restart(local_storage, boundary, mode):
     if mode == "direct" and boundary in ("mid-move", "after-move"):
@@ -454,7 +455,7 @@ def test_the_next_compaction_is_prepared_from_the_start_not_after_the_first_batc
     second = make_committer(local_storage, compact_interval=3)
     second.open()
     second.janitor.drain()  # the background task the open queued
-    work = second.logs.manifest.preparation._work
+    work = preparation_of(second.logs.manifest)._work
     assert work is not None and work.compact_id == 5 and work.included == [2, 3], work  # compact 2 and delta 3
     for b in range(4, 8):
         stage_and_commit(second, "q1", b, [b * 10, b * 10 + 1])

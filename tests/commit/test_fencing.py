@@ -315,6 +315,35 @@ def test_fenced_writers_abort_leaves_the_successors_batch_alone(spawn, tmp_path)
     assert_rows_once(root, a, b)
 
 
+# -- a zombie whose claim loses the create to its successor's -------------------------------------
+
+
+def test_a_zombie_losing_its_claim_to_the_successor_leaves_the_successors_claim_alone(spawn, tmp_path):
+    """A freezes right before its WAL claim of batch 1 (its fence check passed). B takes over,
+    claims batch 1 itself in direct mode and dies right after publishing it: its data files are
+    in place under their final names, its claim pending. A wakes up and its create of the claim
+    fails: the claim there is a *newer* writer's, so A must stop - not take it for a fenced
+    writer's leftover and discard it together with the published files."""
+    from streaming_exactly_once.commit.wal import CommitSequenceStore
+    from streaming_exactly_once.storage import open_storage
+
+    root = tmp_path / "t"
+    a = spawn(program("A", root, [OPEN, commits(QA, mode="direct"), commits(QA, mode="direct", pause_at="before-wal", after_error="stop")]))
+    a.wait_stopped()
+    outlive_lease()
+    b = spawn(program("B", root, [OPEN, commits(QB, mode="direct", crash_at="after-manifest")]))
+    assert b.wait() == -9, b.output()
+    a.resume()
+    a.wait()
+    assert_fenced(a, 2)
+    claim = CommitSequenceStore(open_storage(str(root))).get(1)
+    assert claim is not None and claim.epoch == 2 and claim.query_id == QB, f"the successor's pending claim was replaced: {claim}"
+    c = spawn(program("C", root, [OPEN, commits(QC), CLOSE]))
+    assert c.wait() == 0, c.output()
+    assert_no_errors(c, "the next writer cannot complete the successor's claim")
+    assert_rows_once(root, a, b, c)
+
+
 # -- r10 -----------------------------------------------------------------------------------------
 
 UNSHARE = ("unshare", "--pid", "--fork", "--mount-proc", "--kill-child")

@@ -137,3 +137,32 @@ def test_a_heartbeat_slower_than_the_release_never_re_arms_the_lease(local_stora
     time.sleep(8.5)  # the slow write has landed meanwhile
     state = read_lease_state(local_storage)
     assert state is not None and not state.alive and state.reason == "released", state
+
+
+def test_a_heartbeat_write_slower_than_the_release_never_re_arms_the_released_lease(local_storage):
+    """A heartbeat's write can take longer than ``release`` waits for the heartbeat thread (an
+    object store's PUT retried or throttled). When it lands after the release, the lease must
+    still read released: the next writer takes the table at once, not after the timeout."""
+    import threading
+
+    from streaming_exactly_once.commit.lease import Lease
+    from streaming_exactly_once.testing.faults import FaultInjectingStorage, Rule, Where
+
+    storage = FaultInjectingStorage(local_storage)
+    lease = Lease(storage, timeout_ms=10_000)  # a heartbeat every 3.3 s; a late one still looks alive
+    lease.acquire()
+    in_write = threading.Event()
+
+    def slow_beat() -> None:
+        if threading.current_thread().name == "seo-lease-heartbeat" and not in_write.is_set():
+            in_write.set()
+            time.sleep(6)  # longer than release's wait for the heartbeat thread
+
+    storage.arm([Rule(Where(("atomic_write",), r"^_seo/heartbeats/", "before"), "call", callback=slow_beat)])
+    lease.start_heartbeat()
+    assert in_write.wait(10), "the heartbeat thread never wrote"
+    lease.release()
+    time.sleep(1.5)  # the slow write has landed by now
+    state = read_lease_state(local_storage)
+    assert state is not None and not state.alive and state.reason == "released", state
+    make_committer(local_storage, timeout_ms=60_000).open()  # not ConcurrentWriterError

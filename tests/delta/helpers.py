@@ -36,7 +36,7 @@ def parquet(ids: list[int]) -> bytes:
 
 
 def commit_batch(committer: TableCommitter, query: str, spark_batch: int, ids: list[int], *, mode="rename",
-                 partition="p=a", schema: str = SCHEMA):
+                 partition="p=a", schema: str = SCHEMA, spark_staging: bool = False):
     """One batch of ``ids`` in two files, the way the sink stages them; None if already committed."""
     committer.ensure_open()
     if committer.is_committed(query, spark_batch):
@@ -46,7 +46,7 @@ def commit_batch(committer: TableCommitter, query: str, spark_batch: int, ids: l
             files = []
             for part, chunk in enumerate((ids[: len(ids) // 2], ids[len(ids) // 2 :])):
                 name = f"part-{part:05d}-{attempt.attempt}.c000.snappy.parquet"
-                files.append(stage_file(committer.storage, attempt, f"{partition}/{name}", parquet(chunk)))
+                files.append(stage_file(committer.storage, attempt, f"{partition}/{name}", parquet(chunk), spark_staging=spark_staging))
             inputs = [InputFile(source=0, path=f"file:///in/{query[:4]}-{spark_batch}.csv", timestamp=1)]
             return committer.commit(attempt, files, input_files=inputs, num_rows=len(ids), schema=schema)
     except BaseException:

@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from streaming_exactly_once import DatasetSink, ExactlyOnceSink, Output, read
-from streaming_exactly_once.errors import ConfigError
+from streaming_exactly_once.errors import ConfigError, DeltaSchemaMismatchError
 from streaming_exactly_once.maintenance.verify import verify_table
 from streaming_exactly_once.storage import open_storage
 from tests.datagen import PARTITION_VALUES, write_csv_files
@@ -96,10 +96,15 @@ def test_existing_delta_table_with_another_schema_fails_the_query_with_a_named_e
     write_csv_files(tmp_path / "in", n_files=2, rows_per_file=4)
     table = tmp_path / "t"
     write_deltalake(str(table), pa.table({"id": pa.array([1], pa.int64()), "p": ["x"], "v": ["text"]}), partition_by=["p"])
-    _, error = run_query(spark, tmp_path / "in", table, tmp_path / "ckpt", format="delta", partition_by=["p"])
-    assert error is not None
-    assert "DeltaSchemaMismatchError" in str(error)  # the named error, through Spark's foreachBatch
-    assert "column 'v' is double in the batch, string in the table" in str(error)
+    # the stream's schema is judged at start(), against the Delta log's: the query never runs
+    with pytest.raises(DeltaSchemaMismatchError, match="column 'v' is double in the batch, string in the table"):
+        run_query(spark, tmp_path / "in", table, tmp_path / "ckpt", format="delta", partition_by=["p"])
+    assert not (tmp_path / "ckpt" / "offsets").exists()
+    # a batch handed to the sink directly (foreachBatch without start) is refused the same way
+    sink = ExactlyOnceSink(str(table), format="delta", partition_by=["p"], query_id="3b8f9d8e-0000-4000-8000-00000000000d")
+    with pytest.raises(DeltaSchemaMismatchError, match="column 'v' is double in the batch, string in the table"):
+        sink(spark.createDataFrame([(2, "y", 0.5)], "id LONG, p STRING, v DOUBLE"), 0)
+    sink.close()
     assert DeltaTable(str(table)).version() == 0 and delta_ids(table) == Counter([1])
 
 

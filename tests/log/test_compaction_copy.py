@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from streaming_exactly_once.commit.compaction_preparation import preparation_of
 from streaming_exactly_once.errors import LogConflictError, LogCorruptError
 from streaming_exactly_once.log.codec import DictCodec
 from streaming_exactly_once.log.compactible_log import CompactibleLog
@@ -37,7 +38,7 @@ def test_copied_and_streamed_compactions_give_the_same_bytes(tmp_path, memory_st
         streamed.add(i, records)
         prepared.add(i, records)
         if i % 4 != 1:  # sometimes the background falls behind: the compaction appends the rest
-            prepared.preparation.advance()
+            preparation_of(prepared).advance()
     expected = _compacts(memory_storage)
     assert sorted(expected) == ["11.compact", "15.compact", "19.compact", "23.compact", "27.compact", "3.compact", "7.compact"]
     assert _compacts(local.child("a")) == expected == _compacts(local.child("b"))
@@ -116,11 +117,12 @@ def _entry(i):
 
 
 def test_the_manifest_copies_only_a_compact_file_its_index_vouches_for(tmp_path):
-    """Red team #14: a compact file damaged at rest must stop the writer with a named error, as
+    """A compact file damaged at rest must stop the writer with a named error, as
     reading it line by line does - never be copied forward. The manifest copies a compact file
     only when an index built from it as it is now exists (its builder parsed every line)."""
     import os
 
+    from streaming_exactly_once.commit.committer import vouch_by_index
     from streaming_exactly_once.manifest.manifest_index import write_index
     from streaming_exactly_once.manifest.manifest_log import ManifestLog
 
@@ -131,6 +133,7 @@ def test_the_manifest_copies_only_a_compact_file_its_index_vouches_for(tmp_path)
         log.add(b, [_entry(b * 100 + i) for i in range(50)])
     assert log.compact_range(3, context="test") is not None  # its own writer vouches for it
     other = ManifestLog(open_storage(str(tmp_path)), default_interval=4)  # a writer that took over
+    vouch_by_index(other)  # a committer's manifest takes a matching reader index as its voucher
     other.copy_threshold = 0
     assert other.compact_range(3, context="test") is None  # no index yet: read and checked
     assert write_index(storage, 3, other)
@@ -156,7 +159,7 @@ def test_a_paced_copy_rests_only_while_ahead_and_never_keeps_the_compaction_wait
     and gets the very bytes an unpaced copy gives."""
     import threading
 
-    from streaming_exactly_once.log import compaction_preparation as prep_module
+    from streaming_exactly_once.commit import compaction_preparation as prep_module
 
     storage = open_storage(str(tmp_path / "t"))
     log = _log(storage.child("paced"), threshold=0)
@@ -168,14 +171,14 @@ def test_a_paced_copy_rests_only_while_ahead_and_never_keeps_the_compaction_wait
     monkeypatch.setattr(prep_module, "SLICE_BYTES", 64)
     monkeypatch.setattr(prep_module, "PACE", 1e6)  # a rest is "forever" unless something ends it
     rests: list[float] = []
-    real_wait = log.preparation._hurry.wait
+    real_wait = preparation_of(log)._hurry.wait
 
     def wait(timeout=None):
         rests.append(timeout)
         return real_wait(timeout)
 
-    monkeypatch.setattr(log.preparation._hurry, "wait", wait)
-    copying = threading.Thread(target=log.preparation.advance, daemon=True)
+    monkeypatch.setattr(preparation_of(log)._hurry, "wait", wait)
+    copying = threading.Thread(target=preparation_of(log).advance, daemon=True)
     copying.start()  # latest batch 3, next compaction 7: ahead of the batches, so it rests
     while not rests:
         copying.join(0.01)
@@ -191,7 +194,7 @@ def test_a_paced_copy_rests_only_while_ahead_and_never_keeps_the_compaction_wait
 
 
 def test_a_copy_behind_the_batches_does_not_rest(tmp_path, monkeypatch):
-    from streaming_exactly_once.log import compaction_preparation as prep_module
+    from streaming_exactly_once.commit import compaction_preparation as prep_module
 
     storage = open_storage(str(tmp_path / "t"))
     log = _log(storage, threshold=0)
@@ -199,10 +202,10 @@ def test_a_copy_behind_the_batches_does_not_rest(tmp_path, monkeypatch):
         log.add(i, [rec(i * 100 + j) for j in range(20)])
     monkeypatch.setattr(prep_module, "SLICE_BYTES", 64)
     monkeypatch.setattr(prep_module, "PACE", 1e6)
-    monkeypatch.setattr(log.preparation._hurry, "wait", lambda timeout=None: pytest.fail("rested while behind"))
+    monkeypatch.setattr(preparation_of(log)._hurry, "wait", lambda timeout=None: pytest.fail("rested while behind"))
     assert storage.info("c/3.compact").size > 64 * 3  # several slices
-    log.preparation.advance()
-    assert log.preparation.holds(7)
+    preparation_of(log).advance()
+    assert preparation_of(log).holds(7)
     assert log.add(7, [rec(7)]) is True
 
 
@@ -276,8 +279,8 @@ def test_a_crlf_log_compacts_to_the_bytes_of_its_lf_twin(tmp_path, memory_storag
     crlf, lf = logs
     assert crlf.read(3, context="test") == lf.read(3, context="test")
     if how == "prepared":
-        crlf.preparation.advance()
-        assert crlf.preparation.holds(7)
+        preparation_of(crlf).advance()
+        assert preparation_of(crlf).holds(7)
     assert crlf.add(7, [rec(7)]) is True and lf.add(7, [rec(7)]) is True
     expected = twin_storage.read_bytes("c/7.compact")
     assert b"\r" not in expected and storage.read_bytes("c/7.compact") == expected
@@ -311,7 +314,7 @@ def test_a_prepared_compaction_of_a_file_it_must_read_writes_it_in_slices_with_t
     """A previous compact file nothing vouches for is read and checked, then written to the work
     file a slice at a time, each written back (#14 pacing): the bytes are those of a compaction
     built without preparation."""
-    from streaming_exactly_once.log import compaction_preparation as prep_module
+    from streaming_exactly_once.commit import compaction_preparation as prep_module
 
     monkeypatch.setattr(prep_module, "SLICE_BYTES", 100)
     storage = open_storage(str(tmp_path / "t"))
@@ -328,7 +331,7 @@ def test_a_prepared_compaction_of_a_file_it_must_read_writes_it_in_slices_with_t
         for log in logs:
             log.add(i, records)
         logs[0]._written_compacts = {}  # vouched by nothing: read, checked, written
-        logs[0].preparation.advance()
+        preparation_of(logs[0]).advance()
     assert len(synced) > 10  # the body went in slices
     for name in ("c/3.compact", "c/7.compact", "c/11.compact"):
         assert storage.read_bytes(f"prepared/{name}") == storage.read_bytes(f"plain/{name}")
@@ -340,7 +343,7 @@ def test_a_compaction_that_found_the_copy_unfinished_leaves_the_next_one_to_its_
     its own batch; a copy that keeps up again ends the back-off. Bytes never differ."""
     import threading
 
-    from streaming_exactly_once.log import compaction_preparation as prep_module
+    from streaming_exactly_once.commit import compaction_preparation as prep_module
 
     storage = open_storage(str(tmp_path / "t"))
     log = _log(storage.child("paced"), threshold=0)
@@ -355,9 +358,9 @@ def test_a_compaction_that_found_the_copy_unfinished_leaves_the_next_one_to_its_
         add(i, [rec(i * 100 + j) for j in range(20)])
     monkeypatch.setattr(prep_module, "SLICE_BYTES", 64)
     monkeypatch.setattr(prep_module, "PACE", 1e6)  # rests until the compaction batch hurries it
-    copying = threading.Thread(target=log.preparation.advance, daemon=True)
+    copying = threading.Thread(target=preparation_of(log).advance, daemon=True)
     copying.start()
-    while not log.preparation._copying:
+    while not preparation_of(log)._copying:
         copying.join(0.01)
     for i in range(4, 7):
         add(i)
@@ -365,16 +368,16 @@ def test_a_compaction_that_found_the_copy_unfinished_leaves_the_next_one_to_its_
     copying.join(30)
     for i in range(8, 11):
         add(i)
-        log.preparation.advance()
-    assert not log.preparation.holds(11)  # left to its batch
+        preparation_of(log).advance()
+    assert not preparation_of(log).holds(11)  # left to its batch
     assert add(11) is True
     monkeypatch.setattr(prep_module, "PACE", 0.0)
     for i in range(12, 15):
         add(i)
-        log.preparation.advance()
-    assert log.preparation.holds(15)  # prepared again, and done before its batch
+        preparation_of(log).advance()
+    assert preparation_of(log).holds(15)  # prepared again, and done before its batch
     assert add(15) is True
-    assert log.preparation._backoff == 0
+    assert preparation_of(log)._backoff == 0
     for name in ("c/7.compact", "c/11.compact", "c/15.compact"):
         assert storage.read_bytes(f"paced/{name}") == storage.read_bytes(f"plain/{name}")
 
@@ -385,17 +388,17 @@ def test_a_late_preparation_task_neither_copies_for_a_published_compaction_nor_u
     log = _log(open_storage(str(tmp_path)), threshold=0)
     for i in range(8):
         log.add(i, [rec(i * 100 + j) for j in range(10)])
-    log.preparation._skip = 1
+    preparation_of(log)._skip = 1
     monkeypatch.setattr(log, "latest_batch_id", lambda **kw: 6)  # stale: 7.compact is published
-    log.preparation.advance()
-    assert not log.preparation.holds(7) and log.preparation._skip == 1
+    preparation_of(log).advance()
+    assert not preparation_of(log).holds(7) and preparation_of(log)._skip == 1
     assert not [e.name for e in log.storage.list_dir("c") if e.name.endswith(".prep")]
 
 
 def test_a_work_file_whose_write_failed_is_dropped(tmp_path, monkeypatch):
     """Red team #14: after a failed write its size no longer says what is in it; it is removed,
     not appended to again, and the compaction batch builds the same bytes."""
-    from streaming_exactly_once.log import compaction_preparation as prep_module
+    from streaming_exactly_once.commit import compaction_preparation as prep_module
 
     monkeypatch.setattr(prep_module, "SLICE_BYTES", 64)
     storage = open_storage(str(tmp_path / "t"))
@@ -416,8 +419,8 @@ def test_a_work_file_whose_write_failed_is_dropped(tmp_path, monkeypatch):
 
     monkeypatch.setattr(type(storage), "sync_prepared", failing)
     with pytest.raises(OSError, match="injected"):
-        log.preparation.advance()
-    assert not log.preparation.holds(7)
+        preparation_of(log).advance()
+    assert not preparation_of(log).holds(7)
     assert not [e.name for e in storage.list_dir("a/c") if e.name.startswith(".")]
     for i in range(4, 8):
         for one in (log, twin):
@@ -431,7 +434,7 @@ def _copy_under_way(log, monkeypatch, *, slice_bytes=64):
     lets n more slices run."""
     import threading
 
-    from streaming_exactly_once.log import compaction_preparation as prep_module
+    from streaming_exactly_once.commit import compaction_preparation as prep_module
 
     monkeypatch.setattr(prep_module, "SLICE_BYTES", slice_bytes)
     monkeypatch.setattr(prep_module, "PACE", 0.0)
@@ -442,12 +445,12 @@ def _copy_under_way(log, monkeypatch, *, slice_bytes=64):
             allowed.acquire()
             store.append_range_prepared(path, ByteRange(source.path, source.offset + start, n))
 
-        log.preparation._in_slices(source.length, one_slice, target)
+        preparation_of(log)._in_slices(source.length, one_slice, target)
 
-    monkeypatch.setattr(log.preparation, "_copy_paced", gated_copy)
-    copying = threading.Thread(target=log.preparation.advance, daemon=True)
+    monkeypatch.setattr(preparation_of(log), "_copy_paced", gated_copy)
+    copying = threading.Thread(target=preparation_of(log).advance, daemon=True)
     copying.start()
-    while not log.preparation._copying:  # under way: waiting for its first slice
+    while not preparation_of(log)._copying:  # under way: waiting for its first slice
         copying.join(0.01)
 
     def release(n):
@@ -471,16 +474,16 @@ def test_a_batch_keeps_pace_with_the_copy_and_the_compaction_batch_finds_it_done
         for one in (log, twin):
             one.add(i, [rec(i * 100 + j) for j in range(30)])
     copying, release = _copy_under_way(log, monkeypatch)
-    total = log.preparation._copy_total
+    total = preparation_of(log)._copy_total
     slices = -(-total // 64)
     assert slices >= 9
     for one in (log, twin):
         one.add(4, [rec(4)])  # the first of 3 batches before compaction 7: owes nothing yet
-    assert log.preparation.keep_pace(timeout=30) < 0.1
+    assert preparation_of(log).keep_pace(timeout=30) < 0.1
     for one in (log, twin):
         one.add(5, [rec(5)])  # the second: half of the copy is due
     waited: list[float] = []
-    pacing = threading.Thread(target=lambda: waited.append(log.preparation.keep_pace(timeout=30)))
+    pacing = threading.Thread(target=lambda: waited.append(preparation_of(log).keep_pace(timeout=30)))
     pacing.start()
     pacing.join(0.2)
     assert pacing.is_alive()  # nothing copied yet: it waits
@@ -490,18 +493,18 @@ def test_a_batch_keeps_pace_with_the_copy_and_the_compaction_batch_finds_it_done
     release(1)
     pacing.join(10)
     assert not pacing.is_alive() and waited
-    assert log.preparation._copy_done * 2 >= total
+    assert preparation_of(log)._copy_done * 2 >= total
     release(slices)  # the rest
     copying.join(10)
-    assert log.preparation.keep_pace(timeout=30) < 0.1  # done: no wait
+    assert preparation_of(log).keep_pace(timeout=30) < 0.1  # done: no wait
     for one in (log, twin):
         one.add(6, [rec(6)])
-    log.preparation.advance()
+    preparation_of(log).advance()
     began = time.monotonic()
     assert log.add(7, [rec(7)]) is True
     twin.add(7, [rec(7)])
     assert time.monotonic() - began < 5
-    assert log.preparation._backoff == 0  # it found the copy done
+    assert preparation_of(log)._backoff == 0  # it found the copy done
     assert storage.read_bytes("paced/c/7.compact") == storage.read_bytes("plain/c/7.compact")
 
 
@@ -509,9 +512,9 @@ def test_keeping_pace_waits_for_no_copy_and_gives_up_after_its_timeout(tmp_path,
     log = _log(open_storage(str(tmp_path)), threshold=0)
     for i in range(6):
         log.add(i, [rec(i * 100 + j) for j in range(30)])
-    assert log.preparation.keep_pace(timeout=30) < 0.1  # no copy under way: nothing to wait for
+    assert preparation_of(log).keep_pace(timeout=30) < 0.1  # no copy under way: nothing to wait for
     copying, release = _copy_under_way(log, monkeypatch)
-    assert 0.2 <= log.preparation.keep_pace(timeout=0.2) < 5  # stuck copy: the batch goes on
+    assert 0.2 <= preparation_of(log).keep_pace(timeout=0.2) < 5  # stuck copy: the batch goes on
     release(10_000)
     copying.join(10)
     assert not copying.is_alive()
@@ -522,7 +525,7 @@ def test_the_copy_takes_its_slices_only_between_commits(tmp_path, monkeypatch):
     behind its write-back; it waits while the writer's ``CommitGate`` is closed."""
     import threading
 
-    from streaming_exactly_once.log import compaction_preparation as prep_module
+    from streaming_exactly_once.commit import compaction_preparation as prep_module
 
     monkeypatch.setattr(prep_module, "SLICE_BYTES", 64)
     monkeypatch.setattr(prep_module, "PACE", 0.0)
@@ -530,15 +533,15 @@ def test_the_copy_takes_its_slices_only_between_commits(tmp_path, monkeypatch):
     for i in range(7):
         log.add(i, [rec(i * 100 + j) for j in range(30)])
     gate = prep_module.CommitGate()
-    log.preparation.gate = gate
+    preparation_of(log).gate = gate
     with gate.committing():
-        copying = threading.Thread(target=log.preparation.advance, daemon=True)
+        copying = threading.Thread(target=preparation_of(log).advance, daemon=True)
         copying.start()
         copying.join(0.3)
-        assert copying.is_alive() and log.preparation._copy_done == 0  # no slice during a commit
+        assert copying.is_alive() and preparation_of(log)._copy_done == 0  # no slice during a commit
     copying.join(10)
-    assert not copying.is_alive() and log.preparation.holds(7)
-    assert log.preparation._copy_done == log.preparation._copy_total > 0
+    assert not copying.is_alive() and preparation_of(log).holds(7)
+    assert preparation_of(log)._copy_done == preparation_of(log)._copy_total > 0
 
 
 def test_a_copy_for_a_compaction_its_batch_built_meanwhile_stops(tmp_path, monkeypatch):
@@ -548,12 +551,12 @@ def test_a_copy_for_a_compaction_its_batch_built_meanwhile_stops(tmp_path, monke
     for i in range(7):
         log.add(i, [rec(i * 100 + j) for j in range(30)])
     copying, release = _copy_under_way(log, monkeypatch)
-    monkeypatch.setattr(log.preparation, "holds", lambda compact_id: False)  # as if backing off
+    monkeypatch.setattr(preparation_of(log), "holds", lambda compact_id: False)  # as if backing off
     assert log.add(7, [rec(7)]) is True  # built by its own batch, beside the copy
     release(2)
     copying.join(10)
     assert not copying.is_alive()
-    assert log.preparation._copy_done < log.preparation._copy_total  # stopped early
+    assert preparation_of(log)._copy_done < preparation_of(log)._copy_total  # stopped early
     assert not [e.name for e in log.storage.list_dir("c") if e.name.endswith(".prep")]
 
 
@@ -566,16 +569,16 @@ def test_a_stopping_writer_gives_up_the_copy_instead_of_finishing_it(tmp_path, m
     for i in range(6):
         log.add(i, [rec(i * 100 + j) for j in range(30)])
     copying, release = _copy_under_way(log, monkeypatch)
-    log.preparation.stop()
+    preparation_of(log).stop()
     release(2)
     copying.join(10)
     assert not copying.is_alive()
-    assert log.preparation._copy_done < log.preparation._copy_total  # stopped early
-    assert not log.preparation.holds(7)
+    assert preparation_of(log)._copy_done < preparation_of(log)._copy_total  # stopped early
+    assert not preparation_of(log).holds(7)
     assert not [e.name for e in log.storage.list_dir("c") if e.name.endswith(".prep")]
-    log.preparation.advance()
-    assert not log.preparation.holds(7)  # stopped: no new copy either
-    log.preparation.discard_all()
+    preparation_of(log).advance()
+    assert not preparation_of(log).holds(7)  # stopped: no new copy either
+    preparation_of(log).discard_all()
     release(10_000)
-    log.preparation.advance()
-    assert log.preparation.holds(7)  # reset: preparing again
+    preparation_of(log).advance()
+    assert preparation_of(log).holds(7)  # reset: preparing again

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from streaming_exactly_once.commit.compaction_preparation import preparation_of
 from streaming_exactly_once.errors import LogConflictError, LogCorruptError, MissingBatchError
 from streaming_exactly_once.log.batch_log import BatchLog, parse_batch_file_name
 from streaming_exactly_once.log.codec import DictCodec
@@ -150,12 +151,12 @@ def test_prepared_compaction_gives_the_same_bytes(tmp_path):
         plain.add(i, [rec(i)])
         prepared.add(i, [rec(i)])
         if i % 3 != 1:  # sometimes the background falls behind: the compaction appends the rest
-            prepared.preparation.advance()
+            preparation_of(prepared).advance()
     for name in ("3.compact", "7.compact", "11.compact", "15.compact", "19.compact"):
         assert (tmp_path / "a" / "c" / name).read_bytes() == (tmp_path / "b" / "c" / name).read_bytes()
     leftovers = [p.name for p in (tmp_path / "b" / "c").iterdir() if p.name.startswith(".")]
     assert leftovers == [".23.compact.prep"]  # the next one, already under way
-    prepared.preparation.discard_all()
+    preparation_of(prepared).discard_all()
     assert not [p for p in (tmp_path / "b" / "c").iterdir() if p.name.startswith(".")]
 
 

@@ -54,3 +54,30 @@ def test_a_torn_record_of_a_batch_with_a_pending_claim_is_a_warning_and_recover_
     assert any("seo recover" in p.detail for p in report.problems if p.kind == "pending-record")
     assert make_committer(LocalStorage(str(tmp_path))).open().rolled_forward == [0]
     assert (tmp_path / "_seo" / "sources" / "0").read_bytes() == intact
+
+
+def test_a_crashed_commit_the_next_start_completes_is_a_warning_not_an_error(tmp_path):
+    """A writer killed right after publishing a batch, its commit record and sources record
+    not yet written, its claim pending: the very state every crash there leaves, and the next
+    start (or `seo recover`) completes it. verify says so as warnings (exit 3), as it does for a
+    Delta log that is behind by a pending batch - not as errors (exit 1) about damaged logs."""
+    from streaming_exactly_once.maintenance.verify import verify_table
+    from streaming_exactly_once.storage import open_storage
+    from streaming_exactly_once.testing.faults import InjectedFailure
+    from tests.commit.helpers import make_committer, stage_and_commit
+
+    storage = open_storage(str(tmp_path / "t"))
+    writer = make_committer(storage)
+    stage_and_commit(writer, "q", 0, [1, 2])
+    writer.close()
+    dying = make_committer(storage, fail_at="after-manifest")
+    try:
+        stage_and_commit(dying, "q", 1, [3, 4])
+    except InjectedFailure:
+        pass
+    dying.lease.release()  # its process is gone
+    report = verify_table(storage)
+    assert not report.errors, [p.to_json() for p in report.errors]
+    assert any(p.kind == "pending-wal" for p in report.warnings), [p.to_json() for p in report.problems]
+    assert make_committer(storage).open().rolled_forward == [1]
+    assert verify_table(storage).problems == []

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 
 from streaming_exactly_once import read
+from streaming_exactly_once.commit.compaction_preparation import preparation_of
 from streaming_exactly_once.errors import ExactlyOnceError
 from streaming_exactly_once.manifest.manifest_index import index_path, read_index, write_index
 from streaming_exactly_once.readers import manifest_scan
@@ -304,8 +305,8 @@ def test_crlf_manifest_files_read_and_compact_as_their_lf_twins(tmp_path, varian
         where_log.copy_threshold = 0  # a vouched-for compact file is copied unread
         where_log._note(7)
         if how == "prepared":
-            where_log.preparation.advance()
-            assert where_log.preparation.holds(8)
+            preparation_of(where_log).advance()
+            assert preparation_of(where_log).holds(8)
         assert where_log.add(8, [ManifestEntry.for_file(f"{storage.root_uri}/p=a/new.txt", size=3, modification_time=1)])
         written.append((where / "_spark_metadata" / "8.compact").read_bytes())
     assert written[0] == written[1] and b"\r" not in written[0]

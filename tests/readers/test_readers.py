@@ -62,7 +62,7 @@ pytestmark = pytest.mark.spark
 def test_all_readers_agree_row_for_row(spark, sink_table):
     table, ids = sink_table
     expected = Counter(ids)
-    spark_rows = sorted((r.id, r.p, r.v) for r in read.spark(spark, str(table)).collect())
+    spark_rows = sorted((r.id, r.p, r.v) for r in read.spark(str(table), spark).collect())
     plain_rows = sorted((r.id, r.p, r.v) for r in spark.read.parquet(str(table)).collect())
     arrow_table = read.arrow(str(table))
     arrow_rows = sorted(zip(*(arrow_table.column(c).to_pylist() for c in ("id", "p", "v")), strict=True))
@@ -76,6 +76,33 @@ def test_all_readers_agree_row_for_row(spark, sink_table):
     assert {r[1] for r in spark_rows} == set(PARTITION_VALUES)  # space, %, / and é survive
     assert str(arrow_table.schema.field("p").type) == "string" and str(arrow_table.schema.field("id").type) == "int64"
     assert len(read.polars(str(table), lazy=True).collect()) == len(ids)
+
+
+def test_one_scan_for_every_engine(spark, sink_table):
+    """``read.table`` says once what to read; each engine's handle is its method's argument."""
+    import duckdb
+    import pandas as pd
+    import polars as pl
+    import pyarrow as pa
+
+    table, ids = sink_table
+    scan = read.table(str(table), as_of=None)
+    assert isinstance(scan, read.TableScan)
+    frames = {
+        "arrow": scan.to_arrow(), "pandas": scan.to_pandas(), "polars": scan.to_polars(), "lazy": scan.to_polars(lazy=True),
+        "duckdb": scan.to_duckdb(duckdb.connect()), "spark": scan.to_spark(spark),
+    }
+    assert isinstance(frames["arrow"], pa.Table) and isinstance(frames["pandas"], pd.DataFrame)
+    assert isinstance(frames["polars"], pl.DataFrame) and isinstance(frames["lazy"], pl.LazyFrame)
+    counts = {
+        "arrow": frames["arrow"].num_rows, "pandas": len(frames["pandas"]), "polars": frames["polars"].height,
+        "lazy": frames["lazy"].collect().height, "duckdb": len(frames["duckdb"].fetchall()), "spark": frames["spark"].count(),
+    }
+    assert set(counts.values()) == {len(ids)}, counts
+    assert sorted(scan.files()) == sorted(read.files(str(table)))
+    assert dir(read) == sorted(read.__all__) and "arrow_reader" not in dir(read)
+    with pytest.warns(DeprecationWarning, match="path first"):
+        assert read.spark(spark, str(table)).count() == len(ids)  # the older argument order
 
 
 def test_files_lists_exactly_the_manifest(sink_table):
@@ -93,7 +120,7 @@ def test_as_of_across_compacts_and_batches_listing(spark, sink_table):
     for b in history:
         running += b.num_rows
         assert len(read.arrow(str(table), as_of=b.batch_id)) == running
-        assert read.spark(spark, str(table), as_of=b.batch_id).count() == running
+        assert read.spark(str(table), spark, as_of=b.batch_id).count() == running
     assert "2.compact" in os.listdir(table / "_spark_metadata")
 
 
@@ -116,20 +143,20 @@ def test_partition_sub_path(spark, sink_table):
     sub = table / "p=c%25d"
     expected = sorted(i for i in ids if PARTITION_VALUES[i % 4] == "c%d")
     assert sorted(read.arrow(str(sub)).column("id").to_pylist()) == expected
-    rows = read.spark(spark, str(sub)).collect()
+    rows = read.spark(str(sub), spark).collect()
     assert sorted(r.id for r in rows) == expected and {r.p for r in rows} == {"c%d"}
     # plain Spark on a partition directory bypasses the manifest and reads the orphan
     orphan_dir = table / "p=a b"
     plain = {r.id for r in spark.read.option("basePath", str(table)).parquet(str(orphan_dir)).collect()}
-    assert -1 in plain and -1 not in {r.id for r in read.spark(spark, str(orphan_dir)).collect()}
+    assert -1 in plain and -1 not in {r.id for r in read.spark(str(orphan_dir), spark).collect()}
 
 
 def test_globs_and_several_paths_are_refused(spark, sink_table):
     table, _ = sink_table
     with pytest.raises(UnsafeReadError, match="glob"):
-        read.spark(spark, f"{table}/*")
+        read.spark(f"{table}/*", spark)
     with pytest.raises(UnsafeReadError, match="one table path"):
-        read.spark(spark, [str(table), str(table)])
+        read.spark([str(table), str(table)], spark)
     with pytest.raises(TableNotFoundError):
         read.files(str(table.parent / "no such table"))
 
@@ -143,7 +170,7 @@ def test_relocated_table(spark, sink_table, tmp_path):
     assert plain_files and all("events%20table" in f and "moved%20table" not in f for f in plain_files)
     assert Counter(read.arrow(str(moved)).column("id").to_pylist()) == Counter(ids)
     assert all(str(moved) in u for u in read.files(str(moved)))
-    assert sorted(r.id for r in read.spark(spark, str(moved)).collect()) == sorted(ids)
+    assert sorted(r.id for r in read.spark(str(moved), spark).collect()) == sorted(ids)
 
 
 def test_outside_root_entry_and_missing_file(tmp_path):
@@ -212,7 +239,7 @@ def test_spark_file_sink_tables_read_the_same(spark, tmp_path):
     q.awaitTermination()
     add_noise(out)
     assert Counter(read.arrow(str(out)).column("id").to_pylist()) == Counter(ids)
-    assert sorted(r.id for r in read.spark(spark, str(out)).collect()) == sorted(ids)
+    assert sorted(r.id for r in read.spark(str(out), spark).collect()) == sorted(ids)
     assert len(read.arrow(str(out), as_of=0)) == 8
 
 
@@ -222,7 +249,7 @@ def test_readers_import_without_pyspark(sink_table):
         "import sys; sys.modules['pyspark'] = None\n"
         "from streaming_exactly_once import read\n"
         f"print(len(read.arrow({str(table)!r})))\n"
-        "try:\n    read.spark(None, 'x')\nexcept ImportError as e:\n    print('ERR', e)\n"
+        "try:\n    read.spark('x', None)\nexcept ImportError as e:\n    print('ERR', e)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

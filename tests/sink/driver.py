@@ -2,10 +2,12 @@
 
     python -m tests.sink.driver --input DIR --table DIR --checkpoint DIR [--mode rename|direct]
         [--format parquet] [--partition-by p] [--files-per-trigger 2] [--lease-timeout 60s]
-        [--continuous SECONDS] [--forks]
+        [--continuous SECONDS] [--forks] [--private-manifest]
 
 ``--forks`` writes a dataset group instead of one table: output ``raw`` (parquet, partitioned
 by p) and output ``byp`` (json, one table per value of p, its own transform) - one commit.
+``--private-manifest`` (with ``--format delta``): ``spark_manifest=False``, the manifest in
+``_seo/manifest`` only.
 
 Crash points come from the environment (SEO_CRASH_AT, SEO_FAIL_AT, SEO_PAUSE_AT): the sink's
 storage_wrapper option installs streaming_exactly_once.testing.faults, in this process or, with
@@ -46,6 +48,9 @@ def main(argv=None) -> int:
     p.add_argument("--retain", type=int, default=100)
     p.add_argument("--forks", action="store_true", help="a DatasetSink with two outputs (raw, byp per dataset)")
     p.add_argument("--connect", action="store_true", help="run through a local Spark Connect server (remote('local[1]'))")
+    p.add_argument("--evolve", type=int, default=None,
+                   help="add the columns c0..c<N> (literals) to the stream, with schema_evolution='add_columns'")
+    p.add_argument("--private-manifest", action="store_true", help="format delta: spark_manifest=False")
     args = p.parse_args(argv)
 
     from pyspark.sql import SparkSession
@@ -70,6 +75,7 @@ def main(argv=None) -> int:
             compact_interval=args.compact_interval,
             min_batches_to_retain=args.retain,
             storage_wrapper=FAULTS_FROM_ENV,
+            schema_evolution="add_columns" if args.evolve is not None else "none",
         )
         if args.forks:
             sink = DatasetSink(args.table, outputs=fork_outputs(), **common)
@@ -80,6 +86,7 @@ def main(argv=None) -> int:
                 partition_by=[c for c in args.partition_by.split(",") if c],
                 staging_mode=args.mode,
                 writer_options={"header": "true"} if args.format == "csv" else {},
+                **({"spark_manifest": False} if args.private_manifest else {}),
                 **common,
             )
         if args.connect:
@@ -102,6 +109,12 @@ def main(argv=None) -> int:
         if not args.connect:
             spark.sparkContext.setLogLevel("ERROR")
         stream = spark.readStream.schema(CSV_SCHEMA).option("maxFilesPerTrigger", args.files_per_trigger).csv(args.input)
+        if args.evolve is not None:  # c0..cN: a new column at this run's first batch, a schema-changing commit
+            from pyspark.sql import functions as F
+
+            # (the earlier runs' columns stay: F.lit is non-nullable, and a table refuses a batch without
+            # a non-nullable column of its own)
+            stream = stream.select("*", *(F.lit(i).alias(f"c{i}") for i in range(args.evolve + 1)))
         continuous = args.continuous or args.until_done
         trigger = {"processingTime": "200 milliseconds"} if continuous else {"availableNow": True}
         query = sink.start(stream, checkpoint_location=args.checkpoint, trigger=trigger)

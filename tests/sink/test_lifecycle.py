@@ -13,6 +13,7 @@ import time
 
 import pytest
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import functions as F
 
 from streaming_exactly_once import ExactlyOnceSink
 from streaming_exactly_once.commit.lease import read_lease_state
@@ -109,9 +110,11 @@ def test_a_late_end_notice_of_the_last_query_cannot_free_the_lease_a_restart_tak
 def test_a_query_failing_in_foreach_batch_releases_the_table(spark, tmp_path):
     ids = write_csv_files(tmp_path / "in", n_files=3, rows_per_file=5)
     table, ckpt = tmp_path / "t", tmp_path / "ckpt"
-    # a watermark column the rows do not have: every batch fails in foreachBatch
-    bad = ExactlyOnceSink(str(table), partition_by=["p"], watermark_columns=["nope"])
-    q = bad.start(stream(spark, tmp_path / "in", 1), checkpoint_location=str(ckpt), trigger={"availableNow": True})
+    # rows that fail when the batch is written: every batch fails in foreachBatch (a column the
+    # rows lack, as this test once used, now fails at start())
+    bad = ExactlyOnceSink(str(table), partition_by=["p"])
+    failing = stream(spark, tmp_path / "in", 1).withColumn("v", F.when(F.col("id") >= 0, F.raise_error(F.lit("bad row"))).otherwise(F.col("v")))
+    q = bad.start(failing, checkpoint_location=str(ckpt), trigger={"availableNow": True})
     with pytest.raises(StreamingQueryException):
         q.awaitTermination()
     _wait_released(table)
@@ -203,3 +206,64 @@ def test_batch_figures_reach_a_streaming_query_listener(spark, tmp_path):
         # the same rows, counted by Spark in the query's own progress (observedMetrics)
         assert m["observed"]["rows"] == m["numRows"]
         assert m["observed"]["max:id"] == m["watermarks"]["id"]["max"]
+
+
+def test_a_late_end_notice_of_the_previous_run_leaves_the_restarted_runs_lease_alone(spark, tmp_path):
+    """The notebook habit: ``q.stop()``, then the same sink starts the query again on the same
+    checkpoint - the same query id, a new run id. Spark tells listeners that the old run ended on
+    its listener bus, late when a listener ahead of the sink's is slow (here a user's, 4 s). That
+    notice is about the old run: the restarted run must keep its lease, a second writer must be
+    refused meanwhile, and the run must go on committing."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    from streaming_exactly_once.errors import ConcurrentWriterError
+    from tests.commit.helpers import make_committer
+
+    class SlowListener(StreamingQueryListener):  # e.g. metrics posted somewhere slow
+        def onQueryStarted(self, event):
+            pass
+
+        def onQueryProgress(self, event):
+            pass
+
+        def onQueryIdle(self, event):
+            pass
+
+        def onQueryTerminated(self, event):
+            time.sleep(4)
+
+    session = spark.newSession()  # its own bus: the slow listener is ahead of the sink's
+    listener = SlowListener()
+    session.streams.addListener(listener)
+    table, ckpt, inp = tmp_path / "t", str(tmp_path / "ckpt"), tmp_path / "in"
+    ids = write_csv_files(inp, n_files=2, rows_per_file=5)
+    sink = ExactlyOnceSink(str(table), partition_by=["p"])
+    q2 = None
+    try:
+        q = sink.start(stream(session, inp, 1), checkpoint_location=ckpt, trigger={"processingTime": "200 milliseconds"})
+        while sink.counters["committed"] < 2:
+            assert q.exception() is None
+            time.sleep(0.05)
+        q.stop()
+        q2 = sink.start(stream(session, inp, 1), checkpoint_location=ckpt, trigger={"processingTime": "300 milliseconds"})
+        assert str(q2.id) == str(q.id) and str(q2.runId) != str(q.runId)
+        deadline = time.time() + 7  # the old run's notice arrives about 4 s after its end
+        while time.time() < deadline:
+            state = read_lease_state(open_storage(str(table)))
+            assert q2.isActive, q2.exception()
+            assert state is not None and state.alive, f"the previous run's late end notice released the restarted run's lease: {state}"
+            time.sleep(0.1)
+        with pytest.raises(ConcurrentWriterError):
+            make_committer(open_storage(str(table)), partition_by=("p",)).open()
+        ids += write_csv_files(inp, n_files=2, rows_per_file=5, start_file=2)
+        deadline = time.time() + 60
+        while sink.counters["committed"] < 4 and time.time() < deadline:
+            assert q2.exception() is None, q2.exception()
+            time.sleep(0.1)
+        assert q2.exception() is None and q2.isActive
+        q2.stop()
+        assert_exactly_once(spark, table, ids)
+    finally:
+        if q2 is not None and q2.isActive:
+            q2.stop()
+        session.streams.removeListener(listener)

@@ -3,6 +3,7 @@ option, ConfigError for a bad value, one name per setting from the sink to the c
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import warnings
 
@@ -10,6 +11,7 @@ import pytest
 
 from streaming_exactly_once import DatasetSink, ExactlyOnceSink, Output, read
 from streaming_exactly_once.errors import ConfigError
+from streaming_exactly_once.sink.keywords import GroupKeywords, SinkKeywords, conf_keys, declared
 from streaming_exactly_once.sink.options import GroupOptions, SinkOptions, default_staging_mode
 from streaming_exactly_once.storage import open_storage
 
@@ -18,19 +20,27 @@ def _params(fn, skip=("self", "cls", "table", "root")):
     return {n: p.default for n, p in inspect.signature(fn).parameters.items() if n not in skip}
 
 
-def test_sink_signatures_match_the_options_they_build():
-    table = _params(SinkOptions.build)
-    group = _params(GroupOptions.build)
+def test_every_option_is_declared_once_and_everything_else_comes_from_it():
+    """``sink.keywords`` declares each option; the signatures help() and inspect show, the
+    parsed options, the job config's [sink] keys and the docs' table are derived from it."""
+    table = {d.name: d.option.default for d in declared(SinkKeywords)}
+    group = {d.name: d.option.default for d in declared(GroupKeywords)}
     assert _params(ExactlyOnceSink.__init__) == table
-    assert _params(DatasetSink.__init__) == {**group, **table}
+    assert _params(DatasetSink.__init__) == group and set(table) < set(group)
     for fn in (ExactlyOnceSink.__init__, DatasetSink.__init__):
         kinds = {p.kind for n, p in inspect.signature(fn).parameters.items() if n not in ("self", "table", "root")}
         assert kinds == {inspect.Parameter.KEYWORD_ONLY}
+    stored = {f.name for f in dataclasses.fields(SinkOptions)}
+    expected = {d.name + ("_ms" if d.option.duration else "") for d in declared(SinkKeywords)} - {"options"}
+    assert stored == expected  # "options" is the deprecated name of writer_options
+    assert {k for k in conf_keys() if k not in ("table", "checkpoint", "metrics_path")} <= set(table)
+    for d in declared(GroupKeywords):
+        assert d.name in (ExactlyOnceSink.__doc__ or "") + (DatasetSink.__doc__ or "") and d.option.doc
 
 
 def test_defaults_parse_to_the_dataclass_defaults():
-    assert SinkOptions.build() == SinkOptions()
-    assert GroupOptions.build() == GroupOptions()
+    assert SinkOptions.build({}) == SinkOptions()
+    assert GroupOptions.build({}) == GroupOptions()
 
 
 def test_misspelt_option_is_a_type_error_and_bad_value_a_config_error(tmp_path):

@@ -109,7 +109,7 @@ def test_read_only_view_serves_pyarrow(spark, hadoop_storage):
     import pyarrow.fs as pafs
     import pyarrow.parquet as pq
 
-    from streaming_exactly_once.storage.hadoop_reader_fs import HadoopReadFileSystem
+    from streaming_exactly_once.storage.hadoop import HadoopReadFileSystem
 
     sink = pa.BufferOutputStream()
     pq.write_table(pa.table({"id": list(range(1000))}), sink)

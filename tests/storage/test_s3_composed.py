@@ -20,6 +20,7 @@ from pathlib import Path
 import boto3
 import pytest
 
+from streaming_exactly_once.commit.compaction_preparation import preparation_of
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.storage.base import ByteRange, composed_files
 from streaming_exactly_once.storage.s3 import SERVER_SIDE_COPY
@@ -144,6 +145,7 @@ def test_an_endpoint_ignoring_the_conditional_complete_gets_single_puts(moto_end
 _CHILD = """
 import sys
 sys.path.insert(0, {repo!r})
+from streaming_exactly_once.commit.compaction_preparation import preparation_of
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.storage.base import ByteRange
 storage = open_storage({root!r}, {{**{options!r}, 'seo_server_side_copy': True}})
@@ -293,7 +295,7 @@ def _prepared_up_to_7(s3, memory_storage):
     for i in range(4, 7):
         for log in logs:
             log.add(i, [{"id": i}])
-    logs[0].preparation.advance()
+    preparation_of(logs[0]).advance()
     return logs
 
 
@@ -308,8 +310,8 @@ def test_the_next_compaction_is_begun_in_the_background_and_its_batch_sends_only
         for i in range(4, 7):
             for log in logs:
                 log.add(i, [{"id": i, "u": uuid.UUID(int=i).hex}])
-            logs[0].preparation.advance()
-        assert logs[0].preparation.holds(7)
+            preparation_of(logs[0]).advance()
+        assert preparation_of(logs[0]).holds(7)
         assert [q for m, q in _own_requests(proxy, "7.compact") if "partNumber=1" in q], "the server copies before the batch"
         proxy.sent.clear()
         for log in logs:
@@ -325,7 +327,7 @@ def test_the_next_compaction_is_begun_in_the_background_and_its_batch_sends_only
 def test_a_begun_upload_loses_to_a_file_already_there_and_is_aborted(moto_endpoint, s3_bucket, s3_options, memory_storage):
     s3 = _direct(s3_bucket, s3_options)
     logs = _prepared_up_to_7(s3, memory_storage)
-    assert logs[0].preparation.holds(7)
+    assert preparation_of(logs[0]).holds(7)
     logs[1].add(7, [{"id": 7}])
     theirs = memory_storage.read_bytes("c/7.compact")
     s3.put_if_absent("c/7.compact", theirs)  # another writer's, the very same bytes
@@ -338,13 +340,13 @@ def test_closing_or_reopening_aborts_the_begun_upload(moto_endpoint, s3_bucket, 
     s3 = _direct(s3_bucket, s3_options)
     log = _compacting_logs(s3, memory_storage)[0]
     log.add(4, [{"id": 4}])
-    log.preparation.advance()
+    preparation_of(log).advance()
     assert [u["Key"] for u in _pending_uploads(s3_options, s3_bucket)] == ["root/c/7.compact"]
-    log.preparation.discard()
+    preparation_of(log).discard()
     assert _pending_uploads(s3_options, s3_bucket) == []
-    log.preparation.advance()
+    preparation_of(log).advance()
     assert _pending_uploads(s3_options, s3_bucket)
-    log.preparation.discard_all()
+    preparation_of(log).discard_all()
     assert _pending_uploads(s3_options, s3_bucket) == []
     for i in range(5, 8):
         log.add(i, [{"id": i}])  # built by its batch: nothing prepared
@@ -356,12 +358,14 @@ import sys
 sys.path.insert(0, {repo!r})
 from streaming_exactly_once.log.codec import DictCodec
 from streaming_exactly_once.log.compactible_log import CompactibleLog
+from streaming_exactly_once.commit.compaction_preparation import preparation_of
 from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.commit.compaction_preparation import preparation_of
 storage = open_storage({root!r}, {{**{options!r}, 'seo_server_side_copy': True}})
 log = CompactibleLog(storage, "c", DictCodec(), default_interval=4)
 log.copy_vouched = lambda batch_id: True
 log.add(4, [{{"id": 4}}])
-log.preparation.advance()
+preparation_of(log).advance()
 print("prepared", flush=True)
 sys.stdin.read()
 """
@@ -395,11 +399,11 @@ def test_a_writer_killed_with_its_upload_begun_leaves_nothing_and_the_next_one_c
     memory_storage.put_if_absent("c/3.compact", BIG)
     twin._note(3)
     twin.add(4, [{"id": 4}])
-    successor.preparation.advance()
+    preparation_of(successor).advance()
     for i in range(5, 8):
         for log in (successor, twin):
             log.add(i, [{"id": i}])
-        successor.preparation.advance()
+        preparation_of(successor).advance()
     assert s3.read_bytes("c/7.compact") == memory_storage.read_bytes("c/7.compact")
     # the killed writer's (invisible; a lifecycle rule removes it) and the successor's next one
     assert sorted(u["Key"] for u in _pending_uploads(s3_options, s3_bucket)) == ["root/c/11.compact", "root/c/7.compact"]
@@ -425,7 +429,7 @@ def test_a_compact_file_changed_after_the_copy_is_measured_again_by_the_batch(mo
     now (here still vouched for by the test; the manifest's index would refuse it)."""
     s3 = _direct(s3_bucket, s3_options)
     logs = _prepared_up_to_7(s3, memory_storage)
-    assert logs[0].preparation.holds(7)
+    assert preparation_of(logs[0]).holds(7)
     changed = BIG.replace(b"part-00000001", b"part-99999999")
     _client(s3_options).put_object(Bucket=s3_bucket, Key="root/c/3.compact", Body=changed)
     assert logs[0].add(7, [{"id": 7}]) is True

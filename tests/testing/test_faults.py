@@ -87,7 +87,7 @@ def test_the_sink_option_names_a_callable():
     from streaming_exactly_once.storage import open_storage
 
     with pytest.raises(ConfigError, match="module:callable"):
-        SinkOptions.build(storage_wrapper="no colon")
+        SinkOptions.build({"storage_wrapper": "no colon"})
     storage = open_storage("memory://seo-wrap")
     assert wrap_storage(storage, "streaming_exactly_once.testing.faults:from_env") is storage
     with pytest.raises(ConfigError, match="cannot be imported"):

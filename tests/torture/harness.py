@@ -34,24 +34,29 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streaming_exactly_once.testing.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY
+from streaming_exactly_once.testing.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY, SCHEMA_ONLY
 
 REPO = Path(__file__).resolve().parents[2]
 
 #: A dataset group's commit (``--forks``): no single-table manifest step, no direct-mode cleanup.
-GROUP_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-manifest", "after-cleanup", *DELTA_ONLY)]
-RENAME_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-cleanup", *GROUP_ONLY, *DELTA_ONLY)] + ["after-manifest+3ms"]
-DIRECT_BOUNDARIES = [b for b in BOUNDARIES if b not in ("mid-move", "after-move", *GROUP_ONLY, *DELTA_ONLY)] + ["after-manifest+3ms"]
+#: (A driver's table changes its schema at its first batch only - unless ``evolve`` adds a column
+#: at every run's first batch: ``after-schema`` joins the cycle then, ``SCHEMA_EXTRA``.)
+GROUP_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-manifest", "after-cleanup", *DELTA_ONLY, *SCHEMA_ONLY)]
+RENAME_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-cleanup", *GROUP_ONLY, *DELTA_ONLY, *SCHEMA_ONLY)] + ["after-manifest+3ms"]
+DIRECT_BOUNDARIES = [b for b in BOUNDARIES if b not in ("mid-move", "after-move", *GROUP_ONLY, *DELTA_ONLY, *SCHEMA_ONLY)] + ["after-manifest+3ms"]
 #: A ``format="delta"`` table (``delta``): ``after-manifest`` is the instant before its Delta
 #: commit, ``after-manifest+3ms`` usually inside it (delta-rs writing ``_delta_log/N.json`` or a
 #: checkpoint), ``after-delta`` the instant after it, ``after-delta+3ms`` the next steps' first writes.
 DELTA_EXTRA = ["after-delta", "after-delta+3ms"]
+#: ``evolve``: every run's first batch adds a column - the instant after its schema record and a
+#: few ms later (its manifest entry on the way).
+SCHEMA_EXTRA = ["after-schema", "after-schema+3ms"]
 
 
-def boundaries_of(mode: str, *, delta: bool = False) -> list[str]:
+def boundaries_of(mode: str, *, delta: bool = False, evolve: bool = False) -> list[str]:
     """Every boundary a single table's commit in staging ``mode`` reaches."""
     base = RENAME_BOUNDARIES if mode == "rename" else DIRECT_BOUNDARIES
-    return list(base) + (DELTA_EXTRA if delta else [])
+    return list(base) + (DELTA_EXTRA if delta else []) + (SCHEMA_EXTRA if evolve else [])
 
 
 @dataclass
@@ -83,6 +88,11 @@ class TortureConfig:
     #: the table is ``format="delta"`` (``driver --format delta``, ``_spark_metadata`` kept too):
     #: the Delta step's boundaries join the cycle, and ``verify.verify_tortured_delta`` checks it.
     delta: bool = False
+    #: every driver adds a column to the stream (``driver --evolve N``, ``schema_evolution="add_columns"``):
+    #: each run's first batch changes the table's schema, and ``after-schema`` joins the cycle
+    evolve: bool = False
+    #: with ``delta``: ``spark_manifest=False`` (``driver --private-manifest``), the manifest in ``_seo/manifest``
+    private_manifest: bool = False
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -150,7 +160,9 @@ class TortureRun:
             "--until-done", str(until_done or self.done_marker), "--retain", "100000",
             "--compact-interval", str(self.c.compact_interval),
         ] + (["--forks"] if self.c.forks else []) + (["--connect"] if self.c.connect else []) \
-            + (["--format", "delta"] if self.c.delta else []) + list(extra_args)
+            + (["--format", "delta"] if self.c.delta else []) + (["--private-manifest"] if self.c.private_manifest else []) \
+            + (["--evolve", str(self.stats.runs)] if self.c.evolve else []) \
+            + list(extra_args)
         env = dict(os.environ)
         for key in ("SEO_CRASH_AT", "SEO_FAIL_AT", "SEO_PAUSE_AT"):
             env.pop(key, None)
@@ -277,7 +289,7 @@ class TortureRun:
     def _manifest_dirs(self) -> list[Path]:
         if self.c.forks:  # the group's tables: raw/ and one per dataset under byp/
             return [d for d in self.table.glob("**/_spark_metadata") if d.is_dir()]
-        return [self.table / "_spark_metadata"]
+        return [self.table / ("_seo/manifest" if self.c.private_manifest else "_spark_metadata")]
 
     def _zombie_claims(self, storage, epoch: int, *, pending: bool) -> set[int]:
         """Batches (of the table, or of the group) committed under writer ``epoch``'s claim -
@@ -402,9 +414,10 @@ class TortureRun:
         t0 = time.time()
         self.feed(self.c.files_per_run)
         schedule: list[tuple[str, str | None]] = []
-        rename_cycle, direct_cycle = boundaries_of("rename", delta=self.c.delta), boundaries_of("direct", delta=self.c.delta)
+        rename_cycle = boundaries_of("rename", delta=self.c.delta, evolve=self.c.evolve)
+        direct_cycle = boundaries_of("direct", delta=self.c.delta, evolve=self.c.evolve)
         if self.c.forks:  # one commit sequence for every output: the group's boundaries
-            rename_cycle = direct_cycle = list(GROUP_BOUNDARIES)
+            rename_cycle = direct_cycle = list(GROUP_BOUNDARIES) + (SCHEMA_EXTRA if self.c.evolve else [])
         if self.c.boundaries:
             rename_cycle = [b for b in rename_cycle if b in self.c.boundaries]
             direct_cycle = [b for b in direct_cycle if b in self.c.boundaries]
@@ -463,7 +476,8 @@ class TortureRun:
                 self.zombie_takeover(mode=mode, pause_at=pause_at, drain=False)
             self.feed(self.c.files_per_run)
             crash_at = boundary
-            if replay_pending and boundary is not None:  # kill in the second batch: the first one commits
+            if replay_pending and boundary is not None and not boundary.startswith("after-schema"):
+                # kill in the second batch: the first one commits (a schema changes in the first only)
                 name, _, delay = boundary.partition("+")
                 crash_at = f"{name}@2" + (f"+{delay}" if delay else "")
             outcome = self.run_once(mode=mode, crash_at=crash_at, random_kill=boundary is None)

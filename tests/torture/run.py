@@ -1,7 +1,7 @@
 """``make torture ARGS="--kills 200"``: the long torture run, with a JSON summary at the end.
 
     python -m tests.torture.run [--kills 200] [--seed 7] [--work DIR] [--keep] [--forks]
-        [--zombies N] [--compact-interval K] [--delta]
+        [--zombies N] [--compact-interval K] [--delta [--private-manifest]] [--evolve]
 
 ``--forks`` tortures dataset groups (two outputs, one of them split by dataset) instead of single
 tables: every group commit boundary, random kills, checkpoint deletions, replays, a second writer.
@@ -10,6 +10,12 @@ tables: every group commit boundary, random kills, checkpoint deletions, replays
 boundaries join the cycle, and every table is also checked as Delta readers see it
 (``verify.verify_tortured_delta``: delta-rs and polars, one Delta version per batch with our
 transaction, the same files as the manifest). ``make torture ARGS="--delta --kills 200"``.
+``--delta --private-manifest`` writes them with ``spark_manifest=False`` (the manifest only in
+``_seo/manifest``; vanilla Spark is not asked, the independent parse reads that manifest).
+
+``--evolve`` makes every driver add a column (``schema_evolution="add_columns"``): each run's first
+batch changes the table's schema, so ``after-schema`` (its schema record written, its manifest
+entry not yet) joins the boundaries killed at.
 
 ``--zombies N`` mixes N zombie takeovers into the runs (``TortureRun.zombie_takeover``): a driver
 frozen with SIGSTOP at a commit boundary (cycling through the boundaries of each table's mode),
@@ -50,15 +56,21 @@ def main(argv=None) -> int:
     p.add_argument("--compact-interval", type=int, default=10, help="compact interval of the tortured tables")
     p.add_argument("--connect", action="store_true", help="drivers are Spark Connect clients (the sink runs in the server's foreachBatch worker)")
     p.add_argument("--delta", action="store_true", help="torture format='delta' tables (checked through delta-rs and polars too)")
+    p.add_argument("--evolve", action="store_true", help="every run adds a column: schema-changing commits are killed too")
+    p.add_argument("--private-manifest", action="store_true", help="with --delta: spark_manifest=False")
     args = p.parse_args(argv)
     if args.delta and args.forks:
         p.error("--delta tortures single tables; --forks dataset groups")
+    if args.private_manifest and not args.delta:
+        p.error("--private-manifest is a --delta option (spark_manifest=False needs format='delta')")
+    manifest = "_seo/manifest" if args.private_manifest else "_spark_metadata"
 
     from benchmarks.spark_env import spark_session
     from tests.torture.harness import TortureConfig, TortureRun
     from tests.torture.verify import verify_tortured_delta, verify_tortured_group, verify_tortured_table
 
-    suffix = ("-forks" if args.forks else "") + ("-delta" if args.delta else "") + ("-connect" if args.connect else "")
+    suffix = ("-forks" if args.forks else "") + ("-delta" if args.delta else "") + ("-private" if args.private_manifest else "") \
+        + ("-connect" if args.connect else "") + ("-evolve" if args.evolve else "")
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="seo-torture-"))
     half = max(15, args.kills // 2)
     scale = max(1, half // 15)
@@ -68,7 +80,8 @@ def main(argv=None) -> int:
             checkpoint_deletions=args.checkpoint_deletions if args.checkpoint_deletions is not None else scale,
             replays=args.replays if args.replays is not None else scale,
             concurrent_writers=max(1, scale // 2), boundary_modes=(mode,), name=name + suffix,
-            forks=args.forks, delta=args.delta, compact_interval=args.compact_interval, connect=args.connect,
+            forks=args.forks, delta=args.delta, compact_interval=args.compact_interval, connect=args.connect, evolve=args.evolve,
+            private_manifest=args.private_manifest,
             run_timeout_s=120.0 if args.connect else TortureConfig.run_timeout_s,
             zombies=args.zombies // 2 + (args.zombies % 2 if i == 0 else 0), lease_timeout="10s" if args.zombies else "20s",
         )
@@ -84,19 +97,21 @@ def main(argv=None) -> int:
     wall = time.time() - t0
     spark = spark_session("seo-torture-verify")
     try:
-        check = verify_tortured_group if args.forks else verify_tortured_table
-        results = {r.c.name: check(r.table, r.input, spark) for r in runs}
+        if args.forks:
+            results = {r.c.name: verify_tortured_group(r.table, r.input, spark) for r in runs}
+        else:
+            results = {r.c.name: verify_tortured_table(r.table, r.input, spark, manifest=manifest) for r in runs}
     finally:
         spark.stop()
-    delta = {r.c.name: verify_tortured_delta(r.table, r.input) for r in runs} if args.delta else {}
+    delta = {r.c.name: verify_tortured_delta(r.table, r.input, manifest=manifest) for r in runs} if args.delta else {}
     summary = {
         "seed": args.seed,
         "kills": sum(r.stats.kills for r in runs),
         "zombies": {r.c.name: r.stats.zombies for r in runs},
         "rows": sum(v["expected_rows"] for v in results.values()),
-        "duplicates": sum(v["vanilla_spark"]["duplicates"] + v["independent_pyarrow"]["duplicates"] for v in results.values())
+        "duplicates": sum(v.get("vanilla_spark", v["library_arrow"])["duplicates"] + v["independent_pyarrow"]["duplicates"] for v in results.values())
         + sum(v[k]["duplicates"] for v in delta.values() for k in ("delta_rs", "polars_delta")),
-        "losses": sum(v["vanilla_spark"]["losses"] + v["independent_pyarrow"]["losses"] for v in results.values())
+        "losses": sum(v.get("vanilla_spark", v["library_arrow"])["losses"] + v["independent_pyarrow"]["losses"] for v in results.values())
         + sum(v[k]["losses"] for v in delta.values() for k in ("delta_rs", "polars_delta")),
         "wall_s": round(wall, 1),
         "stats": {r.c.name: asdict(r.stats) for r in runs},

@@ -121,3 +121,27 @@ def test_bounded_torture_of_a_delta_table(spark, tmp_path):
     assert delta["delta_rs"]["duplicates"] == 0 and delta["delta_rs"]["losses"] == 0, delta
     assert delta["polars_delta"]["duplicates"] == 0 and delta["polars_delta"]["losses"] == 0, delta
     assert delta["delta_versions"] == delta["manifest_batches"] == result["batches"] >= 3, delta
+
+
+def test_bounded_torture_of_a_private_manifest_delta_table(spark, tmp_path):
+    """A ``format="delta"`` table written with ``spark_manifest=False`` (its manifest only in
+    ``_seo/manifest``) by a real streaming query, killed before, inside and after its Delta
+    commit and after its claim and commit record (``make torture ARGS="--delta
+    --private-manifest"`` kills at every boundary). Checked as Delta readers see it and through
+    its own manifest; no ``_spark_metadata`` may appear."""
+    config = TortureConfig(
+        work=tmp_path / "p", kills=5, seed=51, rows_per_file=10, checkpoint_deletions=0, replays=1, concurrent_writers=0,
+        boundary_modes=("direct",), random_kill_share=0.0, name="torture-private", delta=True, private_manifest=True,
+        boundaries=("after-wal", "after-manifest", "after-delta", "after-delta+3ms", "after-commit"),
+    )
+    run = TortureRun(config)
+    run.run()
+    print(f"torture of a private-manifest Delta table: {run.stats}")
+    assert {"after-manifest", "after-delta", "after-commit"} <= set(run.stats.boundary_kills), run.stats
+    assert not (run.table / "_spark_metadata").exists(), "a spark_manifest=False table grew a _spark_metadata"
+    result = verify_tortured_table(run.table, run.input, manifest="_seo/manifest")
+    assert result["library_arrow"]["duplicates"] == 0 and result["library_arrow"]["losses"] == 0, result
+    delta = verify_tortured_delta(run.table, run.input, manifest="_seo/manifest")
+    print(f"verification: {result}\ndelta: {delta}")
+    assert delta["delta_rs"]["duplicates"] == 0 and delta["delta_rs"]["losses"] == 0, delta
+    assert delta["delta_versions"] == delta["manifest_batches"] == result["batches"] >= 3, delta

@@ -30,9 +30,10 @@ def expected_ids(input_dir: Path) -> Counter:
     return ids
 
 
-def manifest_files(table: Path) -> list[tuple[str, int]]:
-    """(absolute path, size) of every visible file, read with nothing but json and file names."""
-    meta = table / "_spark_metadata"
+def manifest_files(table: Path, manifest: str = "_spark_metadata") -> list[tuple[str, int]]:
+    """(absolute path, size) of every visible file, read with nothing but json and file names
+    (``manifest``: ``_seo/manifest`` for a table written with ``spark_manifest=False``)."""
+    meta = table / manifest
     names = [n for n in os.listdir(meta) if not n.startswith(".")]
     ids = {int(n.split(".")[0]): n for n in names}
     latest = max(ids)
@@ -50,7 +51,9 @@ def manifest_files(table: Path) -> list[tuple[str, int]]:
     return files
 
 
-def verify_tortured_table(table: Path, input_dir: Path, spark=None) -> dict:
+def verify_tortured_table(table: Path, input_dir: Path, spark=None, *, manifest: str = "_spark_metadata") -> dict:
+    """``manifest``: where the manifest is (``_seo/manifest``: vanilla Spark, which reads only
+    ``_spark_metadata``, is not asked)."""
     from streaming_exactly_once import read
     from streaming_exactly_once.log.compaction import is_compaction_batch
     from streaming_exactly_once.maintenance.verify import verify_table
@@ -62,7 +65,7 @@ def verify_tortured_table(table: Path, input_dir: Path, spark=None) -> dict:
     assert all(c == 1 for c in expected.values()), "input generator produced duplicate ids"
     # 1. independent manifest parse + full read of every visible file
     independent: Counter = Counter()
-    for path, size in manifest_files(table):
+    for path, size in manifest_files(table, manifest):
         assert os.path.getsize(path) == size, f"{path}: size {os.path.getsize(path)} != manifest {size}"
         independent.update(pq.read_table(path, columns=["id"]).column("id").to_pylist())
     result = {"expected_rows": sum(expected.values())}
@@ -76,7 +79,7 @@ def verify_tortured_table(table: Path, input_dir: Path, spark=None) -> dict:
 
     compare("independent_pyarrow", independent)
     compare("library_arrow", Counter(read.arrow(str(table), columns=["id"]).column("id").to_pylist()))
-    if spark is not None:
+    if spark is not None and manifest == "_spark_metadata":
         compare("vanilla_spark", Counter(r.id for r in spark.read.parquet(str(table)).select("id").collect()))
     # 2. the library's own checks
     storage = open_storage(str(table))
@@ -84,17 +87,17 @@ def verify_tortured_table(table: Path, input_dir: Path, spark=None) -> dict:
     assert report.problems == [], [p.to_json() for p in report.problems][:5]
     # 3. commit records describe the data
     commits = CommitsLog(storage, interval=10)
-    manifest = ManifestLog(storage)
+    log = ManifestLog(storage, directory=manifest)
     records = [commits.record(b) for b in commits.list_batch_ids()]
     records = [r for r in records if r is not None]
     assert sum(r.num_rows for r in records) == sum(expected.values()), "commit records' row counts differ from the data"
     checked = 0
     root = storage.root_uri
     for record in records:
-        if is_compaction_batch(record.batch_id, manifest.interval):
+        if is_compaction_batch(record.batch_id, log.interval):
             continue
         ids = []
-        for entry in manifest.read(record.batch_id):
+        for entry in log.read(record.batch_id):
             ids += pq.read_table(unquote(entry.path[len("file://"):]), columns=["id"]).column("id").to_pylist()
         assert len(ids) == record.num_rows, f"batch {record.batch_id}: {len(ids)} rows, record says {record.num_rows}"
         marks = record.watermarks.get("id", {})
@@ -139,7 +142,7 @@ def verify_tortured_group(root: Path, input_dir: Path, spark=None) -> dict:
     return result
 
 
-def verify_tortured_delta(table: Path, input_dir: Path) -> dict:
+def verify_tortured_delta(table: Path, input_dir: Path, *, manifest: str = "_spark_metadata") -> dict:
     """A ``format="delta"`` tortured table, read the way Delta readers read it (no Spark, none of
     the library's code): delta-rs and polars must return every input id exactly once; every
     manifest batch must be exactly one Delta version carrying our transaction, and no other
@@ -160,7 +163,7 @@ def verify_tortured_delta(table: Path, input_dir: Path) -> dict:
         extra = len(set(got) - set(expected))
         result[name] = {"rows": sum(got.values()), "duplicates": dup, "losses": lost, "unexpected": extra}
         assert dup == 0 and lost == 0 and extra == 0, f"{name}: {result[name]}"
-    names = [n for n in os.listdir(table / "_spark_metadata") if n[:1].isdigit()]
+    names = [n for n in os.listdir(table / manifest) if n[:1].isdigit()]
     latest = max(int(n.split(".")[0]) for n in names)
     by_batch = batch_commits(table)  # asserts one txn of ours per commit and no batch in two versions
     commits = delta_commits(table)
@@ -172,7 +175,7 @@ def verify_tortured_delta(table: Path, input_dir: Path) -> dict:
         live -= {unquote(p) for p in commit.removes}
         live |= {unquote(p) for p in commit.adds}
     root = str(table.resolve())
-    listed = {os.path.relpath(os.path.realpath(path), root) for path, _ in manifest_files(table)}
+    listed = {os.path.relpath(os.path.realpath(path), root) for path, _ in manifest_files(table, manifest)}
     assert live == listed, f"Delta reads {len(live - listed)} files the manifest does not list, misses {len(listed - live)}"
     result["delta_versions"] = len(commits)
     result["manifest_batches"] = latest + 1

@@ -1,77 +1,16 @@
 """The next ``.compact`` file of a log, built ahead of time off the commit path.
 
-A compact file is the previous compact file + the deltas after it + its own records, so all
-but the last few lines are known long before its batch arrives. ``CompactionPreparation.advance``
-(run after each batch, outside the commit) appends what is already known to a hidden work file;
-the compaction batch then appends only what is missing plus its own records and publishes the
-file with one no-replace rename (``publish``). On a table with a million live files that turns
-"every 10th batch copies 230 MB" into "every batch appends a few lines" - as long as batches
-are further apart than the copy takes. The bytes are the same either way. On a local disk the
-previous compact file is copied by the kernel (``PreparedFiles.append_range_prepared``), so the
-copy neither passes through this process nor holds the GIL.
+A compact file is the previous compact file + the deltas after it + its own records, so all but
+the last few lines are known long before its batch arrives. ``advance`` (after each batch, off
+the commit) appends what is known to a hidden work file of this writer
+(``_spark_metadata/.19.compact.e4.prep``); the compaction batch appends the rest and publishes it
+with one no-replace rename (``publish``). At a million live files that turns "every 10th batch
+copies 230 MB" into "every batch appends a few lines"; the bytes are the same either way. Where a
+work file cannot be trusted - someone else wrote to it, its sync failed, its source changed - it
+is dropped and the compaction batch builds its file itself.
 
-The work file sits beside the log's batch files, hidden, named by the compaction batch and by
-its writer (the lease epoch, ``owner``)::
-
-    _spark_metadata/.19.compact.e4.prep      v1
-                                             {"path":"file:///t/part-0.parquet",...}   <- compact 9
-                                             ...                                       <- deltas 10..18
-                                             (batch 19's own records: appended at publish)
-
-It belongs to one writer and is only ever appended to, never re-created by an append. Before
-publishing, its size must be exactly what this writer wrote. A successor that deleted it at
-start-up (``discard_all``), or anything else that touched it, makes the compaction batch fall
-back to building the file from the logs (``CompactibleLog.add``): a compact file that differs
-from what the logs say is never published.
-
-Only logs whose fold is plain concatenation (Spark's rule, no retention filter) can be prepared,
-and only on storage that offers prepared files (``storage.base.PreparedFiles``) or, where there
-are no appends and no rename (S3), composed uploads (``storage.base.ComposedUploads``).
-
-On S3 (``_advance_upload``): right after a compaction, the next compact file is begun as a
-multipart upload whose first part the server copies from the compact file just written
-(``UploadPartCopy``, guarded by its ETag; the file must be vouched for, as below); nothing else is
-sent before the compaction batch, which reads the deltas (side by side: each read is a round
-trip), sends them and its own records as the last part, and completes the upload if the key is
-absent. Nothing is visible before that. The copy runs on the server and takes nothing of this
-machine, so there is no pacing; a compaction batch that finds the copy under way waits for it
-(``holds``), as it would do the copy itself otherwise. An upload begun for a compaction that its
-batch built without it, or by a writer that closes or reopens, is aborted; one cut short by a
-killed writer stays invisible (the bucket's lifecycle rule removes incomplete uploads).
-
-Pacing (#14): the copy of the previous compact file is the one big write of a log (58 MB at
-250k live files, 230 MB at a million), and while the disk writes it back, every small fsync of
-the commits beside it waits. So it is copied ``SLICE_BYTES`` at a time, each slice written back
-before the next, and after each slice the thread rests ``PACE`` times as long as the slice took -
-as long as the copy is ahead of the batches (after the k-th of the ``interval - 1`` batches
-before the compaction, at least k / (interval - 1) of it is copied). With triggers a second
-apart, the copy then takes a quarter of the disk's time, spread over the batches before the
-compaction instead of stalling the one after the previous compaction; batches that come faster
-than the copy (back to back) get no rests. A compaction batch that finds the copy unfinished
-does not wait for the rests: ``publish`` asks for the rest at full speed (``_hurry``), and so
-does ``hurry`` (the writer's ``close``, which waits for this work).
-
-Back-off (#14): preparing only pays where the disk has idle time between batches. Back to back
-it has none: the copy never keeps up, the compaction batch waits for what is left, and every
-batch meanwhile shares the disk with it (median 4 -> 16 ms at 250k live files). So a compaction
-batch that finds the big copy still under way makes the next compaction (then the next 2, 4,
-up to ``MAX_BACKOFF``) be built by its own batch, as without preparation; one that finds it
-done resets the back-off. With triggers a second apart the copy always keeps up.
-
-Keeping pace (#14, cost flat with history): the copy is the disk's work whoever does it - 78 ms
-of write-back for 58 MB here - and left to the compaction batch it made every tenth batch 13x
-the others back to back. So each batch, once committed, waits until the copy under way is as
-far as the batches are (``keep_pace``): after the k-th of the ``interval - 1`` batches before
-the compaction, (k - 1) / (interval - 2) of it - the first batch owes nothing, as the copy starts
-after the compaction batch beside the index build of the file it copies, and the last owes it
-all. Back to back, the copy's time is then spread over
-those batches instead of stalling one; with batches further apart than the copy takes (triggers
-a second apart, or any Spark batch on a table under a few million files) nobody waits. A batch
-waits at most ``KEEP_PACE_TIMEOUT_S``; past it the compaction batch finishes the copy, and the
-back-off above takes over. The copy also takes its slices only between commits (``CommitGate``):
-run beside the commits' small fsyncs it took 250 ms for 48 MB here instead of 80, and made
-each commit wait behind its write-back; in turns, a batch back to back costs its commit plus
-its share of the copy, about what a batch plus a tenth of a compaction cost before.
+``docs/design/compaction.md`` ("Preparing the next compact file") has the whole design: the work
+file's rules, S3's composed uploads, pacing, back-off and keeping pace with the batches.
 """
 
 from __future__ import annotations
@@ -82,19 +21,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
+from ..log.batch_log import COMPACT_SUFFIX, PREP_SUFFIX
+from ..log.compactible_log import CompactibleLog
+from ..log.compaction import is_compaction_batch, next_compaction_batch, valid_batches_before_compaction
+from ..log.version import header
 from ..storage.base import ByteRange, ComposedUploads, PendingUpload, PreparedFiles, composed_uploads, join, prepared_files
-from .batch_log import COMPACT_SUFFIX
-from .compaction import is_compaction_batch, next_compaction_batch, valid_batches_before_compaction
-from .version import header
-
-if TYPE_CHECKING:
-    from .compactible_log import CompactibleLog
 
 log = logging.getLogger("streaming_exactly_once.compaction")
-
-PREP_SUFFIX = ".prep"
 
 #: Bytes of the previous compact file copied (and written back) between two rests.
 SLICE_BYTES = 1 << 20
@@ -366,7 +301,7 @@ class CompactionPreparation:
             return None  # another writer's file: the ordinary path compares it
         except Exception:
             # Aborted already. The upload may be gone (a lifecycle rule for incomplete uploads
-            # removed it while the compaction was far off - red team), or the compact file it
+            # removed it while the compaction was far off), or the compact file it
             # copied changed since (``ComposedSourceError``): the batch builds the file itself,
             # measuring and vouching for the previous one anew.
             log.warning(
@@ -555,3 +490,14 @@ class CompactionPreparation:
         for entry in self.log.storage.list_dir(self.log.directory):
             if entry.name.startswith(".") and entry.name.endswith(PREP_SUFFIX):
                 self.log.storage.delete(entry.path)
+
+
+def preparation_of(log_: CompactibleLog[Any]) -> CompactionPreparation:
+    """The preparation of ``log_``'s next compact files, attached to it on first use: the log's
+    ``add`` then publishes the prepared file (``CompactibleLog.preparation``)."""
+    found = log_.preparation
+    if isinstance(found, CompactionPreparation):
+        return found
+    prepared = CompactionPreparation(log_)
+    log_.preparation = prepared
+    return prepared

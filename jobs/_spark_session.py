@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 DEFAULTS = {
@@ -60,3 +61,12 @@ def wait(query, sink, stop, say) -> None:
         say("stopped: the last batch was committed or rolled back, never half-published")
     elif query.exception() is not None:
         raise query.exception()
+
+
+def bundled(path: str) -> Path:
+    """A path from a config: as given if it exists (or is absolute), else beside the packaged jobs
+    (``sample_data = "sample_data/landing"`` finds the bundled sample files from any directory)."""
+    given = Path(path)
+    if given.is_absolute() or given.exists():
+        return given
+    return Path(__file__).resolve().parent / given

@@ -1,0 +1,69 @@
+"""``seo log`` for people and tools: a log's batch files, a batch's records, the table's history."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .json_keys import camel_keys
+from .printer import Printer, human_bytes, human_time
+
+if TYPE_CHECKING:
+    from ..log.batch_log import BatchLog
+    from ..table.commits_log import CommitsLog
+
+
+def print_batch_records(out: Printer, log_: BatchLog[Any], kind: str, batch: int) -> None:
+    """``seo log --batch N``: the records of one batch file, as the log's codec writes them."""
+    records = [log_.codec.to_json(r) for r in log_.read(batch)]
+    if out.as_json:
+        out.json({"kind": kind, "batch": batch, "file": log_.uri(batch), "records": records})
+        return
+    out.write(f"{log_.uri(batch)}  ({len(records)} records)")
+    for record in records:
+        out.write("  " + " ".join(f"{k}={v}" for k, v in record.items() if k != "schema"))
+
+
+def print_group_batches(out: Printer, commits: CommitsLog) -> None:
+    """``seo log --kind commits`` on a group root: one line per group batch, with its tables."""
+    records = [r for r in (commits.record(b) for b in commits.list_batch_ids()) if r is not None]
+    rows = [
+        (
+            r.batch_id,
+            human_time(r.commit_time_ms),
+            r.num_rows,
+            r.num_files,
+            r.spark_batch_id,
+            len([1 for e in (r.datasets or {}).values() if e.get("lastGroupBatch") == r.batch_id]),
+        )
+        for r in records
+    ]
+    if out.as_json:
+        out.json([{"batchId": r[0], "rows": r[2], "files": r[3], "sparkBatchId": r[4], "tables": r[5]} for r in rows])
+    else:
+        out.table(rows, ["batch", "committed", "rows", "files", "spark batch", "tables"])
+
+
+def print_table_history(out: Printer, root_uri: str, storage_options: dict[str, Any]) -> None:
+    """``seo log`` (the manifest): each batch a reader can ask for with ``as_of``."""
+    from ..readers.history import batches
+
+    history = batches(root_uri, storage_options=storage_options)
+    if out.as_json:
+        out.json([camel_keys(r.__dict__) for r in history])
+        return
+    out.table(
+        [
+            (
+                r.batch_id,
+                "yes" if r.readable else "no",
+                human_time(r.commit_time_ms),
+                r.num_rows,
+                r.num_files,
+                human_bytes(r.num_bytes),
+                r.spark_batch_id,
+                (r.query_id or "-")[:8],
+            )
+            for r in history
+        ],
+        ["batch", "as_of ok", "committed", "rows", "files", "bytes", "spark batch", "query"],
+    )

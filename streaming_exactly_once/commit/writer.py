@@ -1,0 +1,389 @@
+"""What every writer of a root does, a single table's (``commit.committer``) or a dataset
+group's (``commit.group_committer``): take the lease, recover, keep the state batches are
+checked against, begin and abort attempts, and hand a planned sequence to the commit engine and
+its leftovers to the housekeeping.
+
+::
+
+    open()        lease (epoch E) -> identity checked against the writer's spec -> recover()
+                  -> identity written -> logs checked -> state loaded (latest batch, per query
+                  the last Spark batch) - once per process and again after any failed batch
+    per batch:    is_committed(Q, b)?  -> skip (Spark replayed it)
+                  begin(Q, b)          -> M = latest + 1, a new attempt (nothing written)
+                  ...the caller stages the data, plans the steps (what differs per kind)...
+                  _run(...)            -> CommitEngine: sync staged, claim, fence, steps
+                                          Housekeeping: claim drop, retention, preparation
+                  _finish(...)         -> the state moves to M
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+from ..checkpoint.offset_seq import OffsetSeq
+from ..checkpoint.reader import InputFile
+from ..delta.target import DeltaTarget
+from ..errors import ConfigError, DeltaTableError, ExactlyOnceError, WriterFencedError
+from ..log.compactible_log import CompactibleLog
+from ..storage.base import Storage
+from ..storage.io_threads import OwnedPool
+from ..table.attempt_key import AttemptKey
+from ..table.commits_log import CommitRecord
+from ..table.identity import TableIdentity, TableSpec, check_identity, ensure_identity, note_root
+from ..table.layout import PROBE_DIR, staging_dir
+from ..table.offsets_log import OffsetsRecord
+from ..table.source_offsets import PartitionOffsetMap, high_water, merged_ends, raise_to
+from ..table.table_logs import TableLogs
+from .attempt import BatchAttempt, CommitResult, elapsed_ms
+from .engine import CommitEngine
+from .housekeeping import Housekeeping, warm_up_in_background
+from .janitor import Janitor
+from .lease import Lease, fenced_cause
+from .options import CommitterOptions
+from .recovery import PublishedView, RecoveryReport, abort_attempt, check_logs_consistent, recover
+from .sequence import CommitSequence
+from .step import Distribute, StepContext
+from .wal import CommitSequenceStore
+
+log = logging.getLogger("streaming_exactly_once.commit")
+
+
+class Writer(ABC):
+    """One process's hold on a root, exactly once per (query id, Spark batch id)."""
+
+    def __init__(self, storage: Storage, options: CommitterOptions) -> None:
+        self.storage = storage
+        self.options = options
+        #: what the root must be for this writer; checked against its identity before ``open``
+        #: reads the logs laid out by it
+        self.spec = self._spec()
+        self.logs = TableLogs.for_identity(storage, self.spec, retention_ms=options.retention_ms, source_retention_ms=options.source_retention_ms)
+        self.wal = CommitSequenceStore(storage)
+        self.lease = Lease(storage, timeout_ms=options.lease_timeout_ms, description=options.description)
+        self.housekeeping = Housekeeping(
+            storage, self.wal, self.lease, min_batches_to_retain=options.min_batches_to_retain,
+            cleanup_delay_ms=options.cleanup_delay_ms, prepare_compactions=options.prepare_compactions,
+        )
+        self.engine = CommitEngine(storage, self.wal, self.lease, self.housekeeping.gate, step_retries=options.step_retries)
+        self.identity: TableIdentity | None = None
+        self.latest_batch_id = -1
+        self.last_recovery: RecoveryReport | None = None
+        self._ready = False
+        self._committed: dict[str, int] = {}
+        self._table_rows: int | None = 0
+        self._input_paths: set[str] | None = None
+        self._offset_marks: PartitionOffsetMap | None = None
+        #: set by a sink: runs a function over chunks of a list on the cluster (see StepContext)
+        self.distribute: Distribute | None = None
+        #: Delta logs by table (None: this root), kept across batches (``StepContext.delta_targets``)
+        self.delta_targets: dict[str | None, DeltaTarget] = {}
+        #: this writer's threads for what a commit overlaps (``storage.io_threads``)
+        self.pool = OwnedPool("commit", 4)
+
+    # -- what differs between a table and a dataset group -------------------------------------
+
+    @abstractmethod
+    def _spec(self) -> TableSpec:
+        """What the root must be (its identity's kind, format, layout)."""
+
+    @abstractmethod
+    def _view(self) -> PublishedView:
+        """How recovery tells a published batch (a table's manifest, a group's commit records)."""
+
+    @abstractmethod
+    def _forget_tables(self) -> None:
+        """Before recovery: drop what is cached about the root's tables (recovery may publish)."""
+
+    @abstractmethod
+    def _load_state(self, newest: CommitRecord | None) -> None:
+        """After recovery: what else the newest commit record holds (a group's datasets)."""
+
+    @abstractmethod
+    def _all_logs(self) -> list[CompactibleLog[Any]]:
+        """Every log this writer keeps (its compactions are prepared, its work files discarded)."""
+
+    @abstractmethod
+    def _prepare(self) -> None:
+        """One pass preparing the next compact files of the logs the last batch wrote."""
+
+    def _member_logs(self) -> Callable[[str], TableLogs] | None:
+        """A dataset group's tables' logs, by path under the root (None: not a group)."""
+        return None
+
+    def _history_is_large(self) -> bool:
+        """Whether compactions cost more than the imports of the first index build."""
+        return False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int | None:
+        return self.lease.epoch
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+    @property
+    def janitor(self) -> Janitor:
+        return self.housekeeping.janitor
+
+    @property
+    def preparation_owner(self) -> str:
+        """Names this writer's compaction work files (``CompactionPreparation.owner``)."""
+        return f"e{self.lease.epoch}"
+
+    def _ctx(self) -> StepContext:
+        return StepContext(
+            storage=self.storage,
+            logs=self.logs,
+            move_threads=self.options.move_threads,
+            epoch=self.lease.epoch,
+            distribute=self.distribute,
+            distribute_from=self.options.worker_moves_from,
+            delta_targets=self.delta_targets,
+            member_logs=self._member_logs(),
+        )
+
+    def open(self) -> RecoveryReport:
+        """Take the lease (if not held), recover, and load the state batches are checked against."""
+        if self.lease.epoch is None:
+            # The lease, the WAL and every log rely on exclusive creates: make sure this endpoint
+            # really has them before trusting it with one (cached per endpoint and bucket).
+            self.storage.check_exclusive_create(PROBE_DIR)
+            self.lease.acquire()
+            if self.options.heartbeat:
+                self.lease.start_heartbeat()
+        self.lease.check_fence("recover")
+        try:
+            # A configuration the root refuses is refused before anything reads the logs
+            # through it - recovery judges claims by the manifest this spec locates.
+            check_identity(self.storage, self.spec)
+            self.housekeeping.quiesce(self._all_logs())  # the recovery discards their work anyway
+            self._forget_tables()
+            for log_ in self.logs.all_logs():
+                log_.gaps()  # a stray file far beyond the latest batch is named before anything trusts "latest"
+            self.housekeeping.adopt(self.logs.all_logs(), self.preparation_owner)
+            report = self._recover()
+            self.last_recovery = report
+            self.latest_batch_id = report.latest_batch_id
+            # A root reached through another spelling (a symlink, a move, s3a://) gets entries
+            # under that root: record it so readers and gc know them all.
+            self.identity = note_root(self.storage, ensure_identity(self.storage, self.spec, first_batch_id=self.latest_batch_id + 1))
+            if self.identity.first_batch_id > 0 and self.logs.commits.latest_batch_id(refresh=True) is None:
+                # Adopting a table written by Spark's own file sink: our logs start here.
+                for log_ in (self.logs.require_offsets(), self.logs.commits, self.logs.require_sources()):
+                    log_.write_empty_baseline(self.identity.first_batch_id - 1)
+            check_logs_consistent(self.logs, self.latest_batch_id, self.identity.first_batch_id)
+            self._check_delta()
+            latest_records = self.logs.commits.latest_per_query()
+            newest = max(latest_records.values(), key=lambda r: r.batch_id, default=None)
+            self._load_state(newest)
+        except BaseException:
+            # The root needs a person (the error says what to do): free it for `seo recover` at once.
+            self.lease.release()
+            raise
+        self._committed = {q: r.spark_batch_id for q, r in latest_records.items()}
+        self._table_rows = newest.table_rows if newest is not None else 0
+        self._input_paths = None
+        self._offset_marks = None
+        self._ready = True
+        # The next compaction's copy starts now, not after the first batch: the first one after
+        # a start is otherwise left to its own batch.
+        self.housekeeping.queue_preparation(self._prepare)
+        if self._history_is_large():
+            warm_up_in_background()
+        if not report.clean:
+            log.warning("recovery of %s: %s", self.storage.root_uri, report)
+        return report
+
+    def _recover(self) -> RecoveryReport:
+        return recover(
+            self.storage, self.logs, self.wal, self._ctx(), view=self._view(), retries=self.options.step_retries, fence=self.lease.check_fence
+        )
+
+    @property
+    def delta(self) -> DeltaTarget | None:
+        """This root's own Delta log (``format="delta"``, after ``open``); None otherwise."""
+        if self.identity is None or self.identity.delta_app_id is None or self.options.delta is None:
+            return None
+        target = self.delta_targets.get(None)
+        if target is None or target.app_id != self.identity.delta_app_id:
+            target = self.delta_targets[None] = DeltaTarget(self.storage, self.identity.delta_app_id, self.options.delta)
+        return target
+
+    def _check_delta(self) -> None:
+        """After recovery the Delta log holds exactly the manifest's batches (every batch whose
+        manifest entry is published had its Delta commit rolled forward)."""
+        target = self.delta
+        if target is None:
+            return
+        assert self.identity is not None
+        if self.identity.first_batch_id > 0:
+            raise ConfigError(
+                f"Table {self.storage.root_uri} was first written by Spark's own file sink (batches before "
+                f"{self.identity.first_batch_id} have no records of this library), so its Delta log would miss them. "
+                "Write format='delta' to a new table.",
+                table=self.storage.root_uri,
+                key="format",
+            )
+        applied = target.applied_batch()
+        applied = -1 if applied is None else applied
+        if applied != self.latest_batch_id:
+            raise DeltaTableError(
+                f"The Delta log {target.log_uri} holds batches up to {applied} of table {self.storage.root_uri}, but its "
+                f"manifest holds batches up to {self.latest_batch_id} and no commit is pending. Delta readers and "
+                "manifest readers would see different data. Restore the Delta log (or the manifest) from a backup; "
+                "`seo status` shows both.",
+                path=target.log_uri,
+                table=self.storage.root_uri,
+            )
+
+    def invalidate(self) -> None:
+        """After a failed batch: the next ``ensure_open`` recovers before anything else."""
+        self._ready = False
+
+    def ensure_open(self) -> None:
+        if not self._ready or self.lease.epoch is None:  # the lease may have been given up
+            self.open()
+
+    def close(self) -> None:
+        self.housekeeping.close(self._all_logs())
+        self.lease.release()
+        self.pool.close()
+        self._ready = False
+
+    # -- state -------------------------------------------------------------------------------
+
+    def last_spark_batch(self, query_id: str) -> int | None:
+        return self._committed.get(query_id)
+
+    def is_committed(self, query_id: str, spark_batch_id: int) -> bool:
+        last = self._committed.get(query_id)
+        return last is not None and spark_batch_id <= last
+
+    def knows_query(self, query_id: str) -> bool:
+        return query_id in self._committed
+
+    def committed_input_paths(self) -> set[str]:
+        """Every input file the root has committed (loaded on first use, then kept current)."""
+        if self._input_paths is None:
+            self._input_paths = self.logs.require_sources().committed_paths()
+        return self._input_paths
+
+    def offset_marks(self) -> PartitionOffsetMap:
+        """The high-water mark of every partitioned source's partition the root committed
+        (``table.source_offsets``; loaded on first use, then kept current)."""
+        if self._offset_marks is None:
+            latest = self.logs.require_offsets().latest_per_query().values()
+            self._offset_marks = high_water(record.source_offsets for record in latest)
+        return self._offset_marks
+
+    # -- attempts ----------------------------------------------------------------------------
+
+    def begin(
+        self, query_id: str, spark_batch_id: int, *, mode: str, checkpoint: str | None = None, offsets: OffsetSeq | None = None
+    ) -> BatchAttempt:
+        self.ensure_open()
+        self.lease.check_fence("stage")
+        t0 = time.perf_counter()
+        batch_id = self.latest_batch_id + 1
+        token = uuid.uuid4().hex[:8]
+        key = AttemptKey(batch_id, query_id, spark_batch_id, self.lease.epoch or 0, token, mode)
+        attempt = BatchAttempt(
+            key=key,
+            staging_dir=staging_dir(batch_id, token, key.epoch),
+            offsets=OffsetsRecord.of(
+                key,
+                checkpoint=checkpoint,
+                source_offsets=tuple(offsets.offsets) if offsets else (),
+                batch_watermark_ms=offsets.batch_watermark_ms if offsets else None,
+                batch_timestamp_ms=offsets.batch_timestamp_ms if offsets else None,
+                written_ms=int(time.time() * 1000),
+            ),
+        )
+        attempt.timings["intent"] = elapsed_ms(t0)
+        return attempt
+
+    @contextlib.contextmanager
+    def batch(
+        self, query_id: str, spark_batch_id: int, *, mode: str, checkpoint: str | None = None, offsets: OffsetSeq | None = None
+    ) -> Iterator[BatchAttempt]:
+        """One attempt at a batch, as a block::
+
+            with committer.batch(query_id, spark_batch_id, mode="rename") as attempt:
+                files = write_the_data_under(attempt.staging_dir)
+                result = committer.commit(attempt, files, num_rows=n)
+
+        If the block raises before the attempt's claim, the attempt is aborted (``abort``) and
+        the error goes on. A claimed attempt is never aborted: it can only roll forward."""
+        attempt = self.begin(query_id, spark_batch_id, mode=mode, checkpoint=checkpoint, offsets=offsets)
+        try:
+            yield attempt
+        except BaseException as exc:
+            self.abort(attempt)
+            fenced = self.fenced_cause_of(exc)
+            if fenced is not None:
+                raise fenced from exc
+            raise
+
+    def fenced_cause_of(self, exc: BaseException) -> WriterFencedError | None:
+        """The ``WriterFencedError`` behind a failed staging, if this writer was fenced meanwhile:
+        the successor's recovery removed the frozen writer's staging directory, and its own
+        write failed with whatever the storage says about a missing directory."""
+        if not isinstance(exc, Exception) or isinstance(exc, ExactlyOnceError):
+            return None
+        try:
+            return fenced_cause(self.storage, self.lease.epoch, "stage")
+        except Exception:  # never mask the real error
+            return None
+
+    def abort(self, attempt: BatchAttempt) -> None:
+        """Best-effort removal of an attempt that will not commit: only its own staging directory
+        (and, in direct mode, the files its intents name), whoever holds the root by now."""
+        try:
+            claim = self.wal.get(attempt.batch_id)
+            if claim is not None and claim.attempt == attempt.attempt:
+                return  # claimed: this batch may only roll forward (recovery does it)
+            abort_attempt(self.storage, attempt.staging_dir)
+        except Exception:  # recovery at the next start does the same; never mask the real error
+            log.exception("could not clean up attempt %s of batch %d", attempt.attempt, attempt.batch_id)
+
+    # -- a planned commit --------------------------------------------------------------------
+
+    def _run(
+        self,
+        attempt: BatchAttempt,
+        seq: CommitSequence,
+        t_plan: float,
+        *,
+        retention: Iterable[tuple[CompactibleLog[Any], int]],
+        indexes: Iterable[tuple[object, Callable[[], None]]] = (),
+    ) -> StepContext:
+        """Commit ``seq`` (the engine), then leave what follows to the housekeeping."""
+        ctx = self._ctx()
+        ctx.pool = self.pool.get()
+        ctx.defer_sync = True  # a fresh commit: the claim can rebuild the bookkeeping records
+        ctx.timings.update(attempt.timings)
+        ctx.timings["plan"] = elapsed_ms(t_plan)
+        self.engine.run(seq, ctx)
+        self.housekeeping.batch_committed(seq, ctx, retention=retention, prepare=self._prepare, indexes=indexes)
+        return ctx
+
+    def _finish(self, attempt: BatchAttempt, record: CommitRecord, input_files: Sequence[InputFile], ctx: StepContext) -> CommitResult:
+        """Bring the in-memory state up to the batch just committed."""
+        self.latest_batch_id = record.batch_id
+        self._table_rows = record.table_rows
+        self._committed[attempt.query_id] = attempt.spark_batch_id
+        if self._input_paths is not None:
+            self._input_paths.update(i.path for i in input_files)
+        if self._offset_marks is not None:
+            raise_to(self._offset_marks, merged_ends(attempt.offsets.source_offsets))
+        self.housekeeping.keep_pace(self._all_logs(), ctx)
+        return CommitResult(attempt.query_id, attempt.spark_batch_id, "committed", record.batch_id, record, dict(ctx.timings))

@@ -1,0 +1,157 @@
+"""A Delta commit that also changes the table's schema, written as the Delta protocol says.
+
+delta-rs 1.6 appends files with ``create_write_transaction(mode="append")`` and never writes a
+``metaData`` action in that mode (a wider schema given to it is silently dropped - measured
+here); its other schema operations are commits of their own (``alter.add_columns``) or replace
+the table (``mode="overwrite"``). A batch that adds columns must add them *and* its files in one
+Delta version - each version is one batch, and a reader must never see the files without their
+columns - so that one commit is written here: ``_delta_log/<v>.json`` created if absent, the
+Delta protocol's mutual exclusion between writers (delta-rs does the same with
+``conditional_put`` on S3). One line each (shown shortened)::
+
+    {"commitInfo":{"timestamp":1795313165300,"operation":"WRITE","operationParameters":{"mode":"Append",...},"seoBatchId":"7",...}}
+    {"metaData":{"id":"<the table's>",...,"schemaString":"<new schema>","partitionColumns":["p"],...}}
+    {"txn":{"appId":"streaming-exactly-once:5b0c...","version":7,"lastUpdated":1795313165300}}
+    {"add":{"path":"p=a/part-00000-....parquet","partitionValues":{"p":"a"},"size":903,"modificationTime":1795313165250,"dataChange":true,"stats":"{\\"numRecords\\":5}"}}
+
+``metaData`` keeps everything of the table's but ``schemaString``; the protocol is unchanged.
+Paths are percent-encoded the way delta-rs encodes them (``add_path``). Which changes Delta
+allows without ``typeWidening`` - nullable columns added at the end, nothing else - is checked
+first (``check_evolution``, Delta's ``mergeSchema`` rule for an append).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
+
+from ..errors import DeltaSchemaMismatchError
+from ..storage.base import Storage
+from .files import DeltaFile, partition_values
+from .schema import fields_of
+from .stats import stats_json
+
+log = logging.getLogger("streaming_exactly_once.delta")
+
+LOG_DIR = "_delta_log"
+#: delta.checkpointInterval where a table does not set it (delta-rs checkpoints every 100 versions then).
+DEFAULT_CHECKPOINT_INTERVAL = 100
+ENGINE = "streaming-exactly-once"
+#: What delta-rs leaves unencoded in a path segment (RFC 3986 ``pchar`` minus ``%``), besides ``/``.
+_SAFE = "/!$&'()*+,;=:@~"
+
+
+def _bare(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _bare(v) for k, v in value.items() if k != "metadata"}
+    if isinstance(value, list):
+        return [_bare(v) for v in value]
+    return value
+
+
+def evolves(current: str, new: str | None) -> bool:
+    """Whether ``new`` (a batch's table schema) differs from the log's ``current`` schema."""
+    return new is not None and _bare(fields_of(new)) != _bare(fields_of(current))
+
+
+def check_evolution(current: str, new: str, *, table: str, log_uri: str) -> None:
+    """Delta's rule for an append that changes the schema: ``new`` is ``current`` followed by
+    nullable columns; ``DeltaSchemaMismatchError`` naming what else changed."""
+    old, now = fields_of(current), fields_of(new)
+    problems = []
+    if _bare(now[: len(old)]) != _bare(old):
+        problems.append("the table's existing columns would change (Delta widens types only with its typeWidening feature)")
+    for f in now[len(old) :]:
+        if not f.get("nullable", True):
+            problems.append(f"added column {f['name']!r} is not nullable")
+    if problems:
+        raise DeltaSchemaMismatchError(
+            f"Delta table {table} (schema in {log_uri}) cannot take the batch's schema change: {'; '.join(problems)}. "
+            "Nothing was written. Delta adds nullable columns at the end of the schema only; cast the stream's "
+            "columns to the table's types, or write to a new table.",
+            table=table,
+            problems=problems,
+        )
+
+
+def add_path(path: str) -> str:
+    """``path`` (relative, as on disk) as delta-rs writes it in an ``add`` action."""
+    return quote(path, safe=_SAFE)
+
+
+def commit_lines(
+    *,
+    metadata: Any,
+    table_schema: str,
+    app_id: str,
+    batch_id: int,
+    files: Sequence[DeltaFile],
+    info: Mapping[str, str],
+    table: str,
+    now_ms: int | None = None,
+) -> bytes:
+    """The bytes of the commit (module docstring); ``metadata`` is delta-rs's ``Metadata`` of the
+    table's current version."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    partitions = list(metadata.partition_columns or [])
+    actions: list[dict[str, Any]] = [
+        {
+            "commitInfo": {
+                "timestamp": now,
+                "operation": "WRITE",
+                "operationParameters": {"mode": "Append", "partitionBy": json.dumps(partitions)},
+                "engineInfo": ENGINE,
+                **dict(info),
+            }
+        },
+        {
+            "metaData": {
+                "id": metadata.id,
+                "name": metadata.name,
+                "description": metadata.description,
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": table_schema,
+                "partitionColumns": partitions,
+                "createdTime": metadata.created_time,
+                "configuration": dict(metadata.configuration or {}),
+            }
+        },
+        {"txn": {"appId": app_id, "version": batch_id, "lastUpdated": now}},
+    ]
+    for f in files:
+        actions.append(
+            {
+                "add": {
+                    "path": add_path(f.path),
+                    "partitionValues": partition_values(f.path, partitions, table=table),
+                    "size": f.size,
+                    "modificationTime": f.mtime_ms,
+                    "dataChange": True,
+                    **({"stats": stats_json(f.rows)} if f.rows is not None else {}),
+                }
+            }
+        )
+    return "\n".join(json.dumps(a, separators=(",", ":"), ensure_ascii=False) for a in actions).encode("utf-8") + b"\n"
+
+
+def write_commit(storage: Storage, version: int, data: bytes) -> None:
+    """Create ``_delta_log/<version>.json``; ``FileExistsError`` if another commit took it."""
+    storage.put_if_absent(f"{LOG_DIR}/{version:020d}.json", data)
+
+
+def checkpoint_if_due(load: Callable[[], Any], version: int, *, log_uri: str) -> None:
+    """After a commit written here: the checkpoint delta-rs's post-commit hook would have written,
+    at versions ``k * delta.checkpointInterval - 1``. ``load`` gives the table at its latest
+    version. A failure is logged, never raised: the batch is committed, a later checkpoint covers it."""
+    try:
+        table = load()
+        config = table.metadata().configuration or {}
+        interval = int(config.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
+        if interval > 0 and (version + 1) % interval == 0 and table.version() == version:
+            table.create_checkpoint()
+    except Exception as exc:
+        log.warning("Delta checkpoint of %s at version %d failed (the batch is committed): %s", log_uri, version, exc)

@@ -1,0 +1,297 @@
+"""Does a batch fit its table's schema? The rules, as one pure function over Spark schema JSON.
+
+A table's schema is a Spark struct schema (``df.schema.json()``, partition columns included);
+``compare`` judges a batch's schema against it and says, column by column, what happens. The
+rules follow what the readers of the table's files can read - verified on this project's
+versions (Spark 4.3, pyarrow 26, polars 2.1, duckdb 2.0; ``tests/table/test_schema_readers.py``
+repeats it):
+
+=====================================  ==========  =============  =============  ==========
+files of one column disagree           Spark       Spark          Spark, schema  our readers
+                                       (default)   mergeSchema    given          (Arrow)
+=====================================  ==========  =============  =============  ==========
+a column only in newer files           dropped or  null in older  null in older  null in
+                                       not [#]_    files          files          older files
+int32 and int64 (float and double)     fails or    fails:         reads (wide)   reads (wide)
+                                       not [#]_    CANNOT_MERGE
+long and string                        fails       fails          fails          casts or fails
+=====================================  ==========  =============  =============  ==========
+
+.. [#] Without ``mergeSchema`` Spark takes the schema of the first data file by path order -
+   any batch's file - so the outcome depends on file names.
+
+Hence:
+
+* **same type** - written as is. Nullability of a column both have is never a reason to refuse:
+  Spark reads every file column as nullable, and nearly every streaming column is declared
+  nullable, so refusing a nullable batch column for a table column declared non-null would
+  refuse most streams. The table's column becomes nullable then (in every mode, recorded like
+  an evolution: readers must not be told a column holds no nulls when it may) - except in a
+  Delta table, whose NOT NULL is Delta's to enforce.
+* **the batch's type is narrower** (``integer`` into a ``long`` column; ``WIDENINGS``) - the
+  batch is cast up before it is written (``casts``): the files keep the table's type, every
+  reader reads them.
+* **a table column the batch lacks** - nullable: written as nulls (``fills``); non-nullable:
+  refused (a reader would find nulls in it).
+* **a column the table lacks** - refused unless evolution adds columns; then added, nullable
+  (rows written before it read as null), after the table's columns.
+* **the batch's type is wider** (``long`` into an ``integer`` column) - refused unless
+  evolution widens (``add_and_widen``); then the table's type becomes the wider one. Only for
+  formats whose readers take a wider read type (``WIDENING_FORMATS``), never for Delta (whose
+  ``typeWidening`` table feature this library does not manage). Vanilla Spark needs the schema
+  given to read such a table (see ``docs/schema.md``).
+* **any other type change**, a nested type that differs in any way, a column whose name
+  differs from the table's only in case (Spark matches it, Arrow readers do not), other
+  partition columns - refused.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: ``schema_evolution`` values: nothing changes the schema; new columns may be added; new
+#: columns and the ``WIDENINGS``.
+EVOLUTION_MODES = ("none", "add_columns", "add_and_widen")
+#: Formats whose files carry their schema, so that columns can be added (CSV and text are
+#: positional; ORC and Avro are not verified here).
+EVOLVING_FORMATS = ("parquet", "json", "delta")
+#: Formats whose readers read a narrower type as a wider one given the wider schema.
+WIDENING_FORMATS = ("parquet", "json")
+
+_INTEGRAL = ("byte", "short", "integer", "long")
+#: (narrower, wider) type pairs every reader of this library reads as the wider type.
+WIDENINGS = frozenset(
+    [(a, b) for i, a in enumerate(_INTEGRAL) for b in _INTEGRAL[i + 1 :]]
+    + [("float", "double")]
+    + [(a, "double") for a in ("byte", "short", "integer")]
+)
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One reason a batch does not fit: the column, how the table and the batch have it."""
+
+    column: str
+    table: str  # the table's side, e.g. "long" or "long not null" or "-" (absent)
+    batch: str
+    problem: str  # why it cannot be written, one short clause
+    kind: str  # "type" | "widen" | "added" | "dropped" | "case" | "partitioning"
+
+    def summary(self) -> str:
+        if self.kind == "partitioning":
+            return f"the table is partitioned by {self.table}, the sink by {self.batch}"
+        if self.kind == "added":
+            return f"column {self.column!r} ({self.batch}) is not in the table"
+        if self.kind == "dropped":
+            return f"the table's non-nullable column {self.column!r} is not in the batch"
+        return f"column {self.column!r} is {self.batch} in the batch, {self.table} in the table"
+
+    def to_json(self) -> dict[str, str]:
+        return {"column": self.column, "table": self.table, "batch": self.batch, "problem": self.problem, "kind": self.kind}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What writing a batch means for its table (``compare``)."""
+
+    #: the table's schema after the batch (the batch's own when it creates the table)
+    schema: str
+    #: why the batch cannot be written as it is; empty: it can
+    mismatches: tuple[Mismatch, ...] = ()
+    #: the table's schema changes with this batch (created, columns added, types widened)
+    changed: bool = False
+    #: what changes, for people: "added column 'x' (string)", "widened 'id': integer -> long"
+    changes: tuple[str, ...] = ()
+    #: columns the batch has narrower than the table: cast up before writing
+    casts: tuple[str, ...] = ()
+    #: nullable table columns the batch lacks: written as nulls
+    fills: tuple[str, ...] = ()
+    #: the batch's columns are not the table's in the table's order (CSV files are positional)
+    reordered: bool = False
+
+    @property
+    def fits(self) -> bool:
+        return not self.mismatches
+
+    @property
+    def needs_alignment(self) -> bool:
+        """The batch must be conformed to ``schema`` before its files are written."""
+        return bool(self.casts or self.fills or self.reordered)
+
+
+def fields_of(schema_json: str) -> list[dict[str, Any]]:
+    """The top-level fields of a Spark struct schema JSON; ``ValueError`` if it is none."""
+    obj = json.loads(schema_json)
+    if not isinstance(obj, dict) or obj.get("type") != "struct" or not isinstance(obj.get("fields"), list):
+        raise ValueError("not a Spark struct schema")
+    fields: list[dict[str, Any]] = obj["fields"]
+    if not all(isinstance(f, dict) and isinstance(f.get("name"), str) and "type" in f for f in fields):
+        raise ValueError("a field of the schema has no name or type")
+    return fields
+
+
+def struct_json(fields: Sequence[dict[str, Any]]) -> str:
+    """A Spark struct schema JSON of ``fields``, compact as Spark writes it."""
+    return json.dumps({"type": "struct", "fields": list(fields)}, separators=(",", ":"))
+
+
+def shape(type_: Any) -> Any:
+    """A type as readers compare it: without field metadata and without nullability."""
+    if isinstance(type_, dict):
+        return {k: shape(v) for k, v in type_.items() if k not in ("metadata", "nullable", "containsNull", "valueContainsNull")}
+    if isinstance(type_, list):
+        return [shape(v) for v in type_]
+    return type_
+
+
+def type_text(type_: Any, nullable: bool = True) -> str:
+    """A type for people: ``long``, ``long not null``, ``struct<...>`` (nested JSON, cut short)."""
+    text = type_ if isinstance(type_, str) else json.dumps(shape(type_), separators=(",", ":"))
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return text if nullable else f"{text} not null"
+
+
+def _field(f: dict[str, Any]) -> str:
+    return type_text(f["type"], bool(f.get("nullable", True)))
+
+
+def compare(
+    table_schema: str | None,
+    table_partitions: Sequence[str],
+    batch_schema: str,
+    partition_by: Sequence[str],
+    *,
+    evolution: str = "none",
+    delta: bool = False,
+    file_format: str = "parquet",
+) -> Verdict:
+    """Judge ``batch_schema`` (partitioned by ``partition_by``) against the table (module docstring).
+
+    ``table_schema`` None: the table has none yet - the batch's becomes it. ``delta``: the
+    table is also a Delta table (never widened); ``file_format``: its files' format.
+    """
+    batch = fields_of(batch_schema)
+    if table_schema is None:
+        return Verdict(schema=struct_json(batch), changed=True, changes=("created",))
+    table = fields_of(table_schema)
+    mismatches: list[Mismatch] = []
+    if list(table_partitions) != list(partition_by):
+        mismatches.append(
+            Mismatch(
+                "(partition columns)",
+                str(list(table_partitions)),
+                str(list(partition_by)),
+                "other partition columns: files would be laid out another way",
+                "partitioning",
+            )
+        )
+    adds = evolution in ("add_columns", "add_and_widen") and file_format in EVOLVING_FORMATS
+    widens = evolution == "add_and_widen" and not delta and file_format in WIDENING_FORMATS
+    by_name = {f["name"]: f for f in batch}
+    by_lower = {f["name"].lower(): f for f in batch}
+    result: list[dict[str, Any]] = []
+    changes: list[str] = []
+    casts: list[str] = []
+    fills: list[str] = []
+    for t in table:
+        name = t["name"]
+        b = by_name.get(name)
+        if b is None and name.lower() in by_lower:
+            other = by_lower[name.lower()]
+            mismatches.append(
+                Mismatch(
+                    name,
+                    _field(t),
+                    f"{other['name']}: {_field(other)}",
+                    "the name differs only in case: Spark matches it, Arrow readers do not",
+                    "case",
+                )
+            )
+            result.append(t)
+            continue
+        if b is None:
+            if not t.get("nullable", True):
+                mismatches.append(Mismatch(name, _field(t), "-", "a non-nullable column is missing: it would read as null", "dropped"))
+            else:
+                fills.append(name)
+            result.append(t)
+            continue
+        old, new = shape(t["type"]), shape(b["type"])
+        pair = (old, new) if isinstance(old, str) and isinstance(new, str) else None  # atomic types only widen
+        refused = len(mismatches)
+        if old == new:
+            result.append(t)
+        elif pair is not None and (new, old) in WIDENINGS:
+            casts.append(name)  # narrower than the table: cast up, the files keep the table's type
+            result.append(t)
+        elif pair is not None and pair in WIDENINGS and widens:
+            changes.append(f"widened {name!r}: {old} -> {new}")
+            result.append({**t, "type": b["type"]})
+        elif pair is not None and pair in WIDENINGS:
+            why = (
+                "Delta tables are not widened by this library (Delta's typeWidening feature)"
+                if delta
+                else f"{file_format} files are not widened"
+                if file_format not in WIDENING_FORMATS
+                else "a wider type needs schema_evolution='add_and_widen'"
+            )
+            mismatches.append(Mismatch(name, _field(t), _field(b), why, "widen"))
+            result.append(t)
+        else:
+            mismatches.append(Mismatch(name, _field(t), _field(b), "another type: readers cannot read both", "type"))
+            result.append(t)
+        if len(mismatches) == refused and not delta and not t.get("nullable", True) and b.get("nullable", True):
+            changes.append(f"{name!r} may hold nulls")  # the table says what its rows may hold
+            result[-1] = {**result[-1], "nullable": True}
+    known = {t["name"].lower() for t in table}
+    for b in batch:
+        if b["name"].lower() in known:
+            continue
+        if adds:
+            changes.append(f"added column {b['name']!r} ({type_text(b['type'])})")
+            result.append({**b, "nullable": True})
+        else:
+            why = f"{file_format} tables do not add columns" if evolution != "none" else "a new column needs schema_evolution='add_columns'"
+            mismatches.append(Mismatch(b["name"], "-", _field(b), why, "added"))
+    order = [f["name"] for f in result]
+    reordered = [f["name"] for f in batch] != order
+    return Verdict(
+        schema=struct_json(result) if changes else table_schema,
+        mismatches=tuple(mismatches),
+        changed=bool(changes),
+        changes=tuple(changes),
+        casts=tuple(casts),
+        fills=tuple(fills),
+        reordered=reordered,
+    )
+
+
+def side_by_side(mismatches: Sequence[Mismatch]) -> str:
+    """The mismatches as an aligned table: column, the table's type, the batch's, the problem."""
+    rows = [("column", "table", "batch", "problem")] + [(m.column, m.table, m.batch, m.problem) for m in mismatches]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    return "\n".join("  " + "  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3] for r in rows)
+
+
+def advice(mismatches: Sequence[Mismatch], *, delta: bool) -> str:
+    """What to do about ``mismatches``, one sentence per kind of problem."""
+    kinds = {m.kind for m in mismatches}
+    out = []
+    if kinds & {"type", "case"}:
+        out.append(
+            "select and cast the stream's columns to the table's names and types "
+            "(e.g. df.withColumn('id', col('id').cast('long'))), or write to a new table"
+        )
+    if "widen" in kinds:
+        out.append("cast the column to the table's type" + ("" if delta else ", or pass schema_evolution='add_and_widen' to widen the table"))
+    if "added" in kinds:
+        out.append("drop the new column(s), or pass schema_evolution='add_columns' to add them (nullable)")
+    if "dropped" in kinds:
+        out.append("add the missing column(s) to the stream (a non-nullable column cannot be left out)")
+    if "partitioning" in kinds:
+        out.append("use the table's partition columns, or write to a new table")
+    return "; ".join(out)

@@ -1,0 +1,71 @@
+"""The bounded slice of the torture matrix (``tests.torture.matrix``) for ``make test``.
+
+Every supported combination (``matrix_combos.COMBOS``: staging mode x manifest location x
+format x table or dataset group x local disk or moto's S3) once, killed at the points most
+likely to break (``LIKELY``: the claim, the moves, the manifest and Delta steps, the commit
+record, the janitor's record sync, a group's members; ``bounded_plan`` spreads them over the
+combinations), a zombie takeover, a restart with a wrong configuration right after the first
+kill, maintenance commands after each cycle, and the final drain, recover, gc and verify. The combinations run two at a time in one fixture;
+each has its own test, which fails with that combination's problems. The long run is
+``python -m tests.torture.matrix --kills 300``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.torture.matrix import run_matrix, s3_options
+from tests.torture.matrix_combos import COMBOS, LIKELY, Combo
+
+pytestmark = [pytest.mark.torture, pytest.mark.slow, pytest.mark.s3]
+
+
+def bounded_plan(combo: Combo, index: int) -> list[tuple[str, str]]:
+    """Local: three of the likely kill points (the window moves along the list from one
+    combination to the next), a zombie, a wrong configuration. S3 (each cycle there costs about
+    three times as much): one kill, a wrong configuration, a zombie in every other combination."""
+    likely = [b for b in LIKELY if b in combo.boundaries]
+    local = combo.store == "local"
+    kills = [likely[(3 * index + i) % len(likely)] for i in range(3 if local else 1)]
+    wrong = sorted(combo.wrong_configs())
+    plan = [("kill", kills[0]), ("wrong", wrong[index % len(wrong)])]
+    if local or index % 2 == 0:
+        plan.append(("zombie", likely[(index + 1) % len(likely)]))
+    return plan + [("kill", b) for b in kills[1:]]
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory, moto_endpoint):
+    plans = {combo: bounded_plan(combo, i) for i, combo in enumerate(COMBOS)}
+    work = tmp_path_factory.mktemp("matrix")
+    summary = run_matrix(plans, seed=5, work=work, s3=s3_options(moto_endpoint), jobs=2, max_commands={"local": 2, "s3": 1}, quick=True, log=print)
+    (work / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(f"matrix summary: {work / 'summary.json'}; wall times: { ({n: s['wall_s'] for n, s in summary['per_combination'].items()}) }")
+    return summary
+
+
+@pytest.mark.parametrize("combo", COMBOS, ids=lambda c: c.name)
+def test_matrix_slice(matrix, combo):
+    stats = matrix["per_combination"][combo.name]
+    want = {b for what, b in bounded_plan(combo, COMBOS.index(combo)) if what == "kill"}
+    assert want <= set(stats["boundaries"]) | set(stats["not_reached"]), stats
+    assert stats["wrong_configs"], stats
+    assert stats["zombies"] or not any(what == "zombie" for what, _ in bounded_plan(combo, COMBOS.index(combo))), stats
+    assert not stats["problems"], f"{combo.name}: {len(stats['problems'])} problems:\n" + "\n".join(stats["problems"])
+    assert stats["duplicates"] == stats["losses"] == stats["missing_files"] == 0, stats
+    assert stats["final_verify"] == "clean", stats["final_verify"]
+    assert not stats["not_reached"], f"kill points never reached: {stats['not_reached']}"
+
+
+def test_the_long_runs_plan_kills_at_every_boundary_with_zombies_and_refused_restarts():
+    from collections import Counter
+
+    from tests.torture.matrix import long_plan
+
+    for combo in COMBOS:
+        plan = long_plan(combo, 2 * len(combo.boundaries), zombie_every=4, wrong_every=3, seed=1)
+        counts = Counter(what for what, _ in plan)
+        assert {b for what, b in plan if what == "kill"} == set(combo.boundaries), combo.name
+        assert counts["zombie"] >= len(combo.boundaries) // 2 and counts["wrong"] >= len(combo.boundaries) // 2, (combo.name, counts)
