@@ -19,16 +19,19 @@ reader can see it. Like every step it is judged by content:
 
 Bytes in the WAL (``commit.sequence``; one line)::
 
-    {"kind":"iceberg","batchId":12,"appId":"streaming-exactly-once:5b0c...","partitionBy":["day"],"schema":"{\\"type\\":\\"struct\\",...}","files":[["day=2024-01-01/part-00000-<uuid>.c000.snappy.parquet",903,1795313165250]],"table":"orders","catalog":{"name":"prod","identifier":"db.orders"},"minCountToMerge":100,"previousVersions":100,"info":{"queryId":"c578917c-...","sparkBatchId":"40"}}
+    {"kind":"iceberg","batchId":12,"appId":"streaming-exactly-once:5b0c...","partitionBy":["day"],"schema":"{\\"type\\":\\"struct\\",...}","tableSchema":"{...}","files":[["day=2024-01-01/part-00000-<uuid>.c000.snappy.parquet",903,1795313165250]],"table":"orders","catalog":{"name":"prod","identifier":"db.orders"},"minCountToMerge":100,"previousVersions":100,"info":{"queryId":"c578917c-...","sparkBatchId":"40"}}
 
 ``files`` are [path relative to the table, size, mtime ms]; ``schema`` is the batch's Spark
 schema JSON (the table's schema when the batch creates it; null only for a table that already
-exists); ``table`` is the table's path under a dataset group's root (absent for a single
+exists); ``tableSchema`` (absent unless the batch creates or changes the table's schema,
+``commit.table_schema``) the table's Spark schema after the batch: columns the Iceberg table
+lacks are added (optional) by the same commit as the snapshot; ``table`` is the table's path under a dataset group's root (absent for a single
 table); ``catalog`` names the pyiceberg catalog and the table in it (absent: the table's own
 metadata files, found by path) - its properties, credentials included, are resolved at run
 time (``StepContext.iceberg_catalogs``, else pyiceberg's configuration) and never written
 here; ``minCountToMerge``/``previousVersions`` are the table properties a first batch creates
-the table with; ``info`` goes into the snapshot's summary as ``seo.<key>``.
+the table with; ``snapshotsToKeep`` (absent: no expiry) how many newest snapshots the commit keeps,
+expiring the older ones in the same metadata version; ``info`` goes into the snapshot's summary as ``seo.<key>``.
 """
 
 from __future__ import annotations
@@ -79,6 +82,9 @@ class CommitIceberg(CommitStep):
     app_id: str = dc_field(default="", metadata=json_field("appId", str))
     partition_by: tuple[str, ...] = dc_field(default=(), metadata=json_field("partitionBy", list, check=_strings))
     schema: str | None = dc_field(default=None, metadata=json_field("schema", str, optional=True))
+    #: the table's schema after this batch, when the batch changes it (columns added): the Iceberg
+    #: commit adds the columns to the table's schema (``iceberg.target``)
+    table_schema: str | None = dc_field(default=None, metadata=json_field("tableSchema", str, optional=True, omit_default=True))
     #: on disk ``[[path, size, mtime], ...]``
     files: list[IcebergFile] = dc_field(default_factory=list, metadata=json_field("files", list, encode=_files_json, decode=_files))
     table: str | None = dc_field(default=None, metadata=json_field("table", str, optional=True, omit_default=True, check=_inside_field))
@@ -114,6 +120,7 @@ class CommitIceberg(CommitStep):
                 self.batch_id,
                 files,
                 schema_json=self.schema,
+                table_schema=self.table_schema,
                 partition_by=self.partition_by,
                 metadata=self.info,
                 fresh=True,

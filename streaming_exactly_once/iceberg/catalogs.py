@@ -50,7 +50,7 @@ from pyiceberg.serializers import ToOutputFile
 from pyiceberg.table import CommitTableResponse, CreateTableTransaction, StagedTable, Table
 from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil, new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
-from pyiceberg.table.update import AssertCreate, TableRequirement, TableUpdate, update_table_metadata
+from pyiceberg.table.update import AssertCreate, RemoveSnapshotsUpdate, TableRequirement, TableUpdate, update_table_metadata
 from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 
 from ..errors import IcebergTableError
@@ -84,6 +84,16 @@ class _OneTable(NoopCatalog):
         self.identifier = identifier
         #: the full metadata of each ``slim`` table handed out, by its metadata location
         self._full: dict[str, TableMetadata] = {}
+        #: snapshots the next ``commit_table`` also removes (``evolve``: the sink's expiry)
+        self._expiring: list[int] = []
+
+    def expire_with_next_commit(self, snapshot_ids: list[int]) -> None:
+        """Make the next commit also remove these snapshots (applied to the full metadata)."""
+        self._expiring = list(snapshot_ids)
+
+    def _with_expiry(self, updates: tuple[TableUpdate, ...]) -> tuple[TableUpdate, ...]:
+        ids, self._expiring = self._expiring, []
+        return (*updates, RemoveSnapshotsUpdate.model_validate({"snapshot-ids": ids})) if ids else updates
 
     def slim(self, table: Table) -> Table:
         """``table`` with only what an append reads of its metadata, to build a transaction on."""
@@ -224,6 +234,7 @@ class PathCatalog(_OneTable):
 
     def commit_table(self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]) -> CommitTableResponse:
         creating = any(isinstance(r, AssertCreate) for r in requirements)
+        updates = self._with_expiry(updates)
         base: TableMetadata | None = None if creating else self.full_base(table)
         for requirement in requirements:
             requirement.validate(base)  # CommitFailedException: the transaction was built wrongly
@@ -283,6 +294,7 @@ class ArbitratedCatalog(_OneTable):
 
     def commit_table(self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]) -> CommitTableResponse:
         base = self.full_base(table)
+        updates = self._with_expiry(updates)
         self.fileio.publish()
         try:
             response = self.inner.commit_table(table, requirements, updates)  # it applies them to its current metadata

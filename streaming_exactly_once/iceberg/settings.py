@@ -44,6 +44,12 @@ class IcebergSettings:
     #: write.metadata.previous-versions-max: metadata files kept besides the current one (older
     #: ones are deleted after each commit: each file holds the whole snapshot list)
     previous_versions: int = dc_field(default=100, metadata=json_field("previousVersions", int, optional=True))
+    #: the sink's snapshot expiry: each commit keeps this many newest snapshots and expires the
+    #: older ones (of any writer; branch and tag heads stay) in the same metadata version; None:
+    #: no expiry
+    snapshots_to_keep: int | None = dc_field(
+        default=None, metadata=json_field("snapshotsToKeep", int, optional=True, omit_default=True)
+    )
 
     def table_properties(self) -> dict[str, str]:
         return {

@@ -188,8 +188,13 @@ class IcebergTarget:
 
     # -- before the WAL claim --------------------------------------------------------------------
 
-    def check_batch(self, schema_json: str | None, partition_by: Sequence[str], *, refresh: bool = True) -> None:
-        """Refuse, before anything is claimed, a batch the Iceberg commit could not take."""
+    def check_batch(
+        self, schema_json: str | None, partition_by: Sequence[str], *, refresh: bool = True, table_schema: str | None = None
+    ) -> None:
+        """Refuse, before anything is claimed, a batch the Iceberg commit could not take.
+        ``table_schema``: the table's Spark schema after the batch, when the batch adds columns
+        (its commit adds them, ``evolve``)."""
+        from .evolve import added_columns, batch_view
         from .schema import check_fits, check_partition_types, iceberg_schema
 
         table = self.load(refresh=refresh)
@@ -205,6 +210,8 @@ class IcebergTarget:
         if table is None:
             return
         self.check_table(table)
+        if table_schema is not None:
+            batch = batch_view(batch, added_columns(table.schema(), table_schema, table=self.name))
         check_fits(table.metadata, batch, partition_by, table=self.name, metadata_file=table.metadata_location)
 
     def check_table(self, table: Table) -> None:
@@ -241,6 +248,7 @@ class IcebergTarget:
         partition_by: Sequence[str],
         metadata: Mapping[str, str],
         fresh: bool = False,
+        table_schema: str | None = None,
     ) -> int | None:
         """Commit ``files`` as manifest batch ``batch_id`` unless the table holds it already.
 
@@ -263,7 +271,7 @@ class IcebergTarget:
             fileio = self.catalog().fileio
             fileio.created.clear()
             try:
-                committed = self._commit_once(table, batch_id, files, schema_json, partition_by, metadata)
+                committed = self._commit_once(table, batch_id, files, schema_json, partition_by, metadata, table_schema)
             except LostRace as exc:
                 log.info("Iceberg commit of batch %d to %s lost a race (%s); reading the table again", batch_id, self.name, exc)
                 self._discard(fileio.created)
@@ -300,17 +308,22 @@ class IcebergTarget:
         schema_json: str | None,
         partition_by: Sequence[str],
         metadata: Mapping[str, str],
+        table_schema: str | None = None,
     ) -> Table:
         from pyiceberg.table import TableProperties
 
         from .datafiles import data_files
+        from .evolve import add_columns, snapshots_to_expire
         from .schema import iceberg_schema, partition_spec
 
-        self.check_batch(schema_json, partition_by, refresh=False)  # a table created meanwhile must fit too
+        # a table created meanwhile must fit too
+        self.check_batch(schema_json, partition_by, refresh=False, table_schema=table_schema)
         properties = {batch_property(self.app_id): str(batch_id)}
+        catalog = self.catalog()
+        catalog.expire_with_next_commit([])
         if table is None:
             assert schema_json is not None  # check_batch refused a first batch without one
-            schema = iceberg_schema(schema_json, table=self.name)
+            schema = iceberg_schema(table_schema or schema_json, table=self.name)
             txn = self.catalog().create_table_transaction(
                 self.catalog().identifier,
                 schema,
@@ -319,10 +332,14 @@ class IcebergTarget:
                 properties=self.settings.table_properties(),
             )
         else:
-            txn = self.catalog().slim(table).transaction()  # see catalogs: flat with history
+            txn = catalog.slim(table).transaction()  # see catalogs: flat with history
             if TableProperties.MANIFEST_MERGE_ENABLED not in table.metadata.properties:
                 # Iceberg's default (pyiceberg's is off): keeps the manifest list short
                 properties[TableProperties.MANIFEST_MERGE_ENABLED] = "true"
+            if table_schema is not None:
+                add_columns(txn, table_schema, table=self.name)  # in this commit (``evolve``)
+            if self.settings.snapshots_to_keep is not None:
+                catalog.expire_with_next_commit(snapshots_to_expire(table.metadata, self.settings.snapshots_to_keep))
         if txn.table_metadata.name_mapping() is None:
             properties[TableProperties.DEFAULT_NAME_MAPPING] = txn.table_metadata.schema().name_mapping.model_dump_json()
         txn.set_properties(properties)

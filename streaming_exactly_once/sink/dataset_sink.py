@@ -51,7 +51,7 @@ from .checks import Check, CheckResult, batch_checks, mandatory_failures, row_ch
 from .file_stats import FileStats
 from .group_writer import BUILTIN_ROW_CHECKS, CHECK_SEPARATOR, FAILED, FAILED_CHECKS, RESULT_FIELDS, GroupTaskWriter
 from .keywords import GroupKeywords, check_keywords, document
-from .options import DIRECT_FORMATS, GroupOptions, SinkOptions, check_evolving_format
+from .options import DIRECT_FORMATS, GroupOptions, SinkOptions, check_evolving_format, table_formats
 from .outputs import Output
 
 if TYPE_CHECKING:
@@ -111,7 +111,15 @@ class DatasetSink(BatchSink[GroupCommitter]):
         sink_options = SinkOptions.build(options)
         self.group = GroupOptions.build(options)
         self.outputs = self.group.resolved_outputs()
-        sink_options.validate_delta(any((o.format or sink_options.format) == "delta" for o in self.outputs))
+        formats = {f for o in self.outputs for f in table_formats(o.format or sink_options.format)}
+        if "iceberg" in formats:
+            raise ConfigError(
+                "format='iceberg' is not available for the tables of a DatasetSink yet (a dataset group commits its tables "
+                "through the group's WAL, which has no Iceberg step for member tables); write Iceberg tables with "
+                "ExactlyOnceSink, or use format='delta' for the group's outputs.",
+                key="format",
+            )
+        sink_options.validate_table_formats(formats)
         super().__init__(root, sink_options)
         if self.options.staging_mode == "direct":
             raise ConfigError(

@@ -242,6 +242,11 @@ class _Child:
         if self.p.get("delta") is not None:
             opts["delta"] = DeltaSettings(**self.p["delta"])
             opts.setdefault("partition_by", ("p",))
+        if self.p.get("iceberg") is not None:  # {"snapshots_to_keep": N} or {}: the path-based default
+            from streaming_exactly_once.iceberg.settings import IcebergSettings
+
+            opts["iceberg"] = IcebergSettings(**self.p["iceberg"])
+            opts.setdefault("partition_by", ("p",))
         opts["partition_by"] = tuple(opts.get("partition_by", ()))
         cls = GroupCommitter if self.p.get("group") else TableCommitter
         self.c = cls(self.storage, CommitterOptions(**opts))
@@ -331,7 +336,7 @@ class _Child:
             raise
 
     def _schema(self) -> str | None:
-        return self.schema or (SCHEMA_JSON if self.p.get("delta") is not None else None)
+        return self.schema or (SCHEMA_JSON if self.p.get("delta") is not None or self.p.get("iceberg") is not None else None)
 
     def _report(self, query, spark_batch, rows, fn, **extra) -> bool:
         try:

@@ -1,0 +1,255 @@
+"""``format="iceberg"`` through the commit layer, without Spark: real Parquet files, the Iceberg
+metadata written through our storage, restarts after failures at each boundary of the Iceberg
+step, the table's identity, upkeep (status, verify, gc, snapshot expiry) and schema evolution.
+What Iceberg readers see is read with pyiceberg alone, by path."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+
+import pytest
+
+from streaming_exactly_once import read
+from streaming_exactly_once.commit.sequence import CommitSequence
+from streaming_exactly_once.errors import ConfigError, IcebergTableError
+from streaming_exactly_once.maintenance.gc import collect_garbage
+from streaming_exactly_once.maintenance.status import table_status
+from streaming_exactly_once.maintenance.verify import verify_table
+from streaming_exactly_once.storage import open_storage
+from tests.commit.helpers import make_committer
+from tests.delta.helpers import SCHEMA, commit_batch
+from tests.iceberg.table_helpers import Q, current_metadata, iceberg_committer, ids_of, pyiceberg_ids, snapshots_by_batch
+from tests.torture.matrix_checks import changes, snapshot
+
+
+def test_each_batch_is_one_snapshot_and_every_reader_agrees_at_every_batch(tmp_path):
+    table = tmp_path / "t"
+    storage = open_storage(str(table))
+    committer = iceberg_committer(storage)
+    for b in range(5):
+        result = commit_batch(committer, Q, b, ids_of(b))
+        assert result.status == "committed" and result.batch_id == b
+    committer.close()
+    snapshots = snapshots_by_batch(table)
+    assert sorted(snapshots) == list(range(5))
+    meta = current_metadata(table)
+    assert meta["properties"][f"seo.batch-id.streaming-exactly-once:{_table_id(table)}"] == "4"
+    for b in range(5):
+        expected = Counter(i for x in range(b + 1) for i in ids_of(x))
+        assert pyiceberg_ids(table, snapshot_id=snapshots[b]) == expected
+        assert Counter(read.arrow(str(table), as_of=b).column("id").to_pylist()) == expected
+        assert read.iceberg_snapshot(str(table), as_of=b) == snapshots[b]
+    # the commit record names the snapshot; the WAL entry of an Iceberg batch is v6
+    record = json.loads((table / "_seo" / "commits" / "4").read_text().splitlines()[1])
+    assert record["icebergSnapshot"] == snapshots[4]
+    identity = (table / "_seo" / "table").read_text().splitlines()
+    assert identity[0] == "v3" and '"iceberg":{"appId":"streaming-exactly-once:' in identity[1]
+    assert verify_table(storage).problems == []
+    status = table_status(storage)["iceberg"]
+    assert (status["snapshotId"], status["batchId"]) == (snapshots[4], 4)
+
+
+def _table_id(table) -> str:
+    return json.loads((table / "_seo" / "table").read_text().splitlines()[1])["tableId"]
+
+
+@pytest.mark.parametrize("boundary", ["after-wal", "after-manifest", "before-iceberg", "mid-iceberg", "after-iceberg", "after-commit"])
+@pytest.mark.parametrize("mode", ["rename", "direct"])
+def test_failure_at_a_boundary_then_restart_commits_each_batch_once(tmp_path, boundary, mode):
+    table = tmp_path / "t"
+    storage = open_storage(str(table))
+    first = iceberg_committer(storage, fail_at=f"{boundary}@2")
+    commit_batch(first, Q, 0, ids_of(0), mode=mode)
+    with pytest.raises(Exception, match="injected failure"):
+        commit_batch(first, Q, 1, ids_of(1), mode=mode)
+    first.close()
+    if boundary == "mid-iceberg":  # the metadata file is there, the hint not yet: verify says so
+        assert "iceberg-stale-hint" in [p.kind for p in verify_table(storage).problems]
+    if boundary in ("after-manifest", "before-iceberg"):
+        kinds = {p.kind: p.severity for p in verify_table(storage).problems}
+        assert kinds.get("iceberg-pending") == "warning" and "iceberg-behind" not in kinds
+    second = iceberg_committer(storage)
+    report = second.open()
+    assert report.rolled_forward == [1]
+    for b in (1, 2):
+        commit_batch(second, Q, b, ids_of(b), mode=mode)
+    second.close()
+    expected = Counter(i for b in range(3) for i in ids_of(b))
+    assert pyiceberg_ids(table) == expected
+    assert Counter(read.arrow(str(table)).column("id").to_pylist()) == expected
+    assert sorted(snapshots_by_batch(table)) == [0, 1, 2]
+    assert verify_table(storage).problems == []
+
+
+def test_a_restart_with_another_format_is_refused_before_anything_is_touched(tmp_path):
+    table = tmp_path / "t"
+    storage = open_storage(str(table))
+    first = iceberg_committer(storage, fail_at="after-manifest@2")
+    commit_batch(first, Q, 0, ids_of(0))
+    with pytest.raises(Exception, match="injected failure"):
+        commit_batch(first, Q, 1, ids_of(1))  # a claim left pending: recovery would roll it forward
+    first.close()
+    before = snapshot(storage)
+    with pytest.raises(ConfigError, match="Iceberg table .* format='iceberg'"):
+        make_committer(storage, partition_by=("p",)).open()
+    with pytest.raises(ConfigError, match="written without a Delta log"):
+        iceberg_committer(storage, delta=True).open()
+    from streaming_exactly_once.iceberg.settings import IcebergCatalogRef
+
+    with pytest.raises(ConfigError, match="catalog 'prod' as 'db.t'"):
+        iceberg_committer(storage, iceberg_catalog=IcebergCatalogRef("prod", "db.t")).open()
+    assert not changes(before, snapshot(storage))  # nothing rolled forward, nothing deleted (the lease's files aside)
+    plain = open_storage(str(tmp_path / "plain"))
+    parquet_writer = make_committer(plain, partition_by=("p",))
+    commit_batch(parquet_writer, Q, 0, ids_of(0), schema=None)
+    parquet_writer.close()
+    with pytest.raises(ConfigError, match="written without an Iceberg table"):
+        iceberg_committer(plain).open()
+    # the right configuration rolls the pending batch forward
+    again = iceberg_committer(storage)
+    assert again.open().rolled_forward == [1]
+    again.close()
+    assert pyiceberg_ids(table) == Counter(ids_of(0) + ids_of(1))
+
+
+def test_an_iceberg_table_behind_the_manifest_is_an_error_at_open_and_in_verify(tmp_path):
+    table = tmp_path / "t"
+    storage = open_storage(str(table))
+    committer = iceberg_committer(storage)
+    for b in range(2):
+        commit_batch(committer, Q, b, ids_of(b))
+    committer.close()
+    # an Iceberg commit lost by hand: the newest metadata version and the hint pointing at it
+    newest = int((table / "metadata" / "version-hint.text").read_text())
+    os.remove(table / "metadata" / f"v{newest}.metadata.json")
+    (table / "metadata" / "version-hint.text").write_text(str(newest - 1))
+    with pytest.raises(IcebergTableError, match="holds batches up to 0 .* manifest holds batches up to 1"):
+        iceberg_committer(storage).open()
+    kinds = {p.kind: p.severity for p in verify_table(storage).problems}
+    assert kinds["iceberg-behind"] == "error"
+
+
+def test_snapshot_expiry_keeps_the_newest_and_a_replay_after_it_adds_nothing(tmp_path):
+    table = tmp_path / "t"
+    storage = open_storage(str(table))
+    committer = iceberg_committer(storage, keep=3)
+    for b in range(6):
+        commit_batch(committer, Q, b, ids_of(b))
+    committer.close()
+    assert sorted(snapshots_by_batch(table)) == [3, 4, 5]  # expired in the batches' own commits
+    versions = sorted(int(n[1:].split(".")[0]) for n in os.listdir(table / "metadata") if n.endswith(".metadata.json"))
+    assert versions == list(range(1, 7))  # one metadata version per batch, no commit of its own for expiry
+    # the Iceberg table no longer has the snapshots of batches 0..2, but still knows them by its
+    # high-water mark; Spark replaying batches 0..5 adds nothing, the next batch follows
+    from streaming_exactly_once.iceberg.target import IcebergTarget
+    from streaming_exactly_once.table.identity import read_identity
+
+    identity = read_identity(storage)
+    target = IcebergTarget(storage, identity.iceberg.app_id)
+    assert target.applied_batch() == 5 and target.snapshot_committing(1) is None
+    again = iceberg_committer(storage, keep=3)
+    for b in range(6):
+        assert commit_batch(again, Q, b, ids_of(b)) is None  # Spark replayed it: skipped
+    commit_batch(again, Q, 6, ids_of(6))
+    again.close()
+    assert pyiceberg_ids(table) == Counter(i for b in range(7) for i in ids_of(b))
+    assert sorted(snapshots_by_batch(table)) == [4, 5, 6]
+    # what the expired snapshots alone named (their manifest lists) is garbage now, and nothing else
+    problems = verify_table(storage).problems
+    assert problems and {(p.severity, p.kind) for p in problems} == {("warning", "orphan")}
+    needed = {s["manifest-list"].rsplit("/", 1)[-1] for s in current_metadata(table)["snapshots"]}
+    orphans = {p.path.rsplit("/", 1)[-1] for p in problems}
+    assert all(n.startswith("snap-") for n in orphans) and not orphans & needed
+
+
+def test_gc_keeps_every_file_a_retained_snapshot_needs_and_deletes_retired_metadata(tmp_path):
+    table = tmp_path / "t"
+    storage = open_storage(str(table))
+    committer = iceberg_committer(storage, keep=2, min_batches_to_retain=2)
+    for b in range(5):
+        commit_batch(committer, Q, b, ids_of(b))
+    committer.close()
+    # metadata files beyond write.metadata.previous-versions-max are retired by the commits; a
+    # manifest list of an expired snapshot and a stray file are garbage
+    expired_lists = [n for n in os.listdir(table / "metadata") if n.startswith("snap-")]
+    storage.put_if_absent("p=a/orphan.parquet", b"x")
+    now = int(time.time() * 1000) + 10_000
+    report = collect_garbage(storage, older_than_ms=0, now_ms=now)
+    deleted = {os.path.relpath(u.removeprefix("file://"), table) for u, _ in report.orphans}
+    assert "p=a/orphan.parquet" in deleted
+    kept_lists = {n for n in os.listdir(table / "metadata") if n.startswith("snap-")}
+    meta = current_metadata(table)
+    needed = {s["manifest-list"].rsplit("/", 1)[-1] for s in meta["snapshots"]}
+    assert needed <= kept_lists and len(kept_lists) == len(needed) < len(expired_lists)
+    # every reader still reads every row; the data files of expired snapshots stay (the manifest names them)
+    expected = Counter(i for b in range(5) for i in ids_of(b))
+    assert pyiceberg_ids(table) == expected == Counter(read.arrow(str(table)).column("id").to_pylist())
+    assert verify_table(storage).problems == []
+
+
+def test_added_columns_are_in_the_same_iceberg_commit_as_the_batch(tmp_path):
+    table = tmp_path / "t"
+    storage = open_storage(str(table))
+    committer = iceberg_committer(storage, schema_evolution="add_columns")
+    commit_batch(committer, Q, 0, ids_of(0))
+    wider = json.loads(SCHEMA)
+    wider["fields"].append({"name": "extra", "type": "string", "nullable": True, "metadata": {}})
+    commit_batch(committer, Q, 1, ids_of(1), schema=json.dumps(wider))
+    committer.close()
+    meta = current_metadata(table)
+    schema = next(s for s in meta["schemas"] if s["schema-id"] == meta["current-schema-id"])
+    assert [f["name"] for f in schema["fields"]] == ["id", "p", "extra"]
+    assert not schema["fields"][2]["required"]
+    mapping = json.loads(meta["properties"]["schema.name-mapping.default"])
+    assert {n for m in mapping for n in m["names"]} == {"id", "p", "extra"}
+    # the version that added batch 1's snapshot is the one that added the column
+    versions = sorted(int(n[1:].split(".")[0]) for n in os.listdir(table / "metadata") if n.endswith(".metadata.json"))
+    before = json.loads((table / "metadata" / f"v{versions[-2]}.metadata.json").read_text())
+    assert len(before["schemas"]) == 1 and len(before["snapshots"]) == 1
+    assert pyiceberg_ids(table) == Counter(ids_of(0) + ids_of(1))
+
+
+def test_both_table_formats_get_every_batch_and_a_crash_between_them_rolls_both_forward(tmp_path):
+    from tests.delta.readback import batch_commits, delta_ids
+
+    table = tmp_path / "t"
+    storage = open_storage(str(table))
+    first = iceberg_committer(storage, delta=True, fail_at="before-iceberg@2")
+    commit_batch(first, Q, 0, ids_of(0))
+    with pytest.raises(Exception, match="injected failure"):
+        commit_batch(first, Q, 1, ids_of(1))
+    first.close()
+    # the Delta log has batch 1, the Iceberg table not yet: the claim is pending, which verify
+    # calls a warning (the next start completes it), not an error
+    assert sorted(batch_commits(table)) == [0, 1] and sorted(snapshots_by_batch(table)) == [0]
+    kinds = {p.kind: p.severity for p in verify_table(storage).problems}
+    assert kinds["iceberg-pending"] == "warning" and "error" not in kinds.values(), kinds
+    second = iceberg_committer(storage, delta=True)
+    assert second.open().rolled_forward == [1]
+    commit_batch(second, Q, 2, ids_of(2))
+    second.close()
+    expected = Counter(i for b in range(3) for i in ids_of(b))
+    assert pyiceberg_ids(table) == delta_ids(table) == Counter(read.arrow(str(table)).column("id").to_pylist()) == expected
+    for b in range(3):  # at every batch, the three reader families see the same rows
+        rows = Counter(read.arrow(str(table), as_of=b).column("id").to_pylist())
+        assert pyiceberg_ids(table, snapshot_id=snapshots_by_batch(table)[b]) == delta_ids(table, version=b) == rows
+    assert verify_table(storage).problems == []
+    status = table_status(storage)
+    assert status["delta"]["batchId"] == status["iceberg"]["batchId"] == 2
+
+
+def test_wal_entries_with_an_iceberg_step_are_v6_and_read_back(tmp_path):
+    from streaming_exactly_once.commit.iceberg_step import CommitIceberg
+    from streaming_exactly_once.iceberg import IcebergFile, IcebergSettings
+    from streaming_exactly_once.table.attempt_key import AttemptKey
+
+    step = CommitIceberg(batch_id=4, app_id="streaming-exactly-once:x", files=[IcebergFile("p=a/f.parquet", 10, 5)],
+                         partition_by=("p",), schema=SCHEMA, table_schema=SCHEMA, settings=IcebergSettings(snapshots_to_keep=7),
+                         info={"queryId": "q"})
+    seq = CommitSequence(key=AttemptKey(4, "q", 1, 1, "a", "rename"), staging_dir="s", created_ms=1, steps=[step])
+    data = seq.to_bytes()
+    assert data.startswith(b"v6\n") and b'"snapshotsToKeep":7' in data and b'"tableSchema"' in data
+    assert CommitSequence.from_bytes(data, path="wal/4", batch_id=4).steps == [step]
