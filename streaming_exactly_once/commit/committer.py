@@ -263,6 +263,18 @@ class TableCommitter(Writer):
                 key="format",
             )
         files = existing[0] if existing else []
+        parts = tuple(self.options.partition_by)
+        for path, _, _ in files:
+            dirs = path.split("/")[:-1]
+            if len(dirs) != len(parts) or any(not d.startswith(f"{c}=") for d, c in zip(dirs, parts, strict=False)):
+                raise ConfigError(
+                    f"Table {self.storage.root_uri}: the existing table's file {path} is not laid out as the sink lays out its "
+                    f"files (<table>/{'/'.join(f'{c}=<value>' for c in parts) or '<file>'}), so Spark's readers of _spark_metadata "
+                    "could not read the two side by side. Write with spark_manifest=False, or have the existing table's writer put "
+                    "its files there (Iceberg: the table property write.data.path = the table's location).",
+                    table=self.storage.root_uri,
+                    key="spark_manifest",
+                )
         return [ManifestEntry.for_file(self.storage.uri(p), size=size, modification_time=mtime) for p, size, mtime in files]
 
 

@@ -253,3 +253,60 @@ def test_wal_entries_with_an_iceberg_step_are_v6_and_read_back(tmp_path):
     data = seq.to_bytes()
     assert data.startswith(b"v6\n") and b'"snapshotsToKeep":7' in data and b'"tableSchema"' in data
     assert CommitSequence.from_bytes(data, path="wal/4", batch_id=4).steps == [step]
+
+
+def _program(name: str, root, steps: list[dict], *, delta: bool = False) -> dict:
+    return {
+        "name": name, "root": str(root), "iceberg": {"snapshots_to_keep": 4}, "delta": {"checkpoint_interval": 4} if delta else None,
+        "options": {"lease_timeout_ms": 1500}, "steps": steps,
+    }
+
+
+@pytest.mark.torture
+@pytest.mark.parametrize(
+    ("boundary", "delta"),
+    [("after-manifest", False), ("before-iceberg", False), ("mid-iceberg", False), ("after-iceberg", False), ("after-commit", False),
+     ("before-iceberg", True), ("mid-iceberg", True)],
+)
+def test_sigkill_around_the_iceberg_step_rolls_forward_exactly_once(tmp_path, boundary, delta):
+    """A writer SIGKILLs itself at the 3rd batch's boundary; the next writer recovers and goes on.
+    Every row is counted once in every reader family: pyiceberg by path, our manifest readers
+    and (with both formats) delta-rs."""
+    import signal
+
+    from tests.commit.processes import QA, Writer, batch_rows, stop_all
+
+    table = tmp_path / "t"
+    writers: list[Writer] = []
+    try:
+        a = Writer(_program("A", table, [
+            {"do": "open"},
+            {"do": "commits", "query": QA, "count": 2, "rows": 6},
+            {"do": "commits", "query": QA, "count": 1, "rows": 6, "crash_at": boundary},
+            {"do": "hang"},
+        ], delta=delta))
+        writers.append(a)
+        a.proc.wait(timeout=120)
+        assert a.proc.returncode == -signal.SIGKILL, a.output()
+        b = Writer(_program("B", table, [
+            {"do": "open", "retry_s": 10},
+            {"do": "commits", "query": QA, "count": 3, "rows": 6, "first": 3},
+            {"do": "close"},
+        ], delta=delta))
+        writers.append(b)
+        assert b.wait(timeout=120) == 0, b.output()
+        assert all(c["status"] in ("committed", "duplicate") for c in b.commits()), b.output()
+    finally:
+        stop_all(writers)
+    assert "rolled_forward=[2]" in b.events("open")[0]["recovery"], b.output()
+    ids = [i for sb in range(6) for i in batch_rows(0, sb, 6)]
+    assert len(set(ids)) == len(ids)  # the writers' row ids are unique: a count of 1 each is exactly once
+    expected = Counter(ids)
+    assert pyiceberg_ids(table) == expected
+    assert Counter(read.arrow(str(table)).column("id").to_pylist()) == expected
+    assert sorted(snapshots_by_batch(table)) == [2, 3, 4, 5]  # four kept (expiry in each commit)
+    if delta:
+        from tests.delta.readback import batch_commits, delta_ids
+
+        assert delta_ids(table) == expected and sorted(batch_commits(table)) == list(range(6))
+    assert verify_table(open_storage(str(table))).errors == []
