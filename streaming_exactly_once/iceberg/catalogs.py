@@ -39,6 +39,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from pyiceberg.catalog import Catalog, MetastoreCatalog
@@ -54,7 +55,9 @@ from pyiceberg.table.update import AssertCreate, RemoveSnapshotsUpdate, TableReq
 from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 
 from ..errors import IcebergTableError
+from ..storage.base import Storage
 from .fileio import StorageFileIO
+from .settings import IcebergCatalogRef
 
 log = logging.getLogger("streaming_exactly_once.iceberg")
 
@@ -302,6 +305,32 @@ class ArbitratedCatalog(_OneTable):
             raise LostRace(f"catalog {self.inner.name}: {exc}") from None
         self.retire(base, response.metadata)
         return response
+
+
+def open_catalog(storage: Storage, ref: IcebergCatalogRef, properties: Mapping[str, str]) -> PathCatalog | ArbitratedCatalog:
+    """The catalog of the table at ``storage``: its own metadata files (``ref.name`` None), or
+    the pyiceberg catalog ``ref.name`` opened with ``properties`` (else pyiceberg's own
+    configuration of it), holding the table ``ref.identifier``."""
+    from pyiceberg.catalog import load_catalog
+
+    fileio = StorageFileIO(storage)
+    if ref.name is None:
+        return PathCatalog(fileio)
+    if not ref.identifier or "." not in ref.identifier:
+        raise IcebergTableError(
+            f"Iceberg catalog {ref.name!r}: the table identifier {ref.identifier!r} is not 'namespace.table'. Give the sink the "
+            "table's full name in that catalog.",
+            table=storage.root_uri,
+        )
+    try:
+        inner = load_catalog(ref.name, **properties)
+    except Exception as exc:
+        raise IcebergTableError(
+            f"Iceberg catalog {ref.name!r} does not open: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}. Check its "
+            f"properties (given to the sink, or PYICEBERG_CATALOG__{ref.name.upper()}__* / ~/.pyiceberg.yaml); nothing was written.",
+            table=storage.root_uri,
+        ) from None
+    return ArbitratedCatalog(inner, tuple(ref.identifier.split(".")), fileio)
 
 
 def _version_of(metadata_location: str) -> int:

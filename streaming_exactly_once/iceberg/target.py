@@ -92,33 +92,11 @@ class IcebergTarget:
     # -- reading the table ---------------------------------------------------------------------
 
     def catalog(self) -> Any:
+        """The one-table catalog commits go through (``catalogs``), opened on first use."""
         if self._catalog is None:
-            from .catalogs import ArbitratedCatalog, PathCatalog
-            from .fileio import StorageFileIO
+            from .catalogs import open_catalog
 
-            fileio = StorageFileIO(self.storage)
-            ref = self.catalog_ref
-            if ref.name is None:
-                self._catalog = PathCatalog(fileio)
-            else:
-                from pyiceberg.catalog import load_catalog
-
-                if not ref.identifier or "." not in ref.identifier:
-                    raise IcebergTableError(
-                        f"Iceberg catalog {ref.name!r}: the table identifier {ref.identifier!r} is not "
-                        "'namespace.table'. Give the sink the table's full name in that catalog.",
-                        table=self.storage.root_uri,
-                    )
-                try:
-                    inner = load_catalog(ref.name, **self._catalog_properties)
-                except Exception as exc:
-                    raise IcebergTableError(
-                        f"Iceberg catalog {ref.name!r} does not open: {type(exc).__name__}: {_text(exc)}. Check its "
-                        f"properties (given to the sink, or PYICEBERG_CATALOG__{ref.name.upper()}__* / "
-                        "~/.pyiceberg.yaml); nothing was written.",
-                        table=self.storage.root_uri,
-                    ) from None
-                self._catalog = ArbitratedCatalog(inner, tuple(ref.identifier.split(".")), fileio)
+            self._catalog = open_catalog(self.storage, self.catalog_ref, self._catalog_properties)
         return self._catalog
 
     def load(self, *, refresh: bool = True) -> Table | None:
@@ -521,14 +499,6 @@ class IcebergTarget:
             ) from None
         finally:
             self.forget()
-
-    def schema_json(self) -> str | None:
-        table = self.load()
-        return None if table is None else table.schema().model_dump_json()
-
-    def columns(self) -> list[str]:
-        table = self.load()
-        return [] if table is None else [f.name for f in table.schema().fields]
 
 
 def _applied(table: Table, app: str) -> int | None:

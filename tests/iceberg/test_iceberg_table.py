@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections import Counter
 
@@ -310,3 +311,70 @@ def test_sigkill_around_the_iceberg_step_rolls_forward_exactly_once(tmp_path, bo
 
         assert delta_ids(table) == expected and sorted(batch_commits(table)) == list(range(6))
     assert verify_table(open_storage(str(table))).errors == []
+
+
+def test_a_table_in_a_sql_catalog_through_the_committer_and_upkeep(tmp_path, sql_catalog, monkeypatch):
+    """``iceberg_catalog``: the catalog (SQLite, or a real PostgreSQL) records the table; a crash
+    after the manifest rolls forward through it; status, verify and gc open it by pyiceberg's own
+    configuration (the sink's catalog properties are never stored)."""
+    from pyiceberg.catalog import load_catalog
+
+    from streaming_exactly_once.iceberg.settings import IcebergCatalogRef
+
+    name, props = sql_catalog
+    ref = IcebergCatalogRef(name, "db.events")
+    table = tmp_path / "t"
+    storage = open_storage(str(table))
+    opts = {"iceberg_catalog": ref, "iceberg_catalog_properties": tuple(sorted(props.items()))}
+    first = iceberg_committer(storage, fail_at="after-manifest@2", **opts)
+    commit_batch(first, Q, 0, ids_of(0))
+    with pytest.raises(Exception, match="injected failure"):
+        commit_batch(first, Q, 1, ids_of(1))
+    first.close()
+    second = iceberg_committer(storage, **opts)
+    assert second.open().rolled_forward == [1]
+    commit_batch(second, Q, 2, ids_of(2))
+    second.close()
+    loaded = load_catalog(name, **props).load_table("db.events")
+    expected = Counter(i for b in range(3) for i in ids_of(b))
+    assert Counter(loaded.scan().to_arrow().column("id").to_pylist()) == expected
+    batches = sorted(int(s.summary["seo.batch-id"]) for s in loaded.metadata.snapshots)
+    assert batches == [0, 1, 2]
+    assert not (table / "metadata" / "version-hint.text").exists()  # the catalog's pointer is the truth
+    for key, value in props.items():  # what `seo status/verify/gc` find: pyiceberg's configuration of the catalog
+        monkeypatch.setenv(f"PYICEBERG_CATALOG__{name.upper()}__{key.upper()}", value)
+    from pyiceberg.utils.config import Config
+
+    monkeypatch.setattr("pyiceberg.catalog._ENV_CONFIG", Config())  # pyiceberg reads it at import: as a new `seo` process would
+    assert table_status(storage)["iceberg"]["batchId"] == 2
+    assert table_status(storage)["iceberg"]["catalog"] == f"{name}:db.events"
+    assert verify_table(storage).problems == []
+    storage.put_if_absent("p=a/orphan.parquet", b"x")
+    report = collect_garbage(storage, older_than_ms=0, now_ms=int(time.time() * 1000) + 10_000)
+    assert [u.rsplit("/", 1)[-1] for u, _ in report.orphans] == ["orphan.parquet"]
+    assert Counter(load_catalog(name, **props).load_table("db.events").scan().to_arrow().column("id").to_pylist()) == expected
+
+
+def test_seo_status_and_verify_of_a_table_with_both_formats(tmp_path, capsys):
+    jsonschema = pytest.importorskip("jsonschema")
+    from pathlib import Path
+
+    from tests.cli.test_cli import seo
+
+    table = tmp_path / "t"
+    committer = iceberg_committer(open_storage(str(table)), delta=True)
+    for b in range(2):
+        commit_batch(committer, Q, b, ids_of(b))
+    committer.close()
+    code, out, err = seo(capsys, "--json", "status", str(table))
+    assert code == 0, err
+    document = json.loads(out)
+    schemas = Path(__file__).resolve().parents[2] / "docs" / "cli" / "schemas"
+    jsonschema.validate(document, json.loads((schemas / "status.json").read_text()))
+    assert document["iceberg"]["batchId"] == document["delta"]["batchId"] == 1
+    code, out, err = seo(capsys, "status", str(table))
+    assert code == 0, err
+    assert "delta + iceberg (parquet files; _delta_log, metadata/ and _spark_metadata)" in out
+    assert re.search(r"iceberg +snapshot \d+, holds batches up to 1; ", out), out
+    code, out, err = seo(capsys, "verify", str(table))
+    assert code == 0, out + err
