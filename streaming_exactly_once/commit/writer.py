@@ -295,6 +295,8 @@ class Writer(ABC):
                 table=self.storage.root_uri,
             )
         target.repair_hint()  # a writer that died after its last commit but before the hint
+        if target.settings.snapshots_to_keep is not None:
+            target.finish_expiry()  # ... or before deleting what that commit's expiry left
 
     def invalidate(self) -> None:
         """After a failed batch: the next ``ensure_open`` recovers before anything else."""

@@ -82,6 +82,7 @@ class IcebergTarget:
         self._catalog: Any = None  # catalogs.PathCatalog or ArbitratedCatalog, opened on first use
         self._table: Table | None = None  # the table as last read, brought up to date before each use
         self._unsynced: list[str] = []  # files of our last commit still to sync (a catalog's metadata file)
+        self._expiring: list[int] = []  # snapshots the commit being made expires (``evolve``)
 
     @property
     def name(self) -> str:
@@ -269,6 +270,12 @@ class IcebergTarget:
                 ) from exc
             self._table = committed
             self._unsynced = self._catalog_metadata_file(committed)
+            if self._expiring and table is not None:  # what only the expired snapshots named (``evolve``)
+                from .evolve import expired_metadata
+                from .fileio import relative_to
+
+                expired = expired_metadata(committed.io, table.metadata, committed.metadata, self._expiring)
+                self._discard([p for p in (relative_to(loc, fileio.roots) for loc in expired) if p is not None])
             return committed.metadata.current_snapshot_id
         raise IcebergTableError(
             f"Iceberg commit of manifest batch {batch_id} to {self.name} lost {COMMIT_ATTEMPTS} races in a row to other "
@@ -299,6 +306,7 @@ class IcebergTarget:
         properties = {batch_property(self.app_id): str(batch_id)}
         catalog = self.catalog()
         catalog.expire_with_next_commit([])
+        self._expiring = []
         if table is None:
             assert schema_json is not None  # check_batch refused a first batch without one
             schema = iceberg_schema(table_schema or schema_json, table=self.name)
@@ -317,7 +325,8 @@ class IcebergTarget:
             if table_schema is not None:
                 add_columns(txn, table_schema, table=self.name)  # in this commit (``evolve``)
             if self.settings.snapshots_to_keep is not None:
-                catalog.expire_with_next_commit(snapshots_to_expire(table.metadata, self.settings.snapshots_to_keep))
+                self._expiring = snapshots_to_expire(table.metadata, self.settings.snapshots_to_keep)
+                catalog.expire_with_next_commit(self._expiring)
         if txn.table_metadata.name_mapping() is None:
             properties[TableProperties.DEFAULT_NAME_MAPPING] = txn.table_metadata.schema().name_mapping.model_dump_json()
         txn.set_properties(properties)
@@ -354,6 +363,15 @@ class IcebergTarget:
                 self.storage.delete(path)
             except Exception as exc:  # an orphan for `seo gc` then
                 log.debug("deleting %s after a lost race: %s", path, exc)
+
+    def finish_expiry(self) -> None:
+        """After a writer that died between its commit and deleting what the commit's expiry left
+        (``evolve.finish_expiry``): delete it now."""
+        from .evolve import finish_expiry
+
+        table = self.load()
+        if table is not None:
+            self._discard(finish_expiry(table, self.catalog().fileio.roots, self.storage.exists))
 
     def _catalog_metadata_file(self, table: Table) -> list[str]:
         """A real catalog wrote the metadata file with its own FileIO, which does not sync it."""

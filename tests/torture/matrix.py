@@ -235,7 +235,7 @@ class Campaign:
         errors = [e.get("error") for e in w.events("error")]
         after = snapshot(self.storage)
         diff = changes(before, after)
-        refused = rc == 1 and errors == ["ConfigError"]
+        refused = rc == 1 and errors in (["ConfigError"], ["SchemaMismatchError"])  # the latter is a ConfigError too
         self.stats.wrong_configs[f"{len(self.stats.wrong_configs)}:{name}"] = "refused, nothing changed" if refused and not diff else "FAILED"
         if not refused:
             self._problem(f"a restart {name} was not refused with ConfigError (rc {rc}, {errors}): {w.output(800)}")
