@@ -17,7 +17,7 @@ reader can see it. Like every step it is judged by content:
   a roll-forward after a crash at any instant, and a fenced writer finishing the same step next
   to its successor. The files the commit wrote are durable before the step returns.
 
-Bytes in the WAL (``commit.sequence``; one line)::
+Bytes in the WAL (``commit.sequence``; one line; ``docs/design/iceberg-format.md`` has the rest)::
 
     {"kind":"iceberg","batchId":12,"appId":"streaming-exactly-once:5b0c...","partitionBy":["day"],"schema":"{\\"type\\":\\"struct\\",...}","tableSchema":"{...}","files":[["day=2024-01-01/part-00000-<uuid>.c000.snappy.parquet",903,1795313165250]],"table":"orders","catalog":{"name":"prod","identifier":"db.orders"},"minCountToMerge":100,"previousVersions":100,"info":{"queryId":"c578917c-...","sparkBatchId":"40"}}
 

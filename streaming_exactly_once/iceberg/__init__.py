@@ -8,7 +8,8 @@ the same Parquet files; the commit layer publishes a batch in one, then the othe
 (``fileio``, ``catalogs``, ``schema``, ``datafiles``, ``history``) import it at the top and are
 only imported from there.
 
-On disk (format version 2 Iceberg metadata, as pyiceberg writes it; our additions in bold)::
+On disk (format version 2 Iceberg metadata, as pyiceberg writes it; our additions in bold; byte
+for byte, with the WAL step and the identity, in ``docs/design/iceberg-format.md``)::
 
     <table>/metadata/v<N>.metadata.json     N = 1, 2, ... one per commit, created create-if-absent
                                             (the path-based default; a catalog names its own files

@@ -48,8 +48,11 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
-from ..errors import IcebergSchemaMismatchError
+from ..errors import IcebergSchemaMismatchError, IcebergTableError
+from ..storage.base import Storage
 
+#: Format versions an append of our files is known to be correct for.
+FORMAT_VERSIONS = (1, 2)
 #: Spark types a partition column may have: their directory names mean the same to Spark and Iceberg.
 PARTITION_TYPES = ("string", "byte", "short", "integer", "long", "boolean", "date")
 #: Field ids of partition fields start here, as Iceberg's own writers number them.
@@ -238,4 +241,27 @@ def check_fits(metadata: TableMetadata, batch: Schema, partition_by: Sequence[st
             "partition columns), or write to a new table.",
             table=table,
             problems=problems,
+        )
+
+
+def check_appendable(metadata: TableMetadata, storage: Storage, *, name: str) -> None:
+    """Refuse tables an append of our Parquet files would break."""
+    from .fileio import relative_to, root_spellings
+
+    reasons = []
+    if metadata.format_version not in FORMAT_VERSIONS:
+        reasons.append(
+            f"it is format version {metadata.format_version} (appends of files written without Iceberg's writer "
+            f"are verified for versions {', '.join(map(str, FORMAT_VERSIONS))})"
+        )
+    if relative_to(metadata.location.rstrip("/") + "/", root_spellings(storage)) != "":
+        reasons.append(f"its location is {metadata.location}, not the sink's table directory")
+    encrypted = sorted(k for k in metadata.properties if k.startswith("encryption."))
+    if encrypted:
+        reasons.append(f"it is encrypted ({', '.join(encrypted)}), and the sink's files are not")
+    if reasons:
+        raise IcebergTableError(
+            f"Iceberg table {name} cannot take appended Parquet files: {'; '.join(reasons)}. Write to a new "
+            "table, or to one without these features.",
+            table=storage.root_uri,
         )

@@ -21,16 +21,11 @@ A commit whose answer was lost (the process died) is found the same way.
 for ``M = 0``); anything else means the table lost commits it had (a restored older metadata
 file, a pointer moved back), and committing on top would hide that for good.
 
-**Creating the table.** The first batch of a table without Iceberg metadata creates it: the
-first metadata version holds the schema, the identity partition spec on ``partition_by``, the
-table properties (``IcebergSettings``, plus the name mapping Spark's Parquet files need, as they
-carry no field ids) *and* the batch's snapshot.
-
-**Using an existing table.** ``check_batch`` (before the batch's WAL claim) refuses a batch that
-does not fit the table's schema or partition spec (``IcebergSchemaMismatchError``, see
-``schema``) and a table an append of our files would break (``check_table``). Sort orders
-(unsorted files are allowed) and delete files (they apply to older data sequence numbers only)
-do not break an append and are accepted.
+**Creating and adopting.** The first batch of a table without Iceberg metadata creates it (schema,
+identity partition spec on ``partition_by``, table properties, name mapping, and the batch's
+snapshot, in version 1); ``check_batch`` (before the WAL claim) refuses a batch that does not fit
+an existing table (``schema``) or a table an append of our files would break (``schema.check_appendable``).
+The bytes are on ``docs/design/iceberg-format.md``.
 """
 
 from __future__ import annotations
@@ -52,8 +47,6 @@ log = logging.getLogger("streaming_exactly_once.iceberg")
 
 #: Commits of one batch tried before giving up while other writers keep winning the race.
 COMMIT_ATTEMPTS = 8
-#: Format versions an append of our files is known to be correct for.
-FORMAT_VERSIONS = (1, 2)
 
 HINT = (
     "Iceberg readers read the table through this metadata; nothing was committed to it. Restore the file from "
@@ -174,7 +167,7 @@ class IcebergTarget:
         ``table_schema``: the table's Spark schema after the batch, when the batch adds columns
         (its commit adds them, ``evolve``)."""
         from .evolve import added_columns, batch_view
-        from .schema import check_fits, check_partition_types, iceberg_schema
+        from .schema import check_appendable, check_fits, check_partition_types, iceberg_schema
 
         table = self.load(refresh=refresh)
         if schema_json is None:
@@ -188,33 +181,10 @@ class IcebergTarget:
         batch = iceberg_schema(schema_json, table=self.name)
         if table is None:
             return
-        self.check_table(table)
+        check_appendable(table.metadata, self.storage, name=self.name)
         if table_schema is not None:
             batch = batch_view(batch, added_columns(table.schema(), table_schema, table=self.name))
         check_fits(table.metadata, batch, partition_by, table=self.name, metadata_file=table.metadata_location)
-
-    def check_table(self, table: Table) -> None:
-        """Refuse tables an append of our Parquet files would break."""
-        from .fileio import relative_to, root_spellings
-
-        metadata = table.metadata
-        reasons = []
-        if metadata.format_version not in FORMAT_VERSIONS:
-            reasons.append(
-                f"it is format version {metadata.format_version} (appends of files written without Iceberg's writer "
-                f"are verified for versions {', '.join(map(str, FORMAT_VERSIONS))})"
-            )
-        if relative_to(metadata.location.rstrip("/") + "/", root_spellings(self.storage)) != "":
-            reasons.append(f"its location is {metadata.location}, not the sink's table directory")
-        encrypted = sorted(k for k in metadata.properties if k.startswith("encryption."))
-        if encrypted:
-            reasons.append(f"it is encrypted ({', '.join(encrypted)}), and the sink's files are not")
-        if reasons:
-            raise IcebergTableError(
-                f"Iceberg table {self.name} cannot take appended Parquet files: {'; '.join(reasons)}. Write to a new "
-                "table, or to one without these features.",
-                table=self.storage.root_uri,
-            )
 
     # -- the commit of one batch -------------------------------------------------------------------
 
