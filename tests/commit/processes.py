@@ -317,10 +317,10 @@ class _Child:
                 info = st.info(staged)
                 staged_files.append(StagedFile(final=final, size=info.size, mtime_ms=info.mtime_ms, staged=staged))
             if part:
-                delta = self.p.get("delta") is not None
+                formats = [f for f in ("delta", "iceberg") if self.p.get(f) is not None]
                 members.append(MemberBatch(
-                    table=table, files=staged_files, rows=len(part), format="delta" if delta else "parquet",
-                    partition_by=("p",) if delta else (), schema=self._schema(),
+                    table=table, files=staged_files, rows=len(part), format="+".join(formats) or "parquet",
+                    partition_by=("p",) if formats else (), schema=self._schema(),
                 ))
         return members
 

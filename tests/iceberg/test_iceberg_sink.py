@@ -181,13 +181,36 @@ def test_an_existing_pyiceberg_table_is_adopted_and_keeps_its_rows(spark, tmp_pa
     assert "schema.name-mapping.default" in meta["properties"]  # Spark's files carry no field ids
 
 
-def test_dataset_groups_refuse_format_iceberg(tmp_path):
-    with pytest.raises(ConfigError, match="format='iceberg' is not available for the tables of a DatasetSink"):
-        DatasetSink(str(tmp_path / "g"), dataset_column="p", format="iceberg")
+def test_dataset_sink_outputs_as_iceberg_and_delta_iceberg_tables(spark, tmp_path):
+    from streaming_exactly_once import Output
+    from tests.delta.readback import delta_ids
+    from tests.sink.conftest import stream
+
+    ids = write_csv_files(tmp_path / "in", n_files=4, rows_per_file=5)
+    root = tmp_path / "lake"
+    sink = DatasetSink(str(root), outputs=[
+        Output("raw", format="iceberg", partition_by=["p"]), Output("both", format="delta+iceberg"), Output("copy"),
+    ])
+    query = sink.start(stream(spark, tmp_path / "in", 2), checkpoint_location=str(tmp_path / "ckpt"), trigger={"availableNow": True})
+    query.awaitTermination()
+    sink.close()
+    assert pyiceberg_ids(root / "raw") == pyiceberg_ids(root / "both") == delta_ids(root / "both") == Counter(ids)
+    assert sorted(snapshots_by_batch(root / "raw")) == [0, 1]
+    every_batch_agrees(root / "raw")
+    assert not (root / "copy" / "metadata").exists()
+    assert Counter(read.arrow(str(root / "copy")).column("id").to_pylist()) == Counter(ids)
+    assert verify_table(open_storage(str(root))).errors == []
+
+
+def test_iceberg_options_are_checked(tmp_path):
+    with pytest.raises(ConfigError, match="iceberg_catalog is an ExactlyOnceSink option"):
+        DatasetSink(str(tmp_path / "g"), dataset_column="p", format="iceberg", iceberg_catalog="prod", iceberg_table="db.t")
     with pytest.raises(ConfigError, match="iceberg_table applies to format='iceberg' tables only"):
         ExactlyOnceSink(str(tmp_path / "t"), iceberg_table="db.t")
     with pytest.raises(ConfigError, match="iceberg_catalog and iceberg_table go together"):
         ExactlyOnceSink(str(tmp_path / "t"), format="iceberg", iceberg_catalog="prod")
     with pytest.raises(ConfigError, match="table formats"):
         ExactlyOnceSink(str(tmp_path / "t"), format=["parquet", "iceberg"])
+    with pytest.raises(ConfigError, match="add_and_widen"):
+        ExactlyOnceSink(str(tmp_path / "t"), format="iceberg", schema_evolution="add_and_widen")
     assert ExactlyOnceSink(str(tmp_path / "t"), format=["iceberg", "delta"]).options.format == "delta+iceberg"

@@ -393,3 +393,49 @@ def test_seo_status_and_verify_of_a_table_with_both_formats(tmp_path, capsys):
     assert re.search(r"iceberg +snapshot \d+, holds batches up to 1; ", out), out
     code, out, err = seo(capsys, "verify", str(table))
     assert code == 0, out + err
+
+
+@pytest.mark.torture
+@pytest.mark.parametrize("boundary", ["after-members", "after-commit"])
+def test_a_dataset_groups_iceberg_tables_roll_forward_after_sigkill(tmp_path, boundary):
+    """A group with two Iceberg tables (and Delta too): the group's writer SIGKILLs itself after
+    the members' manifests (``after-members`` is after their Delta and Iceberg steps too) or
+    after the group's record; the next writer finishes the batch in every table and every log."""
+    import signal
+
+    from tests.commit.processes import QA, Writer, batch_rows, stop_all
+    from tests.delta.readback import delta_ids
+
+    root = tmp_path / "g"
+
+    def program(name: str, steps: list[dict]) -> dict:
+        return {**_program(name, root, steps, delta=True), "group": ["t0", "t1"]}
+
+    writers: list[Writer] = []
+    try:
+        a = Writer(program("A", [
+            {"do": "open"},
+            {"do": "commits", "query": QA, "count": 2, "rows": 6},
+            {"do": "commits", "query": QA, "count": 1, "rows": 6, "crash_at": boundary},
+            {"do": "hang"},
+        ]))
+        writers.append(a)
+        a.proc.wait(timeout=120)
+        assert a.proc.returncode == -signal.SIGKILL, a.output()
+        b = Writer(program("B", [{"do": "open", "retry_s": 10}, {"do": "commits", "query": QA, "count": 2, "rows": 6, "first": 3},
+                                 {"do": "close"}]))
+        writers.append(b)
+        assert b.wait(timeout=120) == 0, b.output()
+    finally:
+        stop_all(writers)
+    ids = [i for sb in range(5) for i in batch_rows(0, sb, 6)]
+    assert len(set(ids)) == len(ids)
+    seen: Counter[int] = Counter()
+    for t in ("t0", "t1"):
+        table = root / t
+        rows = pyiceberg_ids(table)
+        assert rows == delta_ids(table) == Counter(read.arrow(str(table)).column("id").to_pylist())
+        assert sorted(snapshots_by_batch(table)) == [1, 2, 3, 4]  # 5 batches, 4 snapshots kept
+        seen += rows
+    assert seen == Counter(ids)
+    assert verify_table(open_storage(str(root))).errors == []

@@ -8,9 +8,10 @@ not (the sinks refuse it at construction):
   to read (``SinkOptions.validate_delta``).
 * a dataset group stages every batch under its root and renames files into its tables: no
   ``direct`` mode, and its tables always publish ``_spark_metadata`` (``DatasetSink``).
-* ``format="iceberg"`` is for single tables (``DatasetSink`` refuses it); its combinations run
-  on local disk (the path-based default catalog), alone and with Delta
-  (``format=["delta", "iceberg"]``: a kill between the two steps is ``before-iceberg``).
+* ``format="iceberg"``: single tables on local disk (the path-based default catalog), alone and
+  with Delta (``format=["delta", "iceberg"]``: a kill between the two steps is
+  ``before-iceberg``) - the slice's time budget; a dataset group's Iceberg tables are killed in
+  ``tests/iceberg/test_iceberg_table.py``, S3 is the Iceberg layer's own store tests.
 
 Each combination is written by ``tests.commit.processes`` writers (``program`` gives their
 options); ``boundaries`` are the commit boundaries (``testing.faults``) its commit reaches, and
@@ -171,5 +172,4 @@ UNSUPPORTED = {
     "table-plain-private-*": "spark_manifest=False is a format='delta' option: a plain table's readers need _spark_metadata",
     "group-*-*-direct-*": "a dataset group stages under its root and renames into its tables: staging_mode='direct' is refused",
     "group-*-private-*": "a dataset group's tables always publish _spark_metadata: spark_manifest=False is refused",
-    "group-*iceberg*": "format='iceberg' is for single tables: DatasetSink refuses it",
 }
