@@ -52,8 +52,3 @@ def snapshots_by_batch(table: Path) -> dict[int, int]:
         assert batch not in out, f"batch {batch} is in two snapshots"
         out[batch] = snap["snapshot-id"]
     return out
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    """Every file under ``root`` and its bytes (a refused restart must change none)."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
