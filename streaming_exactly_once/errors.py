@@ -233,6 +233,18 @@ class DeltaSchemaMismatchError(DeltaTableError, SchemaMismatchError):
     """A batch's columns do not fit the schema (or partitioning) of an existing Delta table."""
 
 
+# --- Iceberg target ----------------------------------------------------------------------
+
+
+class IcebergTableError(ExactlyOnceError, TerminalError):
+    """The Iceberg table of a ``format="iceberg"`` target cannot be used as asked: its metadata
+    does not load, it uses features an append of our files would break, or a commit failed."""
+
+
+class IcebergSchemaMismatchError(IcebergTableError, ConfigError):
+    """A batch's columns do not fit the schema (or partition spec) of an existing Iceberg table."""
+
+
 # --- readers -------------------------------------------------------------------------------
 
 

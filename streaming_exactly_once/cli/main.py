@@ -21,6 +21,7 @@ import click
 from ..config import parse_duration_ms
 from ..errors import ExactlyOnceError
 from . import progress
+from .format_output import format_text, table_format_lines
 from .json_keys import camel_keys
 from .printer import Printer, human_bytes, human_time
 
@@ -111,17 +112,16 @@ def status(ctx: CliContext, table: str, local_json: bool) -> None:
         return _group_status(out, info)
     lease = info.get("lease") or {}
     travel = info.get("timeTravel") or {}
-    delta = info.get("delta")
     out.block(
         [
             ("table", info["table"]),
             ("latest batch", info["latestBatchId"]),
-            *([("delta", _delta_text(delta))] if delta is not None else []),
+            *table_format_lines(info),
             *([("manifest", f"{info['manifest']} (not read by Spark's file source)")] if "manifest" in info else []),
             ("files", info.get("files")),
             ("bytes", human_bytes(info.get("bytes"))),
             ("rows", info.get("rows")),
-            ("format", _format_text(info)),
+            ("format", format_text(info)),
             ("partitioned by", ", ".join(info.get("partitionBy") or []) or "-"),
             ("last commit", human_time(info.get("lastCommitMs"))),
             ("time travel", f"batches {travel['oldest']}..{travel['latest']}" if travel else "-"),
@@ -149,15 +149,6 @@ def status(ctx: CliContext, table: str, local_json: bool) -> None:
         out.table(sorted(offsets.items()), ["source partition", "committed up to (startingOffsets)"])
 
 
-def _format_text(info: dict[str, Any]) -> str:
-    """What readers find: ``delta (Parquet files; _delta_log and _spark_metadata)`` or ``parquet``."""
-    files = info.get("format")
-    if info.get("delta") is None:
-        return str(files or "-")
-    logs = "_delta_log" + (" and _spark_metadata" if "manifest" not in info else f" and {info['manifest']}")
-    return f"delta ({files} files; {logs})"
-
-
 def _schema_lines(info: dict[str, Any]) -> list[tuple[str, Any]]:
     """``seo status``: the table schema and its changes (``maintenance.status.schema_status``)."""
     if "schemaError" in info:
@@ -170,15 +161,6 @@ def _schema_lines(info: dict[str, Any]) -> list[tuple[str, Any]]:
         f"batch {h['batchId']} {h['reason']}" + (f": {', '.join(h['changes'])}" if h["changes"] else "") for h in info["schemaHistory"]
     )
     return [("schema", f"{columns} (since batch {schema['batchId']})"), ("schema history", changes)]
-
-
-def _delta_text(delta: dict[str, Any]) -> str:
-    app = f"; app id {delta['appId']}" if delta.get("appId") else ""
-    if "error" in delta:
-        return f"ERROR: {delta['error']}{app}"
-    if delta.get("version") is None:
-        return f"no Delta log yet (the first batch creates it){app}"
-    return f"version {delta['version']}, holds batches up to {delta['batchId']}{app}"
 
 
 def _lease_text(info: dict[str, Any]) -> str:

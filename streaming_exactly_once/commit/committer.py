@@ -6,6 +6,8 @@ A batch's sequence (``commit.steps`` says what each step writes and how it knows
     [schema]    _seo/schema/M: the table's schema, when the batch creates or changes it
     manifest    _spark_metadata/M (or _seo/manifest/M): the visibility point
     [delta]     format="delta": one Delta commit with the transaction (app id, M)
+    [iceberg]   format="iceberg": one Iceberg snapshot, the table's high-water property set to M
+                (both, in this order, for format=["delta", "iceberg"])
     offsets     _seo/offsets/M  }  the batch's query, Spark batch and source offsets; its input
     sources     _seo/sources/M  }  files; what it committed - written at the same time, the
     commit      _seo/commits/M  }  first two without waiting for the disk
@@ -26,6 +28,8 @@ from typing import Any
 
 from ..checkpoint.reader import InputFile
 from ..delta.files import DeltaFile
+from ..errors import ConfigError
+from ..iceberg.files import IcebergFile
 from ..log.compactible_log import CompactibleLog
 from ..log.compaction import all_valid_batches, is_compaction_batch
 from ..manifest.entry import ManifestEntry
@@ -39,6 +43,7 @@ from ..table.table_logs import TableLogs
 from .attempt import BatchAttempt, CommitResult, StagedFile, elapsed_ms, sources_step
 from .compaction_preparation import preparation_of
 from .delta_step import CommitDelta
+from .iceberg_step import CommitIceberg
 from .options import CommitterOptions
 from .recovery import INTENTS_SUBDIR, ManifestView, PublishedView
 from .schema_step import WriteSchema
@@ -60,7 +65,10 @@ class TableCommitter(Writer):
         vouch_by_index(self.logs.require_manifest())
         options = self.options
         #: the table's schema, loaded at ``open`` (``commit.table_schema``)
-        self.schemas = TableSchema(storage, evolution=options.schema_evolution, file_format=options.format, delta=options.delta is not None)
+        self.schemas = TableSchema(
+            storage, evolution=options.schema_evolution, file_format=options.format,
+            delta=options.delta is not None or options.iceberg is not None,  # a table format's schema: never widened
+        )
 
     # -- a single table ----------------------------------------------------------------------
 
@@ -73,6 +81,7 @@ class TableCommitter(Writer):
             writer_options=tuple(options.writer_options),
             delta=options.delta is not None,
             spark_manifest=options.spark_manifest,
+            iceberg=options.iceberg_catalog if options.iceberg is not None else None,
         )
 
     def _view(self) -> PublishedView:
@@ -135,8 +144,10 @@ class TableCommitter(Writer):
         epoch = self.lease.epoch or 0
         new_schema = self._schema_record(attempt, schema)
         entries = [ManifestEntry.for_file(self.storage.uri(f.final), size=f.size, modification_time=f.mtime_ms) for f in files]
-        delta_step = self._delta_step(attempt, files, schema, new_schema.schema if new_schema is not None else None)
-        if delta_step is not None and m == 0:
+        table_schema = new_schema.schema if new_schema is not None else None
+        delta_step = self._delta_step(attempt, files, schema, table_schema)
+        iceberg_step = self._iceberg_step(attempt, files, schema, table_schema)
+        if m == 0 and (delta_step is not None or iceberg_step is not None):
             entries = self._adopted_entries() + entries
         steps: list[CommitStep] = []
         if attempt.mode == "rename":
@@ -146,6 +157,8 @@ class TableCommitter(Writer):
         steps.append(PublishManifest(batch_id=m, entries=entries))
         if delta_step is not None:
             steps.append(delta_step)
+        if iceberg_step is not None:  # after Delta's: a crash between them rolls both forward
+            steps.append(iceberg_step)
         steps.append(attempt.offsets_step(m))
         steps.append(sources_step(m, input_files))
         now_ms = int(time.time() * 1000)
@@ -208,13 +221,61 @@ class TableCommitter(Writer):
             info={"queryId": attempt.query_id, "sparkBatchId": str(attempt.spark_batch_id)},
         )
 
+    def _iceberg_step(
+        self, attempt: BatchAttempt, files: Sequence[StagedFile], schema: str | None, table_schema: str | None = None
+    ) -> CommitIceberg | None:
+        """The batch's Iceberg commit, after checking (before any claim) that the table takes it."""
+        target = self.iceberg
+        if target is None:
+            return None
+        t0 = time.perf_counter()
+        target.check_batch(schema, self.options.partition_by, table_schema=table_schema)
+        attempt.timings["icebergCheck"] = elapsed_ms(t0)
+        return CommitIceberg(
+            batch_id=attempt.batch_id,
+            app_id=target.app_id,
+            files=[IcebergFile(f.final, f.size, f.mtime_ms) for f in files],
+            partition_by=tuple(self.options.partition_by),
+            schema=schema,
+            table_schema=table_schema,
+            catalog=target.catalog_ref,
+            settings=target.settings,
+            info={"queryId": attempt.query_id, "sparkBatchId": str(attempt.spark_batch_id)},
+        )
+
     def _adopted_entries(self) -> list[ManifestEntry]:
-        """Manifest batch 0 of a table adopted from an existing Delta table: its files too, so that
-        ``_spark_metadata`` readers see the same rows as Delta readers (``spark_manifest`` only)."""
-        target = self.delta
-        if target is None or not self.options.spark_manifest:
+        """Manifest batch 0 of a table adopted from an existing Delta or Iceberg table: its files
+        too, so that ``_spark_metadata`` readers see the same rows as that format's readers
+        (``spark_manifest`` only). With both formats, both must hold the same files already."""
+        if not self.options.spark_manifest:
             return []
-        return [ManifestEntry.for_file(self.storage.uri(f.path), size=f.size, modification_time=f.mtime_ms) for f in target.live_files()]
+        found: dict[str, list[tuple[str, int, int]]] = {}
+        if self.delta is not None:
+            found["Delta"] = [(f.path, f.size, f.mtime_ms) for f in self.delta.live_files()]
+        if self.iceberg is not None:
+            found["Iceberg"] = [(f.path, f.size, f.mtime_ms) for f in self.iceberg.live_files()]
+        existing = [files for files in found.values() if files]
+        if len(existing) > 1 and {p for p, _, _ in existing[0]} != {p for p, _, _ in existing[1]}:
+            raise ConfigError(
+                f"Table {self.storage.root_uri}: its existing Delta and Iceberg tables hold different files, so their readers "
+                "would see different rows after adoption. Adopt one format, or write format=['delta', 'iceberg'] to a new table.",
+                table=self.storage.root_uri,
+                key="format",
+            )
+        files = existing[0] if existing else []
+        parts = tuple(self.options.partition_by)
+        for path, _, _ in files:
+            dirs = path.split("/")[:-1]
+            if len(dirs) != len(parts) or any(not d.startswith(f"{c}=") for d, c in zip(dirs, parts, strict=False)):
+                raise ConfigError(
+                    f"Table {self.storage.root_uri}: the existing table's file {path} is not laid out as the sink lays out its "
+                    f"files (<table>/{'/'.join(f'{c}=<value>' for c in parts) or '<file>'}), so Spark's readers of _spark_metadata "
+                    "could not read the two side by side. Write with spark_manifest=False, or have the existing table's writer put "
+                    "its files there (Iceberg: the table property write.data.path = the table's location).",
+                    table=self.storage.root_uri,
+                    key="spark_manifest",
+                )
+        return [ManifestEntry.for_file(self.storage.uri(p), size=size, modification_time=mtime) for p, size, mtime in files]
 
 
 def vouch_by_index(manifest: ManifestLog) -> None:

@@ -19,6 +19,7 @@ batch gets no batch). The commit of group batch ``G``::
       [schema]   per table whose schema the batch creates or changes: <table>/_seo/schema/m
       [members]  per table: _spark_metadata/m, _seo/commits/m (parallel across tables)
       [delta]    per format="delta" table: one Delta commit with (table's app id, m)
+      [iceberg]  per format="iceberg" table: one Iceberg snapshot, its high-water property m
       [offsets]  _seo/offsets/G
       [sources]  _seo/sources/G
       [commit]   _seo/commits/G  with the state of every table   <- the group batch is done
@@ -42,7 +43,10 @@ from typing import Any
 from ..checkpoint.reader import InputFile
 from ..delta.files import DeltaFile
 from ..delta.target import DeltaSettings, DeltaTarget
-from ..errors import DeltaTableError, LogCorruptError
+from ..errors import DeltaTableError, IcebergTableError, LogCorruptError
+from ..iceberg.files import IcebergFile
+from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
+from ..iceberg.target import IcebergTarget
 from ..log.codec import RecordError
 from ..log.compactible_log import CompactibleLog
 from ..log.compaction import is_compaction_batch
@@ -58,6 +62,7 @@ from .attempt import BatchAttempt, CommitResult, StagedFile, sources_step
 from .committer import index_compact, vouch_by_index
 from .compaction_preparation import preparation_of
 from .delta_step import CommitDelta
+from .iceberg_step import CommitIceberg
 from .options import CommitterOptions
 from .recovery import PublishedView
 from .schema_step import WriteSchema
@@ -162,10 +167,8 @@ class GroupCommitter(Writer):
         member = self._member(table)
         if member.schema is None:
             child = self.storage.child(table)
-            is_delta = format == "delta"
-            guard = TableSchema(
-                child, evolution=self.options.schema_evolution, file_format="parquet" if is_delta else format, delta=is_delta
-            )
+            is_delta, is_iceberg, files = _formats(format)
+            guard = TableSchema(child, evolution=self.options.schema_evolution, file_format=files, delta=is_delta or is_iceberg)
             identity = member.identity or read_identity(child)
             adopting = is_delta and identity is not None and identity.delta_app_id is not None and member.latest < 0
             target = self._delta_target(table, identity) if adopting and identity is not None else None
@@ -246,15 +249,16 @@ class GroupCommitter(Writer):
             return member.identity
         depth = mb.table.count("/") + 1
         child = self.storage.child(mb.table)
-        is_delta = mb.format == "delta"
+        is_delta, is_iceberg, files = _formats(mb.format)
         spec = TableSpec(
             kind="member",
             compact_interval=self.options.compact_interval,
-            format="parquet" if is_delta else mb.format,
+            format=files,
             partition_by=tuple(mb.partition_by),
             writer_options=tuple(mb.writer_options.items()),
             delta=is_delta,
             group="/".join([".."] * depth),
+            iceberg=IcebergCatalogRef() if is_iceberg else None,  # a group's tables: the path-based default
         )
         identity = ensure_identity(child, spec)
         identity = note_root(child, identity)
@@ -267,8 +271,43 @@ class GroupCommitter(Writer):
                     "see different data. Restore the Delta log (or the manifest) from a backup.",
                     table=child.root_uri,
                 )
+        if is_iceberg:
+            applied = self._iceberg_target(mb.table, identity).applied_batch()
+            if (-1 if applied is None else applied) != member.latest:
+                raise IcebergTableError(
+                    f"The Iceberg table {child.root_uri} holds batches up to {applied}, but its manifest holds batches up to "
+                    f"{member.latest} and no commit is pending: Iceberg readers and manifest readers would see different data. "
+                    "Restore the Iceberg metadata (or the manifest) from a backup.",
+                    table=child.root_uri,
+                )
         member.identity = identity
         return identity
+
+    def _iceberg_target(self, table: str, identity: TableIdentity) -> IcebergTarget:
+        assert identity.iceberg is not None
+        target = self.iceberg_targets.get(table)
+        if target is None or target.app_id != identity.iceberg.app_id:
+            target = IcebergTarget(self.storage.child(table), identity.iceberg.app_id, self.options.iceberg or IcebergSettings())
+            self.iceberg_targets[table] = target
+        return target
+
+    def _iceberg_member_step(
+        self, attempt: BatchAttempt, mb: MemberBatch, identity: TableIdentity, batch_id: int, table_schema: str | None = None
+    ) -> CommitIceberg:
+        """An Iceberg table's batch: checked against the table before the claim, committed after the members."""
+        target = self._iceberg_target(mb.table, identity)
+        target.check_batch(mb.schema, mb.partition_by, table_schema=table_schema)
+        return CommitIceberg(
+            batch_id=batch_id,
+            app_id=target.app_id,
+            files=[IcebergFile(f.final, f.size, f.mtime_ms) for f in mb.files],
+            partition_by=tuple(mb.partition_by),
+            schema=mb.schema,
+            table_schema=table_schema,
+            table=mb.table,
+            settings=target.settings,
+            info={"queryId": attempt.query_id, "sparkBatchId": str(attempt.spark_batch_id), "groupBatchId": str(attempt.batch_id)},
+        )
 
     def _delta_target(self, table: str, identity: TableIdentity) -> DeltaTarget:
         assert identity.delta_app_id is not None
@@ -320,6 +359,7 @@ class GroupCommitter(Writer):
         moves: list[FileMove] = []
         publishes: list[MemberPublish] = []
         delta_steps: list[CommitDelta] = []
+        iceberg_steps: list[CommitIceberg] = []
         schema_records: dict[str, SchemaRecord] = {}
         table_batches: list[TableBatch] = []
         quarantine_latest = dict(self.state.quarantine)
@@ -333,6 +373,8 @@ class GroupCommitter(Writer):
                 schema_records[mb.table] = new_schema
             if identity.is_delta:
                 delta_steps.append(self._delta_member_step(attempt, mb, identity, m, new_schema.schema if new_schema else None))
+            if identity.is_iceberg:
+                iceberg_steps.append(self._iceberg_member_step(attempt, mb, identity, m, new_schema.schema if new_schema else None))
             num_rows = mb.rows
             entries = [ManifestEntry.for_file(child.uri(f.final), size=f.size, modification_time=f.mtime_ms) for f in mb.files]
             moves += [FileMove(f.staged or "", f"{mb.table}/{f.final}", f.size) for f in mb.files]
@@ -377,6 +419,7 @@ class GroupCommitter(Writer):
             *(WriteSchema(record=r, table=t) for t, r in schema_records.items()),
             PublishMembers(members=publishes),
             *delta_steps,
+            *iceberg_steps,
             attempt.offsets_step(g),
             sources_step(g, input_files),
             WriteCommit(record=group_record),
@@ -428,6 +471,13 @@ def _state_of(storage: Storage, newest: CommitRecord | None) -> GroupState:
             problem=f"the group state of the newest commit record is damaged: {exc}",
             hint="Restore the commits log from a backup; `seo verify` on the group shows what is affected.",
         ) from None
+
+
+def _formats(format: str) -> tuple[bool, bool, str]:
+    """A member table's ``format``: whether it is a Delta table, an Iceberg table, and its files' format."""
+    names = format.split("+")
+    delta, iceberg = "delta" in names, "iceberg" in names
+    return delta, iceberg, "parquet" if delta or iceberg else format
 
 
 def tables_in(state: GroupState) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..delta.target import DeltaSettings
+from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,13 @@ class CommitterOptions:
     worker_moves_from: int = 5_000  # move lists this long run on the workers (when a sink gives them)
     #: ``format="delta"``: every batch is also one Delta commit (``commit.delta_step``); None: no Delta log
     delta: DeltaSettings | None = None
+    #: ``format="iceberg"``: every batch is also one Iceberg snapshot (``commit.iceberg_step``);
+    #: None: no Iceberg table
+    iceberg: IcebergSettings | None = None
+    #: where the Iceberg table is recorded (default: its own metadata files, found by path)
+    iceberg_catalog: IcebergCatalogRef = IcebergCatalogRef()
+    #: that catalog's properties (credentials included): given to the steps at run time only
+    iceberg_catalog_properties: tuple[tuple[str, str], ...] = ()
     #: False: the manifest is kept under ``_seo/manifest``, out of Spark's file-source readers' sight
     spark_manifest: bool = True
     #: what a batch may change in the table's schema (``table.schema_rules.EVOLUTION_MODES``)

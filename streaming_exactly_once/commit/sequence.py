@@ -38,7 +38,9 @@ step, which a release without Delta support refuses the same way - it must never
 batch without its Delta commit. ``v5`` is written for entries with a ``schema`` step (a batch
 that creates or changes its table's schema, ``commit.schema_step``), right before ``manifest``
 (a group's: before ``members``); a release that enforces no table schema must not publish such a
-batch without its schema record. A step kind this release does not know means a newer release
+batch without its schema record. ``v6`` is written for entries with an ``iceberg`` step
+(``commit.iceberg_step``, right after ``manifest`` or ``delta``): a release without Iceberg
+support must never finish such a batch without its Iceberg snapshot. A step kind this release does not know means a newer release
 wrote the entry; that is refused the same way.
 """
 
@@ -64,9 +66,9 @@ from .step import REGISTRY, CommitStep, StepContext
 
 log = logging.getLogger("streaming_exactly_once.commit")
 
-VERSION = 5  # newest version read; ``to_bytes`` writes the oldest one that can say the entry
+VERSION = 6  # newest version read; ``to_bytes`` writes the oldest one that can say the entry
 #: Step kinds that need a reader of at least this version (entries without them are ``v3``).
-KIND_VERSIONS = {"delta": 4, "schema": 5}
+KIND_VERSIONS = {"delta": 4, "schema": 5, "iceberg": 6}
 HINT = (
     "A WAL entry is the only record of an in-flight commit. If its manifest batch does not exist yet "
     "the batch was never visible: `seo recover <table> --discard-wal M` removes the entry and its "
@@ -255,4 +257,4 @@ def commit_ms(step_ms: Mapping[str, float]) -> float:
 
 
 # Every step kind a WAL entry may hold is registered before any entry is read.
-from . import delta_step, schema_step, steps  # noqa: E402,F401
+from . import delta_step, iceberg_step, schema_step, steps  # noqa: E402,F401

@@ -23,6 +23,7 @@ from ..table.table_logs import TableLogs
 
 if TYPE_CHECKING:
     from ..delta.target import DeltaTarget
+    from ..iceberg.target import IcebergTarget
 
 #: Runs ``fn(storage, items)`` over chunks of ``items`` (a batch's file moves) on the cluster's
 #: workers (the sink provides it from the SparkContext); used for very large move lists.
@@ -52,6 +53,11 @@ class StepContext(MoveContext):
     #: Delta logs of the table (key None) or of a group's tables (key: path under the root), kept
     #: across batches by the committer so that each commit reads only the log's new versions.
     delta_targets: dict[str | None, DeltaTarget] = dc_field(default_factory=dict)
+    #: Iceberg tables of the table (key None) or of a group's tables, kept across batches likewise.
+    iceberg_targets: dict[str | None, IcebergTarget] = dc_field(default_factory=dict)
+    #: Properties of the Iceberg catalogs that ``iceberg`` steps name, by catalog name: given to
+    #: the sink at run time (credentials included), never written to the WAL.
+    iceberg_catalogs: dict[str, dict[str, str]] = dc_field(default_factory=dict)
     #: What steps learn while running that a later step records (e.g. ``deltaVersion``).
     notes: dict[str, Any] = dc_field(default_factory=dict)
     #: The committer fsync'd every staged file of this attempt before its WAL claim (a fresh

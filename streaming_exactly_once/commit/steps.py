@@ -308,6 +308,7 @@ class WriteCommit(CommitStep):
             step_ms={**self.record.step_ms, **ctx.timings},
             committed_by_epoch=ctx.epoch if ctx.epoch is not None else self.record.epoch,
             delta_version=self.record.delta_version if self.record.delta_version is not None else ctx.notes.get("deltaVersion"),
+            iceberg_snapshot=self.record.iceberg_snapshot if self.record.iceberg_snapshot is not None else ctx.notes.get("icebergSnapshot"),
         )
         try:
             ctx.logs.commits.add(record.batch_id, [record])

@@ -29,7 +29,8 @@ from typing import Any
 from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import InputFile
 from ..delta.target import DeltaTarget
-from ..errors import ConfigError, DeltaTableError, ExactlyOnceError, WriterFencedError
+from ..errors import ConfigError, DeltaTableError, ExactlyOnceError, IcebergTableError, WriterFencedError
+from ..iceberg.target import IcebergTarget
 from ..log.compactible_log import CompactibleLog
 from ..storage.base import Storage
 from ..storage.io_threads import OwnedPool
@@ -83,6 +84,8 @@ class Writer(ABC):
         self.distribute: Distribute | None = None
         #: Delta logs by table (None: this root), kept across batches (``StepContext.delta_targets``)
         self.delta_targets: dict[str | None, DeltaTarget] = {}
+        #: Iceberg tables likewise (``StepContext.iceberg_targets``); their catalogs stay open
+        self.iceberg_targets: dict[str | None, IcebergTarget] = {}
         #: this writer's threads for what a commit overlaps (``storage.io_threads``)
         self.pool = OwnedPool("commit", 4)
 
@@ -148,8 +151,15 @@ class Writer(ABC):
             distribute=self.distribute,
             distribute_from=self.options.worker_moves_from,
             delta_targets=self.delta_targets,
+            iceberg_targets=self.iceberg_targets,
+            iceberg_catalogs=self._iceberg_catalogs(),
             member_logs=self._member_logs(),
         )
+
+    def _iceberg_catalogs(self) -> dict[str, dict[str, str]]:
+        """The properties of the Iceberg catalog the steps name (given at run time, never stored)."""
+        name = self.options.iceberg_catalog.name
+        return {} if name is None or not self.options.iceberg_catalog_properties else {name: dict(self.options.iceberg_catalog_properties)}
 
     def open(self) -> RecoveryReport:
         """Take the lease (if not held), recover, and load the state batches are checked against."""
@@ -182,6 +192,7 @@ class Writer(ABC):
                     log_.write_empty_baseline(self.identity.first_batch_id - 1)
             check_logs_consistent(self.logs, self.latest_batch_id, self.identity.first_batch_id)
             self._check_delta()
+            self._check_iceberg()
             latest_records = self.logs.commits.latest_per_query()
             newest = max(latest_records.values(), key=lambda r: r.batch_id, default=None)
             self._load_state(newest)
@@ -244,6 +255,48 @@ class Writer(ABC):
                 path=target.log_uri,
                 table=self.storage.root_uri,
             )
+
+    @property
+    def iceberg(self) -> IcebergTarget | None:
+        """This root's own Iceberg table (``format="iceberg"``, after ``open``); None otherwise."""
+        if self.identity is None or self.identity.iceberg is None or self.options.iceberg is None:
+            return None
+        ours = self.identity.iceberg
+        target = self.iceberg_targets.get(None)
+        if target is None or target.app_id != ours.app_id or target.catalog_ref != ours.catalog:
+            target = self.iceberg_targets[None] = IcebergTarget(
+                self.storage, ours.app_id, self.options.iceberg, ours.catalog, self._iceberg_catalogs().get(ours.catalog.name or "")
+            )
+        return target
+
+    def _check_iceberg(self) -> None:
+        """After recovery the Iceberg table holds exactly the manifest's batches (every batch whose
+        manifest entry is published had its Iceberg commit rolled forward)."""
+        target = self.iceberg
+        if target is None:
+            return
+        assert self.identity is not None
+        if self.identity.first_batch_id > 0:
+            raise ConfigError(
+                f"Table {self.storage.root_uri} was first written by Spark's own file sink (batches before "
+                f"{self.identity.first_batch_id} have no records of this library), so its Iceberg table would miss them. "
+                "Write format='iceberg' to a new table.",
+                table=self.storage.root_uri,
+                key="format",
+            )
+        applied = target.applied_batch()
+        applied = -1 if applied is None else applied
+        if applied != self.latest_batch_id:
+            raise IcebergTableError(
+                f"The Iceberg table {target.name} holds batches up to {applied} of table {self.storage.root_uri}, but its "
+                f"manifest holds batches up to {self.latest_batch_id} and no commit is pending. Iceberg readers and "
+                "manifest readers would see different data. Restore the Iceberg metadata (or the manifest) from a backup; "
+                "`seo status` shows both.",
+                table=self.storage.root_uri,
+            )
+        target.repair_hint()  # a writer that died after its last commit but before the hint
+        if target.settings.snapshots_to_keep is not None:
+            target.finish_expiry()  # ... or before deleting what that commit's expiry left
 
     def invalidate(self) -> None:
         """After a failed batch: the next ``ensure_open`` recovers before anything else."""

@@ -49,7 +49,16 @@ from dataclasses import dataclass, field
 from ..commit.attempt_verdict import ABORT, COMMIT, decide
 from ..commit.lease import Lease, LeaseState, read_lease_state
 from ..commit.recovery import INTENTS_SUBDIR, abort_attempt
-from ..errors import ConcurrentWriterError, DeltaTableError, GcRefusedError, IdentityError, LogError, MissingBatchError, ReaderError
+from ..errors import (
+    ConcurrentWriterError,
+    DeltaTableError,
+    GcRefusedError,
+    IcebergTableError,
+    IdentityError,
+    LogError,
+    MissingBatchError,
+    ReaderError,
+)
 from ..manifest.manifest_index import delete_stale_indexes
 from ..readers.manifest_checks import check_complete
 from ..storage.base import Storage
@@ -110,7 +119,7 @@ def collect_garbage(
             pending = pending_commits(owner)  # before any manifest: see the module docstring
             report.pending_batches = list(pending.batches)
             plans, staging = _plan(owner, member, identity, pending, cutoff, report)
-        except (LogError, ReaderError, IdentityError, DeltaTableError) as exc:
+        except (LogError, ReaderError, IdentityError, DeltaTableError, IcebergTableError) as exc:
             raise GcRefusedError(
                 f"seo gc deleted nothing in {storage.root_uri}: {exc}",
                 table=storage.root_uri,

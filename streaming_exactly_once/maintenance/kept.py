@@ -1,5 +1,6 @@
 """The files of a table that are not garbage: named by a retained manifest file, by a pending
-commit or - on a ``format="delta"`` table - by a retained Delta version. ``gc`` deletes files outside this set
+commit or - on a ``format="delta"`` or ``"iceberg"`` table - by a retained Delta version or Iceberg
+snapshot or metadata version. ``gc`` deletes files outside this set
 (strictly: anything it cannot place is an error);
 ``verify`` calls them orphans (leniently: it reports problems, it does not delete).
 """
@@ -7,12 +8,13 @@ commit or - on a ``format="delta"`` table - by a retained Delta version. ``gc`` 
 from __future__ import annotations
 
 from ..delta.target import DeltaTarget
-from ..errors import DeltaTableError, GcRefusedError
+from ..errors import DeltaTableError, GcRefusedError, IcebergTableError
 from ..manifest.manifest_log import ManifestLog
 from ..readers.retained import retained_files
 from ..readers.table_roots import relative_path, table_roots
 from ..storage.base import Storage
 from ..table.identity import TableIdentity
+from .iceberg_checks import iceberg_files
 from .pending import PendingCommits
 
 
@@ -37,6 +39,12 @@ def kept_files(
         except DeltaTableError:
             if strict:
                 raise  # gc: refuse; verify reports the Delta log on its own
+    if identity is not None and identity.iceberg is not None:
+        try:
+            keep |= iceberg_files(storage, identity.iceberg)
+        except IcebergTableError:
+            if strict:
+                raise  # gc: refuse; verify reports the Iceberg table on its own
 
     roots = table_roots(storage, identity)
     for batch_id, uri in pending.entries.get(table, []):

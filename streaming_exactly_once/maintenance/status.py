@@ -19,6 +19,7 @@ from ..table.schema_log import schema_history
 from ..table.schema_rules import fields_of, type_text
 from ..table.source_offsets import high_water
 from ..table.table_logs import TableLogs
+from .iceberg_checks import iceberg_status
 
 
 def table_status(storage: Storage) -> dict[str, Any]:
@@ -41,6 +42,8 @@ def table_status(storage: Storage) -> dict[str, Any]:
             out["manifest"] = identity.manifest_dir
         if identity.delta_app_id is not None:
             out["delta"] = delta_status(storage, identity.delta_app_id)
+        if identity.iceberg is not None:
+            out["iceberg"] = iceberg_status(storage, identity.iceberg)
     else:
         out["writer"] = "Spark file sink (no _seo/ metadata)"
     try:

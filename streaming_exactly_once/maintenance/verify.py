@@ -36,6 +36,7 @@ from ..table.table_logs import TableLogs, open_manifest
 from ..table.temp_files import is_work_file, temp_and_work_files
 from .file_schemas import check_file_schemas
 from .group_tables import group_of, group_tables
+from .iceberg_checks import check_iceberg
 from .kept import kept_files
 from .pending import PendingCommits, pending_commits
 
@@ -180,6 +181,8 @@ def verify_table(
         report.add("error", "symlink-outside-root", uri, f"a symbolic link to {target}, outside the table root; readers refuse it")
     if identity is not None and identity.delta_app_id is not None:
         _check_delta(storage, identity.delta_app_id, latest, current, report, claimed)
+    if identity is not None and identity.iceberg is not None:
+        check_iceberg(storage, identity.iceberg, latest, current, report, claimed)
     if identity is not None and latest is not None:
         _check_schemas(storage, identity, latest, current, report, files=check_schemas and not problems.absent)
     if identity is None or identity.kind != "member":

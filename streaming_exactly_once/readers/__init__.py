@@ -6,6 +6,7 @@
     read.files(path)                                 # committed data file URIs
     read.batches(path)                               # history: rows, files, commit time per batch
     read.delta_version(path, as_of=120)              # format="delta": the Delta version of batch 120
+    read.iceberg_snapshot(path, as_of=120)           # format="iceberg": the Iceberg snapshot of batch 120
     read.schema(path, as_of=120)                     # the table's Spark schema (JSON) as of batch 120
 
 ``read.arrow/pandas/polars/duckdb/spark(path, ...)`` are the same as ``read.table(path, ...).to_*``:
@@ -26,6 +27,7 @@ from .committed_files import CommittedFiles
 from .delta_versions import delta_version
 from .engines import duckdb, pandas, polars
 from .history import BatchInfo, batches
+from .iceberg_snapshots import iceberg_snapshot
 from .scan import TableScan, table
 from .spark_reader import spark
 from .visibility import committed_files
@@ -45,7 +47,7 @@ def files(
 
 __all__ = [
     "BatchInfo", "CommittedFiles", "TableScan", "arrow", "batches", "committed_files", "dataset", "delta_version", "duckdb", "files",
-    "pandas", "polars", "schema", "spark", "table",
+    "iceberg_snapshot", "pandas", "polars", "schema", "spark", "table",
 ]
 
 

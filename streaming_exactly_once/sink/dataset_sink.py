@@ -41,6 +41,7 @@ from ..commit.committer import BatchAttempt, CommitResult, StagedFile
 from ..commit.group_committer import GroupCommitter, MemberBatch, tables_in
 from ..delta.target import DeltaSettings
 from ..errors import BatchRejectedError, ConfigError, SchemaMismatchError
+from ..iceberg.settings import IcebergSettings
 from ..table.group_state import QUARANTINE_BATCHES, QUARANTINE_ROWS, GroupState, expected_by_dataset, is_quarantine
 from ..table.rejections import read_rejections, write_rejection
 from ..table.schema_rules import Verdict
@@ -52,7 +53,7 @@ from .file_stats import FileStats
 from .group_writer import BUILTIN_ROW_CHECKS, CHECK_SEPARATOR, FAILED, FAILED_CHECKS, RESULT_FIELDS, GroupTaskWriter
 from .input_filter import BatchFilters
 from .keywords import GroupKeywords, check_keywords, document
-from .options import DIRECT_FORMATS, GroupOptions, SinkOptions, check_evolving_format
+from .options import DIRECT_FORMATS, GroupOptions, SinkOptions, check_evolving_format, table_formats
 from .outputs import Output
 
 if TYPE_CHECKING:
@@ -112,7 +113,14 @@ class DatasetSink(BatchSink[GroupCommitter]):
         sink_options = SinkOptions.build(options)
         self.group = GroupOptions.build(options)
         self.outputs = self.group.resolved_outputs()
-        sink_options.validate_delta(any((o.format or sink_options.format) == "delta" for o in self.outputs))
+        formats = {f for o in self.outputs for f in table_formats(o.format or sink_options.format)}
+        if sink_options.iceberg_catalog is not None:
+            raise ConfigError(
+                "a DatasetSink's Iceberg tables are recorded by their own metadata files (found by path, one table per "
+                "directory); iceberg_catalog is an ExactlyOnceSink option",
+                key="iceberg_catalog",
+            )
+        sink_options.validate_table_formats(formats)
         super().__init__(root, sink_options)
         if self.options.staging_mode == "direct":
             raise ConfigError(
@@ -143,11 +151,19 @@ class DatasetSink(BatchSink[GroupCommitter]):
 
     def _make_committer(self) -> GroupCommitter:
         options = self.options.committer_options()
-        if any(self._format(o) == "delta" for o in self.outputs):  # settings of the outputs' Delta tables
+        formats = {f for o in self.outputs for f in table_formats(self._format(o))}
+        if "delta" in formats:  # settings of the outputs' Delta tables
             options = replace(options, delta=DeltaSettings(
                 checkpoint_interval=self.options.delta_checkpoint_interval, log_retention_ms=self.options.delta_log_retention_ms,
             ))
+        if "iceberg" in formats:  # ... and of their Iceberg tables
+            options = replace(options, iceberg=IcebergSettings(snapshots_to_keep=self.options.iceberg_snapshots_to_keep))
         return GroupCommitter(self.storage, options)
+
+    def _files_format(self, output: Output) -> str:
+        """The format of an output's data files (a Delta or Iceberg table's are Parquet)."""
+        fmt = self._format(output)
+        return "parquet" if table_formats(fmt) else fmt
 
     def _format(self, output: Output) -> str:
         """An output's format: ``delta`` tables hold Parquet files and a Delta log."""
@@ -238,7 +254,7 @@ class DatasetSink(BatchSink[GroupCommitter]):
                 verdicts.update(judged)
                 task_writer = GroupTaskWriter(
                     storage=self.storage, staging=attempt.staging_dir, output=output,
-                    format="parquet" if self._format(output) == "delta" else self._format(output),
+                    format=self._files_format(output),
                     partition_by=partition_by,
                     options={**self.options.writer_options, **dict(output.options or {})},
                     watermark_columns=marks,
@@ -302,7 +318,7 @@ class DatasetSink(BatchSink[GroupCommitter]):
         quarantined = {t.table[len(prefix):]: t for t in tables.values() if t.kind == "quarantine"}
         for name, t in sorted(tables.items()):
             fmt = self._format(t.output)
-            files_fmt = "parquet" if fmt == "delta" else fmt  # quarantine tables hold the files only
+            files_fmt = self._files_format(t.output)  # quarantine tables hold the files only
             options = {**self.options.writer_options, **dict(t.output.options or {})}
             dataset = name[len(prefix):] if t.kind == "quarantine" else name
             checks = output_checks[name]

@@ -64,7 +64,7 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
     def __init__(self, table: str, **options: Unpack[SinkKeywords]) -> None:
         check_keywords(options, SinkKeywords, "ExactlyOnceSink")
         sink_options = SinkOptions.build(options)
-        sink_options.validate_delta(sink_options.format == "delta")
+        sink_options.validate_table_formats(sink_options.table_formats)
         super().__init__(table, sink_options)
         self.staging_mode = self.options.staging_mode or default_staging_mode(self.storage)
         if self.staging_mode == "direct" and not self.storage.usable_on_executors:
@@ -143,7 +143,8 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
         else:
             try:
                 schemas = read_only_schema(
-                    self.storage, evolution=options.schema_evolution, file_format=options.format, delta=options.delta is not None
+                    self.storage, evolution=options.schema_evolution, file_format=options.format,
+                    delta=options.delta is not None or options.iceberg is not None,
                 )
             except Exception as exc:  # noqa: BLE001 - e.g. a store only the server reaches: the first batch checks
                 log.info("the table's schema could not be read before the query started (%s); its first batch is checked", exc)

@@ -45,9 +45,10 @@ class Option:
 class SinkKeywords(TypedDict, total=False):
     """The options of every sink (``ExactlyOnceSink``; ``DatasetSink`` applies them to each table)."""
 
-    format: Annotated[str, Option(
-        "parquet", "``parquet``, ``json``, ``csv``, ``orc``, ``text``, ``avro`` or ``delta`` (Parquet files, and each batch "
-        "one Delta commit with the transaction (table, batch)).", conf="str",
+    format: Annotated[str | Iterable[str], Option(
+        "parquet", "``parquet``, ``json``, ``csv``, ``orc``, ``text``, ``avro``, ``delta`` (Parquet files, and each batch "
+        "one Delta commit with the transaction (table, batch)), ``iceberg`` (Parquet files, and each batch one Iceberg "
+        "snapshot) or both table formats at once: ``[\"delta\", \"iceberg\"]`` (also spelt ``\"delta+iceberg\"``).", conf="str",
     )]
     partition_by: Annotated[str | Iterable[str] | None, Option(None, "Partition columns (Hive-style ``k=v`` directories).", conf="list")]
     writer_options: Annotated[Mapping[str, str] | None, Option(
@@ -120,6 +121,23 @@ class SinkKeywords(TypedDict, total=False):
     delta_log_retention: Annotated[Duration | None, Option(
         None, "``format=\"delta\"`` only: how long Delta keeps its log, so how far Delta time travel reaches (default Delta's "
         "30 days; a table property).", conf="duration", duration=True, delta_only=True,
+    )]
+    iceberg_catalog: Annotated[str | None, Option(
+        None, "``format=\"iceberg\"`` only: the pyiceberg catalog recording the table (REST, Glue, Hive, SQL), by name; its "
+        "properties come from ``iceberg_catalog_properties`` or pyiceberg's configuration. Default: none - the table's own "
+        "``metadata/`` files and ``version-hint.text``, found by path.", conf="str",
+    )]
+    iceberg_table: Annotated[str | None, Option(
+        None, "``format=\"iceberg\"`` with ``iceberg_catalog``: the table's name in that catalog, ``namespace.table``.", conf="str",
+    )]
+    iceberg_catalog_properties: Annotated[Mapping[str, str] | None, Option(
+        None, "``format=\"iceberg\"`` only: the properties ``pyiceberg.catalog.load_catalog`` takes (``uri``, ``warehouse``, "
+        "credentials, ...); used at run time, never written to the table.", conf="table",
+    )]
+    iceberg_snapshots_to_keep: Annotated[int | None, Option(
+        None, "``format=\"iceberg\"`` only: keep this many newest snapshots; older ones are expired by the same Iceberg commit "
+        "that adds a batch (the batch high-water mark survives expiry). Default: no expiry (Iceberg time travel to every batch).",
+        conf="int",
     )]
     schema_evolution: Annotated[Literal["none", "add_columns", "add_and_widen"], Option(
         "none", "What a batch may change in the table's schema, recorded at the first batch and checked before anything of a "

@@ -15,6 +15,13 @@ checkpoint every N versions, default 10) and ``delta_log_retention`` (how long D
 entries, i.e. how far back Delta time travel reaches; default Delta's 30 days). The last two
 are table properties, set when the first batch creates the Delta table.
 
+``format="iceberg"`` writes Parquet data files and makes each batch one Iceberg snapshot
+(``commit.iceberg_step``); its options: ``spark_manifest``, ``iceberg_catalog`` and
+``iceberg_table`` (a pyiceberg catalog recording the table; default: the table's own metadata
+files, found by path), ``iceberg_catalog_properties`` (that catalog's properties, at run time
+only) and ``iceberg_snapshots_to_keep`` (snapshot expiry in each commit). ``format=["delta",
+"iceberg"]`` (canonical spelling ``"delta+iceberg"``) publishes every batch to both.
+
 ``schema_evolution`` says what a batch may change in the table's schema, which every batch is
 checked against before anything of it is written (``commit.table_schema``): ``none`` (default),
 ``add_columns`` (new columns are added, nullable) or ``add_and_widen`` (also wider types:
@@ -32,6 +39,7 @@ from ..commit.committer import CommitterOptions
 from ..config import parse_choice, parse_duration_ms, parse_int
 from ..delta.target import DeltaSettings
 from ..errors import ConfigError
+from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
 from ..log.compaction import interval_is_spark_safe
 from ..storage.base import Storage
 from ..table.schema_rules import EVOLUTION_MODES, EVOLVING_FORMATS
@@ -43,13 +51,39 @@ from .outputs import Output, resolve_outputs
 __all__ = ["Duration", "GroupOptions", "OnCommit", "SinkOptions", "StagingMode", "default_staging_mode"]
 
 
-FORMATS = ("parquet", "json", "csv", "orc", "text", "avro", "delta")
+#: Table formats (a log of their own over Parquet files), in the order their steps run.
+TABLE_FORMATS = ("delta", "iceberg")
+FORMATS = ("parquet", "json", "csv", "orc", "text", "avro", *TABLE_FORMATS, "delta+iceberg")
 STAGING_MODES = ("rename", "direct")
 #: What the library's own Arrow file writer (``direct`` staging, dataset groups) can write: its
-#: file formats, and Delta tables, whose files are Parquet.
-DIRECT_FORMATS = (*EXTENSIONS, "delta")
+#: file formats, and the table formats, whose files are Parquet.
+DIRECT_FORMATS = (*EXTENSIONS, *TABLE_FORMATS, "delta+iceberg")
 #: Options that mean something only with ``format="delta"``.
-DELTA_ONLY = ("spark_manifest", "delta_checkpoint_interval", "delta_log_retention_ms")
+DELTA_ONLY = ("delta_checkpoint_interval", "delta_log_retention_ms")
+#: Options that mean something only with ``format="iceberg"``.
+ICEBERG_ONLY = ("iceberg_catalog", "iceberg_table", "iceberg_catalog_properties", "iceberg_snapshots_to_keep")
+
+
+def table_formats(format: str) -> tuple[str, ...]:
+    """The table formats of a ``format`` value (``"delta+iceberg"`` -> both; ``"parquet"`` -> none)."""
+    return tuple(f for f in TABLE_FORMATS if f in format.split("+"))
+
+
+def format_name(value: Any) -> str:
+    """``format`` as given (a name, or a list of table formats) in its one canonical spelling."""
+    if isinstance(value, str) and "+" not in value:
+        return value
+    names = value.split("+") if isinstance(value, str) else list(value) if isinstance(value, Iterable) else [value]
+    if len(names) == 1 and isinstance(names[0], str):
+        return names[0]
+    unknown = [n for n in names if n not in TABLE_FORMATS]
+    if unknown or len(set(names)) != len(names) or not names:
+        raise ConfigError(
+            f"format takes one name, or a list of the table formats {list(TABLE_FORMATS)} (each batch published to every "
+            f"one), not {value!r}",
+            key="format",
+        )
+    return "+".join(f for f in TABLE_FORMATS if f in names)
 
 
 def check_evolving_format(evolution: str, format: str) -> None:
@@ -122,10 +156,16 @@ class SinkOptions:
     allow_offset_gaps: bool = False
     #: the batch's columns naming each row's source partition and offset (Kafka's names)
     offset_columns: tuple[str, str, str] = ("topic", "partition", "offset")
-    # format="delta" only
+    # format="delta" or "iceberg" only
     spark_manifest: bool = True
+    # format="delta" only
     delta_checkpoint_interval: int = 10
     delta_log_retention_ms: int | None = None
+    # format="iceberg" only
+    iceberg_catalog: str | None = None
+    iceberg_table: str | None = None
+    iceberg_catalog_properties: Mapping[str, str] | None = None
+    iceberg_snapshots_to_keep: int | None = None
     #: what a batch may change in the table's schema (``table.schema_rules.EVOLUTION_MODES``)
     schema_evolution: str = "none"
 
@@ -155,6 +195,7 @@ class SinkOptions:
                     stored[f"{d.name}_ms"] = None if value is None else parse_duration_ms(value, key=d.name)
                 else:
                     stored[d.name] = value
+        stored["format"] = format_name(stored["format"])
         stored["partition_by"] = _names(stored["partition_by"])
         stored["watermark_columns"] = _names(stored["watermark_columns"])
         stored["writer_options"] = dict(stored["writer_options"] or {})
@@ -204,17 +245,57 @@ class SinkOptions:
         parse_choice(self.schema_evolution, key="schema_evolution", choices=EVOLUTION_MODES)
         check_evolving_format(self.schema_evolution, self.format)
 
-    def validate_delta(self, writes_delta: bool) -> None:
-        """Refuse the ``format="delta"``-only options unless the sink writes a Delta table
-        (``writes_delta``), and check them if it does."""
-        if not writes_delta:
-            given = [k for k in DELTA_ONLY if getattr(self, k) != SinkOptions.__dataclass_fields__[k].default]
+    @property
+    def table_formats(self) -> tuple[str, ...]:
+        """The table formats each batch is also published to (``delta``, ``iceberg``)."""
+        return table_formats(self.format)
+
+    def validate_table_formats(self, formats: Iterable[str]) -> None:
+        """Refuse the options of a table format none of the sink's tables is written in
+        (``formats``: those its tables use), and check those of the formats they are."""
+        formats = set(formats)
+        for name, only in (("delta", DELTA_ONLY), ("iceberg", ICEBERG_ONLY), ("delta' or 'iceberg", ("spark_manifest",))):
+            if any(f in formats for f in name.split("' or '")):
+                continue
+            given = [k for k in only if getattr(self, k) != SinkOptions.__dataclass_fields__[k].default]
             if given:
                 raise ConfigError(
-                    f"{given[0].removesuffix('_ms')} applies to format='delta' tables only; this sink writes format={self.format!r}",
+                    f"{given[0].removesuffix('_ms')} applies to format='{name}' tables only; this sink writes format={self.format!r}",
                     key=given[0].removesuffix("_ms"),
                 )
-            return
+        if "delta" in formats:
+            self.validate_delta()
+        if "iceberg" in formats:
+            self.validate_iceberg()
+        elif not isinstance(self.spark_manifest, bool):
+            raise ConfigError(f"spark_manifest must be true or false, got {self.spark_manifest!r}", key="spark_manifest")
+
+    def validate_iceberg(self) -> None:
+        if not isinstance(self.spark_manifest, bool):
+            raise ConfigError(f"spark_manifest must be true or false, got {self.spark_manifest!r}", key="spark_manifest")
+        if (self.iceberg_catalog is None) != (self.iceberg_table is None):
+            raise ConfigError(
+                "iceberg_catalog and iceberg_table go together: the catalog recording the table, and the table's name in it "
+                "('namespace.table'); give both, or neither for the table's own metadata files (found by path)",
+                key="iceberg_table" if self.iceberg_table is None else "iceberg_catalog",
+            )
+        if self.iceberg_table is not None and (not isinstance(self.iceberg_table, str) or "." not in self.iceberg_table.strip(".")):
+            raise ConfigError(f"iceberg_table is 'namespace.table', not {self.iceberg_table!r}", key="iceberg_table")
+        if self.iceberg_catalog_properties is not None and self.iceberg_catalog is None:
+            raise ConfigError(
+                "iceberg_catalog_properties are the properties of iceberg_catalog, which is not given", key="iceberg_catalog_properties"
+            )
+        if self.iceberg_snapshots_to_keep is not None:
+            parse_int(self.iceberg_snapshots_to_keep, key="iceberg_snapshots_to_keep", minimum=1)
+        if self.schema_evolution == "add_and_widen":
+            raise ConfigError(
+                "schema_evolution='add_and_widen' does not apply to format='iceberg': its type promotions are not managed by "
+                "this library. Use schema_evolution='add_columns'.",
+                key="schema_evolution",
+            )
+
+    def validate_delta(self) -> None:
+        """Check the ``format="delta"`` options."""
         if not isinstance(self.spark_manifest, bool):
             raise ConfigError(f"spark_manifest must be true or false, got {self.spark_manifest!r}", key="spark_manifest")
         parse_int(self.delta_checkpoint_interval, key="delta_checkpoint_interval", minimum=1)
@@ -229,18 +310,29 @@ class SinkOptions:
 
     @property
     def file_format(self) -> str:
-        """The format of the data files (a Delta table's files are Parquet)."""
-        return "parquet" if self.format == "delta" else self.format
+        """The format of the data files (a Delta or Iceberg table's files are Parquet)."""
+        return "parquet" if self.table_formats else self.format
 
     def delta_settings(self) -> DeltaSettings | None:
-        if self.format != "delta":
+        if "delta" not in self.table_formats:
             return None
         return DeltaSettings(checkpoint_interval=self.delta_checkpoint_interval, log_retention_ms=self.delta_log_retention_ms)
+
+    def iceberg_settings(self) -> IcebergSettings | None:
+        if "iceberg" not in self.table_formats:
+            return None
+        return IcebergSettings(snapshots_to_keep=self.iceberg_snapshots_to_keep)
+
+    def iceberg_catalog_ref(self) -> IcebergCatalogRef:
+        return IcebergCatalogRef(self.iceberg_catalog, self.iceberg_table)
 
     def committer_options(self) -> CommitterOptions:
         return CommitterOptions(
             format=self.file_format,
             delta=self.delta_settings(),
+            iceberg=self.iceberg_settings(),
+            iceberg_catalog=self.iceberg_catalog_ref(),
+            iceberg_catalog_properties=tuple(sorted((str(k), str(v)) for k, v in (self.iceberg_catalog_properties or {}).items())),
             spark_manifest=self.spark_manifest,
             partition_by=self.partition_by,
             compact_interval=self.compact_interval,

@@ -8,7 +8,9 @@ all the idempotence check needs: Spark batch ids only grow within a query)::
 
 A ``format="delta"`` table's record also carries ``"deltaVersion"``: the Delta version that
 holds the batch (readers map ``as_of=M`` to it; absent when the commit was finished by a
-recovery that found the version already there - readers then search the Delta log).
+recovery that found the version already there - readers then search the Delta log). A
+``format="iceberg"`` table's record carries ``"icebergSnapshot"`` likewise: the id of the Iceberg
+snapshot holding the batch (``read.iceberg_snapshot`` searches the snapshots' summaries when absent).
 
 A dataset group's root record also carries ``"datasets"`` - for every table of the group, its
 latest batch, rows, watermarks and last checks, carried forward when a table is absent from a
@@ -85,6 +87,10 @@ class CommitRecord(KeyedByAttempt):
     #: ``format="delta"``: the Delta version of this batch's commit, when the writer knew it
     delta_version: int | None = dc_field(
         default=None, metadata=json_field("deltaVersion", int, optional=True, omit_default=True)
+    )
+    #: ``format="iceberg"``: the id of the Iceberg snapshot holding this batch, when the writer knew it
+    iceberg_snapshot: int | None = dc_field(
+        default=None, metadata=json_field("icebergSnapshot", int, optional=True, omit_default=True)
     )
 
     @classmethod

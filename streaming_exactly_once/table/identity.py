@@ -37,6 +37,22 @@ Bytes::
 
     v2
     {"tableId":"5b0c...","rootUri":"file:///data/events",...,"format":"parquet",...,"delta":{"appId":"streaming-exactly-once:5b0c..."},"sparkManifest":false}
+
+* ``iceberg`` (absent = none): the table is also an Iceberg table (``format="iceberg"``): every
+  batch is one Iceberg snapshot, and the table property ``seo.batch-id.<appId>`` its high-water
+  mark (``iceberg.target``). ``catalog`` (absent = the table's own metadata files, found by path
+  through ``metadata/version-hint.text``) names the pyiceberg catalog and the table in it - never
+  its properties or credentials. A table with ``iceberg`` is written as ``v3``: a release that
+  knows Delta but not Iceberg refuses it instead of writing batches the Iceberg table would miss.
+  ``delta`` and ``iceberg`` may both be there (``format=["delta", "iceberg"]``): every batch is
+  then one Delta commit and one Iceberg snapshot::
+
+    v3
+    {"tableId":"5b0c...",...,"format":"parquet",...,"delta":{"appId":"streaming-exactly-once:5b0c..."},"iceberg":{"appId":"streaming-exactly-once:5b0c...","catalog":{"name":"prod","identifier":"db.events"}}}
+
+The writer checks the identity against its configuration (``TableSpec.check``) before recovery
+reads a log or deletes anything: a restart with another format, another Iceberg catalog or
+table name, or without one of the table's formats is a ``ConfigError``.
 """
 
 from __future__ import annotations
@@ -48,6 +64,7 @@ from typing import Any
 
 from ..delta.target import app_id as delta_app_id
 from ..errors import ConfigError, IdentityError, SchemaMismatchError
+from ..iceberg.settings import IcebergCatalogRef, app_id as iceberg_app_id
 from ..log.codec import field
 from ..log.record_fields import decode, encode, json_field, strings
 from ..log.record_file import encode_record, read_record
@@ -56,7 +73,7 @@ from ..manifest.paths import canonical_uri
 from ..storage.base import Storage
 from .layout import TABLE_FILE
 
-VERSION = 2  # read up to; v1 is written unless the table uses ``delta`` or ``sparkManifest``
+VERSION = 3  # read up to; v1 is written unless the table uses ``delta``, ``iceberg`` or ``sparkManifest``
 HINT = (
     "The identity file is written once per table and changes only when a writer records a new root. "
     "Restore it from a backup, or delete it (the sink recreates it, with a new table id) if you are "
@@ -70,6 +87,16 @@ def _delta_json(app_id: str) -> dict[str, Any]:
 
 def _delta_app_id(delta: dict[str, Any]) -> str:
     return str(field(delta, "appId", str))
+
+
+@dataclass(frozen=True)
+class IcebergIdentity:
+    """The Iceberg table of a ``format="iceberg"`` table: its app id and where it is recorded."""
+
+    app_id: str = dc_field(metadata=json_field("appId", str))
+    catalog: IcebergCatalogRef = dc_field(
+        default=IcebergCatalogRef(), metadata=json_field("catalog", dict, optional=True, omit_default=True, record=IcebergCatalogRef)
+    )
 
 
 @dataclass(frozen=True)
@@ -105,10 +132,23 @@ class TableIdentity:
     spark_manifest: bool = dc_field(
         default=True, metadata=json_field("sparkManifest", bool, optional=True, omit_default=True)
     )
+    #: The Iceberg table of a ``format="iceberg"`` table; None: no Iceberg metadata.
+    iceberg: IcebergIdentity | None = dc_field(
+        default=None, metadata=json_field("iceberg", dict, optional=True, omit_default=True, record=IcebergIdentity)
+    )
 
     @property
     def is_delta(self) -> bool:
         return self.delta_app_id is not None
+
+    @property
+    def is_iceberg(self) -> bool:
+        return self.iceberg is not None
+
+    @property
+    def table_formats(self) -> tuple[str, ...]:
+        """The table formats every batch is published to besides the manifest, in step order."""
+        return (*(("delta",) if self.is_delta else ()), *(("iceberg",) if self.is_iceberg else ()))
 
     @property
     def manifest_dir(self) -> str:
@@ -117,6 +157,8 @@ class TableIdentity:
     @property
     def file_version(self) -> int:
         """The format version this identity is written in (see the module docstring)."""
+        if self.is_iceberg:
+            return 3
         return 2 if self.is_delta or not self.spark_manifest else 1
 
     @property
@@ -180,6 +222,12 @@ class TableSpec:
     spark_manifest: bool = True
     #: A member table: the way up to its group's root (``TableIdentity.group``).
     group: str | None = None
+    #: ``format="iceberg"``: where the table's Iceberg metadata is recorded; None: no Iceberg table.
+    iceberg: IcebergCatalogRef | None = None
+
+    @property
+    def table_formats(self) -> tuple[str, ...]:
+        return (*(("delta",) if self.delta else ()), *(("iceberg",) if self.iceberg is not None else ()))
 
     @property
     def manifest_dir(self) -> str:
@@ -200,6 +248,7 @@ class TableSpec:
             group=self.group,
             delta_app_id=delta_app_id(table_id) if self.delta else None,
             spark_manifest=self.spark_manifest,
+            iceberg=IcebergIdentity(iceberg_app_id(table_id), self.iceberg) if self.iceberg is not None else None,
         )
 
     def check(self, existing: TableIdentity, root: str) -> None:
@@ -231,8 +280,10 @@ class TableSpec:
                 table=root,
                 key="format",
             )
-        if existing.is_delta != self.delta:
-            raise ConfigError(_delta_mismatch(root, existing), table=root, key="format")
+        if existing.table_formats != self.table_formats:
+            raise ConfigError(_formats_mismatch(root, existing, self.table_formats), table=root, key="format")
+        if existing.iceberg is not None and self.iceberg is not None and existing.iceberg.catalog != self.iceberg:
+            raise ConfigError(_catalog_mismatch(root, existing.iceberg.catalog, self.iceberg), table=root, key="iceberg_catalog")
         if existing.spark_manifest != self.spark_manifest:
             raise ConfigError(
                 f"Table {root} keeps its manifest in {existing.manifest_dir}/, but the sink was configured with "
@@ -267,15 +318,40 @@ def ensure_identity(storage: Storage, spec: TableSpec, *, first_batch_id: int = 
     return identity
 
 
-def _delta_mismatch(root: str, existing: TableIdentity) -> str:
-    if existing.is_delta:
+_LOGS = {"delta": "a Delta log", "iceberg": "an Iceberg table"}
+
+
+def _formats_text(formats: tuple[str, ...], file_format: str) -> str:
+    if not formats:
+        return repr(file_format)
+    return repr(formats[0]) if len(formats) == 1 else repr(list(formats))
+
+
+def _formats_mismatch(root: str, existing: TableIdentity, wanted: tuple[str, ...]) -> str:
+    """A restart with other table formats than the table's (``delta``, ``iceberg``)."""
+    have = _formats_text(existing.table_formats, existing.format)
+    missing = [f for f in existing.table_formats if f not in wanted]
+    if missing:
         return (
-            f"Table {root} is a Delta table written by this library (its batches are Delta commits), but the sink was "
-            "configured without format='delta': its batches would be missing from the Delta log. Use format='delta'."
+            f"Table {root} is published to {' and '.join(_LOGS[f] for f in existing.table_formats)} by this library (format="
+            f"{have}), but the sink was configured with format={_formats_text(wanted, existing.format)}: its batches would "
+            f"be missing from {_LOGS[missing[0]]}. Use format={have}."
         )
+    added = [f for f in wanted if f not in existing.table_formats][0]
     return (
-        f"Table {root} was written without a Delta log (format={existing.format!r}); a Delta log started now would "
-        "miss every earlier batch. Write format='delta' to a new table."
+        f"Table {root} was written without {_LOGS[added]} (format={have}); {_LOGS[added]} started now would miss every "
+        f"earlier batch. Keep format={have}, or write format={_formats_text(wanted, existing.format)} to a new table."
+    )
+
+
+def _catalog_mismatch(root: str, existing: IcebergCatalogRef, wanted: IcebergCatalogRef) -> str:
+    def where(ref: IcebergCatalogRef) -> str:
+        return "its own metadata files (no catalog)" if ref.name is None else f"catalog {ref.name!r} as {ref.identifier!r}"
+
+    return (
+        f"The Iceberg table of {root} is recorded in {where(existing)}, but the sink was configured with {where(wanted)}. "
+        "Where the Iceberg table is recorded is fixed for the life of a table (a second catalog entry would miss every "
+        "earlier batch): configure the table's catalog and name again, or write to a new table."
     )
 
 

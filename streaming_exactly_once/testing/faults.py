@@ -47,6 +47,13 @@ protocol; each is one storage rule here (``BOUNDARY_RULES``). ``M`` is a batch n
                       (delta-rs writes ``_delta_log`` itself, not through this storage); the
                       offsets, sources and commit records are written concurrently, so the
                       other two may be under way already
+    before-iceberg    before the first manifest file (``metadata/*.avro``) of a batch's Iceberg commit
+                      (path-based tables): with ``format=["delta", "iceberg"]`` the instant between
+                      the Delta commit and the Iceberg one
+    mid-iceberg       after the create of ``metadata/v<N>.metadata.json`` - the Iceberg commit's
+                      point of no return - and before ``version-hint.text`` names it
+    after-iceberg     before the create of ``_seo/offsets/M``, the step after the Iceberg commit
+                      (the same instant as after-delta: the records follow the last table format)
     after-sources     after the create of ``_seo/sources/M[.compact]``
     after-commit      after the create of ``_seo/commits/M[.compact]``
     after-cleanup     after ``delete_tree(_seo/staging/<attempt>/intents)`` (direct mode)
@@ -97,6 +104,9 @@ BOUNDARIES = (
     "after-schema",
     "after-manifest",
     "after-delta",
+    "before-iceberg",
+    "mid-iceberg",
+    "after-iceberg",
     "after-sources",
     "after-commit",
     "after-cleanup",
@@ -110,6 +120,8 @@ GROUP_ONLY = ("mid-members", "after-members")
 TABLE_ONLY = ("after-manifest",)
 #: Boundaries only a commit with a Delta step reaches (``format="delta"``).
 DELTA_ONLY = ("after-delta",)
+#: Boundaries only a commit with an Iceberg step reaches (``format="iceberg"``, path-based).
+ICEBERG_ONLY = ("before-iceberg", "mid-iceberg", "after-iceberg")
 #: Boundaries only a commit that creates or changes a table's schema reaches.
 SCHEMA_ONLY = ("after-schema",)
 
@@ -143,6 +155,9 @@ BOUNDARY_RULES: Mapping[str, Where] = {
     "after-schema": Where(_CREATE, r"(^|/)_seo/schema/\d+$", "after"),
     "after-manifest": Where(_CREATE, rf"^(_spark_metadata|_seo/manifest)/{_N}", "after"),
     "after-delta": Where(_CREATE, rf"^_seo/offsets/{_N}", "before"),
+    "before-iceberg": Where(("atomic_write", *_CREATE), r"^metadata/[^/]+\.avro$", "before", per_batch=True),
+    "mid-iceberg": Where(_CREATE, r"^metadata/v\d+\.metadata\.json$", "after"),
+    "after-iceberg": Where(_CREATE, rf"^_seo/offsets/{_N}", "before"),
     "after-sources": Where(_CREATE, rf"^_seo/sources/{_N}", "after"),
     "after-commit": Where(_CREATE, rf"^_seo/commits/{_N}", "after"),
     "after-cleanup": Where(("delete_tree",), r"^_seo/staging/[^/]+/intents$", "after"),

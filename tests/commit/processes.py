@@ -242,6 +242,11 @@ class _Child:
         if self.p.get("delta") is not None:
             opts["delta"] = DeltaSettings(**self.p["delta"])
             opts.setdefault("partition_by", ("p",))
+        if self.p.get("iceberg") is not None:  # {"snapshots_to_keep": N} or {}: the path-based default
+            from streaming_exactly_once.iceberg.settings import IcebergSettings
+
+            opts["iceberg"] = IcebergSettings(**self.p["iceberg"])
+            opts.setdefault("partition_by", ("p",))
         opts["partition_by"] = tuple(opts.get("partition_by", ()))
         cls = GroupCommitter if self.p.get("group") else TableCommitter
         self.c = cls(self.storage, CommitterOptions(**opts))
@@ -312,10 +317,10 @@ class _Child:
                 info = st.info(staged)
                 staged_files.append(StagedFile(final=final, size=info.size, mtime_ms=info.mtime_ms, staged=staged))
             if part:
-                delta = self.p.get("delta") is not None
+                formats = [f for f in ("delta", "iceberg") if self.p.get(f) is not None]
                 members.append(MemberBatch(
-                    table=table, files=staged_files, rows=len(part), format="delta" if delta else "parquet",
-                    partition_by=("p",) if delta else (), schema=self._schema(),
+                    table=table, files=staged_files, rows=len(part), format="+".join(formats) or "parquet",
+                    partition_by=("p",) if formats else (), schema=self._schema(),
                 ))
         return members
 
@@ -331,7 +336,7 @@ class _Child:
             raise
 
     def _schema(self) -> str | None:
-        return self.schema or (SCHEMA_JSON if self.p.get("delta") is not None else None)
+        return self.schema or (SCHEMA_JSON if self.p.get("delta") is not None or self.p.get("iceberg") is not None else None)
 
     def _report(self, query, spark_batch, rows, fn, **extra) -> bool:
         try:

@@ -10,7 +10,16 @@ from streaming_exactly_once.commit.compaction_preparation import preparation_of
 from streaming_exactly_once.commit.wal import CommitSequenceStore
 from streaming_exactly_once.errors import ConcurrentWriterError, WriterFencedError
 from streaming_exactly_once.table.layout import STAGING_DIR, WAL_DIR
-from streaming_exactly_once.testing.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY, SCHEMA_ONLY, FaultInjectingStorage, InjectedFailure, call_at
+from streaming_exactly_once.testing.faults import (
+    BOUNDARIES,
+    DELTA_ONLY,
+    GROUP_ONLY,
+    ICEBERG_ONLY,
+    SCHEMA_ONLY,
+    FaultInjectingStorage,
+    InjectedFailure,
+    call_at,
+)
 from tests.commit.helpers import make_committer, stage_and_commit, visible_rows
 
 Q = "11111111-1111-1111-1111-111111111111"
@@ -49,7 +58,9 @@ def test_replayed_batch_is_skipped_even_after_restart(storage):
     assert visible_rows(storage) == rows_of(0) + [1000]
 
 
-@pytest.mark.parametrize("boundary", [b for b in BOUNDARIES if b not in ("before-stage", "after-stage", *GROUP_ONLY, *DELTA_ONLY, *SCHEMA_ONLY)])
+@pytest.mark.parametrize(
+    "boundary", [b for b in BOUNDARIES if b not in ("before-stage", "after-stage", *GROUP_ONLY, *DELTA_ONLY, *ICEBERG_ONLY, *SCHEMA_ONLY)]
+)
 @pytest.mark.parametrize("mode", ["rename", "direct"])
 def test_failure_at_every_boundary_then_restart(local_storage, boundary, mode):
     if mode == "direct" and boundary in ("mid-move", "after-move"):

@@ -1,7 +1,7 @@
 """A writer restarted with a configuration the table refuses changes nothing before it says so.
 
-The table's identity fixes its manifest location (``spark_manifest``), its format (Delta or
-not), its partitioning and its compact interval. A writer configured otherwise must fail with
+The table's identity fixes its manifest location (``spark_manifest``), its table formats (Delta,
+Iceberg, both or none), its partitioning and its compact interval. A writer configured otherwise must fail with
 ``ConfigError`` - and, since a table is typically restarted right after a crash, with a
 published batch's claim pending, it must not recover first through the wrong manifest: every
 file stays byte for byte as it was (the lease's own files aside), and the correctly configured
@@ -41,6 +41,18 @@ def delta_private(storage, **kw):
     return delta_committer(storage, spark_manifest=False, **kw)
 
 
+def iceberg(storage, **kw):
+    from tests.iceberg.table_helpers import iceberg_committer
+
+    return iceberg_committer(storage, **kw)
+
+
+def both(storage, **kw):
+    from tests.iceberg.table_helpers import iceberg_committer
+
+    return iceberg_committer(storage, delta=True, **kw)
+
+
 def other_partitioning(made):
     """``made``'s configuration, partitioned by another column."""
     from streaming_exactly_once.commit.committer import CommitterOptions, TableCommitter
@@ -63,6 +75,11 @@ CASES = {
     "Delta table opened with another partitioning": (delta_spark, other_partitioning(delta_spark)),
     "plain table opened with another partitioning": (plain, other_partitioning(plain)),
     "plain table opened with another compact_interval": (plain, lambda storage: make_committer(storage, compact_interval=5)),
+    "Iceberg table opened without format=iceberg": (iceberg, plain),
+    "Iceberg table opened as a Delta table": (iceberg, delta_spark),
+    "Iceberg table opened with Delta too": (iceberg, both),
+    "Delta and Iceberg table opened as an Iceberg table": (both, iceberg),
+    "plain table opened as an Iceberg table": (plain, iceberg),
 }
 
 

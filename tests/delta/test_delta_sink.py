@@ -128,7 +128,7 @@ def test_spark_manifest_off_leaves_delta_as_the_only_public_log(spark, tmp_path)
     assert error is None
     assert not (table / "_spark_metadata").exists()
     assert delta_ids(table) == Counter(ids) == Counter(read.arrow(str(table)).column("id").to_pylist())
-    with pytest.raises(ConfigError, match="applies to format='delta' tables only"):
+    with pytest.raises(ConfigError, match="applies to format='delta' or 'iceberg' tables only"):
         ExactlyOnceSink(str(tmp_path / "u"), spark_manifest=False)
 
 

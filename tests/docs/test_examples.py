@@ -25,6 +25,7 @@ ORDER = [
     "read_table.py",
     "time_travel.py",
     "delta.py",
+    "iceberg.py",
     "datasets.py",
 ]
 

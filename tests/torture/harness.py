@@ -34,16 +34,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streaming_exactly_once.testing.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY, SCHEMA_ONLY
+from streaming_exactly_once.testing.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY, ICEBERG_ONLY, SCHEMA_ONLY
 
 REPO = Path(__file__).resolve().parents[2]
 
 #: A dataset group's commit (``--forks``): no single-table manifest step, no direct-mode cleanup.
 #: (A driver's table changes its schema at its first batch only - unless ``evolve`` adds a column
 #: at every run's first batch: ``after-schema`` joins the cycle then, ``SCHEMA_EXTRA``.)
-GROUP_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-manifest", "after-cleanup", *DELTA_ONLY, *SCHEMA_ONLY)]
-RENAME_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-cleanup", *GROUP_ONLY, *DELTA_ONLY, *SCHEMA_ONLY)] + ["after-manifest+3ms"]
-DIRECT_BOUNDARIES = [b for b in BOUNDARIES if b not in ("mid-move", "after-move", *GROUP_ONLY, *DELTA_ONLY, *SCHEMA_ONLY)] + ["after-manifest+3ms"]
+GROUP_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-manifest", "after-cleanup", *DELTA_ONLY, *ICEBERG_ONLY, *SCHEMA_ONLY)]
+_FORMAT_ONLY = (*DELTA_ONLY, *ICEBERG_ONLY, *SCHEMA_ONLY)
+RENAME_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-cleanup", *GROUP_ONLY, *_FORMAT_ONLY)] + ["after-manifest+3ms"]
+DIRECT_BOUNDARIES = [b for b in BOUNDARIES if b not in ("mid-move", "after-move", *GROUP_ONLY, *_FORMAT_ONLY)] + ["after-manifest+3ms"]
 #: A ``format="delta"`` table (``delta``): ``after-manifest`` is the instant before its Delta
 #: commit, ``after-manifest+3ms`` usually inside it (delta-rs writing ``_delta_log/N.json`` or a
 #: checkpoint), ``after-delta`` the instant after it, ``after-delta+3ms`` the next steps' first writes.

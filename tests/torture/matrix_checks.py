@@ -103,7 +103,9 @@ def _each(tables: list[str], read_one: Callable[[str], Counter]) -> Rows:
 
 
 def read_rows(storage, combo) -> dict[str, Rows]:
-    """Every reader's view of the table: ``independent``, ``library`` and (Delta) ``delta-rs``."""
+    """Every reader's view of the table: ``independent``, ``library``, (Delta) ``delta-rs`` and
+    (Iceberg) ``pyiceberg`` - by path, the version hint's metadata: a kill between the metadata
+    file and the hint leaves it a batch behind until the roll-forward, like any pending batch."""
     from streaming_exactly_once import read
     from streaming_exactly_once.delta.engine import object_store_options
     from tests.delta.readback import delta_ids
@@ -127,9 +129,20 @@ def read_rows(storage, combo) -> dict[str, Rows]:
             return Counter()
         return delta_ids(under(uri, table), storage_options=object_store_options(child) or None)
 
+    def iceberg(table: str) -> Counter:
+        from pyiceberg.table import StaticTable
+
+        child = storage.child(table) if table else storage
+        if not child.exists("metadata/version-hint.text"):
+            return Counter()
+        found = StaticTable.from_metadata(under(uri, table)).scan(selected_fields=("id",)).to_arrow()
+        return Counter(found.column("id").to_pylist())
+
     out = {"independent": independent_rows(storage, combo.manifest_dirs()), "library": _each(tables, library)}
     if combo.delta:
         out["delta-rs"] = _each(tables, delta)
+    if getattr(combo, "iceberg", False):
+        out["pyiceberg"] = _each(tables, iceberg)
     return out
 
 

@@ -8,6 +8,10 @@ not (the sinks refuse it at construction):
   to read (``SinkOptions.validate_delta``).
 * a dataset group stages every batch under its root and renames files into its tables: no
   ``direct`` mode, and its tables always publish ``_spark_metadata`` (``DatasetSink``).
+* ``format="iceberg"``: single tables on local disk (the path-based default catalog), alone and
+  with Delta (``format=["delta", "iceberg"]``: a kill between the two steps is
+  ``before-iceberg``) - the slice's time budget; a dataset group's Iceberg tables are killed in
+  ``tests/iceberg/test_iceberg_table.py``, S3 is the Iceberg layer's own store tests.
 
 Each combination is written by ``tests.commit.processes`` writers (``program`` gives their
 options); ``boundaries`` are the commit boundaries (``testing.faults``) its commit reaches, and
@@ -18,12 +22,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streaming_exactly_once.testing.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY
+from streaming_exactly_once.testing.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY, ICEBERG_ONLY
 
-TABLE_RENAME = [b for b in BOUNDARIES if b not in ("after-cleanup", *GROUP_ONLY, *DELTA_ONLY)]
-TABLE_DIRECT = [b for b in BOUNDARIES if b not in ("mid-move", "after-move", *GROUP_ONLY, *DELTA_ONLY)]
+TABLE_RENAME = [b for b in BOUNDARIES if b not in ("after-cleanup", *GROUP_ONLY, *DELTA_ONLY, *ICEBERG_ONLY)]
+TABLE_DIRECT = [b for b in BOUNDARIES if b not in ("mid-move", "after-move", *GROUP_ONLY, *DELTA_ONLY, *ICEBERG_ONLY)]
 #: a group's Delta step is the members' (after-members follows it); after-delta is the same instant
-GROUP = [b for b in BOUNDARIES if b not in ("after-manifest", "after-cleanup", *DELTA_ONLY)]
+GROUP = [b for b in BOUNDARIES if b not in ("after-manifest", "after-cleanup", *DELTA_ONLY, *ICEBERG_ONLY)]
 #: a claimed batch: the frozen writer may finish it after the takeover (``zombie_run.CLAIMED``)
 CLAIMED = {
     "after-wal",
@@ -39,8 +43,12 @@ CLAIMED = {
     "mid-members",
     "after-members",
 }
+CLAIMED |= set(ICEBERG_ONLY)
 #: boundaries where a zombie-successor run is most likely to break (the bounded slice's picks)
-LIKELY = ("after-wal", "mid-move", "after-manifest", "after-delta", "after-commit", "after-records-sync", "mid-members", "after-members")
+LIKELY = (
+    "after-wal", "mid-move", "after-manifest", "after-delta", "before-iceberg", "mid-iceberg", "after-commit", "after-records-sync",
+    "mid-members", "after-members",
+)
 
 TABLES = ("t0", "t1")  # a group's tables
 
@@ -53,18 +61,20 @@ class Combo:
     group: bool
     store: str  # local | s3
     interval: int = 3  # compact_interval: small, so that every few batches compact
+    iceberg: bool = False  # format="iceberg" (with ``delta``: both formats, one WAL sequence)
 
     @property
     def name(self) -> str:
         shape = "group" if self.group else "table"
-        fmt = "delta" if self.delta else "plain"
+        fmt = "+".join([*(["delta"] if self.delta else []), *(["iceberg"] if self.iceberg else [])]) or "plain"
         return f"{shape}-{fmt}-{self.manifest}-{self.staging}-{self.store}"
 
     @property
     def boundaries(self) -> list[str]:
         if self.group:
             return list(GROUP)
-        return (TABLE_RENAME if self.staging == "rename" else TABLE_DIRECT) + (["after-delta"] if self.delta else [])
+        base = TABLE_RENAME if self.staging == "rename" else TABLE_DIRECT
+        return base + (["after-delta"] if self.delta else []) + (list(ICEBERG_ONLY) if self.iceberg else [])
 
     @property
     def tables(self) -> list[str]:
@@ -90,6 +100,7 @@ class Combo:
         lease_ms: int,
         options: dict | None = None,
         delta: bool | None = None,
+        iceberg: bool | None = None,
     ) -> dict:
         """A ``tests.commit.processes`` program writing this combination (``options`` and ``delta``
         override it: a restart with another configuration)."""
@@ -102,6 +113,9 @@ class Combo:
             **(options or {}),
         }
         use_delta = self.delta if delta is None else delta
+        use_iceberg = self.iceberg if iceberg is None else iceberg
+        if use_iceberg:
+            opts.setdefault("partition_by", ["p"])
         return {
             "name": name,
             "root": root,
@@ -110,6 +124,7 @@ class Combo:
             "storage_options": storage_options,
             "options": opts,
             "delta": {"checkpoint_interval": 4} if use_delta else None,
+            "iceberg": {"snapshots_to_keep": 4} if use_iceberg else None,
         }
 
     def wrong_configs(self) -> dict[str, dict]:
@@ -119,7 +134,13 @@ class Combo:
         if self.group:
             return {"another compact_interval": {"options": other}}
         out = {"another compact_interval": {"options": other}}
-        if self.delta:
+        if self.iceberg:
+            out["without format=iceberg"] = {"iceberg": False, "delta": self.delta or None, "options": {"partition_by": ["p"]}}
+            out["with the other table format too" if not self.delta else "without format=delta"] = {
+                "delta": not self.delta, "options": {"partition_by": ["p"]},
+            }
+            out["another partitioning"] = {"options": {"partition_by": ["q"]}}
+        elif self.delta:
             out["spark_manifest flipped"] = {"options": {"spark_manifest": self.manifest != "spark"}}
             out["without format=delta"] = {"delta": False, "options": {"spark_manifest": True}}
             out["another partitioning"] = {"options": {"partition_by": ["q"]}}
@@ -139,6 +160,8 @@ def _supported() -> list[Combo]:
             out.append(Combo(staging, "private", True, False, store))
         out.append(Combo("rename", "spark", False, True, store, interval=4))  # a group with a non-default interval
         out.append(Combo("rename", "spark", True, True, store, interval=4))
+    out.append(Combo("rename", "spark", False, False, "local", iceberg=True))
+    out.append(Combo("direct", "spark", True, False, "local", iceberg=True))  # both formats: one WAL sequence, two steps
     return out
 
 

@@ -2,9 +2,9 @@
 
 Every supported combination (``matrix_combos.COMBOS``: staging mode x manifest location x
 format x table or dataset group x local disk or moto's S3) once, killed at the points most
-likely to break (``LIKELY``: the claim, the moves, the manifest and Delta steps, the commit
-record, the janitor's record sync, a group's members; ``bounded_plan`` spreads them over the
-combinations), a zombie takeover, a restart with a wrong configuration right after the first
+likely to break (``LIKELY``: the claim, the moves, the manifest, Delta and Iceberg steps, the
+commit record, the janitor's record sync, a group's members; ``bounded_plan`` spreads them over the
+combinations, an Iceberg table's kills start with its own step's), a zombie takeover, a restart with a wrong configuration right after the first
 kill, maintenance commands after each cycle, and the final drain, recover, gc and verify. The combinations run two at a time in one fixture;
 each has its own test, which fails with that combination's problems. The long run is
 ``python -m tests.torture.matrix --kills 300``.
@@ -27,9 +27,15 @@ def bounded_plan(combo: Combo, index: int) -> list[tuple[str, str]]:
     combination to the next), a zombie, a wrong configuration. S3 (each cycle there costs about
     three times as much): one kill, a wrong configuration, a zombie in every other combination."""
     likely = [b for b in LIKELY if b in combo.boundaries]
+    if combo.iceberg:  # its own step's boundaries first: before it (with Delta: between the two steps) and inside it
+        likely = [b for b in likely if "iceberg" in b] + [b for b in likely if "iceberg" not in b and b != "after-delta"]
+        likely[2:2] = ["after-delta"] if combo.delta else []
+        index = 0
     local = combo.store == "local"
     kills = [likely[(3 * index + i) % len(likely)] for i in range(3 if local else 1)]
     wrong = sorted(combo.wrong_configs())
+    if combo.iceberg:  # a restart without one of its table formats (with Delta: the other one)
+        wrong = sorted((w for w in wrong if "format" in w), reverse=combo.delta)
     plan = [("kill", kills[0]), ("wrong", wrong[index % len(wrong)])]
     if local or index % 2 == 0:
         plan.append(("zombie", likely[(index + 1) % len(likely)]))

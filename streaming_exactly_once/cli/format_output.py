@@ -1,0 +1,45 @@
+"""``seo status``: the lines about a table's formats - what readers find, and the Delta log's
+and Iceberg table's state next to the manifest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def table_format_lines(info: dict[str, Any]) -> list[tuple[str, str]]:
+    """The ``delta`` and ``iceberg`` lines of a table's status (none for a plain table)."""
+    lines = []
+    if info.get("delta") is not None:
+        lines.append(("delta", _delta_text(info["delta"])))
+    if info.get("iceberg") is not None:
+        lines.append(("iceberg", _iceberg_text(info["iceberg"])))
+    return lines
+
+
+def format_text(info: dict[str, Any]) -> str:
+    """What readers find: ``delta (Parquet files; _delta_log and _spark_metadata)`` or ``parquet``."""
+    files = info.get("format")
+    formats = [name for name in ("delta", "iceberg") if info.get(name) is not None]
+    if not formats:
+        return str(files or "-")
+    logs = [{"delta": "_delta_log", "iceberg": "metadata/"}[name] for name in formats]
+    logs.append("_spark_metadata" if "manifest" not in info else info["manifest"])
+    return f"{' + '.join(formats)} ({files} files; {', '.join(logs[:-1])} and {logs[-1]})"
+
+
+def _delta_text(delta: dict[str, Any]) -> str:
+    app = f"; app id {delta['appId']}" if delta.get("appId") else ""
+    if "error" in delta:
+        return f"ERROR: {delta['error']}{app}"
+    if delta.get("version") is None:
+        return f"no Delta log yet (the first batch creates it){app}"
+    return f"version {delta['version']}, holds batches up to {delta['batchId']}{app}"
+
+
+def _iceberg_text(iceberg: dict[str, Any]) -> str:
+    where = f"; catalog {iceberg['catalog']}" if iceberg.get("catalog") else ""
+    if "error" in iceberg:
+        return f"ERROR: {iceberg['error']}{where}"
+    if iceberg.get("snapshotId") is None:
+        return f"no Iceberg table yet (the first batch creates it){where}"
+    return f"snapshot {iceberg['snapshotId']}, holds batches up to {iceberg['batchId']}; {iceberg['metadata']}{where}"

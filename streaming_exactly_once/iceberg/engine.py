@@ -1,0 +1,36 @@
+"""How the Iceberg layer reaches pyiceberg: the lazy import, and where a table lives.
+
+pyiceberg is an optional extra (``pip install 'streaming-exactly-once[iceberg]'``): the modules
+of this layer that import it (``fileio``, ``catalogs``, ``schema``, ``datafiles``, ``history``)
+are imported only after ``require()`` succeeded, so the sink, the readers and the CLI keep
+working without it for every other table.
+
+The table's location is the sink's table directory: a plain path on local disk (what Spark's
+Hadoop catalog, DuckDB and polars open as they are), the canonical URI elsewhere.
+"""
+
+from __future__ import annotations
+
+from ..errors import MissingDependencyError
+from ..storage.base import Storage
+
+#: The pyiceberg releases this layer was built and tested against (it calls a few of their
+#: semi-public hooks: ``MetastoreCatalog._empty_table_metadata``, ``Transaction`` internals never).
+PYICEBERG_FEATURE = "format='iceberg' (an Apache Iceberg table)"
+
+
+def require() -> None:
+    """Raise ``MissingDependencyError`` naming the extra unless pyiceberg (and pyarrow) import."""
+    try:
+        import pyarrow  # noqa: F401
+        import pyiceberg  # noqa: F401
+    except ImportError as exc:
+        raise MissingDependencyError(package="pyiceberg", extra="iceberg", feature=PYICEBERG_FEATURE) from exc
+
+
+def table_location(storage: Storage) -> str:
+    """The table root as written into Iceberg metadata (no trailing slash)."""
+    root = storage.root_uri.rstrip("/")
+    if storage.scheme == "file":
+        return root[len("file://") :]
+    return root
