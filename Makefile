@@ -13,7 +13,7 @@ EXTRAS := all,test,bench,docs
 DEMO_STAMP  := $(VENV)/.installed-demo
 DEMO_EXTRAS := spark,arrow
 
-.PHONY: demo test test-long test-fast torture torture-matrix bench lint docs browser venv demo-venv check-java clean emulators
+.PHONY: demo test test-long test-fast torture torture-matrix bench lint docs browser postgres venv demo-venv check-java clean emulators
 
 $(STAMP): setup.cfg setup.py constraints.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -62,7 +62,16 @@ browser:
 	      || echo "warning: could not install chromium; the browser test of the docs will skip" >&2; \
 	  else echo "warning: chromium is not installed (Debian: apt-get install chromium); the browser test of the docs will skip" >&2; fi; }
 
-test: check-java venv emulators lint docs browser
+# PostgreSQL for the Iceberg SQL-catalog tests (a real server, started by their fixture), from
+# Debian (as root); elsewhere those tests skip and say so.
+postgres:
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) \
+	      || echo "warning: could not install postgresql; the Iceberg PostgreSQL-catalog tests will skip" >&2; \
+	  else echo "warning: PostgreSQL is not installed (Debian: apt-get install postgresql); its tests will skip" >&2; fi; }
+
+test: check-java venv emulators lint docs browser postgres
 	$(BIN)/python -m pytest -q -m "not long"
 
 # the long runs kept out of `make test` (Spark Connect tortures, zombies at every boundary, ...)
