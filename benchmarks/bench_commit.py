@@ -160,7 +160,7 @@ def seed_manifest_s3(uri: str, storage_options: dict[str, Any], live_files: int,
     local = work / "seed.compact"
     with open(local, "w") as fh:
         _write_seed_compact(fh, uri, live_files)
-    bucket, _, key = uri[len("s3://"):].partition("/")
+    bucket, _, key = uri[len("s3://") :].partition("/")
     client = boto3.client(
         "s3", endpoint_url=storage_options["endpoint_url"], aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
     )
@@ -402,20 +402,39 @@ def spaced_s3(*, live: int, batches: int, work: Path) -> dict[str, Any]:
         s3 = {"uri": "s3://bench-spaced/table", "options": {**moto.options, "seo_server_side_copy": True}}
         r = history(batches=batches, files_per_batch=10, work=work / "spaced", time_box_s=900, interval_s=1.0, seed_live_files=live, s3=s3)
     comp = [ms for _, ms in r["compaction_ms"]]
-    print(f"  s3 spaced: {r['live_files']:,} live files, compaction batches {['%.0f' % x for x in comp]} ms, "
-          f"other batches median {r['other_batches_ms']['median']:.1f} ms", flush=True)
+    print(
+        f"  s3 spaced: {r['live_files']:,} live files, compaction batches {['%.0f' % x for x in comp]} ms, "
+        f"other batches median {r['other_batches_ms']['median']:.1f} ms",
+        flush=True,
+    )
     return {k: r[k] for k in ("batches", "live_files", "interval_s", "all_ms", "compaction_ms", "compaction_summary_ms", "other_batches_ms")}
 
 
 def main(size: str = "small") -> dict[str, Any]:
     cfg = {
         "small": dict(
-            overhead=500, history=5_000, box=120, recovery=[100, 1000, 5000], spaced=30, seed=100_000, live=[100, 100_000], seeded=100,
-            s3_live=[100, 100_000], s3_batches=50,
+            overhead=500,
+            history=5_000,
+            box=120,
+            recovery=[100, 1000, 5000],
+            spaced=30,
+            seed=100_000,
+            live=[100, 100_000],
+            seeded=100,
+            s3_live=[100, 100_000],
+            s3_batches=50,
         ),
         "full": dict(
-            overhead=2_000, history=100_000, box=180, recovery=[100, 1000, 10_000], spaced=60, seed=1_000_000,
-            live=[100, 250_000, 1_000_000], seeded=300, s3_live=[100, 250_000, 1_000_000], s3_batches=100,
+            overhead=2_000,
+            history=100_000,
+            box=180,
+            recovery=[100, 1000, 10_000],
+            spaced=60,
+            seed=1_000_000,
+            live=[100, 250_000, 1_000_000],
+            seeded=300,
+            s3_live=[100, 250_000, 1_000_000],
+            s3_batches=100,
         ),
     }[size]
     work = Path(tempfile.mkdtemp(prefix="seo-bench-commit-"))

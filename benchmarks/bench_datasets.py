@@ -64,7 +64,7 @@ def main(size: str = "small") -> dict[str, Any]:
     out: dict[str, Any] = {"rows_per_batch": cfg["rows"], "series": []}
     try:
         for n in (1, 20, 200):
-            for threads in ((8, 1) if n == 200 else (8,)):
+            for threads in (8, 1) if n == 200 else (8,):
                 r = one_series(spark, work / f"g{n}-{threads}", n_tables=n, rows=cfg["rows"], batches=cfg["batches"], move_threads=threads)
                 out["series"].append(r)
                 print(

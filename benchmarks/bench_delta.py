@@ -68,7 +68,7 @@ def throughput(*, n_files: int, rows_per_file: int, files_per_trigger: int, roun
     _run_writer(spark, "plain_foreachBatch", input_dir, work, files_per_trigger, [])  # warm-up, not measured
     try:
         for r in range(rounds):
-            order = WRITERS[r % len(WRITERS):] + WRITERS[: r % len(WRITERS)]  # rotate who goes first
+            order = WRITERS[r % len(WRITERS) :] + WRITERS[: r % len(WRITERS)]  # rotate who goes first
             for name in order:
                 events: list = []
                 walls[name].append(_run_writer(spark, name, input_dir, work, files_per_trigger, events))
@@ -81,8 +81,13 @@ def throughput(*, n_files: int, rows_per_file: int, files_per_trigger: int, roun
     base = statistics.median(walls["plain_foreachBatch"])
     manifest = statistics.median(walls["exactly_once_manifest"])
     return {
-        "input": {"files": n_files, "rows_per_file": rows_per_file, "rows": rows, "files_per_trigger": files_per_trigger,
-                  "batches": -(-n_files // files_per_trigger)},
+        "input": {
+            "files": n_files,
+            "rows_per_file": rows_per_file,
+            "rows": rows,
+            "files_per_trigger": files_per_trigger,
+            "batches": -(-n_files // files_per_trigger),
+        },
         "rounds": rounds,
         "writers": {
             name: {
@@ -106,8 +111,17 @@ def _parquet(ids: list[int]) -> bytes:
     return buf.getvalue()
 
 
-def growth(*, versions: int, checkpoint_interval: int, work: Path, windows=(100, 1_000, 10_000), window: int = 100,
-           log_retention_ms: int | None = None, s3: dict[str, Any] | None = None, label: str = "local") -> dict[str, Any]:
+def growth(
+    *,
+    versions: int,
+    checkpoint_interval: int,
+    work: Path,
+    windows=(100, 1_000, 10_000),
+    window: int = 100,
+    log_retention_ms: int | None = None,
+    s3: dict[str, Any] | None = None,
+    label: str = "local",
+) -> dict[str, Any]:
     """Commit ``versions`` one-file batches through ``TableCommitter`` (Delta step).
 
     ``log_retention_ms`` sets ``delta.logRetentionDuration`` (None: Delta's 30 days), so
@@ -127,10 +141,15 @@ def growth(*, versions: int, checkpoint_interval: int, work: Path, windows=(100,
     options = CommitterOptions(heartbeat=False, partition_by=("p",), delta=settings)
     committer = TableCommitter(storage, options)
     committer.open()
-    schema = json.dumps({"type": "struct", "fields": [
-        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
-        {"name": "p", "type": "string", "nullable": True, "metadata": {}},
-    ]})
+    schema = json.dumps(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+                {"name": "p", "type": "string", "nullable": True, "metadata": {}},
+            ],
+        }
+    )
     delta_ms: list[float] = []
     total_ms: list[float] = []
     t_start = time.perf_counter()
@@ -149,16 +168,19 @@ def growth(*, versions: int, checkpoint_interval: int, work: Path, windows=(100,
             delta_ms.append(result.timings["delta"])
             total_ms.append(sum(v for k, v in result.timings.items() if k != "stage"))
             if (b + 1) % 1000 == 0:
-                print(f"  growth {label} (checkpoint every {checkpoint_interval}): {b + 1} versions, delta step median of the last "
-                      f"1000 {statistics.median(delta_ms[-1000:]):.1f} ms", flush=True)
+                print(
+                    f"  growth {label} (checkpoint every {checkpoint_interval}): {b + 1} versions, delta step median of the last "
+                    f"1000 {statistics.median(delta_ms[-1000:]):.1f} ms",
+                    flush=True,
+                )
     finally:
         committer.close()
     at = {}
     for n in windows:
         if n <= versions:
-            chunk = delta_ms[max(0, n - window):n]
-            at[str(n)] = {"delta_ms": summary(chunk), "commit_ms": summary(total_ms[max(0, n - window):n])}
-    log_files = (len(storage.list_dir("_delta_log")) if s3 else len(list((root / "_delta_log").iterdir())))
+            chunk = delta_ms[max(0, n - window) : n]
+            at[str(n)] = {"delta_ms": summary(chunk), "commit_ms": summary(total_ms[max(0, n - window) : n])}
+    log_files = len(storage.list_dir("_delta_log")) if s3 else len(list((root / "_delta_log").iterdir()))
     return {
         "label": label,
         "storage": "s3 (moto server)" if s3 else "local disk",
@@ -186,10 +208,13 @@ class _MotoS3:
         self.server.start()
         host, port = self.server.get_host_and_port()
         endpoint = f"http://{host}:{port}"
-        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
-                     region_name="us-east-1").create_bucket(Bucket="bench")
-        return {"bucket": "bench", "options": {"endpoint_url": endpoint, "key": "testing", "secret": "testing",
-                                               "client_kwargs": {"region_name": "us-east-1"}}}
+        boto3.client(
+            "s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+        ).create_bucket(Bucket="bench")
+        return {
+            "bucket": "bench",
+            "options": {"endpoint_url": endpoint, "key": "testing", "secret": "testing", "client_kwargs": {"region_name": "us-east-1"}},
+        }
 
     def __exit__(self, *exc: Any) -> None:
         self.server.stop()
@@ -199,11 +224,20 @@ def growth_series(*, versions: int, s3_versions: int, work: Path) -> list[dict[s
     """What bounds the step's growth: the same series with a 30-second log retention (delta-rs's
     expired-log cleanup keeps ``_delta_log`` to that window), and on S3 with Delta's default."""
     marks = (100, 1_000, 2_000, 5_000, 10_000)
-    out = [growth(versions=versions, checkpoint_interval=10, work=work, log_retention_ms=30_000, label="local-retention-30s",
-                  windows=tuple(m for m in marks if m <= versions))]
+    out = [
+        growth(
+            versions=versions,
+            checkpoint_interval=10,
+            work=work,
+            log_retention_ms=30_000,
+            label="local-retention-30s",
+            windows=tuple(m for m in marks if m <= versions),
+        )
+    ]
     with _MotoS3() as s3:
-        out.append(growth(versions=s3_versions, checkpoint_interval=10, work=work, s3=s3, label="s3",
-                          windows=tuple(m for m in marks if m <= s3_versions)))
+        out.append(
+            growth(versions=s3_versions, checkpoint_interval=10, work=work, s3=s3, label="s3", windows=tuple(m for m in marks if m <= s3_versions))
+        )
     return out
 
 
@@ -216,11 +250,20 @@ def main(size: str = "small", work: Path | None = None, versions: int | None = N
     work = Path(tempfile.mkdtemp(prefix="seo-bench-delta-")) if own else work
     try:
         n = versions or sizes["versions"]
-        grown = growth(versions=n, checkpoint_interval=10, work=work,
-                       windows=tuple(sorted({100, 1_000, 2_000, 5_000, 10_000, n} - {v for v in (1_000, 2_000, 5_000, 10_000) if v > n})))
+        grown = growth(
+            versions=n,
+            checkpoint_interval=10,
+            work=work,
+            windows=tuple(sorted({100, 1_000, 2_000, 5_000, 10_000, n} - {v for v in (1_000, 2_000, 5_000, 10_000) if v > n})),
+        )
         out = {
-            "throughput": throughput(n_files=sizes["n_files"], rows_per_file=sizes["rows_per_file"],
-                                     files_per_trigger=sizes["files_per_trigger"], rounds=sizes["rounds"], work=work),
+            "throughput": throughput(
+                n_files=sizes["n_files"],
+                rows_per_file=sizes["rows_per_file"],
+                files_per_trigger=sizes["files_per_trigger"],
+                rounds=sizes["rounds"],
+                work=work,
+            ),
             "growth": grown,
             "growth_series": growth_series(versions=n, s3_versions=min(n, 2_000), work=work),
             "size": size,

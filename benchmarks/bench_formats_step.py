@@ -32,10 +32,15 @@ from streaming_exactly_once.iceberg.settings import IcebergSettings
 from streaming_exactly_once.storage import open_storage
 
 QUERY = "bbbbbbbb-0000-0000-0000-00000000bench"
-SCHEMA = json.dumps({"type": "struct", "fields": [
-    {"name": "id", "type": "long", "nullable": True, "metadata": {}},
-    {"name": "p", "type": "string", "nullable": True, "metadata": {}},
-]})
+SCHEMA = json.dumps(
+    {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "p", "type": "string", "nullable": True, "metadata": {}},
+        ],
+    }
+)
 
 
 def _parquet(ids: list[int]) -> bytes:
@@ -52,7 +57,9 @@ def _stats(values: list[float]) -> dict[str, float]:
 def run(root: Path, batches: int, marks: list[int], *, keep: int, window: int = 100) -> list[dict]:
     storage = open_storage(str(root))
     options = CommitterOptions(
-        heartbeat=False, partition_by=("p",), delta=DeltaSettings(checkpoint_interval=10, log_retention_ms=30_000),
+        heartbeat=False,
+        partition_by=("p",),
+        delta=DeltaSettings(checkpoint_interval=10, log_retention_ms=30_000),
         iceberg=IcebergSettings(snapshots_to_keep=keep),
     )
     committer = TableCommitter(storage, options)
@@ -77,7 +84,7 @@ def run(root: Path, batches: int, marks: list[int], *, keep: int, window: int = 
                 hint = int((root / "metadata" / "version-hint.text").read_text())
                 row = {
                     "batches": b + 1,
-                    **{f"{k}_ms": _stats(v[max(0, b + 1 - window):b + 1]) for k, v in times.items()},
+                    **{f"{k}_ms": _stats(v[max(0, b + 1 - window) : b + 1]) for k, v in times.items()},
                     "iceberg_metadata_kb": round((root / "metadata" / f"v{hint}.metadata.json").stat().st_size / 1024, 1),
                     "delta_log_files": len(list((root / "_delta_log").iterdir())),
                     "elapsed_s": round(time.perf_counter() - started, 1),

@@ -1,6 +1,6 @@
 """Log-layer costs on local disk: ``add`` of small batch files, and reading a 1M-entry compact.
 
-    python -m benchmarks.bench_log [--adds 1000] [--entries 1000000]
+python -m benchmarks.bench_log [--adds 1000] [--entries 1000000]
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def bench_compact_read(root: Path, entries: int) -> dict:
         lines.append(json.dumps(codec.to_json(e), separators=(",", ":")).encode())
     storage.makedirs("_spark_metadata")
     data = b"v1" + b"".join(b"\n" + line for line in lines)
-    (Path(storage.uri("_spark_metadata/9.compact")[len("file://"):])).write_bytes(data)
+    (Path(storage.uri("_spark_metadata/9.compact")[len("file://") :])).write_bytes(data)
     runs = []
     for _ in range(3):
         log = ManifestLog(storage)

@@ -137,7 +137,7 @@ def throughput(*, n_files: int, rows_per_file: int, files_per_trigger: int, roun
     _run_writer(spark, "plain_foreachBatch", input_dir, work, files_per_trigger, recorder, [])
     recorder.by_query.clear()
     for r in range(rounds):
-        order = writers[r % len(writers):] + writers[: r % len(writers)]  # rotate who goes first
+        order = writers[r % len(writers) :] + writers[: r % len(writers)]  # rotate who goes first
         for name in order:
             events: list = []
             result = _run_writer(spark, name, input_dir, work, files_per_trigger, recorder, events, call_ms[name])
@@ -182,9 +182,7 @@ def throughput(*, n_files: int, rows_per_file: int, files_per_trigger: int, roun
     }
 
 
-def tiny_batches(
-    *, n_batches: int, work: Path, writers=("plain_foreachBatch", "spark_file_sink", "exactly_once_rename")
-) -> dict[str, Any]:
+def tiny_batches(*, n_batches: int, work: Path, writers=("plain_foreachBatch", "spark_file_sink", "exactly_once_rename")) -> dict[str, Any]:
     """addBatch time vs batch id over many one-row batches (one tiny file per trigger). Plain
     ``foreachBatch`` append is the anchor: its growth is the engine's own (the file source's
     log, the checkpoint, the output directory), which every writer pays."""

@@ -55,9 +55,7 @@ def _measure(what: str, entries: int) -> None:
         write_index(storage, max(log.list_batch_ids()), log)
         print(f"index build: peak RSS {_peak_mb():.0f} MB (after seeding {before:.0f} MB), {time.perf_counter() - t0:.2f} s")
         return
-    result = history(
-        batches=12, files_per_batch=10, work=work, time_box_s=600, interval_s=0.0, seed_live_files=entries, prepare=what == "prepared"
-    )
+    result = history(batches=12, files_per_batch=10, work=work, time_box_s=600, interval_s=0.0, seed_live_files=entries, prepare=what == "prepared")
     compaction = ", ".join(f"{ms:.0f} ms" for _, ms in result["compaction_ms"])
     print(f"commit, {what} compaction: peak RSS {result['peak_rss_mb']:.0f} MB, compaction batch {compaction}, {time.perf_counter() - t0:.1f} s")
 

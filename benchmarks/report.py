@@ -179,9 +179,7 @@ def write_report(results: dict[str, Any]) -> None:
                 )
             for name, s in tiny["series"].items():
                 if s.get("phases"):
-                    parts = ", ".join(
-                        f"{phase} {p['first_window_median']:.1f} -> {p['last_window_median']:.1f}" for phase, p in s["phases"].items()
-                    )
+                    parts = ", ".join(f"{phase} {p['first_window_median']:.1f} -> {p['last_window_median']:.1f}" for phase, p in s["phases"].items())
                     md += ["", f"{name.replace('_', ' ')}, by phase (median ms, first 10% -> last 10%): {parts}."]
             md += ["", f"![tiny batches]({img})" if img else "", ""]
     c = results.get("commit")
@@ -232,8 +230,7 @@ def write_report(results: dict[str, Any]) -> None:
                 "in a streaming query, whose first batch comes seconds after the sink opened the table. The goal is a "
                 "p99 at 250k live files within 3x the p99 at 100.",
                 "",
-                "| live files | next compaction | batches | median (ms) | p99 (ms) | p99 vs 100 live files "
-                "| compaction batches, median (ms) |",
+                "| live files | next compaction | batches | median (ms) | p99 (ms) | p99 vs 100 live files | compaction batches, median (ms) |",
                 "|---|---|---|---|---|---|---|",
             ]
             for key, r in sd.items():
@@ -246,8 +243,7 @@ def write_report(results: dict[str, Any]) -> None:
                 )
             md += [
                 "",
-                "Peak memory is measured per case in a fresh process by `python -m benchmarks.memory_probe` "
-                "(these runs share one process).",
+                "Peak memory is measured per case in a fresh process by `python -m benchmarks.memory_probe` (these runs share one process).",
             ]
         sp3 = c.get("spaced_s3")
         s3 = c.get("seeded_s3")
@@ -431,7 +427,8 @@ def delta_section(dl: dict[str, Any]) -> list[str]:
             "`_delta_log` files at the end in the last row):",
             "",
             "| Delta versions | local, Delta's default retention (30 days) | "
-            + " | ".join(f"{x['storage']}, retention {_retention(x['log_retention_ms'])}" for x in series) + " |",
+            + " | ".join(f"{x['storage']}, retention {_retention(x['log_retention_ms'])}" for x in series)
+            + " |",
             "|---|---|" + "---|" * len(series),
         ]
         marks = sorted({int(n) for x in [g, *series] for n in x["at_versions"]})

@@ -39,8 +39,12 @@ def outputs(settings) -> list[Output]:
 
     return [
         Output("all", partition_by=("day",), checks=()),  # the raw fork keeps every event
-        Output("by_type", dataset_column=settings.get("dataset_column", "event_type"), transform=by_type,
-               format=settings.get("by_type_format", "parquet")),
+        Output(
+            "by_type",
+            dataset_column=settings.get("dataset_column", "event_type"),
+            transform=by_type,
+            format=settings.get("by_type_format", "parquet"),
+        ),
     ]
 
 
@@ -69,8 +73,10 @@ def run(config, *, on_event, stop, say):
     sink.open()
     spark = build_spark(config["spark"], "seo-landing-to-datasets")
     stream = (
-        spark.readStream.schema(source.get("schema", SCHEMA)).option("header", "true")
-        .option("maxFilesPerTrigger", source.get("files_per_trigger", 2)).csv(str(landing))
+        spark.readStream.schema(source.get("schema", SCHEMA))
+        .option("header", "true")
+        .option("maxFilesPerTrigger", source.get("files_per_trigger", 2))
+        .csv(str(landing))
         .withColumn("day", F.to_date(F.col("event_time")))
     )
     say(f"streaming {landing} -> dataset group {sink.storage.root_uri}")

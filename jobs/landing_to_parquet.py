@@ -118,8 +118,11 @@ def run(config, *, on_event, stop, say):
                 "table check": "OK" if report.ok and not report.problems else f"{len(report.problems)} problem(s)",
             }
         )
-        summary["verified"] = summary["duplicates"] == 0 and summary["table check"] == "OK" and (
-            stop.is_set() or summary["missing"] == 0
-        ) and not summary.get("Delta table differs")
+        summary["verified"] = (
+            summary["duplicates"] == 0
+            and summary["table check"] == "OK"
+            and (stop.is_set() or summary["missing"] == 0)
+            and not summary.get("Delta table differs")
+        )
     spark.stop()
     return summary

@@ -61,8 +61,7 @@ class MissingDependencyError(ExactlyOnceError, TerminalError, ImportError):
 
     def __init__(self, *, package: str, extra: str, feature: str) -> None:
         super().__init__(
-            f"{feature} needs the Python package '{package}', which is not installed. "
-            f"Install it with: pip install 'streaming-exactly-once[{extra}]'",
+            f"{feature} needs the Python package '{package}', which is not installed. Install it with: pip install 'streaming-exactly-once[{extra}]'",
             package=package,
             extra=extra,
             feature=feature,
@@ -160,8 +159,7 @@ class LogConflictError(LogError, TerminalError):
 
     def __init__(self, *, path: str, batch_id: int, hint: str) -> None:
         super().__init__(
-            f"Log file {path} (batch {batch_id}) already exists with different content: "
-            f"another writer has written this batch. {hint}",
+            f"Log file {path} (batch {batch_id}) already exists with different content: another writer has written this batch. {hint}",
             path=path,
             batch_id=batch_id,
             hint=hint,

@@ -57,7 +57,7 @@ def _storage_options(pairs: tuple[str, ...]) -> dict[str, Any]:
     options: dict[str, Any] = {}
     for key, value in os.environ.items():  # SEO_STORAGE__ENDPOINT_URL=... (secrets from the environment)
         if key.startswith("SEO_STORAGE__"):
-            options[key[len("SEO_STORAGE__"):].lower()] = value
+            options[key[len("SEO_STORAGE__") :].lower()] = value
     for pair in pairs:
         if "=" not in pair:
             raise click.BadParameter(f"expected key=value, got {pair!r}", param_hint="--storage-option")
@@ -191,11 +191,18 @@ def _group_status(out: Printer, info: dict[str, Any]) -> None:
     rows = []
     for name, e in sorted(info["tables"].items()):
         failed = [c["name"] for c in e.get("checks", []) if not c.get("passed")]
-        rows.append((
-            name, e.get("status"), e.get("batchId", "-"), e.get("lastGroupBatch"), e.get("rows", 0),
-            e.get("quarantinedRows", 0) + e.get("rejectedRows", 0), _watermark_text(e.get("watermarks", {})),
-            ", ".join(failed) or "-",
-        ))
+        rows.append(
+            (
+                name,
+                e.get("status"),
+                e.get("batchId", "-"),
+                e.get("lastGroupBatch"),
+                e.get("rows", 0),
+                e.get("quarantinedRows", 0) + e.get("rejectedRows", 0),
+                _watermark_text(e.get("watermarks", {})),
+                ", ".join(failed) or "-",
+            )
+        )
     if rows:
         out.write()
         out.table(rows, ["table", "status", "table batch", "group batch", "rows", "set aside", "watermarks (low..high)", "failed checks"])
@@ -361,12 +368,18 @@ def gc(ctx: CliContext, table: str, dry_run: bool, older_than: str, lease_timeou
             lease_timeout_ms=parse_duration_ms(lease_timeout, key="--lease-timeout"),
         )
     if out.as_json:
-        return out.json({
-            "dryRun": dry_run, "writerLive": report.writer_live, "tables": report.tables,
-            "orphans": [{"uri": u, "size": s} for u, s in report.orphans],
-            "staging": report.staging, "tempFiles": [{"uri": u, "size": s} for u, s in report.temp_files],
-            "youngSkipped": report.young_skipped, "pendingCommits": report.pending_batches,
-        })
+        return out.json(
+            {
+                "dryRun": dry_run,
+                "writerLive": report.writer_live,
+                "tables": report.tables,
+                "orphans": [{"uri": u, "size": s} for u, s in report.orphans],
+                "staging": report.staging,
+                "tempFiles": [{"uri": u, "size": s} for u, s in report.temp_files],
+                "youngSkipped": report.young_skipped,
+                "pendingCommits": report.pending_batches,
+            }
+        )
     verb = "would delete" if dry_run else "deleted"
     if report.writer_live:
         out.write("a writer is live: this is what gc would delete now (gc itself waits until the writer stops)")

@@ -66,7 +66,9 @@ class TableCommitter(Writer):
         options = self.options
         #: the table's schema, loaded at ``open`` (``commit.table_schema``)
         self.schemas = TableSchema(
-            storage, evolution=options.schema_evolution, file_format=options.format,
+            storage,
+            evolution=options.schema_evolution,
+            file_format=options.format,
             delta=options.delta is not None or options.iceberg is not None,  # a table format's schema: never widened
         )
 
@@ -96,9 +98,13 @@ class TableCommitter(Writer):
         assert self.identity is not None
         target = self.delta if self.latest_batch_id < 0 else None
         self.schemas.load(
-            self.latest_batch_id, commits=self.logs.commits, first_batch_id=self.identity.first_batch_id,
-            partition_by=self.identity.partition_by, fence=self.lease.check_fence,
-            delta_schema=target.schema_json() if target is not None else None, delta_log=target.log_uri if target is not None else None,
+            self.latest_batch_id,
+            commits=self.logs.commits,
+            first_batch_id=self.identity.first_batch_id,
+            partition_by=self.identity.partition_by,
+            fence=self.lease.check_fence,
+            delta_schema=target.schema_json() if target is not None else None,
+            delta_log=target.log_uri if target is not None else None,
         )
 
     def _all_logs(self) -> list[CompactibleLog[Any]]:

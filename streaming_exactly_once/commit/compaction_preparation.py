@@ -306,7 +306,9 @@ class CompactionPreparation:
             # measuring and vouching for the previous one anew.
             log.warning(
                 "the upload prepared for compact batch %d of %s could not be completed; the batch builds the file itself",
-                upload.compact_id, log_.uri(), exc_info=True,
+                upload.compact_id,
+                log_.uri(),
+                exc_info=True,
             )
             return None
         return True
@@ -401,7 +403,12 @@ class CompactionPreparation:
                     log.warning(
                         "batch %d of %s waited %.0f s for the copy that prepares compact batch %d (%d of %d bytes); "
                         "going on, the compaction batch finishes it",
-                        latest, self.log.uri(), timeout, target, self._copy_done, self._copy_total,
+                        latest,
+                        self.log.uri(),
+                        timeout,
+                        target,
+                        self._copy_done,
+                        self._copy_total,
                     )
                     break
                 self._progress.wait(left)

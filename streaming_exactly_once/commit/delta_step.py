@@ -78,16 +78,10 @@ class CommitDelta(CommitStep):
     #: commit then carries a ``metaData`` action with it (``delta.evolve``)
     table_schema: str | None = dc_field(default=None, metadata=json_field("tableSchema", str, optional=True, omit_default=True))
     #: on disk ``[[path, size, mtime], ...]``
-    files: list[DeltaFile] = dc_field(
-        default_factory=list, metadata=json_field("files", list, encode=_files_json, decode=_files)
-    )
-    table: str | None = dc_field(
-        default=None, metadata=json_field("table", str, optional=True, omit_default=True, check=_inside_field)
-    )
+    files: list[DeltaFile] = dc_field(default_factory=list, metadata=json_field("files", list, encode=_files_json, decode=_files))
+    table: str | None = dc_field(default=None, metadata=json_field("table", str, optional=True, omit_default=True, check=_inside_field))
     settings: DeltaSettings = dc_field(default=DeltaSettings(), metadata=flattened(DeltaSettings))
-    info: dict[str, str] = dc_field(
-        default_factory=dict, metadata=json_field("info", dict, optional=True, encode=dict, check=_strings)
-    )
+    info: dict[str, str] = dc_field(default_factory=dict, metadata=json_field("info", dict, optional=True, encode=dict, check=_strings))
 
     def target(self, ctx: StepContext) -> DeltaTarget:
         """The table's Delta log, kept in ``ctx`` across batches (its snapshot only moves forward)."""
@@ -109,7 +103,12 @@ class CommitDelta(CommitStep):
             storage = target.storage
             files = [DeltaFile(f.path, f.size, f.mtime_ms, parquet_rows(storage, f.path)) for f in self.files]
             version = target.commit(
-                self.batch_id, files, schema_json=self.schema, partition_by=self.partition_by, metadata=self.info, fresh=True,
+                self.batch_id,
+                files,
+                schema_json=self.schema,
+                partition_by=self.partition_by,
+                metadata=self.info,
+                fresh=True,
                 table_schema=self.table_schema,
             )
         else:
@@ -124,7 +123,6 @@ class CommitDelta(CommitStep):
         if version is None:
             version = target.version_committing(self.batch_id)
         return [] if version is None else [(target.storage, p) for p in target.commit_files(version) if target.storage.exists(p)]
-
 
 
 def _note_key(table: str | None) -> str:

@@ -75,7 +75,6 @@ from .writer import Writer
 log = logging.getLogger("streaming_exactly_once.commit")
 
 
-
 @dataclass
 class MemberBatch:
     """The files of one table in one group batch (``staged`` paths relative to the group root)."""
@@ -173,9 +172,13 @@ class GroupCommitter(Writer):
             adopting = is_delta and identity is not None and identity.delta_app_id is not None and member.latest < 0
             target = self._delta_target(table, identity) if adopting and identity is not None else None
             guard.load(
-                member.latest, commits=member.logs.commits, first_batch_id=identity.first_batch_id if identity else 0,
-                partition_by=partition_by, fence=self.lease.check_fence,
-                delta_schema=target.schema_json() if target is not None else None, delta_log=target.log_uri if target is not None else None,
+                member.latest,
+                commits=member.logs.commits,
+                first_batch_id=identity.first_batch_id if identity else 0,
+                partition_by=partition_by,
+                fence=self.lease.check_fence,
+                delta_schema=target.schema_json() if target is not None else None,
+                delta_log=target.log_uri if target is not None else None,
             )
             member.schema = guard
         return member.schema
@@ -209,9 +212,7 @@ class GroupCommitter(Writer):
             member = self._members.get(table)
             if member is None:
                 child = self.storage.child(table)
-                logs = TableLogs.open(
-                    child, interval=self.options.compact_interval, retention_ms=self.options.retention_ms, kind="member"
-                )
+                logs = TableLogs.open(child, interval=self.options.compact_interval, retention_ms=self.options.retention_ms, kind="member")
                 manifest = logs.require_manifest()
                 vouch_by_index(manifest)
                 preparation = preparation_of(manifest)
@@ -235,8 +236,7 @@ class GroupCommitter(Writer):
                 batch_id=member.latest,
                 problem=f"table {table!r} of the group is at batch {member.latest}, but the group's commit "
                 f"records say {expected}: something else wrote or deleted its manifest files",
-                hint="Stop every other writer of this table, restore its _spark_metadata from a backup, "
-                "and run `seo verify` on it.",
+                hint="Stop every other writer of this table, restore its _spark_metadata from a backup, and run `seo verify` on it.",
             )
         return member
 
@@ -379,8 +379,14 @@ class GroupCommitter(Writer):
             entries = [ManifestEntry.for_file(child.uri(f.final), size=f.size, modification_time=f.mtime_ms) for f in mb.files]
             moves += [FileMove(f.staged or "", f"{mb.table}/{f.final}", f.size) for f in mb.files]
             record = attempt.record(
-                m, epoch=epoch, files=mb.files, num_rows=num_rows, now_ms=now_ms,
-                watermarks=mb.watermarks, schema=mb.schema, table_rows=member.table_rows + num_rows,
+                m,
+                epoch=epoch,
+                files=mb.files,
+                num_rows=num_rows,
+                now_ms=now_ms,
+                watermarks=mb.watermarks,
+                schema=mb.schema,
+                table_rows=member.table_rows + num_rows,
             )
             publishes.append(MemberPublish(table=mb.table, batch_id=m, entries=entries, record=record))
             set_aside = is_quarantine(mb.table)
@@ -405,7 +411,11 @@ class GroupCommitter(Writer):
         total_rows = sum(mb.rows for mb in members if not is_quarantine(mb.table))
         all_files = [f for mb in members for f in mb.files]
         group_record = attempt.record(
-            g, epoch=epoch, files=all_files, num_rows=total_rows, now_ms=now_ms,
+            g,
+            epoch=epoch,
+            files=all_files,
+            num_rows=total_rows,
+            now_ms=now_ms,
             step_ms=dict(attempt.timings),
             source_files=len(input_files),
             schema=schema,

@@ -56,7 +56,13 @@ class ClaimToDrop:
 
 class Housekeeping:
     def __init__(
-        self, storage: Storage, wal: CommitSequenceStore, lease: Lease, *, min_batches_to_retain: int, cleanup_delay_ms: int,
+        self,
+        storage: Storage,
+        wal: CommitSequenceStore,
+        lease: Lease,
+        *,
+        min_batches_to_retain: int,
+        cleanup_delay_ms: int,
         prepare_compactions: bool,
     ) -> None:
         self.storage = storage

@@ -306,8 +306,12 @@ class Lease:
         deadline = time.monotonic() + self.handover_wait_s
         space = ProcessSpace.current()
         while (
-            state is not None and state.alive and state.writer is not None and not self._supersedes(state.writer, space)
-            and state.writer.same_process_space(space) and time.monotonic() < deadline
+            state is not None
+            and state.alive
+            and state.writer is not None
+            and not self._supersedes(state.writer, space)
+            and state.writer.same_process_space(space)
+            and time.monotonic() < deadline
         ):
             # A writer on this very host may be on its way out (see ``handover_wait_s``).
             time.sleep(0.2)
@@ -315,7 +319,11 @@ class Lease:
         if state is not None and state.alive and state.writer is not None and self._supersedes(state.writer, space):
             log.warning(
                 "taking table %s over from an ended run of query %s in Spark application %s (epoch %d, pid %d)",
-                self.storage.root_uri, self.query_id, self.spark_app, state.epoch, state.writer.pid,
+                self.storage.root_uri,
+                self.query_id,
+                self.spark_app,
+                state.epoch,
+                state.writer.pid,
             )
         elif state is not None and state.alive:
             w = state.writer
@@ -346,8 +354,7 @@ class Lease:
             self.storage.put_if_absent(f"{EPOCHS_DIR}/{epoch}", encode_record(info.to_json(), version=VERSION))
         except FileExistsError:
             raise ConcurrentWriterError(
-                f"Another writer took over table {self.storage.root_uri} (epoch {epoch}) at the same moment. "
-                "Only one writer may write a table.",
+                f"Another writer took over table {self.storage.root_uri} (epoch {epoch}) at the same moment. Only one writer may write a table.",
                 table=self.storage.root_uri,
                 epoch=epoch,
             ) from None
@@ -360,7 +367,9 @@ class Lease:
     def _supersedes(self, holder: WriterInfo, space: ProcessSpace) -> bool:
         """Whether ``holder`` is an ended run of our own query (module docstring)."""
         return (
-            self.query_id is not None and self.spark_app is not None and holder.writer_id != self.writer_id
+            self.query_id is not None
+            and self.spark_app is not None
+            and holder.writer_id != self.writer_id
             and (holder.query_id, holder.spark_app) == (self.query_id, self.spark_app)
             and holder.same_process_space(space)
         )

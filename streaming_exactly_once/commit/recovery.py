@@ -387,7 +387,6 @@ def check_logs_consistent(logs: TableLogs, latest: int, first_batch_id: int) -> 
             raise LogCorruptError(
                 path=log_.uri(),
                 batch_id=last,
-                problem=f"the {name} log has batch {last} beyond the manifest's latest batch {latest}: "
-                "manifest files were deleted",
+                problem=f"the {name} log has batch {last} beyond the manifest's latest batch {latest}: manifest files were deleted",
                 hint="Restore _spark_metadata from a backup; readers would miss committed data.",
             )

@@ -120,9 +120,7 @@ class CommitSequence(KeyedByAttempt):
         except RecordError as exc:
             raise LogCorruptError(path=path, batch_id=batch_id, problem=str(exc), hint=HINT) from None
         if batch_id is not None and seq.batch_id != batch_id:
-            raise LogCorruptError(
-                path=path, batch_id=batch_id, problem=f"header says batch {seq.batch_id}", hint=HINT
-            )
+            raise LogCorruptError(path=path, batch_id=batch_id, problem=f"header says batch {seq.batch_id}", hint=HINT)
         return seq
 
     def run(
@@ -164,9 +162,7 @@ class CommitSequence(KeyedByAttempt):
             if step.sync_deferred:
                 step.rewrite_durably(ctx)
 
-    def _run_step(
-        self, step: CommitStep, ctx: StepContext, *, fresh: bool, retries: int, backoff_s: float, sleep: Callable[[float], None]
-    ) -> None:
+    def _run_step(self, step: CommitStep, ctx: StepContext, *, fresh: bool, retries: int, backoff_s: float, sleep: Callable[[float], None]) -> None:
         t0 = time.perf_counter()
         if fresh or not step.verify(ctx):
             self._execute_with_retries(step, ctx, retries=retries, backoff_s=backoff_s, sleep=sleep)
@@ -196,9 +192,7 @@ class CommitSequence(KeyedByAttempt):
         if failed:
             raise failed[0][1]
 
-    def _execute_with_retries(
-        self, step: CommitStep, ctx: StepContext, *, retries: int, backoff_s: float, sleep: Callable[[float], None]
-    ) -> None:
+    def _execute_with_retries(self, step: CommitStep, ctx: StepContext, *, retries: int, backoff_s: float, sleep: Callable[[float], None]) -> None:
         attempt = 0
         while True:
             try:

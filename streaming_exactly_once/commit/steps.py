@@ -54,7 +54,6 @@ from .step import CommitStep, MoveContext, StepContext, register
 PARALLEL_MOVES_FROM = 32
 
 
-
 @dataclass(frozen=True)
 class FileMove:
     src: str
@@ -83,9 +82,7 @@ class MoveFiles(CommitStep):
 
     kind = "move"
     #: on disk ``[[src, dst, size], ...]``: a triple per file, as a WAL entry may hold thousands
-    moves: list[FileMove] = dc_field(
-        default_factory=list, metadata=json_field("moves", list, encode=_moves_json, decode=_moves)
-    )
+    moves: list[FileMove] = dc_field(default_factory=list, metadata=json_field("moves", list, encode=_moves_json, decode=_moves))
 
     def _done(self, ctx: MoveContext, move: FileMove) -> bool:
         try:
@@ -154,7 +151,6 @@ class MoveFiles(CommitStep):
             list(pool.map(lambda m: self._move_one(ctx, m), pending))
 
 
-
 def sync_staged_on_worker(storage: Storage, moves: list[FileMove]) -> None:
     """One worker's share of syncing a batch's staged files before its claim (a Spark task)."""
     storage.sync([m.src for m in moves])
@@ -190,8 +186,7 @@ class PublishManifest(CommitStep):
             raise LogConflictError(
                 path=manifest.uri(self.batch_id),
                 batch_id=self.batch_id,
-                hint="Another writer published this manifest batch with other files. Stop every other "
-                "writer of this table and run `seo verify`.",
+                hint="Another writer published this manifest batch with other files. Stop every other writer of this table and run `seo verify`.",
             )
         return True
 
@@ -201,7 +196,6 @@ class PublishManifest(CommitStep):
     def written(self, ctx: StepContext) -> list[tuple[Storage, str]]:
         manifest = ctx.logs.require_manifest()
         return [(manifest.storage, manifest.path(self.batch_id))]
-
 
 
 @register
@@ -239,7 +233,6 @@ class WriteSources(CommitStep):
 
     def rewrite_durably(self, ctx: StepContext) -> None:
         ctx.logs.require_sources().rewrite_durably(self.batch_id, self.files)
-
 
 
 @register
@@ -289,7 +282,6 @@ class WriteOffsets(CommitStep):
         ctx.logs.require_offsets().rewrite_durably(self.record.batch_id, [self.record])
 
 
-
 @register
 @dataclass
 class WriteCommit(CommitStep):
@@ -324,7 +316,6 @@ class WriteCommit(CommitStep):
 
     def written(self, ctx: StepContext) -> list[tuple[Storage, str]]:
         return [(ctx.logs.commits.storage, ctx.logs.commits.path(self.record.batch_id))]
-
 
 
 @dataclass(frozen=True)
@@ -387,7 +378,6 @@ class PublishMembers(CommitStep):
             list(pool.map(lambda m: self._publish(ctx, m), self.members))
 
 
-
 @register
 @dataclass
 class CleanupStaging(CommitStep):
@@ -401,7 +391,6 @@ class CleanupStaging(CommitStep):
 
     def execute(self, ctx: StepContext) -> None:
         ctx.storage.delete_tree(self.path)
-
 
 
 def _relative_path(path: str) -> str:

@@ -68,8 +68,12 @@ class Writer(ABC):
         self.wal = CommitSequenceStore(storage)
         self.lease = Lease(storage, timeout_ms=options.lease_timeout_ms, description=options.description)
         self.housekeeping = Housekeeping(
-            storage, self.wal, self.lease, min_batches_to_retain=options.min_batches_to_retain,
-            cleanup_delay_ms=options.cleanup_delay_ms, prepare_compactions=options.prepare_compactions,
+            storage,
+            self.wal,
+            self.lease,
+            min_batches_to_retain=options.min_batches_to_retain,
+            cleanup_delay_ms=options.cleanup_delay_ms,
+            prepare_compactions=options.prepare_compactions,
         )
         self.engine = CommitEngine(storage, self.wal, self.lease, self.housekeeping.gate, step_retries=options.step_retries)
         self.identity: TableIdentity | None = None

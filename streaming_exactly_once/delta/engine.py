@@ -45,7 +45,7 @@ def table_uri(storage: Storage) -> str:
         )
     if target == "file":
         uri = storage.root_uri
-        return uri[len("file://"):] if uri.startswith("file://") else uri
+        return uri[len("file://") :] if uri.startswith("file://") else uri
     return "s3://" + storage.root_uri.split("://", 1)[1]
 
 

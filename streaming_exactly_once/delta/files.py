@@ -52,7 +52,11 @@ def add_actions(files: Sequence[DeltaFile], partition_by: Sequence[str], *, tabl
     AddAction = deltalake().transaction.AddAction
     return [
         AddAction(
-            f.path, f.size, partition_values(f.path, partition_by, table=table), f.mtime_ms, True,
+            f.path,
+            f.size,
+            partition_values(f.path, partition_by, table=table),
+            f.mtime_ms,
+            True,
             stats_json(f.rows) if f.rows is not None else "",
         )
         for f in files

@@ -53,5 +53,5 @@ def relative_to_root(uri: str, roots: tuple[str, ...]) -> str | None:
         return uri
     for root in roots:
         if uri.startswith(root):
-            return uri[len(root):]
+            return uri[len(root) :]
     return None

@@ -66,9 +66,7 @@ def check_partition_types(schema_json: str, partition_by: Sequence[str], *, tabl
             )
 
 
-def schema_differences(
-    table_schema: str, table_partitions: Sequence[str], batch_schema: str, partition_by: Sequence[str]
-) -> list[str]:
+def schema_differences(table_schema: str, table_partitions: Sequence[str], batch_schema: str, partition_by: Sequence[str]) -> list[str]:
     """Why the batch cannot be appended, one reason per line (empty: it fits)."""
     problems = []
     if list(table_partitions) != list(partition_by):
@@ -116,8 +114,7 @@ def check_appendable(table: Any, root: str) -> None:
     reader_features = set(protocol.reader_features or ())
     if protocol.min_reader_version == 2 or (reader_features - _READER_FEATURES_OK):
         reasons.append(
-            "it requires reader features "
-            + (", ".join(sorted(reader_features - _READER_FEATURES_OK)) or "of reader version 2 (column mapping)")
+            "it requires reader features " + (", ".join(sorted(reader_features - _READER_FEATURES_OK)) or "of reader version 2 (column mapping)")
         )
     schema = table.schema().to_json()
     markers = [m for m in _SCHEMA_MARKERS if m in schema]

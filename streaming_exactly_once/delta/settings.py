@@ -21,9 +21,7 @@ class DeltaSettings:
     #: delta.checkpointInterval: log replay reads at most this many JSON files
     checkpoint_interval: int = dc_field(default=10, metadata=json_field("checkpointInterval", int, optional=True))
     #: delta.logRetentionDuration (None: Delta's default, 30 days)
-    log_retention_ms: int | None = dc_field(
-        default=None, metadata=json_field("logRetentionMs", int, optional=True, omit_default=True)
-    )
+    log_retention_ms: int | None = dc_field(default=None, metadata=json_field("logRetentionMs", int, optional=True, omit_default=True))
 
     def table_properties(self) -> dict[str, str]:
         props = {"delta.checkpointInterval": str(self.checkpoint_interval)}

@@ -34,7 +34,7 @@ def footer_rows(storage: Storage, path: str) -> int | None:
     if footer + 8 > len(tail):
         tail = storage.read_tail(path, footer + 8)
     try:
-        return int(pq.read_metadata(pa.BufferReader(tail[-(footer + 8):])).num_rows)
+        return int(pq.read_metadata(pa.BufferReader(tail[-(footer + 8) :])).num_rows)
     except (OSError, ValueError):
         return None
 

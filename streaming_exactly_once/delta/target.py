@@ -121,9 +121,7 @@ class DeltaTarget:
 
     # -- before the WAL claim ----------------------------------------------------------------
 
-    def check_batch(
-        self, schema_json: str | None, partition_by: Sequence[str], *, refresh: bool = True, table_schema: str | None = None
-    ) -> None:
+    def check_batch(self, schema_json: str | None, partition_by: Sequence[str], *, refresh: bool = True, table_schema: str | None = None) -> None:
         """Refuse, before anything is claimed, a batch the Delta commit could not take.
         ``table_schema``: the schema the batch gives the table (columns added), checked against
         Delta's rule for that (``evolve.check_evolution``) and then in place of the log's."""
@@ -216,10 +214,19 @@ class DeltaTarget:
                         self.check_batch(schema_json, partition_by, refresh=False, table_schema=table_schema)
                     if table_schema is not None and evolves(table.schema().to_json(), table_schema):
                         # delta-rs writes no metaData in an append: the one commit is written here
-                        write_commit(self.storage, base + 1, commit_lines(
-                            metadata=table.metadata(), table_schema=table_schema, app_id=self.app_id, batch_id=batch_id,
-                            files=files, info=info, table=self.storage.root_uri,
-                        ))
+                        write_commit(
+                            self.storage,
+                            base + 1,
+                            commit_lines(
+                                metadata=table.metadata(),
+                                table_schema=table_schema,
+                                app_id=self.app_id,
+                                batch_id=batch_id,
+                                files=files,
+                                info=info,
+                                table=self.storage.root_uri,
+                            ),
+                        )
                         checkpoint_if_due(self.load, base + 1, log_uri=self.log_uri)
                     else:
                         table.create_write_transaction(
@@ -443,7 +450,9 @@ class DeltaTarget:
         out = []
         roots = root_spellings(self.uri)
         for path, size, mtime in zip(
-            actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(), actions.column("modification_time").to_pylist(),
+            actions.column("path").to_pylist(),
+            actions.column("size_bytes").to_pylist(),
+            actions.column("modification_time").to_pylist(),
             strict=True,
         ):
             rel = relative_to_root(unquote(path), roots)

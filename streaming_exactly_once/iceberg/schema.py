@@ -261,7 +261,6 @@ def check_appendable(metadata: TableMetadata, storage: Storage, *, name: str) ->
         reasons.append(f"it is encrypted ({', '.join(encrypted)}), and the sink's files are not")
     if reasons:
         raise IcebergTableError(
-            f"Iceberg table {name} cannot take appended Parquet files: {'; '.join(reasons)}. Write to a new "
-            "table, or to one without these features.",
+            f"Iceberg table {name} cannot take appended Parquet files: {'; '.join(reasons)}. Write to a new table, or to one without these features.",
             table=storage.root_uri,
         )

@@ -47,9 +47,7 @@ class IcebergSettings:
     #: the sink's snapshot expiry: each commit keeps this many newest snapshots and expires the
     #: older ones (of any writer; branch and tag heads stay) in the same metadata version; None:
     #: no expiry
-    snapshots_to_keep: int | None = dc_field(
-        default=None, metadata=json_field("snapshotsToKeep", int, optional=True, omit_default=True)
-    )
+    snapshots_to_keep: int | None = dc_field(default=None, metadata=json_field("snapshotsToKeep", int, optional=True, omit_default=True))
 
     def table_properties(self) -> dict[str, str]:
         return {

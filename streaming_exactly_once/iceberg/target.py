@@ -160,9 +160,7 @@ class IcebergTarget:
 
     # -- before the WAL claim --------------------------------------------------------------------
 
-    def check_batch(
-        self, schema_json: str | None, partition_by: Sequence[str], *, refresh: bool = True, table_schema: str | None = None
-    ) -> None:
+    def check_batch(self, schema_json: str | None, partition_by: Sequence[str], *, refresh: bool = True, table_schema: str | None = None) -> None:
         """Refuse, before anything is claimed, a batch the Iceberg commit could not take.
         ``table_schema``: the table's Spark schema after the batch, when the batch adds columns
         (its commit adds them, ``evolve``)."""

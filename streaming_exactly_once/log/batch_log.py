@@ -100,17 +100,13 @@ class BatchLog(Generic[T]):
 
     def decode(self, data: bytes, *, batch_id: int | None, path: str | None = None) -> list[T]:
         where = self.storage.uri(path) if path else self.uri(batch_id)
-        _version, objects = parse_body(
-            data, path=where, batch_id=batch_id, max_supported=self.max_supported_version, hint=self.hint
-        )
+        _version, objects = parse_body(data, path=where, batch_id=batch_id, max_supported=self.max_supported_version, hint=self.hint)
         out: list[T] = []
         for number, obj in enumerate(objects, start=2):
             try:
                 out.append(self.codec.from_json(obj))
             except RecordError as exc:
-                raise LogCorruptError(
-                    path=where, batch_id=batch_id, problem=f"line {number}: {exc}", hint=self.hint
-                ) from None
+                raise LogCorruptError(path=where, batch_id=batch_id, problem=f"line {number}: {exc}", hint=self.hint) from None
         return out
 
     # -- reads -------------------------------------------------------------------------------

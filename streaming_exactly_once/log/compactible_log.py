@@ -88,9 +88,7 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         hint: str = DEFAULT_HINT,
         retain: Callable[[T, int], bool] | None = None,
     ) -> None:
-        super().__init__(
-            storage, directory, codec, version=version, max_supported_version=max_supported_version, kind=kind, hint=hint
-        )
+        super().__init__(storage, directory, codec, version=version, max_supported_version=max_supported_version, kind=kind, hint=hint)
         if default_interval < 1:
             raise ValueError(f"compact interval must be >= 1, got {default_interval}")
         self.default_interval = default_interval
@@ -359,9 +357,7 @@ class CompactibleLog(BatchLog[T], Generic[T]):
                 existing = self.storage.read_bytes(path)
                 # With a retention filter the kept records depend on the clock, so only the
                 # header and our own records at the end can be compared.
-                same = existing == data or (
-                    existing.startswith(header(self.version) + b"\n") and bool(own_tail) and existing.endswith(own_tail)
-                )
+                same = existing == data or (existing.startswith(header(self.version) + b"\n") and bool(own_tail) and existing.endswith(own_tail))
                 self._check_same(path, batch_id, same)
                 return False
         self._note(batch_id)
@@ -461,9 +457,7 @@ class CompactibleLog(BatchLog[T], Generic[T]):
 
     # -- retention ---------------------------------------------------------------------------
 
-    def delete_expired(
-        self, current: int, *, min_batches_to_retain: int, cleanup_delay_ms: int, now: int | None = None
-    ) -> list[int]:
+    def delete_expired(self, current: int, *, min_batches_to_retain: int, cleanup_delay_ms: int, now: int | None = None) -> list[int]:
         """Delete files no reader needs any more (see the module docstring); returns their ids."""
         threshold = deletable_below(current, self.interval, min_batches_to_retain)
         if threshold is None:

@@ -146,9 +146,7 @@ def parse_version(line: str, *, path: str, batch_id: int | None, max_supported: 
     return version
 
 
-def parse_body(
-    data: bytes, *, path: str, batch_id: int | None, max_supported: int, hint: str
-) -> tuple[int, list[dict[str, Any]]]:
+def parse_body(data: bytes, *, path: str, batch_id: int | None, max_supported: int, hint: str) -> tuple[int, list[dict[str, Any]]]:
     """Split a log file into (version, list of JSON objects), with precise errors."""
     if not data:
         raise LogCorruptError(
@@ -160,9 +158,7 @@ def parse_body(
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise LogCorruptError(
-            path=path, batch_id=batch_id, problem=f"not UTF-8 text (byte {exc.start})", hint=hint
-        ) from None
+        raise LogCorruptError(path=path, batch_id=batch_id, problem=f"not UTF-8 text (byte {exc.start})", hint=hint) from None
     lines = text.split("\n")
     if len(lines) > 1 and lines[-1] == "":
         lines.pop()  # one trailing newline is tolerated
@@ -185,9 +181,7 @@ def parse_body(
             )
             raise LogCorruptError(path=path, batch_id=batch_id, problem=problem, hint=hint) from None
         if not isinstance(obj, dict):
-            raise LogCorruptError(
-                path=path, batch_id=batch_id, problem=f"line {number} is not a JSON object", hint=hint
-            )
+            raise LogCorruptError(path=path, batch_id=batch_id, problem=f"line {number} is not a JSON object", hint=hint)
         records.append(obj)
     return version, records
 

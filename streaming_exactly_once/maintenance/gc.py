@@ -225,7 +225,7 @@ def _plan(
 def _nested(table: str, tables: Iterable[str]) -> list[str]:
     """Other tables of the group below ``table``, relative to it."""
     prefix = table + "/"
-    return [t[len(prefix):] + "/" for t in tables if t.startswith(prefix)]
+    return [t[len(prefix) :] + "/" for t in tables if t.startswith(prefix)]
 
 
 def _plan_table(

@@ -79,4 +79,4 @@ def group_of(storage: Storage, identity: TableIdentity) -> tuple[Storage, str]:
             "nothing can be done to this table safely: restore the group root's _seo/ from a backup.",
             table=storage.root_uri,
         )
-    return root, "/".join(parts[-len(ups):])
+    return root, "/".join(parts[-len(ups) :])

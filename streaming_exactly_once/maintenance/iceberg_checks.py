@@ -69,7 +69,9 @@ def check_iceberg(
     if applied < latest:
         if all(b in claimed for b in range(applied + 1, latest + 1)):
             report.add(
-                "warning", "iceberg-pending", where,
+                "warning",
+                "iceberg-pending",
+                where,
                 f"batches {applied + 1}..{latest} are pending in the WAL; the next start (or `seo recover`) commits them to Iceberg",
             )
         else:
@@ -78,7 +80,9 @@ def check_iceberg(
         report.add("error", "iceberg-ahead", where, f"holds batches up to {applied}, the manifest only up to {latest}")
     if not hint_ok:
         report.add(
-            "warning", "iceberg-stale-hint", storage.uri("metadata/version-hint.text"),
+            "warning",
+            "iceberg-stale-hint",
+            storage.uri("metadata/version-hint.text"),
             "names an older metadata version than the current one (a writer died between the two); path-based readers read the "
             "older version until the next start or `seo recover` points it right",
         )
@@ -86,7 +90,9 @@ def check_iceberg(
     if applied == latest and live != manifest_files:
         only_iceberg, only_manifest = len(live - manifest_files), len(manifest_files - live)
         report.add(
-            "error" if only_manifest else "warning", "iceberg-diverged", where,
+            "error" if only_manifest else "warning",
+            "iceberg-diverged",
+            where,
             f"{only_iceberg} file(s) only in the Iceberg table's current snapshot, {only_manifest} only in the manifest: Iceberg "
             "readers and manifest readers see different rows" + (" (another Iceberg writer changed the table)" if only_iceberg else ""),
         )

@@ -36,7 +36,7 @@ class PendingCommits:
         if table is None:
             return set(self.files)
         prefix = table.rstrip("/") + "/"
-        return {f[len(prefix):] for f in self.files if f.startswith(prefix)}
+        return {f[len(prefix) :] for f in self.files if f.startswith(prefix)}
 
     def dir_named(self, path: str) -> bool:
         return path.rstrip("/") in self.dirs

@@ -200,8 +200,10 @@ def rebuild_logs(storage: Storage, *, lease_timeout_ms: int = 60_000) -> Rebuild
                         batch_id,
                         [
                             OffsetsRecord.of(
-                                replace(record.key, batch_id=batch_id), written_ms=record.commit_time_ms,
-                                checkpoint=checkpoint, source_offsets=source_offsets,
+                                replace(record.key, batch_id=batch_id),
+                                written_ms=record.commit_time_ms,
+                                checkpoint=checkpoint,
+                                source_offsets=source_offsets,
                             )
                         ],
                     )
@@ -221,7 +223,11 @@ def rebuild_logs(storage: Storage, *, lease_timeout_ms: int = 60_000) -> Rebuild
                     [
                         CommitRecord.of(
                             AttemptKey(batch_id, intent.query_id, intent.spark_batch_id, intent.epoch, intent.attempt, "unknown"),
-                            num_files=0, num_rows=None, num_bytes=0, commit_time_ms=intent.written_ms, reconstructed=True,
+                            num_files=0,
+                            num_rows=None,
+                            num_bytes=0,
+                            commit_time_ms=intent.written_ms,
+                            reconstructed=True,
                         )
                     ],
                 )

@@ -122,7 +122,9 @@ def _check_logs_parse(logs: TableLogs, identity: TableIdentity | None, report: V
             except ExactlyOnceError as exc:
                 if (log_ is logs.offsets or log_ is logs.sources) and batch_id in claimed:
                     report.add(
-                        "warning", "pending-record", log_.uri(batch_id),
+                        "warning",
+                        "pending-record",
+                        log_.uri(batch_id),
                         f"{exc}; batch {batch_id} has a pending WAL claim, whose roll-forward (`seo recover`, or the sink's "
                         "next start) writes this record again",
                     )
@@ -131,8 +133,14 @@ def _check_logs_parse(logs: TableLogs, identity: TableIdentity | None, report: V
 
 
 def verify_table(
-    storage: Storage, *, check_orphans: bool = True, skip: tuple[str, ...] = (), pending: PendingCommits | None = None,
-    table: str | None = None, progress: Callable[[str], None] | None = None, check_schemas: bool = True,
+    storage: Storage,
+    *,
+    check_orphans: bool = True,
+    skip: tuple[str, ...] = (),
+    pending: PendingCommits | None = None,
+    table: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    check_schemas: bool = True,
 ) -> VerifyReport:
     """``skip``: directories (relative, ending in ``/``) that hold other tables (a group's);
     ``pending``/``table``: a group's pending commits and this table's path in the group;
@@ -236,9 +244,7 @@ def in_flight(logs: TableLogs, pending: PendingCommits, table: str | None, lates
     return out
 
 
-def _check_delta(
-    storage: Storage, app_id: str, latest: int | None, current: CommittedFiles, report: VerifyReport, claimed: set[int]
-) -> None:
+def _check_delta(storage: Storage, app_id: str, latest: int | None, current: CommittedFiles, report: VerifyReport, claimed: set[int]) -> None:
     """A ``format="delta"`` table: the Delta log holds the manifest's batches and the same files."""
     from ..delta.target import DeltaTarget
 
@@ -269,31 +275,38 @@ def _check_delta(
     if applied == latest and live != manifest_files:
         only_delta, only_manifest = len(live - manifest_files), len(manifest_files - live)
         report.add(
-            "warning", "delta-diverged", target.log_uri,
+            "warning",
+            "delta-diverged",
+            target.log_uri,
             f"{only_delta} file(s) only in the Delta table, {only_manifest} only in the manifest: another Delta writer "
             "changed the table; Delta readers and _spark_metadata readers see different rows",
         )
 
 
-def _check_schemas(
-    storage: Storage, identity: TableIdentity, latest: int, current: CommittedFiles, report: VerifyReport, *, files: bool
-) -> None:
+def _check_schemas(storage: Storage, identity: TableIdentity, latest: int, current: CommittedFiles, report: VerifyReport, *, files: bool) -> None:
     """The table schema: records above the latest batch, a table without one, files that
     disagree with it (``files``; Parquet tables)."""
     stray = [b for b in schema_batches(storage) if b > latest]
     for batch_id in stray:
-        report.add("warning", "schema-pending", storage.uri(schema_path(batch_id)),
-                   f"the schema record of batch {batch_id}, which is not published (yet): its WAL claim rolls it forward, or "
-                   "the next writer deletes it")
+        report.add(
+            "warning",
+            "schema-pending",
+            storage.uri(schema_path(batch_id)),
+            f"the schema record of batch {batch_id}, which is not published (yet): its WAL claim rolls it forward, or the next writer deletes it",
+        )
     try:
         guard = read_only_schema(storage)
     except ExactlyOnceError as exc:
         report.add("error", "log-corrupt", storage.uri(SCHEMA_DIR), str(exc))
         return
     if guard.current is None and guard.schema is not None and identity.kind != "group":
-        report.add("warning", "no-table-schema", storage.uri(SCHEMA_DIR),
-                   "no table schema is recorded (the table was written before schema enforcement): the next writer adopts the "
-                   "schema of the newest commit record, which the files are checked against here")
+        report.add(
+            "warning",
+            "no-table-schema",
+            storage.uri(SCHEMA_DIR),
+            "no table schema is recorded (the table was written before schema enforcement): the next writer adopts the "
+            "schema of the newest commit record, which the files are checked against here",
+        )
     schema = guard.schema
     if files and schema is not None and identity.format == "parquet":
         for severity, kind, path, detail in check_file_schemas(current, schema, identity.partition_by):
@@ -322,7 +335,9 @@ def _check_leftovers(storage: Storage, report: VerifyReport) -> None:
     for info in temp_and_work_files(storage):
         if not is_work_file(info.name):
             report.add(
-                "warning", "temp-file", storage.uri(info.path),
+                "warning",
+                "temp-file",
+                storage.uri(info.path),
                 "a write in flight, or cut off by a killed writer; the next writer removes it when it takes the table, `seo gc` when it is old",
             )
 
@@ -352,23 +367,25 @@ def verify_group(storage: Storage, *, check_orphans: bool = True, check_schemas:
         report.add("error", "log-corrupt", logs.commits.uri(), str(exc))
         return report
     for name, batch_id in sorted(expected.items()):
-        nested = tuple(t[len(name) + 1:] + "/" for t in expected if t.startswith(name + "/"))
-        sub = verify_table(
-            storage.child(name), check_orphans=check_orphans, skip=nested, pending=pending, table=name, check_schemas=check_schemas
-        )
+        nested = tuple(t[len(name) + 1 :] + "/" for t in expected if t.startswith(name + "/"))
+        sub = verify_table(storage.child(name), check_orphans=check_orphans, skip=nested, pending=pending, table=name, check_schemas=check_schemas)
         report.files += sub.files
         report.bytes += sub.bytes
         report.problems += sub.problems
         ahead = range(batch_id + 1, (sub.latest_batch_id if sub.latest_batch_id is not None else -1) + 1)
         if ahead and all(b in sub.in_flight for b in ahead):
             report.add(
-                "warning", "group-pending", storage.uri(name),
+                "warning",
+                "group-pending",
+                storage.uri(name),
                 f"table is at batch {sub.latest_batch_id}, the group's newest commit record says {batch_id}; "
                 "the pending WAL claim completes the group's record at the next start (or `seo recover`)",
             )
         elif sub.latest_batch_id != batch_id:
             report.add(
-                "error", "group-mismatch", storage.uri(name),
+                "error",
+                "group-mismatch",
+                storage.uri(name),
                 f"table is at batch {sub.latest_batch_id}, the group's newest commit record says {batch_id}",
             )
     return report

@@ -123,9 +123,7 @@ class StreamStats:
     carriage_returns: bool = False  # a ``\\r`` among the bytes: CRLF line ends (``log.version``)
 
 
-def stream_entries(
-    source: Any, take: Callable[[Any], bool], *, block_bytes: int = BLOCK_BYTES, stats: StreamStats | None = None
-) -> bool:
+def stream_entries(source: Any, take: Callable[[Any], bool], *, block_bytes: int = BLOCK_BYTES, stats: StreamStats | None = None) -> bool:
     """Parse the manifest body in binary file ``source``, from its position (just after the
     ``v1`` line) to its end, a block at a time, handing each block's entries - a
     ``pyarrow.RecordBatch`` of every ``entry_schema`` field - to ``take`` as they come.

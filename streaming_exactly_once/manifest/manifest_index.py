@@ -68,6 +68,7 @@ log = logging.getLogger("streaming_exactly_once.manifest_index")
 INDEX_DIR = "_seo/manifest-index"
 VERSION = "2"
 
+
 def index_path(compact_id: int) -> str:
     return f"{INDEX_DIR}/{compact_id}.parquet"
 
@@ -131,9 +132,10 @@ def write_index(storage: Storage, compact_id: int, log_: ManifestLog | None = No
     buffer = io.BytesIO()
     fs, root = storage.filesystem()
     try:
-        with fs.open(f"{root.rstrip('/')}/{path}", "rb") as source, pq.ParquetWriter(
-            buffer, schema, compression="zstd", use_dictionary=False
-        ) as writer:
+        with (
+            fs.open(f"{root.rstrip('/')}/{path}", "rb") as source,
+            pq.ParquetWriter(buffer, schema, compression="zstd", use_dictionary=False) as writer,
+        ):
             head = source.readline()
             if head not in HEADER_LINES:
                 return False
@@ -313,8 +315,7 @@ def read_index(storage: Storage, compact_id: int, log_: ManifestLog, *, whole_ro
     except Exception as exc:  # an unreadable cache is no cache
         problem = f"it cannot be read ({type(exc).__name__}: {str(exc)[:200]})"
     log.warning(
-        "ignoring the damaged manifest index %s: %s. Readers parse the compact file's JSON instead; "
-        "`seo index <table>` rebuilds the index.",
+        "ignoring the damaged manifest index %s: %s. Readers parse the compact file's JSON instead; `seo index <table>` rebuilds the index.",
         uri,
         problem,
     )

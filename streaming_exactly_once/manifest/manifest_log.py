@@ -27,18 +27,13 @@ PRIVATE_DIRECTORY = "_seo/manifest"
 DIRECTORIES = (DIRECTORY, PRIVATE_DIRECTORY)
 VERSION = 1
 
-MANIFEST_HINT = (
-    "The manifest decides what every reader sees, so the library will not guess. "
-    + DEFAULT_HINT
-)
+MANIFEST_HINT = "The manifest decides what every reader sees, so the library will not guess. " + DEFAULT_HINT
 
 
 class ManifestLog(CompactibleLog[ManifestEntry]):
     """``_spark_metadata`` (or ``directory``) of the table rooted at ``storage``."""
 
-    def __init__(
-        self, storage: Storage, *, default_interval: int = 10, retention_ms: int | None = None, directory: str = DIRECTORY
-    ) -> None:
+    def __init__(self, storage: Storage, *, default_interval: int = 10, retention_ms: int | None = None, directory: str = DIRECTORY) -> None:
         retain = None
         if retention_ms is not None:
             retain = lambda entry, now: now - entry.modification_time <= retention_ms  # noqa: E731

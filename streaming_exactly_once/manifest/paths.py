@@ -29,9 +29,7 @@ DEFAULT_PARTITION_NAME = "__HIVE_DEFAULT_PARTITION__"
 
 _HIVE_ESCAPED = frozenset([chr(c) for c in range(0x01, 0x20)] + list("\"#%'*/:=?\\\x7f{[]^"))
 
-_URI_PATH_SAFE = frozenset(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789" "-_.!~*'()" ",;:$&+=" "/@"
-)
+_URI_PATH_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.!~*'(),;:$&+=/@")
 
 #: A path made only of these characters is its own encoding (most are: the commit path
 #: encodes every file's URI, and a per-character loop is ~20 us a path).
@@ -162,7 +160,7 @@ def spellings(uri: str) -> list[str]:
 def normalize_uri(uri: str) -> str:
     """``file:/x`` and ``file:///x`` name the same file; compare URIs in the ``file:///`` form."""
     if uri.startswith("file:") and not uri.startswith("file://"):
-        return "file://" + uri[len("file:"):]
+        return "file://" + uri[len("file:") :]
     if uri.startswith("file://localhost/"):
-        return "file:///" + uri[len("file://localhost/"):]
+        return "file:///" + uri[len("file://localhost/") :]
     return uri

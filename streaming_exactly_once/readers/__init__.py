@@ -46,8 +46,22 @@ def files(
 
 
 __all__ = [
-    "BatchInfo", "CommittedFiles", "TableScan", "arrow", "batches", "committed_files", "dataset", "delta_version", "duckdb", "files",
-    "iceberg_snapshot", "pandas", "polars", "schema", "spark", "table",
+    "BatchInfo",
+    "CommittedFiles",
+    "TableScan",
+    "arrow",
+    "batches",
+    "committed_files",
+    "dataset",
+    "delta_version",
+    "duckdb",
+    "files",
+    "iceberg_snapshot",
+    "pandas",
+    "polars",
+    "schema",
+    "spark",
+    "table",
 ]
 
 

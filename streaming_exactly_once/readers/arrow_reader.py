@@ -94,7 +94,7 @@ def dataset_of(files: CommittedFiles, *, format: str | None = None, options: Map
     filesystem, native_root = arrow_filesystem(files.storage)
     paths = files.prefixed(native_root + "/")
     for uri in files.outside:  # allow_outside_root=True: same filesystem, absolute location
-        paths.append(uri.split("://", 1)[1] if files.storage.scheme != "file" else normalize_uri(uri)[len("file://"):])
+        paths.append(uri.split("://", 1)[1] if files.storage.scheme != "file" else normalize_uri(uri)[len("file://") :])
     partitioning = ds.HivePartitioning(partition_schema, segment_encoding="uri") if len(partition_schema) else None
     file_format = _file_format(fmt, full_schema, files.partition_columns, reader_options)
     try:
@@ -124,7 +124,12 @@ def arrow(
     """The committed rows as one ``pyarrow.Table`` (``columns`` and ``filter`` as in
     ``pyarrow.dataset.Dataset.to_table``; the other arguments as in ``dataset``)."""
     data = dataset(
-        path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, format=format, options=options,
+        path,
+        as_of=as_of,
+        storage_options=storage_options,
+        allow_outside_root=allow_outside_root,
+        format=format,
+        options=options,
     )
     try:
         return data.to_table(columns=columns, filter=filter)

@@ -31,9 +31,7 @@ from .table_location import locate
 log = logging.getLogger("streaming_exactly_once.readers")
 
 
-def schema_as_of(
-    commits: CommitsLog | None, identity: TableIdentity | None, as_of: int | None
-) -> tuple[str | None, tuple[str, ...]]:
+def schema_as_of(commits: CommitsLog | None, identity: TableIdentity | None, as_of: int | None) -> tuple[str | None, tuple[str, ...]]:
     """(schema JSON or None, partition columns) of batch ``as_of`` (module docstring)."""
     if commits is None or identity is None or as_of is None:
         return None, ()

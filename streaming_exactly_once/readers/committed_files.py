@@ -27,9 +27,7 @@ class CommittedFiles:
     and turned into Python lists only when asked for.
     """
 
-    def __init__(
-        self, storage: Storage, as_of: int | None, identity: TableIdentity | None = None, *, allow_outside_root: bool = False
-    ) -> None:
+    def __init__(self, storage: Storage, as_of: int | None, identity: TableIdentity | None = None, *, allow_outside_root: bool = False) -> None:
         self.storage = storage
         self.as_of = as_of
         self.identity = identity

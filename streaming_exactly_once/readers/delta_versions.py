@@ -24,9 +24,7 @@ from .table_location import locate
 log = logging.getLogger("streaming_exactly_once.readers")
 
 
-def version_of_batch(
-    storage: Storage, identity: TableIdentity, batch_id: int, *, latest: bool, commits: CommitsLog | None = None
-) -> int | None:
+def version_of_batch(storage: Storage, identity: TableIdentity, batch_id: int, *, latest: bool, commits: CommitsLog | None = None) -> int | None:
     """The Delta version of manifest batch ``batch_id`` (see ``delta_version``). For the latest
     batch it is the one the commit record noted (no Delta log is read); for an older one it is
     looked up in the Delta log. None if unknown: the Delta log no longer has it (log retention),
@@ -47,9 +45,7 @@ def version_of_batch(
         return None
 
 
-def delta_version(
-    path: str, *, as_of: int | None = None, storage_options: Mapping[str, Any] | None = None
-) -> int:
+def delta_version(path: str, *, as_of: int | None = None, storage_options: Mapping[str, Any] | None = None) -> int:
     """The Delta version of a ``format="delta"`` table that holds exactly manifest batch ``as_of``
     (default: the latest batch) - what a Delta reader passes as ``version=`` to read the same rows."""
     as_of = check_as_of(as_of)

@@ -35,8 +35,14 @@ def pandas(
     except ImportError as exc:
         raise MissingDependencyError(package="pandas", extra="arrow", feature="read.pandas") from exc
     return arrow(
-        path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, format=format,
-        options=options, columns=columns, filter=filter,
+        path,
+        as_of=as_of,
+        storage_options=storage_options,
+        allow_outside_root=allow_outside_root,
+        format=format,
+        options=options,
+        columns=columns,
+        filter=filter,
     ).to_pandas()
 
 
@@ -64,15 +70,27 @@ def polars(
         if filter is not None:
             raise ConfigError("read.polars(lazy=True) takes no pyarrow filter; filter the LazyFrame instead", key="filter")
         data = dataset(
-            path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, format=format,
+            path,
+            as_of=as_of,
+            storage_options=storage_options,
+            allow_outside_root=allow_outside_root,
+            format=format,
             options=options,
         )
         frame = pl.scan_pyarrow_dataset(data)
         return frame.select(columns) if columns is not None else frame
-    eager = pl.from_arrow(arrow(
-        path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, format=format,
-        options=options, columns=columns, filter=filter,
-    ))
+    eager = pl.from_arrow(
+        arrow(
+            path,
+            as_of=as_of,
+            storage_options=storage_options,
+            allow_outside_root=allow_outside_root,
+            format=format,
+            options=options,
+            columns=columns,
+            filter=filter,
+        )
+    )
     assert isinstance(eager, pl.DataFrame)  # from a table, never a Series
     return eager
 

@@ -36,7 +36,7 @@ class FileProblems:
 def _local_root(storage: Storage) -> str | None:
     if storage.scheme != "file":
         return None
-    return normalize_uri(storage.root_uri)[len("file://"):]
+    return normalize_uri(storage.root_uri)[len("file://") :]
 
 
 def _within(path: str, root: str) -> bool:

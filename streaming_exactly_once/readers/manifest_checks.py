@@ -24,9 +24,7 @@ from ..table.identity import TableIdentity
 TRUNCATED_HINT = "Manifest files were deleted; readers would miss committed data. Restore them from a backup."
 
 
-def _listed(
-    storage: Storage, identity: TableIdentity | None, manifest: ManifestLog, commits: CommitsLog | None
-) -> tuple[list[int], list[int]]:
+def _listed(storage: Storage, identity: TableIdentity | None, manifest: ManifestLog, commits: CommitsLog | None) -> tuple[list[int], list[int]]:
     """(manifest batch ids present, gaps between them); raises on a stray or truncated manifest."""
     committed = None
     if identity is not None:
@@ -49,9 +47,7 @@ def _listed(
     return ids, gaps
 
 
-def latest_batch(
-    storage: Storage, identity: TableIdentity | None, manifest: ManifestLog, *, commits: CommitsLog | None = None
-) -> int | None:
+def latest_batch(storage: Storage, identity: TableIdentity | None, manifest: ManifestLog, *, commits: CommitsLog | None = None) -> int | None:
     """The latest manifest batch, after the checks for readers (module docstring). ``commits``:
     the table's commits log, if the caller has one open (it is then listed once per read)."""
     ids, _ = _listed(storage, identity, manifest, commits)

@@ -220,9 +220,7 @@ def scan_manifest(log: ManifestLog, as_of: int | None = None) -> ManifestColumns
         context = f"needed to read the table as of batch {ids[-1]} (compact interval {log.interval})"
         chunks = [file_columns(log, batch_id, context=context) for batch_id in ids]
     if pa is None:
-        return ManifestColumns(
-            [p for c in chunks for p in c[0]], [s for c in chunks for s in c[1]], [m for c in chunks for m in c[2]], False
-        )
+        return ManifestColumns([p for c in chunks for p in c[0]], [s for c in chunks for s in c[1]], [m for c in chunks for m in c[2]], False)
 
     def concat(values: list[Any], kind: Any) -> Any:  # Arrow arrays of one type -> one chunked array, no copy
         arrays: list[Any] = []

@@ -45,8 +45,11 @@ class TableScan:
 
     def _where(self) -> dict[str, Any]:
         return {
-            "as_of": self.as_of, "storage_options": self.storage_options, "allow_outside_root": self.allow_outside_root,
-            "format": self.format, "options": self.options,
+            "as_of": self.as_of,
+            "storage_options": self.storage_options,
+            "allow_outside_root": self.allow_outside_root,
+            "format": self.format,
+            "options": self.options,
         }
 
     def files(self) -> list[str]:
@@ -93,8 +96,8 @@ def table(
 ) -> TableScan:
     """The table at ``path`` as of batch ``as_of``, for any engine (``TableScan``)::
 
-        scan = read.table("s3://lake/events", as_of=120, storage_options=creds)
-        scan.to_arrow(); scan.to_pandas(); scan.to_polars(lazy=True)
-        scan.to_duckdb(con); scan.to_spark(spark); scan.files()
+    scan = read.table("s3://lake/events", as_of=120, storage_options=creds)
+    scan.to_arrow(); scan.to_pandas(); scan.to_polars(lazy=True)
+    scan.to_duckdb(con); scan.to_spark(spark); scan.files()
     """
     return TableScan(path, as_of, storage_options, allow_outside_root, format, options)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 def _spark_path(storage: Storage, relative: str | None = None) -> str:
     uri = storage.root_uri if relative is None else f"{storage.root_uri}/{relative}"
-    return uri[len("file://"):] if uri.startswith("file://") else uri
+    return uri[len("file://") :] if uri.startswith("file://") else uri
 
 
 def spark(
@@ -61,9 +61,7 @@ def spark(
     files = committed_files(path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, verify=True)
     fmt = files.file_format(format)
     reader_options = files.reader_options(options)
-    paths = files.prefixed(_spark_path(files.storage) + "/") + [
-        u[len("file://"):] if u.startswith("file://") else u for u in files.outside
-    ]
+    paths = files.prefixed(_spark_path(files.storage) + "/") + [u[len("file://") :] if u.startswith("file://") else u for u in files.outside]
     if files.schema_json:
         schema = StructType.fromJson(json.loads(files.schema_json))
         data = [f for f in schema.fields if f.name not in files.partition_columns]

@@ -70,7 +70,7 @@ def _local_real_root(storage: Storage) -> str | None:
     """The current root with symlinks resolved, on a local disk (None elsewhere)."""
     if storage.scheme != "file":
         return None
-    local = normalize_uri(storage.root_uri)[len("file://"):]
+    local = normalize_uri(storage.root_uri)[len("file://") :]
     return "file://" + os.path.realpath(local)
 
 
@@ -119,7 +119,7 @@ def relative_path(roots: TableRoots, path: str) -> str | None:
     """Where manifest entry ``path`` is relative to the table root, or None if it is outside."""
     for prefix in roots.prefixes:
         if path.startswith(prefix):
-            return below_root(path[len(prefix):])
+            return below_root(path[len(prefix) :])
     return None
 
 

@@ -78,8 +78,13 @@ def committed_files(
             sample = columns.paths[0].as_py() if columns.arrow else columns.paths[0]
             sub = location.sub_path.rstrip("/") + "/" if location.sub_path else ""
             mapped = map_entries(
-                columns.paths, columns.sizes, columns.mtimes, table_roots(storage, identity, sample), storage,
-                sub=sub, allow_outside_root=allow_outside_root,
+                columns.paths,
+                columns.sizes,
+                columns.mtimes,
+                table_roots(storage, identity, sample),
+                storage,
+                sub=sub,
+                allow_outside_root=allow_outside_root,
             )
             result.set_columns(mapped.relative, mapped.sizes, mapped.mtimes)
             result.outside = mapped.outside

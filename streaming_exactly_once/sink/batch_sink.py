@@ -60,8 +60,6 @@ log = logging.getLogger("streaming_exactly_once.sink")
 CommitterT = TypeVar("CommitterT", bound=Writer)
 
 
-
-
 def wrap_storage(storage: Storage, spec: str) -> Storage:
     """``storage`` passed through the ``storage_wrapper`` option's ``module:callable``."""
     module_name, _, name = spec.partition(":")
@@ -89,8 +87,16 @@ class BatchSink(Generic[CommitterT]):
 
     #: Attributes that belong to one process: rebuilt after unpickling, never shipped.
     _PROCESS_STATE: tuple[str, ...] = (
-        "_lock", "_storage", "_committer", "_query", "_active_query", "_active_run", "_session", "_identities",
-        "_checkpoints", "_batch_ends",
+        "_lock",
+        "_storage",
+        "_committer",
+        "_query",
+        "_active_query",
+        "_active_run",
+        "_session",
+        "_identities",
+        "_checkpoints",
+        "_batch_ends",
     )
 
     def __init__(self, table: str, options: SinkOptions) -> None:
@@ -162,7 +168,7 @@ class BatchSink(Generic[CommitterT]):
         values = dict(section)
         table = values.pop("table", None)
         if not table:
-            raise ConfigError("[sink] needs table = \"<path or URI>\"", key="sink.table")
+            raise ConfigError('[sink] needs table = "<path or URI>"', key="sink.table")
         checkpoint = values.pop("checkpoint", None)
         values.pop("metrics_path", None)
         valid = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "table", "root")]
@@ -364,9 +370,7 @@ class BatchSink(Generic[CommitterT]):
         cached = self._identities.get(key)
         if cached is not None:
             return cached
-        identity = resolve_identity(
-            df, query_id=self.options.query_id, checkpoint=self._checkpoint, checkpoint_query_id=self._checkpoint_query_id
-        )
+        identity = resolve_identity(df, query_id=self.options.query_id, checkpoint=self._checkpoint, checkpoint_query_id=self._checkpoint_query_id)
         if identity.checkpoint is not None:
             ckpt_id = self._checkpoint_query_id(identity.checkpoint)
             if self.options.query_id is None and ckpt_id != identity.query_id:
@@ -378,8 +382,8 @@ class BatchSink(Generic[CommitterT]):
                 )
         else:
             log.warning(
-                "checkpoint of query %s unknown: source offsets and input files are not recorded; "
-                "use sink.start(...) or pass checkpoint_location=", identity.query_id
+                "checkpoint of query %s unknown: source offsets and input files are not recorded; use sink.start(...) or pass checkpoint_location=",
+                identity.query_id,
             )
         self._identities[key] = identity
         return identity
@@ -430,8 +434,7 @@ class BatchSink(Generic[CommitterT]):
         missing = [c for c in (*self.options.partition_by, *self.options.watermark_columns) if c not in names]
         if missing:
             raise ConfigError(
-                f"column(s) {missing} given in partition_by/watermark_columns are not in the batch; its "
-                f"columns are {sorted(names)}",
+                f"column(s) {missing} given in partition_by/watermark_columns are not in the batch; its columns are {sorted(names)}",
                 key="partition_by",
             )
 
@@ -505,8 +508,15 @@ class BatchSink(Generic[CommitterT]):
     ) -> OffsetGuard:
         """The batch checked against the records of partitioned sources the table holds."""
         return guard_batch(
-            df, query_id=query_id, batch_id=batch_id, checkpoint=checkpoint, offsets=offsets, batch_ends=self._batch_ends,
-            writer=self.committer, columns=self.options.offset_columns, allow_gaps=self.options.allow_offset_gaps,
+            df,
+            query_id=query_id,
+            batch_id=batch_id,
+            checkpoint=checkpoint,
+            offsets=offsets,
+            batch_ends=self._batch_ends,
+            writer=self.committer,
+            columns=self.options.offset_columns,
+            allow_gaps=self.options.allow_offset_gaps,
         )
 
     def starting_offsets(self, topics: Iterable[str] | None = None) -> str | None:
@@ -520,9 +530,7 @@ class BatchSink(Generic[CommitterT]):
 
     staging_mode: StagingMode
 
-    def _stage_and_commit(
-        self, df: DataFrame, attempt: BatchAttempt, inputs: BatchFilters, offsets: OffsetSeq | None
-    ) -> CommitResult:
+    def _stage_and_commit(self, df: DataFrame, attempt: BatchAttempt, inputs: BatchFilters, offsets: OffsetSeq | None) -> CommitResult:
         """Write ``df`` (the batch without rows of committed input files) under the attempt's
         staging, call ``inputs.skipped_rows()`` once it is written, and commit."""
         raise NotImplementedError

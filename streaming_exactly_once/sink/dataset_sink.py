@@ -68,7 +68,7 @@ def _tables_of(output: Output, tables: list[str]) -> list[str]:
     if output.dataset_column is None:
         return [t for t in tables if t == output.name]
     prefix = f"{output.name}/" if output.name else ""
-    return [t for t in tables if t.startswith(prefix) and "/" not in t[len(prefix):] and not is_quarantine(t)]
+    return [t for t in tables if t.startswith(prefix) and "/" not in t[len(prefix) :] and not is_quarantine(t)]
 
 
 @dataclass
@@ -138,8 +138,7 @@ class DatasetSink(BatchSink[GroupCommitter]):
                 )
         if not self.options.spark_manifest:
             raise ConfigError(
-                "DatasetSink always publishes _spark_metadata in its tables; spark_manifest=False is an ExactlyOnceSink "
-                "option.",
+                "DatasetSink always publishes _spark_metadata in its tables; spark_manifest=False is an ExactlyOnceSink option.",
                 key="spark_manifest",
             )
         self.staging_mode = "rename"
@@ -153,9 +152,13 @@ class DatasetSink(BatchSink[GroupCommitter]):
         options = self.options.committer_options()
         formats = {f for o in self.outputs for f in table_formats(self._format(o))}
         if "delta" in formats:  # settings of the outputs' Delta tables
-            options = replace(options, delta=DeltaSettings(
-                checkpoint_interval=self.options.delta_checkpoint_interval, log_retention_ms=self.options.delta_log_retention_ms,
-            ))
+            options = replace(
+                options,
+                delta=DeltaSettings(
+                    checkpoint_interval=self.options.delta_checkpoint_interval,
+                    log_retention_ms=self.options.delta_log_retention_ms,
+                ),
+            )
         if "iceberg" in formats:  # ... and of their Iceberg tables
             options = replace(options, iceberg=IcebergSettings(snapshots_to_keep=self.options.iceberg_snapshots_to_keep))
         return GroupCommitter(self.storage, options)
@@ -198,9 +201,7 @@ class DatasetSink(BatchSink[GroupCommitter]):
         """Per table, in ``member_schemas`` and the tasks (``conform_arrow``)."""
         return lambda batch: batch
 
-    def member_schemas(
-        self, output: Output, data_schema: str, partition_by: tuple[str, ...], fmt: str
-    ) -> tuple[dict[str, Verdict], dict[str, str]]:
+    def member_schemas(self, output: Output, data_schema: str, partition_by: tuple[str, ...], fmt: str) -> tuple[dict[str, Verdict], dict[str, str]]:
         """How the output's rows fit each of its existing tables (``commit.table_schema``): the
         verdict per table, and the schema to conform the rows of each table that needs it to -
         before anything is written. A table the rows do not fit is refused later, by the policy."""
@@ -235,9 +236,7 @@ class DatasetSink(BatchSink[GroupCommitter]):
             out = out.withColumn(FAILED, F.concat_ws(CHECK_SEPARATOR, *failed))
         return out, partition_by, checks, bool(rows)
 
-    def _stage_and_commit(
-        self, df: DataFrame, attempt: BatchAttempt, inputs: BatchFilters, offsets: OffsetSeq | None
-    ) -> CommitResult:
+    def _stage_and_commit(self, df: DataFrame, attempt: BatchAttempt, inputs: BatchFilters, offsets: OffsetSeq | None) -> CommitResult:
         t_stage = time.perf_counter()
         forked = len(self.outputs) > 1
         if forked:
@@ -253,7 +252,9 @@ class DatasetSink(BatchSink[GroupCommitter]):
                 judged, conform = self.member_schemas(output, data_schema.schema.json(), partition_by, self._format(output))
                 verdicts.update(judged)
                 task_writer = GroupTaskWriter(
-                    storage=self.storage, staging=attempt.staging_dir, output=output,
+                    storage=self.storage,
+                    staging=attempt.staging_dir,
+                    output=output,
                     format=self._files_format(output),
                     partition_by=partition_by,
                     options={**self.options.writer_options, **dict(output.options or {})},
@@ -271,7 +272,10 @@ class DatasetSink(BatchSink[GroupCommitter]):
                         schema = data_schema.schema if row["kind"] == "data" else quarantine_schema.schema
                         written = conform.get(row["table"], schema.json()) if row["kind"] == "data" else schema.json()
                         entry = tables[row["table"]] = _TableFiles(
-                            table=row["table"], output=output, kind=row["kind"], schema=written,
+                            table=row["table"],
+                            output=output,
+                            kind=row["kind"],
+                            schema=written,
                             fields={f.name: f.dataType.simpleString() for f in schema.fields},
                         )
                         output_checks[row["table"]] = checks
@@ -286,12 +290,7 @@ class DatasetSink(BatchSink[GroupCommitter]):
             self._reject(attempt, rejected, mismatched)
         ends = source_partitions(list(offsets.offsets)) if offsets is not None else {}
         topics = sorted({p.rsplit("/", 1)[0] for parts in ends.values() for p in parts})
-        expected = {
-            o.table_for(topic): parts
-            for o in self.outputs
-            if o.dataset_column
-            for topic, parts in expected_by_dataset(ends, topics).items()
-        }
+        expected = {o.table_for(topic): parts for o in self.outputs if o.dataset_column for topic, parts in expected_by_dataset(ends, topics).items()}
         result = self.committer.commit_group(
             attempt,
             members,
@@ -315,17 +314,21 @@ class DatasetSink(BatchSink[GroupCommitter]):
         rejected: dict[str, list[CheckResult]] = {}
         mismatched: dict[str, SchemaMismatchError] = {}
         prefix = QUARANTINE_ROWS + "/"
-        quarantined = {t.table[len(prefix):]: t for t in tables.values() if t.kind == "quarantine"}
+        quarantined = {t.table[len(prefix) :]: t for t in tables.values() if t.kind == "quarantine"}
         for name, t in sorted(tables.items()):
             fmt = self._format(t.output)
             files_fmt = self._files_format(t.output)  # quarantine tables hold the files only
             options = {**self.options.writer_options, **dict(t.output.options or {})}
-            dataset = name[len(prefix):] if t.kind == "quarantine" else name
+            dataset = name[len(prefix) :] if t.kind == "quarantine" else name
             checks = output_checks[name]
             bad_rows = quarantined.get(dataset)
             row_results = [
-                CheckResult(c.name, not (bad_rows and bad_rows.stats.failed.get(c.name)), False,
-                            f"{bad_rows.stats.failed.get(c.name, 0) if bad_rows else 0} row(s) quarantined")
+                CheckResult(
+                    c.name,
+                    not (bad_rows and bad_rows.stats.failed.get(c.name)),
+                    False,
+                    f"{bad_rows.stats.failed.get(c.name, 0) if bad_rows else 0} row(s) quarantined",
+                )
                 for c in row_checks(checks)
             ] + [  # the writer's own checks are listed only when rows failed them
                 CheckResult(name, False, False, f"{bad_rows.stats.failed[name]} row(s) quarantined")
@@ -336,8 +339,14 @@ class DatasetSink(BatchSink[GroupCommitter]):
                 alone = dataset not in tables  # no row of the dataset passed: this stands in for it
                 members.append(
                     MemberBatch(
-                        table=name, files=t.files, rows=t.stats.rows, format=files_fmt, writer_options=options, schema=t.schema,
-                        dataset=dataset if alone else None, status="quarantined",
+                        table=name,
+                        files=t.files,
+                        rows=t.stats.rows,
+                        format=files_fmt,
+                        writer_options=options,
+                        schema=t.schema,
+                        dataset=dataset if alone else None,
+                        status="quarantined",
                         checks=[r.to_json() for r in row_results] if alone else [],
                         quarantined_rows=t.stats.rows if alone else 0,
                     )
@@ -355,9 +364,16 @@ class DatasetSink(BatchSink[GroupCommitter]):
                 if not r.passed and not r.mandatory:
                     log.warning("table %s: optional check %r failed (%s)", name, r.name, r.detail)
             mb = MemberBatch(
-                table=name, files=t.files, rows=t.stats.rows, format=fmt, partition_by=partition_by, writer_options=options,
-                watermarks=t.stats.watermarks(), schema=t.schema,
-                checks=[r.to_json() for r in results], quarantined_rows=bad_rows.stats.rows if bad_rows else 0,
+                table=name,
+                files=t.files,
+                rows=t.stats.rows,
+                format=fmt,
+                partition_by=partition_by,
+                writer_options=options,
+                watermarks=t.stats.watermarks(),
+                schema=t.schema,
+                checks=[r.to_json() for r in results],
+                quarantined_rows=bad_rows.stats.rows if bad_rows else 0,
             )
             if failures:
                 rejected[name] = failures

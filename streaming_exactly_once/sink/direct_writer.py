@@ -125,6 +125,4 @@ class DirectWriter:
         self.check_schema(df.schema)
         fn = make_task_writer(self.storage, attempt.staging_dir, self.format, self.partition_by, self.options)
         rows = df.mapInArrow(fn, result_ddl(RESULT_FIELDS)).collect()
-        return sorted(
-            (StagedFile(final=r["final"], size=r["size"], mtime_ms=r["mtime"], rows=r["rows"]) for r in rows), key=lambda f: f.final
-        )
+        return sorted((StagedFile(final=r["final"], size=r["size"], mtime_ms=r["mtime"], rows=r["rows"]) for r in rows), key=lambda f: f.final)

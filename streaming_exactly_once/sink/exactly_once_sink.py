@@ -105,9 +105,7 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
             )
         return self._writer
 
-    def _stage_and_commit(
-        self, df: DataFrame, attempt: BatchAttempt, inputs: BatchFilters, offsets: OffsetSeq | None
-    ) -> CommitResult:
+    def _stage_and_commit(self, df: DataFrame, attempt: BatchAttempt, inputs: BatchFilters, offsets: OffsetSeq | None) -> CommitResult:
         t_stage = time.perf_counter()
         writer = self.writer
         watermarks: dict[str, dict[str, Any]]
@@ -143,7 +141,9 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
         else:
             try:
                 schemas = read_only_schema(
-                    self.storage, evolution=options.schema_evolution, file_format=options.format,
+                    self.storage,
+                    evolution=options.schema_evolution,
+                    file_format=options.format,
                     delta=options.delta is not None or options.iceberg is not None,
                 )
             except Exception as exc:  # noqa: BLE001 - e.g. a store only the server reaches: the first batch checks

@@ -42,9 +42,7 @@ class FileStats:
         for check, count in other.failed.items():
             self.failed[check] = self.failed.get(check, 0) + count
 
-    def add_rows(
-        self, table: pa.Table, watermark_columns: tuple[str, ...], *, failed_checks_column: str, check_separator: str
-    ) -> None:
+    def add_rows(self, table: pa.Table, watermark_columns: tuple[str, ...], *, failed_checks_column: str, check_separator: str) -> None:
         """Count one Arrow chunk of a file's rows; ``failed_checks_column`` (if the chunk has it)
         names, joined by ``check_separator``, the row checks each row failed."""
         import pyarrow.compute as pc

@@ -45,8 +45,14 @@ PARTITION_NAME_CHECK = f"partition directory name <= {NAME_MAX_BYTES} bytes"
 #: Row checks the writer applies by itself (never configured, never mandatory).
 BUILTIN_ROW_CHECKS = (NULL_DATASET_CHECK, DATASET_NAME_CHECK, PARTITION_NAME_CHECK)
 RESULT_FIELDS: ResultFields = (
-    ("table", "string"), ("rel", "string"), ("staged", "string"), ("size", "long"), ("mtime", "long"), ("rows", "long"),
-    ("kind", "string"), ("stats", "string"),
+    ("table", "string"),
+    ("rel", "string"),
+    ("staged", "string"),
+    ("size", "long"),
+    ("mtime", "long"),
+    ("rows", "long"),
+    ("kind", "string"),
+    ("stats", "string"),
 )
 
 
@@ -170,9 +176,7 @@ class _TaskFiles:
             name = f"part-{self.task:05d}-{uuid.uuid4()}{self.extension}"
             rel = f"{directory}/{name}" if directory else name
             staged = f"{w.staging}/data/{table_path}/{rel}"
-            self.open_files[key] = (
-                FileSink(w.storage, staged, w.format, data.schema, w.options, pending=self.pending), FileStats(), rel, kind
-            )
+            self.open_files[key] = (FileSink(w.storage, staged, w.format, data.schema, w.options, pending=self.pending), FileStats(), rel, kind)
         sink, stats, _, _ = self.open_files[key]
         stats.add_rows(part, w.watermark_columns, failed_checks_column=FAILED_CHECKS, check_separator=CHECK_SEPARATOR)
         sink.write(data)
@@ -184,8 +188,14 @@ class _TaskFiles:
             sink.close()
             info = self.writer.storage.info(sink.final)
             for name, value in (
-                ("table", table_path), ("rel", rel), ("staged", sink.final), ("size", info.size),
-                ("mtime", info.mtime_ms), ("rows", stats.rows), ("kind", kind), ("stats", stats.to_json()),
+                ("table", table_path),
+                ("rel", rel),
+                ("staged", sink.final),
+                ("size", info.size),
+                ("mtime", info.mtime_ms),
+                ("rows", stats.rows),
+                ("kind", kind),
+                ("stats", stats.to_json()),
             ):
                 out[name].append(value)
         return out

@@ -78,7 +78,10 @@ class CommittedInputFilter:
         self._skipped = int(dedup.get("skippedRows") or 0)
         log.warning(
             "batch %d of query %s: dropped %d row(s) of %d input file(s) committed earlier",
-            self.batch_id, self.query_id, self._skipped, len(self.already_committed),
+            self.batch_id,
+            self.query_id,
+            self._skipped,
+            len(self.already_committed),
         )
         return self._skipped
 
@@ -145,5 +148,7 @@ def warn_reread_inputs(inputs: list[InputFile], batch_id: int, query_id: str) ->
             "(measured on Spark 4.3: with g such files, each of them g times, every other file g+1 times), so "
             "rows may be written twice; plain foreachBatch does the same and the copies cannot be told apart. "
             "Rename such files before they land in the input directory, or read with maxFilesPerTrigger=1.",
-            batch_id, query_id, ", ".join(reread),
+            batch_id,
+            query_id,
+            ", ".join(reread),
         )

@@ -45,122 +45,244 @@ class Option:
 class SinkKeywords(TypedDict, total=False):
     """The options of every sink (``ExactlyOnceSink``; ``DatasetSink`` applies them to each table)."""
 
-    format: Annotated[str | Iterable[str], Option(
-        "parquet", "``parquet``, ``json``, ``csv``, ``orc``, ``text``, ``avro``, ``delta`` (Parquet files, and each batch "
-        "one Delta commit with the transaction (table, batch)), ``iceberg`` (Parquet files, and each batch one Iceberg "
-        "snapshot) or both table formats at once: ``[\"delta\", \"iceberg\"]`` (also spelt ``\"delta+iceberg\"``).", conf="str",
-    )]
+    format: Annotated[
+        str | Iterable[str],
+        Option(
+            "parquet",
+            "``parquet``, ``json``, ``csv``, ``orc``, ``text``, ``avro``, ``delta`` (Parquet files, and each batch "
+            "one Delta commit with the transaction (table, batch)), ``iceberg`` (Parquet files, and each batch one Iceberg "
+            'snapshot) or both table formats at once: ``["delta", "iceberg"]`` (also spelt ``"delta+iceberg"``).',
+            conf="str",
+        ),
+    ]
     partition_by: Annotated[str | Iterable[str] | None, Option(None, "Partition columns (Hive-style ``k=v`` directories).", conf="list")]
-    writer_options: Annotated[Mapping[str, str] | None, Option(
-        None, "Spark writer options (``compression``, ``header``, ...); recorded in the table, so readers use them too.", conf="table",
-    )]
-    staging_mode: Annotated[StagingMode | None, Option(
-        None, "``rename`` or ``direct``; by default ``rename`` where a rename is atomic (local disk, HDFS), ``direct`` on object "
-        "stores.", conf="str",
-    )]
-    checkpoint_location: Annotated[str | None, Option(
-        None, "The query's checkpoint (``start`` sets it): enables the offsets and input-file records that make a recreated "
-        "checkpoint safe.",
-    )]
+    writer_options: Annotated[
+        Mapping[str, str] | None,
+        Option(
+            None,
+            "Spark writer options (``compression``, ``header``, ...); recorded in the table, so readers use them too.",
+            conf="table",
+        ),
+    ]
+    staging_mode: Annotated[
+        StagingMode | None,
+        Option(
+            None,
+            "``rename`` or ``direct``; by default ``rename`` where a rename is atomic (local disk, HDFS), ``direct`` on object stores.",
+            conf="str",
+        ),
+    ]
+    checkpoint_location: Annotated[
+        str | None,
+        Option(
+            None,
+            "The query's checkpoint (``start`` sets it): enables the offsets and input-file records that make a recreated checkpoint safe.",
+        ),
+    ]
     query_id: Annotated[str | None, Option(None, "Override the query id (default: Spark's persistent query id).")]
-    storage_options: Annotated[Mapping[str, Any] | None, Option(
-        None, "Passed to the storage backend (e.g. S3 endpoint and credentials; delta-rs' spellings are translated).",
-    )]
+    storage_options: Annotated[
+        Mapping[str, Any] | None,
+        Option(
+            None,
+            "Passed to the storage backend (e.g. S3 endpoint and credentials; delta-rs' spellings are translated).",
+        ),
+    ]
     compact_interval: Annotated[int, Option(10, "A ``.compact`` manifest file every N batches (1..10: Spark-readable).", conf="int")]
-    spark_reader_compact_interval: Annotated[int, Option(
-        10, "The ``spark.sql.streaming.fileSink.log.compactInterval`` every Spark reader of the table uses; bounds "
-        "``compact_interval``.",
-    )]
+    spark_reader_compact_interval: Annotated[
+        int,
+        Option(
+            10,
+            "The ``spark.sql.streaming.fileSink.log.compactInterval`` every Spark reader of the table uses; bounds ``compact_interval``.",
+        ),
+    ]
     min_batches_to_retain: Annotated[int, Option(100, "Manifest and log batches always kept (Spark's ``minBatchesToRetain``).", conf="int")]
-    cleanup_delay: Annotated[Duration, Option(
-        "10m", "How long superseded log files stay before they are deleted (Spark's ``fileSink.log.cleanupDelay``).",
-        conf="duration", duration=True,
-    )]
-    retention: Annotated[Duration | None, Option(
-        None, "Manifest entries older than this are dropped at compaction (Spark's ``retention``).", conf="duration", duration=True,
-    )]
-    source_retention: Annotated[Duration | None, Option(
-        None, "Committed input files older than this are forgotten.", conf="duration", duration=True,
-    )]
+    cleanup_delay: Annotated[
+        Duration,
+        Option(
+            "10m",
+            "How long superseded log files stay before they are deleted (Spark's ``fileSink.log.cleanupDelay``).",
+            conf="duration",
+            duration=True,
+        ),
+    ]
+    retention: Annotated[
+        Duration | None,
+        Option(
+            None,
+            "Manifest entries older than this are dropped at compaction (Spark's ``retention``).",
+            conf="duration",
+            duration=True,
+        ),
+    ]
+    source_retention: Annotated[
+        Duration | None,
+        Option(
+            None,
+            "Committed input files older than this are forgotten.",
+            conf="duration",
+            duration=True,
+        ),
+    ]
     watermark_columns: Annotated[str | Iterable[str] | None, Option(None, "Columns whose min/max is recorded per batch.", conf="list")]
-    lease_timeout: Annotated[Duration, Option(
-        "60s", "How long a silent writer keeps the table (at least 1s).", conf="duration", duration=True,
-    )]
-    connect_handover_wait: Annotated[Duration, Option(
-        "60s", "Spark Connect only: how long a query's first batch waits for the previous query's writer on the same host to "
-        "let the table go.", duration=True,
-    )]
+    lease_timeout: Annotated[
+        Duration,
+        Option(
+            "60s",
+            "How long a silent writer keeps the table (at least 1s).",
+            conf="duration",
+            duration=True,
+        ),
+    ]
+    connect_handover_wait: Annotated[
+        Duration,
+        Option(
+            "60s",
+            "Spark Connect only: how long a query's first batch waits for the previous query's writer on the same host to let the table go.",
+            duration=True,
+        ),
+    ]
     move_threads: Annotated[int, Option(8, "Parallel renames in ``rename`` mode.", conf="int")]
-    worker_moves_from: Annotated[int, Option(
-        5_000, "A batch with at least this many files has its renames run as a Spark job on the workers.", conf="int",
-    )]
+    worker_moves_from: Annotated[
+        int,
+        Option(
+            5_000,
+            "A batch with at least this many files has its renames run as a Spark job on the workers.",
+            conf="int",
+        ),
+    ]
     step_retries: Annotated[int, Option(3, "Bounded retries of a failing commit step.", conf="int")]
     description: Annotated[str, Option("", "Free text recorded with the table's lease (who writes it).", conf="str")]
     on_commit: Annotated[OnCommit | None, Option(None, "A callable receiving one dict per committed batch (metrics).")]
-    storage_wrapper: Annotated[str | None, Option(
-        None, "``\"module:callable\"``: the table's storage is ``callable(storage)``, built in the process that writes (a Spark "
-        "Connect worker too); the test suite injects faults with it.",
-    )]
+    storage_wrapper: Annotated[
+        str | None,
+        Option(
+            None,
+            '``"module:callable"``: the table\'s storage is ``callable(storage)``, built in the process that writes (a Spark '
+            "Connect worker too); the test suite injects faults with it.",
+        ),
+    ]
     progress_metrics: Annotated[bool, Option(True, "``start`` observes rows and watermarks into the query's progress.")]
-    allow_offset_gaps: Annotated[bool, Option(
-        False, "A partitioned source (Kafka) whose query starts after the records the table holds skips them with a warning; "
-        "by default the batch is refused (``OffsetGapError``).", conf="bool",
-    )]
-    offset_columns: Annotated[Iterable[str], Option(
-        ("topic", "partition", "offset"), "The batch's columns naming each row's source topic, partition and offset, by which "
-        "records the table holds are dropped.", conf="list",
-    )]
-    spark_manifest: Annotated[bool, Option(
-        True, "``format=\"delta\"`` only: also publish ``_spark_metadata`` for Spark's file-source readers.", conf="bool",
-        delta_only=True,
-    )]
-    delta_checkpoint_interval: Annotated[int, Option(
-        10, "``format=\"delta\"`` only: a Delta checkpoint every N versions (a table property the first batch sets).", conf="int",
-        delta_only=True,
-    )]
-    delta_log_retention: Annotated[Duration | None, Option(
-        None, "``format=\"delta\"`` only: how long Delta keeps its log, so how far Delta time travel reaches (default Delta's "
-        "30 days; a table property).", conf="duration", duration=True, delta_only=True,
-    )]
-    iceberg_catalog: Annotated[str | None, Option(
-        None, "``format=\"iceberg\"`` only: the pyiceberg catalog recording the table (REST, Glue, Hive, SQL), by name; its "
-        "properties come from ``iceberg_catalog_properties`` or pyiceberg's configuration. Default: none - the table's own "
-        "``metadata/`` files and ``version-hint.text``, found by path.", conf="str",
-    )]
-    iceberg_table: Annotated[str | None, Option(
-        None, "``format=\"iceberg\"`` with ``iceberg_catalog``: the table's name in that catalog, ``namespace.table``.", conf="str",
-    )]
-    iceberg_catalog_properties: Annotated[Mapping[str, str] | None, Option(
-        None, "``format=\"iceberg\"`` only: the properties ``pyiceberg.catalog.load_catalog`` takes (``uri``, ``warehouse``, "
-        "credentials, ...); used at run time, never written to the table.", conf="table",
-    )]
-    iceberg_snapshots_to_keep: Annotated[int | None, Option(
-        None, "``format=\"iceberg\"`` only: keep this many newest snapshots; older ones are expired by the same Iceberg commit "
-        "that adds a batch (the batch high-water mark survives expiry). Default: no expiry (Iceberg time travel to every batch).",
-        conf="int",
-    )]
-    schema_evolution: Annotated[Literal["none", "add_columns", "add_and_widen"], Option(
-        "none", "What a batch may change in the table's schema, recorded at the first batch and checked before anything of a "
-        "batch is written (``SchemaMismatchError``): ``none``, ``add_columns`` (new columns, nullable) or ``add_and_widen`` "
-        "(also int -> long, float -> double; not for Delta). See the schema page.", conf="str",
-    )]
-    options: Annotated[Mapping[str, str] | None, Option(
-        None, "Deprecated name of ``writer_options`` (a ``DeprecationWarning``).", conf="table",
-    )]
+    allow_offset_gaps: Annotated[
+        bool,
+        Option(
+            False,
+            "A partitioned source (Kafka) whose query starts after the records the table holds skips them with a warning; "
+            "by default the batch is refused (``OffsetGapError``).",
+            conf="bool",
+        ),
+    ]
+    offset_columns: Annotated[
+        Iterable[str],
+        Option(
+            ("topic", "partition", "offset"),
+            "The batch's columns naming each row's source topic, partition and offset, by which records the table holds are dropped.",
+            conf="list",
+        ),
+    ]
+    spark_manifest: Annotated[
+        bool,
+        Option(
+            True,
+            '``format="delta"`` only: also publish ``_spark_metadata`` for Spark\'s file-source readers.',
+            conf="bool",
+            delta_only=True,
+        ),
+    ]
+    delta_checkpoint_interval: Annotated[
+        int,
+        Option(
+            10,
+            '``format="delta"`` only: a Delta checkpoint every N versions (a table property the first batch sets).',
+            conf="int",
+            delta_only=True,
+        ),
+    ]
+    delta_log_retention: Annotated[
+        Duration | None,
+        Option(
+            None,
+            '``format="delta"`` only: how long Delta keeps its log, so how far Delta time travel reaches (default Delta\'s '
+            "30 days; a table property).",
+            conf="duration",
+            duration=True,
+            delta_only=True,
+        ),
+    ]
+    iceberg_catalog: Annotated[
+        str | None,
+        Option(
+            None,
+            '``format="iceberg"`` only: the pyiceberg catalog recording the table (REST, Glue, Hive, SQL), by name; its '
+            "properties come from ``iceberg_catalog_properties`` or pyiceberg's configuration. Default: none - the table's own "
+            "``metadata/`` files and ``version-hint.text``, found by path.",
+            conf="str",
+        ),
+    ]
+    iceberg_table: Annotated[
+        str | None,
+        Option(
+            None,
+            '``format="iceberg"`` with ``iceberg_catalog``: the table\'s name in that catalog, ``namespace.table``.',
+            conf="str",
+        ),
+    ]
+    iceberg_catalog_properties: Annotated[
+        Mapping[str, str] | None,
+        Option(
+            None,
+            '``format="iceberg"`` only: the properties ``pyiceberg.catalog.load_catalog`` takes (``uri``, ``warehouse``, '
+            "credentials, ...); used at run time, never written to the table.",
+            conf="table",
+        ),
+    ]
+    iceberg_snapshots_to_keep: Annotated[
+        int | None,
+        Option(
+            None,
+            '``format="iceberg"`` only: keep this many newest snapshots; older ones are expired by the same Iceberg commit '
+            "that adds a batch (the batch high-water mark survives expiry). Default: no expiry (Iceberg time travel to every batch).",
+            conf="int",
+        ),
+    ]
+    schema_evolution: Annotated[
+        Literal["none", "add_columns", "add_and_widen"],
+        Option(
+            "none",
+            "What a batch may change in the table's schema, recorded at the first batch and checked before anything of a "
+            "batch is written (``SchemaMismatchError``): ``none``, ``add_columns`` (new columns, nullable) or ``add_and_widen`` "
+            "(also int -> long, float -> double; not for Delta). See the schema page.",
+            conf="str",
+        ),
+    ]
+    options: Annotated[
+        Mapping[str, str] | None,
+        Option(
+            None,
+            "Deprecated name of ``writer_options`` (a ``DeprecationWarning``).",
+            conf="table",
+        ),
+    ]
 
 
 class GroupKeywords(SinkKeywords, total=False):
     """``DatasetSink``'s own options, besides every sink option."""
 
     dataset_column: Annotated[str | None, Option(None, "Split each batch by this column into one table per value under the root.")]
-    outputs: Annotated[Iterable[Output] | None, Option(
-        None, "Explicit outputs (``Output``): forks of the batch, each with its own transform, format, partitioning and checks.",
-    )]
+    outputs: Annotated[
+        Iterable[Output] | None,
+        Option(
+            None,
+            "Explicit outputs (``Output``): forks of the batch, each with its own transform, format, partitioning and checks.",
+        ),
+    ]
     checks: Annotated[Iterable[Check] | None, Option(None, "Quality checks (``Check``) for every output that sets none of its own.")]
-    policy: Annotated[Literal["full", "partial"], Option(
-        "full", "``full``: a failed mandatory check fails the batch; ``partial``: failed tables' batches are quarantined, the "
-        "rest publish.",
-    )]
+    policy: Annotated[
+        Literal["full", "partial"],
+        Option(
+            "full",
+            "``full``: a failed mandatory check fails the batch; ``partial``: failed tables' batches are quarantined, the rest publish.",
+        ),
+    ]
 
 
 @dataclass(frozen=True)
@@ -188,8 +310,7 @@ def signature(keywords: type[Any], *leading: str) -> inspect.Signature:
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     params += [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str) for name in leading]
     params += [
-        inspect.Parameter(d.name, inspect.Parameter.KEYWORD_ONLY, default=d.option.default, annotation=d.annotation)
-        for d in declared(keywords)
+        inspect.Parameter(d.name, inspect.Parameter.KEYWORD_ONLY, default=d.option.default, annotation=d.annotation) for d in declared(keywords)
     ]
     return inspect.Signature(params, return_annotation=None)
 

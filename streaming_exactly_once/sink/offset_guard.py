@@ -107,7 +107,10 @@ class OffsetGuard:
         if allow_gaps:
             log.warning(
                 "batch %d of query %s starts after the records table %s holds; skipping %s (allow_offset_gaps=True)",
-                self.batch_id, self.query_id, self.table, describe(check.gaps),
+                self.batch_id,
+                self.query_id,
+                self.table,
+                describe(check.gaps),
             )
             return
         raise OffsetGapError(
@@ -151,14 +154,25 @@ class OffsetGuard:
         if self._skipped:
             log.warning(
                 "batch %d of query %s: dropped %d row(s) the table %s already holds (offsets below its marks)",
-                self.batch_id, self.query_id, self._skipped, self.table,
+                self.batch_id,
+                self.query_id,
+                self._skipped,
+                self.table,
             )
         return self._skipped
 
 
 def guard_batch(
-    df: DataFrame, *, query_id: str, batch_id: int, checkpoint: SparkCheckpoint | None, offsets: OffsetSeq | None,
-    batch_ends: dict[str, tuple[int, dict[str, int]]], writer: Writer, columns: Sequence[str], allow_gaps: bool,
+    df: DataFrame,
+    *,
+    query_id: str,
+    batch_id: int,
+    checkpoint: SparkCheckpoint | None,
+    offsets: OffsetSeq | None,
+    batch_ends: dict[str, tuple[int, dict[str, int]]],
+    writer: Writer,
+    columns: Sequence[str],
+    allow_gaps: bool,
 ) -> OffsetGuard:
     """The guard of a batch: where it starts is the previous batch's end when this process saw it
     (``batch_ends``, updated here), else the checkpoint's offsets before it."""

@@ -79,8 +79,7 @@ def format_name(value: Any) -> str:
     unknown = [n for n in names if n not in TABLE_FORMATS]
     if unknown or len(set(names)) != len(names) or not names:
         raise ConfigError(
-            f"format takes one name, or a list of the table formats {list(TABLE_FORMATS)} (each batch published to every "
-            f"one), not {value!r}",
+            f"format takes one name, or a list of the table formats {list(TABLE_FORMATS)} (each batch published to every one), not {value!r}",
             key="format",
         )
     return "+".join(f for f in TABLE_FORMATS if f in names)
@@ -115,7 +114,6 @@ def _offset_columns(value: Iterable[str]) -> tuple[str, str, str]:
     if len(names) != 3 or not all(isinstance(n, str) and n for n in names):
         raise ConfigError(f"offset_columns names three columns (topic, partition, offset), got {value!r}", key="offset_columns")
     return names[0], names[1], names[2]
-
 
 
 @dataclass(frozen=True)
@@ -211,8 +209,7 @@ class SinkOptions:
             parse_choice(self.staging_mode, key="staging_mode", choices=STAGING_MODES)
             if self.staging_mode == "direct" and self.format not in DIRECT_FORMATS:
                 raise ConfigError(
-                    f"staging_mode='direct' writes {', '.join(DIRECT_FORMATS)} only; format {self.format!r} needs "
-                    "staging_mode='rename'.",
+                    f"staging_mode='direct' writes {', '.join(DIRECT_FORMATS)} only; format {self.format!r} needs staging_mode='rename'.",
                     key="staging_mode",
                 )
         parse_int(self.compact_interval, key="compact_interval", minimum=1)
@@ -365,7 +362,9 @@ class GroupOptions:
         """The options from ``DatasetSink``'s keyword arguments, validated (``ConfigError``)."""
         values = {d.name: given.get(d.name, d.option.default) for d in declared(GroupKeywords, own=True)}
         opts = cls(
-            dataset_column=values["dataset_column"], outputs=tuple(values["outputs"] or ()), checks=tuple(values["checks"] or ()),
+            dataset_column=values["dataset_column"],
+            outputs=tuple(values["outputs"] or ()),
+            checks=tuple(values["checks"] or ()),
             policy=values["policy"],
         )
         opts.validate()

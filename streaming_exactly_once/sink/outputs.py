@@ -121,8 +121,7 @@ def resolve_outputs(*, outputs: tuple[Output, ...], dataset_column: str | None) 
     """The sink's outputs: explicit ones, or one implicit output split by ``dataset_column``."""
     if outputs and dataset_column:
         raise ConfigError(
-            "give either dataset_column (one table per dataset under the root) or outputs (each may set its "
-            "own dataset_column), not both",
+            "give either dataset_column (one table per dataset under the root) or outputs (each may set its own dataset_column), not both",
             key="dataset_column",
         )
     if not outputs:

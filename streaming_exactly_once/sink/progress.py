@@ -49,9 +49,7 @@ def observe_stream(stream_df: DataFrame, watermark_columns: tuple[str, ...]) -> 
     return stream_df.observe(OBSERVATION, *exprs)
 
 
-def batch_metrics(
-    table: str, query_id: str, spark_batch_id: int, *, storage_options: Mapping[str, Any] | None = None
-) -> dict[str, Any] | None:
+def batch_metrics(table: str, query_id: str, spark_batch_id: int, *, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """The sink's figures for Spark batch ``spark_batch_id`` of query ``query_id`` (what a
     progress event's ``id`` and ``batchId`` name), or None if the table holds no such batch
     (nothing to commit, or it failed).
@@ -166,6 +164,10 @@ def batch_committed_event(result: CommitResult, table: str, details: Mapping[str
     }
     log.info(
         "committed batch %s (query batch %s): %s rows, %s files, commit %.1f ms",
-        result.batch_id, result.spark_batch_id, record.num_rows, record.num_files, event["commitMs"],
+        result.batch_id,
+        result.spark_batch_id,
+        record.num_rows,
+        record.num_files,
+        event["commitMs"],
     )
     return event

@@ -73,9 +73,7 @@ def local_run_marker(df: DataFrame) -> str | None:
     return df.sparkSession.sparkContext.getLocalProperty(JOB_GROUP_PROPERTY) or None
 
 
-def resolve_identity(
-    df: DataFrame, *, query_id: str | None, checkpoint: str | None, checkpoint_query_id: Callable[[str], str]
-) -> QueryIdentity:
+def resolve_identity(df: DataFrame, *, query_id: str | None, checkpoint: str | None, checkpoint_query_id: Callable[[str], str]) -> QueryIdentity:
     """The calling query's id and checkpoint (explicit values win).
 
     ``checkpoint_query_id(location)`` reads the id from ``<location>/metadata``."""

@@ -26,7 +26,7 @@ def spark_path(storage: Storage, relative: str) -> str:
     """The path Spark's Hadoop filesystem layer should write to for ``relative``."""
     uri = storage.uri(relative)
     if uri.startswith("file://"):
-        return uri[len("file://"):]  # plain local path: no URI-escaping questions for Hadoop
+        return uri[len("file://") :]  # plain local path: no URI-escaping questions for Hadoop
     return uri
 
 
@@ -66,7 +66,7 @@ class RenameWriter:
         prefix = data_dir + "/"
         files = []
         for info in self.storage.walk_files(data_dir):
-            relative = info.path[len(prefix):]
+            relative = info.path[len(prefix) :]
             if is_hidden(relative):  # _SUCCESS, _temporary, .crc side files
                 continue
             files.append(StagedFile(final=relative, size=info.size, mtime_ms=info.mtime_ms, staged=info.path))

@@ -105,13 +105,13 @@ class FsspecStorage(Storage):
         native = native.rstrip("/")
         prefix = self._native_root + "/"
         if native.startswith(prefix):
-            return native[len(prefix):]
+            return native[len(prefix) :]
         if native == self._native_root:
             return ""
         # some backends drop a leading slash (memory://): compare without it
         alt = self._native_root.lstrip("/") + "/"
         if native.lstrip("/").startswith(alt):
-            return native.lstrip("/")[len(alt):]
+            return native.lstrip("/")[len(alt) :]
         return native
 
     def _to_info(self, entry: dict[str, Any]) -> FileInfo:

@@ -162,7 +162,7 @@ class HadoopStorage(Storage):
     usable_on_executors = False
 
     def __init__(self, root_uri: str, options: dict[str, Any] | None = None) -> None:
-        plain = root_uri[len("hadoop+"):] if root_uri.lower().startswith("hadoop+") else root_uri
+        plain = root_uri[len("hadoop+") :] if root_uri.lower().startswith("hadoop+") else root_uri
         parts = urlsplit(plain)
         scheme = parts.scheme.lower()
         if scheme not in RENAME_EXCLUSIVE and scheme != "file":
@@ -415,7 +415,7 @@ class HadoopReadFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec 
             return ""
         if not path.startswith(root + "/"):
             raise FileNotFoundError(path)
-        return path[len(root) + 1:]
+        return path[len(root) + 1 :]
 
     def _entry(self, rel: str, size: int, is_dir: bool) -> dict[str, Any]:
         name = self._storage._abs(rel)

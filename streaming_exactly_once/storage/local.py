@@ -479,8 +479,6 @@ class LocalStorage(Storage):
         self._durable = state["_durable"]
 
 
-def _ignore_missing(
-    func: Callable[..., Any], path: str, exc_info: tuple[type[BaseException], BaseException, TracebackType | None]
-) -> None:
+def _ignore_missing(func: Callable[..., Any], path: str, exc_info: tuple[type[BaseException], BaseException, TracebackType | None]) -> None:
     if not isinstance(exc_info[1], FileNotFoundError):
         raise exc_info[1]

@@ -62,9 +62,7 @@ def local_path_from_uri(uri: str) -> str:
     if uri.startswith("file:"):
         parts = urlsplit(uri)
         if parts.netloc not in ("", "localhost"):
-            raise UnsupportedStorageError(
-                f"file URI {uri!r} names host {parts.netloc!r}; use file:///absolute/path"
-            )
+            raise UnsupportedStorageError(f"file URI {uri!r} names host {parts.netloc!r}; use file:///absolute/path")
         path = unquote(parts.path)  # URIs are percent-encoded (Spark passes file:/a%20b)
     else:
         path = uri

@@ -223,8 +223,14 @@ class S3Storage(FsspecStorage):
                 extra = {"CopySourceIfMatch": etag} if etag else {}  # the very object just measured
                 try:
                     answer = call(
-                        "upload_part_copy", Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=i + 1,
-                        CopySource={"Bucket": src_bucket, "Key": src_key}, CopySourceRange=f"bytes={start}-{end}", **extra,
+                        "upload_part_copy",
+                        Bucket=bucket,
+                        Key=key,
+                        UploadId=upload_id,
+                        PartNumber=i + 1,
+                        CopySource={"Bucket": src_bucket, "Key": src_key},
+                        CopySourceRange=f"bytes={start}-{end}",
+                        **extra,
                     )
                 except Exception as exc:
                     if etag and _precondition_failed(exc):
@@ -269,8 +275,12 @@ class S3Storage(FsspecStorage):
             for attempt in range(_COMPLETE_ATTEMPTS):
                 try:
                     call(
-                        "complete_multipart_upload", Bucket=token.bucket, Key=token.key, UploadId=token.upload_id,
-                        MultipartUpload={"Parts": parts}, IfNoneMatch="*",
+                        "complete_multipart_upload",
+                        Bucket=token.bucket,
+                        Key=token.key,
+                        UploadId=token.upload_id,
+                        MultipartUpload={"Parts": parts},
+                        IfNoneMatch="*",
                     )
                     break
                 except Exception as exc:
@@ -314,8 +324,14 @@ class S3Storage(FsspecStorage):
                 upload = call("create_multipart_upload", Bucket=bucket, Key=key)["UploadId"]
                 try:
                     etag = call("upload_part", Bucket=bucket, Key=key, UploadId=upload, PartNumber=1, Body=body)["ETag"]
-                    call("complete_multipart_upload", Bucket=bucket, Key=key, UploadId=upload,
-                         MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]}, IfNoneMatch="*")
+                    call(
+                        "complete_multipart_upload",
+                        Bucket=bucket,
+                        Key=key,
+                        UploadId=upload,
+                        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]},
+                        IfNoneMatch="*",
+                    )
                     outcomes.append("created")
                 except Exception as exc:
                     outcomes.append("refused" if _precondition_failed(exc) else "failed")

@@ -58,40 +58,24 @@ class CommitRecord(KeyedByAttempt):
     num_skipped_rows: int = dc_field(default=0, metadata=json_field("numSkippedRows", int, optional=True))
     commit_time_ms: int = dc_field(metadata=json_field("commitTimeMs", int))
     step_ms: dict[str, float] = dc_field(default_factory=dict, metadata=json_field("stepMs", dict, optional=True))
-    watermarks: dict[str, dict[str, Any]] = dc_field(
-        default_factory=dict, metadata=json_field("watermarks", dict, optional=True)
-    )
+    watermarks: dict[str, dict[str, Any]] = dc_field(default_factory=dict, metadata=json_field("watermarks", dict, optional=True))
     source_files: int = dc_field(default=0, metadata=json_field("sourceFiles", int, optional=True))
     #: written as ``epoch`` when None (a record made by the epoch that committed it)
-    committed_by_epoch: int | None = dc_field(
-        default=None, metadata=json_field("committedByEpoch", int, optional=True, fallback="epoch")
-    )
+    committed_by_epoch: int | None = dc_field(default=None, metadata=json_field("committedByEpoch", int, optional=True, fallback="epoch"))
     #: rows committed to the table up to and including this batch
-    table_rows: int | None = dc_field(
-        default=None, metadata=json_field("tableRows", int, optional=True, omit_default=True)
-    )
+    table_rows: int | None = dc_field(default=None, metadata=json_field("tableRows", int, optional=True, omit_default=True))
     #: Spark schema JSON of the rows written (partition columns included)
     schema: str | None = dc_field(default=None, metadata=json_field("schema", str, optional=True, omit_default=True))
-    reconstructed: bool = dc_field(
-        default=False, metadata=json_field("reconstructed", bool, optional=True, omit_default=True)
-    )
+    reconstructed: bool = dc_field(default=False, metadata=json_field("reconstructed", bool, optional=True, omit_default=True))
     #: dataset group root only: the state of every table of the group after this batch
     #: (``commit.group_state``), carried forward so that the newest record alone is the state
-    datasets: dict[str, Any] | None = dc_field(
-        default=None, metadata=json_field("datasets", dict, optional=True, omit_default=True)
-    )
+    datasets: dict[str, Any] | None = dc_field(default=None, metadata=json_field("datasets", dict, optional=True, omit_default=True))
     #: dataset group root only: per source partition, {"low": previous end, "high": this end}
-    source_partitions: dict[str, Any] | None = dc_field(
-        default=None, metadata=json_field("sourcePartitions", dict, optional=True, omit_default=True)
-    )
+    source_partitions: dict[str, Any] | None = dc_field(default=None, metadata=json_field("sourcePartitions", dict, optional=True, omit_default=True))
     #: ``format="delta"``: the Delta version of this batch's commit, when the writer knew it
-    delta_version: int | None = dc_field(
-        default=None, metadata=json_field("deltaVersion", int, optional=True, omit_default=True)
-    )
+    delta_version: int | None = dc_field(default=None, metadata=json_field("deltaVersion", int, optional=True, omit_default=True))
     #: ``format="iceberg"``: the id of the Iceberg snapshot holding this batch, when the writer knew it
-    iceberg_snapshot: int | None = dc_field(
-        default=None, metadata=json_field("icebergSnapshot", int, optional=True, omit_default=True)
-    )
+    iceberg_snapshot: int | None = dc_field(default=None, metadata=json_field("icebergSnapshot", int, optional=True, omit_default=True))
 
     @classmethod
     def of(cls, key: AttemptKey, **rest: Any) -> CommitRecord:

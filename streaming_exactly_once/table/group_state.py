@@ -250,9 +250,7 @@ def advance(
             marks = dict(prev.watermarks or {})
             for column, mm in b.watermarks.items():
                 old = marks.get(column, ColumnWatermark())
-                marks[column] = ColumnWatermark(
-                    low=old.high, high=_newer(old.high, mm.get("max")), batch_min=mm.get("min"), batch_max=mm.get("max")
-                )
+                marks[column] = ColumnWatermark(low=old.high, high=_newer(old.high, mm.get("max")), batch_min=mm.get("min"), batch_max=mm.get("max"))
             entry = replace(entry, batch_id=b.batch_id, rows=(prev.rows or 0) + b.rows, watermarks=marks)
         elif b.status == "rejected":
             entry = replace(entry, rejected_rows=(prev.rejected_rows or 0) + b.rows, watermarks=prev.watermarks or {})

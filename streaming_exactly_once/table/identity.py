@@ -106,9 +106,7 @@ class TableIdentity:
     created_ms: int = dc_field(metadata=json_field("createdMs", int))
     compact_interval: int = dc_field(metadata=json_field("compactInterval", int))
     format: str = dc_field(metadata=json_field("format", str))
-    partition_by: tuple[str, ...] = dc_field(
-        default_factory=tuple, metadata=json_field("partitionBy", list, optional=True, check=strings)
-    )
+    partition_by: tuple[str, ...] = dc_field(default_factory=tuple, metadata=json_field("partitionBy", list, optional=True, check=strings))
     first_batch_id: int = dc_field(default=0, metadata=json_field("firstBatchId", int, optional=True))
     writer_options: dict[str, str] = dc_field(
         default_factory=dict, metadata=json_field("writerOptions", dict, optional=True, decode=dict, encode=dict)
@@ -129,9 +127,7 @@ class TableIdentity:
         metadata=json_field("delta", dict, optional=True, omit_default=True, encode=_delta_json, decode=_delta_app_id),
     )
     #: Whether the manifest is ``_spark_metadata`` (Spark's file-source readers honour it).
-    spark_manifest: bool = dc_field(
-        default=True, metadata=json_field("sparkManifest", bool, optional=True, omit_default=True)
-    )
+    spark_manifest: bool = dc_field(default=True, metadata=json_field("sparkManifest", bool, optional=True, omit_default=True))
     #: The Iceberg table of a ``format="iceberg"`` table; None: no Iceberg metadata.
     iceberg: IcebergIdentity | None = dc_field(
         default=None, metadata=json_field("iceberg", dict, optional=True, omit_default=True, record=IcebergIdentity)
@@ -270,8 +266,15 @@ class TableSpec:
                 f"configured with partition_by={list(self.partition_by)}. Use the table's partitioning or a new table.",
                 table=root,
                 key="partition_by",
-                mismatches=[{"column": "(partition columns)", "table": str(list(existing.partition_by)),
-                             "batch": str(list(self.partition_by)), "problem": "other partition columns", "kind": "partitioning"}],
+                mismatches=[
+                    {
+                        "column": "(partition columns)",
+                        "table": str(list(existing.partition_by)),
+                        "batch": str(list(self.partition_by)),
+                        "problem": "other partition columns",
+                        "kind": "partitioning",
+                    }
+                ],
             )
         if existing.format != self.format:
             raise ConfigError(
@@ -366,7 +369,4 @@ def _kind_mismatch(root: str, existing: TableIdentity, wanted: str) -> str:
             f"{root} is the root of a dataset group (its tables are directories under it); write it with "
             "DatasetSink, or pick another directory for this table."
         )
-    return (
-        f"{root} is a single table written by ExactlyOnceSink, not a dataset group; a DatasetSink needs "
-        "its own root directory."
-    )
+    return f"{root} is a single table written by ExactlyOnceSink, not a dataset group; a DatasetSink needs its own root directory."

@@ -37,9 +37,7 @@ class OffsetsRecord:
     attempt: str = dc_field(metadata=json_field("attempt", str))
     #: the nullable fields below are written as null, not left out
     checkpoint: str | None = dc_field(default=None, metadata=json_field("checkpoint", str, optional=True))
-    source_offsets: tuple[str | None, ...] = dc_field(
-        default_factory=tuple, metadata=json_field("sourceOffsets", list, optional=True, decode=tuple)
-    )
+    source_offsets: tuple[str | None, ...] = dc_field(default_factory=tuple, metadata=json_field("sourceOffsets", list, optional=True, decode=tuple))
     batch_watermark_ms: int | None = dc_field(default=None, metadata=json_field("batchWatermarkMs", int, optional=True))
     batch_timestamp_ms: int | None = dc_field(default=None, metadata=json_field("batchTimestampMs", int, optional=True))
     written_ms: int = dc_field(default=0, metadata=json_field("writtenMs", int, optional=True))

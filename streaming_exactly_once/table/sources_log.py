@@ -46,9 +46,7 @@ class SourcesLog(CompactibleLog[SourceFileRecord]):
         retain = None
         if retention_ms is not None:
             retain = lambda r, now: now - r.timestamp <= retention_ms  # noqa: E731
-        super().__init__(
-            storage, SOURCES_DIR, SourceFileCodec(), default_interval=interval, kind="sources log", hint=HINT, retain=retain
-        )
+        super().__init__(storage, SOURCES_DIR, SourceFileCodec(), default_interval=interval, kind="sources log", hint=HINT, retain=retain)
 
     def committed_paths(self) -> set[str]:
         return {r.path for r in self.all_records()}

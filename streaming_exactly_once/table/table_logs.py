@@ -43,9 +43,7 @@ class TableLogs:
         with_inputs = kind != "member"
         return cls(
             storage=storage,
-            manifest=ManifestLog(storage, default_interval=interval, retention_ms=retention_ms, directory=manifest_dir)
-            if with_manifest
-            else None,
+            manifest=ManifestLog(storage, default_interval=interval, retention_ms=retention_ms, directory=manifest_dir) if with_manifest else None,
             offsets=OffsetsLog(storage, interval=interval) if with_inputs else None,
             commits=CommitsLog(storage, interval=interval),
             sources=SourcesLog(storage, interval=interval, retention_ms=source_retention_ms) if with_inputs else None,

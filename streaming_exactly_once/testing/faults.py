@@ -431,9 +431,7 @@ def _kill_self() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def with_faults(
-    storage: Storage, *, crash_at: str | None = None, fail_at: str | None = None, pause_at: str | None = None
-) -> FaultInjectingStorage:
+def with_faults(storage: Storage, *, crash_at: str | None = None, fail_at: str | None = None, pause_at: str | None = None) -> FaultInjectingStorage:
     """``storage`` wrapped with the rules of these boundary specs."""
     return FaultInjectingStorage(storage, rules(crash_at=crash_at, fail_at=fail_at, pause_at=pause_at))
 

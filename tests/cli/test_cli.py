@@ -206,15 +206,11 @@ def test_quickstart_from_a_clean_copy(tmp_path):
     seo_bin = str(Path(sys.executable).parent / "seo")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEO_")}
     env["PYTHONPATH"] = ""  # the installed package, not this checkout's tests
-    out = subprocess.run(
-        [seo_bin, "run", "landing_to_parquet", "--conf", "local"], cwd=copy, env=env, capture_output=True, text=True, timeout=300
-    )
+    out = subprocess.run([seo_bin, "run", "landing_to_parquet", "--conf", "local"], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert out.stdout.count("\nbatch ") == 4
     assert "rows in table    2000" in out.stdout and "duplicates       0" in out.stdout and "verified         True" in out.stdout
-    again = subprocess.run(
-        [seo_bin, "run", "landing_to_parquet", "--conf", "local"], cwd=copy, env=env, capture_output=True, text=True, timeout=300
-    )
+    again = subprocess.run([seo_bin, "run", "landing_to_parquet", "--conf", "local"], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "\nbatch " not in again.stdout and "rows in table    2000" in again.stdout
 
 
@@ -227,7 +223,11 @@ def test_multi_dataset_job_with_strict_checks(tmp_path):
     env["PYTHONPATH"] = ""
     out = subprocess.run(
         [seo_bin, "run", "landing_to_datasets", "--conf", "datasets", "--set", "datasets.row_checks=event_type <> 'refund'"],
-        cwd=copy, env=env, capture_output=True, text=True, timeout=300,
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "rows in all/                   2000" in out.stdout and "verified                       True" in out.stdout
@@ -238,9 +238,26 @@ def test_multi_dataset_job_with_strict_checks(tmp_path):
     assert info["quarantineTables"].get("_quarantine/rows/by_type/refund") is not None
     assert info["tables"]["by_type/click"]["status"] == "committed"
     strict = subprocess.run(
-        [seo_bin, "run", "landing_to_datasets", "--conf", "datasets", "--set", "datasets.min_rows=100000",
-         "--set", "datasets.policy=full", "--set", "sink.table=.work/strict", "--set", "sink.checkpoint=.work/strict-ckpt"],
-        cwd=copy, env=env, capture_output=True, text=True, timeout=300,
+        [
+            seo_bin,
+            "run",
+            "landing_to_datasets",
+            "--conf",
+            "datasets",
+            "--set",
+            "datasets.min_rows=100000",
+            "--set",
+            "datasets.policy=full",
+            "--set",
+            "sink.table=.work/strict",
+            "--set",
+            "sink.checkpoint=.work/strict-ckpt",
+        ],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert strict.returncode != 0 and "BatchRejectedError" in strict.stdout + strict.stderr
     assert not list((copy / ".work" / "strict").rglob("_spark_metadata"))
@@ -251,9 +268,25 @@ def test_ctrl_c_stops_gracefully_and_rate_job(tmp_path):
     copy = _clean_copy(tmp_path / "repo")
     seo_bin = str(Path(sys.executable).parent / "seo")
     proc = subprocess.Popen(
-        [seo_bin, "run", "rate_to_partitioned", "--conf", "rate", "--set", "source.duration=120s",
-         "--set", "source.rows_per_second=200", "--set", "trigger.interval=1 second", "--set", "sink.metrics_path=metrics.jsonl"],
-        cwd=copy, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            seo_bin,
+            "run",
+            "rate_to_partitioned",
+            "--conf",
+            "rate",
+            "--set",
+            "source.duration=120s",
+            "--set",
+            "source.rows_per_second=200",
+            "--set",
+            "trigger.interval=1 second",
+            "--set",
+            "sink.metrics_path=metrics.jsonl",
+        ],
+        cwd=copy,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     lines = []
     for line in proc.stdout:

@@ -59,7 +59,7 @@ def visible_rows(storage) -> list[int]:
     root = normalize_uri(storage.root_uri) + "/"
     rows: list[int] = []
     for entry in ManifestLog(storage).files():
-        rel = normalize_uri(entry.uri)[len(root):]
+        rel = normalize_uri(entry.uri)[len(root) :]
         data = storage.read_bytes(rel).decode()
         rows += [int(x) for x in data.split(",") if x]
     return sorted(rows)

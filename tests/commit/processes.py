@@ -195,15 +195,26 @@ def _emit(**event: Any) -> None:
 
 
 #: Spark schema JSON of the rows ``_parquet_bytes`` writes, with the partition column ``p``.
-SCHEMA_JSON = json.dumps({"type": "struct", "fields": [
-    {"name": "id", "type": "long", "nullable": True, "metadata": {}},
-    {"name": "p", "type": "string", "nullable": True, "metadata": {}},
-]})
+SCHEMA_JSON = json.dumps(
+    {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "p", "type": "string", "nullable": True, "metadata": {}},
+        ],
+    }
+)
 #: ``SCHEMA_JSON`` with a column added (a batch that evolves the table with ``add_columns``; its
 #: files lack the column, which readers of the table schema read as null).
-EXTRA_SCHEMA_JSON = json.dumps({"type": "struct", "fields": [
-    *json.loads(SCHEMA_JSON)["fields"], {"name": "extra", "type": "string", "nullable": True, "metadata": {}},
-]})
+EXTRA_SCHEMA_JSON = json.dumps(
+    {
+        "type": "struct",
+        "fields": [
+            *json.loads(SCHEMA_JSON)["fields"],
+            {"name": "extra", "type": "string", "nullable": True, "metadata": {}},
+        ],
+    }
+)
 
 
 def _parquet_bytes(rows: list[int]) -> bytes:
@@ -238,6 +249,7 @@ class _Child:
         from streaming_exactly_once.commit.committer import CommitterOptions, TableCommitter
         from streaming_exactly_once.commit.group_committer import GroupCommitter
         from streaming_exactly_once.delta.target import DeltaSettings
+
         opts = {"heartbeat": True, "lease_timeout_ms": 2000, **self.p.get("options", {})}
         if self.p.get("delta") is not None:
             opts["delta"] = DeltaSettings(**self.p["delta"])
@@ -318,10 +330,16 @@ class _Child:
                 staged_files.append(StagedFile(final=final, size=info.size, mtime_ms=info.mtime_ms, staged=staged))
             if part:
                 formats = [f for f in ("delta", "iceberg") if self.p.get(f) is not None]
-                members.append(MemberBatch(
-                    table=table, files=staged_files, rows=len(part), format="+".join(formats) or "parquet",
-                    partition_by=("p",) if formats else (), schema=self._schema(),
-                ))
+                members.append(
+                    MemberBatch(
+                        table=table,
+                        files=staged_files,
+                        rows=len(part),
+                        format="+".join(formats) or "parquet",
+                        partition_by=("p",) if formats else (),
+                        schema=self._schema(),
+                    )
+                )
         return members
 
     def _commit_staged(self, attempt, staged, inputs, num_rows):
@@ -342,12 +360,33 @@ class _Child:
         try:
             result = fn()
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which judges it
-            _emit(event="commit", writer=self.name, query=query, batch=spark_batch, rows=rows, status="error",
-                  error=type(exc).__name__, message=str(exc)[:600], epoch=self.c.epoch, step=self.step_index, **extra)
+            _emit(
+                event="commit",
+                writer=self.name,
+                query=query,
+                batch=spark_batch,
+                rows=rows,
+                status="error",
+                error=type(exc).__name__,
+                message=str(exc)[:600],
+                epoch=self.c.epoch,
+                step=self.step_index,
+                **extra,
+            )
             return False
         status = "duplicate" if result is None else result.status
-        _emit(event="commit", writer=self.name, query=query, batch=spark_batch, rows=rows, status=status,
-              manifestBatch=None if result is None else result.batch_id, epoch=self.c.epoch, step=self.step_index, **extra)
+        _emit(
+            event="commit",
+            writer=self.name,
+            query=query,
+            batch=spark_batch,
+            rows=rows,
+            status=status,
+            manifestBatch=None if result is None else result.batch_id,
+            epoch=self.c.epoch,
+            step=self.step_index,
+            **extra,
+        )
         return True
 
     # -- steps ----------------------------------------------------------------------------------
@@ -366,10 +405,24 @@ class _Child:
                 time.sleep(0.05)
         _emit(event="open", writer=self.name, epoch=self.c.epoch, recovery=str(report))
 
-    def do_commits(self, query: str, count: int = 1, base: int = 0, rows: int = 5, files: int = 2, mode: str = "rename",
-                   first: int | None = None, after_error: str = "retry", drain: bool = False, sleep_s: float = 0.0,
-                   pause_at: str | None = None, crash_at: str | None = None, until: str | None = None, max_count: int = 200,
-                   schema: str | None = None) -> None:
+    def do_commits(
+        self,
+        query: str,
+        count: int = 1,
+        base: int = 0,
+        rows: int = 5,
+        files: int = 2,
+        mode: str = "rename",
+        first: int | None = None,
+        after_error: str = "retry",
+        drain: bool = False,
+        sleep_s: float = 0.0,
+        pause_at: str | None = None,
+        crash_at: str | None = None,
+        until: str | None = None,
+        max_count: int = 200,
+        schema: str | None = None,
+    ) -> None:
         if schema is not None:
             self.schema = schema
         if first is not None:
@@ -402,8 +455,18 @@ class _Child:
             self.held = (query, batch, ids, self._begin_and_stage(query, batch, ids, files=files, mode=mode))
             _emit(event="staged", writer=self.name, query=query, batch=batch, manifestBatch=self.held[3][0].batch_id)
         except Exception as exc:  # noqa: BLE001
-            _emit(event="commit", writer=self.name, query=query, batch=batch, rows=ids, status="error",
-                  error=type(exc).__name__, message=str(exc)[:600], epoch=self.c.epoch, step=self.step_index)
+            _emit(
+                event="commit",
+                writer=self.name,
+                query=query,
+                batch=batch,
+                rows=ids,
+                status="error",
+                error=type(exc).__name__,
+                message=str(exc)[:600],
+                epoch=self.c.epoch,
+                step=self.step_index,
+            )
             self.held = None
 
     def do_finish(self) -> None:

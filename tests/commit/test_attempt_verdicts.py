@@ -30,8 +30,11 @@ pytestmark = pytest.mark.torture
 class Role:
     def __init__(self, *args: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.commit.verdict_roles", *args], cwd=REPO,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [sys.executable, "-m", "tests.commit.verdict_roles", *args],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
 
     def wait_frozen(self, timeout: float = 60.0) -> Role:
@@ -123,8 +126,13 @@ def test_a_recoverer_frozen_after_its_listing_does_not_delete_a_published_batch(
     assert final["batch 0 committed before"] == "True"
 
 
-CLAIMED = [("direct", "before-listing", ""), ("direct", "after-listing", ""), ("rename", "after-listing", ""),
-           ("rename", "before-listing", "group"), ("rename", "after-listing", "group")]
+CLAIMED = [
+    ("direct", "before-listing", ""),
+    ("direct", "after-listing", ""),
+    ("rename", "after-listing", ""),
+    ("rename", "before-listing", "group"),
+    ("rename", "after-listing", "group"),
+]
 
 
 @pytest.mark.parametrize("mode,where,group", CLAIMED)
@@ -182,7 +190,7 @@ def test_a_damaged_verdict_is_named_and_its_hint_leads_back_to_exactly_once(tmp_
     (verdict,) = (tmp_path / "_seo" / "verdicts").iterdir()
     verdict.unlink()
     if damage == "torn":
-        verdict.write_bytes(b"v1\n{\"verdict\":\"ab")
+        verdict.write_bytes(b'v1\n{"verdict":"ab')
     else:
         verdict.mkdir()
     said = run("takeover", str(tmp_path))
@@ -248,13 +256,22 @@ def test_discard_wal_never_overrules_the_commit_verdict_of_a_writer_that_took_ov
     from tests.commit.processes import QA, Writer
 
     root = tmp_path / "t"
-    crashed = Writer({"name": "W", "root": str(root), "steps": [
-        {"do": "open"}, {"do": "commits", "query": QA}, {"do": "commits", "query": QA, "crash_at": "after-wal"},
-    ]})
+    crashed = Writer(
+        {
+            "name": "W",
+            "root": str(root),
+            "steps": [
+                {"do": "open"},
+                {"do": "commits", "query": QA},
+                {"do": "commits", "query": QA, "crash_at": "after-wal"},
+            ],
+        }
+    )
     assert crashed.wait(60) == -9, crashed.output()
     storage = open_storage(str(root))
     claim = CommitSequenceStore(storage).get(1)
     next(root.glob(f"_seo/staging/*{claim.attempt}*/data/p=a/part-00000-*")).unlink()  # what --discard-wal is for
+
     def takeover() -> None:
         successor = make_committer(storage)
         successor.lease.clock = lambda: clock.time() + 3600  # the command's lease has run out

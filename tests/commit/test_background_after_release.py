@@ -28,7 +28,8 @@ def _group_commit(group, batch):
     info = group.storage.info(staged)
     file = StagedFile(final=f"p=a/part-{batch:05d}.txt", size=info.size, mtime_ms=info.mtime_ms, staged=staged)
     group.commit_group(
-        attempt, [MemberBatch(table="t0", files=[file], rows=1, format="parquet")],
+        attempt,
+        [MemberBatch(table="t0", files=[file], rows=1, format="parquet")],
         input_files=[InputFile(source=0, path=f"file:///in/{batch}.csv", timestamp=1)],
     )
 

@@ -90,10 +90,7 @@ def test_bookkeeping_records_are_written_concurrently_after_the_manifest(tmp_pat
     one after the other, the first would wait alone and the barrier would time out."""
     barrier = threading.Barrier(3, timeout=10)
     inner = RecordingStorage(str(tmp_path))
-    wait = [
-        Rule(Where(CREATE, rf"^_seo/{log}/1$", "before"), "call", callback=barrier.wait)
-        for log in ("offsets", "sources", "commits")
-    ]
+    wait = [Rule(Where(CREATE, rf"^_seo/{log}/1$", "before"), "call", callback=barrier.wait) for log in ("offsets", "sources", "commits")]
     storage = FaultInjectingStorage(inner, wait)
     committer = make_committer(storage)
     stage_and_commit(committer, QUERY, 0, [1])

@@ -87,7 +87,8 @@ def after_wake(writer: Writer, step: int) -> list[dict]:
 
 def summary(events: list[dict]) -> list[str]:
     return [
-        f"{e['query'][:4]}/{e['batch']}: " + (f"committed as manifest batch {e['manifestBatch']}" if e["status"] == "committed" else e["status"])
+        f"{e['query'][:4]}/{e['batch']}: "
+        + (f"committed as manifest batch {e['manifestBatch']}" if e["status"] == "committed" else e["status"])
         + (f" {e['error']}: {e['message'][:160]}" if e["status"] == "error" else "")
         for e in events
     ]
@@ -192,8 +193,20 @@ def test_frozen_writer_after_17_takeovers_never_recovers_the_live_table(spawn, t
     outlive_lease()
     t = spawn(program("T", root, takeovers(17)))
     assert t.wait(60) == 0, t.output()
-    z = spawn(program("Z", root, [OPEN, {"do": "stage", "query": QZ, "batch": 0, "base": LAYOUT[QZ][0], "rows": 2, "mode": "direct"},
-                                  touch(staged), wait(go), {"do": "finish"}, CLOSE]))
+    z = spawn(
+        program(
+            "Z",
+            root,
+            [
+                OPEN,
+                {"do": "stage", "query": QZ, "batch": 0, "base": LAYOUT[QZ][0], "rows": 2, "mode": "direct"},
+                touch(staged),
+                wait(go),
+                {"do": "finish"},
+                CLOSE,
+            ],
+        )
+    )
     z.wait_for(staged.exists, "its staged batch")
     a.resume()
     a.wait()
@@ -292,8 +305,21 @@ def test_fenced_writers_abort_leaves_the_successors_batch_alone(spawn, tmp_path)
     a = spawn(program("A", root, [OPEN, commits(QA), commits(QA, pause_at="after-intent", after_error="stop")]))
     a.wait_stopped()
     outlive_lease()
-    b = spawn(program("B", root, [OPEN, {"do": "stage", "query": QB, "batch": 0, "base": LAYOUT[QB][0], "rows": 2},
-                                  touch(ready), wait(go), {"do": "finish"}, commits(QB), CLOSE]))
+    b = spawn(
+        program(
+            "B",
+            root,
+            [
+                OPEN,
+                {"do": "stage", "query": QB, "batch": 0, "base": LAYOUT[QB][0], "rows": 2},
+                touch(ready),
+                wait(go),
+                {"do": "finish"},
+                commits(QB),
+                CLOSE,
+            ],
+        )
+    )
     b.wait_for(ready.exists, "its staged batch")
     a.resume()
     a.wait()
@@ -366,8 +392,10 @@ def test_live_writer_in_another_pid_namespace_is_not_taken_over(spawn, tmp_path,
     ``ConcurrentWriterError`` - A's pid means nothing in B's namespace - and A keeps writing."""
     root = tmp_path / "t"
     ready, stop = tmp_path / "a-ready", tmp_path / "stop"
-    a = spawn(program("A", root, [OPEN, touch(ready), commits(QA, until=str(stop), sleep_s=0.2, after_error="stop"), CLOSE], lease_ms=60_000),
-              prefix=pid_namespaces)
+    a = spawn(
+        program("A", root, [OPEN, touch(ready), commits(QA, until=str(stop), sleep_s=0.2, after_error="stop"), CLOSE], lease_ms=60_000),
+        prefix=pid_namespaces,
+    )
     a.wait_for(ready.exists, "its lease")
     b = spawn(program("B", root, [{"do": "open"}, commits(QB, after_error="stop"), CLOSE], lease_ms=60_000), prefix=pid_namespaces)
     b.wait()

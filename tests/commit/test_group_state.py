@@ -74,8 +74,11 @@ def test_what_a_batch_does_not_touch_keeps_its_bytes():
     dropping a newer release's keys in them and writing absent keys as null."""
     stored = {
         "a": {"batchId": 0, "rows": 3, "quarantinedRows": None, "watermarks": {"ts": {"high": 5, "tz": "UTC"}}},
-        "b": {"batchId": 0, "rows": 1, "watermarks": {"ts": {"low": 1, "high": 2, "batchMin": 1, "batchMax": 2},
-                                                       "day": {"high": "2024-05-01", "note": "kept"}}},
+        "b": {
+            "batchId": 0,
+            "rows": 1,
+            "watermarks": {"ts": {"low": 1, "high": 2, "batchMin": 1, "batchMax": 2}, "day": {"high": "2024-05-01", "note": "kept"}},
+        },
     }
     sources = {"0": {"t/0": {"low": 1, "high": 2, "lag": 7}, "t/1": {"high": 9}}}
     state = GroupState.from_json(stored, sources)

@@ -145,7 +145,7 @@ def commit_group(g, spark_batch: int, rows: list[int]):
     try:
         members = []
         for i, table in enumerate(GROUP_TABLES):
-            part = rows[i:: len(GROUP_TABLES)]
+            part = rows[i :: len(GROUP_TABLES)]
             final = f"p=a/part-{table}-{spark_batch:05d}-{attempt.attempt}.txt"
             staged = f"{attempt.staging_dir}/data/{table}/{final}"
             g.storage.put_if_absent(staged, ",".join(map(str, part)).encode())
@@ -252,5 +252,17 @@ def discard(root: str, when: str) -> None:
 
 if __name__ == "__main__":
     role, root, *rest = sys.argv[1:]
-    {"zombie": zombie, "gc": gc, "takeover": takeover, "frozen": frozen, "rollforward": rollforward, "final": final,
-     "claimer": claimer, "crasher": crasher, "paused": paused, "stalediscard": stalediscard, "stale": stale, "discard": discard}[role](root, *rest)
+    {
+        "zombie": zombie,
+        "gc": gc,
+        "takeover": takeover,
+        "frozen": frozen,
+        "rollforward": rollforward,
+        "final": final,
+        "claimer": claimer,
+        "crasher": crasher,
+        "paused": paused,
+        "stalediscard": stalediscard,
+        "stale": stale,
+        "discard": discard,
+    }[role](root, *rest)

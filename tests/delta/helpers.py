@@ -15,16 +15,24 @@ from streaming_exactly_once.testing.faults import with_faults
 from tests.commit.helpers import stage_file
 
 #: Spark schema JSON of the batches below (``id`` long, partition column ``p`` string).
-SCHEMA = json.dumps({"type": "struct", "fields": [
-    {"name": "id", "type": "long", "nullable": True, "metadata": {}},
-    {"name": "p", "type": "string", "nullable": True, "metadata": {}},
-]})
+SCHEMA = json.dumps(
+    {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "p", "type": "string", "nullable": True, "metadata": {}},
+        ],
+    }
+)
 
 
 def delta_committer(storage, *, fail_at=None, checkpoint_interval: int = 10, spark_manifest: bool = True, **opts) -> TableCommitter:
     options = CommitterOptions(
-        heartbeat=False, partition_by=("p",), delta=DeltaSettings(checkpoint_interval=checkpoint_interval),
-        spark_manifest=spark_manifest, **opts,
+        heartbeat=False,
+        partition_by=("p",),
+        delta=DeltaSettings(checkpoint_interval=checkpoint_interval),
+        spark_manifest=spark_manifest,
+        **opts,
     )
     return TableCommitter(with_faults(storage, fail_at=fail_at) if fail_at else storage, options)
 
@@ -35,8 +43,17 @@ def parquet(ids: list[int]) -> bytes:
     return buf.getvalue()
 
 
-def commit_batch(committer: TableCommitter, query: str, spark_batch: int, ids: list[int], *, mode="rename",
-                 partition="p=a", schema: str = SCHEMA, spark_staging: bool = False):
+def commit_batch(
+    committer: TableCommitter,
+    query: str,
+    spark_batch: int,
+    ids: list[int],
+    *,
+    mode="rename",
+    partition="p=a",
+    schema: str = SCHEMA,
+    spark_staging: bool = False,
+):
     """One batch of ``ids`` in two files, the way the sink stages them; None if already committed."""
     committer.ensure_open()
     if committer.is_committed(query, spark_batch):

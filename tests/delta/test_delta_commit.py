@@ -102,20 +102,32 @@ def test_sigkill_around_the_delta_step_rolls_forward_exactly_once(tmp_path, boun
     table = tmp_path / "t"
     writers: list[Writer] = []
     try:
-        a = Writer(_program("A", table, [
-            {"do": "open"},
-            {"do": "commits", "query": QA, "count": 2, "rows": 6},
-            {"do": "commits", "query": QA, "count": 1, "rows": 6, "crash_at": boundary},
-            {"do": "hang"},
-        ]))
+        a = Writer(
+            _program(
+                "A",
+                table,
+                [
+                    {"do": "open"},
+                    {"do": "commits", "query": QA, "count": 2, "rows": 6},
+                    {"do": "commits", "query": QA, "count": 1, "rows": 6, "crash_at": boundary},
+                    {"do": "hang"},
+                ],
+            )
+        )
         writers.append(a)
         a.proc.wait(timeout=120)
         assert a.proc.returncode == -signal.SIGKILL, a.output()
-        b = Writer(_program("B", table, [
-            {"do": "open", "retry_s": 10},
-            {"do": "commits", "query": QA, "count": 2, "rows": 6, "first": 3},
-            {"do": "close"},
-        ]))
+        b = Writer(
+            _program(
+                "B",
+                table,
+                [
+                    {"do": "open", "retry_s": 10},
+                    {"do": "commits", "query": QA, "count": 2, "rows": 6, "first": 3},
+                    {"do": "close"},
+                ],
+            )
+        )
         writers.append(b)
         assert b.wait(timeout=120) == 0, b.output()
         assert all(c["status"] in ("committed", "duplicate") for c in b.commits()), b.output()
@@ -141,8 +153,7 @@ def test_the_delta_step_is_idempotent_and_never_commits_a_batch_twice(tmp_path):
     app = app_id_of(table)
     storage.put_if_absent("p=a/extra.parquet", parquet([900, 901]))
     info = storage.info("p=a/extra.parquet")
-    step = CommitDelta(batch_id=1, app_id=app, files=[DeltaFile("p=a/extra.parquet", info.size, info.mtime_ms)],
-                       partition_by=("p",), schema=SCHEMA)
+    step = CommitDelta(batch_id=1, app_id=app, files=[DeltaFile("p=a/extra.parquet", info.size, info.mtime_ms)], partition_by=("p",), schema=SCHEMA)
     ctx = StepContext(storage=storage, logs=None)  # type: ignore[arg-type]
     assert not step.verify(ctx)
     step.execute(ctx)
@@ -345,8 +356,13 @@ def test_gc_deletes_only_files_no_delta_version_and_no_manifest_entry_names(tmp_
     storage.put_if_absent("p=b/orphan.parquet", parquet([6000]))
     info = storage.info("p=b/foreign.parquet")
     dt = DeltaTable(str(table))
-    dt.create_write_transaction([AddAction("p=b/foreign.parquet", info.size, {"p": "b"}, info.mtime_ms, True, "")],
-                                "append", dt.schema(), ["p"], commit_properties=CommitProperties(max_commit_retries=0))
+    dt.create_write_transaction(
+        [AddAction("p=b/foreign.parquet", info.size, {"p": "b"}, info.mtime_ms, True, "")],
+        "append",
+        dt.schema(),
+        ["p"],
+        commit_properties=CommitProperties(max_commit_retries=0),
+    )
     report = collect_garbage(storage, older_than_ms=0, now_ms=int(time.time() * 1000) + 10_000)
     assert [Path(u).name for u, _ in report.orphans] == ["orphan.parquet"]
     assert (table / "p=b" / "foreign.parquet").exists() and not (table / "p=b" / "orphan.parquet").exists()
@@ -355,8 +371,16 @@ def test_gc_deletes_only_files_no_delta_version_and_no_manifest_entry_names(tmp_
 
 
 def test_wal_entries_with_a_delta_step_are_v4_and_read_back(tmp_path):
-    step = CommitDelta(batch_id=4, app_id="streaming-exactly-once:x", files=[DeltaFile("p=a/f.parquet", 10, 5)],
-                       partition_by=("p",), schema=SCHEMA, table="orders", settings=DeltaSettings(3, 60_000), info={"queryId": "q"})
+    step = CommitDelta(
+        batch_id=4,
+        app_id="streaming-exactly-once:x",
+        files=[DeltaFile("p=a/f.parquet", 10, 5)],
+        partition_by=("p",),
+        schema=SCHEMA,
+        table="orders",
+        settings=DeltaSettings(3, 60_000),
+        info={"queryId": "q"},
+    )
     seq = CommitSequence(key=AttemptKey(4, "q", 1, 1, "a", "rename"), staging_dir="s", created_ms=1, steps=[step])
     data = seq.to_bytes()
     assert data.startswith(b"v4\n")

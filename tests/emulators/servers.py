@@ -77,8 +77,13 @@ def _spawn(name: str, cmd: list[str]) -> tuple[subprocess.Popen, str]:
     workdir = tempfile.mkdtemp(prefix=f"seo-{name}-")
     with open(os.path.join(workdir, "server.log"), "wb") as log:
         proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir,
-            start_new_session=True, preexec_fn=_die_with_parent,
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=workdir,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
     return proc, workdir
 
@@ -133,7 +138,10 @@ def install_azurite() -> Path:
             shutil.copyfile(HERE / name, cache / name)
         subprocess.run(
             ["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"],
-            cwd=cache, check=True, stdin=subprocess.DEVNULL, timeout=900,
+            cwd=cache,
+            check=True,
+            stdin=subprocess.DEVNULL,
+            timeout=900,
         )
         stamp.write_bytes(wanted)
     return azurite_bin()
@@ -150,8 +158,16 @@ def azurite_connection_string(port: int) -> str:
 def start_azurite(timeout: float = 60.0) -> Server:
     binary = install_azurite()
     cmd = [
-        str(binary), "--blobHost", "127.0.0.1", "--blobPort", "0", "--inMemoryPersistence",
-        "--silent", "--skipApiVersionCheck", "--loose", "--disableTelemetry",
+        str(binary),
+        "--blobHost",
+        "127.0.0.1",
+        "--blobPort",
+        "0",
+        "--inMemoryPersistence",
+        "--silent",
+        "--skipApiVersionCheck",
+        "--loose",
+        "--disableTelemetry",
     ]
     proc, workdir = _spawn("azurite", cmd)
     deadline = time.monotonic() + timeout
@@ -202,8 +218,19 @@ def start_fake_gcs(timeout: float = 30.0) -> Server:
     for _ in range(3):  # a free port can be taken before the server binds it: try another
         port = free_port()
         cmd = [
-            str(binary), "-scheme", "http", "-host", "127.0.0.1", "-port", str(port), "-backend", "memory",
-            "-external-url", f"http://127.0.0.1:{port}", "-log-level", "warn",
+            str(binary),
+            "-scheme",
+            "http",
+            "-host",
+            "127.0.0.1",
+            "-port",
+            str(port),
+            "-backend",
+            "memory",
+            "-external-url",
+            f"http://127.0.0.1:{port}",
+            "-log-level",
+            "warn",
         ]
         proc, workdir = _spawn("fake-gcs", cmd)
         try:

@@ -20,8 +20,11 @@ Q = "aaaaaaaa-0000-0000-0000-00000000000a"
 def iceberg_committer(storage, *, fail_at=None, delta: bool = False, keep: int | None = None, **opts: Any) -> TableCommitter:
     """The committer of a ``format="iceberg"`` table (``delta``: ``format=["delta", "iceberg"]``)."""
     options = CommitterOptions(
-        heartbeat=False, partition_by=("p",), iceberg=IcebergSettings(snapshots_to_keep=keep),
-        delta=DeltaSettings() if delta else None, **opts,
+        heartbeat=False,
+        partition_by=("p",),
+        iceberg=IcebergSettings(snapshots_to_keep=keep),
+        delta=DeltaSettings() if delta else None,
+        **opts,
     )
     return TableCommitter(with_faults(storage, fail_at=fail_at) if fail_at else storage, options)
 

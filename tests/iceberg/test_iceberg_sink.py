@@ -188,9 +188,14 @@ def test_dataset_sink_outputs_as_iceberg_and_delta_iceberg_tables(spark, tmp_pat
 
     ids = write_csv_files(tmp_path / "in", n_files=4, rows_per_file=5)
     root = tmp_path / "lake"
-    sink = DatasetSink(str(root), outputs=[
-        Output("raw", format="iceberg", partition_by=["p"]), Output("both", format="delta+iceberg"), Output("copy"),
-    ])
+    sink = DatasetSink(
+        str(root),
+        outputs=[
+            Output("raw", format="iceberg", partition_by=["p"]),
+            Output("both", format="delta+iceberg"),
+            Output("copy"),
+        ],
+    )
     query = sink.start(stream(spark, tmp_path / "in", 2), checkpoint_location=str(tmp_path / "ckpt"), trigger={"availableNow": True})
     query.awaitTermination()
     sink.close()

@@ -262,9 +262,16 @@ def test_wal_entries_with_an_iceberg_step_are_v6_and_read_back(tmp_path):
     from streaming_exactly_once.iceberg import IcebergFile, IcebergSettings
     from streaming_exactly_once.table.attempt_key import AttemptKey
 
-    step = CommitIceberg(batch_id=4, app_id="streaming-exactly-once:x", files=[IcebergFile("p=a/f.parquet", 10, 5)],
-                         partition_by=("p",), schema=SCHEMA, table_schema=SCHEMA, settings=IcebergSettings(snapshots_to_keep=7),
-                         info={"queryId": "q"})
+    step = CommitIceberg(
+        batch_id=4,
+        app_id="streaming-exactly-once:x",
+        files=[IcebergFile("p=a/f.parquet", 10, 5)],
+        partition_by=("p",),
+        schema=SCHEMA,
+        table_schema=SCHEMA,
+        settings=IcebergSettings(snapshots_to_keep=7),
+        info={"queryId": "q"},
+    )
     seq = CommitSequence(key=AttemptKey(4, "q", 1, 1, "a", "rename"), staging_dir="s", created_ms=1, steps=[step])
     data = seq.to_bytes()
     assert data.startswith(b"v6\n") and b'"snapshotsToKeep":7' in data and b'"tableSchema"' in data
@@ -273,16 +280,27 @@ def test_wal_entries_with_an_iceberg_step_are_v6_and_read_back(tmp_path):
 
 def _program(name: str, root, steps: list[dict], *, delta: bool = False) -> dict:
     return {
-        "name": name, "root": str(root), "iceberg": {"snapshots_to_keep": 4}, "delta": {"checkpoint_interval": 4} if delta else None,
-        "options": {"lease_timeout_ms": 1500}, "steps": steps,
+        "name": name,
+        "root": str(root),
+        "iceberg": {"snapshots_to_keep": 4},
+        "delta": {"checkpoint_interval": 4} if delta else None,
+        "options": {"lease_timeout_ms": 1500},
+        "steps": steps,
     }
 
 
 @pytest.mark.torture
 @pytest.mark.parametrize(
     ("boundary", "delta"),
-    [("after-manifest", False), ("before-iceberg", False), ("mid-iceberg", False), ("after-iceberg", False), ("after-commit", False),
-     ("before-iceberg", True), ("mid-iceberg", True)],
+    [
+        ("after-manifest", False),
+        ("before-iceberg", False),
+        ("mid-iceberg", False),
+        ("after-iceberg", False),
+        ("after-commit", False),
+        ("before-iceberg", True),
+        ("mid-iceberg", True),
+    ],
 )
 def test_sigkill_around_the_iceberg_step_rolls_forward_exactly_once(tmp_path, boundary, delta):
     """A writer SIGKILLs itself at the 3rd batch's boundary; the next writer recovers and goes on.
@@ -295,20 +313,34 @@ def test_sigkill_around_the_iceberg_step_rolls_forward_exactly_once(tmp_path, bo
     table = tmp_path / "t"
     writers: list[Writer] = []
     try:
-        a = Writer(_program("A", table, [
-            {"do": "open"},
-            {"do": "commits", "query": QA, "count": 2, "rows": 6},
-            {"do": "commits", "query": QA, "count": 1, "rows": 6, "crash_at": boundary},
-            {"do": "hang"},
-        ], delta=delta))
+        a = Writer(
+            _program(
+                "A",
+                table,
+                [
+                    {"do": "open"},
+                    {"do": "commits", "query": QA, "count": 2, "rows": 6},
+                    {"do": "commits", "query": QA, "count": 1, "rows": 6, "crash_at": boundary},
+                    {"do": "hang"},
+                ],
+                delta=delta,
+            )
+        )
         writers.append(a)
         a.proc.wait(timeout=120)
         assert a.proc.returncode == -signal.SIGKILL, a.output()
-        b = Writer(_program("B", table, [
-            {"do": "open", "retry_s": 10},
-            {"do": "commits", "query": QA, "count": 3, "rows": 6, "first": 3},
-            {"do": "close"},
-        ], delta=delta))
+        b = Writer(
+            _program(
+                "B",
+                table,
+                [
+                    {"do": "open", "retry_s": 10},
+                    {"do": "commits", "query": QA, "count": 3, "rows": 6, "first": 3},
+                    {"do": "close"},
+                ],
+                delta=delta,
+            )
+        )
         writers.append(b)
         assert b.wait(timeout=120) == 0, b.output()
         assert all(c["status"] in ("committed", "duplicate") for c in b.commits()), b.output()
@@ -413,17 +445,21 @@ def test_a_dataset_groups_iceberg_tables_roll_forward_after_sigkill(tmp_path, bo
 
     writers: list[Writer] = []
     try:
-        a = Writer(program("A", [
-            {"do": "open"},
-            {"do": "commits", "query": QA, "count": 2, "rows": 6},
-            {"do": "commits", "query": QA, "count": 1, "rows": 6, "crash_at": boundary},
-            {"do": "hang"},
-        ]))
+        a = Writer(
+            program(
+                "A",
+                [
+                    {"do": "open"},
+                    {"do": "commits", "query": QA, "count": 2, "rows": 6},
+                    {"do": "commits", "query": QA, "count": 1, "rows": 6, "crash_at": boundary},
+                    {"do": "hang"},
+                ],
+            )
+        )
         writers.append(a)
         a.proc.wait(timeout=120)
         assert a.proc.returncode == -signal.SIGKILL, a.output()
-        b = Writer(program("B", [{"do": "open", "retry_s": 10}, {"do": "commits", "query": QA, "count": 2, "rows": 6, "first": 3},
-                                 {"do": "close"}]))
+        b = Writer(program("B", [{"do": "open", "retry_s": 10}, {"do": "commits", "query": QA, "count": 2, "rows": 6, "first": 3}, {"do": "close"}]))
         writers.append(b)
         assert b.wait(timeout=120) == 0, b.output()
     finally:

@@ -20,8 +20,7 @@ from streaming_exactly_once.errors import (
 from streaming_exactly_once.manifest.manifest_log import ManifestLog
 
 GOOD_ENTRY = (
-    b'{"path":"file:///t/part-0.parquet","size":10,"isDir":false,"modificationTime":1,'
-    b'"blockReplication":1,"blockSize":33554432,"action":"add"}'
+    b'{"path":"file:///t/part-0.parquet","size":10,"isDir":false,"modificationTime":1,"blockReplication":1,"blockSize":33554432,"action":"add"}'
 )
 
 CASES = {
@@ -60,7 +59,6 @@ def test_manifest_file_problems(memory_storage, case, file_name):
         assert "seo verify" in message or "backup" in message  # says what to do
 
 
-
 @pytest.mark.parametrize("case", ["empty", "truncated", "garbage_text", "newer_version"])
 def test_start_up_check_of_a_bad_compact_file_names_it_on_every_backend(storage, case):
     """``check_snapshot`` reads a compact file's ends only (``read_head``/``read_tail``); an empty
@@ -75,6 +73,7 @@ def test_start_up_check_of_a_bad_compact_file_names_it_on_every_backend(storage,
     assert words in str(err.value)
     assert "_spark_metadata/2.compact" in str(err.value)
     assert err.value.batch_id == 2
+
 
 def test_trailing_newline_is_tolerated_like_spark(memory_storage):
     memory_storage.put_if_absent("_spark_metadata/0", b"v1\n" + GOOD_ENTRY + b"\n")
@@ -237,7 +236,10 @@ def test_deep_json_in_every_log_kind_is_a_named_error(memory_storage, kind):
 
 
 _JSON_LEAVES = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
     st.text(alphabet=st.characters(codec=None, categories=("Ll", "Nd", "Cs", "Cc", "Po")), max_size=8),
 )
 _JSON = st.recursive(_JSON_LEAVES, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=12)
@@ -254,7 +256,8 @@ def _entry_line(path, size, extra, depth):
 @given(
     lines=st.lists(
         st.tuples(_PATHS, st.one_of(st.integers(), st.integers(-(2**70), 2**70)), _JSON, st.sampled_from([0, 0, 70, 5000])),
-        min_size=1, max_size=3,
+        min_size=1,
+        max_size=3,
     )
 )
 def test_fuzz_adversarial_manifest_lines_raise_only_library_errors(memory_storage, lines):

@@ -54,6 +54,6 @@ def test_raw_body_accepts_and_refuses_what_the_line_check_did(memory_storage, co
             assert got == expected, data
         else:  # the line check sent it to the strict decoder: only if that accepts it, same bytes
             log.decode(data, batch_id=batch)  # raises if the old check would have refused the file
-            assert got == data[data.find(b"\n"):].removesuffix(b"\n"), data
+            assert got == data[data.find(b"\n") :].removesuffix(b"\n"), data
         checked += 1
     assert checked > 50

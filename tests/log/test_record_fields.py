@@ -40,9 +40,17 @@ from streaming_exactly_once.table.sources_log import SourceFileRecord
 
 ENTRY = ManifestEntry.for_file("file:///t/day=1/part-0.parquet", size=903, modification_time=1795313165250)
 COMMIT = CommitRecord.of(
-    AttemptKey(12, "q", 40, 3, "9f2c41d0", "rename"), num_files=4,
-    num_rows=20000, num_bytes=812345, commit_time_ms=1795313165400, step_ms={"stage": 812.4},
-    watermarks={"ts": {"min": "a", "max": "b"}}, source_files=1, committed_by_epoch=3, table_rows=240000, schema="{}",
+    AttemptKey(12, "q", 40, 3, "9f2c41d0", "rename"),
+    num_files=4,
+    num_rows=20000,
+    num_bytes=812345,
+    commit_time_ms=1795313165400,
+    step_ms={"stage": 812.4},
+    watermarks={"ts": {"min": "a", "max": "b"}},
+    source_files=1,
+    committed_by_epoch=3,
+    table_rows=240000,
+    schema="{}",
 )
 OFFSETS = OffsetsRecord(12, "q", 40, 3, "9f2c41d0", "file:/chk", ('{"logOffset":40}', None), 0, 1795313165250, 1795313165301)
 SOURCE = SourceFileRecord(12, 0, "file:///data/landing/in_00040.csv", 1795313160000)
@@ -51,9 +59,16 @@ RECORDS: list[Any] = [
     ENTRY,
     COMMIT,
     CommitRecord(
-        key=AttemptKey(1, "q", 1, 1, "a", "direct"), num_files=0, num_rows=None,
-        num_bytes=0, commit_time_ms=5, committed_by_epoch=2, reconstructed=True, datasets={"t": {"batchId": 0}},
-        source_partitions={"0": {}}, delta_version=7,
+        key=AttemptKey(1, "q", 1, 1, "a", "direct"),
+        num_files=0,
+        num_rows=None,
+        num_bytes=0,
+        commit_time_ms=5,
+        committed_by_epoch=2,
+        reconstructed=True,
+        datasets={"t": {"batchId": 0}},
+        source_partitions={"0": {}},
+        delta_version=7,
     ),
     OFFSETS,
     OffsetsRecord(1, "q", 1, 1, "a"),
@@ -63,13 +78,28 @@ RECORDS: list[Any] = [
     Heartbeat(3, "w", 1000, 30000, released=True),
     AttemptVerdict("commit", 3, 1000),
     AttemptKey(12, "q", 40, 3, "9f2c41d0", "direct"),
-    DatasetState(last_group_batch=7, status="committed", checks=[{"name": "c", "passed": True}], batch_id=5, rows=9,
-                 watermarks={"ts": ColumnWatermark("a", "b", "a", "b")}, expected_high={"orders/0": 180}),
+    DatasetState(
+        last_group_batch=7,
+        status="committed",
+        checks=[{"name": "c", "passed": True}],
+        batch_id=5,
+        rows=9,
+        watermarks={"ts": ColumnWatermark("a", "b", "a", "b")},
+        expected_high={"orders/0": 180},
+    ),
     PartitionOffsets(low=None, high=180),
     TableIdentity("t-1", "file:///t", 1, 10, "parquet", ("p",), writer_options={"compression": "zstd"}),
     TableIdentity(
-        "t-2", "file:///g", 1, 10, "delta", kind="group", group="..", other_root_uris=("s3a://b/g",),
-        delta_app_id="streaming-exactly-once:t-2", spark_manifest=False,
+        "t-2",
+        "file:///g",
+        1,
+        10,
+        "delta",
+        kind="group",
+        group="..",
+        other_root_uris=("s3a://b/g",),
+        delta_app_id="streaming-exactly-once:t-2",
+        spark_manifest=False,
     ),
 ]
 
@@ -81,9 +111,16 @@ STEPS: list[Any] = [
     WriteCommit(record=COMMIT),
     PublishMembers(members=[MemberPublish(table="orders", batch_id=5, entries=[ENTRY], record=COMMIT)]),
     CleanupStaging(path="_staging/x/intents"),
-    CommitDelta(batch_id=12, app_id="streaming-exactly-once:x", files=[DeltaFile("day=1/a.parquet", 903, 5)],
-                partition_by=("day",), schema=None, table="orders", settings=DeltaSettings(10, 2592000000),
-                info={"queryId": "q"}),
+    CommitDelta(
+        batch_id=12,
+        app_id="streaming-exactly-once:x",
+        files=[DeltaFile("day=1/a.parquet", 903, 5)],
+        partition_by=("day",),
+        schema=None,
+        table="orders",
+        settings=DeltaSettings(10, 2592000000),
+        info={"queryId": "q"},
+    ),
     CommitDelta(batch_id=1, app_id="a"),
 ]
 
@@ -106,8 +143,12 @@ def test_every_wal_step_round_trips_with_kind_first(step):
 
 
 def test_the_wal_header_is_the_attempt_key_inline():
-    seq = CommitSequence(key=AttemptKey(12, "q", 40, 3, "9f2c41d0", "rename"), staging_dir="_seo/staging/12-9f2c41d0-e3",
-                         created_ms=1795313165300, steps=[CleanupStaging(path="p")])
+    seq = CommitSequence(
+        key=AttemptKey(12, "q", 40, 3, "9f2c41d0", "rename"),
+        staging_dir="_seo/staging/12-9f2c41d0-e3",
+        created_ms=1795313165300,
+        steps=[CleanupStaging(path="p")],
+    )
     assert seq.to_bytes().decode().splitlines()[1] == (
         '{"batchId":12,"queryId":"q","sparkBatchId":40,"epoch":3,"attempt":"9f2c41d0","mode":"rename",'
         '"stagingDir":"_seo/staging/12-9f2c41d0-e3","createdMs":1795313165300}'
@@ -122,21 +163,48 @@ def test_key_order_and_omissions_are_the_on_disk_format():
         '"blockReplication":1,"blockSize":33554432,"action":"add"}'
     )
     assert list(encode(COMMIT)) == [
-        "batchId", "queryId", "sparkBatchId", "epoch", "attempt", "mode", "numFiles", "numRows", "numBytes",
-        "numSkippedRows", "commitTimeMs", "stepMs", "watermarks", "sourceFiles", "committedByEpoch", "tableRows", "schema",
+        "batchId",
+        "queryId",
+        "sparkBatchId",
+        "epoch",
+        "attempt",
+        "mode",
+        "numFiles",
+        "numRows",
+        "numBytes",
+        "numSkippedRows",
+        "commitTimeMs",
+        "stepMs",
+        "watermarks",
+        "sourceFiles",
+        "committedByEpoch",
+        "tableRows",
+        "schema",
     ]
     assert encode(replace(COMMIT, committed_by_epoch=None))["committedByEpoch"] == 3  # None: written as the epoch
     assert encode(OffsetsRecord(1, "q", 1, 1, "a"))["checkpoint"] is None  # null, not left out
     assert encode(TableIdentity("t", "file:///t", 1, 10, "parquet")) == {
-        "tableId": "t", "rootUri": "file:///t", "createdMs": 1, "compactInterval": 10, "format": "parquet",
-        "partitionBy": [], "firstBatchId": 0, "writerOptions": {},
+        "tableId": "t",
+        "rootUri": "file:///t",
+        "createdMs": 1,
+        "compactInterval": 10,
+        "format": "parquet",
+        "partitionBy": [],
+        "firstBatchId": 0,
+        "writerOptions": {},
     }
     delta = encode(RECORDS[-1])
     assert list(delta)[-5:] == ["kind", "group", "otherRootUris", "delta", "sparkManifest"]
     assert delta["delta"] == {"appId": "streaming-exactly-once:t-2"}
     assert CommitDelta(batch_id=1, app_id="a").to_json() == {
-        "kind": "delta", "batchId": 1, "appId": "a", "partitionBy": [], "schema": None, "files": [],
-        "checkpointInterval": 10, "info": {},
+        "kind": "delta",
+        "batchId": 1,
+        "appId": "a",
+        "partitionBy": [],
+        "schema": None,
+        "files": [],
+        "checkpointInterval": 10,
+        "info": {},
     }
 
 

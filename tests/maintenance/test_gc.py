@@ -321,7 +321,9 @@ def test_temp_files_of_a_writer_killed_mid_compaction_are_removed_by_the_next_wr
     repo = str(Path(__file__).resolve().parents[2])
     child = subprocess.Popen(
         [sys.executable, "-c", _SLOW_COPY_CHILD.format(repo=repo, root=str(root), query=Q)],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": repo},
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": repo},
     )
     try:
         assert child.stdout.readline().strip() == "copying"

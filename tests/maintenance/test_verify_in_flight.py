@@ -61,7 +61,10 @@ def test_a_stale_claim_on_a_published_batch_does_not_hide_a_deleted_record(tmp_p
 def test_delta_behind_by_more_than_the_pending_claim_is_an_error(tmp_path):
     root = tmp_path / "d"
     program = {
-        "name": "A", "root": str(root), "delta": {"checkpoint_interval": 100}, "options": {"lease_timeout_ms": 500},
+        "name": "A",
+        "root": str(root),
+        "delta": {"checkpoint_interval": 100},
+        "options": {"lease_timeout_ms": 500},
         "steps": [
             {"do": "open"},
             {"do": "commits", "query": QA, "count": 3, "base": 0, "drain": True},
@@ -79,7 +82,10 @@ def test_delta_behind_by_more_than_the_pending_claim_is_an_error(tmp_path):
 def test_a_group_member_ahead_by_a_pending_batch_is_in_flight_whatever_its_batch_numbers(tmp_path):
     root = tmp_path / "g"
     program = {
-        "name": "A", "root": str(root), "group": ["t0", "t1"], "options": {"lease_timeout_ms": 500},
+        "name": "A",
+        "root": str(root),
+        "group": ["t0", "t1"],
+        "options": {"lease_timeout_ms": 500},
         "steps": [
             {"do": "open"},
             {"do": "commits", "query": QA, "count": 1, "base": 0, "rows": 2, "drain": True},  # t0 and t1

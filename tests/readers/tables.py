@@ -37,8 +37,9 @@ def stage(c: TableCommitter, attempt, rows: list[int], *, mode: str, nfiles: int
     direct mode an intent first and then the file under its final name."""
     assert attempt.mode == mode
     return [
-        stage_file(c.storage, attempt, f"{partition}/part-{i:05d}-{attempt.attempt}-{attempt.batch_id}.c000.snappy.parquet",
-                   parquet_bytes(rows[i::nfiles]))
+        stage_file(
+            c.storage, attempt, f"{partition}/part-{i:05d}-{attempt.attempt}-{attempt.batch_id}.c000.snappy.parquet", parquet_bytes(rows[i::nfiles])
+        )
         for i in range(nfiles)
     ]
 

@@ -36,7 +36,7 @@ def _check_every_reader(root: str, options, expected: list[int], scheme: str) ->
     assert [b.batch_id for b in read.batches(root, storage_options=options)] == [0, 1]
     # independently of our readers: pyarrow over exactly the manifest's files
     fs, _ = open_storage(root, options).filesystem()
-    paths = [u.split("://", 1)[1] if scheme != "file" else u[len("file://"):] for u in uris]
+    paths = [u.split("://", 1)[1] if scheme != "file" else u[len("file://") :] for u in uris]
     table = ds.dataset(paths, filesystem=pafs.PyFileSystem(pafs.FSSpecHandler(fs)), format="parquet").to_table()
     assert Counter(table.column("id").to_pylist()) == want
 

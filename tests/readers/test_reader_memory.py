@@ -99,7 +99,13 @@ def test_every_snapshot_and_sub_path_reads_as_the_strict_reference(tmp_path, ind
 
 
 ENTRY = {
-    "path": "", "size": 7, "isDir": False, "modificationTime": 1, "blockReplication": 1, "blockSize": 33554432, "action": "add",
+    "path": "",
+    "size": 7,
+    "isDir": False,
+    "modificationTime": 1,
+    "blockReplication": 1,
+    "blockSize": 33554432,
+    "action": "add",
 }
 
 
@@ -134,8 +140,12 @@ DAMAGE = {
 
 
 ACCEPTED = {
-    "a directory entry", "a line longer than a stream block", "an unknown field", "an unknown field nested 60 deep",
-    "an entry outside the table", "CRLF line ends",
+    "a directory entry",
+    "a line longer than a stream block",
+    "an unknown field",
+    "an unknown field nested 60 deep",
+    "an entry outside the table",
+    "CRLF line ends",
 }
 #: Accepted, but Arrow's reader declines them and the strict parser reads the file: a line longer
 #: than a block (the stream only), and unknown fields (Arrow would skip them unchecked, red team #14 G7).
@@ -204,8 +214,14 @@ def test_chunked_mapping_is_the_python_mapping(tmp_path, allow, sub):
     roots = table_roots(storage, None, f"{storage.root_uri}/p=a/x")
     base = storage.root_uri
     paths = [
-        f"{base}/p=a/plain-1", f"{base}/p=a%20b/escaped", f"{base}/p=a/./dot", f"{base}/p=a/plain-2",
-        f"{base}/p=a/..%2F..%2Fclimbs", "file:///elsewhere/x", f"{base}/p=a%20b/again", f"{base}/p=a/plain-3",
+        f"{base}/p=a/plain-1",
+        f"{base}/p=a%20b/escaped",
+        f"{base}/p=a/./dot",
+        f"{base}/p=a/plain-2",
+        f"{base}/p=a/..%2F..%2Fclimbs",
+        "file:///elsewhere/x",
+        f"{base}/p=a%20b/again",
+        f"{base}/p=a/plain-3",
     ]
     sizes, mtimes = list(range(len(paths))), [10 * i for i in range(len(paths))]
     chunks = [slice(0, 3), slice(3, 4), slice(4, 8)]
@@ -231,9 +247,7 @@ def test_uri_list_rows_and_arrow_sum(tmp_path, rows):
     sizes = [i * 3 for i in range(rows)]
     files = CommittedFiles(storage, 0)
     cut = rows * 2 // 3
-    files.set_columns(
-        pa.chunked_array([pa.array(relative[:cut]), pa.array(relative[cut:])]), pa.chunked_array([pa.array(sizes)]), pa.array(sizes)
-    )
+    files.set_columns(pa.chunked_array([pa.array(relative[:cut]), pa.array(relative[cut:])]), pa.chunked_array([pa.array(sizes)]), pa.array(sizes))
     assert files.total_bytes == sum(sizes)
     assert files.uris() == [f"{storage.root_uri}/{r}" for r in relative]
     assert list(files.relative_sizes()) == list(zip(relative, sizes, strict=True))  # what file_checks walks
@@ -351,9 +365,23 @@ def _index_damage(genuine: pa.Table, data: bytes):  # name -> the bytes of a dam
 
 
 DAMAGED_INDEX = [
-    "path column renamed", "a column missing", "an extra column", "columns in another order", "null path", "null size",
-    "null mtime", "size as string", "size as int32", "path as int", "fewer rows", "more rows", "no rows",
-    "an old index (version 1, no entry count)", "truncated in the middle", "cut short", "not Parquet",
+    "path column renamed",
+    "a column missing",
+    "an extra column",
+    "columns in another order",
+    "null path",
+    "null size",
+    "null mtime",
+    "size as string",
+    "size as int32",
+    "path as int",
+    "fewer rows",
+    "more rows",
+    "no rows",
+    "an old index (version 1, no entry count)",
+    "truncated in the middle",
+    "cut short",
+    "not Parquet",
 ]
 
 

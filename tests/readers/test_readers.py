@@ -89,14 +89,22 @@ def test_one_scan_for_every_engine(spark, sink_table):
     scan = read.table(str(table), as_of=None)
     assert isinstance(scan, read.TableScan)
     frames = {
-        "arrow": scan.to_arrow(), "pandas": scan.to_pandas(), "polars": scan.to_polars(), "lazy": scan.to_polars(lazy=True),
-        "duckdb": scan.to_duckdb(duckdb.connect()), "spark": scan.to_spark(spark),
+        "arrow": scan.to_arrow(),
+        "pandas": scan.to_pandas(),
+        "polars": scan.to_polars(),
+        "lazy": scan.to_polars(lazy=True),
+        "duckdb": scan.to_duckdb(duckdb.connect()),
+        "spark": scan.to_spark(spark),
     }
     assert isinstance(frames["arrow"], pa.Table) and isinstance(frames["pandas"], pd.DataFrame)
     assert isinstance(frames["polars"], pl.DataFrame) and isinstance(frames["lazy"], pl.LazyFrame)
     counts = {
-        "arrow": frames["arrow"].num_rows, "pandas": len(frames["pandas"]), "polars": frames["polars"].height,
-        "lazy": frames["lazy"].collect().height, "duckdb": len(frames["duckdb"].fetchall()), "spark": frames["spark"].count(),
+        "arrow": frames["arrow"].num_rows,
+        "pandas": len(frames["pandas"]),
+        "polars": frames["polars"].height,
+        "lazy": frames["lazy"].collect().height,
+        "duckdb": len(frames["duckdb"].fetchall()),
+        "spark": frames["spark"].count(),
     }
     assert set(counts.values()) == {len(ids)}, counts
     assert sorted(scan.files()) == sorted(read.files(str(table)))
@@ -232,9 +240,14 @@ def test_spark_file_sink_tables_read_the_same(spark, tmp_path):
     ids = write_csv_files(tmp_path / "in", n_files=6, rows_per_file=4)
     out = tmp_path / "spark sink"
     q = (
-        spark.readStream.schema("id LONG, p STRING, v DOUBLE").option("maxFilesPerTrigger", 2).csv(str(tmp_path / "in"))
-        .writeStream.format("parquet").partitionBy("p").option("checkpointLocation", str(tmp_path / "c"))
-        .trigger(availableNow=True).start(str(out))
+        spark.readStream.schema("id LONG, p STRING, v DOUBLE")
+        .option("maxFilesPerTrigger", 2)
+        .csv(str(tmp_path / "in"))
+        .writeStream.format("parquet")
+        .partitionBy("p")
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .trigger(availableNow=True)
+        .start(str(out))
     )
     q.awaitTermination()
     add_noise(out)

@@ -147,12 +147,16 @@ def _memory_table(memory_storage, root_uri: str, entries: list[str], others: tup
 
 
 def test_s3_s3a_s3n_spellings_are_one_root(memory_storage):
-    root = _memory_table(memory_storage, "s3://bucket/t", ["s3a://bucket/t/p=a/x.parquet", "s3n://bucket/t/p=b/y.parquet", "s3://bucket/t/p=c/z.parquet"])
+    root = _memory_table(
+        memory_storage, "s3://bucket/t", ["s3a://bucket/t/p=a/x.parquet", "s3n://bucket/t/p=b/y.parquet", "s3://bucket/t/p=c/z.parquet"]
+    )
     assert read.files(root) == [f"{root}/p=a/x.parquet", f"{root}/p=b/y.parquet", f"{root}/p=c/z.parquet"]
 
 
 def test_file_uri_spellings_are_one_root(memory_storage):
-    root = _memory_table(memory_storage, "file:/data/t", ["file:/data/t/p=a/x.parquet", "file:///data/t/p=b/y.parquet", "file://localhost/data/t/p=c/z.parquet"])
+    root = _memory_table(
+        memory_storage, "file:/data/t", ["file:/data/t/p=a/x.parquet", "file:///data/t/p=b/y.parquet", "file://localhost/data/t/p=c/z.parquet"]
+    )
     assert read.files(root) == [f"{root}/p=a/x.parquet", f"{root}/p=b/y.parquet", f"{root}/p=c/z.parquet"]
 
 

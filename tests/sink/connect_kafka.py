@@ -44,8 +44,12 @@ def main(argv: list[str] | None = None) -> int:
 
     def run(checkpoint: str, starting: str) -> str | None:
         df = (
-            spark.readStream.format("fakekafka").option("path", source).option("subscribe", "t")
-            .option("startingOffsets", starting).load().selectExpr("CAST(value AS STRING) AS id", "topic", "partition", "offset")
+            spark.readStream.format("fakekafka")
+            .option("path", source)
+            .option("subscribe", "t")
+            .option("startingOffsets", starting)
+            .load()
+            .selectExpr("CAST(value AS STRING) AS id", "topic", "partition", "offset")
         )
         sink = ExactlyOnceSink(table)
         query = sink.start(df, checkpoint_location=checkpoint, trigger={"availableNow": True})

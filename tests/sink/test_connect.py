@@ -54,7 +54,10 @@ def test_a_notebook_session_under_spark_connect(tmp_path, mode):
     table, ckpt = tmp_path / "t", tmp_path / "ckpt"
     proc = subprocess.run(
         [sys.executable, "-m", "tests.sink.connect_session", str(tmp_path / "in"), str(table), str(ckpt), "--mode", mode],
-        cwd=REPO, capture_output=True, text=True, timeout=600,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     steps = {s["step"]: s for s in (json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{"))}
     assert proc.returncode == 0, proc.stdout[-1500:] + "\n" + _python_errors(proc.stderr)
@@ -72,8 +75,7 @@ def test_a_notebook_session_under_spark_connect(tmp_path, mode):
             continue  # that writer never beat (it wrote nothing either)
         beat = json.loads((beat_dir / str(before)).read_text().splitlines()[1])
         began = json.loads((epoch_dir / str(after)).read_text().splitlines()[1])["startedMs"]
-        history = {n.name: [(d / n.name).read_text() if (d / n.name).exists() else None for d in (epoch_dir, beat_dir)]
-                   for n in epoch_dir.iterdir()}
+        history = {n.name: [(d / n.name).read_text() if (d / n.name).exists() else None for d in (epoch_dir, beat_dir)] for n in epoch_dir.iterdir()}
         assert began - beat["heartbeatMs"] < beat["timeoutMs"], (before, history, proc.stdout[-3000:], _python_errors(proc.stderr))
     _assert_once(table, steps["expected"]["ids"])
     assert_table_clean(table)
@@ -92,16 +94,35 @@ def test_second_writer_and_kill_9_under_spark_connect(tmp_path):
     table = tmp_path / "t"
     args = dict(input=tmp_path / "in", table=table, checkpoint=tmp_path / "ckpt", files_per_trigger=1, connect=True)
     first = subprocess.Popen(
-        [sys.executable, "-m", "tests.sink.driver", "--input", str(tmp_path / "in"), "--table", str(table),
-         "--checkpoint", str(tmp_path / "ckpt"), "--files-per-trigger", "1", "--connect", "--continuous", "600"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "tests.sink.driver",
+            "--input",
+            str(tmp_path / "in"),
+            "--table",
+            str(table),
+            "--checkpoint",
+            str(tmp_path / "ckpt"),
+            "--files-per-trigger",
+            "1",
+            "--connect",
+            "--continuous",
+            "600",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     try:
         while not (table / "_seo" / "commits" / "0").exists():
             assert first.poll() is None, first.stdout.read()[-3000:]
             time.sleep(0.2)
-        second = run_driver(tmp_path, input=tmp_path / "in", table=table, checkpoint=tmp_path / "other", connect=True,
-                            connect_handover_wait="5s")  # a live writer, not one on its way out
+        second = run_driver(
+            tmp_path, input=tmp_path / "in", table=table, checkpoint=tmp_path / "other", connect=True, connect_handover_wait="5s"
+        )  # a live writer, not one on its way out
         assert second.returncode == 3 and "CONCURRENT" in second.stdout, second.stdout[-2000:] + second.stderr[-2000:]
         assert first.poll() is None  # the first writer carries on
     finally:

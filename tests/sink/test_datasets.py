@@ -31,7 +31,9 @@ GROUP_BOUNDARIES = ["after-wal", "mid-move", "after-move", *GROUP_ONLY, "after-s
 
 def stream(spark, input_dir, files_per_trigger=2):
     return (
-        spark.readStream.schema(CSV_SCHEMA).option("maxFilesPerTrigger", files_per_trigger).csv(str(input_dir))
+        spark.readStream.schema(CSV_SCHEMA)
+        .option("maxFilesPerTrigger", files_per_trigger)
+        .csv(str(input_dir))
         .withColumn("k", (F.col("id") % 2).cast("int"))
     )
 
@@ -92,7 +94,13 @@ def test_one_table_per_dataset_exactly_once(spark, tmp_path, capsys):
     root = tmp_path / "lake"
     events = []
     sink, error = run_group(
-        spark, tmp_path / "in", root, tmp_path / "ckpt", dataset_column="p", partition_by=["k"], watermark_columns=["id"],
+        spark,
+        tmp_path / "in",
+        root,
+        tmp_path / "ckpt",
+        dataset_column="p",
+        partition_by=["k"],
+        watermark_columns=["id"],
         on_commit=events.append,
     )
     assert error is None
@@ -256,7 +264,11 @@ def test_row_checks_quarantine_failing_rows(spark, tmp_path):
     ids = write_csv_files(tmp_path / "in", n_files=4, rows_per_file=10)
     root = tmp_path / "lake"
     sink, error = run_group(
-        spark, tmp_path / "in", root, tmp_path / "ckpt", dataset_column="p",
+        spark,
+        tmp_path / "in",
+        root,
+        tmp_path / "ckpt",
+        dataset_column="p",
         checks=[Check.row("v < 10", name="small v"), Check.row("id % 7 <> 0", name="not a multiple of 7")],
     )
     assert error is None
@@ -286,7 +298,9 @@ def test_values_too_long_for_a_directory_name_are_quarantined(spark, tmp_path):
     assert len(dataset_dir_name(long_topic).encode()) > NAME_MAX_BYTES
     ids = write_csv_files(tmp_path / "in", n_files=4, rows_per_file=10)
     stream_df = (
-        spark.readStream.schema(CSV_SCHEMA).option("maxFilesPerTrigger", 2).csv(str(tmp_path / "in"))
+        spark.readStream.schema(CSV_SCHEMA)
+        .option("maxFilesPerTrigger", 2)
+        .csv(str(tmp_path / "in"))
         .withColumn(
             "topic",
             F.when(F.col("id") % 10 == 4, F.lit(long_topic)).when(F.col("id") % 10 == 1, F.lit(None)).otherwise(F.col("p")),
@@ -322,7 +336,10 @@ def test_values_too_long_for_a_directory_name_are_quarantined(spark, tmp_path):
     named = {c["name"]: c for c in marks[TOO_LONG_DATASET]["checks"]}
     assert marks[TOO_LONG_DATASET]["status"] == "quarantined"
     assert named[DATASET_NAME_CHECK] == {
-        "name": DATASET_NAME_CHECK, "passed": False, "mandatory": False, "detail": f"{len(long_ids & last)} row(s) quarantined",
+        "name": DATASET_NAME_CHECK,
+        "passed": False,
+        "mandatory": False,
+        "detail": f"{len(long_ids & last)} row(s) quarantined",
     }
 
     for value, expected in expected_by_p(ids).items():
@@ -343,7 +360,10 @@ def test_values_too_long_for_a_directory_name_are_quarantined(spark, tmp_path):
         n = len(expected & (long_day_ids - sevens) & last)  # a row failing "no 7" is quarantined for that
         if n:
             assert checks[PARTITION_NAME_CHECK] == {
-                "name": PARTITION_NAME_CHECK, "passed": False, "mandatory": False, "detail": f"{n} row(s) quarantined",
+                "name": PARTITION_NAME_CHECK,
+                "passed": False,
+                "mandatory": False,
+                "detail": f"{n} row(s) quarantined",
             }
         else:
             assert PARTITION_NAME_CHECK not in checks  # listed only when rows failed it
@@ -356,7 +376,13 @@ def test_full_policy_publishes_nothing_and_says_why(spark, tmp_path):
     write_csv_files(tmp_path / "in", n_files=2, rows_per_file=12)
     root = tmp_path / "lake"
     sink, error = run_group(
-        spark, tmp_path / "in", root, tmp_path / "ckpt", dataset_column="p", checks=[Check.rows_between(1, 4)], policy="full",
+        spark,
+        tmp_path / "in",
+        root,
+        tmp_path / "ckpt",
+        dataset_column="p",
+        checks=[Check.rows_between(1, 4)],
+        policy="full",
     )
     assert error is not None and "BatchRejectedError" in str(error) or isinstance(error, BatchRejectedError)
     assert "rows between 1 and 4" in str(error) and "policy='partial'" in str(error)

@@ -37,8 +37,12 @@ def fill(root, topic, partitions, start, n):
 
 def stream(spark, root, topics="t", *, starting="earliest", lose="true", keep_offsets=True):
     df = (
-        spark.readStream.format("fakekafka").option("path", str(root)).option("subscribe", topics)
-        .option("startingOffsets", starting).option("failOnDataLoss", lose).load()
+        spark.readStream.format("fakekafka")
+        .option("path", str(root))
+        .option("subscribe", topics)
+        .option("startingOffsets", starting)
+        .option("failOnDataLoss", lose)
+        .load()
     )
     cols = ["CAST(value AS STRING) AS id"] + (["topic", "partition", "offset"] if keep_offsets else [])
     return df.selectExpr(*cols)
@@ -190,7 +194,10 @@ def test_a_lost_checkpoint_under_spark_connect(tmp_path):
     src, table = tmp_path / "kafka", tmp_path / "t"
     proc = subprocess.run(
         [sys.executable, "-m", "tests.sink.connect_kafka", str(src), str(table), str(tmp_path)],
-        cwd=REPO, capture_output=True, text=True, timeout=600,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     steps = {s["step"]: s for s in (json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{"))}
     assert proc.returncode == 0 and len(steps) == 3, proc.stdout[-2000:] + proc.stderr[-3000:]

@@ -167,7 +167,11 @@ def test_stopping_the_session_releases_the_table(tmp_path):
     table = tmp_path / "t"
     proc = subprocess.Popen(
         [sys.executable, "-c", SESSION_STOP_SCRIPT, str(tmp_path / "in"), str(table), str(tmp_path / "ckpt")],
-        cwd=REPO, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=REPO,
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         for line in proc.stdout:

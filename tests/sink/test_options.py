@@ -60,17 +60,29 @@ def test_misspelt_option_is_a_type_error_and_bad_value_a_config_error(tmp_path):
 
 def test_one_name_per_setting_from_the_sink_to_the_committer(tmp_path):
     sink = ExactlyOnceSink(
-        str(tmp_path / "t"), retention="7d", source_retention="1h", cleanup_delay=30, lease_timeout="5s",
-        writer_options={"compression": "zstd"}, partition_by="p", watermark_columns=("ts",),
+        str(tmp_path / "t"),
+        retention="7d",
+        source_retention="1h",
+        cleanup_delay=30,
+        lease_timeout="5s",
+        writer_options={"compression": "zstd"},
+        partition_by="p",
+        watermark_columns=("ts",),
     )
     opts = sink.options
     assert (opts.retention_ms, opts.source_retention_ms, opts.cleanup_delay_ms, opts.lease_timeout_ms) == (
-        7 * 86_400_000, 3_600_000, 30_000, 5_000,
+        7 * 86_400_000,
+        3_600_000,
+        30_000,
+        5_000,
     )
     assert opts.partition_by == ("p",) and opts.watermark_columns == ("ts",)
     committer = opts.committer_options()
     assert (committer.retention_ms, committer.source_retention_ms, committer.cleanup_delay_ms, committer.lease_timeout_ms) == (
-        opts.retention_ms, opts.source_retention_ms, opts.cleanup_delay_ms, opts.lease_timeout_ms,
+        opts.retention_ms,
+        opts.source_retention_ms,
+        opts.cleanup_delay_ms,
+        opts.lease_timeout_ms,
     )
     assert committer.writer_options == (("compression", "zstd"),)
 

@@ -23,7 +23,13 @@ def test_every_row_exactly_once(spark, tmp_path, fmt, mode):
     ids = write_csv_files(tmp_path / "in", n_files=7, rows_per_file=12)
     table = tmp_path / "out table"
     sink, error = run_query(
-        spark, tmp_path / "in", table, tmp_path / "ckpt", format=fmt, partition_by=["p"], staging_mode=mode,
+        spark,
+        tmp_path / "in",
+        table,
+        tmp_path / "ckpt",
+        format=fmt,
+        partition_by=["p"],
+        staging_mode=mode,
         writer_options={"header": "true"} if fmt == "csv" else {},
     )
     assert error is None
@@ -154,8 +160,14 @@ def test_adopts_a_table_written_by_sparks_own_sink(spark, tmp_path):
     """Switching a query from Spark's file sink to ExactlyOnceSink on the same output directory."""
     first = write_csv_files(tmp_path / "in", n_files=13, rows_per_file=3)
     table, ckpt = tmp_path / "t", tmp_path / "ckpt"
-    q = stream(spark, tmp_path / "in", 1).writeStream.format("parquet").partitionBy("p").option(
-        "checkpointLocation", str(ckpt)).trigger(availableNow=True).start(str(table))
+    q = (
+        stream(spark, tmp_path / "in", 1)
+        .writeStream.format("parquet")
+        .partitionBy("p")
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start(str(table))
+    )
     q.awaitTermination()
     assert "9.compact" in {p.name for p in (table / "_spark_metadata").iterdir()}
     second = write_csv_files(tmp_path / "in", n_files=20, rows_per_file=3, start_file=13)

@@ -56,7 +56,7 @@ def _check(table, options, ids, scheme):
     assert uris and all(u.startswith(f"{scheme}://") for u in uris)
     storage = open_storage(table, options)
     fs, _ = storage.filesystem()
-    paths = [u.split("://", 1)[1] if scheme != "file" else u[len("file://"):] for u in uris]
+    paths = [u.split("://", 1)[1] if scheme != "file" else u[len("file://") :] for u in uris]
     independent = ds.dataset(paths, filesystem=pafs.PyFileSystem(pafs.FSSpecHandler(fs)), format="parquet").to_table()
     assert Counter(independent.column("id").to_pylist()) == want
     report = verify_table(storage)

@@ -200,15 +200,17 @@ def test_dictionary_choice_covers_nested_and_odd_columns():
     from streaming_exactly_once.sink.arrow_file_writer import dictionary_columns
 
     n = 2000
-    table = pa.table({
-        "few": pa.array([f"k{i % 3}" for i in range(n)]),
-        "many": pa.array([f"value-{i}" for i in range(n)]),
-        "day": pa.array([dt.date(2024, 1, 1 + i % 28) for i in range(n)]),
-        "a.b": pa.array([i % 2 for i in range(n)], pa.int64()),  # a dot in a top-level name
-        "none": pa.nulls(n, pa.int64()),
-        "s": pa.array([{"x": i % 3} for i in range(n)]),
-        "l": pa.array([[i] for i in range(n)]),
-    })
+    table = pa.table(
+        {
+            "few": pa.array([f"k{i % 3}" for i in range(n)]),
+            "many": pa.array([f"value-{i}" for i in range(n)]),
+            "day": pa.array([dt.date(2024, 1, 1 + i % 28) for i in range(n)]),
+            "a.b": pa.array([i % 2 for i in range(n)], pa.int64()),  # a dot in a top-level name
+            "none": pa.nulls(n, pa.int64()),
+            "s": pa.array([{"x": i % 3} for i in range(n)]),
+            "l": pa.array([[i] for i in range(n)]),
+        }
+    )
     chosen = dictionary_columns(table.schema, [table])
     assert chosen == ["few", "day", "a.b", "none", "s.x", "l.list.element"]
     buffer = pa.BufferOutputStream()

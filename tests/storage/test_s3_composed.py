@@ -28,7 +28,7 @@ from tests.storage.test_exclusive_probe import S3Proxy
 
 pytestmark = pytest.mark.s3
 
-BIG = b"v1" + b''.join(b'\n{"path":"s3://b/part-%08d.parquet","size":1}' % i for i in range(150_000))  # ~6.6 MB
+BIG = b"v1" + b"".join(b'\n{"path":"s3://b/part-%08d.parquet","size":1}' % i for i in range(150_000))  # ~6.6 MB
 
 
 def _client(s3_options):
@@ -220,7 +220,8 @@ def _refusing_the_copy(storage, monkeypatch):
         if method == "upload_part_copy":
             sent.append(kwargs.get("CopySourceIfMatch"))
             error = {
-                "Code": "PreconditionFailed", "Message": "At least one of the pre-conditions you specified did not hold",
+                "Code": "PreconditionFailed",
+                "Message": "At least one of the pre-conditions you specified did not hold",
                 "Condition": "x-amz-copy-source-If-Match",
             }
             raise translate_boto_error(ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 412}}, "UploadPartCopy"))
@@ -379,8 +380,9 @@ def test_a_writer_killed_with_its_upload_begun_leaves_nothing_and_the_next_one_c
     s3.put_if_absent("c/3.compact", BIG)
     repo = str(Path(__file__).resolve().parents[2])
     source = _PREPARING_CHILD.format(repo=repo, root=f"s3://{s3_bucket}/root", options=s3_options)
-    child = subprocess.Popen([sys.executable, "-c", source], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTHONPATH": repo})
+    child = subprocess.Popen(
+        [sys.executable, "-c", source], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": repo}
+    )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "prepared"
         child.send_signal(signal.SIGKILL)

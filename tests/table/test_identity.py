@@ -32,7 +32,9 @@ def test_note_root_records_each_new_root_once(tmp_path):
 
 
 def test_identity_with_bad_other_roots_is_a_named_error(memory_storage):
-    memory_storage.put_if_absent(TABLE_FILE, b'v1\n{"tableId":"t","rootUri":"file:///t","createdMs":1,"compactInterval":10,"format":"parquet","otherRootUris":[1]}')
+    memory_storage.put_if_absent(
+        TABLE_FILE, b'v1\n{"tableId":"t","rootUri":"file:///t","createdMs":1,"compactInterval":10,"format":"parquet","otherRootUris":[1]}'
+    )
     with pytest.raises(LogCorruptError, match="otherRootUris"):
         read_identity(memory_storage)
 

@@ -46,8 +46,16 @@ CLAIMED = {
 CLAIMED |= set(ICEBERG_ONLY)
 #: boundaries where a zombie-successor run is most likely to break (the bounded slice's picks)
 LIKELY = (
-    "after-wal", "mid-move", "after-manifest", "after-delta", "before-iceberg", "mid-iceberg", "after-commit", "after-records-sync",
-    "mid-members", "after-members",
+    "after-wal",
+    "mid-move",
+    "after-manifest",
+    "after-delta",
+    "before-iceberg",
+    "mid-iceberg",
+    "after-commit",
+    "after-records-sync",
+    "mid-members",
+    "after-members",
 )
 
 TABLES = ("t0", "t1")  # a group's tables
@@ -137,7 +145,8 @@ class Combo:
         if self.iceberg:
             out["without format=iceberg"] = {"iceberg": False, "delta": self.delta or None, "options": {"partition_by": ["p"]}}
             out["with the other table format too" if not self.delta else "without format=delta"] = {
-                "delta": not self.delta, "options": {"partition_by": ["p"]},
+                "delta": not self.delta,
+                "options": {"partition_by": ["p"]},
             }
             out["another partitioning"] = {"options": {"partition_by": ["q"]}}
         elif self.delta:

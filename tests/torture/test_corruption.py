@@ -141,11 +141,15 @@ _FUZZ_TARGETS = ["wal", "epoch", "heartbeat", "identity", "offsets", "commits", 
 #: NaN/Infinity, NUL (r06): each parser must refuse them with a named error or read them.
 _HOSTILE = st.recursive(
     st.one_of(
-        st.integers(-(2**70), 2**70), st.floats(), st.booleans(), st.none(),
+        st.integers(-(2**70), 2**70),
+        st.floats(),
+        st.booleans(),
+        st.none(),
         st.text(alphabet=st.characters(codec=None, categories=("Ll", "Nd", "Cs", "Cc")), max_size=6),
     ),
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.sampled_from(["epoch", "batchId", "path", "size", "kind", "x"]), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["epoch", "batchId", "path", "size", "kind", "x"]), inner, max_size=4)
+    ),
     max_leaves=10,
 )
 _HOSTILE_LINES = st.tuples(st.lists(_HOSTILE, min_size=1, max_size=3), st.sampled_from([0, 0, 3000])).map(

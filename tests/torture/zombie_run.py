@@ -57,8 +57,19 @@ BOUNDARIES_OF = {"table-rename": TABLE_RENAME, "table-direct": TABLE_DIRECT, "gr
 PAIRS = [(kind, b) for kind, bs in BOUNDARIES_OF.items() for b in bs]
 #: Boundaries at which the frozen batch is already claimed (its WAL entry written before the
 #: takeover): the zombie may complete that batch. Before them it must not publish it.
-CLAIMED = {"after-wal", "mid-move", "after-move", "after-manifest", "after-sources", "after-commit",
-           "after-cleanup", "after-records-sync", "after-wal-delete", "mid-members", "after-members"}
+CLAIMED = {
+    "after-wal",
+    "mid-move",
+    "after-move",
+    "after-manifest",
+    "after-sources",
+    "after-commit",
+    "after-cleanup",
+    "after-records-sync",
+    "after-wal-delete",
+    "mid-members",
+    "after-members",
+}
 BASES = {QA: 0, QB: 1_000_000, QC: 2_000_000}
 
 
@@ -95,12 +106,23 @@ class Scenario:
             b_boundaries = GROUP if group else (TABLE_RENAME if b_mode == "rename" else TABLE_DIRECT)
             b_dies = "idle" if rng.random() < 0.4 else rng.choice(b_boundaries)
         return cls(
-            seed=seed, kind=kind, boundary=boundary, interval=k,
-            rows=rng.randint(4, 6), files=rng.randint(2, 3),
+            seed=seed,
+            kind=kind,
+            boundary=boundary,
+            interval=k,
+            rows=rng.randint(4, 6),
+            files=rng.randint(2, 3),
             tables=[f"t{i}" for i in range(rng.choice([2, 3]))] if group else [],
-            a_mode=a_mode, a_before=rng.randint(1, 2 * k + 1), a_drain=rng.random() < 0.7, a_tries=rng.choice([2, 3]),
-            b_mode=b_mode, b_before=rng.randint(k, 2 * k) if rng.random() < 0.5 else rng.randint(0, k - 1),
-            b_busy=rng.random() < 0.3, b_after=rng.randint(k, k + 1), b_dies=b_dies, lease_ms=lease_ms,
+            a_mode=a_mode,
+            a_before=rng.randint(1, 2 * k + 1),
+            a_drain=rng.random() < 0.7,
+            a_tries=rng.choice([2, 3]),
+            b_mode=b_mode,
+            b_before=rng.randint(k, 2 * k) if rng.random() < 0.5 else rng.randint(0, k - 1),
+            b_busy=rng.random() < 0.3,
+            b_after=rng.randint(k, k + 1),
+            b_dies=b_dies,
+            lease_ms=lease_ms,
         )
 
     @property
@@ -130,21 +152,34 @@ class RunResult:
 
     @property
     def failed(self) -> bool:
-        return bool(self.duplicates or self.losses or self.missing_files or self.unexpected or self.zombie
-                    or self.successor or self.reopen or self.problems or self.harness)
+        return bool(
+            self.duplicates
+            or self.losses
+            or self.missing_files
+            or self.unexpected
+            or self.zombie
+            or self.successor
+            or self.reopen
+            or self.problems
+            or self.harness
+        )
 
 
 # -- one run -------------------------------------------------------------------------------------
 
 
 def _commits(sc: Scenario, query: str, count: int, mode: str, **kw) -> dict:
-    return {"do": "commits", "query": query, "count": count, "base": BASES[query], "rows": sc.rows,
-            "files": sc.files, "mode": mode, **kw}
+    return {"do": "commits", "query": query, "count": count, "base": BASES[query], "rows": sc.rows, "files": sc.files, "mode": mode, **kw}
 
 
 def _program(sc: Scenario, name: str, root: Path, steps: list[dict]) -> dict:
-    return {"name": name, "root": str(root), "group": sc.tables or None, "steps": steps,
-            "options": {"lease_timeout_ms": sc.lease_ms, "compact_interval": sc.interval}}
+    return {
+        "name": name,
+        "root": str(root),
+        "group": sc.tables or None,
+        "steps": steps,
+        "options": {"lease_timeout_ms": sc.lease_ms, "compact_interval": sc.interval},
+    }
 
 
 def _compacts(sc: Scenario, root: Path) -> set[str]:
@@ -193,9 +228,7 @@ def _judge_zombie(sc: Scenario, a: Writer, armed_step: int, *, before_wake: int 
 
 def _errors(w: Writer) -> list[str]:
     return [
-        f"{w.name} {e.get('step')}: {e['error']}: {e['message'][:240]}"
-        for e in w.events()
-        if e.get("event") == "error" or e.get("status") == "error"
+        f"{w.name} {e.get('step')}: {e['error']}: {e['message'][:240]}" for e in w.events() if e.get("event") == "error" or e.get("status") == "error"
     ]
 
 
@@ -291,8 +324,9 @@ def seeds_for(runs: int, seed: int, kind: str | None = None, boundary: str | Non
     return out
 
 
-def run_many(*, runs: int, seed: int, work: Path, jobs: int = 1, lease_ms: int = 600, kind: str | None = None,
-             boundary: str | None = None, log=None) -> dict:
+def run_many(
+    *, runs: int, seed: int, work: Path, jobs: int = 1, lease_ms: int = 600, kind: str | None = None, boundary: str | None = None, log=None
+) -> dict:
     t0 = time.time()
     seeds = seeds_for(runs, seed, kind, boundary)
     results: list[RunResult] = []
@@ -330,8 +364,18 @@ def _what(r: RunResult) -> list[str]:
 def summarize(results: list[RunResult], *, seed: int, wall_s: float) -> dict:
     per: dict[str, dict] = {}
     for kind, b in PAIRS:
-        per[f"{kind}:{b}"] = {"runs": 0, "failed": 0, "duplicates": 0, "losses": 0, "missing_files": 0, "unexpected": 0,
-                              "zombie_not_fenced": 0, "successor_failed": 0, "reopen_failed": 0, "harness": 0}
+        per[f"{kind}:{b}"] = {
+            "runs": 0,
+            "failed": 0,
+            "duplicates": 0,
+            "losses": 0,
+            "missing_files": 0,
+            "unexpected": 0,
+            "zombie_not_fenced": 0,
+            "successor_failed": 0,
+            "reopen_failed": 0,
+            "harness": 0,
+        }
     for r in results:
         p = per[r.key]
         p["runs"] += 1
@@ -343,11 +387,16 @@ def summarize(results: list[RunResult], *, seed: int, wall_s: float) -> dict:
         p["reopen_failed"] += bool(r.reopen)
         p["harness"] += bool(r.harness)
     failures = [
-        {"seed": r.seed, "key": r.key, "what": _what(r),
-         "scenario": {k: v for k, v in r.scenario.items() if k not in ("seed", "kind", "boundary")},
-         "successor_compacted_before_wake": r.successor_compacted_before_wake,
-         "replay": f"python -m tests.torture.zombie_run --runs 1 --seed {r.seed}"}
-        for r in sorted(results, key=lambda r: r.seed) if r.failed
+        {
+            "seed": r.seed,
+            "key": r.key,
+            "what": _what(r),
+            "scenario": {k: v for k, v in r.scenario.items() if k not in ("seed", "kind", "boundary")},
+            "successor_compacted_before_wake": r.successor_compacted_before_wake,
+            "replay": f"python -m tests.torture.zombie_run --runs 1 --seed {r.seed}",
+        }
+        for r in sorted(results, key=lambda r: r.seed)
+        if r.failed
     ]
     return {
         "runs": len(results),
@@ -380,8 +429,9 @@ def main(argv=None) -> int:
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="seo-zombie-"))
     log = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     try:
-        summary = run_many(runs=args.runs, seed=args.seed, work=work, jobs=args.jobs, lease_ms=args.lease_ms,
-                           kind=args.kind, boundary=args.boundary, log=log)
+        summary = run_many(
+            runs=args.runs, seed=args.seed, work=work, jobs=args.jobs, lease_ms=args.lease_ms, kind=args.kind, boundary=args.boundary, log=log
+        )
     finally:
         if not args.keep and not args.work:
             shutil.rmtree(work, ignore_errors=True)
