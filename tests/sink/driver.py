@@ -3,11 +3,16 @@
     python -m tests.sink.driver --input DIR --table DIR --checkpoint DIR [--mode rename|direct]
         [--format parquet] [--partition-by p] [--files-per-trigger 2] [--lease-timeout 60s]
         [--continuous SECONDS] [--forks] [--private-manifest]
+    python -m tests.sink.driver --kafka DIR [--topics a,b] [--starting-offsets earliest|latest|table|JSON] ...
 
 ``--forks`` writes a dataset group instead of one table: output ``raw`` (parquet, partitioned
 by p) and output ``byp`` (json, one table per value of p, its own transform) - one commit.
 ``--private-manifest`` (with ``--format delta``): ``spark_manifest=False``, the manifest in
 ``_seo/manifest`` only.
+``--kafka DIR`` reads the Kafka stand-in (``tests.sources.fake_kafka``, topics ``--topics``) instead
+of CSV files: ``id`` is the record's value, ``topic``/``partition``/``offset`` are kept for the
+sink's offset guard. ``--starting-offsets`` applies to an empty checkpoint only, as Kafka's does;
+``table`` means ``sink.starting_offsets()`` (where the table's records end; earliest if none).
 
 Crash points come from the environment (SEO_CRASH_AT, SEO_FAIL_AT, SEO_PAUSE_AT): the sink's
 storage_wrapper option installs streaming_exactly_once.testing.faults, in this process or, with
@@ -32,7 +37,14 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--input", required=True)
+    p.add_argument("--input", default=None, help="CSV input directory (or --kafka)")
+    p.add_argument("--kafka", default=None, help="read the fake Kafka source under this directory instead")
+    p.add_argument("--topics", default="a,b", help="with --kafka: the topics subscribed to")
+    p.add_argument(
+        "--starting-offsets",
+        default="earliest",
+        help="with --kafka, for an empty checkpoint: earliest, latest, table (sink.starting_offsets()) or JSON",
+    )
     p.add_argument("--table", required=True)
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--mode", default="rename")
@@ -48,10 +60,16 @@ def main(argv=None) -> int:
     p.add_argument("--retain", type=int, default=100)
     p.add_argument("--forks", action="store_true", help="a DatasetSink with two outputs (raw, byp per dataset)")
     p.add_argument("--connect", action="store_true", help="run through a local Spark Connect server (remote('local[1]'))")
-    p.add_argument("--evolve", type=int, default=None,
-                   help="add the columns c0..c<N> (literals) to the stream, with schema_evolution='add_columns'")
+    p.add_argument("--evolve", type=int, default=None, help="add the columns c0..c<N> (literals) to the stream, with schema_evolution='add_columns'")
     p.add_argument("--private-manifest", action="store_true", help="format delta: spark_manifest=False")
     args = p.parse_args(argv)
+    if (args.input is None) == (args.kafka is None):
+        p.error("give one of --input and --kafka")
+    if args.kafka and (args.connect or args.forks or args.evolve is not None):
+        p.error("--kafka runs a classic driver writing one table (no --connect, --forks, --evolve)")
+    if args.kafka:  # the data source's reader runs in Python workers (the JVM's children): they import it from here
+        repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        os.environ["PYTHONPATH"] = os.pathsep.join(x for x in (repo, os.environ.get("PYTHONPATH")) if x)
 
     from pyspark.sql import SparkSession
 
@@ -98,8 +116,7 @@ def main(argv=None) -> int:
             sink.open()  # the lease first: a second writer fails before Spark starts
             builder = SparkSession.builder.master("local[2]")
         spark = (
-            builder
-            .config("spark.ui.enabled", "false")
+            builder.config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "2")
             .config("spark.sql.session.timeZone", "UTC")
@@ -108,7 +125,10 @@ def main(argv=None) -> int:
         )
         if not args.connect:
             spark.sparkContext.setLogLevel("ERROR")
-        stream = spark.readStream.schema(CSV_SCHEMA).option("maxFilesPerTrigger", args.files_per_trigger).csv(args.input)
+        if args.kafka:
+            stream = kafka_stream(spark, sink, args)
+        else:
+            stream = spark.readStream.schema(CSV_SCHEMA).option("maxFilesPerTrigger", args.files_per_trigger).csv(args.input)
         if args.evolve is not None:  # c0..cN: a new column at this run's first batch, a schema-changing commit
             from pyspark.sql import functions as F
 
@@ -174,6 +194,27 @@ def main(argv=None) -> int:
         raise
     print("DONE", flush=True)
     return 0
+
+
+def kafka_stream(spark, sink, args):
+    """The Kafka stand-in's records: ``id`` (the value, unique), ``p`` (partitions the table),
+    and the source's ``topic``, ``partition`` and ``offset`` (the sink's offset guard reads them)."""
+    from tests.sources.fake_kafka import FakeKafka
+
+    spark.dataSource.register(FakeKafka)
+    starting = args.starting_offsets
+    if starting == "table":  # a lost checkpoint restarted exactly where the table's records end
+        starting = sink.starting_offsets() or "earliest"
+    print(f"STARTING-OFFSETS {starting}", flush=True)
+    return (
+        spark.readStream.format("fakekafka")
+        .option("path", args.kafka)
+        .option("subscribe", args.topics)
+        .option("startingOffsets", starting)
+        .load()
+        .selectExpr("CAST(CAST(value AS STRING) AS LONG) AS id", "topic", "partition", "offset")
+        .selectExpr("id", "CAST(id % 4 AS STRING) AS p", "topic", "partition", "offset")
+    )
 
 
 def fork_outputs():

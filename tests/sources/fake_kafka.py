@@ -29,7 +29,8 @@ NAME = "fakekafka"
 
 
 def produce(root: Path, topic: str, partition: int, values: list[str]) -> None:
-    """Append records to a partition (created if new)."""
+    """Append records to a partition (created if new). A reader counts only lines ended by a
+    newline, so records appear whole while a query reads the partition."""
     d = Path(root) / topic
     d.mkdir(parents=True, exist_ok=True)
     with open(d / str(partition), "a") as fh:
@@ -51,7 +52,7 @@ def _partitions(root: str, topic: str) -> dict[str, tuple[int, int]]:
         if not name.isdigit():
             continue
         with open(os.path.join(d, name)) as fh:
-            end = sum(1 for _ in fh)
+            end = fh.read().count("\n")  # complete records only: a producer may be mid-append
         earliest_file = os.path.join(d, f"{name}.earliest")
         earliest = int(open(earliest_file).read()) if os.path.exists(earliest_file) else 0
         out[name] = (earliest, end)

@@ -18,6 +18,13 @@ takeover* (``zombie_takeover``): a driver frozen with SIGSTOP at a commit bounda
 successor driver commits through a compaction and is still running when the zombie is resumed.
 At the end a clean run drains everything, ``recover`` runs, and ``verify.verify_tortured_table``
 checks the result independently.
+
+With ``kafka`` the input is the Kafka stand-in (``tests.sources.fake_kafka``) instead of CSV
+files: the feeder produces records with unique ids to topics ``a`` and ``b`` (two partitions
+each; ``b`` grows a third halfway through the schedule), and every checkpoint deletion restarts
+the query alternately from ``startingOffsets=earliest`` (the sink must drop what the table holds,
+row by row) and from ``sink.starting_offsets()`` (it must start exactly where the table's records
+end); ``verify.verify_tortured_kafka`` checks every produced record once and the table's offsets.
 """
 
 from __future__ import annotations
@@ -37,6 +44,13 @@ from pathlib import Path
 from streaming_exactly_once.testing.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY, ICEBERG_ONLY, SCHEMA_ONLY
 
 REPO = Path(__file__).resolve().parents[2]
+
+#: ``kafka``: the topics and their partitions at the start (``b`` grows one halfway through)
+KAFKA_TOPICS = {"a": 2, "b": 2}
+#: where each checkpoint deletion restarts the query from, in turn (``table``: ``sink.starting_offsets()``)
+KAFKA_RESTARTS = ("earliest", "table")
+#: the sink's warning when it drops rows the table holds (``sink.offset_guard``)
+DROPPED = re.compile(r"batch (\d+) of query (\S+): dropped (\d+) row\(s\)")
 
 #: A dataset group's commit (``--forks``): no single-table manifest step, no direct-mode cleanup.
 #: (A driver's table changes its schema at its first batch only - unless ``evolve`` adds a column
@@ -94,6 +108,10 @@ class TortureConfig:
     evolve: bool = False
     #: with ``delta``: ``spark_manifest=False`` (``driver --private-manifest``), the manifest in ``_seo/manifest``
     private_manifest: bool = False
+    #: the input is the Kafka stand-in (``driver --kafka``): records produced to two topics, a
+    #: partition added halfway, checkpoint deletions restarting from ``earliest`` and from
+    #: ``sink.starting_offsets()`` in turn; ``verify.verify_tortured_kafka`` checks the table
+    kafka: bool = False
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -119,6 +137,12 @@ class TortureStats:
     wall_s: float = 0.0
     files: int = 0
     boundary_retries: int = 0  # boundary runs that timed out before reaching it, run again
+    #: ``kafka``: checkpoint deletions by where the new query started (earliest / table)
+    kafka_restarts: dict[str, int] = field(default_factory=dict)
+    #: ``kafka``: rows the sink dropped as already in the table, by where the run's checkpoint
+    #: started (initial / earliest / table); a batch retried after a kill counts again
+    kafka_dropped: dict[str, int] = field(default_factory=dict)
+    kafka_records: int = 0
 
 
 class TortureRun:
@@ -132,15 +156,40 @@ class TortureRun:
         self.stats = TortureStats()
         self._next_file = 0
         self.input.mkdir(parents=True, exist_ok=True)
+        self.kafka = config.work / "kafka"
+        self._partitions = dict(KAFKA_TOPICS)
+        self._next_id = 0
+        self._kafka_start = "earliest"  # startingOffsets for an empty checkpoint (the driver's --starting-offsets)
+        self._kafka_origin = "initial"  # where the current checkpoint's query started
+        self._kafka_exercised = True  # a query from that start ran (from earliest: the sink dropped rows)
 
     # -- input -------------------------------------------------------------------------------
 
     def feed(self, n: int) -> None:
+        if self.c.kafka:
+            self._produce(n)
+            return
         from tests.datagen import write_csv_files
 
         write_csv_files(self.input, n_files=n, rows_per_file=self.c.rows_per_file, start_file=self._next_file)
         self._next_file += n
         self.stats.files = self._next_file
+
+    def _produce(self, n: int) -> None:
+        """``n`` x ``rows_per_file`` records with unique ids (their value), round-robin over
+        every partition of the topics."""
+        from tests.sources.fake_kafka import produce
+
+        parts = [(topic, p) for topic, count in self._partitions.items() for p in range(count)]
+        values: dict[tuple[str, int], list[str]] = {tp: [] for tp in parts}
+        for _ in range(n * self.c.rows_per_file):
+            values[parts[self._next_id % len(parts)]].append(str(self._next_id))
+            self._next_id += 1
+        for (topic, p), batch in values.items():
+            produce(self.kafka, topic, p, batch)
+        self._next_file += n
+        self.stats.files = self._next_file
+        self.stats.kafka_records = self._next_id
 
     def _feeder(self, stop: threading.Event, every_s: float) -> None:
         while not stop.wait(every_s):
@@ -150,20 +199,47 @@ class TortureRun:
 
     # -- one driver --------------------------------------------------------------------------
 
-    def launch(self, *, mode: str, checkpoint: Path | None = None, env_extra: dict | None = None,
-               files_per_trigger: int | None = None, until_done: Path | None = None,
-               extra_args: tuple[str, ...] = ()) -> subprocess.Popen:
-        cmd = [
-            sys.executable, "-m", "tests.sink.driver",
-            "--input", str(self.input), "--table", str(self.table),
-            "--checkpoint", str(checkpoint or self.checkpoint), "--mode", mode,
-            "--files-per-trigger", str(files_per_trigger or self.c.files_per_trigger), "--lease-timeout", self.c.lease_timeout,
-            "--until-done", str(until_done or self.done_marker), "--retain", "100000",
-            "--compact-interval", str(self.c.compact_interval),
-        ] + (["--forks"] if self.c.forks else []) + (["--connect"] if self.c.connect else []) \
-            + (["--format", "delta"] if self.c.delta else []) + (["--private-manifest"] if self.c.private_manifest else []) \
-            + (["--evolve", str(self.stats.runs)] if self.c.evolve else []) \
+    def launch(
+        self,
+        *,
+        mode: str,
+        checkpoint: Path | None = None,
+        env_extra: dict | None = None,
+        files_per_trigger: int | None = None,
+        until_done: Path | None = None,
+        extra_args: tuple[str, ...] = (),
+    ) -> subprocess.Popen:
+        source = ["--kafka", str(self.kafka), "--starting-offsets", self._kafka_start] if self.c.kafka else ["--input", str(self.input)]
+        cmd = (
+            [
+                sys.executable,
+                "-m",
+                "tests.sink.driver",
+                *source,
+                "--table",
+                str(self.table),
+                "--checkpoint",
+                str(checkpoint or self.checkpoint),
+                "--mode",
+                mode,
+                "--files-per-trigger",
+                str(files_per_trigger or self.c.files_per_trigger),
+                "--lease-timeout",
+                self.c.lease_timeout,
+                "--until-done",
+                str(until_done or self.done_marker),
+                "--retain",
+                "100000",
+                "--compact-interval",
+                str(self.c.compact_interval),
+            ]
+            + (["--forks"] if self.c.forks else [])
+            + (["--connect"] if self.c.connect else [])
+            + (["--format", "delta"] if self.c.delta else [])
+            + (["--private-manifest"] if self.c.private_manifest else [])
+            + (["--evolve", str(self.stats.runs)] if self.c.evolve else [])
             + list(extra_args)
+        )
         env = dict(os.environ)
         for key in ("SEO_CRASH_AT", "SEO_FAIL_AT", "SEO_PAUSE_AT"):
             env.pop(key, None)
@@ -197,8 +273,9 @@ class TortureRun:
         if self.c.log:
             print(f"[{self.c.name} {time.strftime('%H:%M:%S')}] {text}", flush=True)
 
-    def run_once(self, *, mode: str, crash_at: str | None, random_kill: bool,
-                 timeout_s: float | None = None, files_per_trigger: int | None = None) -> str:
+    def run_once(
+        self, *, mode: str, crash_at: str | None, random_kill: bool, timeout_s: float | None = None, files_per_trigger: int | None = None
+    ) -> str:
         self.stats.runs += 1
         self.stats.mode_runs[mode] = self.stats.mode_runs.get(mode, 0) + 1
         env = {"SEO_CRASH_AT": crash_at} if crash_at else {}
@@ -238,7 +315,7 @@ class TortureRun:
                 outcome = "clean"
             else:
                 proc._seo_pump.join(timeout=5)
-                output = ''.join(proc._seo_lines)
+                output = "".join(proc._seo_lines)
                 # printed whole as well: pytest shortens an assertion's message, and the driver's
                 # own error (the sink's, naming the batch and file) sits at the end of its output
                 print(f"[{self.c.name}] driver failed (rc={rc}), its output:\n{output[-20000:]}", flush=True)
@@ -249,11 +326,31 @@ class TortureRun:
             if proc.poll() is None:
                 kill_group(proc)
                 proc.wait()
+            if self.c.kafka:
+                self._scan_kafka_run(proc)
         return outcome
+
+    def _scan_kafka_run(self, proc: subprocess.Popen) -> None:
+        """Rows the run's sink dropped as already in the table (its warnings, once per batch),
+        and whether the run's query exercised its checkpoint's start (a kill in the recovery
+        of the previous run's commit stops a driver before its query starts)."""
+        pump = getattr(proc, "_seo_pump", None)
+        if pump is not None:
+            pump.join(timeout=10)
+        lines = list(getattr(proc, "_seo_lines", []))
+        batches = {(m.group(2), m.group(1)): int(m.group(3)) for line in lines if (m := DROPPED.search(line))}
+        origin = self._kafka_origin
+        if batches:
+            self.stats.kafka_dropped[origin] = self.stats.kafka_dropped.get(origin, 0) + sum(batches.values())
+        if origin == "earliest" and batches:
+            self._kafka_exercised = True
+        if origin == "table" and any(line.startswith("STARTING-OFFSETS {") for line in lines):
+            self._kafka_exercised = True  # a query started from the table's offsets
 
     def second_writer_is_rejected(self, mode: str) -> None:
         """While a writer runs, a second one on the same table must fail fast and change nothing."""
         epochs = self.table / "_seo" / "epochs"
+
         def newest_epoch() -> int:
             return max((int(e.name) for e in epochs.iterdir() if e.name.isdigit()), default=0) if epochs.exists() else 0
 
@@ -269,8 +366,7 @@ class TortureRun:
                     time.sleep(0.2)
             t0 = time.time()
             # a live writer, not one on its way out: no need for Connect's generous handover wait
-            second = self.launch(mode=mode, checkpoint=self.c.work / "other-checkpoint",
-                                 extra_args=("--connect-handover-wait", "5s"))
+            second = self.launch(mode=mode, checkpoint=self.c.work / "other-checkpoint", extra_args=("--connect-handover-wait", "5s"))
             out, _ = second.communicate(timeout=self.c.run_timeout_s)
             if not self.c.connect:  # under Connect the lease is taken at the first batch, after the query started
                 assert not (self.c.work / "other-checkpoint" / "offsets").exists(), "the second writer's query ran"
@@ -283,7 +379,6 @@ class TortureRun:
             first.wait()
             self.stats.kills += 1
             self.stats.random_kills += 1
-
 
     # -- a zombie next to a live successor ---------------------------------------------------
 
@@ -436,8 +531,12 @@ class TortureRun:
                 schedule.append((mode, self.rng.choice(rename_cycle if mode == "rename" else direct_cycle)))
         events = {}
         if len(schedule) > 4:
-            kinds = (["delete-checkpoint"] * self.c.checkpoint_deletions + ["replay"] * self.c.replays
-                     + ["second-writer"] * self.c.concurrent_writers + ["zombie"] * self.c.zombies)
+            kinds = (
+                ["delete-checkpoint"] * self.c.checkpoint_deletions
+                + ["replay"] * self.c.replays
+                + ["second-writer"] * self.c.concurrent_writers
+                + ["zombie"] * self.c.zombies
+            )
             slots = self.rng.sample(range(2, len(schedule)), k=min(len(schedule) - 2, len(kinds)))
             events = dict(zip(slots, kinds, strict=False))
         zombie_cycle = {m: [b for b in boundaries_of(m, delta=self.c.delta) if "+" not in b] for m in ("rename", "direct")}
@@ -447,12 +546,23 @@ class TortureRun:
         replay_pending = False  # a replay found no committed batch yet: it waits for the next one
         for i, (mode, boundary) in enumerate(schedule):
             event = events.get(i)
+            restarted = False  # kafka: this run's query starts on a deleted checkpoint
             if replay_pending and event is None:
                 event = "replay"
             if event == "delete-checkpoint":
                 shutil.rmtree(self.checkpoint, ignore_errors=True)
+                restart = ""
+                if self.c.kafka:  # the new query starts from earliest / from the table's offsets, in turn
+                    # (the same start again if no query ran from the last one)
+                    if self._kafka_exercised and self._kafka_origin != "initial":
+                        self._kafka_start = KAFKA_RESTARTS[(KAFKA_RESTARTS.index(self._kafka_start) + 1) % len(KAFKA_RESTARTS)]
+                    self._kafka_origin = self._kafka_start
+                    self._kafka_exercised = False
+                    self.stats.kafka_restarts[self._kafka_start] = self.stats.kafka_restarts.get(self._kafka_start, 0) + 1
+                    restart = f", the new query starts from {'earliest' if self._kafka_start == 'earliest' else 'sink.starting_offsets()'}"
                 self.stats.checkpoint_deletions += 1
-                self._say("deleted the checkpoint")
+                restarted = self.c.kafka
+                self._say(f"deleted the checkpoint{restart}")
             elif event == "replay":
                 commits = self.checkpoint / "commits"
                 ids = sorted(int(n) for n in os.listdir(commits) if n.isdigit()) if commits.exists() else []
@@ -476,9 +586,16 @@ class TortureRun:
                 pause_at = cycle[(zombie_start + len(self.stats.zombies)) % len(cycle)]
                 self.zombie_takeover(mode=mode, pause_at=pause_at, drain=False)
             self.feed(self.c.files_per_run)
+            if self.c.kafka and i == len(schedule) // 2:
+                # topic b grows a partition: the feeder's next records (while this run's query
+                # is up) go to it too, and the query reads it from its first record
+                self._partitions["b"] += 1
+                self._say(f"topic b grows partition {self._partitions['b'] - 1}")
             crash_at = boundary
-            if replay_pending and boundary is not None and not boundary.startswith("after-schema"):
-                # kill in the second batch: the first one commits (a schema changes in the first only)
+            if (replay_pending or restarted) and boundary is not None and not boundary.startswith("after-schema"):
+                # kill in the second batch: the first one commits (a schema changes in the first
+                # only); after a kafka checkpoint deletion, the new query's first batch runs even
+                # when this run's recovery of the last run's commit passes the boundary once
                 name, _, delay = boundary.partition("+")
                 crash_at = f"{name}@2" + (f"+{delay}" if delay else "")
             outcome = self.run_once(mode=mode, crash_at=crash_at, random_kill=boundary is None)
@@ -497,9 +614,13 @@ class TortureRun:
         self.done_marker.write_text("done")
         backlog = self.stats.files
         for attempt in range(3):
-            outcome = self.run_once(mode="rename", crash_at=None, random_kill=False,
-                                    timeout_s=max(self.c.run_timeout_s, 120 + backlog * 1.0),
-                                    files_per_trigger=max(self.c.files_per_trigger, 25))
+            outcome = self.run_once(
+                mode="rename",
+                crash_at=None,
+                random_kill=False,
+                timeout_s=max(self.c.run_timeout_s, 120 + backlog * 1.0),
+                files_per_trigger=max(self.c.files_per_trigger, 25),
+            )
             self._say(f"drain run {attempt + 1} -> {outcome}")
             if outcome == "clean":
                 break

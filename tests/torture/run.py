@@ -1,7 +1,7 @@
 """``make torture ARGS="--kills 200"``: the long torture run, with a JSON summary at the end.
 
     python -m tests.torture.run [--kills 200] [--seed 7] [--work DIR] [--keep] [--forks]
-        [--zombies N] [--compact-interval K] [--delta [--private-manifest]] [--evolve]
+        [--zombies N] [--compact-interval K] [--delta [--private-manifest]] [--evolve] [--kafka]
 
 ``--forks`` tortures dataset groups (two outputs, one of them split by dataset) instead of single
 tables: every group commit boundary, random kills, checkpoint deletions, replays, a second writer.
@@ -16,6 +16,12 @@ transaction, the same files as the manifest). ``make torture ARGS="--delta --kil
 ``--evolve`` makes every driver add a column (``schema_evolution="add_columns"``): each run's first
 batch changes the table's schema, so ``after-schema`` (its schema record written, its manifest
 entry not yet) joins the boundaries killed at.
+
+``--kafka`` reads a Kafka-like source (``tests.sources.fake_kafka``) instead of CSV files:
+records with unique ids produced to two topics (a partition added halfway), every checkpoint
+deletion restarting the query from ``startingOffsets=earliest`` and from ``sink.starting_offsets()``
+in turn; every produced record must be in the table once and the table's offsets must be the
+partitions' ends (``verify.verify_tortured_kafka``). ``make torture ARGS="--kafka --kills 60"``.
 
 ``--zombies N`` mixes N zombie takeovers into the runs (``TortureRun.zombie_takeover``): a driver
 frozen with SIGSTOP at a commit boundary (cycling through the boundaries of each table's mode),
@@ -58,32 +64,52 @@ def main(argv=None) -> int:
     p.add_argument("--delta", action="store_true", help="torture format='delta' tables (checked through delta-rs and polars too)")
     p.add_argument("--evolve", action="store_true", help="every run adds a column: schema-changing commits are killed too")
     p.add_argument("--private-manifest", action="store_true", help="with --delta: spark_manifest=False")
+    p.add_argument("--kafka", action="store_true", help="read a Kafka-like source; checkpoint deletions restart from earliest / starting_offsets()")
     args = p.parse_args(argv)
     if args.delta and args.forks:
         p.error("--delta tortures single tables; --forks dataset groups")
     if args.private_manifest and not args.delta:
         p.error("--private-manifest is a --delta option (spark_manifest=False needs format='delta')")
+    if args.kafka and (args.forks or args.delta or args.connect or args.evolve or args.zombies):
+        p.error("--kafka tortures single parquet tables with classic drivers (no --forks, --delta, --connect, --evolve, --zombies)")
     manifest = "_seo/manifest" if args.private_manifest else "_spark_metadata"
 
     from benchmarks.spark_env import spark_session
     from tests.torture.harness import TortureConfig, TortureRun
-    from tests.torture.verify import verify_tortured_delta, verify_tortured_group, verify_tortured_table
+    from tests.torture.verify import verify_tortured_delta, verify_tortured_group, verify_tortured_kafka, verify_tortured_table
 
-    suffix = ("-forks" if args.forks else "") + ("-delta" if args.delta else "") + ("-private" if args.private_manifest else "") \
-        + ("-connect" if args.connect else "") + ("-evolve" if args.evolve else "")
+    suffix = (
+        ("-forks" if args.forks else "")
+        + ("-delta" if args.delta else "")
+        + ("-private" if args.private_manifest else "")
+        + ("-connect" if args.connect else "")
+        + ("-evolve" if args.evolve else "")
+        + ("-kafka" if args.kafka else "")
+    )
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="seo-torture-"))
     half = max(15, args.kills // 2)
     scale = max(1, half // 15)
     configs = [
         TortureConfig(
-            work=work / name, kills=half, seed=args.seed + i, rows_per_file=args.rows_per_file,
-            checkpoint_deletions=args.checkpoint_deletions if args.checkpoint_deletions is not None else scale,
+            work=work / name,
+            kills=half,
+            seed=args.seed + i,
+            rows_per_file=args.rows_per_file,
+            checkpoint_deletions=args.checkpoint_deletions if args.checkpoint_deletions is not None else (max(2, scale) if args.kafka else scale),
             replays=args.replays if args.replays is not None else scale,
-            concurrent_writers=max(1, scale // 2), boundary_modes=(mode,), name=name + suffix,
-            forks=args.forks, delta=args.delta, compact_interval=args.compact_interval, connect=args.connect, evolve=args.evolve,
+            concurrent_writers=max(1, scale // 2),
+            boundary_modes=(mode,),
+            name=name + suffix,
+            forks=args.forks,
+            delta=args.delta,
+            compact_interval=args.compact_interval,
+            connect=args.connect,
+            evolve=args.evolve,
             private_manifest=args.private_manifest,
+            kafka=args.kafka,
             run_timeout_s=120.0 if args.connect else TortureConfig.run_timeout_s,
-            zombies=args.zombies // 2 + (args.zombies % 2 if i == 0 else 0), lease_timeout="10s" if args.zombies else "20s",
+            zombies=args.zombies // 2 + (args.zombies % 2 if i == 0 else 0),
+            lease_timeout="10s" if args.zombies else "20s",
         )
         for i, (name, mode) in enumerate((("torture-rename", "rename"), ("torture-direct", "direct")))
     ]
@@ -99,6 +125,8 @@ def main(argv=None) -> int:
     try:
         if args.forks:
             results = {r.c.name: verify_tortured_group(r.table, r.input, spark) for r in runs}
+        elif args.kafka:
+            results = {r.c.name: verify_tortured_kafka(r.table, r.kafka, spark) for r in runs}
         else:
             results = {r.c.name: verify_tortured_table(r.table, r.input, spark, manifest=manifest) for r in runs}
     finally:

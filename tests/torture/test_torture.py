@@ -12,18 +12,36 @@ import threading
 
 import pytest
 
-from tests.torture.harness import DIRECT_BOUNDARIES, RENAME_BOUNDARIES, TortureConfig, TortureRun
-from tests.torture.verify import verify_tortured_delta, verify_tortured_group, verify_tortured_table
+from tests.torture.harness import DIRECT_BOUNDARIES, RENAME_BOUNDARIES, TortureConfig, TortureRun, boundaries_of
+from tests.torture.verify import verify_tortured_delta, verify_tortured_group, verify_tortured_kafka, verify_tortured_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.torture]
 
 
 def test_bounded_torture(spark, tmp_path):
     configs = [
-        TortureConfig(work=tmp_path / "a", kills=14, seed=11, rows_per_file=10, checkpoint_deletions=1, replays=1,
-                      concurrent_writers=1, boundary_modes=("rename",), name="torture-a"),
-        TortureConfig(work=tmp_path / "b", kills=12, seed=12, rows_per_file=10, checkpoint_deletions=1, replays=1,
-                      concurrent_writers=0, boundary_modes=("direct",), name="torture-b"),
+        TortureConfig(
+            work=tmp_path / "a",
+            kills=14,
+            seed=11,
+            rows_per_file=10,
+            checkpoint_deletions=1,
+            replays=1,
+            concurrent_writers=1,
+            boundary_modes=("rename",),
+            name="torture-a",
+        ),
+        TortureConfig(
+            work=tmp_path / "b",
+            kills=12,
+            seed=12,
+            rows_per_file=10,
+            checkpoint_deletions=1,
+            replays=1,
+            concurrent_writers=0,
+            boundary_modes=("direct",),
+            name="torture-b",
+        ),
     ]
     runs = [TortureRun(c) for c in configs]
     errors: list[BaseException] = []
@@ -63,8 +81,17 @@ def test_bounded_torture_under_spark_connect(spark, tmp_path):
     every boundary): the sink runs in the server's worker, which is killed at a boundary or with
     the whole driver; a checkpoint deletion, a replay and a second writer are mixed in."""
     config = TortureConfig(
-        work=tmp_path / "c", kills=6, seed=21, rows_per_file=10, checkpoint_deletions=1, replays=1, concurrent_writers=1,
-        boundary_modes=("rename",), random_kill_share=0.5, name="torture-connect", connect=True,
+        work=tmp_path / "c",
+        kills=6,
+        seed=21,
+        rows_per_file=10,
+        checkpoint_deletions=1,
+        replays=1,
+        concurrent_writers=1,
+        boundary_modes=("rename",),
+        random_kill_share=0.5,
+        name="torture-connect",
+        connect=True,
         boundaries=("after-wal", "mid-move", "after-manifest+3ms", "after-commit", "before-wal"),
         run_timeout_s=120.0,
     )
@@ -85,9 +112,20 @@ def test_dataset_group_torture_under_spark_connect(spark, tmp_path):
     """A DatasetSink (a fork and one table per dataset) under Spark Connect: its mapInArrow
     writer runs from the server's foreachBatch worker, which is killed at group boundaries."""
     config = TortureConfig(
-        work=tmp_path / "g", kills=3, seed=31, rows_per_file=10, checkpoint_deletions=0, replays=0, concurrent_writers=0,
-        boundary_modes=("rename",), random_kill_share=0.0, name="torture-connect-forks", connect=True, forks=True,
-        boundaries=("after-wal", "mid-members", "after-commit"), run_timeout_s=120.0,
+        work=tmp_path / "g",
+        kills=3,
+        seed=31,
+        rows_per_file=10,
+        checkpoint_deletions=0,
+        replays=0,
+        concurrent_writers=0,
+        boundary_modes=("rename",),
+        random_kill_share=0.0,
+        name="torture-connect-forks",
+        connect=True,
+        forks=True,
+        boundaries=("after-wal", "mid-members", "after-commit"),
+        run_timeout_s=120.0,
     )
     run = TortureRun(config)
     run.run()
@@ -108,8 +146,17 @@ def test_bounded_torture_of_a_delta_table(spark, tmp_path):
     boundary of both modes). Checked as Delta readers see it (delta-rs, polars: every id once, one
     Delta version per batch with our transaction) and through ``_spark_metadata``."""
     config = TortureConfig(
-        work=tmp_path / "d", kills=8, seed=41, rows_per_file=10, checkpoint_deletions=1, replays=1, concurrent_writers=0,
-        boundary_modes=("rename",), random_kill_share=0.5, name="torture-delta", delta=True,
+        work=tmp_path / "d",
+        kills=8,
+        seed=41,
+        rows_per_file=10,
+        checkpoint_deletions=1,
+        replays=1,
+        concurrent_writers=0,
+        boundary_modes=("rename",),
+        random_kill_share=0.5,
+        name="torture-delta",
+        delta=True,
         boundaries=("after-wal", "after-manifest", "after-manifest+3ms", "after-delta", "after-delta+3ms", "after-commit"),
     )
     run = TortureRun(config)
@@ -133,8 +180,18 @@ def test_bounded_torture_of_a_private_manifest_delta_table(spark, tmp_path):
     --private-manifest"`` kills at every boundary). Checked as Delta readers see it and through
     its own manifest; no ``_spark_metadata`` may appear."""
     config = TortureConfig(
-        work=tmp_path / "p", kills=5, seed=51, rows_per_file=10, checkpoint_deletions=0, replays=1, concurrent_writers=0,
-        boundary_modes=("direct",), random_kill_share=0.0, name="torture-private", delta=True, private_manifest=True,
+        work=tmp_path / "p",
+        kills=5,
+        seed=51,
+        rows_per_file=10,
+        checkpoint_deletions=0,
+        replays=1,
+        concurrent_writers=0,
+        boundary_modes=("direct",),
+        random_kill_share=0.0,
+        name="torture-private",
+        delta=True,
+        private_manifest=True,
         boundaries=("after-wal", "after-manifest", "after-delta", "after-delta+3ms", "after-commit"),
     )
     run = TortureRun(config)
@@ -148,3 +205,43 @@ def test_bounded_torture_of_a_private_manifest_delta_table(spark, tmp_path):
     print(f"verification: {result}\ndelta: {delta}")
     assert delta["delta_rs"]["duplicates"] == 0 and delta["delta_rs"]["losses"] == 0, delta
     assert delta["delta_versions"] == delta["manifest_batches"] == result["batches"] >= 3, delta
+
+
+@pytest.mark.long
+def test_bounded_torture_of_a_kafka_like_source(spark, tmp_path):
+    """The Kafka stand-in (``tests.sources.fake_kafka``) read into a table, killed at every
+    rename-mode boundary (and once in direct mode), a replay and two checkpoint deletions mixed
+    in: the first new query starts from ``startingOffsets=earliest`` (the sink drops what the
+    table holds, row by row), the second from ``sink.starting_offsets()`` (exactly where the
+    table's records end: nothing to drop) - while topic b grows a partition. Every produced
+    record must be in the table once, at the offset it was produced at, and the table's offsets
+    must be the partitions' ends (``make torture ARGS=--kafka`` runs the long mix, both modes)."""
+    config = TortureConfig(
+        work=tmp_path / "k",
+        kills=14,
+        seed=61,
+        rows_per_file=10,
+        checkpoint_deletions=2,
+        replays=1,
+        concurrent_writers=0,
+        boundary_modes=("rename",),
+        random_kill_share=0.0,
+        name="torture-kafka",
+        kafka=True,
+        run_timeout_s=90.0,
+    )
+    run = TortureRun(config)
+    run.run()
+    stats = run.stats
+    print(f"torture of a Kafka-like source: {stats}")
+    result = verify_tortured_kafka(run.table, run.kafka, spark)
+    print(f"verification: {result}")
+    for reader in ("vanilla_spark", "independent_pyarrow", "library_arrow"):
+        assert result[reader]["duplicates"] == 0 and result[reader]["losses"] == 0, result
+    assert result["partitions"] == 5 and result["expected_rows"] == stats.kafka_records, result
+    never_hit = set(boundaries_of("rename")) - set(stats.boundary_kills)
+    assert not never_hit, f"boundaries never hit: {never_hit}; {stats}"
+    assert stats.kills >= 14 and stats.mode_runs.get("direct"), stats
+    assert stats.kafka_restarts == {"earliest": 1, "table": 1}, stats
+    # from earliest the committed records came again and were dropped; from the table's offsets none did
+    assert stats.kafka_dropped.get("earliest", 0) > 0 and stats.kafka_dropped.get("table", 0) == 0, stats.kafka_dropped

@@ -47,13 +47,15 @@ def manifest_files(table: Path, manifest: str = "_spark_metadata") -> list[tuple
             if line:
                 entry = json.loads(line)
                 assert entry["path"].startswith("file://"), entry["path"]
-                files.append((unquote(entry["path"][len("file://"):]), entry["size"]))
+                files.append((unquote(entry["path"][len("file://") :]), entry["size"]))
     return files
 
 
-def verify_tortured_table(table: Path, input_dir: Path, spark=None, *, manifest: str = "_spark_metadata") -> dict:
+def verify_tortured_table(
+    table: Path, input_dir: Path | None, spark=None, *, manifest: str = "_spark_metadata", expected: Counter | None = None
+) -> dict:
     """``manifest``: where the manifest is (``_seo/manifest``: vanilla Spark, which reads only
-    ``_spark_metadata``, is not asked)."""
+    ``_spark_metadata``, is not asked); ``expected``: the input ids, if not CSV files in ``input_dir``."""
     from streaming_exactly_once import read
     from streaming_exactly_once.log.compaction import is_compaction_batch
     from streaming_exactly_once.maintenance.verify import verify_table
@@ -61,7 +63,9 @@ def verify_tortured_table(table: Path, input_dir: Path, spark=None, *, manifest:
     from streaming_exactly_once.storage import open_storage
     from streaming_exactly_once.table.commits_log import CommitsLog
 
-    expected = expected_ids(input_dir)
+    if expected is None:
+        assert input_dir is not None
+        expected = expected_ids(input_dir)
     assert all(c == 1 for c in expected.values()), "input generator produced duplicate ids"
     # 1. independent manifest parse + full read of every visible file
     independent: Counter = Counter()
@@ -98,7 +102,7 @@ def verify_tortured_table(table: Path, input_dir: Path, spark=None, *, manifest:
             continue
         ids = []
         for entry in log.read(record.batch_id):
-            ids += pq.read_table(unquote(entry.path[len("file://"):]), columns=["id"]).column("id").to_pylist()
+            ids += pq.read_table(unquote(entry.path[len("file://") :]), columns=["id"]).column("id").to_pylist()
         assert len(ids) == record.num_rows, f"batch {record.batch_id}: {len(ids)} rows, record says {record.num_rows}"
         marks = record.watermarks.get("id", {})
         assert (marks.get("min"), marks.get("max")) == (min(ids), max(ids)), f"batch {record.batch_id} watermarks {marks}"
@@ -135,9 +139,11 @@ def verify_tortured_group(root: Path, input_dir: Path, spark=None) -> dict:
     report = verify_table(open_storage(str(root)))
     assert report.problems == [], [p.to_json() for p in report.problems][:5]
     result["expected_rows"] = sum(expected.values())
-    result["vanilla_spark"] = {
-        k: result["raw"]["vanilla_spark"][k] + result["byp_vanilla_spark"][k] for k in ("duplicates", "losses")
-    } if spark is not None else result["raw"]["library_arrow"]
+    result["vanilla_spark"] = (
+        {k: result["raw"]["vanilla_spark"][k] + result["byp_vanilla_spark"][k] for k in ("duplicates", "losses")}
+        if spark is not None
+        else result["raw"]["library_arrow"]
+    )
     result["independent_pyarrow"] = result["raw"]["independent_pyarrow"]
     return result
 
@@ -179,4 +185,68 @@ def verify_tortured_delta(table: Path, input_dir: Path, *, manifest: str = "_spa
     assert live == listed, f"Delta reads {len(live - listed)} files the manifest does not list, misses {len(listed - live)}"
     result["delta_versions"] = len(commits)
     result["manifest_batches"] = latest + 1
+    return result
+
+
+def produced_records(kafka_dir: Path) -> dict[tuple[str, int], list[int]]:
+    """Every record of the Kafka stand-in's partitions, (topic, partition) -> ids by offset, read
+    from its files directly (``tests.sources.fake_kafka``: a line per record, nothing expired)."""
+    out = {}
+    for topic in sorted(os.listdir(kafka_dir)):
+        for name in os.listdir(kafka_dir / topic):
+            if name.isdigit():
+                text = (kafka_dir / topic / name).read_text(encoding="utf-8")
+                assert text.endswith("\n") or not text, f"{topic}/{name}: a record cut short"
+                out[(topic, int(name))] = [int(v) for v in text.splitlines()]
+    return out
+
+
+def verify_tortured_kafka(table: Path, kafka_dir: Path, spark=None) -> dict:
+    """A table written from the Kafka stand-in (``tests.sink.driver --kafka``): every produced
+    record once (``verify_tortured_table``: vanilla Spark, an independent pyarrow read of every
+    manifest file, the library's reader, its own verify); every row's ``topic``/``partition``/
+    ``offset`` is where its id was produced; and the table's committed offset marks - parsed
+    here from ``_seo/offsets`` (records of published batches only) and as ``seo status`` shows
+    them - are the end of every partition."""
+    from streaming_exactly_once.maintenance.status import table_status
+    from streaming_exactly_once.storage import open_storage
+
+    produced = produced_records(kafka_dir)
+    expected = Counter(i for ids in produced.values() for i in ids)
+    result = verify_tortured_table(table, None, spark, expected=expected)
+    # provenance: the row at (topic, partition, offset) carries the id produced there, once
+    where: Counter = Counter()
+    for path, _size in manifest_files(table):
+        rows = pq.read_table(path, columns=["id", "topic", "partition", "offset"]).to_pylist()
+        for row in rows:
+            key = (row["topic"], row["partition"], row["offset"])
+            ids = produced.get((row["topic"], row["partition"]), [])
+            assert 0 <= row["offset"] < len(ids) and ids[row["offset"]] == row["id"], f"row {row} was not produced at {key}"
+            where[key] += 1
+    assert all(c == 1 for c in where.values()) and len(where) == sum(expected.values()), "a source record twice or never"
+    ends = {f"{topic}/{p}": len(ids) for (topic, p), ids in produced.items()}
+    # the marks, parsed with json: the highest end offset of each partition over the offsets
+    # records of published batches (an intent record of a batch never published does not count)
+    meta = table / "_spark_metadata"
+    published = max(int(n.split(".")[0]) for n in os.listdir(meta) if n[:1].isdigit())
+    marks: dict[str, int] = {}
+    offsets_dir = table / "_seo" / "offsets"
+    for name in os.listdir(offsets_dir):
+        if not name[:1].isdigit():
+            continue
+        lines = (offsets_dir / name).read_text(encoding="utf-8").split("\n")
+        assert lines[0] == "v1", f"_seo/offsets/{name}: bad header {lines[0]!r}"
+        for line in lines[1:]:
+            record = json.loads(line) if line else None
+            if record is None or record["batchId"] > published:
+                continue
+            for source in record.get("sourceOffsets") or []:
+                for topic, parts in (json.loads(source) if source else {}).items():
+                    for p, offset in parts.items():
+                        marks[f"{topic}/{p}"] = max(offset, marks.get(f"{topic}/{p}", -1))
+    assert marks == ends, f"the table's committed offsets {marks} are not the ends of the partitions {ends}"
+    status = table_status(open_storage(str(table)))["sourceOffsets"]
+    assert status == ends, f"seo status shows offsets {status}, the partitions end at {ends}"
+    result["partitions"] = len(ends)
+    result["offsets"] = ends
     return result
