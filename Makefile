@@ -43,10 +43,11 @@ demo: check-java demo-venv
 emulators: venv
 	$(BIN)/python -m tests.emulators.servers
 
-# ruff (style, imports, bugbear, pyupgrade) over all the code; mypy --strict over the library
+# ruff (style, imports, bugbear, pyupgrade; the formatting) over all the code; mypy --strict over the library
 # (config in pyproject.toml and setup.cfg); the import-layer contracts.
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -75,7 +75,7 @@ class OffsetGuard:
         self.df = df
         self.table, self.query_id, self.batch_id = table, query_id, batch_id
         self._observation: BatchObservation | None = None
-        self._skipped = 0
+        self._skipped: int | None = None
         relevant = {name: mark for name, mark in marks.items() if name in end}
         if not relevant:
             return  # the table holds nothing of the partitions this batch reads
@@ -149,6 +149,8 @@ class OffsetGuard:
         """Rows below the marks that were dropped; call it after the batch is written."""
         if self._observation is None:
             return 0
+        if self._skipped is not None:  # asked again (the sink's counters): said once
+            return self._skipped
         _, _, extra = self._observation.result()
         self._skipped = int(extra.get(SKIPPED) or 0)
         if self._skipped:
