@@ -215,6 +215,7 @@ def test_quickstart_from_a_clean_copy(tmp_path):
 
 
 @pytest.mark.spark
+@pytest.mark.long
 def test_multi_dataset_job_with_strict_checks(tmp_path):
     """The dataset-group job, with a row check that quarantines refunds and the full policy."""
     copy = _clean_copy(tmp_path / "repo")

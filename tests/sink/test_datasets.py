@@ -203,6 +203,7 @@ def visible_ids(table: Path) -> set[int]:
     return set(frame["id"])
 
 
+@pytest.mark.long
 def test_forks_all_or_nothing_under_kill_9_at_each_step(tmp_path):
     """(An in-process failure at a few boundaries is the test above; this is the real thing.)
     One process killed with SIGKILL at each commit boundary of a group batch in turn; after

@@ -199,6 +199,15 @@ class TortureRun:
 
     # -- one driver --------------------------------------------------------------------------
 
+    def _clear_unstarted_checkpoint(self, checkpoint: Path) -> None:
+        """A driver killed while Spark wrote a fresh checkpoint's first offsets file leaves only its
+        temp file; Spark 4.3 then refuses the location for good (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY:
+        "should be empty on batch 0") and says to delete it - which an operator does. It holds no batch."""
+        offsets = checkpoint / "offsets"
+        if offsets.is_dir() and not any(n.isdigit() for n in os.listdir(offsets)) and any(os.scandir(offsets)):
+            shutil.rmtree(checkpoint, ignore_errors=True)
+            self._say(f"deleted {checkpoint.name}: a kill during its first offsets write left only a temp file, which Spark refuses")
+
     def launch(
         self,
         *,
@@ -209,6 +218,7 @@ class TortureRun:
         until_done: Path | None = None,
         extra_args: tuple[str, ...] = (),
     ) -> subprocess.Popen:
+        self._clear_unstarted_checkpoint(checkpoint or self.checkpoint)
         source = ["--kafka", str(self.kafka), "--starting-offsets", self._kafka_start] if self.c.kafka else ["--input", str(self.input)]
         cmd = (
             [
