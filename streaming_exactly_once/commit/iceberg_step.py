@@ -37,39 +37,14 @@ expiring the older ones in the same metadata version; ``info`` goes into the sna
 from __future__ import annotations
 
 from dataclasses import dataclass, field as dc_field
-from typing import Any
 
 from ..iceberg.files import IcebergFile, parquet_rows
 from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
 from ..iceberg.target import IcebergTarget
-from ..log.codec import RecordError, non_negative, path_value
 from ..log.record_fields import flattened, json_field
-from ..storage.base import Storage, check_relative
+from ..storage.base import Storage
+from .format_step_fields import files_decoder, files_json, inside_field, strings
 from .step import CommitStep, StepContext, register
-
-
-def _files_json(files: list[IcebergFile]) -> list[list[Any]]:
-    return [[f.path, f.size, f.mtime_ms] for f in files]
-
-
-def _files(items: list[Any]) -> list[IcebergFile]:
-    files = []
-    for item in items:
-        if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and all(isinstance(v, int) for v in item[1:])):
-            raise RecordError("field 'files' must hold [path, size, mtime] triples")
-        files.append(IcebergFile(_inside(path_value(item[0], "files")), non_negative(item[1], "files"), item[2]))
-    return files
-
-
-def _strings(value: Any, name: str) -> Any:
-    """``partitionBy`` (a list, kept as a tuple) and ``info`` (an object) hold strings only."""
-    if not all(isinstance(v, str) for v in (value.values() if isinstance(value, dict) else value)):
-        raise RecordError("fields 'partitionBy' and 'info' must hold strings")
-    return dict(value) if isinstance(value, dict) else tuple(value)
-
-
-def _inside_field(path: str, name: str) -> str:
-    return _inside(path)
 
 
 @register
@@ -80,20 +55,22 @@ class CommitIceberg(CommitStep):
     kind = "iceberg"
     batch_id: int = dc_field(default=0, metadata=json_field("batchId", int))
     app_id: str = dc_field(default="", metadata=json_field("appId", str))
-    partition_by: tuple[str, ...] = dc_field(default=(), metadata=json_field("partitionBy", list, check=_strings))
+    partition_by: tuple[str, ...] = dc_field(default=(), metadata=json_field("partitionBy", list, check=strings))
     schema: str | None = dc_field(default=None, metadata=json_field("schema", str, optional=True))
     #: the table's schema after this batch, when the batch changes it (columns added): the Iceberg
     #: commit adds the columns to the table's schema (``iceberg.target``)
     table_schema: str | None = dc_field(default=None, metadata=json_field("tableSchema", str, optional=True, omit_default=True))
     #: on disk ``[[path, size, mtime], ...]``
-    files: list[IcebergFile] = dc_field(default_factory=list, metadata=json_field("files", list, encode=_files_json, decode=_files))
-    table: str | None = dc_field(default=None, metadata=json_field("table", str, optional=True, omit_default=True, check=_inside_field))
+    files: list[IcebergFile] = dc_field(
+        default_factory=list, metadata=json_field("files", list, encode=files_json, decode=files_decoder(IcebergFile))
+    )
+    table: str | None = dc_field(default=None, metadata=json_field("table", str, optional=True, omit_default=True, check=inside_field))
     catalog: IcebergCatalogRef = dc_field(
         default=IcebergCatalogRef(),
         metadata=json_field("catalog", dict, optional=True, omit_default=True, record=IcebergCatalogRef),
     )
     settings: IcebergSettings = dc_field(default=IcebergSettings(), metadata=flattened(IcebergSettings))
-    info: dict[str, str] = dc_field(default_factory=dict, metadata=json_field("info", dict, optional=True, encode=dict, check=_strings))
+    info: dict[str, str] = dc_field(default_factory=dict, metadata=json_field("info", dict, optional=True, encode=dict, check=strings))
 
     def target(self, ctx: StepContext) -> IcebergTarget:
         """The table's Iceberg target, kept in ``ctx`` across batches (its catalog stays open)."""
@@ -149,10 +126,3 @@ def _note_key(table: str | None) -> str:
 def iceberg_snapshot_note(ctx: StepContext, table: str | None = None) -> int | None:
     """The snapshot id the ``iceberg`` step of ``table`` committed (or found) in this run, if known."""
     return ctx.notes.get(_note_key(table))
-
-
-def _inside(path: str) -> str:
-    try:
-        return check_relative(path)
-    except ValueError:
-        raise RecordError(f"{path[:60]!r} is not a path inside the table") from None

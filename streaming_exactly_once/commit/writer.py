@@ -195,8 +195,7 @@ class Writer(ABC):
                 for log_ in (self.logs.require_offsets(), self.logs.commits, self.logs.require_sources()):
                     log_.write_empty_baseline(self.identity.first_batch_id - 1)
             check_logs_consistent(self.logs, self.latest_batch_id, self.identity.first_batch_id)
-            self._check_delta()
-            self._check_iceberg()
+            self._check_targets()
             latest_records = self.logs.commits.latest_per_query()
             newest = max(latest_records.values(), key=lambda r: r.batch_id, default=None)
             self._load_state(newest)
@@ -233,31 +232,37 @@ class Writer(ABC):
             target = self.delta_targets[None] = DeltaTarget(self.storage, self.identity.delta_app_id, self.options.delta)
         return target
 
-    def _check_delta(self) -> None:
-        """After recovery the Delta log holds exactly the manifest's batches (every batch whose
-        manifest entry is published had its Delta commit rolled forward)."""
-        target = self.delta
-        if target is None:
-            return
+    def _check_targets(self) -> None:
+        """After recovery each table format's log holds exactly the manifest's batches (every batch
+        whose manifest entry is published had its format commits rolled forward)."""
+        delta, iceberg = self.delta, self.iceberg
+        if delta is not None:
+            self._check_follows_manifest("Delta log", delta.log_uri, "delta", delta.applied_batch, DeltaTableError, path=delta.log_uri)
+        if iceberg is not None:
+            self._check_follows_manifest("Iceberg table", iceberg.name, "iceberg", iceberg.applied_batch, IcebergTableError)
+
+    def _check_follows_manifest(
+        self, what: str, where: str, fmt: str, applied_batch: Callable[[], int | None], error: type[ExactlyOnceError], **context: Any
+    ) -> None:
         assert self.identity is not None
         if self.identity.first_batch_id > 0:
             raise ConfigError(
                 f"Table {self.storage.root_uri} was first written by Spark's own file sink (batches before "
-                f"{self.identity.first_batch_id} have no records of this library), so its Delta log would miss them. "
-                "Write format='delta' to a new table.",
+                f"{self.identity.first_batch_id} have no records of this library), so its {what} would miss them. "
+                f"Write format='{fmt}' to a new table.",
                 table=self.storage.root_uri,
                 key="format",
             )
-        applied = target.applied_batch()
+        applied = applied_batch()
         applied = -1 if applied is None else applied
         if applied != self.latest_batch_id:
-            raise DeltaTableError(
-                f"The Delta log {target.log_uri} holds batches up to {applied} of table {self.storage.root_uri}, but its "
-                f"manifest holds batches up to {self.latest_batch_id} and no commit is pending. Delta readers and "
-                "manifest readers would see different data. Restore the Delta log (or the manifest) from a backup; "
+            raise error(
+                f"The {what} {where} holds batches up to {applied} of table {self.storage.root_uri}, but its "
+                f"manifest holds batches up to {self.latest_batch_id} and no commit is pending. Readers of it and "
+                "manifest readers would see different data. Restore it (or the manifest) from a backup; "
                 "`seo status` shows both.",
-                path=target.log_uri,
                 table=self.storage.root_uri,
+                **context,
             )
 
     @property
@@ -272,35 +277,6 @@ class Writer(ABC):
                 self.storage, ours.app_id, self.options.iceberg, ours.catalog, self._iceberg_catalogs().get(ours.catalog.name or "")
             )
         return target
-
-    def _check_iceberg(self) -> None:
-        """After recovery the Iceberg table holds exactly the manifest's batches (every batch whose
-        manifest entry is published had its Iceberg commit rolled forward)."""
-        target = self.iceberg
-        if target is None:
-            return
-        assert self.identity is not None
-        if self.identity.first_batch_id > 0:
-            raise ConfigError(
-                f"Table {self.storage.root_uri} was first written by Spark's own file sink (batches before "
-                f"{self.identity.first_batch_id} have no records of this library), so its Iceberg table would miss them. "
-                "Write format='iceberg' to a new table.",
-                table=self.storage.root_uri,
-                key="format",
-            )
-        applied = target.applied_batch()
-        applied = -1 if applied is None else applied
-        if applied != self.latest_batch_id:
-            raise IcebergTableError(
-                f"The Iceberg table {target.name} holds batches up to {applied} of table {self.storage.root_uri}, but its "
-                f"manifest holds batches up to {self.latest_batch_id} and no commit is pending. Iceberg readers and "
-                "manifest readers would see different data. Restore the Iceberg metadata (or the manifest) from a backup; "
-                "`seo status` shows both.",
-                table=self.storage.root_uri,
-            )
-        target.repair_hint()  # a writer that died after its last commit but before the hint
-        if target.settings.snapshots_to_keep is not None:
-            target.finish_expiry()  # ... or before deleting what that commit's expiry left
 
     def invalidate(self) -> None:
         """After a failed batch: the next ``ensure_open`` recovers before anything else."""

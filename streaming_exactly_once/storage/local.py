@@ -132,8 +132,10 @@ def makedirs_durable(path: str, *, durable: bool, top: str) -> None:
 
 def forget_durable_dirs(path: str) -> None:
     """``path`` and the directories below it were deleted (a new one of the name is not durable)."""
+    if _DURABLE_DIRS.pop(path, None) is None:
+        return  # a known directory's ancestors are known too (makedirs_durable): nothing below it is
     below = path.rstrip("/") + "/"
-    for directory in [d for d in _DURABLE_DIRS if d == path or d.startswith(below)]:
+    for directory in [d for d in _DURABLE_DIRS if d.startswith(below)]:
         _DURABLE_DIRS.pop(directory, None)
 
 
