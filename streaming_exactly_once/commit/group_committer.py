@@ -45,6 +45,7 @@ from ..delta.files import DeltaFile
 from ..delta.target import DeltaSettings, DeltaTarget
 from ..errors import DeltaTableError, IcebergTableError, LogCorruptError
 from ..iceberg.files import IcebergFile
+from ..iceberg.leftovers import discard_leftovers
 from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
 from ..iceberg.target import IcebergTarget
 from ..log.codec import RecordError
@@ -280,6 +281,8 @@ class GroupCommitter(Writer):
                     "Restore the Iceberg metadata (or the manifest) from a backup.",
                     table=child.root_uri,
                 )
+            if member.latest >= 0:  # what commits killed by earlier writers left
+                discard_leftovers(self._iceberg_target(mb.table, identity), member.latest)
         member.identity = identity
         return identity
 

@@ -30,6 +30,7 @@ from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import InputFile
 from ..delta.target import DeltaTarget
 from ..errors import ConfigError, DeltaTableError, ExactlyOnceError, IcebergTableError, WriterFencedError
+from ..iceberg.leftovers import discard_leftovers
 from ..iceberg.target import IcebergTarget
 from ..log.compactible_log import CompactibleLog
 from ..storage.base import Storage
@@ -240,6 +241,8 @@ class Writer(ABC):
             self._check_follows_manifest("Delta log", delta.log_uri, "delta", delta.applied_batch, DeltaTableError, path=delta.log_uri)
         if iceberg is not None:
             self._check_follows_manifest("Iceberg table", iceberg.name, "iceberg", iceberg.applied_batch, IcebergTableError)
+            if self.latest_batch_id >= 0:  # what commits killed by earlier writers left
+                discard_leftovers(iceberg, self.latest_batch_id)
 
     def _check_follows_manifest(
         self, what: str, where: str, fmt: str, applied_batch: Callable[[], int | None], error: type[ExactlyOnceError], **context: Any

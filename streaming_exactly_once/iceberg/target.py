@@ -267,6 +267,7 @@ class IcebergTarget:
 
         from .datafiles import data_files
         from .evolve import add_columns, snapshots_to_expire
+        from .leftovers import batch_commit_uuid
         from .schema import iceberg_schema, partition_spec
 
         # a table created meanwhile must fit too
@@ -302,6 +303,7 @@ class IcebergTarget:
         summary.update({"seo.app-id": self.app_id, "seo.batch-id": str(batch_id)})
         added = data_files(txn.table_metadata, self.location, files, table=self.name)
         with txn.update_snapshot(snapshot_properties=summary).merge_append() as append:
+            append.commit_uuid = batch_commit_uuid(self.app_id, batch_id)  # names its files (``leftovers``)
             for data_file in added:
                 append.append_data_file(data_file)
         committed: Table = txn.commit_transaction()

@@ -50,6 +50,8 @@ protocol; each is one storage rule here (``BOUNDARY_RULES``). ``M`` is a batch n
     before-iceberg    before the first manifest file (``metadata/*.avro``) of a batch's Iceberg commit
                       (path-based tables): with ``format=["delta", "iceberg"]`` the instant between
                       the Delta commit and the Iceberg one
+    before-iceberg-publish  before the create of ``metadata/v<N>.metadata.json``: the commit's
+                      manifests and manifest list are written, nothing names them yet
     mid-iceberg       after the create of ``metadata/v<N>.metadata.json`` - the Iceberg commit's
                       point of no return - and before ``version-hint.text`` names it
     after-iceberg     before the create of ``_seo/offsets/M``, the step after the Iceberg commit
@@ -105,6 +107,7 @@ BOUNDARIES = (
     "after-manifest",
     "after-delta",
     "before-iceberg",
+    "before-iceberg-publish",
     "mid-iceberg",
     "after-iceberg",
     "after-sources",
@@ -121,7 +124,7 @@ TABLE_ONLY = ("after-manifest",)
 #: Boundaries only a commit with a Delta step reaches (``format="delta"``).
 DELTA_ONLY = ("after-delta",)
 #: Boundaries only a commit with an Iceberg step reaches (``format="iceberg"``, path-based).
-ICEBERG_ONLY = ("before-iceberg", "mid-iceberg", "after-iceberg")
+ICEBERG_ONLY = ("before-iceberg", "before-iceberg-publish", "mid-iceberg", "after-iceberg")
 #: Boundaries only a commit that creates or changes a table's schema reaches.
 SCHEMA_ONLY = ("after-schema",)
 
@@ -156,6 +159,7 @@ BOUNDARY_RULES: Mapping[str, Where] = {
     "after-manifest": Where(_CREATE, rf"^(_spark_metadata|_seo/manifest)/{_N}", "after"),
     "after-delta": Where(_CREATE, rf"^_seo/offsets/{_N}", "before"),
     "before-iceberg": Where(("atomic_write", *_CREATE), r"^metadata/[^/]+\.avro$", "before", per_batch=True),
+    "before-iceberg-publish": Where(_CREATE, r"^metadata/v\d+\.metadata\.json$", "before"),
     "mid-iceberg": Where(_CREATE, r"^metadata/v\d+\.metadata\.json$", "after"),
     "after-iceberg": Where(_CREATE, rf"^_seo/offsets/{_N}", "before"),
     "after-sources": Where(_CREATE, rf"^_seo/sources/{_N}", "after"),

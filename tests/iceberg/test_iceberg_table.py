@@ -57,7 +57,9 @@ def _table_id(table) -> str:
     return json.loads((table / "_seo" / "table").read_text().splitlines()[1])["tableId"]
 
 
-@pytest.mark.parametrize("boundary", ["after-wal", "after-manifest", "before-iceberg", "mid-iceberg", "after-iceberg", "after-commit"])
+@pytest.mark.parametrize(
+    "boundary", ["after-wal", "after-manifest", "before-iceberg", "before-iceberg-publish", "mid-iceberg", "after-iceberg", "after-commit"]
+)
 @pytest.mark.parametrize("mode", ["rename", "direct"])
 def test_failure_at_a_boundary_then_restart_commits_each_batch_once(tmp_path, boundary, mode):
     table = tmp_path / "t"
@@ -69,7 +71,7 @@ def test_failure_at_a_boundary_then_restart_commits_each_batch_once(tmp_path, bo
     first.close()
     if boundary == "mid-iceberg":  # the metadata file is there, the hint not yet: verify says so
         assert "iceberg-stale-hint" in [p.kind for p in verify_table(storage).problems]
-    if boundary in ("after-manifest", "before-iceberg"):
+    if boundary in ("after-manifest", "before-iceberg", "before-iceberg-publish"):
         kinds = {p.kind: p.severity for p in verify_table(storage).problems}
         assert kinds.get("iceberg-pending") == "warning" and "iceberg-behind" not in kinds
     second = iceberg_committer(storage)
@@ -295,10 +297,12 @@ def _program(name: str, root, steps: list[dict], *, delta: bool = False) -> dict
     [
         ("after-manifest", False),
         ("before-iceberg", False),
+        ("before-iceberg-publish", False),
         ("mid-iceberg", False),
         ("after-iceberg", False),
         ("after-commit", False),
         ("before-iceberg", True),
+        ("before-iceberg-publish", True),
         ("mid-iceberg", True),
     ],
 )
@@ -357,7 +361,10 @@ def test_sigkill_around_the_iceberg_step_rolls_forward_exactly_once(tmp_path, bo
         from tests.delta.readback import batch_commits, delta_ids
 
         assert delta_ids(table) == expected and sorted(batch_commits(table)) == list(range(6))
-    assert verify_table(open_storage(str(table))).errors == []
+    report = verify_table(open_storage(str(table)))
+    assert report.errors == []
+    # what the killed commit wrote before its metadata file (its manifests) went at the takeover
+    assert [p.path for p in report.problems if p.kind == "orphan"] == []
 
 
 def test_a_table_in_a_sql_catalog_through_the_committer_and_upkeep(tmp_path, sql_catalog, monkeypatch):
@@ -475,3 +482,36 @@ def test_a_dataset_groups_iceberg_tables_roll_forward_after_sigkill(tmp_path, bo
         seen += rows
     assert seen == Counter(ids)
     assert verify_table(open_storage(str(root))).errors == []
+
+
+def test_our_commit_files_name_their_batch_and_no_other_writers_file_matches():
+    import uuid
+
+    from streaming_exactly_once.iceberg.leftovers import batch_commit_uuid, batch_of_file
+
+    app = "streaming-exactly-once:abc"
+    first, second = batch_commit_uuid(app, 41), batch_commit_uuid(app, 41)
+    assert first != second and first.version == 8  # two attempts at one batch never share a name
+    assert batch_of_file(f"{first}-m0.avro", app) == 41
+    assert batch_of_file(f"snap-123-0-{second}.avro", app) == 41
+    assert batch_of_file(f"{first}-m0.avro", "streaming-exactly-once:other") is None
+    assert batch_of_file(f"{uuid.uuid4()}-m0.avro", app) is None  # pyiceberg's own, or another engine's
+    assert batch_of_file("v3.metadata.json", app) is None
+
+
+def test_seo_recover_deletes_what_a_commit_failed_before_its_metadata_file_left(tmp_path):
+    from streaming_exactly_once.maintenance.repair import recover_table
+
+    table = tmp_path / "t"
+    storage = open_storage(str(table))
+    first = iceberg_committer(storage, fail_at="before-iceberg-publish@2")
+    commit_batch(first, Q, 0, ids_of(0))
+    with pytest.raises(Exception, match="injected failure"):
+        commit_batch(first, Q, 1, ids_of(1))
+    first.close()
+    written = {p.name for p in (table / "metadata").glob("*.avro")}
+    assert len(written) >= 4  # batch 0's manifest and list, and the failed commit's
+    assert "orphan" in [p.kind for p in verify_table(storage).problems]
+    assert recover_table(storage).rolled_forward == [1]
+    assert verify_table(storage).problems == []
+    assert pyiceberg_ids(table) == Counter(i for b in range(2) for i in ids_of(b))
