@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field, replace
 
 from ..checkpoint.reader import SparkCheckpoint
@@ -25,7 +26,7 @@ from ..commit.lease import Lease, writer_still_running
 from ..commit.recovery import RecoveryReport, claim_files_missing, discard_sequence, recover
 from ..commit.step import StepContext
 from ..commit.wal import CommitSequenceStore
-from ..errors import ExactlyOnceError, LogCorruptError, UnsupportedLogVersionError
+from ..errors import ExactlyOnceError, IcebergTableError, LogCorruptError, UnsupportedLogVersionError
 from ..storage import open_storage
 from ..storage.base import Storage
 from ..table.attempt_key import AttemptKey
@@ -34,6 +35,8 @@ from ..table.identity import read_identity
 from ..table.offsets_log import OffsetsRecord
 from ..table.source_offsets import merged_ends
 from ..table.table_logs import TableLogs
+
+log = logging.getLogger("streaming_exactly_once.maintenance")
 
 
 def _logs(storage: Storage) -> TableLogs:
@@ -66,9 +69,26 @@ def recover_table(storage: Storage, *, lease_timeout_ms: int = 60_000) -> Recove
     try:
         logs = _logs(storage)
         ctx = StepContext(storage=storage, logs=logs, epoch=lease.epoch)
-        return recover(storage, logs, CommitSequenceStore(storage), ctx, fence=lease.check_fence)
+        report = recover(storage, logs, CommitSequenceStore(storage), ctx, fence=lease.check_fence)
+        _discard_iceberg_leftovers(storage, report.latest_batch_id)
+        return report
     finally:
         lease.release()
+
+
+def _discard_iceberg_leftovers(storage: Storage, latest: int) -> None:
+    """What Iceberg commits killed by earlier writers left (``iceberg.leftovers``), as a writer's
+    open deletes it. A table that does not load is ``seo verify``'s to report, not recovery's."""
+    identity = read_identity(storage)
+    if identity is None or identity.iceberg is None or latest < 0:
+        return
+    from ..iceberg.leftovers import discard_leftovers
+    from ..iceberg.target import IcebergTarget
+
+    try:
+        discard_leftovers(IcebergTarget(storage, identity.iceberg.app_id, catalog=identity.iceberg.catalog), latest)
+    except IcebergTableError as exc:
+        log.warning("left the Iceberg metadata of %s as it is: %s", storage.root_uri, exc)
 
 
 def discard_wal(storage: Storage, batch_id: int, *, lease_timeout_ms: int = 60_000) -> str:

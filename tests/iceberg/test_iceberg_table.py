@@ -515,3 +515,34 @@ def test_seo_recover_deletes_what_a_commit_failed_before_its_metadata_file_left(
     assert recover_table(storage).rolled_forward == [1]
     assert verify_table(storage).problems == []
     assert pyiceberg_ids(table) == Counter(i for b in range(2) for i in ids_of(b))
+
+
+def test_a_fenced_writers_leftovers_go_at_the_next_open_and_other_writers_files_stay(tmp_path):
+    """A frozen writer's commit of a batch its successor then committed afresh left its files
+    (no claim of it is rolled forward): the next open deletes them - not a file another engine
+    may be writing, nor one of a batch the table does not hold yet."""
+    import uuid
+
+    from streaming_exactly_once.iceberg.leftovers import batch_commit_uuid
+    from streaming_exactly_once.maintenance.repair import recover_table
+
+    table = tmp_path / "t"
+    storage = open_storage(str(table))
+    committer = iceberg_committer(storage)
+    for b in range(2):
+        commit_batch(committer, Q, b, ids_of(b))
+    committer.close()
+    app = json.loads((table / "_seo" / "table").read_text().splitlines()[1])["iceberg"]["appId"]
+    zombie = table / "metadata" / f"{batch_commit_uuid(app, 1)}-m0.avro"
+    ahead = table / "metadata" / f"snap-7-0-{batch_commit_uuid(app, 2)}.avro"
+    foreign = table / "metadata" / f"{uuid.uuid4()}-m0.avro"
+    for path in (zombie, ahead, foreign):
+        path.write_bytes(b"Obj\x01")
+    recover_table(storage)
+    assert not zombie.exists() and ahead.exists() and foreign.exists()
+    zombie.write_bytes(b"Obj\x01")
+    reopened = iceberg_committer(storage)
+    reopened.open()
+    reopened.close()
+    assert not zombie.exists() and ahead.exists() and foreign.exists()
+    assert pyiceberg_ids(table) == Counter(i for b in range(2) for i in ids_of(b))
