@@ -51,6 +51,7 @@ LIKELY = (
     "after-manifest",
     "after-delta",
     "before-iceberg",
+    "before-iceberg-publish",
     "mid-iceberg",
     "after-commit",
     "after-records-sync",
