@@ -255,13 +255,41 @@ class PathCatalog(_OneTable):
         try:
             ToOutputFile.table_metadata(metadata, self.fileio.new_durable_output(location))
         except FileExistsError:
-            raise LostRace(f"{self.storage.uri(path)} was created by another writer first") from None
+            if not self._ours(path, metadata):  # else a create that landed but answered "exists" (a retried PUT)
+                raise LostRace(f"{self.storage.uri(path)} was created by another writer first") from None
+        if self._below_head(version):
+            self.storage.delete(path)
+            raise LostRace(f"{self.storage.uri(path)} was created after later versions retired it (a writer frozen mid-commit)")
         self.committed = path
         self._known = (version, metadata)
         self.write_hint(version)
         if base is not None:
             self.retire(base, metadata)
         return CommitTableResponse(metadata=metadata, metadata_location=location)  # type: ignore[call-arg]  # by field name, as pyiceberg does
+
+    def _ours(self, path: str, metadata: TableMetadata) -> bool:
+        """Whether the metadata file at ``path`` is the one this commit wrote (same table, time,
+        snapshot and sequence number: snapshot ids are random 63-bit numbers)."""
+        try:
+            found = TableMetadataUtil.parse_raw(self.storage.read_bytes(path).decode("utf-8"))
+        except Exception:  # unreadable: not a commit of ours that landed
+            return False
+        key = ("table_uuid", "last_updated_ms", "current_snapshot_id", "last_sequence_number")
+        return all(getattr(found, k, None) == getattr(metadata, k, None) for k in key)
+
+    def _below_head(self, version: int) -> bool:
+        """After creating ``v<version>``: whether later versions existed - a writer frozen between
+        reading the table and its create, whose successor meanwhile committed past the point where
+        ``write.metadata.delete-after-commit`` retired ``v<version>`` (and the base before it).
+        The base ``v<version - 1>`` still there means nothing was retired past it: retirement
+        only deletes the oldest versions, so the head was the base. A first version: any other
+        version file at all."""
+        if version > 1:
+            return not self.storage.exists(version_path(version - 1))
+        return any(v != version for v in self._versions())
+
+    def _versions(self) -> list[int]:
+        return [int(m.group(1)) for e in self.storage.list_dir(METADATA_DIR) if (m := _VERSION_FILE.match(e.name))]
 
 
 class ArbitratedCatalog(_OneTable):

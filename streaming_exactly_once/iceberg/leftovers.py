@@ -10,15 +10,22 @@ metadata version. Our commits use a UUID that says whose batch it was (a version
     r: random (42 bits, so two attempts at one batch never share a name)   V: variant 10xx
 
 Once the table holds batch ``M``, no writer can commit a snapshot of batch ``M`` or earlier any
-more (``IcebergTarget.commit`` finds it done first): a file of ours named after such a batch
-that no retained metadata version needs is garbage, whoever wrote it - even a fenced writer
-still running. A roll-forward deletes them (``discard_leftovers``); files of other writers
+more: ``IcebergTarget.commit`` finds it done first, and a writer frozen between reading the
+table and its create loses even where later versions retired the one it creates
+(``catalogs.PathCatalog``). A file of ours named after such a batch is garbage, whoever wrote
+it - even a fenced writer still running - unless the commit that wrote it landed and a
+retained snapshot still reads it: a manifest list or manifest of a retained snapshot's commit
+is kept (a merged-away manifest of it too, for ``seo gc``); a commit of a batch whose snapshot
+is retained under another UUID never landed; for a batch whose snapshot has expired, the
+retained snapshots' manifest lists say whether they carry the manifest on. A writer's open,
+a roll-forward and ``seo recover`` delete them (``discard_leftovers``); files of other writers
 (random UUIDs, version 4) are never touched here (``seo gc`` judges them by age).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import secrets
 import uuid
@@ -28,6 +35,8 @@ from .catalogs import METADATA_DIR
 
 if TYPE_CHECKING:
     from .target import IcebergTarget
+
+log = logging.getLogger("streaming_exactly_once.iceberg")
 
 _BATCH_BITS = 48
 _UUID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
@@ -62,21 +71,40 @@ def batch_of_file(name: str, app_id: str) -> int | None:
 
 
 def discard_leftovers(target: IcebergTarget, batch_id: int) -> list[str]:
-    """Delete (and return) the metadata files of ours for batches up to ``batch_id`` that no
-    retained metadata version needs; nothing unless the table holds ``batch_id``."""
-    applied = target.applied_batch()
-    if applied is None or applied < batch_id:
+    """Delete (and return) our metadata files of batches up to ``batch_id`` that no retained
+    snapshot needs; nothing unless the table holds ``batch_id``. Best effort: what it cannot
+    judge stays (``seo gc`` judges it by age), and a failure is logged, never raised - a
+    writer must not stop over garbage."""
+    try:
+        return _discard(target, batch_id)
+    except Exception as exc:
+        log.warning("left the files interrupted Iceberg commits of %s wrote (seo gc deletes them): %s", target.name, exc)
         return []
-    needed: set[str] | None = None
+
+
+def _discard(target: IcebergTarget, batch_id: int) -> list[str]:
+    from .history import batch_of
+
+    applied = target.applied_batch()
+    table = target.load(refresh=False)
+    if table is None or applied is None or applied < batch_id:
+        return []
+    snapshots = table.metadata.snapshots
+    landed = {m.group(1) for s in snapshots if (m := _UUID.search(s.manifest_list.rsplit("/", 1)[-1]))}
+    retained_batches = {b for s in snapshots if (b := batch_of(s, target.app_id)) is not None}
+    manifests: set[str] | None = None  # read only where a batch's snapshot has expired
     gone = []
     for info in target.storage.list_dir(METADATA_DIR):
         name = info.path.rsplit("/", 1)[-1]
-        owner_batch = None if info.is_dir else batch_of_file(name, target.app_id)
-        if owner_batch is None or owner_batch > batch_id:
-            continue
-        if needed is None:
-            needed = target.referenced_files()
-        if info.path not in needed:
-            target.storage.delete(info.path)
-            gone.append(info.path)
+        found = None if info.is_dir else _UUID.search(name)
+        owner_batch = None if found is None else batch_of_file(name, target.app_id)
+        if found is None or owner_batch is None or owner_batch > batch_id or found.group(1) in landed:
+            continue  # not ours, not yet judged, or the commit that wrote it landed and is retained
+        if owner_batch not in retained_batches:  # landed and expired, or never: do later snapshots carry it?
+            if manifests is None:
+                manifests = {m.manifest_path.rsplit("/", 1)[-1] for s in snapshots for m in s.manifests(table.io)}
+            if name in manifests:
+                continue
+        target.storage.delete(info.path)
+        gone.append(info.path)
     return gone

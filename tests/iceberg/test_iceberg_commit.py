@@ -185,6 +185,50 @@ def test_a_commit_that_lost_its_race_is_never_rebased_onto_the_winner(tmp_path):
     assert iceberg_ids(str(tmp_path / "t")) == rows([0, 1, 2, 7])
 
 
+def test_a_writer_frozen_before_its_create_loses_even_where_later_versions_retired_that_slot(tmp_path):
+    """``slow`` read version 1 and commits batch 1 at v2 only after ``fast`` committed batches 1-4
+    with one previous version kept: v2 (and the v1 it was built on) were deleted meanwhile, so
+    its create-if-absent succeeds. It must count as a lost race: the file goes, the hint stays,
+    the batch is found done, and nothing it wrote is left."""
+    from streaming_exactly_once.iceberg.settings import IcebergSettings
+
+    table = tmp_path / "t"
+    storage = open_storage(str(table))
+    run(step(0, batch_files(storage, 0), settings=IcebergSettings(previous_versions=1)), context(storage))
+    slow, fast = target(storage), target(storage)
+    assert slow.applied_batch() == 0  # slow has read version 1
+    for b in range(1, 5):
+        fast.commit(b, batch_files(storage, b, tag="f"), schema_json=SCHEMA, partition_by=["p"], metadata={})
+    assert not (table / "metadata" / "v2.metadata.json").exists()  # retired
+    found = slow.commit(1, batch_files(storage, 1, tag="s"), schema_json=SCHEMA, partition_by=["p"], metadata={}, fresh=True)
+    assert found == our_snapshots(table)[1]
+    assert (table / "metadata" / "version-hint.text").read_text() == "5"
+    assert not (table / "metadata" / "v2.metadata.json").exists()
+    assert iceberg_ids(str(table)) == rows(range(5))
+    named = json.dumps(metadata_json(table))
+    assert all(n in named for n in os.listdir(table / "metadata") if n.startswith("snap-"))  # the lost attempt's files went
+
+
+def test_a_create_that_landed_but_answered_exists_is_our_commit(tmp_path, monkeypatch):
+    """A conditional PUT retried after its answer was lost is refused (412) although it landed:
+    the metadata file there is ours, so the commit stands - its files are not discarded."""
+    storage = open_storage(str(tmp_path / "t"))
+    run(step(0, batch_files(storage, 0)), context(storage))
+    real = type(storage).put_if_absent
+
+    def landed_then_exists(self, path, data, *a, **kw):
+        real(self, path, data, *a, **kw)
+        if path.endswith(".metadata.json"):
+            raise FileExistsError(path)
+
+    monkeypatch.setattr(type(storage), "put_if_absent", landed_then_exists)
+    run(step(1, batch_files(storage, 1)), context(storage))
+    monkeypatch.undo()
+    run(step(2, batch_files(storage, 2)), context(storage))
+    assert list(our_snapshots(tmp_path / "t")) == [0, 1, 2]
+    assert iceberg_ids(str(tmp_path / "t")) == rows(range(3))
+
+
 def test_a_commit_whose_answer_was_lost_is_found_and_not_repeated(tmp_path, monkeypatch):
     storage = open_storage(str(tmp_path / "t"))
     run(step(0, batch_files(storage, 0)), context(storage))
