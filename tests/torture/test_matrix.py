@@ -23,16 +23,19 @@ pytestmark = [pytest.mark.torture, pytest.mark.slow, pytest.mark.s3]
 
 
 def bounded_plan(combo: Combo, index: int) -> list[tuple[str, str]]:
-    """Local: three of the likely kill points (the window moves along the list from one
+    """Local: two of the likely kill points (the window moves along the list from one
     combination to the next), a zombie, a wrong configuration. S3 (each cycle there costs about
     three times as much): one kill, a wrong configuration, a zombie in every other combination."""
     likely = [b for b in LIKELY if b in combo.boundaries]
     if combo.iceberg:  # its own step's boundaries first: before it (with Delta: between the two steps) and inside it
         likely = [b for b in likely if "iceberg" in b] + [b for b in likely if "iceberg" not in b and b != "after-delta"]
         likely[2:2] = ["after-delta"] if combo.delta else []
-        index = 0
+        index = [c for c in COMBOS if c.iceberg].index(combo)  # the Iceberg slices share the window
+    elif combo.group:  # likewise a group's members first
+        likely = [b for b in likely if "members" in b] + [b for b in likely if "members" not in b]
+        index = [c for c in COMBOS if c.group].index(combo)
     local = combo.store == "local"
-    kills = [likely[(3 * index + i) % len(likely)] for i in range(3 if local else 1)]
+    kills = [likely[(2 * index + i) % len(likely)] for i in range(2 if local else 1)]
     wrong = sorted(combo.wrong_configs())
     if combo.iceberg:  # a restart without one of its table formats (with Delta: the other one)
         wrong = sorted((w for w in wrong if "format" in w), reverse=combo.delta)
@@ -75,3 +78,8 @@ def test_the_long_runs_plan_kills_at_every_boundary_with_zombies_and_refused_res
         counts = Counter(what for what, _ in plan)
         assert {b for what, b in plan if what == "kill"} == set(combo.boundaries), combo.name
         assert counts["zombie"] >= len(combo.boundaries) // 2 and counts["wrong"] >= len(combo.boundaries) // 2, (combo.name, counts)
+
+
+def test_the_bounded_slice_kills_at_every_likely_boundary_somewhere():
+    killed = {b for i, combo in enumerate(COMBOS) for what, b in bounded_plan(combo, i) if what == "kill"}
+    assert killed == set(LIKELY)
