@@ -72,8 +72,10 @@ postgres:
 	      || echo "warning: could not install postgresql; the Iceberg PostgreSQL-catalog tests will skip" >&2; \
 	  else echo "warning: PostgreSQL is not installed (Debian: apt-get install postgresql); its tests will skip" >&2; fi; }
 
+# two pytest workers (pytest-xdist), one test file each at a time: a module's fixtures (the torture
+# matrix's run) stay in one worker; each worker has its own SparkSession and emulators
 test: check-java venv emulators lint docs browser postgres
-	$(BIN)/python -m pytest -q -m "not long"
+	$(BIN)/python -m pytest -q -m "not long" -n 2 --dist loadfile --durations=25
 
 # the long runs kept out of `make test` (Spark Connect tortures, zombies at every boundary, ...)
 test-long: check-java venv emulators
