@@ -35,6 +35,7 @@ from ..table.identity import read_identity
 from ..table.offsets_log import OffsetsRecord
 from ..table.source_offsets import merged_ends
 from ..table.table_logs import TableLogs
+from .group_tables import group_tables
 
 log = logging.getLogger("streaming_exactly_once.maintenance")
 
@@ -58,7 +59,10 @@ def recover_table(storage: Storage, *, lease_timeout_ms: int = 60_000) -> Recove
         options = CommitterOptions(compact_interval=identity.compact_interval, lease_timeout_ms=lease_timeout_ms, prepare_compactions=False)
         group = GroupCommitter(storage, options)
         try:
-            return group.open()
+            report = group.open()
+            for name in group_tables(storage, identity):  # under the group's lease
+                _discard_iceberg_leftovers(storage.child(name))
+            return report
         finally:
             group.close()
     # A roll-forward on an object store can outlast the lease timeout: heartbeat meanwhile, and
@@ -70,25 +74,30 @@ def recover_table(storage: Storage, *, lease_timeout_ms: int = 60_000) -> Recove
         logs = _logs(storage)
         ctx = StepContext(storage=storage, logs=logs, epoch=lease.epoch)
         report = recover(storage, logs, CommitSequenceStore(storage), ctx, fence=lease.check_fence)
-        _discard_iceberg_leftovers(storage, report.latest_batch_id)
+        _discard_iceberg_leftovers(storage)
         return report
     finally:
         lease.release()
 
 
-def _discard_iceberg_leftovers(storage: Storage, latest: int) -> None:
-    """What Iceberg commits killed by earlier writers left (``iceberg.leftovers``), as a writer's
-    open deletes it. A table that does not load is ``seo verify``'s to report, not recovery's."""
+def _discard_iceberg_leftovers(storage: Storage) -> None:
+    """What Iceberg commits killed by earlier writers left (``iceberg.leftovers``) for the batches
+    the table holds, as a writer's open deletes it. A table that does not load is
+    ``seo verify``'s to report, not recovery's."""
     identity = read_identity(storage)
-    if identity is None or identity.iceberg is None or latest < 0:
+    if identity is None or identity.iceberg is None:
         return
     from ..iceberg.leftovers import discard_leftovers
     from ..iceberg.target import IcebergTarget
 
     try:
-        discard_leftovers(IcebergTarget(storage, identity.iceberg.app_id, catalog=identity.iceberg.catalog), latest)
+        target = IcebergTarget(storage, identity.iceberg.app_id, catalog=identity.iceberg.catalog)
+        applied = target.applied_batch()
     except IcebergTableError as exc:
         log.warning("left the Iceberg metadata of %s as it is: %s", storage.root_uri, exc)
+        return
+    if applied is not None:
+        discard_leftovers(target, applied)
 
 
 def discard_wal(storage: Storage, batch_id: int, *, lease_timeout_ms: int = 60_000) -> str:

@@ -546,3 +546,47 @@ def test_a_fenced_writers_leftovers_go_at_the_next_open_and_other_writers_files_
     reopened.close()
     assert not zombie.exists() and ahead.exists() and foreign.exists()
     assert pyiceberg_ids(table) == Counter(i for b in range(2) for i in ids_of(b))
+
+
+def test_seo_recover_of_a_group_root_deletes_its_iceberg_tables_leftovers(tmp_path):
+    """A group's table holds batches 0-1; files named for its batch 1 (a killed commit's) go at
+    `seo recover <root>`, those named for its batch 2 or for the other table's app id stay."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from streaming_exactly_once.checkpoint.reader import InputFile
+    from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile
+    from streaming_exactly_once.commit.group_committer import GroupCommitter, MemberBatch
+    from streaming_exactly_once.iceberg.leftovers import batch_commit_uuid
+    from streaming_exactly_once.iceberg.settings import IcebergSettings
+    from streaming_exactly_once.maintenance.repair import recover_table
+    from streaming_exactly_once.table.identity import read_identity
+
+    root = tmp_path / "g"
+    storage = open_storage(str(root))
+    group = GroupCommitter(storage, CommitterOptions(heartbeat=False, iceberg=IcebergSettings(), partition_by=("p",)))
+    group.open()
+    for b in range(2):
+        attempt = group.begin(Q, b, mode="rename")
+        members = []
+        for t in ("t0", "t1"):
+            staged = f"{attempt.staging_dir}/data/{t}/p=a/part-{b}.parquet"
+            buf = io.BytesIO()
+            pq.write_table(pa.table({"id": pa.array([b * 10, b * 10 + 1], pa.int64())}), buf)
+            storage.put_if_absent(staged, buf.getvalue())
+            info = storage.info(staged)
+            files = [StagedFile(final=f"p=a/part-{b}.parquet", size=info.size, mtime_ms=info.mtime_ms, staged=staged)]
+            members.append(MemberBatch(table=t, files=files, rows=2, format="iceberg", partition_by=("p",), schema=SCHEMA))
+        group.commit_group(attempt, members, input_files=[InputFile(source=0, path=f"file:///in/{b}.csv", timestamp=1)])
+    group.close()
+    app0, app1 = (read_identity(storage.child(t)).iceberg.app_id for t in ("t0", "t1"))
+    meta = root / "t0" / "metadata"
+    killed = meta / f"{batch_commit_uuid(app0, 1)}-m0.avro"
+    ahead = meta / f"{batch_commit_uuid(app0, 2)}-m0.avro"
+    other = meta / f"{batch_commit_uuid(app1, 0)}-m0.avro"
+    for path in (killed, ahead, other):
+        path.write_bytes(b"Obj\x01")
+    recover_table(storage)
+    assert (killed.exists(), ahead.exists(), other.exists()) == (False, True, True)
