@@ -3,9 +3,11 @@
 * ``batch_of`` / ``snapshot_of_batch`` - a snapshot's summary carries the app id and the batch
   (``seo.app-id``, ``seo.batch-id``), so ``as_of=M`` maps to the snapshot of batch M from the
   metadata file alone, for as long as snapshot expiry keeps it;
-* ``retained_files`` - every file a retained snapshot or metadata version may still read:
-  metadata files (the current one and those in its ``metadata-log``), manifest lists, manifests,
-  data and delete files, statistics files. An orphan-file rule must keep all of them (and the
+* ``retained_files`` - every file a snapshot of the current metadata may still read (manifest
+  lists, manifests, data and delete files, statistics files) and the metadata files of the
+  retained versions (the current one and those in its ``metadata-log``). Like Iceberg's own
+  orphan-file removal it does not keep what only an expired snapshot named, even if an older
+  metadata file still lists that snapshot. An orphan-file rule must keep all of them (and the
   files of a pending WAL batch, which no snapshot names yet);
 * ``snapshot_data_files`` - the data files of one snapshot (the current one by default).
 """

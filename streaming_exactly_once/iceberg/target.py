@@ -429,8 +429,9 @@ class IcebergTarget:
         return None if snapshot is None else batch_of(snapshot, self.app_id)
 
     def referenced_files(self) -> set[str]:
-        """Paths (relative to the table root) that a retained snapshot or metadata version needs.
-        Files outside the root are left out: they are not the sink's to delete."""
+        """Paths (relative to the table root) that a retained snapshot needs, and the retained
+        metadata files (``history.retained_files``). Files outside the root are left out: they
+        are not the sink's to delete."""
         from .fileio import relative_to
         from .history import retained_files
 
