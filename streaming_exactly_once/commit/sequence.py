@@ -54,7 +54,7 @@ from dataclasses import dataclass, field as dc_field, replace
 from functools import partial
 from typing import Any
 
-from ..errors import CommitError, ExactlyOnceError, LogCorruptError
+from ..errors import CommitError, ExactlyOnceError, LogCorruptError, WriterFencedError
 from ..log.codec import RecordError
 from ..log.record_fields import decode, encode, flattened, json_field
 from ..log.version import encode_file, encode_line, parse_body
@@ -198,9 +198,11 @@ class CommitSequence(KeyedByAttempt):
             try:
                 step.execute(ctx)
                 return
-            except ExactlyOnceError:
+            except WriterFencedError:
                 raise
-            except FileNotFoundError as exc:
+            except (ExactlyOnceError, FileNotFoundError) as exc:
+                # a fenced writer's step fails on what its successor changed (a temp file removed
+                # as dead, a snapshot expired under an Iceberg commit): the cause is the fencing
                 fenced = fenced_cause(ctx.storage, ctx.epoch, "complete")
                 if fenced is not None:
                     raise fenced from exc
