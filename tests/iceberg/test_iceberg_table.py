@@ -590,3 +590,45 @@ def test_seo_recover_of_a_group_root_deletes_its_iceberg_tables_leftovers(tmp_pa
         path.write_bytes(b"Obj\x01")
     recover_table(storage)
     assert (killed.exists(), ahead.exists(), other.exists()) == (False, True, True)
+
+
+def test_a_zombie_whose_base_snapshot_expired_meanwhile_is_told_it_was_fenced(tmp_path):
+    """A writer frozen inside its Iceberg commit wakes after its successor took the table over,
+    rolled its batch forward and expired the snapshot it builds on (keep 2): its commit fails on
+    the missing manifest list, and the error says what happened - it was fenced."""
+    import threading
+
+    from streaming_exactly_once.errors import WriterFencedError
+    from streaming_exactly_once.testing.faults import FaultInjectingStorage, Rule, Where
+
+    table = tmp_path / "t"
+    frozen, go = threading.Event(), threading.Event()
+    zombie_storage = FaultInjectingStorage(open_storage(str(table)))
+    zombie = iceberg_committer(zombie_storage, keep=2)
+    for b in range(2):
+        commit_batch(zombie, Q, b, ids_of(b))
+    # frozen where its commit reads the manifest list of the snapshot it builds on
+    base_list = Where(("read_bytes",), r"^metadata/snap-[^/]+\.avro$", "before")
+    zombie_storage.arm([Rule(base_list, "call", callback=lambda: (frozen.set(), go.wait(60)))])
+    outcome: list[BaseException | None] = []
+
+    def run_zombie() -> None:
+        try:
+            commit_batch(zombie, Q, 2, ids_of(2))
+            outcome.append(None)
+        except BaseException as exc:  # judged below
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run_zombie)
+    thread.start()
+    assert frozen.wait(60)
+    successor = iceberg_committer(open_storage(str(table)), keep=2)
+    successor.lease.clock = lambda: time.time() + 3600  # the frozen writer's lease has expired
+    assert successor.open().rolled_forward == [2]
+    for b in range(3, 7):
+        commit_batch(successor, Q, b, ids_of(b))
+    successor.close()
+    go.set()
+    thread.join(60)
+    assert len(outcome) == 1 and isinstance(outcome[0], WriterFencedError), outcome
+    assert pyiceberg_ids(table) == Counter(i for b in range(7) for i in ids_of(b))
