@@ -36,19 +36,15 @@ expiring the older ones in the same metadata version; ``info`` goes into the sna
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field as dc_field
 
 from ..iceberg.files import IcebergFile, parquet_rows
-from ..iceberg.leftovers import discard_leftovers
 from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
 from ..iceberg.target import IcebergTarget
 from ..log.record_fields import flattened, json_field
 from ..storage.base import Storage
 from .format_step_fields import files_decoder, files_json, inside_field, strings
 from .step import CommitStep, StepContext, register
-
-log = logging.getLogger("streaming_exactly_once.iceberg")
 
 
 @register
@@ -114,10 +110,6 @@ class CommitIceberg(CommitStep):
                 target.make_durable(target.commit_files(snapshot))
         if snapshot is not None:
             ctx.notes[_note_key(self.table)] = snapshot
-
-    def tidy(self, ctx: StepContext) -> None:
-        for path in discard_leftovers(self.target(ctx), self.batch_id):
-            log.info("deleted %s, written by an interrupted Iceberg commit of batch <= %d", path, self.batch_id)
 
     def written(self, ctx: StepContext) -> list[tuple[Storage, str]]:
         target = self.target(ctx)

@@ -286,8 +286,6 @@ def _settle_claim(state: _Recovery, seq: CommitSequence, view: PublishedView, re
     # (``CommitStep.sync_deferred``) or by a writer killed between a rename and its sync: it
     # must survive a power cut before the claim that could redo it goes.
     make_durable(seq, state.ctx)
-    for step in seq.steps:
-        step.tidy(state.ctx)
     state.wal.delete(batch_id, attempt=seq.attempt)
     state.storage.delete_tree(seq.staging_dir)  # leftovers; the data has moved or is committed
     state.report.rolled_forward.append(batch_id)

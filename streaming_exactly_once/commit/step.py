@@ -102,11 +102,6 @@ class CommitStep(ABC):
         been written, but not yet synced, by a writer that then died)."""
         return []
 
-    def tidy(self, ctx: StepContext) -> None:
-        """After a roll-forward completed the step: delete what an interrupted execution of it
-        wrote before its point of no return and nothing names (a killed writer's leftovers)."""
-        return None
-
     def rewrite_durably(self, ctx: StepContext) -> None:
         """``sync_deferred`` steps: write the record again, durably, under a new inode. For when
         a sync of it failed, or may have: Linux marks the pages of a failed fsync clean, so a

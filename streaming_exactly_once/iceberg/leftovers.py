@@ -17,8 +17,8 @@ it - even a fenced writer still running - unless the commit that wrote it landed
 retained snapshot still reads it: a manifest list or manifest of a retained snapshot's commit
 is kept (a merged-away manifest of it too, for ``seo gc``); a commit of a batch whose snapshot
 is retained under another UUID never landed; for a batch whose snapshot has expired, the
-retained snapshots' manifest lists say whether they carry the manifest on. A writer's open,
-a roll-forward and ``seo recover`` delete them (``discard_leftovers``); files of other writers
+retained snapshots' manifest lists say whether they carry the manifest on. A writer's open
+(after its recovery) and ``seo recover`` delete them (``discard_leftovers``); files of other writers
 (random UUIDs, version 4) are never touched here (``seo gc`` judges them by age).
 """
 
@@ -63,10 +63,16 @@ def batch_commit_uuid(app_id: str, batch_id: int) -> uuid.UUID:
 
 def batch_of_file(name: str, app_id: str) -> int | None:
     """The batch a metadata file's name says a commit of ``app_id`` wrote it for, if it says so."""
+    found = _commit_of_file(name, app_id)
+    return None if found is None else found[1]
+
+
+def _commit_of_file(name: str, app_id: str) -> tuple[str, int] | None:
+    """(commit UUID, batch) of a file a commit of ``app_id`` wrote, from its name."""
     for text in _UUID.findall(name):
         value = uuid.UUID(text)
         if value.version == 8 and value.int >> 96 == _app_bits(app_id):
-            return value.int & ((1 << _BATCH_BITS) - 1)
+            return text, value.int & ((1 << _BATCH_BITS) - 1)
     return None
 
 
@@ -96,11 +102,10 @@ def _discard(target: IcebergTarget, batch_id: int) -> list[str]:
     gone = []
     for info in target.storage.list_dir(METADATA_DIR):
         name = info.path.rsplit("/", 1)[-1]
-        found = None if info.is_dir else _UUID.search(name)
-        owner_batch = None if found is None else batch_of_file(name, target.app_id)
-        if found is None or owner_batch is None or owner_batch > batch_id or found.group(1) in landed:
+        found = None if info.is_dir else _commit_of_file(name, target.app_id)
+        if found is None or found[1] > batch_id or found[0] in landed:
             continue  # not ours, not yet judged, or the commit that wrote it landed and is retained
-        if owner_batch not in retained_batches:  # landed and expired, or never: do later snapshots carry it?
+        if found[1] not in retained_batches:  # landed and expired, or never: do later snapshots carry it?
             if manifests is None:
                 manifests = {m.manifest_path.rsplit("/", 1)[-1] for s in snapshots for m in s.manifests(table.io)}
             if name in manifests:
