@@ -58,6 +58,12 @@ class BatchAttempt(KeyedByAttempt):
     def sequence(self, steps: list[CommitStep], *, epoch: int, now_ms: int) -> CommitSequence:
         return CommitSequence(key=replace(self.key, epoch=epoch), staging_dir=self.staging_dir, created_ms=now_ms, steps=steps)
 
+    def format_info(self, *, group: bool = False) -> dict[str, str]:
+        """What a table format's commit of this attempt records of it (a Delta ``commitInfo``,
+        an Iceberg snapshot summary): the query and Spark batch, and a group's batch."""
+        info = {"queryId": self.query_id, "sparkBatchId": str(self.spark_batch_id)}
+        return {**info, "groupBatchId": str(self.batch_id)} if group else info
+
     def offsets_step(self, batch_id: int) -> WriteOffsets:
         return WriteOffsets(record=replace(self.offsets, batch_id=batch_id))
 

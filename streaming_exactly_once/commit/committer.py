@@ -224,7 +224,7 @@ class TableCommitter(Writer):
             schema=schema,
             table_schema=table_schema,
             settings=target.settings,
-            info={"queryId": attempt.query_id, "sparkBatchId": str(attempt.spark_batch_id)},
+            info=attempt.format_info(),
         )
 
     def _iceberg_step(
@@ -246,7 +246,7 @@ class TableCommitter(Writer):
             table_schema=table_schema,
             catalog=target.catalog_ref,
             settings=target.settings,
-            info={"queryId": attempt.query_id, "sparkBatchId": str(attempt.spark_batch_id)},
+            info=attempt.format_info(),
         )
 
     def _adopted_entries(self) -> list[ManifestEntry]:

@@ -309,7 +309,7 @@ class GroupCommitter(Writer):
             table_schema=table_schema,
             table=mb.table,
             settings=target.settings,
-            info={"queryId": attempt.query_id, "sparkBatchId": str(attempt.spark_batch_id), "groupBatchId": str(attempt.batch_id)},
+            info=attempt.format_info(group=True),
         )
 
     def _delta_target(self, table: str, identity: TableIdentity) -> DeltaTarget:
@@ -335,7 +335,7 @@ class GroupCommitter(Writer):
             table_schema=table_schema,
             table=mb.table,
             settings=target.settings,
-            info={"queryId": attempt.query_id, "sparkBatchId": str(attempt.spark_batch_id), "groupBatchId": str(attempt.batch_id)},
+            info=attempt.format_info(group=True),
         )
 
     # -- protocol ------------------------------------------------------------------------------
