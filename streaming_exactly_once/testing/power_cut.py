@@ -379,17 +379,26 @@ def _read_fd(fd: int) -> bytes:
 
 
 def _list_dir(path: str) -> dict[str, Entry]:
-    out: dict[str, Entry] = {}
-    with os.scandir(path) as it:
-        for entry in it:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    out[entry.name] = Entry(None)
-                else:
-                    out[entry.name] = Entry(_file_id_of_path(entry.path), entry.stat(follow_symlinks=False).st_size)
-            except FileNotFoundError:  # gone between the listing and the stat
-                continue
-    return out
+    """The directory's entries at one instant, as its fsync would persist them.
+
+    The names come from one read of a small directory (atomic against an unlink); a name gone
+    before its stat means another thread changed the directory meanwhile, so the whole listing
+    is taken again - keeping the rest would record a state the directory was never in (a later
+    file deleted, an earlier one not yet)."""
+    while True:
+        out: dict[str, Entry] = {}
+        try:
+            with os.scandir(path) as it:
+                for entry in it:
+                    if entry.is_dir(follow_symlinks=False):
+                        out[entry.name] = Entry(None)
+                    else:
+                        out[entry.name] = Entry(_file_id_of_path(entry.path), entry.stat(follow_symlinks=False).st_size)
+        except FileNotFoundError as exc:
+            if exc.filename is not None and os.path.realpath(os.fspath(exc.filename)) == os.path.realpath(path):
+                raise
+            continue
+        return out
 
 
 def _read_tree(root: str) -> dict[str, bytes]:
