@@ -78,6 +78,35 @@ def parse_duration_ms(value: Any, *, key: str) -> int:
     raise ConfigError(f"{key} must be a duration like {DURATION_EXAMPLES}; got {value!r}", key=key)
 
 
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+    "gib": 1 << 30,
+}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+
+
+def parse_size(value: Any, *, key: str) -> int:
+    """A size -> bytes: a number of bytes, or ``"512KB"``, ``"128MB"``, ``"1 GiB"`` (a kilobyte
+    is 1024 bytes, as Spark's ``maxPartitionBytes`` counts)."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{key} must be a size like 134217728, '128MB' or '1GB'; got {value!r}", key=key)
+    if isinstance(value, int) and value >= 0:
+        return value
+    match = _SIZE.match(value) if isinstance(value, str) else None
+    if match is None or match.group(2).lower() not in _SIZE_UNITS:
+        raise ConfigError(f"{key} must be a size like 134217728, '128MB' or '1GB'; got {value!r}", key=key)
+    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+
+
 def parse_bool(value: Any, *, key: str) -> bool:
     if isinstance(value, bool):
         return value

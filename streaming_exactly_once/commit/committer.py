@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -42,6 +43,7 @@ from ..table.schema_log import SchemaRecord
 from ..table.table_logs import TableLogs
 from .attempt import BatchAttempt, CommitResult, StagedFile, elapsed_ms, sources_step
 from .compaction_preparation import preparation_of
+from .data_compaction import StagedRewrite, plan, write
 from .delta_step import CommitDelta
 from .iceberg_step import CommitIceberg
 from .options import CommitterOptions
@@ -155,12 +157,20 @@ class TableCommitter(Writer):
         iceberg_step = self._iceberg_step(attempt, files, schema, table_schema)
         if m == 0 and (delta_step is not None or iceberg_step is not None):
             entries = self._adopted_entries() + entries
+        rewrites = self._rewrites(attempt)
+        moves = [FileMove(f.staged or "", f.final, f.size) for f in files] if attempt.mode == "rename" else []
+        moves += [FileMove(r.staged, r.rewrite.final, r.rewrite.size) for r in rewrites]
+        entries += [
+            ManifestEntry.for_file(self.storage.uri(r.rewrite.final), size=r.rewrite.size, modification_time=r.rewrite.mtime_ms) for r in rewrites
+        ]
+        if delta_step is not None and rewrites:
+            delta_step = replace(delta_step, rewrites=[r.rewrite for r in rewrites])
         steps: list[CommitStep] = []
-        if attempt.mode == "rename":
-            steps.append(MoveFiles(moves=[FileMove(f.staged or "", f.final, f.size) for f in files]))
+        if moves:
+            steps.append(MoveFiles(moves=moves))
         if new_schema is not None:  # before the visibility point: who sees the batch finds its schema
             steps.append(WriteSchema(record=new_schema))
-        steps.append(PublishManifest(batch_id=m, entries=entries))
+        steps.append(PublishManifest(batch_id=m, entries=entries, replaced=[p for r in rewrites for p in r.replaced_entries]))
         if delta_step is not None:
             steps.append(delta_step)
         if iceberg_step is not None:  # after Delta's: a crash between them rolls both forward
@@ -195,6 +205,25 @@ class TableCommitter(Writer):
         )
         self.schemas.committed(new_schema, m)
         return self._finish(attempt, record, input_files, ctx)
+
+    def _rewrites(self, attempt: BatchAttempt) -> list[StagedRewrite]:
+        """The rewrites compaction batch ``attempt.batch_id`` publishes, staged (before any claim;
+        ``commit.data_compaction``); none when compaction is off or the batch is no compaction batch."""
+        policy, m = self.options.compaction, attempt.batch_id
+        manifest = self.logs.require_manifest()
+        if policy is None or m == 0 or not is_compaction_batch(m, manifest.interval):
+            return []
+        t0 = time.perf_counter()
+        out: list[StagedRewrite] = []
+        for n, candidate in enumerate(plan(self.storage, manifest.files(as_of=m - 1), policy, now_ms=int(time.time() * 1000))):
+            self.lease.check_fence("compact")
+            written = write(self.storage, candidate, staging_dir=attempt.staging_dir, batch_id=m, n=n)
+            if written is not None:
+                rewrite, staged = written
+                by_path = dict(zip(candidate.paths, candidate.entries, strict=True))
+                out.append(StagedRewrite(rewrite, staged, [by_path[p].path for p, _ in rewrite.replaced]))
+        attempt.timings["compaction"] = elapsed_ms(t0)
+        return out
 
     def _schema_record(self, attempt: BatchAttempt, schema: str | None) -> SchemaRecord | None:
         """Check (before any claim) that the batch's files fit the table schema; the schema

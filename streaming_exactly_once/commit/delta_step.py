@@ -23,7 +23,9 @@ exists); ``tableSchema`` (absent unless the batch creates or changes the table's
 ``commit.table_schema``) the table's schema after the batch, which the Delta commit records in a
 ``metaData`` action when it differs from the log's; ``table`` is the table's path under a dataset group's root (absent for a single
 table); ``checkpointInterval``/``logRetentionMs`` are the table properties a first batch
-creates the table with; ``info`` goes into the Delta commit's ``commitInfo``.
+creates the table with; ``info`` goes into the Delta commit's ``commitInfo``; ``rewrites``
+(absent unless a compaction batch rewrites files, ``commit.data_compaction.Rewrite``) the files
+the commit removes and adds with ``dataChange`` false.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from ..delta.stats import parquet_rows
 from ..delta.target import DeltaSettings, DeltaTarget
 from ..log.record_fields import flattened, json_field
 from ..storage.base import Storage
+from .data_compaction import Rewrite
 from .format_step_fields import files_decoder, files_json, inside_field, strings
 from .step import CommitStep, StepContext, register
 
@@ -57,6 +60,9 @@ class CommitDelta(CommitStep):
     table: str | None = dc_field(default=None, metadata=json_field("table", str, optional=True, omit_default=True, check=inside_field))
     settings: DeltaSettings = dc_field(default=DeltaSettings(), metadata=flattened(DeltaSettings))
     info: dict[str, str] = dc_field(default_factory=dict, metadata=json_field("info", dict, optional=True, encode=dict, check=strings))
+    #: a compaction batch's rewrites (``commit.data_compaction``): removed and added in the same
+    #: commit, ``dataChange`` false
+    rewrites: list[Rewrite] = dc_field(default_factory=list, metadata=json_field("rewrites", list, record=Rewrite, optional=True, omit_default=True))
 
     def target(self, ctx: StepContext) -> DeltaTarget:
         """The table's Delta log, kept in ``ctx`` across batches (its snapshot only moves forward)."""
@@ -85,6 +91,8 @@ class CommitDelta(CommitStep):
                 metadata=self.info,
                 fresh=True,
                 table_schema=self.table_schema,
+                removed=[DeltaFile(path, size, 0) for r in self.rewrites for path, size in r.replaced],
+                rearranged=[DeltaFile(r.final, r.size, r.mtime_ms, r.rows) for r in self.rewrites],
             )
         else:
             version = target.version_committing(self.batch_id)

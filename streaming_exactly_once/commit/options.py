@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ..delta.target import DeltaSettings
 from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
+from .data_compaction import CompactionPolicy
 
 
 @dataclass(frozen=True)
@@ -42,3 +43,5 @@ class CommitterOptions:
     spark_manifest: bool = True
     #: what a batch may change in the table's schema (``table.schema_rules.EVOLUTION_MODES``)
     schema_evolution: str = "none"
+    #: small files of earlier batches rewritten by each compaction batch (``commit.data_compaction``); None: off
+    compaction: CompactionPolicy | None = None

@@ -127,13 +127,17 @@ def discard_sequence(storage: Storage, seq: CommitSequence, *, keep: Container[s
 
 def claim_files_missing(storage: Storage, seq: CommitSequence) -> list[str]:
     """Data files a claim needs and cannot find: in direct mode the files its manifest entries
-    name; in rename mode the files of a move whose staged source and target are both gone.
-    Empty means the claim can be completed."""
+    name (but those a move of the claim brings there: a compaction batch's rewrites); in either
+    mode the files of a move whose staged source and target are both gone. Empty means the claim
+    can be completed."""
     missing = []
+    moved = {m.dst for step in seq.steps if isinstance(step, MoveFiles) for m in step.moves}
     for step in seq.steps:
         if seq.mode == "direct" and isinstance(step, PublishManifest):
             for entry in step.entries:
                 rel = _relative_to_root(storage, entry.uri)
+                if rel in moved:
+                    continue
                 if rel is None or not storage.exists(rel):
                     missing.append(entry.uri)
         elif isinstance(step, MoveFiles):

@@ -75,6 +75,12 @@ def _moves(items: list[Any]) -> list[FileMove]:
     return moves
 
 
+def _strings(value: Any, name: str) -> list[str]:
+    if not all(isinstance(v, str) for v in value):
+        raise RecordError(f"field {name!r} must hold strings")
+    return list(value)
+
+
 @register
 @dataclass
 class MoveFiles(CommitStep):
@@ -174,6 +180,9 @@ class PublishManifest(CommitStep):
     kind = "manifest"
     batch_id: int = dc_field(default=0, metadata=json_field("batchId", int))
     entries: list[ManifestEntry] = dc_field(default_factory=list, metadata=json_field("entries", list, record=ManifestEntry))
+    #: a compaction batch that also publishes rewrites (``commit.data_compaction``): the paths,
+    #: as the manifest spells them, of the earlier entries its compact file leaves out
+    replaced: list[str] = dc_field(default_factory=list, metadata=json_field("replaced", list, optional=True, omit_default=True, check=_strings))
 
     def verify(self, ctx: StepContext) -> bool:
         manifest = ctx.logs.require_manifest()
@@ -191,7 +200,12 @@ class PublishManifest(CommitStep):
         return True
 
     def execute(self, ctx: StepContext) -> None:
-        ctx.logs.require_manifest().add(self.batch_id, self.entries)
+        manifest = ctx.logs.require_manifest()
+        if self.replaced:
+            replaced = set(self.replaced)
+            manifest.add_compact_without(self.batch_id, self.entries, lambda entry: entry.path in replaced)
+        else:
+            manifest.add(self.batch_id, self.entries)
 
     def written(self, ctx: StepContext) -> list[tuple[Storage, str]]:
         manifest = ctx.logs.require_manifest()

@@ -86,16 +86,21 @@ def add_path(path: str) -> str:
 def commit_lines(
     *,
     metadata: Any,
-    table_schema: str,
+    table_schema: str | None,
     app_id: str,
     batch_id: int,
     files: Sequence[DeltaFile],
     info: Mapping[str, str],
     table: str,
     now_ms: int | None = None,
+    removed: Sequence[DeltaFile] = (),
+    rearranged: Sequence[DeltaFile] = (),
 ) -> bytes:
     """The bytes of the commit (module docstring); ``metadata`` is delta-rs's ``Metadata`` of the
-    table's current version."""
+    table's current version. ``table_schema`` None: no ``metaData`` action. ``removed`` and
+    ``rearranged``: files a compaction batch replaces and the files that replace them - a
+    ``remove`` and an ``add``, both with ``dataChange`` false, which Delta's streaming readers
+    skip (the same rows, in other files)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     partitions = list(metadata.partition_columns or [])
     actions: list[dict[str, Any]] = [
@@ -108,21 +113,37 @@ def commit_lines(
                 **dict(info),
             }
         },
-        {
-            "metaData": {
-                "id": metadata.id,
-                "name": metadata.name,
-                "description": metadata.description,
-                "format": {"provider": "parquet", "options": {}},
-                "schemaString": table_schema,
-                "partitionColumns": partitions,
-                "createdTime": metadata.created_time,
-                "configuration": dict(metadata.configuration or {}),
-            }
-        },
-        {"txn": {"appId": app_id, "version": batch_id, "lastUpdated": now}},
     ]
-    for f in files:
+    if table_schema is not None:
+        actions.append(
+            {
+                "metaData": {
+                    "id": metadata.id,
+                    "name": metadata.name,
+                    "description": metadata.description,
+                    "format": {"provider": "parquet", "options": {}},
+                    "schemaString": table_schema,
+                    "partitionColumns": partitions,
+                    "createdTime": metadata.created_time,
+                    "configuration": dict(metadata.configuration or {}),
+                }
+            }
+        )
+    actions.append({"txn": {"appId": app_id, "version": batch_id, "lastUpdated": now}})
+    for f in removed:
+        actions.append(
+            {
+                "remove": {
+                    "path": add_path(f.path),
+                    "deletionTimestamp": now,
+                    "dataChange": False,
+                    "extendedFileMetadata": True,
+                    "partitionValues": partition_values(f.path, partitions, table=table),
+                    "size": f.size,
+                }
+            }
+        )
+    for f, change in [(f, True) for f in files] + [(f, False) for f in rearranged]:
         actions.append(
             {
                 "add": {
@@ -130,7 +151,7 @@ def commit_lines(
                     "partitionValues": partition_values(f.path, partitions, table=table),
                     "size": f.size,
                     "modificationTime": f.mtime_ms,
-                    "dataChange": True,
+                    "dataChange": change,
                     **({"stats": stats_json(f.rows)} if f.rows is not None else {}),
                 }
             }

@@ -165,6 +165,8 @@ class DeltaTarget:
         metadata: dict[str, str],
         fresh: bool = False,
         table_schema: str | None = None,
+        removed: Sequence[DeltaFile] = (),
+        rearranged: Sequence[DeltaFile] = (),
     ) -> int | None:
         """Commit ``files`` as manifest batch ``batch_id`` unless it is in the log already.
 
@@ -212,19 +214,22 @@ class DeltaTarget:
                 else:
                     if schema_json is not None:  # a table created meanwhile must fit too
                         self.check_batch(schema_json, partition_by, refresh=False, table_schema=table_schema)
-                    if table_schema is not None and evolves(table.schema().to_json(), table_schema):
-                        # delta-rs writes no metaData in an append: the one commit is written here
+                    evolving = table_schema is not None and evolves(table.schema().to_json(), table_schema)
+                    if evolving or removed or rearranged:
+                        # delta-rs writes no metaData in an append, and no remove: the one commit is written here
                         write_commit(
                             self.storage,
                             base + 1,
                             commit_lines(
                                 metadata=table.metadata(),
-                                table_schema=table_schema,
+                                table_schema=table_schema if evolving else None,
                                 app_id=self.app_id,
                                 batch_id=batch_id,
                                 files=files,
                                 info=info,
                                 table=self.storage.root_uri,
+                                removed=removed,
+                                rearranged=rearranged,
                             ),
                         )
                         checkpoint_if_due(self.load, base + 1, log_uri=self.log_uri)

@@ -372,6 +372,29 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         self._note(batch_id)
         return True
 
+    def add_compact_without(self, batch_id: int, records: Sequence[T], drop: Callable[[T], bool]) -> bool:
+        """Compact file ``batch_id`` without the earlier records ``drop`` selects, then
+        ``records``: a compaction batch that also replaces records (``commit.data_compaction``).
+        Built from the parsed records, never from a prepared or copied file, which hold the
+        dropped ones; written durably. False if this very file is there already (a retry)."""
+        if not is_compaction_batch(batch_id, self.interval):
+            raise ValueError(f"batch {batch_id} is not a compaction batch of {self.uri()} (interval {self.interval})")
+        context = f"needed to compact batch {batch_id} (compact interval {self.interval})"
+        previous = (r for r in self.iter_batches(valid_batches_before_compaction(batch_id, self.interval), context=context) if not drop(r))
+        lines = [encode_line(self.codec.to_json(r)) for r in self.fold(previous, records, now_ms())]
+        data = header(self.version) + b"".join(b"\n" + line for line in lines)
+        path = self.path(batch_id)
+        try:
+            self.storage.put_if_absent(path, data)
+        except FileExistsError:
+            own_tail = b"".join(b"\n" + encode_line(self.codec.to_json(r)) for r in records)
+            existing = self.storage.read_bytes(path)
+            self._check_same(path, batch_id, existing == data or (bool(own_tail) and existing.endswith(own_tail)))
+            return False
+        self._note(batch_id)
+        self.note_written_compact(batch_id)
+        return True
+
     def rewrite_durably(self, batch_id: int, records: Sequence[T]) -> None:
         """``BatchLog.rewrite_durably`` for a delta file; a compact file is always written
         durably (``add``) and is left as it is."""

@@ -121,6 +121,12 @@ class DatasetSink(BatchSink[GroupCommitter]):
                 key="iceberg_catalog",
             )
         sink_options.validate_table_formats(formats)
+        if sink_options.compaction is not None:
+            raise ConfigError(
+                "compaction is an ExactlyOnceSink option: a DatasetSink's tables are not compacted yet. Leave it off, or "
+                "write each table with its own ExactlyOnceSink.",
+                key="compaction",
+            )
         super().__init__(root, sink_options)
         if self.options.staging_mode == "direct":
             raise ConfigError(

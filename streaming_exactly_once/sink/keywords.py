@@ -254,6 +254,18 @@ class SinkKeywords(TypedDict, total=False):
             conf="str",
         ),
     ]
+    compaction: Annotated[
+        bool | Mapping[str, Any] | None,
+        Option(
+            None,
+            "Rewrite small Parquet files of earlier batches into one at each compaction batch (``compact_interval``), "
+            "published in that batch's commit: ``True`` for the defaults, or a mapping of ``target_size`` (default "
+            '``"128MB"``), ``min_files`` (8 per partition), ``min_age`` (``"8 days"``: only files older than that, so '
+            "that downstream file-source queries skip the new file; see the compaction page) and ``max_bytes`` (per "
+            "compaction batch, default the target size). Parquet and Delta tables, ``ExactlyOnceSink`` only. Off by default.",
+            conf="any",
+        ),
+    ]
     options: Annotated[
         Mapping[str, str] | None,
         Option(

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..commit.committer import CommitterOptions
-from ..config import parse_choice, parse_duration_ms, parse_int
+from ..commit.data_compaction import CompactionPolicy
+from ..config import parse_bool, parse_choice, parse_duration_ms, parse_int, parse_size, reject_unknown
 from ..delta.target import DeltaSettings
 from ..errors import ConfigError
 from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
@@ -109,6 +110,32 @@ def _names(value: str | Iterable[str] | None) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
+COMPACTION_KEYS = ("target_size", "min_files", "min_age", "max_bytes")
+
+
+def compaction_policy(value: Any) -> CompactionPolicy | None:
+    """The ``compaction`` option: None, a bool, or a mapping of ``COMPACTION_KEYS`` (from a job
+    config's environment also ``"true"`` or ``"target_size=64MB,min_files=4"``)."""
+    if isinstance(value, str):
+        value = dict(item.split("=", 1) for item in value.split(",")) if "=" in value else parse_bool(value, key="compaction")
+    if value is None or value is False:
+        return None
+    if value is True:
+        return CompactionPolicy()
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"compaction takes True, False or a mapping of {', '.join(COMPACTION_KEYS)}; got {value!r}", key="compaction")
+    reject_unknown(value, COMPACTION_KEYS, where="the compaction option")
+    target = parse_size(value.get("target_size", "128MB"), key="compaction.target_size")
+    if target < 1 << 10:
+        raise ConfigError(f"compaction.target_size must be at least 1KB, got {target} bytes", key="compaction")
+    return CompactionPolicy(
+        target_size=target,
+        min_files=parse_int(value.get("min_files", 8), key="compaction.min_files", minimum=2),
+        min_age_ms=parse_duration_ms(value.get("min_age", "8 days"), key="compaction.min_age"),
+        max_bytes=parse_size(value.get("max_bytes", target), key="compaction.max_bytes"),
+    )
+
+
 def _offset_columns(value: Iterable[str]) -> tuple[str, str, str]:
     names = _names(value)
     if len(names) != 3 or not all(isinstance(n, str) and n for n in names):
@@ -166,6 +193,8 @@ class SinkOptions:
     iceberg_snapshots_to_keep: int | None = None
     #: what a batch may change in the table's schema (``table.schema_rules.EVOLUTION_MODES``)
     schema_evolution: str = "none"
+    #: small files rewritten by compaction batches (``commit.data_compaction``); None: off
+    compaction: CompactionPolicy | None = None
 
     @classmethod
     def build(cls, given: Mapping[str, Any], *, stacklevel: int = 3) -> SinkOptions:
@@ -199,6 +228,7 @@ class SinkOptions:
         stored["writer_options"] = dict(stored["writer_options"] or {})
         stored["storage_options"] = dict(stored["storage_options"] or {})
         stored["offset_columns"] = _offset_columns(stored["offset_columns"])
+        stored["compaction"] = compaction_policy(stored["compaction"])
         opts = cls(**stored)
         opts.validate()
         return opts
@@ -241,6 +271,13 @@ class SinkOptions:
             raise ConfigError("on_commit must be a callable taking one dict", key="on_commit")
         parse_choice(self.schema_evolution, key="schema_evolution", choices=EVOLUTION_MODES)
         check_evolving_format(self.schema_evolution, self.format)
+        if self.compaction is not None and self.format not in ("parquet", "delta"):
+            raise ConfigError(
+                f"compaction rewrites Parquet files, of format='parquet' and format='delta' tables; this sink writes "
+                f"format={self.format!r}. Turn compaction off, or write parquet"
+                + (" (an Iceberg table's rewrites are not built yet)." if "iceberg" in self.format else "."),
+                key="compaction",
+            )
 
     @property
     def table_formats(self) -> tuple[str, ...]:
@@ -345,6 +382,7 @@ class SinkOptions:
             description=self.description,
             writer_options=tuple(sorted((str(k), str(v)) for k, v in self.writer_options.items())),
             schema_evolution=self.schema_evolution,
+            compaction=self.compaction,
         )
 
 

@@ -26,6 +26,10 @@ protocol; each is one storage rule here (``BOUNDARY_RULES``). ``M`` is a batch n
     after-stage       before the create of ``_seo/wal/M``: everything staged, nothing claimed.
                       Spark's writer and the driver's checks after it (fence, Delta schema) only
                       read, so on disk this is the instant before-wal is
+    after-rewrite     after the create of a compaction batch's first new file under
+                      ``_seo/staging/<attempt>/rewrite/`` (``commit.data_compaction``): the
+                      rewrite is staged, nothing claimed; only compaction batches that rewrite
+                      files reach it
     before-wal        before the create of ``_seo/wal/M`` (after the fence check)
     after-wal         after it
     mid-move          after the first rename out of ``_seo/staging/`` of a batch (its other files
@@ -98,6 +102,7 @@ When = Literal["before", "after"]
 BOUNDARIES = (
     "before-stage",
     "after-stage",
+    "after-rewrite",
     "after-intent",
     "before-wal",
     "after-wal",
@@ -127,6 +132,8 @@ DELTA_ONLY = ("after-delta",)
 ICEBERG_ONLY = ("before-iceberg", "before-iceberg-publish", "mid-iceberg", "after-iceberg")
 #: Boundaries only a commit that creates or changes a table's schema reaches.
 SCHEMA_ONLY = ("after-schema",)
+#: Boundaries only a compaction batch that rewrites small files reaches (the ``compaction`` option).
+COMPACTION_ONLY = ("after-rewrite",)
 
 #: What the sink option ``storage_wrapper`` names to install faults from the environment.
 FROM_ENV = "streaming_exactly_once.testing.faults:from_env"
@@ -153,6 +160,7 @@ BOUNDARY_RULES: Mapping[str, Where] = {
     "after-stage": Where(("put_if_absent",), _WAL, "before"),
     "before-wal": Where(("put_if_absent",), _WAL, "before"),
     "after-wal": Where(("put_if_absent",), _WAL, "after"),
+    "after-rewrite": Where(("put_if_absent",), r"^_seo/staging/[^/]+/rewrite/", "after"),
     "mid-move": Where(("rename",), r"^_seo/staging/", "after", per_batch=True),
     "after-move": Where(("sync",), r"^(?!_seo/)", "after"),
     "after-schema": Where(_CREATE, r"(^|/)_seo/schema/\d+$", "after"),

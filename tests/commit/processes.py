@@ -12,6 +12,7 @@ A child runs a small JSON *program* (``python -m tests.commit.processes PROGRAM`
     {"name": "A", "root": "/tmp/t" | "s3://bucket/t", "group": ["t0", "t1"] | null,
      "storage_options": {"endpoint_url": ...} | null,   # open_storage's options (an S3 endpoint)
      "options": {"lease_timeout_ms": 2000, "compact_interval": 3, ...},   # CommitterOptions
+                                                   # ("compaction": CompactionPolicy's fields)
      "delta": {"checkpoint_interval": 3} | null,   # format="delta" (DeltaSettings; group: every table),
                                                    # partitioned by p unless options say otherwise
      "steps": [{"do": "open"}, {"do": "commits", "query": Q, "count": 2, "base": 0}, ...]}
@@ -260,6 +261,10 @@ class _Child:
             opts["iceberg"] = IcebergSettings(**self.p["iceberg"])
             opts.setdefault("partition_by", ("p",))
         opts["partition_by"] = tuple(opts.get("partition_by", ()))
+        if isinstance(opts.get("compaction"), dict):  # CompactionPolicy's fields
+            from streaming_exactly_once.commit.data_compaction import CompactionPolicy
+
+            opts["compaction"] = CompactionPolicy(**opts["compaction"])
         cls = GroupCommitter if self.p.get("group") else TableCommitter
         self.c = cls(self.storage, CommitterOptions(**opts))
 

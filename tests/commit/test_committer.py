@@ -14,6 +14,7 @@ from streaming_exactly_once.testing.faults import (
     BOUNDARIES,
     DELTA_ONLY,
     GROUP_ONLY,
+    COMPACTION_ONLY,
     ICEBERG_ONLY,
     SCHEMA_ONLY,
     FaultInjectingStorage,
@@ -59,7 +60,8 @@ def test_replayed_batch_is_skipped_even_after_restart(storage):
 
 
 @pytest.mark.parametrize(
-    "boundary", [b for b in BOUNDARIES if b not in ("before-stage", "after-stage", *GROUP_ONLY, *DELTA_ONLY, *ICEBERG_ONLY, *SCHEMA_ONLY)]
+    "boundary",
+    [b for b in BOUNDARIES if b not in ("before-stage", "after-stage", *GROUP_ONLY, *DELTA_ONLY, *ICEBERG_ONLY, *SCHEMA_ONLY, *COMPACTION_ONLY)],
 )
 @pytest.mark.parametrize("mode", ["rename", "direct"])
 def test_failure_at_every_boundary_then_restart(local_storage, boundary, mode):

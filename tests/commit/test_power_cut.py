@@ -21,7 +21,17 @@ import pytest
 from streaming_exactly_once import read
 from streaming_exactly_once.errors import DataNotDurableError
 from streaming_exactly_once.storage import open_storage
-from streaming_exactly_once.testing.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY, ICEBERG_ONLY, SCHEMA_ONLY, FaultInjectingStorage, Rule, Where
+from streaming_exactly_once.testing.faults import (
+    BOUNDARIES,
+    COMPACTION_ONLY,
+    DELTA_ONLY,
+    GROUP_ONLY,
+    ICEBERG_ONLY,
+    SCHEMA_ONLY,
+    FaultInjectingStorage,
+    Rule,
+    Where,
+)
 from streaming_exactly_once.testing.power_cut import PowerCutDisk
 from tests.commit.helpers import make_committer, stage_and_commit, visible_rows
 from tests.commit.power_cut_runs import Eio, RunResult, TableKind, boundary_cut, run
@@ -90,7 +100,13 @@ def writes_of(kind: TableKind) -> list[str]:
 
 def boundaries_of(kind: TableKind) -> list[str]:
     # a schema-changing commit is cut at its own boundary in test_schema_crash (here batch 2 changes none)
-    skip = set(GROUP_ONLY) | set(SCHEMA_ONLY) | set(ICEBERG_ONLY) | ({"mid-move", "after-move"} if kind.mode == "direct" else {"after-cleanup"})
+    skip = (
+        set(GROUP_ONLY)
+        | set(SCHEMA_ONLY)
+        | set(ICEBERG_ONLY)
+        | set(COMPACTION_ONLY)
+        | ({"mid-move", "after-move"} if kind.mode == "direct" else {"after-cleanup"})
+    )
     if kind.delta:
         skip |= {"after-intent", "before-stage"}  # the Delta helper stages without making the directory first
     else:

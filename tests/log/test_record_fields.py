@@ -11,6 +11,7 @@ import pytest
 
 from streaming_exactly_once.checkpoint.file_source_log import FileSourceEntry
 from streaming_exactly_once.commit.attempt_verdict import AttemptVerdict
+from streaming_exactly_once.commit.data_compaction import Rewrite
 from streaming_exactly_once.commit.delta_step import CommitDelta
 from streaming_exactly_once.commit.lease import Heartbeat, WriterInfo
 from streaming_exactly_once.commit.sequence import CommitSequence
@@ -106,6 +107,7 @@ RECORDS: list[Any] = [
 STEPS: list[Any] = [
     MoveFiles(moves=[FileMove("_staging/a", "day=1/a", 10)]),
     PublishManifest(batch_id=12, entries=[ENTRY]),
+    PublishManifest(batch_id=14, entries=[ENTRY], replaced=["file:///t/day=1/part-1.parquet"]),
     WriteSources(batch_id=12, files=[SOURCE]),
     WriteOffsets(record=OFFSETS),
     WriteCommit(record=COMMIT),
@@ -122,6 +124,7 @@ STEPS: list[Any] = [
         info={"queryId": "q"},
     ),
     CommitDelta(batch_id=1, app_id="a"),
+    CommitDelta(batch_id=14, app_id="a", rewrites=[Rewrite("day=1/part-compacted-14.parquet", 2000, 5, 40, [("day=1/a.parquet", 903)])]),
 ]
 
 

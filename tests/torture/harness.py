@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streaming_exactly_once.testing.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY, ICEBERG_ONLY, SCHEMA_ONLY
+from streaming_exactly_once.testing.faults import BOUNDARIES, COMPACTION_ONLY, DELTA_ONLY, GROUP_ONLY, ICEBERG_ONLY, SCHEMA_ONLY
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -55,8 +55,8 @@ DROPPED = re.compile(r"batch (\d+) of query (\S+): dropped (\d+) row\(s\)")
 #: A dataset group's commit (``--forks``): no single-table manifest step, no direct-mode cleanup.
 #: (A driver's table changes its schema at its first batch only - unless ``evolve`` adds a column
 #: at every run's first batch: ``after-schema`` joins the cycle then, ``SCHEMA_EXTRA``.)
-GROUP_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-manifest", "after-cleanup", *DELTA_ONLY, *ICEBERG_ONLY, *SCHEMA_ONLY)]
-_FORMAT_ONLY = (*DELTA_ONLY, *ICEBERG_ONLY, *SCHEMA_ONLY)
+GROUP_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-manifest", "after-cleanup", *DELTA_ONLY, *ICEBERG_ONLY, *SCHEMA_ONLY, *COMPACTION_ONLY)]
+_FORMAT_ONLY = (*DELTA_ONLY, *ICEBERG_ONLY, *SCHEMA_ONLY, *COMPACTION_ONLY)
 RENAME_BOUNDARIES = [b for b in BOUNDARIES if b not in ("after-cleanup", *GROUP_ONLY, *_FORMAT_ONLY)] + ["after-manifest+3ms"]
 DIRECT_BOUNDARIES = [b for b in BOUNDARIES if b not in ("mid-move", "after-move", *GROUP_ONLY, *_FORMAT_ONLY)] + ["after-manifest+3ms"]
 #: A ``format="delta"`` table (``delta``): ``after-manifest`` is the instant before its Delta

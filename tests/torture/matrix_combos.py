@@ -22,12 +22,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streaming_exactly_once.testing.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY, ICEBERG_ONLY
+from streaming_exactly_once.testing.faults import BOUNDARIES, COMPACTION_ONLY, DELTA_ONLY, GROUP_ONLY, ICEBERG_ONLY
 
-TABLE_RENAME = [b for b in BOUNDARIES if b not in ("after-cleanup", *GROUP_ONLY, *DELTA_ONLY, *ICEBERG_ONLY)]
-TABLE_DIRECT = [b for b in BOUNDARIES if b not in ("mid-move", "after-move", *GROUP_ONLY, *DELTA_ONLY, *ICEBERG_ONLY)]
+TABLE_RENAME = [b for b in BOUNDARIES if b not in ("after-cleanup", *GROUP_ONLY, *DELTA_ONLY, *ICEBERG_ONLY, *COMPACTION_ONLY)]
+TABLE_DIRECT = [b for b in BOUNDARIES if b not in ("mid-move", "after-move", *GROUP_ONLY, *DELTA_ONLY, *ICEBERG_ONLY, *COMPACTION_ONLY)]
 #: a group's Delta step is the members' (after-members follows it); after-delta is the same instant
-GROUP = [b for b in BOUNDARIES if b not in ("after-manifest", "after-cleanup", *DELTA_ONLY, *ICEBERG_ONLY)]
+GROUP = [b for b in BOUNDARIES if b not in ("after-manifest", "after-cleanup", *DELTA_ONLY, *ICEBERG_ONLY, *COMPACTION_ONLY)]
+#: what a compacted table's writers rewrite: every compaction batch rewrites the files before it
+COMPACTION = {"target_size": 1 << 20, "min_files": 3, "min_age_ms": 0, "max_bytes": 1 << 20}
 #: a claimed batch: the frozen writer may finish it after the takeover (``zombie_run.CLAIMED``)
 CLAIMED = {
     "after-wal",
@@ -46,6 +48,7 @@ CLAIMED = {
 CLAIMED |= set(ICEBERG_ONLY)
 #: boundaries where a zombie-successor run is most likely to break (the bounded slice's picks)
 LIKELY = (
+    "after-rewrite",
     "after-wal",
     "mid-move",
     "after-manifest",
@@ -71,18 +74,21 @@ class Combo:
     store: str  # local | s3
     interval: int = 3  # compact_interval: small, so that every few batches compact
     iceberg: bool = False  # format="iceberg" (with ``delta``: both formats, one WAL sequence)
+    compaction: bool = False  # compaction batches rewrite the small files before them (``COMPACTION``)
 
     @property
     def name(self) -> str:
         shape = "group" if self.group else "table"
         fmt = "+".join([*(["delta"] if self.delta else []), *(["iceberg"] if self.iceberg else [])]) or "plain"
-        return f"{shape}-{fmt}-{self.manifest}-{self.staging}-{self.store}"
+        return f"{shape}-{fmt}-{self.manifest}-{self.staging}-{self.store}{'-compacted' if self.compaction else ''}"
 
     @property
     def boundaries(self) -> list[str]:
         if self.group:
             return list(GROUP)
         base = TABLE_RENAME if self.staging == "rename" else TABLE_DIRECT
+        if self.compaction:  # a direct-mode compaction batch moves its new files into place
+            base = base + list(COMPACTION_ONLY) + (["mid-move", "after-move"] if self.staging == "direct" else [])
         return base + (["after-delta"] if self.delta else []) + (list(ICEBERG_ONLY) if self.iceberg else [])
 
     @property
@@ -119,6 +125,7 @@ class Combo:
             "min_batches_to_retain": 2,
             "cleanup_delay_ms": 0,
             "spark_manifest": self.manifest == "spark",
+            **({"compaction": COMPACTION} if self.compaction else {}),
             **(options or {}),
         }
         use_delta = self.delta if delta is None else delta
@@ -165,9 +172,11 @@ def _supported() -> list[Combo]:
     out = []
     for store in ("local", "s3"):
         for staging in ("rename", "direct"):
-            out.append(Combo(staging, "spark", False, False, store))
+            # compaction on for two local tables: a plain one's direct-mode moves, a Delta one's rewrite commit
+            local = store == "local"
+            out.append(Combo(staging, "spark", False, False, store, compaction=local and staging == "direct"))
             out.append(Combo(staging, "spark", True, False, store))
-            out.append(Combo(staging, "private", True, False, store))
+            out.append(Combo(staging, "private", True, False, store, compaction=local and staging == "rename"))
         out.append(Combo("rename", "spark", False, True, store, interval=4))  # a group with a non-default interval
         out.append(Combo("rename", "spark", True, True, store, interval=4))
     out.append(Combo("rename", "spark", False, False, "local", iceberg=True))

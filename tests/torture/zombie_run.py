@@ -46,13 +46,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from streaming_exactly_once.testing.faults import BOUNDARIES, DELTA_ONLY, GROUP_ONLY, ICEBERG_ONLY, SCHEMA_ONLY
+from streaming_exactly_once.testing.faults import BOUNDARIES, COMPACTION_ONLY, DELTA_ONLY, GROUP_ONLY, ICEBERG_ONLY, SCHEMA_ONLY
 from tests.commit.processes import QA, QB, QC, Writer, batch_rows, stop_all
 from tests.commit.readback import committed_ids, judge, read_table, read_tables, recorded_batches
 
-TABLE_RENAME = [b for b in BOUNDARIES if b not in ("after-cleanup", *GROUP_ONLY, *DELTA_ONLY, *ICEBERG_ONLY, *SCHEMA_ONLY)]
-TABLE_DIRECT = [b for b in BOUNDARIES if b not in ("mid-move", "after-move", *GROUP_ONLY, *DELTA_ONLY, *ICEBERG_ONLY, *SCHEMA_ONLY)]
-GROUP = [b for b in BOUNDARIES if b not in ("after-manifest", "after-cleanup", *DELTA_ONLY, *ICEBERG_ONLY, *SCHEMA_ONLY)]
+TABLE_RENAME = [b for b in BOUNDARIES if b not in ("after-cleanup", *GROUP_ONLY, *DELTA_ONLY, *ICEBERG_ONLY, *SCHEMA_ONLY, *COMPACTION_ONLY)]
+TABLE_DIRECT = [b for b in BOUNDARIES if b not in ("mid-move", "after-move", *GROUP_ONLY, *DELTA_ONLY, *ICEBERG_ONLY, *SCHEMA_ONLY, *COMPACTION_ONLY)]
+GROUP = [b for b in BOUNDARIES if b not in ("after-manifest", "after-cleanup", *DELTA_ONLY, *ICEBERG_ONLY, *SCHEMA_ONLY, *COMPACTION_ONLY)]
 BOUNDARIES_OF = {"table-rename": TABLE_RENAME, "table-direct": TABLE_DIRECT, "group": GROUP}
 PAIRS = [(kind, b) for kind, bs in BOUNDARIES_OF.items() for b in bs]
 #: Boundaries at which the frozen batch is already claimed (its WAL entry written before the

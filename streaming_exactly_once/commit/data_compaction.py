@@ -1,0 +1,189 @@
+"""Small data files of earlier batches rewritten into one, published by a compaction batch.
+
+``docs/design/data-compaction.md`` has the reader-by-reader analysis. In short: Spark's batch
+reader takes a ``.compact`` manifest file as the whole listing, so a replacement can only take
+effect there; the batch that writes ``M.compact`` also publishes the rewrites planned here, in
+its own claim (``TableCommitter.commit``): the new file is staged and moved like the batch's
+files, ``M.compact`` lists it instead of the files it replaces, and a Delta commit removes them
+and adds it with ``dataChange`` false.
+
+What is rewritten (``plan``): Parquet files of one directory (a partition), each smaller than
+half the target size and written at least ``min_age_ms`` ago (by the entry's
+``modificationTime``), at least ``min_files`` of them, oldest first, up to the target size per
+new file and ``max_bytes`` per compaction batch. Files whose Arrow schemas differ are never
+merged: a group keeps the files of its first file's schema.
+
+The new file (``write``) holds the rows of the replaced files, in their order; its manifest
+entry's ``modificationTime`` is the newest of theirs, so retention (``retention``) ages it out
+when it would have aged them out, and a downstream file-source query whose
+``latestTimestamp - maxFileAge`` is past that time skips it (the design page states when that
+holds). Its row count is checked against the replaced files' footers before it is staged.
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field as dc_field
+from typing import Any
+
+from ..errors import CommitError
+from ..log.codec import RecordError, non_negative
+from ..log.record_fields import json_field
+from ..manifest.entry import ManifestEntry
+from ..storage.base import Storage
+from .format_step_fields import inside, inside_field
+
+#: The new files' names: Spark's ``part-`` prefix (so every reader's listing rules take them)
+#: and a marker that says which compaction batch wrote them.
+NAME = "part-compacted-{batch}-{n:05d}-{uid}.snappy.parquet"
+#: Under the attempt's staging directory: the new files before their move.
+STAGING_SUBDIR = "rewrite"
+
+
+@dataclass(frozen=True)
+class CompactionPolicy:
+    """What a compaction batch rewrites (module docstring); sizes in bytes, ages in ms."""
+
+    target_size: int = 128 << 20
+    min_files: int = 8
+    min_age_ms: int = 8 * 86_400_000
+    max_bytes: int = 128 << 20
+
+
+def _replaced(items: list[Any]) -> list[tuple[str, int]]:
+    out = []
+    for item in items:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], int)):
+            raise RecordError("field 'replaced' must hold [path, size] pairs")
+        out.append((inside(item[0]), non_negative(item[1], "replaced")))
+    return out
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """One new file and the files it replaces, by path relative to the table. In a WAL entry
+    (``CommitDelta``'s ``rewrites``)::
+
+        {"final":"p=a/part-compacted-8-00000-<uuid>.snappy.parquet","size":2410,"mtime":1795313165250,"rows":40,
+         "replaced":[["p=a/part-00000-<uuid>.c000.snappy.parquet",903],...]}
+    """
+
+    final: str = dc_field(metadata=json_field("final", str, check=inside_field))
+    size: int = dc_field(metadata=json_field("size", int, check=non_negative))
+    mtime_ms: int = dc_field(metadata=json_field("mtime", int))
+    rows: int = dc_field(metadata=json_field("rows", int, check=non_negative))
+    replaced: list[tuple[str, int]] = dc_field(
+        default_factory=list, metadata=json_field("replaced", list, encode=lambda v: [[p, n] for p, n in v], decode=_replaced)
+    )
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A group ``plan`` chose: the entries of one directory, with their table-relative paths."""
+
+    directory: str
+    entries: tuple[ManifestEntry, ...]
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StagedRewrite:
+    """A rewrite written under the attempt's staging directory, not yet claimed."""
+
+    rewrite: Rewrite
+    staged: str
+    #: the replaced files' manifest paths (as the manifest spells them)
+    replaced_entries: list[str]
+
+    def entry(self, storage: Storage) -> ManifestEntry:
+        """The new file's manifest entry."""
+        return ManifestEntry.for_file(storage.uri(self.rewrite.final), size=self.rewrite.size, modification_time=self.rewrite.mtime_ms)
+
+
+def relative_to(storage: Storage, entry: ManifestEntry) -> str | None:
+    """``entry``'s path relative to the table at ``storage``; None if it is elsewhere."""
+    prefix = storage.uri("x")[:-1]
+    uri = entry.uri
+    return uri[len(prefix) :] if uri.startswith(prefix) and len(uri) > len(prefix) else None
+
+
+def plan(storage: Storage, live: Sequence[ManifestEntry], policy: CompactionPolicy, *, now_ms: int) -> list[Candidate]:
+    """The groups worth a rewrite in the live listing ``live`` (module docstring)."""
+    small = policy.target_size // 2
+    by_dir: dict[str, list[tuple[ManifestEntry, str]]] = {}
+    for entry in live:
+        if entry.is_dir or entry.size >= small or entry.modification_time > now_ms - policy.min_age_ms:
+            continue
+        rel = relative_to(storage, entry)
+        if rel is None or not rel.endswith(".parquet") or rel.startswith(("_", ".")):
+            continue
+        by_dir.setdefault(posixpath.dirname(rel), []).append((entry, rel))
+    out: list[Candidate] = []
+    budget = policy.max_bytes
+    for directory in sorted(by_dir):
+        files = sorted(by_dir[directory], key=lambda f: (f[0].modification_time, f[1]))
+        while len(files) >= policy.min_files and budget > 0:
+            chosen: list[tuple[ManifestEntry, str]] = []
+            size = 0
+            for entry, rel in files:
+                if chosen and (size + entry.size > policy.target_size or size + entry.size > budget):
+                    break
+                chosen.append((entry, rel))
+                size += entry.size
+            if len(chosen) < policy.min_files:
+                break
+            out.append(Candidate(directory, tuple(e for e, _ in chosen), tuple(r for _, r in chosen)))
+            budget -= size
+            files = files[len(chosen) :]
+    return out
+
+
+def write(storage: Storage, candidate: Candidate, *, staging_dir: str, batch_id: int, n: int) -> tuple[Rewrite, str] | None:
+    """Write ``candidate``'s rows into one file under ``staging_dir`` (durably); the rewrite and
+    the staged path. None when its files do not share one schema with at least ``2`` files."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tables: list[Any] = []
+    paths: list[str] = []
+    entries: list[ManifestEntry] = []
+    schema = None
+    for entry, rel in zip(candidate.entries, candidate.paths, strict=True):
+        data = storage.read_bytes(rel)
+        try:
+            table = pq.read_table(pa.BufferReader(data))
+        except (OSError, ValueError) as exc:
+            raise CommitError(
+                f"Compacting {storage.uri(rel)}: it is not a readable Parquet file ({exc}); a committed file was changed "
+                "after its commit. Nothing was rewritten. Restore it from a backup, or turn compaction off.",
+                path=rel,
+            ) from exc
+        if schema is None:
+            schema = table.schema
+        elif not table.schema.equals(schema, check_metadata=False):
+            continue  # another schema (columns added since): never merged with these
+        tables.append(table)
+        paths.append(rel)
+        entries.append(entry)
+    if len(tables) < 2:
+        return None
+    merged = pa.concat_tables(tables)
+    buf = io.BytesIO()
+    pq.write_table(merged, buf, compression="snappy")
+    data = buf.getvalue()
+    rows = pq.read_metadata(pa.BufferReader(data)).num_rows
+    expected = sum(t.num_rows for t in tables)
+    if rows != expected:
+        raise CommitError(
+            f"Compacting {len(tables)} files of {storage.uri(candidate.directory)}: wrote {rows} rows, expected {expected}; nothing published."
+        )
+    name = NAME.format(batch=batch_id, n=n, uid=uuid.uuid4().hex)
+    final = posixpath.join(candidate.directory, name) if candidate.directory else name
+    staged = f"{staging_dir}/{STAGING_SUBDIR}/{final}"
+    storage.put_if_absent(staged, data)
+    mtime = max(e.modification_time for e in entries)
+    replaced = [(rel, entry.size) for rel, entry in zip(paths, entries, strict=True)]
+    return Rewrite(final=final, size=len(data), mtime_ms=mtime, rows=rows, replaced=replaced), staged
