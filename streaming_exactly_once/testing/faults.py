@@ -134,6 +134,8 @@ ICEBERG_ONLY = ("before-iceberg", "before-iceberg-publish", "mid-iceberg", "afte
 SCHEMA_ONLY = ("after-schema",)
 #: Boundaries only a compaction batch that rewrites small files reaches (the ``compaction`` option).
 COMPACTION_ONLY = ("after-rewrite",)
+#: Boundaries only a commit with one of those features (a table format, a schema change, a rewrite) reaches.
+FEATURE_ONLY = (*DELTA_ONLY, *ICEBERG_ONLY, *SCHEMA_ONLY, *COMPACTION_ONLY)
 
 #: What the sink option ``storage_wrapper`` names to install faults from the environment.
 FROM_ENV = "streaming_exactly_once.testing.faults:from_env"

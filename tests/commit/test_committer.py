@@ -12,11 +12,8 @@ from streaming_exactly_once.errors import ConcurrentWriterError, WriterFencedErr
 from streaming_exactly_once.table.layout import STAGING_DIR, WAL_DIR
 from streaming_exactly_once.testing.faults import (
     BOUNDARIES,
-    DELTA_ONLY,
+    FEATURE_ONLY,
     GROUP_ONLY,
-    COMPACTION_ONLY,
-    ICEBERG_ONLY,
-    SCHEMA_ONLY,
     FaultInjectingStorage,
     InjectedFailure,
     call_at,
@@ -61,7 +58,7 @@ def test_replayed_batch_is_skipped_even_after_restart(storage):
 
 @pytest.mark.parametrize(
     "boundary",
-    [b for b in BOUNDARIES if b not in ("before-stage", "after-stage", *GROUP_ONLY, *DELTA_ONLY, *ICEBERG_ONLY, *SCHEMA_ONLY, *COMPACTION_ONLY)],
+    [b for b in BOUNDARIES if b not in ("before-stage", "after-stage", *GROUP_ONLY, *FEATURE_ONLY)],
 )
 @pytest.mark.parametrize("mode", ["rename", "direct"])
 def test_failure_at_every_boundary_then_restart(local_storage, boundary, mode):

@@ -10,7 +10,7 @@ import pytest
 from streaming_exactly_once import ExactlyOnceSink
 from streaming_exactly_once.errors import ConcurrentWriterError
 from streaming_exactly_once.manifest.paths import normalize_uri
-from streaming_exactly_once.testing.faults import BOUNDARIES, COMPACTION_ONLY, DELTA_ONLY, GROUP_ONLY, ICEBERG_ONLY, SCHEMA_ONLY
+from streaming_exactly_once.testing.faults import BOUNDARIES, FEATURE_ONLY, GROUP_ONLY
 from tests.datagen import PARTITION_VALUES, write_csv_files
 from tests.sink.conftest import assert_exactly_once, assert_table_clean, read_ids, run_driver, run_query, stream
 
@@ -52,9 +52,7 @@ def test_every_row_exactly_once(spark, tmp_path, fmt, mode):
 
 
 @pytest.mark.parametrize("mode", ["rename", "direct"])
-@pytest.mark.parametrize(
-    "boundary", [b for b in BOUNDARIES if b != "mid-move" and b not in (*GROUP_ONLY, *DELTA_ONLY, *ICEBERG_ONLY, *SCHEMA_ONLY, *COMPACTION_ONLY)]
-)
+@pytest.mark.parametrize("boundary", [b for b in BOUNDARIES if b != "mid-move" and b not in (*GROUP_ONLY, *FEATURE_ONLY)])
 def test_failure_at_every_boundary_then_restart(spark, tmp_path, monkeypatch, boundary, mode):
     if (mode, boundary) in (("direct", "after-move"), ("rename", "after-cleanup")):
         pytest.skip(f"{mode} mode has no {boundary} boundary")
