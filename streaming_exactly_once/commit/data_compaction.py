@@ -141,6 +141,19 @@ def plan(storage: Storage, live: Sequence[ManifestEntry], policy: CompactionPoli
     return out
 
 
+def _timestamp_options(data: bytes) -> dict[str, Any]:
+    """Timestamps written as the replaced files wrote them: Spark's default INT96 as INT96, any
+    other as microseconds. Arrow reads both as nanoseconds, and Spark cannot read the
+    nanosecond timestamps Arrow would write by default."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pq.read_metadata(pa.BufferReader(data)).schema
+    if any(schema.column(i).physical_type == "INT96" for i in range(len(schema))):
+        return {"use_deprecated_int96_timestamps": True}
+    return {"coerce_timestamps": "us", "allow_truncated_timestamps": False}
+
+
 def write(storage: Storage, candidate: Candidate, *, staging_dir: str, batch_id: int, n: int) -> tuple[Rewrite, str] | None:
     """Write ``candidate``'s rows into one file under ``staging_dir`` (durably); the rewrite and
     the staged path. None when its files do not share one schema with at least ``2`` files."""
@@ -150,7 +163,7 @@ def write(storage: Storage, candidate: Candidate, *, staging_dir: str, batch_id:
     tables: list[Any] = []
     paths: list[str] = []
     entries: list[ManifestEntry] = []
-    schema = None
+    schema, first = None, b""
     for entry, rel in zip(candidate.entries, candidate.paths, strict=True):
         data = storage.read_bytes(rel)
         try:
@@ -162,7 +175,7 @@ def write(storage: Storage, candidate: Candidate, *, staging_dir: str, batch_id:
                 path=rel,
             ) from exc
         if schema is None:
-            schema = table.schema
+            schema, first = table.schema, data
         elif not table.schema.equals(schema, check_metadata=False):
             continue  # another schema (columns added since): never merged with these
         tables.append(table)
@@ -172,7 +185,7 @@ def write(storage: Storage, candidate: Candidate, *, staging_dir: str, batch_id:
         return None
     merged = pa.concat_tables(tables)
     buf = io.BytesIO()
-    pq.write_table(merged, buf, compression="snappy")
+    pq.write_table(merged, buf, compression="snappy", **_timestamp_options(first))
     data = buf.getvalue()
     rows = pq.read_metadata(pa.BufferReader(data)).num_rows
     expected = sum(t.num_rows for t in tables)

@@ -113,4 +113,16 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # A Connect client's listener thread can outlive spark.stop() and keep the interpreter from
+    # exiting: end the process here, with main's outcome, whatever its threads are doing.
+    code = 1
+    try:
+        code = main()
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)

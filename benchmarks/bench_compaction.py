@@ -1,0 +1,146 @@
+"""Compaction in the stream: many tiny batches, with and without it, against plain ``foreachBatch``
+and Spark's file sink in the same run.
+
+Every writer reads the same input (one small CSV file per trigger, rows spread over four
+partitions, so four tiny Parquet files per batch) and the writers run interleaved, round after
+round, in one SparkSession. Reported per writer: median wall time of a run and its ratio to
+plain append; live data files at the end and their median size; reader planning time
+(``spark.read.parquet(table).inputFiles()``) and a full read (``count()``), medians of three;
+for this sink the median and p99 of the commit (``commitMs``) and, with compaction, of the
+compaction batches' rewrite (``stepMs.compaction``).
+
+    python -m benchmarks.bench_compaction [small|full]
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .spark_env import spark_session
+from .stats import summary
+
+SCHEMA = "id LONG, p STRING, v DOUBLE"
+WRITERS = ("plain_foreachBatch", "spark_file_sink", "exactly_once", "exactly_once_compacted")
+COMPACTION = {"target_size": "8MB", "min_files": 8, "min_age": 0}
+
+
+def _input(directory: Path, n_batches: int, rows: int) -> int:
+    directory.mkdir(parents=True, exist_ok=True)
+    for b in range(n_batches):
+        lines = [f"{b * rows + r},{'abcd'[r % 4]},{r * 0.5}" for r in range(rows)]
+        (directory / f"t{b:06d}.csv").write_text("\n".join(lines) + "\n")
+    return n_batches * rows
+
+
+def _live_files(spark, name: str, out: Path) -> list[int]:
+    """Sizes of the files a reader of ``out`` reads."""
+    if name == "plain_foreachBatch":
+        return [p.stat().st_size for p in out.rglob("*.parquet")]
+    files = spark.read.schema(SCHEMA).parquet(str(out)).inputFiles()
+    return [Path(f.removeprefix("file://")).stat().st_size for f in files]
+
+
+def _run(spark, name: str, input_dir: Path, work: Path) -> dict[str, Any]:
+    from streaming_exactly_once import ExactlyOnceSink
+
+    out, ckpt = work / f"{name}-out", work / f"{name}-ckpt"
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(ckpt, ignore_errors=True)
+    stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).csv(str(input_dir))
+    events: list[dict[str, Any]] = []
+    sink = None
+    t0 = time.perf_counter()
+    if name == "plain_foreachBatch":
+        query = (
+            stream.writeStream.foreachBatch(lambda df, _: df.write.mode("append").partitionBy("p").parquet(str(out)))
+            .option("checkpointLocation", str(ckpt))
+            .trigger(availableNow=True)
+            .start()
+        )
+    elif name == "spark_file_sink":
+        query = (
+            stream.writeStream.format("parquet").partitionBy("p").option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start(str(out))
+        )
+    else:
+        compaction = COMPACTION if name.endswith("compacted") else None
+        sink = ExactlyOnceSink(str(out), partition_by=["p"], on_commit=events.append, compaction=compaction)
+        query = sink.start(stream, checkpoint_location=str(ckpt), trigger={"availableNow": True})
+    query.awaitTermination()
+    wall = time.perf_counter() - t0
+    if sink is not None:
+        sink.close()
+    sizes = _live_files(spark, name, out)
+    plan, scan = [], []
+    for _ in range(3):
+        t = time.perf_counter()
+        reader = spark.read.schema(SCHEMA).parquet(str(out))
+        reader.inputFiles()
+        plan.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        reader.count()
+        scan.append((time.perf_counter() - t) * 1000)
+    result: dict[str, Any] = {
+        "wall_s": wall,
+        "live_files": len(sizes),
+        "median_file_bytes": statistics.median(sizes) if sizes else 0,
+        "plan_ms": statistics.median(plan),
+        "count_ms": statistics.median(scan),
+    }
+    if events:
+        result["commit_ms"] = [e["commitMs"] for e in events]
+        result["rewrite_ms"] = [e["stepMs"]["compaction"] for e in events if "compaction" in e.get("stepMs", {})]
+    return result
+
+
+def main(size: str = "small", work: Path | None = None) -> dict[str, Any]:
+    n_batches, rows, rounds = {"small": (200, 40, 2), "full": (1000, 40, 3)}[size]
+    own = work is None
+    work = Path(tempfile.mkdtemp(prefix="seo-bench-compaction-")) if own else work
+    spark = spark_session("seo-bench-compaction")
+    try:
+        total = _input(work / "input", n_batches, rows)
+        _run(spark, "plain_foreachBatch", work / "input", work)  # warm-up, not measured
+        runs: dict[str, list[dict[str, Any]]] = {w: [] for w in WRITERS}
+        for r in range(rounds):
+            for name in WRITERS[r % len(WRITERS) :] + WRITERS[: r % len(WRITERS)]:
+                result = _run(spark, name, work / "input", work)
+                runs[name].append(result)
+                print(f"  round {r + 1} {name:24s} {result['wall_s']:7.2f} s, {result['live_files']:5d} live files", flush=True)
+        base = statistics.median(x["wall_s"] for x in runs["plain_foreachBatch"])
+        table: dict[str, Any] = {}
+        for name in WRITERS:
+            walls = [x["wall_s"] for x in runs[name]]
+            last = runs[name][-1]
+            table[name] = {
+                "wall_s": summary(walls),
+                "ratio_vs_plain": statistics.median(walls) / base,
+                "live_files": last["live_files"],
+                "median_file_bytes": last["median_file_bytes"],
+                "plan_ms": statistics.median(x["plan_ms"] for x in runs[name]),
+                "count_ms": statistics.median(x["count_ms"] for x in runs[name]),
+            }
+            commits = [ms for x in runs[name] for ms in x.get("commit_ms", [])]
+            if commits:
+                table[name]["commit_ms"] = summary(commits)
+            rewrites = [ms for x in runs[name] for ms in x.get("rewrite_ms", [])]
+            if rewrites:
+                table[name]["rewrite_ms"] = summary(rewrites)
+        return {"input": {"batches": n_batches, "rows": total, "partitions": 4}, "rounds": rounds, "compaction": COMPACTION, "writers": table}
+    finally:
+        spark.stop()
+        if own:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    result = main(sys.argv[1] if len(sys.argv) > 1 else "small")
+    Path("benchmarks/results").mkdir(parents=True, exist_ok=True)
+    Path("benchmarks/results/compaction.json").write_text(json.dumps(result, indent=1))
+    print(json.dumps(result["writers"], indent=1))
