@@ -43,7 +43,7 @@ from ..table.schema_log import SchemaRecord
 from ..table.table_logs import TableLogs
 from .attempt import BatchAttempt, CommitResult, StagedFile, elapsed_ms, sources_step
 from .compaction_preparation import preparation_of
-from .data_compaction import StagedRewrite, plan, write
+from .data_compaction import RETENTION_MARGIN_MS, StagedRewrite, plan, write
 from .delta_step import CommitDelta
 from .iceberg_step import CommitIceberg
 from .options import CommitterOptions
@@ -214,10 +214,14 @@ class TableCommitter(Writer):
         if policy is None or m == 0 or not is_compaction_batch(m, manifest.interval):
             return []
         t0 = time.perf_counter()
+        now = int(time.time() * 1000)
+        live = manifest.files(as_of=m - 1)
+        if manifest.retain is not None:  # never a file retention drops: its rows would live on in the new one
+            live = [e for e in live if manifest.retain(e, now + RETENTION_MARGIN_MS)]
         out: list[StagedRewrite] = []
-        for n, candidate in enumerate(plan(self.storage, manifest.files(as_of=m - 1), policy, now_ms=int(time.time() * 1000))):
+        for n, candidate in enumerate(plan(self.storage, live, policy, now_ms=now)):
             self.lease.check_fence("compact")
-            written = write(self.storage, candidate, staging_dir=attempt.staging_dir, batch_id=m, n=n)
+            written = write(self.storage, candidate, staging_dir=attempt.staging_dir, batch_id=m, n=n, min_files=policy.min_files)
             if written is not None:
                 rewrite, staged = written
                 by_path = dict(zip(candidate.paths, candidate.entries, strict=True))

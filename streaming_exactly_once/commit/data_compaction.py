@@ -23,24 +23,29 @@ holds). Its row count is checked against the replaced files' footers before it i
 from __future__ import annotations
 
 import io
+import logging
 import posixpath
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field as dc_field
 from typing import Any
 
-from ..errors import CommitError
 from ..log.codec import RecordError, non_negative
 from ..log.record_fields import json_field
 from ..manifest.entry import ManifestEntry
 from ..storage.base import Storage
 from .format_step_fields import inside, inside_field
 
+log = logging.getLogger("streaming_exactly_once.compaction")
+
 #: The new files' names: Spark's ``part-`` prefix (so every reader's listing rules take them)
 #: and a marker that says which compaction batch wrote them.
 NAME = "part-compacted-{batch}-{n:05d}-{uid}.snappy.parquet"
 #: Under the attempt's staging directory: the new files before their move.
 STAGING_SUBDIR = "rewrite"
+#: A file that the manifest's ``retention`` drops this soon is not rewritten (the compact file
+#: is written after the plan; the rows of a file it drops must not live on in a new one).
+RETENTION_MARGIN_MS = 60_000
 
 
 @dataclass(frozen=True)
@@ -141,62 +146,78 @@ def plan(storage: Storage, live: Sequence[ManifestEntry], policy: CompactionPoli
     return out
 
 
-def _timestamp_options(data: bytes) -> dict[str, Any]:
-    """Timestamps written as the replaced files wrote them: Spark's default INT96 as INT96, any
-    other as microseconds. Arrow reads both as nanoseconds, and Spark cannot read the
-    nanosecond timestamps Arrow would write by default."""
+def _parquet_layout(data: bytes) -> tuple[str, ...]:
+    """The physical types of a Parquet file's timestamp columns: ``INT96`` (Spark's default) or
+    ``INT64``. Files are merged only with files laid out the same way, and the new file keeps it."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     schema = pq.read_metadata(pa.BufferReader(data)).schema
-    if any(schema.column(i).physical_type == "INT96" for i in range(len(schema))):
-        return {"use_deprecated_int96_timestamps": True}
+    columns = (schema.column(i) for i in range(len(schema)))
+    return tuple(c.physical_type for c in columns if c.physical_type == "INT96" or "TIMESTAMP" in str(c.logical_type).upper())
+
+
+def _write_options(layout: tuple[str, ...]) -> dict[str, Any] | None:
+    """How the new file writes its timestamps so that it reads as the replaced files do (Arrow
+    reads both layouts as one type; Spark cannot read the nanoseconds Arrow writes by default).
+    None: a mix of INT96 and INT64 timestamp columns, which one Arrow writer cannot keep."""
+    if "INT96" in layout:
+        return {"use_deprecated_int96_timestamps": True} if set(layout) == {"INT96"} else None
     return {"coerce_timestamps": "us", "allow_truncated_timestamps": False}
 
 
-def write(storage: Storage, candidate: Candidate, *, staging_dir: str, batch_id: int, n: int) -> tuple[Rewrite, str] | None:
+def write(storage: Storage, candidate: Candidate, *, staging_dir: str, batch_id: int, n: int, min_files: int = 2) -> tuple[Rewrite, str] | None:
     """Write ``candidate``'s rows into one file under ``staging_dir`` (durably); the rewrite and
-    the staged path. None when its files do not share one schema with at least ``2`` files."""
+    the staged path. Only files with the first one's schema (key-value metadata included: Spark's
+    rebase markers) and timestamp layout are merged; None when fewer than ``min_files`` are left, or when
+    the rows cannot be written back exactly (the rewrite is then left out, never the batch)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     tables: list[Any] = []
     paths: list[str] = []
     entries: list[ManifestEntry] = []
-    schema, first = None, b""
+    schema: Any = None
+    layout: tuple[str, ...] = ()
     for entry, rel in zip(candidate.entries, candidate.paths, strict=True):
         data = storage.read_bytes(rel)
         try:
-            table = pq.read_table(pa.BufferReader(data))
+            # INT96 as microseconds, Spark's precision: as nanoseconds, dates past 2262 wrap around
+            table = pq.read_table(pa.BufferReader(data), coerce_int96_timestamp_unit="us")
+            file_layout = _parquet_layout(data)
         except (OSError, ValueError) as exc:
-            raise CommitError(
-                f"Compacting {storage.uri(rel)}: it is not a readable Parquet file ({exc}); a committed file was changed "
-                "after its commit. Nothing was rewritten. Restore it from a backup, or turn compaction off.",
-                path=rel,
-            ) from exc
+            log.warning("compaction leaves %s alone: it does not read as Parquet (%s)", storage.uri(rel), exc)
+            continue
         if schema is None:
-            schema, first = table.schema, data
-        elif not table.schema.equals(schema, check_metadata=False):
-            continue  # another schema (columns added since): never merged with these
+            schema, layout = table.schema, file_layout
+        elif not table.schema.equals(schema, check_metadata=True) or file_layout != layout:
+            continue  # another schema (columns added since), writer or layout: never merged with these
         tables.append(table)
         paths.append(rel)
         entries.append(entry)
-    if len(tables) < 2:
+    options = _write_options(layout)
+    if len(tables) < max(2, min_files) or options is None:
         return None
     merged = pa.concat_tables(tables)
     buf = io.BytesIO()
-    pq.write_table(merged, buf, compression="snappy", **_timestamp_options(first))
-    data = buf.getvalue()
-    rows = pq.read_metadata(pa.BufferReader(data)).num_rows
-    expected = sum(t.num_rows for t in tables)
-    if rows != expected:
-        raise CommitError(
-            f"Compacting {len(tables)} files of {storage.uri(candidate.directory)}: wrote {rows} rows, expected {expected}; nothing published."
+    try:
+        pq.write_table(merged, buf, compression="snappy", **options)
+        data = buf.getvalue()
+        written = pq.read_table(pa.BufferReader(data), coerce_int96_timestamp_unit="us")
+    except (OSError, ValueError) as exc:  # e.g. nanoseconds that microseconds would truncate
+        log.warning("compaction leaves %d files of %s alone: %s", len(tables), storage.uri(candidate.directory or "."), exc)
+        return None
+    if not written.equals(merged):
+        log.warning(
+            "compaction leaves %d files of %s alone: the new file would not read back as their rows",
+            len(tables),
+            storage.uri(candidate.directory or "."),
         )
+        return None
     name = NAME.format(batch=batch_id, n=n, uid=uuid.uuid4().hex)
     final = posixpath.join(candidate.directory, name) if candidate.directory else name
     staged = f"{staging_dir}/{STAGING_SUBDIR}/{final}"
     storage.put_if_absent(staged, data)
     mtime = max(e.modification_time for e in entries)
     replaced = [(rel, entry.size) for rel, entry in zip(paths, entries, strict=True)]
-    return Rewrite(final=final, size=len(data), mtime_ms=mtime, rows=rows, replaced=replaced), staged
+    return Rewrite(final=final, size=len(data), mtime_ms=mtime, rows=written.num_rows, replaced=replaced), staged

@@ -376,7 +376,10 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         """Compact file ``batch_id`` without the earlier records ``drop`` selects, then
         ``records``: a compaction batch that also replaces records (``commit.data_compaction``).
         Built from the parsed records, never from a prepared or copied file, which hold the
-        dropped ones; written durably. False if this very file is there already (a retry)."""
+        dropped ones; written durably. Not noted as written by this object (``wrote_compact``
+        means a concatenation, which the reader index extends by byte counts): the next
+        compaction vouches for it through its index, built from the JSON. False if this very
+        file is there already (a retry)."""
         if not is_compaction_batch(batch_id, self.interval):
             raise ValueError(f"batch {batch_id} is not a compaction batch of {self.uri()} (interval {self.interval})")
         context = f"needed to compact batch {batch_id} (compact interval {self.interval})"
@@ -391,8 +394,7 @@ class CompactibleLog(BatchLog[T], Generic[T]):
             existing = self.storage.read_bytes(path)
             self._check_same(path, batch_id, existing == data or (bool(own_tail) and existing.endswith(own_tail)))
             return False
-        self._note(batch_id)
-        self.note_written_compact(batch_id)
+        self._note(batch_id)  # not ``note_written_compact``: this file is no concatenation
         return True
 
     def rewrite_durably(self, batch_id: int, records: Sequence[T]) -> None:

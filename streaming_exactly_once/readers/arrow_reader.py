@@ -37,7 +37,9 @@ def _pyarrow() -> tuple[Any, Any, Any]:  # the pyarrow, pyarrow.dataset and pyar
 def _file_format(fmt: str, full_schema: Any, partition_columns: tuple[str, ...], options: Mapping[str, str]) -> Any:
     pa, ds, _ = _pyarrow()
     if fmt == "parquet":
-        return ds.ParquetFileFormat()
+        # Spark's INT96 timestamps as microseconds (its precision): as Arrow's default
+        # nanoseconds, dates after 2262 (a 9999-12-31 "valid to") wrap around
+        return ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"))
     if fmt == "orc":
         return ds.OrcFileFormat()
     data_fields = [f for f in full_schema if f.name not in partition_columns] if full_schema is not None else None
