@@ -29,7 +29,7 @@ from typing import Any
 
 from ..checkpoint.reader import InputFile
 from ..delta.files import DeltaFile
-from ..errors import ConfigError
+from ..errors import ConfigError, ExactlyOnceError, WriterFencedError
 from ..iceberg.files import IcebergFile
 from ..log.compactible_log import CompactibleLog
 from ..log.compaction import all_valid_batches, is_compaction_batch
@@ -46,6 +46,7 @@ from .compaction_preparation import preparation_of
 from .data_compaction import RETENTION_MARGIN_MS, StagedRewrite, plan, write
 from .delta_step import CommitDelta
 from .iceberg_step import CommitIceberg
+from .lease import fenced_cause
 from .options import CommitterOptions
 from .recovery import INTENTS_SUBDIR, ManifestView, PublishedView
 from .schema_step import WriteSchema
@@ -215,17 +216,28 @@ class TableCommitter(Writer):
             return []
         t0 = time.perf_counter()
         now = int(time.time() * 1000)
-        live = manifest.files(as_of=m - 1)
-        if manifest.retain is not None:  # never a file retention drops: its rows would live on in the new one
-            live = [e for e in live if manifest.retain(e, now + RETENTION_MARGIN_MS)]
         out: list[StagedRewrite] = []
-        for n, candidate in enumerate(plan(self.storage, live, policy, now_ms=now)):
+        try:
             self.lease.check_fence("compact")
-            written = write(self.storage, candidate, staging_dir=attempt.staging_dir, batch_id=m, n=n, min_files=policy.min_files)
-            if written is not None:
-                rewrite, staged = written
-                by_path = dict(zip(candidate.paths, candidate.entries, strict=True))
-                out.append(StagedRewrite(rewrite, staged, [by_path[p].path for p, _ in rewrite.replaced]))
+            live = manifest.files(as_of=m - 1)
+            if manifest.retain is not None:  # never a file retention drops: its rows would live on in the new one
+                live = [e for e in live if manifest.retain(e, now + RETENTION_MARGIN_MS)]
+            for n, candidate in enumerate(plan(self.storage, live, policy, now_ms=now)):
+                self.lease.check_fence("compact")
+                written = write(self.storage, candidate, staging_dir=attempt.staging_dir, batch_id=m, n=n, min_files=policy.min_files)
+                if written is not None:
+                    rewrite, staged = written
+                    by_path = dict(zip(candidate.paths, candidate.entries, strict=True))
+                    out.append(StagedRewrite(rewrite, staged, [by_path[p].path for p, _ in rewrite.replaced]))
+        except (ExactlyOnceError, FileNotFoundError) as exc:
+            # A writer frozen before its compaction batch wakes to a table its successor moved on:
+            # retention removed the manifest files it reads. Say that it was fenced.
+            if isinstance(exc, WriterFencedError):
+                raise
+            fenced = fenced_cause(self.storage, self.lease.epoch, "compact")
+            if fenced is not None:
+                raise fenced from exc
+            raise
         attempt.timings["compaction"] = elapsed_ms(t0)
         return out
 

@@ -158,12 +158,13 @@ def _parquet_layout(data: bytes) -> tuple[str, ...]:
 
 
 def _write_options(layout: tuple[str, ...]) -> dict[str, Any] | None:
-    """How the new file writes its timestamps so that it reads as the replaced files do (Arrow
-    reads both layouts as one type; Spark cannot read the nanoseconds Arrow writes by default).
-    None: a mix of INT96 and INT64 timestamp columns, which one Arrow writer cannot keep."""
+    """How the new file writes its timestamps so that it reads as the replaced files do: INT96
+    (read as microseconds, Spark's precision) written as INT96; INT64 timestamps keep their unit
+    as Arrow read it. None: a mix of INT96 and INT64 timestamp columns, which one Arrow writer
+    cannot keep."""
     if "INT96" in layout:
         return {"use_deprecated_int96_timestamps": True} if set(layout) == {"INT96"} else None
-    return {"coerce_timestamps": "us", "allow_truncated_timestamps": False}
+    return {}
 
 
 def write(storage: Storage, candidate: Candidate, *, staging_dir: str, batch_id: int, n: int, min_files: int = 2) -> tuple[Rewrite, str] | None:

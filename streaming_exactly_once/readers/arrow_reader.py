@@ -37,8 +37,10 @@ def _pyarrow() -> tuple[Any, Any, Any]:  # the pyarrow, pyarrow.dataset and pyar
 def _file_format(fmt: str, full_schema: Any, partition_columns: tuple[str, ...], options: Mapping[str, str]) -> Any:
     pa, ds, _ = _pyarrow()
     if fmt == "parquet":
-        # Spark's INT96 timestamps as microseconds (its precision): as Arrow's default
-        # nanoseconds, dates after 2262 (a 9999-12-31 "valid to") wrap around
+        if full_schema is None:  # each file's own types: INT96 as Arrow's nanoseconds, like INT64 nanoseconds
+            return ds.ParquetFileFormat()
+        # The table's schema has Spark's microseconds: INT96 read as microseconds too, or dates
+        # after 2262 (a 9999-12-31 "valid to") wrap around before the cast
         return ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"))
     if fmt == "orc":
         return ds.OrcFileFormat()

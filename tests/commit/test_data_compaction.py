@@ -16,8 +16,10 @@ import pytest
 
 from streaming_exactly_once import read
 from streaming_exactly_once.commit.data_compaction import CompactionPolicy
+from streaming_exactly_once.errors import WriterFencedError
 from streaming_exactly_once.manifest.manifest_log import ManifestLog
 from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.testing.faults import FaultInjectingStorage, Rule, Where
 from tests.commit.helpers import make_committer, stage_file
 from tests.commit.power_cut_runs import seo
 from tests.delta.helpers import commit_batch, delta_committer
@@ -140,7 +142,7 @@ def test_int96_timestamps_beyond_the_nanosecond_range_survive_the_rewrite(tmp_pa
     far = [datetime.datetime(9999, 12, 31), datetime.datetime(1500, 1, 1), datetime.datetime(2024, 1, 1)]
     for b in range(3):
         table = pa.table({"id": pa.array([b * 3 + i for i in range(3)], pa.int64()), "ts": pa.array(far, pa.timestamp("us"))})
-        commit_files(committer, b, [table, table.slice(0, 0)], use_deprecated_int96_timestamps=True)
+        commit_files(committer, b, [table, table.slice(0, 0)], schema=TS_SCHEMA, use_deprecated_int96_timestamps=True)
     committer.close()
     names = live_names(root)
     assert any(n.startswith("part-compacted-2-") for n in names), names
@@ -175,7 +177,19 @@ def test_files_that_retention_drops_are_not_rewritten(tmp_path):
     assert read_ids(root) == Counter(ids_of(2))
 
 
-def commit_files(committer, spark_batch: int, tables, **write_options):
+#: Spark's schema of the timestamp test's rows: readers pin Spark's microseconds
+TS_SCHEMA = json.dumps(
+    {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "ts", "type": "timestamp", "nullable": True, "metadata": {}},
+        ],
+    }
+)
+
+
+def commit_files(committer, spark_batch: int, tables, *, schema: str | None = None, **write_options):
     """One batch of the given Arrow tables, one Parquet file each (rename mode)."""
     committer.ensure_open()
     with committer.batch(Q, spark_batch, mode="rename") as attempt:
@@ -185,4 +199,30 @@ def commit_files(committer, spark_batch: int, tables, **write_options):
             pq.write_table(table, buf, **write_options)
             name = f"p=a/part-{part:05d}-{attempt.attempt}.c000.snappy.parquet"
             files.append(stage_file(committer.storage, attempt, name, buf.getvalue()))
-        return committer.commit(attempt, files, num_rows=sum(t.num_rows for t in tables))
+        return committer.commit(attempt, files, num_rows=sum(t.num_rows for t in tables), schema=schema)
+
+
+def test_a_writer_frozen_before_its_compaction_batch_is_told_it_was_fenced(tmp_path):
+    """The successor commits on and retention removes the manifest files the frozen writer's
+    plan would read: it must wake to ``WriterFencedError``, not to a missing manifest file."""
+    root = tmp_path / "t"
+    storage = FaultInjectingStorage(open_storage(str(root)))
+    opts = {"compact_interval": 3, "compaction": POLICY, "min_batches_to_retain": 1, "cleanup_delay_ms": 0}
+    frozen = make_committer(storage, **opts)
+    for b in range(5):
+        commit_batch(frozen, Q, b, ids_of(b))
+
+    def successor() -> None:
+        taker = make_committer(open_storage(str(root)), **opts)
+        taker.lease.clock = lambda: time.time() + 3600  # the frozen writer's lease has run out
+        for b in range(5, 13):
+            commit_batch(taker, "d0d0d0d0-0000-0000-0000-000000000000", b, ids_of(b))
+            taker.janitor.drain()
+        taker.close()
+
+    # frozen while it stages batch 5, a compaction batch: it plans its rewrite after this
+    storage.arm([Rule(Where(("put_if_absent",), r"^_seo/staging/[^/]+/data/", "before"), "call", callback=successor)])
+    with pytest.raises(WriterFencedError):
+        commit_batch(frozen, Q, 5, ids_of(5))
+    frozen.close()
+    assert read_ids(root) == Counter(i for x in range(13) for i in ids_of(x))
