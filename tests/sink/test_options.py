@@ -123,3 +123,28 @@ def test_readers_take_explicit_keywords():
     for fn in (read.spark, read.dataset, read.arrow, read.pandas, read.polars, read.duckdb):
         params = inspect.signature(fn).parameters
         assert "kwargs" not in params and {"as_of", "storage_options", "format", "options"} <= set(params)
+
+
+def test_compaction_takes_true_a_mapping_or_a_job_configs_text_and_refuses_what_it_cannot_compact(tmp_path):
+    from streaming_exactly_once.commit.data_compaction import CompactionPolicy
+
+    assert SinkOptions.build({}).compaction is None
+    assert SinkOptions.build({"compaction": True}).compaction == CompactionPolicy()
+    policy = SinkOptions.build({"compaction": {"target_size": "64MB", "min_files": 4, "min_age": "9 days"}}).compaction
+    assert policy == CompactionPolicy(target_size=64 << 20, min_files=4, min_age_ms=9 * 86_400_000, max_bytes=64 << 20)
+    assert SinkOptions.build({"compaction": "min_files=3,max_bytes=1GB"}).compaction == CompactionPolicy(min_files=3, max_bytes=1 << 30)
+    assert SinkOptions.build({"compaction": "false"}).compaction is None
+    assert SinkOptions.build({"compaction": True}).committer_options().compaction == CompactionPolicy()
+    for bad, words in (
+        ({"compaction": {"target": "1MB"}}, "Unknown key(s) 'target'"),
+        ({"compaction": {"min_files": 1}}, "min_files must be >= 2"),
+        ({"compaction": {"target_size": "12 parsecs"}}, "must be a size"),
+        ({"compaction": True, "format": "json"}, "rewrites Parquet files"),
+        ({"compaction": True, "format": "iceberg"}, "Iceberg table's rewrites are not built yet"),
+    ):
+        with pytest.raises(ConfigError) as err:
+            SinkOptions.build(bad)
+        assert words in str(err.value), str(err.value)
+    with pytest.raises(ConfigError) as err:
+        DatasetSink(str(tmp_path / "g"), dataset_column="d", compaction=True)
+    assert "ExactlyOnceSink option" in str(err.value)

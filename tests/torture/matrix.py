@@ -141,9 +141,11 @@ class Campaign:
         spec = f"{boundary}@{nth}"
         early = self.rng.random() < 0.3  # armed before the open: a recovery's roll-forward counts too
         arm = {"do": "arm", "crash_at": spec}
+        # a boundary only compaction batches reach comes once in ``interval`` batches
+        count = nth * self.combo.interval + 1 if boundary in self.combo.compaction_batch_only else nth + 1
         steps = ([arm] if early else []) + [
             {"do": "open", "retry_s": 5},
-            self._commits(nth + 1, **({} if early else {"crash_at": spec})),
+            self._commits(count, **({} if early else {"crash_at": spec})),
             {"do": "close"},
         ]
         self.cycle = f"kill at {spec}{' (armed before the open)' if early else ''}"
@@ -173,7 +175,15 @@ class Campaign:
         a_steps = [
             {"do": "open", "retry_s": 5},
             self._commits(self.rng.randint(1, 2)),
-            {"do": "commits", "query": QA, "count": 2, "rows": ROWS, "files": FILES, "mode": self.combo.staging, "pause_at": boundary},
+            {
+                "do": "commits",
+                "query": QA,
+                "count": self.combo.interval + 1 if boundary in self.combo.compaction_batch_only else 2,
+                "rows": ROWS,
+                "files": FILES,
+                "mode": self.combo.staging,
+                "pause_at": boundary,
+            },
             {"do": "close"},
         ]
         writers: list[Writer] = []

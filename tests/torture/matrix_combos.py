@@ -92,6 +92,14 @@ class Combo:
         return base + (["after-delta"] if self.delta else []) + (list(ICEBERG_ONLY) if self.iceberg else [])
 
     @property
+    def compaction_batch_only(self) -> tuple[str, ...]:
+        """Boundaries only this combination's compaction batches reach (their rewrite, and in
+        ``direct`` mode the move of its new files)."""
+        if not self.compaction:
+            return ()
+        return (*COMPACTION_ONLY, *(("mid-move", "after-move") if self.staging == "direct" else ()))
+
+    @property
     def tables(self) -> list[str]:
         """The tables under the root ("" is the root itself)."""
         return list(TABLES) if self.group else [""]
