@@ -10,14 +10,21 @@ and adds it with ``dataChange`` false.
 What is rewritten (``plan``): Parquet files of one directory (a partition), each smaller than
 half the target size and written at least ``min_age_ms`` ago (by the entry's
 ``modificationTime``), at least ``min_files`` of them, oldest first, up to the target size per
-new file and ``max_bytes`` per compaction batch. Files whose Arrow schemas differ are never
-merged: a group keeps the files of its first file's schema.
+new file and ``max_bytes`` per compaction batch. The caller leaves out files the manifest's
+``retention`` is about to drop.
 
-The new file (``write``) holds the rows of the replaced files, in their order; its manifest
-entry's ``modificationTime`` is the newest of theirs, so retention (``retention``) ages it out
-when it would have aged them out, and a downstream file-source query whose
-``latestTimestamp - maxFileAge`` is past that time skips it (the design page states when that
-holds). Its row count is checked against the replaced files' footers before it is staged.
+The new file (``write``) holds the rows of the replaced files, in their order. Only files with
+the first one's Arrow schema (key-value metadata included: Spark's rebase markers) and
+timestamp layout are merged; INT96 timestamps are read as microseconds and written as INT96.
+The file is read back and compared with the rows it replaces before it is staged; a rewrite
+that does not compare equal is left out, never the batch. Its manifest entry's
+``modificationTime`` is the newest of the replaced files', so a downstream file-source query
+whose ``latestTimestamp - maxFileAge`` is past that time skips it (the design page states when
+that holds).
+
+On disk: the WAL's ``manifest`` step lists the replaced files' manifest paths (``replaced``),
+its ``move`` step moves the new files, and a Delta table's ``delta`` step carries the
+``Rewrite`` records below (``rewrites``).
 """
 
 from __future__ import annotations

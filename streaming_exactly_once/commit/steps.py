@@ -4,9 +4,11 @@
 kind                    effect (and how ``verify`` knows it is done)
 ======================  =====================================================================
 ``move``                staged data files renamed into the table (each target exists with the
-                        staged size); ``rename`` mode only
+                        staged size); ``rename`` mode, and a compaction batch's rewritten files
 ``manifest``            ``_spark_metadata/M[.compact]`` written - **the visibility point**
-                        (the file exists and holds this batch's entries)
+                        (the file exists and holds this batch's entries); a compaction batch
+                        that rewrites files leaves the ``replaced`` ones out of its compact
+                        file (``commit.data_compaction``)
 ``delta``               ``format="delta"``: one Delta commit with the batch's files and the
                         transaction (app id, M) - Delta readers' visibility point (the log's
                         transaction version is >= M); ``commit.delta_step``
