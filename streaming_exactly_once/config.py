@@ -158,6 +158,11 @@ TRIGGER_KEYS = {"mode": "str", "interval": "str"}
 SECRET_MARKERS = ("secret", "password", "token", "key", "credential")
 
 
+def parse_table_text(text: str) -> dict[str, str]:
+    """A table given as text (an environment variable): ``k=v,k2=v2``."""
+    return dict(item.split("=", 1) for item in text.split(",") if "=" in item)
+
+
 def _coerce(value: Any, kind: str, *, key: str) -> Any:
     if kind == "str":
         return str(value)
@@ -181,7 +186,7 @@ def _coerce(value: Any, kind: str, *, key: str) -> Any:
         raise ConfigError(f"{key} must be a list (or comma-separated text), got {value!r}", key=key)
     if kind == "table":
         if isinstance(value, str):  # from the environment: k=v,k2=v2
-            return dict(item.split("=", 1) for item in value.split(",") if "=" in item)
+            return parse_table_text(value)
         if isinstance(value, Mapping):
             return {str(k): v for k, v in value.items()}
         raise ConfigError(f"{key} must be a table of key = value, got {value!r}", key=key)

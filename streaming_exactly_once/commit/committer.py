@@ -29,7 +29,7 @@ from typing import Any
 
 from ..checkpoint.reader import InputFile
 from ..delta.files import DeltaFile
-from ..errors import ConfigError, ExactlyOnceError, WriterFencedError
+from ..errors import ConfigError
 from ..iceberg.files import IcebergFile
 from ..log.compactible_log import CompactibleLog
 from ..log.compaction import all_valid_batches, is_compaction_batch
@@ -46,7 +46,6 @@ from .compaction_preparation import preparation_of
 from .data_compaction import RETENTION_MARGIN_MS, StagedRewrite, plan, write
 from .delta_step import CommitDelta
 from .iceberg_step import CommitIceberg
-from .lease import fenced_cause
 from .options import CommitterOptions
 from .recovery import INTENTS_SUBDIR, ManifestView, PublishedView
 from .schema_step import WriteSchema
@@ -161,9 +160,7 @@ class TableCommitter(Writer):
         rewrites = self._rewrites(attempt)
         moves = [FileMove(f.staged or "", f.final, f.size) for f in files] if attempt.mode == "rename" else []
         moves += [FileMove(r.staged, r.rewrite.final, r.rewrite.size) for r in rewrites]
-        entries += [
-            ManifestEntry.for_file(self.storage.uri(r.rewrite.final), size=r.rewrite.size, modification_time=r.rewrite.mtime_ms) for r in rewrites
-        ]
+        entries += [r.entry(self.storage) for r in rewrites]
         if delta_step is not None and rewrites:
             delta_step = replace(delta_step, rewrites=[r.rewrite for r in rewrites])
         steps: list[CommitStep] = []
@@ -171,7 +168,7 @@ class TableCommitter(Writer):
             steps.append(MoveFiles(moves=moves))
         if new_schema is not None:  # before the visibility point: who sees the batch finds its schema
             steps.append(WriteSchema(record=new_schema))
-        steps.append(PublishManifest(batch_id=m, entries=entries, replaced=[p for r in rewrites for p in r.replaced_entries]))
+        steps.append(PublishManifest(batch_id=m, entries=entries, replaced=tuple(p for r in rewrites for p in r.replaced_entries)))
         if delta_step is not None:
             steps.append(delta_step)
         if iceberg_step is not None:  # after Delta's: a crash between them rolls both forward
@@ -211,33 +208,22 @@ class TableCommitter(Writer):
         """The rewrites compaction batch ``attempt.batch_id`` publishes, staged (before any claim;
         ``commit.data_compaction``); none when compaction is off or the batch is no compaction batch."""
         policy, m = self.options.compaction, attempt.batch_id
+        if policy is None or m == 0:
+            return []
         manifest = self.logs.require_manifest()
-        if policy is None or m == 0 or not is_compaction_batch(m, manifest.interval):
+        if not is_compaction_batch(m, manifest.interval):
             return []
         t0 = time.perf_counter()
         now = int(time.time() * 1000)
+        live = manifest.files(as_of=m - 1)
+        if manifest.retain is not None:  # never a file retention drops: its rows would live on in the new one
+            live = [e for e in live if manifest.retain(e, now + RETENTION_MARGIN_MS)]
         out: list[StagedRewrite] = []
-        try:
-            self.lease.check_fence("compact")
-            live = manifest.files(as_of=m - 1)
-            if manifest.retain is not None:  # never a file retention drops: its rows would live on in the new one
-                live = [e for e in live if manifest.retain(e, now + RETENTION_MARGIN_MS)]
-            for n, candidate in enumerate(plan(self.storage, live, policy, now_ms=now)):
-                self.lease.check_fence("compact")
-                written = write(self.storage, candidate, staging_dir=attempt.staging_dir, batch_id=m, n=n, min_files=policy.min_files)
-                if written is not None:
-                    rewrite, staged = written
-                    by_path = dict(zip(candidate.paths, candidate.entries, strict=True))
-                    out.append(StagedRewrite(rewrite, staged, [by_path[p].path for p, _ in rewrite.replaced]))
-        except (ExactlyOnceError, FileNotFoundError) as exc:
-            # A writer frozen before its compaction batch wakes to a table its successor moved on:
-            # retention removed the manifest files it reads. Say that it was fenced.
-            if isinstance(exc, WriterFencedError):
-                raise
-            fenced = fenced_cause(self.storage, self.lease.epoch, "compact")
-            if fenced is not None:
-                raise fenced from exc
-            raise
+        for n, candidate in enumerate(plan(self.storage, live, policy, now_ms=now)):
+            self.lease.check_fence("compact")  # a frozen writer stops before it writes any more
+            staged = write(self.storage, candidate, staging_dir=attempt.staging_dir, batch_id=m, n=n, min_files=policy.min_files)
+            if staged is not None:
+                out.append(staged)
         attempt.timings["compaction"] = elapsed_ms(t0)
         return out
 

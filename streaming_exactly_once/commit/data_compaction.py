@@ -40,6 +40,7 @@ from typing import Any
 from ..log.codec import RecordError, non_negative
 from ..log.record_fields import json_field
 from ..manifest.entry import ManifestEntry
+from ..manifest.paths import relative_to_root
 from ..storage.base import Storage
 from .format_step_fields import inside, inside_field
 
@@ -94,11 +95,10 @@ class Rewrite:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A group ``plan`` chose: the entries of one directory, with their table-relative paths."""
+    """A group ``plan`` chose: files of one directory, each its entry and table-relative path."""
 
     directory: str
-    entries: tuple[ManifestEntry, ...]
-    paths: tuple[str, ...]
+    files: tuple[tuple[ManifestEntry, str], ...]
 
 
 @dataclass(frozen=True)
@@ -115,13 +115,6 @@ class StagedRewrite:
         return ManifestEntry.for_file(storage.uri(self.rewrite.final), size=self.rewrite.size, modification_time=self.rewrite.mtime_ms)
 
 
-def relative_to(storage: Storage, entry: ManifestEntry) -> str | None:
-    """``entry``'s path relative to the table at ``storage``; None if it is elsewhere."""
-    prefix = storage.uri("x")[:-1]
-    uri = entry.uri
-    return uri[len(prefix) :] if uri.startswith(prefix) and len(uri) > len(prefix) else None
-
-
 def plan(storage: Storage, live: Sequence[ManifestEntry], policy: CompactionPolicy, *, now_ms: int) -> list[Candidate]:
     """The groups worth a rewrite in the live listing ``live`` (module docstring)."""
     small = policy.target_size // 2
@@ -129,7 +122,7 @@ def plan(storage: Storage, live: Sequence[ManifestEntry], policy: CompactionPoli
     for entry in live:
         if entry.is_dir or entry.size >= small or entry.modification_time > now_ms - policy.min_age_ms:
             continue
-        rel = relative_to(storage, entry)
+        rel = relative_to_root(storage.root_uri, entry.uri)
         if rel is None or not rel.endswith(".parquet") or rel.startswith(("_", ".")):
             continue
         by_dir.setdefault(posixpath.dirname(rel), []).append((entry, rel))
@@ -147,19 +140,15 @@ def plan(storage: Storage, live: Sequence[ManifestEntry], policy: CompactionPoli
                 size += entry.size
             if len(chosen) < policy.min_files:
                 break
-            out.append(Candidate(directory, tuple(e for e, _ in chosen), tuple(r for _, r in chosen)))
+            out.append(Candidate(directory, tuple(chosen)))
             budget -= size
             files = files[len(chosen) :]
     return out
 
 
-def _parquet_layout(data: bytes) -> tuple[str, ...]:
-    """The physical types of a Parquet file's timestamp columns: ``INT96`` (Spark's default) or
+def _parquet_layout(schema: Any) -> tuple[str, ...]:
+    """The physical types of a Parquet schema's timestamp columns: ``INT96`` (Spark's default) or
     ``INT64``. Files are merged only with files laid out the same way, and the new file keeps it."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    schema = pq.read_metadata(pa.BufferReader(data)).schema
     columns = (schema.column(i) for i in range(len(schema)))
     return tuple(c.physical_type for c in columns if c.physical_type == "INT96" or "TIMESTAMP" in str(c.logical_type).upper())
 
@@ -174,58 +163,54 @@ def _write_options(layout: tuple[str, ...]) -> dict[str, Any] | None:
     return {}
 
 
-def write(storage: Storage, candidate: Candidate, *, staging_dir: str, batch_id: int, n: int, min_files: int = 2) -> tuple[Rewrite, str] | None:
-    """Write ``candidate``'s rows into one file under ``staging_dir`` (durably); the rewrite and
-    the staged path. Only files with the first one's schema (key-value metadata included: Spark's
-    rebase markers) and timestamp layout are merged; None when fewer than ``min_files`` are left, or when
-    the rows cannot be written back exactly (the rewrite is then left out, never the batch)."""
+def write(storage: Storage, candidate: Candidate, *, staging_dir: str, batch_id: int, n: int, min_files: int = 2) -> StagedRewrite | None:
+    """Write ``candidate``'s rows into one file under ``staging_dir`` (durably). Only files with
+    the first one's schema (key-value metadata included: Spark's rebase markers) and timestamp
+    layout are merged; None when fewer than ``min_files`` are left, or when the rows cannot be
+    written back exactly (the rewrite is then left out, never the batch)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    tables: list[Any] = []
-    paths: list[str] = []
-    entries: list[ManifestEntry] = []
-    schema: Any = None
+    where = storage.uri(candidate.directory or ".")
+    chosen: list[tuple[ManifestEntry, str, Any]] = []  # entry, path, rows
     layout: tuple[str, ...] = ()
-    for entry, rel in zip(candidate.entries, candidate.paths, strict=True):
-        data = storage.read_bytes(rel)
+    for entry, rel in candidate.files:
         try:
             # INT96 as microseconds, Spark's precision: as nanoseconds, dates past 2262 wrap around
-            table = pq.read_table(pa.BufferReader(data), coerce_int96_timestamp_unit="us")
-            file_layout = _parquet_layout(data)
+            parquet = pq.ParquetFile(pa.BufferReader(storage.read_bytes(rel)), coerce_int96_timestamp_unit="us")
+            table = parquet.read()
         except (OSError, ValueError) as exc:
             log.warning("compaction leaves %s alone: it does not read as Parquet (%s)", storage.uri(rel), exc)
             continue
-        if schema is None:
-            schema, layout = table.schema, file_layout
-        elif not table.schema.equals(schema, check_metadata=True) or file_layout != layout:
+        if not chosen:
+            layout = _parquet_layout(parquet.schema)
+        elif not table.schema.equals(chosen[0][2].schema, check_metadata=True) or _parquet_layout(parquet.schema) != layout:
             continue  # another schema (columns added since), writer or layout: never merged with these
-        tables.append(table)
-        paths.append(rel)
-        entries.append(entry)
+        chosen.append((entry, rel, table))
     options = _write_options(layout)
-    if len(tables) < max(2, min_files) or options is None:
+    if len(chosen) < max(2, min_files) or options is None:
         return None
-    merged = pa.concat_tables(tables)
+    merged = pa.concat_tables([table for _, _, table in chosen])
     buf = io.BytesIO()
     try:
         pq.write_table(merged, buf, compression="snappy", **options)
         data = buf.getvalue()
         written = pq.read_table(pa.BufferReader(data), coerce_int96_timestamp_unit="us")
     except (OSError, ValueError) as exc:  # e.g. nanoseconds that microseconds would truncate
-        log.warning("compaction leaves %d files of %s alone: %s", len(tables), storage.uri(candidate.directory or "."), exc)
+        log.warning("compaction leaves %d files of %s alone: %s", len(chosen), where, exc)
         return None
     if not written.equals(merged):
-        log.warning(
-            "compaction leaves %d files of %s alone: the new file would not read back as their rows",
-            len(tables),
-            storage.uri(candidate.directory or "."),
-        )
+        log.warning("compaction leaves %d files of %s alone: the new file would not read back as their rows", len(chosen), where)
         return None
     name = NAME.format(batch=batch_id, n=n, uid=uuid.uuid4().hex)
     final = posixpath.join(candidate.directory, name) if candidate.directory else name
     staged = f"{staging_dir}/{STAGING_SUBDIR}/{final}"
     storage.put_if_absent(staged, data)
-    mtime = max(e.modification_time for e in entries)
-    replaced = [(rel, entry.size) for rel, entry in zip(paths, entries, strict=True)]
-    return Rewrite(final=final, size=len(data), mtime_ms=mtime, rows=written.num_rows, replaced=replaced), staged
+    rewrite = Rewrite(
+        final=final,
+        size=len(data),
+        mtime_ms=max(entry.modification_time for entry, _, _ in chosen),
+        rows=written.num_rows,
+        replaced=[(rel, entry.size) for entry, rel, _ in chosen],
+    )
+    return StagedRewrite(rewrite, staged, [entry.path for entry, _, _ in chosen])

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..errors import CommitError, LogCorruptError, MissingBatchError
-from ..manifest.paths import canonical_uri
+from ..manifest.paths import canonical_uri, relative_to_root, root_prefix
 from ..storage.base import Storage
 from ..table.identity import read_identity
 from ..table.layout import STAGING_DIR, parse_staging_name
@@ -70,17 +70,13 @@ class PublishedFiles:
             return frozenset()
         if self._names is None:
             identity = read_identity(self.storage)
-            roots = {_root_prefix(uri) for uri in (self.storage.root_uri, *(identity.root_uris if identity else ()))}
+            roots = {root_prefix(uri) for uri in (self.storage.root_uri, *(identity.root_uris if identity else ()))}
             names: set[str] = set()
             for entry in self.manifest.files():
                 uri = canonical_uri(entry.uri)
                 names.update(uri[len(root) :] for root in roots if uri.startswith(root))
             self._names = frozenset(names)
         return self._names
-
-
-def _root_prefix(uri: str) -> str:
-    return canonical_uri(uri).rstrip("/") + "/"
 
 
 def abort_attempt(storage: Storage, staging: str, *, keep: Container[str] = frozenset()) -> int:
@@ -109,7 +105,7 @@ def discard_sequence(storage: Storage, seq: CommitSequence, *, keep: Container[s
     targets: list[str] = []
     for step in seq.steps:
         if seq.mode == "direct" and isinstance(step, PublishManifest):
-            targets += [rel for entry in step.entries if (rel := _relative_to_root(storage, entry.uri)) is not None]
+            targets += [rel for entry in step.entries if (rel := relative_to_root(storage.root_uri, entry.uri)) is not None]
         elif moved and isinstance(step, MoveFiles):
             # the attempt's own names: only its writer, withdrawing a claim none of whose steps
             # reached the manifest, knows they are not published (gc collects them otherwise)
@@ -135,7 +131,7 @@ def claim_files_missing(storage: Storage, seq: CommitSequence) -> list[str]:
     for step in seq.steps:
         if seq.mode == "direct" and isinstance(step, PublishManifest):
             for entry in step.entries:
-                rel = _relative_to_root(storage, entry.uri)
+                rel = relative_to_root(storage.root_uri, entry.uri)
                 if rel in moved:
                     continue
                 if rel is None or not storage.exists(rel):
@@ -159,12 +155,6 @@ def _check_direct_files(storage: Storage, seq: CommitSequence) -> None:
             "waited for its Delta commit). Restore them, or discard the entry with "
             f"`seo recover <table> --discard-wal {seq.batch_id}` so that Spark re-runs the batch."
         )
-
-
-def _relative_to_root(storage: Storage, uri: str) -> str | None:
-    root = _root_prefix(storage.root_uri)
-    uri = canonical_uri(uri)
-    return uri[len(root) :] if uri.startswith(root) else None
 
 
 class PublishedView(Protocol):

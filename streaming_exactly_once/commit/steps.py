@@ -43,7 +43,7 @@ from typing import Any
 from ..errors import CommitError, LogConflictError, LogCorruptError
 from ..log.codec import RecordError, non_negative, path_value
 from ..log.compaction import is_compaction_batch
-from ..log.record_fields import json_field
+from ..log.record_fields import json_field, strings
 from ..manifest.entry import ManifestEntry
 from ..storage.base import Storage, check_relative
 from ..table.commits_log import CommitRecord
@@ -75,12 +75,6 @@ def _moves(items: list[Any]) -> list[FileMove]:
         src, dst = (_relative_path(path_value(p, "moves")) for p in item[:2])
         moves.append(FileMove(src, dst, non_negative(item[2], "moves")))
     return moves
-
-
-def _strings(value: Any, name: str) -> list[str]:
-    if not all(isinstance(v, str) for v in value):
-        raise RecordError(f"field {name!r} must hold strings")
-    return list(value)
 
 
 @register
@@ -184,7 +178,7 @@ class PublishManifest(CommitStep):
     entries: list[ManifestEntry] = dc_field(default_factory=list, metadata=json_field("entries", list, record=ManifestEntry))
     #: a compaction batch that also publishes rewrites (``commit.data_compaction``): the paths,
     #: as the manifest spells them, of the earlier entries its compact file leaves out
-    replaced: list[str] = dc_field(default_factory=list, metadata=json_field("replaced", list, optional=True, omit_default=True, check=_strings))
+    replaced: tuple[str, ...] = dc_field(default=(), metadata=json_field("replaced", list, optional=True, omit_default=True, check=strings))
 
     def verify(self, ctx: StepContext) -> bool:
         manifest = ctx.logs.require_manifest()
@@ -202,12 +196,9 @@ class PublishManifest(CommitStep):
         return True
 
     def execute(self, ctx: StepContext) -> None:
-        manifest = ctx.logs.require_manifest()
-        if self.replaced:
-            replaced = set(self.replaced)
-            manifest.add_compact_without(self.batch_id, self.entries, lambda entry: entry.path in replaced)
-        else:
-            manifest.add(self.batch_id, self.entries)
+        replaced = frozenset(self.replaced)
+        drop = (lambda entry: entry.path in replaced) if replaced else None
+        ctx.logs.require_manifest().add(self.batch_id, self.entries, drop=drop)
 
     def written(self, ctx: StepContext) -> list[tuple[Storage, str]]:
         manifest = ctx.logs.require_manifest()

@@ -370,10 +370,12 @@ class Writer(ABC):
             raise
 
     def fenced_cause_of(self, exc: BaseException) -> WriterFencedError | None:
-        """The ``WriterFencedError`` behind a failed staging, if this writer was fenced meanwhile:
-        the successor's recovery removed the frozen writer's staging directory, and its own
-        write failed with whatever the storage says about a missing directory."""
-        if not isinstance(exc, Exception) or isinstance(exc, ExactlyOnceError):
+        """The ``WriterFencedError`` behind an attempt that failed before its claim, if this writer
+        was fenced meanwhile: the successor changed the table under the frozen writer - its
+        recovery removed the staging directory (the write fails with whatever the storage says
+        about a missing directory), its retention removed manifest files a compaction batch's
+        plan reads (``MissingBatchError``)."""
+        if not isinstance(exc, Exception) or isinstance(exc, WriterFencedError):
             return None
         try:
             return fenced_cause(self.storage, self.lease.epoch, "stage")

@@ -322,22 +322,28 @@ class CompactibleLog(BatchLog[T], Generic[T]):
             return [self.raw_body(b, context=context) for b in batch_ids]
         return map_waiting("log-reads", lambda b: self.raw_body(b, context=context), batch_ids)  # one pool per process
 
-    def add(self, batch_id: int, records: Sequence[T], *, durable: bool = True) -> bool:
+    def add(self, batch_id: int, records: Sequence[T], *, durable: bool = True, drop: Callable[[T], bool] | None = None) -> bool:
         """A delta file as ``BatchLog.add``; a compact file is always written durably, whatever
         ``durable`` says: retention deletes the files it folds in, and its bytes, which depend
-        on the clock where a retention filter applies, cannot be rebuilt to repair a tear."""
+        on the clock where a retention filter applies, cannot be rebuilt to repair a tear.
+
+        ``drop``: a compact file that also leaves out the earlier records it selects (a
+        compaction batch's rewrites, ``commit.data_compaction``). It is folded from the parsed
+        records, never from a prepared or copied file, which hold the dropped ones."""
         if not is_compaction_batch(batch_id, self.interval):
+            if drop is not None:
+                raise ValueError(f"batch {batch_id} of {self.uri()} is no compaction batch (interval {self.interval}): nothing to drop")
             return super().add(batch_id, records, durable=durable)
         context = f"needed to compact batch {batch_id} (compact interval {self.interval})"
         own_tail = b"".join(b"\n" + encode_line(self.codec.to_json(r)) for r in records)
-        if self.preparation.holds(batch_id):
+        if drop is None and self.preparation.holds(batch_id):
             published = self.preparation.publish(batch_id, own_tail, context=context)
             if published is not None:
                 self._note(batch_id)
                 self.note_written_compact(batch_id)
                 return published
         path = self.path(batch_id)
-        if self.fold_is_concatenation and self.retain is None:
+        if self.fold_is_concatenation and self.retain is None and drop is None:
             composed = composed_files(self.storage)
             pieces = self.compact_pieces(batch_id, own_tail, context=context, copy=composed is not None)
             try:
@@ -358,6 +364,8 @@ class CompactibleLog(BatchLog[T], Generic[T]):
             self.note_written_compact(batch_id)
         else:
             previous = self.iter_batches(valid_batches_before_compaction(batch_id, self.interval), context=context)
+            if drop is not None:
+                previous = (r for r in previous if not drop(r))
             lines = [encode_line(self.codec.to_json(r)) for r in self.fold(previous, records, now_ms())]
             data = header(self.version) + b"".join(b"\n" + line for line in lines)
             try:
@@ -370,31 +378,6 @@ class CompactibleLog(BatchLog[T], Generic[T]):
                 self._check_same(path, batch_id, same)
                 return False
         self._note(batch_id)
-        return True
-
-    def add_compact_without(self, batch_id: int, records: Sequence[T], drop: Callable[[T], bool]) -> bool:
-        """Compact file ``batch_id`` without the earlier records ``drop`` selects, then
-        ``records``: a compaction batch that also replaces records (``commit.data_compaction``).
-        Built from the parsed records, never from a prepared or copied file, which hold the
-        dropped ones; written durably. Not noted as written by this object (``wrote_compact``
-        means a concatenation, which the reader index extends by byte counts): the next
-        compaction vouches for it through its index, built from the JSON. False if this very
-        file is there already (a retry)."""
-        if not is_compaction_batch(batch_id, self.interval):
-            raise ValueError(f"batch {batch_id} is not a compaction batch of {self.uri()} (interval {self.interval})")
-        context = f"needed to compact batch {batch_id} (compact interval {self.interval})"
-        previous = (r for r in self.iter_batches(valid_batches_before_compaction(batch_id, self.interval), context=context) if not drop(r))
-        lines = [encode_line(self.codec.to_json(r)) for r in self.fold(previous, records, now_ms())]
-        data = header(self.version) + b"".join(b"\n" + line for line in lines)
-        path = self.path(batch_id)
-        try:
-            self.storage.put_if_absent(path, data)
-        except FileExistsError:
-            own_tail = b"".join(b"\n" + encode_line(self.codec.to_json(r)) for r in records)
-            existing = self.storage.read_bytes(path)
-            self._check_same(path, batch_id, existing == data or (bool(own_tail) and existing.endswith(own_tail)))
-            return False
-        self._note(batch_id)  # not ``note_written_compact``: this file is no concatenation
         return True
 
     def rewrite_durably(self, batch_id: int, records: Sequence[T]) -> None:

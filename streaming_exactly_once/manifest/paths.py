@@ -147,6 +147,17 @@ def canonical_uri(uri: str) -> str:
     return uri.rstrip("/") if not uri.endswith("://") else uri
 
 
+def root_prefix(root_uri: str) -> str:
+    """The canonical spelling of a table root, with the ``/`` its files' URIs continue with."""
+    return canonical_uri(root_uri).rstrip("/") + "/"
+
+
+def relative_to_root(root_uri: str, uri: str) -> str | None:
+    """``uri`` relative to the table rooted at ``root_uri`` (either in any spelling); None if elsewhere."""
+    root, uri = root_prefix(root_uri), canonical_uri(uri)
+    return uri[len(root) :] if uri.startswith(root) else None
+
+
 def spellings(uri: str) -> list[str]:
     """Every spelling of ``uri`` a manifest may hold (the canonical one first)."""
     canonical = canonical_uri(uri)

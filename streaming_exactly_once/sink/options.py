@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 from ..commit.committer import CommitterOptions
 from ..commit.data_compaction import CompactionPolicy
-from ..config import parse_bool, parse_choice, parse_duration_ms, parse_int, parse_size, reject_unknown
+from ..config import parse_bool, parse_choice, parse_duration_ms, parse_int, parse_size, parse_table_text, reject_unknown
 from ..delta.target import DeltaSettings
 from ..errors import ConfigError
 from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
@@ -117,7 +117,7 @@ def compaction_policy(value: Any) -> CompactionPolicy | None:
     """The ``compaction`` option: None, a bool, or a mapping of ``COMPACTION_KEYS`` (from a job
     config's environment also ``"true"`` or ``"target_size=64MB,min_files=4"``)."""
     if isinstance(value, str):
-        value = dict(item.split("=", 1) for item in value.split(",")) if "=" in value else parse_bool(value, key="compaction")
+        value = parse_table_text(value) if "=" in value else parse_bool(value, key="compaction")
     if value is None or value is False:
         return None
     if value is True:

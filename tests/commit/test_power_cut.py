@@ -23,11 +23,9 @@ from streaming_exactly_once.errors import DataNotDurableError
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.testing.faults import (
     BOUNDARIES,
-    COMPACTION_ONLY,
     DELTA_ONLY,
+    FEATURE_ONLY,
     GROUP_ONLY,
-    ICEBERG_ONLY,
-    SCHEMA_ONLY,
     FaultInjectingStorage,
     Rule,
     Where,
@@ -100,17 +98,10 @@ def writes_of(kind: TableKind) -> list[str]:
 
 def boundaries_of(kind: TableKind) -> list[str]:
     # a schema-changing commit is cut at its own boundary in test_schema_crash (here batch 2 changes none)
-    skip = (
-        set(GROUP_ONLY)
-        | set(SCHEMA_ONLY)
-        | set(ICEBERG_ONLY)
-        | set(COMPACTION_ONLY)
-        | ({"mid-move", "after-move"} if kind.mode == "direct" else {"after-cleanup"})
-    )
+    skip = set(GROUP_ONLY) | set(FEATURE_ONLY) | ({"mid-move", "after-move"} if kind.mode == "direct" else {"after-cleanup"})
     if kind.delta:
+        skip -= set(DELTA_ONLY)
         skip |= {"after-intent", "before-stage"}  # the Delta helper stages without making the directory first
-    else:
-        skip |= set(DELTA_ONLY)
     return [b for b in BOUNDARIES if b not in skip]
 
 

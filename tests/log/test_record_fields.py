@@ -107,7 +107,7 @@ RECORDS: list[Any] = [
 STEPS: list[Any] = [
     MoveFiles(moves=[FileMove("_staging/a", "day=1/a", 10)]),
     PublishManifest(batch_id=12, entries=[ENTRY]),
-    PublishManifest(batch_id=14, entries=[ENTRY], replaced=["file:///t/day=1/part-1.parquet"]),
+    PublishManifest(batch_id=14, entries=[ENTRY], replaced=("file:///t/day=1/part-1.parquet",)),
     WriteSources(batch_id=12, files=[SOURCE]),
     WriteOffsets(record=OFFSETS),
     WriteCommit(record=COMMIT),
