@@ -43,11 +43,12 @@ from ..table.schema_log import SchemaRecord
 from ..table.table_logs import TableLogs
 from .attempt import BatchAttempt, CommitResult, StagedFile, elapsed_ms, sources_step
 from .compaction_preparation import preparation_of
-from .data_compaction import RETENTION_MARGIN_MS, StagedRewrite, plan, write
+from .data_compaction import RETENTION_MARGIN_MS, StagedRewrite
 from .delta_step import CommitDelta
 from .iceberg_step import CommitIceberg
 from .options import CommitterOptions
-from .recovery import INTENTS_SUBDIR, ManifestView, PublishedView
+from .recovery import INTENTS_SUBDIR, ManifestView, PublishedView, RecoveryReport
+from .rewrite_preparation import RewritePreparation
 from .schema_step import WriteSchema
 from .step import CommitStep
 from .steps import CleanupStaging, FileMove, MoveFiles, PublishManifest, WriteCommit
@@ -73,6 +74,8 @@ class TableCommitter(Writer):
             file_format=options.format,
             delta=options.delta is not None or options.iceberg is not None,  # a table format's schema: never widened
         )
+        #: small data files rewritten in the background for the compaction batches (None: compaction off)
+        self.rewrites = None if options.compaction is None else RewritePreparation(storage, self.lease, options.compaction, self.housekeeping.gate)
 
     # -- a single table ----------------------------------------------------------------------
 
@@ -92,7 +95,21 @@ class TableCommitter(Writer):
         return ManifestView(self.logs)
 
     def _forget_tables(self) -> None:
-        pass  # one table, its logs are the root's
+        if self.rewrites is not None:  # the recovery deletes their staging directory
+            self.rewrites.forget()
+
+    def open(self) -> RecoveryReport:
+        report = super().open()
+        self._queue_rewrite(start=True)
+        return report
+
+    def close(self) -> None:
+        if self.rewrites is not None:
+            self.rewrites.stop()
+            self.housekeeping.drain()
+            if self.lease.holds():
+                self.rewrites.discard()
+        super().close()
 
     def _load_state(self, newest: CommitRecord | None) -> None:
         """The table schema batches are checked against (``commit.table_schema``); an existing
@@ -200,32 +217,54 @@ class TableCommitter(Writer):
             t_plan,
             retention=[(log_, m) for log_ in self.logs.all_logs()],
             indexes=[("index", partial(index_compact, self.logs, m))] if indexed else (),
+            leftovers=self._published_rewrites if rewrites else tuple,
         )
         self.schemas.committed(new_schema, m)
-        return self._finish(attempt, record, input_files, ctx)
+        result = self._finish(attempt, record, input_files, ctx)
+        self._queue_rewrite()
+        return result
 
     def _rewrites(self, attempt: BatchAttempt) -> list[StagedRewrite]:
-        """The rewrites compaction batch ``attempt.batch_id`` publishes, staged (before any claim;
-        ``commit.data_compaction``); none when compaction is off or the batch is no compaction batch."""
-        policy, m = self.options.compaction, attempt.batch_id
-        if policy is None or m == 0:
-            return []
-        manifest = self.logs.require_manifest()
-        if not is_compaction_batch(m, manifest.interval):
+        """The rewrites compaction batch ``attempt.batch_id`` publishes: those prepared in the
+        background that are still valid (checked before any claim; ``commit.rewrite_preparation``)."""
+        m = attempt.batch_id
+        if self.rewrites is None or m == 0 or not is_compaction_batch(m, self.logs.require_manifest().interval):
             return []
         t0 = time.perf_counter()
-        now = int(time.time() * 1000)
-        live = manifest.files(as_of=m - 1)
-        if manifest.retain is not None:  # never a file retention drops: its rows would live on in the new one
-            live = [e for e in live if manifest.retain(e, now + RETENTION_MARGIN_MS)]
-        out: list[StagedRewrite] = []
-        for n, candidate in enumerate(plan(self.storage, live, policy, now_ms=now)):
-            self.lease.check_fence("compact")  # a frozen writer stops before it writes any more
-            staged = write(self.storage, candidate, staging_dir=attempt.staging_dir, batch_id=m, n=n, min_files=policy.min_files)
-            if staged is not None:
-                out.append(staged)
+        out = self.rewrites.usable(self._rewritable(m - 1, int(time.time() * 1000)))
         attempt.timings["compaction"] = elapsed_ms(t0)
+        if out and self.rewrites.last_ms is not None:
+            attempt.timings["rewrite"] = round(self.rewrites.last_ms, 3)
         return out
+
+    def _published_rewrites(self) -> list[str]:
+        """After a compaction batch published its rewrites: their staging directory, to delete."""
+        directory = self.rewrites.published() if self.rewrites is not None else None
+        return [] if directory is None else [directory]
+
+    def _rewritable(self, as_of: int, now_ms: int) -> list[ManifestEntry]:
+        """The live listing as of ``as_of`` without the files retention is about to drop (their
+        rows must not live on in a new file)."""
+        manifest = self.logs.require_manifest()
+        live = manifest.files(as_of=as_of) if as_of >= 0 else []
+        if manifest.retain is not None:
+            live = [e for e in live if manifest.retain(e, now_ms + RETENTION_MARGIN_MS)]
+        return live
+
+    def _queue_rewrite(self, *, start: bool = False) -> None:
+        """Plan the rewrites of the next compaction batch once the batch before it committed (or
+        at a start), in the background (``commit.rewrite_preparation``)."""
+        rewrites = self.rewrites
+        if rewrites is None:
+            return
+        interval = self.logs.require_manifest().interval
+        target = self.latest_batch_id + 1
+        if not start and not is_compaction_batch(target, interval):
+            return
+        while not is_compaction_batch(target, interval):
+            target += 1
+        latest = self.latest_batch_id
+        self.housekeeping.queue_rewrite(partial(rewrites.prepare, target, partial(self._rewritable, latest)))
 
     def _schema_record(self, attempt: BatchAttempt, schema: str | None) -> SchemaRecord | None:
         """Check (before any claim) that the batch's files fit the table schema; the schema

@@ -3,7 +3,7 @@ path, and the order it must be done in.
 
 After a batch commits: its WAL claim is deleted (once the records written without their sync are
 durable), its staging leftovers after the claim, log retention applied, the manifest indexed at a
-compaction batch, the next compaction prepared. One rule orders them (``docs/design/recovery.md``):
+compaction batch, the next compaction prepared, small data files rewritten. One rule orders them (``docs/design/recovery.md``):
 **a batch's claim goes before retention deletes anything the claim's recovery would look at** -
 recovery takes a claim for a published batch only while that batch's manifest file is there. It
 holds by structure: ``batch_committed`` registers the claim before it queues the batch's
@@ -29,7 +29,7 @@ from ..manifest.manifest_index import warm_up
 from ..storage.base import Storage
 from .attempt import elapsed_ms
 from .compaction_preparation import CommitGate, preparation_of
-from .janitor import PREPARE_LANE, Janitor
+from .janitor import PREPARE_LANE, REWRITE_LANE, Janitor
 from .lease import Lease
 from .sequence import CommitSequence, sync_files
 from .step import StepContext
@@ -90,13 +90,15 @@ class Housekeeping:
         retention: Iterable[tuple[CompactibleLog[Any], int]],
         prepare: Callable[[], None],
         indexes: Iterable[tuple[object, Callable[[], None]]] = (),
+        leftovers: Iterable[str] = (),
     ) -> None:
         """Queue what batch ``seq`` leaves to do: its claim's drop (registered first: the rule
-        above), the next compactions' preparation (``prepare``), the manifest ``indexes`` a
-        compaction batch gets, and the ``retention`` of the logs it wrote."""
+        above) and then its staging directory's and the ``leftovers``' deletion, the next
+        compactions' preparation (``prepare``), the manifest ``indexes`` a compaction batch gets,
+        and the ``retention`` of the logs it wrote."""
         with self._lock:
             self._claims.append(ClaimToDrop(seq, ctx))
-        self.janitor.submit(partial(self._drop_claim, seq.staging_dir))
+        self.janitor.submit(partial(self._drop_claim, seq.staging_dir, *leftovers))
         self.queue_preparation(prepare)
         for key, task in indexes:
             self.janitor.submit_latest(key, task)
@@ -122,15 +124,20 @@ class Housekeeping:
         if self.prepare_compactions:
             self.janitor.submit_latest("prepare", partial(self._if_held, prepare), lane=PREPARE_LANE)
 
+    def queue_rewrite(self, task: Callable[[], None]) -> None:
+        """``task`` (a rewrite of small data files, ``commit.rewrite_preparation``) on its own lane."""
+        self.janitor.submit_latest("rewrite", partial(self._if_held, task), lane=REWRITE_LANE)
+
     def _if_held(self, task: Callable[[], None]) -> None:
         if self.lease.holds():
             task()
 
     # -- claims and retention ----------------------------------------------------------------
 
-    def _drop_claim(self, staging_dir: str) -> None:
+    def _drop_claim(self, *staging_dirs: str) -> None:
         if self.drop_claims():  # this batch's claim among them; its leftovers only after it
-            self.storage.delete_tree(staging_dir)
+            for path in staging_dirs:
+                self.storage.delete_tree(path)
 
     def drop_claims(self) -> bool:
         """Delete the WAL claims of every batch this writer completed so far; False if one could

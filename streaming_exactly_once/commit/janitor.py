@@ -9,7 +9,8 @@ leftover on the next start), so it is done on a daemon thread instead of inside 
 Work runs in lanes, one daemon thread each, in order within a lane. Preparing the next compact
 file has a lane of its own (``PREPARE_LANE``): queued behind the index builds (300 ms at
 250k live files) it fell so far behind back-to-back batches that the compaction batch found
-nothing prepared and copied the whole previous compact file itself.
+nothing prepared and copied the whole previous compact file itself. Rewriting small data files
+(``commit.rewrite_preparation``) has one too: it reads and writes data, and must hold up neither.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ log = logging.getLogger("streaming_exactly_once.janitor")
 
 DEFAULT_LANE = "janitor"
 PREPARE_LANE = "prepare"
+REWRITE_LANE = "rewrite"
 
 
 class _Lane:

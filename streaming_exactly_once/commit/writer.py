@@ -403,15 +403,17 @@ class Writer(ABC):
         *,
         retention: Iterable[tuple[CompactibleLog[Any], int]],
         indexes: Iterable[tuple[object, Callable[[], None]]] = (),
+        leftovers: Callable[[], Iterable[str]] = tuple,
     ) -> StepContext:
-        """Commit ``seq`` (the engine), then leave what follows to the housekeeping."""
+        """Commit ``seq`` (the engine), then leave what follows to the housekeeping; ``leftovers``
+        (once the batch committed) names staging directories to delete after its claim."""
         ctx = self._ctx()
         ctx.pool = self.pool.get()
         ctx.defer_sync = True  # a fresh commit: the claim can rebuild the bookkeeping records
         ctx.timings.update(attempt.timings)
         ctx.timings["plan"] = elapsed_ms(t_plan)
         self.engine.run(seq, ctx)
-        self.housekeeping.batch_committed(seq, ctx, retention=retention, prepare=self._prepare, indexes=indexes)
+        self.housekeeping.batch_committed(seq, ctx, retention=retention, prepare=self._prepare, indexes=indexes, leftovers=leftovers())
         return ctx
 
     def _finish(self, attempt: BatchAttempt, record: CommitRecord, input_files: Sequence[InputFile], ctx: StepContext) -> CommitResult:

@@ -22,12 +22,20 @@ from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.testing.faults import FaultInjectingStorage, Rule, Where
 from tests.commit.helpers import make_committer, stage_file
 from tests.commit.power_cut_runs import seo
-from tests.delta.helpers import commit_batch, delta_committer
+from tests.delta.helpers import commit_batch as commit_only, delta_committer
 from tests.delta.readback import delta_ids
 
 Q = "c0c0c0c0-0000-0000-0000-000000000000"
 #: every file of the tests' batches is small and old enough; four of them are worth a rewrite
 POLICY = CompactionPolicy(target_size=1 << 20, min_files=4, min_age_ms=0, max_bytes=1 << 20)
+
+
+def commit_batch(committer, *args, **kwargs):
+    """One batch, then the background work it queued (the next compaction batch's rewrite is
+    prepared by the time it commits: what a stream's trigger interval gives)."""
+    result = commit_only(committer, *args, **kwargs)
+    committer.janitor.drain()
+    return result
 
 
 def ids_of(batch: int) -> list[int]:
@@ -199,7 +207,9 @@ def commit_files(committer, spark_batch: int, tables, *, schema: str | None = No
             pq.write_table(table, buf, **write_options)
             name = f"p=a/part-{part:05d}-{attempt.attempt}.c000.snappy.parquet"
             files.append(stage_file(committer.storage, attempt, name, buf.getvalue()))
-        return committer.commit(attempt, files, num_rows=sum(t.num_rows for t in tables), schema=schema)
+        result = committer.commit(attempt, files, num_rows=sum(t.num_rows for t in tables), schema=schema)
+    committer.janitor.drain()
+    return result
 
 
 def test_a_writer_frozen_before_its_compaction_batch_is_told_it_was_fenced(tmp_path):

@@ -1,0 +1,139 @@
+"""Rewrites of small files written off the batch's path, waiting for the compaction batch that
+publishes them (``commit.data_compaction`` plans and writes one; this module says when, where,
+and what a compaction batch checks before it claims one).
+
+Why: a rewrite reads and writes up to ``max_bytes`` of data. On the compaction batch's own path
+that was the batch's latency (the commit p99 of a compacted table). Here it runs on a lane of its
+own (``commit.janitor``), between commits (``CommitGate``), and the batch only checks it.
+
+When: planned once the batch before a compaction batch has committed (and at a writer's start),
+from the live listing of the latest batch, unless earlier rewrites still wait. The first
+compaction batch after they are ready publishes them; a rewrite not ready in time waits for the
+next one.
+
+Where: a staging directory of its own, ``_seo/staging/<M>-rw<uid>-e<epoch>/rewrite/<final>``
+(``table.layout.staging_dir``; ``M`` the compaction batch it was planned for). To a recovery it
+is an attempt that never claimed: an earlier epoch's is judged ``abort`` and deleted, so a
+frozen writer's rewrite never publishes after a takeover - it publishes only through a claim,
+and a claim needs the lease. The writer's own recovery (after a failed batch) deletes it too, so
+a start forgets what was prepared. ``seo gc`` deletes it only when no claim names it and
+nothing in it is younger than ``--older-than``.
+
+What a compaction batch checks before its claim (``usable``): every file a rewrite replaces is
+live in the listing the batch starts from and not about to be dropped by ``retention``, and the
+new file is still staged. A rewrite that fails this is deleted; the others ride the claim.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+
+from ..manifest.entry import ManifestEntry
+from ..storage.base import Storage
+from ..table.layout import staging_dir
+from .compaction_preparation import CommitGate
+from .data_compaction import CompactionPolicy, StagedRewrite, plan, write
+from .lease import Lease
+
+log = logging.getLogger("streaming_exactly_once.compaction")
+
+#: How long a rewrite waits for a commit in progress before it writes anyway (never starved).
+GATE_WAIT_S = 0.5
+
+
+class RewritePreparation:
+    """One writer's prepared rewrites (module docstring). ``prepare`` runs on the rewrite lane;
+    ``usable``, ``published`` and ``forget`` on the committing thread."""
+
+    def __init__(self, storage: Storage, lease: Lease, policy: CompactionPolicy, gate: CommitGate) -> None:
+        self.storage = storage
+        self.lease = lease
+        self.policy = policy
+        self.gate = gate
+        self._lock = threading.Lock()
+        self._ready: list[StagedRewrite] = []
+        #: the staging directory of ``_ready``
+        self._dir: str | None = None
+        self._stopping = threading.Event()
+        #: milliseconds the last preparation took (``stepMs.rewrite`` of the batch that publishes it)
+        self.last_ms: float | None = None
+
+    def prepare(self, target: int, live: Callable[[int], Sequence[ManifestEntry]]) -> None:
+        """Plan and write the rewrites compaction batch ``target`` is to publish, from the live
+        listing ``live(now_ms)`` (the caller leaves out what retention is about to drop)."""
+        with self._lock:
+            if self._ready or self._stopping.is_set():
+                return
+        if not self.lease.holds():
+            return
+        t0 = time.perf_counter()
+        now = int(time.time() * 1000)
+        directory = staging_dir(target, f"rw{uuid.uuid4().hex[:8]}", self.lease.epoch or 0)
+        out: list[StagedRewrite] = []
+        written = False
+        try:
+            for n, candidate in enumerate(plan(self.storage, live(now), self.policy, now_ms=now)):
+                if self._stopping.is_set():
+                    break
+                self.gate.wait_open(GATE_WAIT_S)
+                self.lease.check_fence("compact")  # a frozen writer stops before it writes any more
+                written = True
+                staged = write(self.storage, candidate, staging_dir=directory, batch_id=target, n=n, min_files=self.policy.min_files)
+                if staged is not None:
+                    out.append(staged)
+        finally:
+            if out:
+                with self._lock:
+                    self._ready, self._dir = out, directory
+                self.last_ms = (time.perf_counter() - t0) * 1000
+                log.info("compaction prepared %d rewrite(s) for batch %d in %.0f ms", len(out), target, self.last_ms)
+            elif written and self.lease.holds():  # what a failed write may have left
+                self.storage.delete_tree(directory)
+
+    def usable(self, live: Sequence[ManifestEntry]) -> list[StagedRewrite]:
+        """The prepared rewrites a compaction batch whose listing is ``live`` may publish (module
+        docstring); the others are deleted. They stay prepared until ``published``: an attempt
+        that fails before its claim leaves them to the next one."""
+        paths = {entry.path for entry in live}
+        with self._lock:
+            ready = list(self._ready)
+        kept = [r for r in ready if all(p in paths for p in r.replaced_entries) and self.storage.exists(r.staged)]
+        for r in ready:
+            if r not in kept:
+                log.info("compaction drops its rewrite %s: a file it replaces is no longer live, or it is no longer staged", r.rewrite.final)
+                if self.storage.exists(r.staged):
+                    self.storage.delete(r.staged)
+        with self._lock:
+            self._ready = kept
+            if not kept and self._dir is not None:
+                self.storage.delete_tree(self._dir)
+                self._dir = None
+        return kept
+
+    def published(self) -> str | None:
+        """The rewrites ``usable`` gave were published (their batch committed): forgotten. Returns
+        their staging directory, to delete once the batch's claim is gone."""
+        with self._lock:
+            directory, self._ready, self._dir = self._dir, [], None
+        return directory
+
+    def forget(self) -> None:
+        """Before a recovery, which deletes the staging directory (its verdict on an unclaimed attempt)."""
+        with self._lock:
+            self._ready, self._dir = [], None
+        self._stopping.clear()
+
+    def stop(self) -> None:
+        """A writer's stop: a preparation in progress writes no further file."""
+        self._stopping.set()
+
+    def discard(self) -> None:
+        """A stopping writer that still holds the table deletes what it prepared."""
+        with self._lock:
+            directory, self._ready, self._dir = self._dir, [], None
+        if directory is not None:
+            self.storage.delete_tree(directory)
