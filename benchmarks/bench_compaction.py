@@ -7,7 +7,8 @@ round, in one SparkSession. Reported per writer: median wall time of a run and i
 plain append; live data files at the end and their median size; reader planning time
 (``spark.read.parquet(table).inputFiles()``) and a full read (``count()``), medians of three;
 for this sink the median and p99 of the commit (``commitMs``) and, with compaction, of the
-compaction batches' rewrite (``stepMs.compaction``).
+rewrite (``stepMs.rewrite``, in the background) and of the compaction batch's check of it on its
+path (``stepMs.compaction``).
 
     python -m benchmarks.bench_compaction [small|full]
 """
@@ -95,7 +96,9 @@ def _run(spark, name: str, input_dir: Path, work: Path) -> dict[str, Any]:
     }
     if events:
         result["commit_ms"] = [e["commitMs"] for e in events]
-        result["rewrite_ms"] = [e["stepMs"]["compaction"] for e in events if "compaction" in e.get("stepMs", {})]
+        # the rewrite runs in the background; the compaction batch checks it on its path
+        result["rewrite_ms"] = [e["stepMs"]["rewrite"] for e in events if "rewrite" in e.get("stepMs", {})]
+        result["check_ms"] = [e["stepMs"]["compaction"] for e in events if "compaction" in e.get("stepMs", {})]
     return result
 
 
@@ -129,9 +132,10 @@ def main(size: str = "small", work: Path | None = None) -> dict[str, Any]:
             commits = [ms for x in runs[name] for ms in x.get("commit_ms", [])]
             if commits:
                 table[name]["commit_ms"] = summary(commits)
-            rewrites = [ms for x in runs[name] for ms in x.get("rewrite_ms", [])]
-            if rewrites:
-                table[name]["rewrite_ms"] = summary(rewrites)
+            for key in ("rewrite_ms", "check_ms"):
+                values = [ms for x in runs[name] for ms in x.get(key, [])]
+                if values:
+                    table[name][key] = summary(values)
         return {"input": {"batches": n_batches, "rows": total, "partitions": 4}, "rounds": rounds, "compaction": COMPACTION, "writers": table}
     finally:
         spark.stop()

@@ -37,7 +37,7 @@ from ..manifest.entry import ManifestEntry
 from ..manifest.manifest_index import delete_stale_indexes, index_matches, write_index
 from ..manifest.manifest_log import ManifestLog
 from ..storage.base import Storage
-from ..table.commits_log import CommitRecord
+from ..table.commits_log import CommitRecord, RewriteNote
 from ..table.identity import TableSpec
 from ..table.schema_log import SchemaRecord
 from ..table.table_logs import TableLogs
@@ -205,6 +205,7 @@ class TableCommitter(Writer):
             source_files=len(input_files),
             schema=schema,
             table_rows=None if self._table_rows is None or num_rows is None else self._table_rows + num_rows,
+            rewrites=[RewriteNote(r.rewrite.final, r.rewrite.rows, tuple(p for p, _ in r.rewrite.replaced)) for r in rewrites],
         )
         steps.append(WriteCommit(record=record))
         if attempt.mode == "direct":

@@ -3,9 +3,10 @@
 ``docs/design/data-compaction.md`` has the reader-by-reader analysis. In short: Spark's batch
 reader takes a ``.compact`` manifest file as the whole listing, so a replacement can only take
 effect there; the batch that writes ``M.compact`` also publishes the rewrites planned here, in
-its own claim (``TableCommitter.commit``): the new file is staged and moved like the batch's
-files, ``M.compact`` lists it instead of the files it replaces, and a Delta commit removes them
-and adds it with ``dataChange`` false.
+its own claim (``TableCommitter.commit``): the new file is staged in the background
+(``commit.rewrite_preparation``) and moved like the batch's files, ``M.compact`` lists it
+instead of the files it replaces, and a Delta commit removes them and adds it with
+``dataChange`` false.
 
 What is rewritten (``plan``): Parquet files of one directory (a partition), each smaller than
 half the target size and written at least ``min_age_ms`` ago (by the entry's
@@ -47,9 +48,9 @@ from .format_step_fields import inside, inside_field
 log = logging.getLogger("streaming_exactly_once.compaction")
 
 #: The new files' names: Spark's ``part-`` prefix (so every reader's listing rules take them)
-#: and a marker that says which compaction batch wrote them.
+#: and a marker that says which compaction batch they were planned for.
 NAME = "part-compacted-{batch}-{n:05d}-{uid}.snappy.parquet"
-#: Under the attempt's staging directory: the new files before their move.
+#: Under a staging directory (``commit.rewrite_preparation``): the new files before their move.
 STAGING_SUBDIR = "rewrite"
 #: A file that the manifest's ``retention`` drops this soon is not rewritten (the compact file
 #: is written after the plan; the rows of a file it drops must not live on in a new one).

@@ -34,8 +34,8 @@ _MAGIC = b"PAR1"
 _FIRST_READ = 64 * 1024
 
 
-def footer_schema(storage: Storage, path: str) -> Any:  # a pyarrow Schema, or None if unreadable
-    """The Arrow schema in the footer of the Parquet file at ``path`` (None: not a Parquet file)."""
+def footer_metadata(storage: Storage, path: str) -> Any:  # a pyarrow FileMetaData, or None if unreadable
+    """The footer of the Parquet file at ``path``, read from its end (None: not a Parquet file)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -46,9 +46,15 @@ def footer_schema(storage: Storage, path: str) -> Any:  # a pyarrow Schema, or N
     if footer + 8 > len(tail):
         tail = storage.read_tail(path, footer + 8)
     try:
-        return pq.read_metadata(pa.BufferReader(tail[-(footer + 8) :])).schema.to_arrow_schema()
+        return pq.read_metadata(pa.BufferReader(tail[-(footer + 8) :]))
     except (OSError, ValueError):
         return None
+
+
+def footer_schema(storage: Storage, path: str) -> Any:  # a pyarrow Schema, or None if unreadable
+    """The Arrow schema in the footer of the Parquet file at ``path`` (None: not a Parquet file)."""
+    metadata = footer_metadata(storage, path)
+    return None if metadata is None else metadata.schema.to_arrow_schema()
 
 
 def spark_kind(arrow_type: Any) -> str | None:

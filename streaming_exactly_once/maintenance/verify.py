@@ -7,7 +7,9 @@ Errors (the table is damaged, readers may fail or miss data):
     batch files, or a file that does not parse;
   * the commits or sources log disagrees with the manifest's latest batch;
   * a committed Parquet file's schema disagrees with the table schema (``maintenance.file_schemas``:
-    a table written before schema enforcement, or files added by another tool).
+    a table written before schema enforcement, or files added by another tool);
+  * a rewrite a retained compaction batch published is live beside a file it replaced, or its
+    rows differ from the recorded ones or from the replaced files' (``maintenance.rewrite_checks``).
 Warnings (harmless, cleaned by ``recover``/``gc``):
   * orphan data files (in the table, in no retained manifest entry) - left by crashed writers
     that were not this sink, by Spark's own sink, or by direct-mode attempts killed mid-write;
@@ -39,6 +41,7 @@ from .group_tables import group_of, group_tables
 from .iceberg_checks import check_iceberg
 from .kept import kept_files
 from .pending import PendingCommits, pending_commits
+from .rewrite_checks import check_rewrites
 
 
 @dataclass
@@ -193,6 +196,8 @@ def verify_table(
         check_iceberg(storage, identity.iceberg, latest, current, report, claimed)
     if identity is not None and latest is not None:
         _check_schemas(storage, identity, latest, current, report, files=check_schemas and not problems.absent)
+    if latest is not None:
+        check_rewrites(storage, logs.commits, current, report.add)
     if identity is None or identity.kind != "member":
         _check_leftovers(storage, report)
     if check_orphans:

@@ -12,6 +12,13 @@ recovery that found the version already there - readers then search the Delta lo
 ``format="iceberg"`` table's record carries ``"icebergSnapshot"`` likewise: the id of the Iceberg
 snapshot holding the batch (``read.iceberg_snapshot`` searches the snapshots' summaries when absent).
 
+A compaction batch that published rewrites of small files (the ``compaction`` option) carries
+``"rewrites"``: per new file, its table-relative path, its row count and the paths of the files
+it replaced (``seo verify`` checks them while the record is retained)::
+
+    "rewrites":[{"final":"p=a/part-compacted-8-00000-<uuid>.snappy.parquet","rows":40,
+      "replaced":["p=a/part-00000-<uuid>.c000.snappy.parquet",...]}]
+
 A dataset group's root record also carries ``"datasets"`` - for every table of the group, its
 latest batch, rows, watermarks and last checks, carried forward when a table is absent from a
 batch - and ``"sourcePartitions"`` (per source partition: low and high offset); one line in
@@ -33,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field as dc_field
 from typing import Any
 
-from ..log.record_fields import DataclassCodec, flattened, json_field
+from ..log.record_fields import DataclassCodec, flattened, json_field, strings
 from ..storage.base import Storage
 from .attempt_key import AttemptKey, KeyedByAttempt
 from .layout import COMMITS_DIR
@@ -43,6 +50,15 @@ HINT = (
     "The commits log is the sink's idempotence record. Run `seo verify <table>` to see what is "
     "affected; `seo recover <table>` rebuilds lost records from the WAL and offsets log."
 )
+
+
+@dataclass(frozen=True)
+class RewriteNote:
+    """One rewrite a compaction batch published: the new file, its rows, the files it replaced."""
+
+    final: str = dc_field(metadata=json_field("final", str))
+    rows: int = dc_field(metadata=json_field("rows", int))
+    replaced: tuple[str, ...] = dc_field(default=(), metadata=json_field("replaced", list, check=strings))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,6 +92,10 @@ class CommitRecord(KeyedByAttempt):
     delta_version: int | None = dc_field(default=None, metadata=json_field("deltaVersion", int, optional=True, omit_default=True))
     #: ``format="iceberg"``: the id of the Iceberg snapshot holding this batch, when the writer knew it
     iceberg_snapshot: int | None = dc_field(default=None, metadata=json_field("icebergSnapshot", int, optional=True, omit_default=True))
+    #: a compaction batch: the rewrites it published (module docstring)
+    rewrites: list[RewriteNote] = dc_field(
+        default_factory=list, metadata=json_field("rewrites", list, record=RewriteNote, optional=True, omit_default=True)
+    )
 
     @classmethod
     def of(cls, key: AttemptKey, **rest: Any) -> CommitRecord:

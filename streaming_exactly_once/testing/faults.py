@@ -26,10 +26,10 @@ protocol; each is one storage rule here (``BOUNDARY_RULES``). ``M`` is a batch n
     after-stage       before the create of ``_seo/wal/M``: everything staged, nothing claimed.
                       Spark's writer and the driver's checks after it (fence, Delta schema) only
                       read, so on disk this is the instant before-wal is
-    after-rewrite     after the create of a compaction batch's first new file under
-                      ``_seo/staging/<attempt>/rewrite/`` (``commit.data_compaction``): the
-                      rewrite is staged, nothing claimed; only compaction batches that rewrite
-                      files reach it
+    after-rewrite     after the create of a rewrite's new file under
+                      ``_seo/staging/<M>-rw<uid>-e<epoch>/rewrite/`` (``commit.rewrite_preparation``):
+                      in the background before compaction batch M, nothing claimed; only
+                      tables with compaction on reach it
     before-wal        before the create of ``_seo/wal/M`` (after the fence check)
     after-wal         after it
     mid-move          after the first rename out of ``_seo/staging/`` of a batch (its other files
