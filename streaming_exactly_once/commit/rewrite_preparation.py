@@ -16,8 +16,8 @@ Where: a staging directory of its own, ``_seo/staging/<M>-rw<uid>-e<epoch>/rewri
 is an attempt that never claimed: an earlier epoch's is judged ``abort`` and deleted, so a
 frozen writer's rewrite never publishes after a takeover - it publishes only through a claim,
 and a claim needs the lease. The writer's own recovery (after a failed batch) deletes it too, so
-a start forgets what was prepared. ``seo gc`` deletes it only when no claim names it and
-nothing in it is younger than ``--older-than``.
+a start forgets what was prepared. ``seo gc`` deletes it only when no claim moves a file out
+of it (``maintenance.pending``) and nothing in it is younger than ``--older-than``.
 
 What a compaction batch checks before its claim (``usable``): every file a rewrite replaces is
 live in the listing the batch starts from and not about to be dropped by ``retention``, and the
@@ -94,24 +94,32 @@ class RewritePreparation:
             elif written and self.lease.holds():  # what a failed write may have left
                 self.storage.delete_tree(directory)
 
+    @property
+    def ready(self) -> list[StagedRewrite]:
+        """The rewrites prepared and not yet published."""
+        with self._lock:
+            return list(self._ready)
+
     def usable(self, live: Sequence[ManifestEntry]) -> list[StagedRewrite]:
         """The prepared rewrites a compaction batch whose listing is ``live`` may publish (module
         docstring); the others are deleted. They stay prepared until ``published``: an attempt
         that fails before its claim leaves them to the next one."""
         paths = {entry.path for entry in live}
         with self._lock:
-            ready = list(self._ready)
+            ready, directory = list(self._ready), self._dir
         kept = [r for r in ready if all(p in paths for p in r.replaced_entries) and self.storage.exists(r.staged)]
-        for r in ready:
-            if r not in kept:
-                log.info("compaction drops its rewrite %s: a file it replaces is no longer live, or it is no longer staged", r.rewrite.final)
-                if self.storage.exists(r.staged):
-                    self.storage.delete(r.staged)
+        dropped = [r for r in ready if r not in kept]
+        for r in dropped:
+            log.info("compaction drops its rewrite %s: a file it replaces is no longer live, or it is no longer staged", r.rewrite.final)
+            if self.storage.exists(r.staged):
+                self.storage.delete(r.staged)
         with self._lock:
-            self._ready = kept
-            if not kept and self._dir is not None:
-                self.storage.delete_tree(self._dir)
+            self._ready = [r for r in self._ready if r not in dropped]
+            empty = dropped and not self._ready and self._dir == directory
+            if empty:
                 self._dir = None
+        if empty and directory is not None:
+            self.storage.delete_tree(directory)
         return kept
 
     def published(self) -> str | None:

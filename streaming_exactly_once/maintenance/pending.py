@@ -1,9 +1,11 @@
 """Everything the pending commits of a table or dataset group still need.
 
 A WAL entry ``_seo/wal/M`` is a commit that may still roll forward (``commit.recovery``). Until
-it has, nothing it names may be deleted: its staging directory; the staged files of its ``move``
-step and their targets (in the table already, or about to be, but in no manifest file yet); the
-data files its ``manifest``/``members`` entries list (``direct`` mode writes them in place).
+it has, nothing it names may be deleted: its staging directory, and every staging directory a
+staged file of its ``move`` step is in (a compaction batch's rewrites are staged in their own,
+``commit.rewrite_preparation``); the staged files of its ``move`` step and their targets (in the
+table already, or about to be, but in no manifest file yet); the data files its
+``manifest``/``members`` entries list (``direct`` mode writes them in place).
 
 Paths are kept as the WAL states them: moves relative to the root that owns the WAL (a group's
 moves name ``<table>/<file>``), manifest entries as absolute URIs per table (``None`` = the root
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from ..commit.steps import CleanupStaging, MoveFiles, PublishManifest, PublishMembers
 from ..commit.wal import CommitSequenceStore
 from ..storage.base import Storage
+from ..table.layout import STAGING_DIR
 
 
 @dataclass
@@ -57,6 +60,8 @@ def pending_commits(storage: Storage) -> PendingCommits:
             if isinstance(step, MoveFiles):
                 for move in step.moves:
                     out.files.update((move.src, move.dst))
+                    if move.src.startswith(STAGING_DIR + "/"):
+                        out.dirs.add("/".join(move.src.split("/")[:3]))  # _seo/staging/<name>
             elif isinstance(step, PublishManifest):
                 out.entries.setdefault(None, []).extend((batch_id, e.path) for e in step.entries)
                 out.publishes.setdefault(None, {})[batch_id] = {e.path for e in step.entries}

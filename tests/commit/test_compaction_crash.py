@@ -117,3 +117,41 @@ def test_a_rewrite_and_its_batch_appear_together_after_a_kill(tmp_path, kind, bo
     code, out = seo("--json", "verify", str(root))
     assert code == 0 and json.loads(out)["problems"] == [], out
     assert Counter(read.arrow(str(root), columns=["id"]).column("id").to_pylist()) == _ids(2)
+
+
+@pytest.mark.parametrize("kind,boundary", [("direct", "after-wal"), ("delta", "mid-move")])
+def test_gc_after_a_kill_keeps_the_staged_rewrite_a_pending_claim_moves(tmp_path, kind, boundary):
+    """The rewrite is staged in a directory of its own, older than the batch's: ``seo gc`` run
+    between the kill and the restart must keep it while the claim that moves it is pending, or the
+    claim can never roll forward and the table does not open."""
+    root = tmp_path / "t"
+    mode = "direct" if kind == "direct" else "rename"
+    schema = {"schema": SCHEMA_JSON} if kind == "delta" else {}
+    writers: list[Writer] = []
+    try:
+        a = Writer(_program("A", root, kind, _steps_to(boundary, mode, schema)))
+        writers.append(a)
+        a.proc.wait(timeout=120)
+        assert a.proc.returncode == -signal.SIGKILL, a.output()
+        staged = [p for p in (root / "_seo" / "staging").glob("*-rw*/rewrite/**/*.parquet")]
+        assert staged, "the kill left no staged rewrite"
+        code, out = seo("gc", "--older-than", "0s", str(root))
+        assert code == 0, out
+        assert all(p.exists() for p in staged), out
+        code, out = seo("recover", str(root))
+        assert code == 0, out
+        b = Writer(
+            _program(
+                "B", root, kind, [{"do": "open"}, {"do": "commits", "query": QA, "count": 1, "first": 2, "mode": mode, **schema}, {"do": "close"}]
+            )
+        )
+        writers.append(b)
+        assert b.wait(timeout=120) == 0, b.output()
+    finally:
+        stop_all(writers)
+    assert Counter(read.arrow(str(root), columns=["id"]).column("id").to_pylist()) == _ids(2)
+    assert any(n.startswith("part-compacted-2-") for n in _live(root))
+    if kind == "delta":
+        assert delta_ids(root) == _ids(2)
+    code, out = seo("--json", "verify", str(root))
+    assert code == 0 and json.loads(out)["problems"] == [], out
