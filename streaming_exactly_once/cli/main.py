@@ -13,57 +13,23 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..config import parse_duration_ms
 from ..errors import ExactlyOnceError
 from . import progress
+from .context import EXIT_FAILED, EXIT_WARNINGS, CliContext, json_option, printer_for, storage_options
 from .format_output import format_text, table_format_lines
-from .json_keys import camel_keys
+from .maintenance_commands import compact, gc, recover
 from .printer import Printer, human_bytes, human_time
 
 if TYPE_CHECKING:
     from ..log.batch_log import BatchLog
-    from ..storage.base import Storage
 
 #: The package's version (its ``__init__`` is imported whenever this module is; read from there
 #: instead of importing it, which would pull in the sink's modules for the import contracts).
 VERSION = str(getattr(sys.modules.get(__name__.split(".")[0]), "__version__", "unknown"))
-
-CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
-
-EXIT_FAILED = 1
-EXIT_WARNINGS = 3
-
-
-class CliContext:
-    """What every command gets from the group's options: where to print, storage options."""
-
-    def __init__(self, as_json: bool, storage_options: dict[str, Any]) -> None:
-        self.out = Printer(as_json)
-        self.as_json = as_json
-        self.storage_options = storage_options
-
-    def storage(self, table: str) -> Storage:
-        from ..readers.table_location import locate
-
-        return locate(table, self.storage_options, allow_group=True).storage
-
-
-def _storage_options(pairs: tuple[str, ...]) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for key, value in os.environ.items():  # SEO_STORAGE__ENDPOINT_URL=... (secrets from the environment)
-        if key.startswith("SEO_STORAGE__"):
-            options[key[len("SEO_STORAGE__") :].lower()] = value
-    for pair in pairs:
-        if "=" not in pair:
-            raise click.BadParameter(f"expected key=value, got {pair!r}", param_hint="--storage-option")
-        key, value = pair.split("=", 1)
-        options[key] = value
-    return options
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -81,29 +47,18 @@ def _storage_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.pass_context
 def cli(ctx: click.Context, as_json: bool, storage_option: tuple[str, ...], debug: bool) -> None:
     """Exactly-once tables for Spark Structured Streaming."""
-    ctx.obj = CliContext(as_json, _storage_options(storage_option))
-
-
-def _json_option(f: CommandFunction) -> CommandFunction:
-    """Allow ``--json`` after the subcommand too (``seo status T --json``)."""
-    return click.option("--json", "local_json", is_flag=True, help="Print JSON.")(f)
-
-
-def _out(ctx: CliContext, local_json: bool) -> Printer:
-    if local_json:
-        ctx.out.as_json = True
-    return ctx.out
+    ctx.obj = CliContext(as_json, storage_options(storage_option))
 
 
 @cli.command()
 @click.argument("table")
-@_json_option
+@json_option
 @click.pass_obj
 def status(ctx: CliContext, table: str, local_json: bool) -> None:
     """Latest batch, writer and epoch, pending commits, files, bytes, rows, watermarks."""
     from ..maintenance.status import table_status
 
-    out = _out(ctx, local_json)
+    out = printer_for(ctx, local_json)
     with progress.activity("status", show=progress.wanted(out.as_json)):
         info = table_status(ctx.storage(table))
     if out.as_json:
@@ -215,7 +170,7 @@ def _group_status(out: Printer, info: dict[str, Any]) -> None:
 @click.argument("table")
 @click.option("--kind", type=click.Choice(["manifest", "offsets", "commits", "sources"]), default="manifest", show_default=True)
 @click.option("--batch", type=int, default=None, help="Show the records of one batch file.")
-@_json_option
+@json_option
 @click.pass_obj
 def log(ctx: CliContext, table: str, kind: str, batch: int | None, local_json: bool) -> None:
     """List a log's batches (with commit info), or the records of one batch."""
@@ -223,7 +178,7 @@ def log(ctx: CliContext, table: str, kind: str, batch: int | None, local_json: b
     from ..table.table_logs import TableLogs
     from .log_output import print_batch_records, print_group_batches, print_table_history
 
-    out = _out(ctx, local_json)
+    out = printer_for(ctx, local_json)
     storage = ctx.storage(table)
     identity = read_identity(storage)
     logs = TableLogs.for_identity(storage, identity)
@@ -251,13 +206,13 @@ def log(ctx: CliContext, table: str, kind: str, batch: int | None, local_json: b
 @click.argument("table")
 @click.option("--as-of", type=int, default=None, help="The table as it was after this batch.")
 @click.option("--no-verify", is_flag=True, help="Do not check that the files exist, with their size and inside the table.")
-@_json_option
+@json_option
 @click.pass_obj
 def files(ctx: CliContext, table: str, as_of: int | None, no_verify: bool, local_json: bool) -> None:
     """The committed data files (what every reader sees), checked like a reader checks them."""
     from ..readers.visibility import committed_files
 
-    out = _out(ctx, local_json)
+    out = printer_for(ctx, local_json)
     with progress.activity("files", show=progress.wanted(out.as_json)) as tell:
         tell("reading the manifest and checking every file" if not no_verify else "reading the manifest")
         result = committed_files(table, as_of=as_of, storage_options=ctx.storage_options, verify=not no_verify)
@@ -274,14 +229,14 @@ def files(ctx: CliContext, table: str, as_of: int | None, no_verify: bool, local
 @click.option("--all", "show_all", is_flag=True, help="List every problem, not the first few of each kind.")
 @click.option("--examples", type=int, default=5, show_default=True, help="Problems listed per kind (without --all).")
 @click.option("--no-schemas", is_flag=True, help="Skip reading each committed Parquet file's schema (one read per file).")
-@_json_option
+@json_option
 @click.pass_obj
 def verify(ctx: CliContext, table: str, no_orphans: bool, show_all: bool, examples: int, no_schemas: bool, local_json: bool) -> None:
     """Check the manifest and logs against storage. Exit 0 clean, 1 errors, 3 warnings only."""
     from ..maintenance.verify import verify_table
     from .verify_output import print_report
 
-    out = _out(ctx, local_json)
+    out = printer_for(ctx, local_json)
     with progress.activity("verify", show=progress.wanted(out.as_json)) as tell:
         report = verify_table(ctx.storage(table), check_orphans=not no_orphans, progress=tell, check_schemas=not no_schemas)
     if out.as_json:
@@ -296,120 +251,15 @@ def verify(ctx: CliContext, table: str, no_orphans: bool, show_all: bool, exampl
 
 @cli.command()
 @click.argument("table")
-@click.option("--discard-wal", type=int, default=None, metavar="BATCH", help="Drop an unpublished (e.g. corrupt) WAL entry.")
-@click.option("--rebuild-logs", is_flag=True, help="Rebuild missing offsets/commits/sources records.")
-@click.option("--lease-timeout", default="60s", show_default=True)
-@_json_option
-@click.pass_obj
-def recover(ctx: CliContext, table: str, discard_wal: int | None, rebuild_logs: bool, lease_timeout: str, local_json: bool) -> None:
-    """Roll pending commits forward and remove aborted attempts, without running a query."""
-    from ..maintenance import repair
-
-    out = _out(ctx, local_json)
-    storage = ctx.storage(table)
-    timeout = parse_duration_ms(lease_timeout, key="--lease-timeout")
-    result: dict[str, Any] = {}
-    if discard_wal is not None:
-        result["discardWal"] = repair.discard_wal(storage, discard_wal, lease_timeout_ms=timeout)
-    if rebuild_logs:
-        rebuilt = repair.rebuild_logs(storage, lease_timeout_ms=timeout)
-        result["rebuilt"] = camel_keys(rebuilt.__dict__)
-    report = repair.recover_table(storage, lease_timeout_ms=timeout)
-    result["recovery"] = camel_keys(report.__dict__)
-    if out.as_json:
-        return out.json(result)
-    if "discardWal" in result:
-        out.write(result["discardWal"])
-    if rebuild_logs:
-        r = result["rebuilt"]
-        out.write(f"rebuilt offsets {r['offsets'] or '-'}, commits {r['commits'] or '-'}, sources {r['sources'] or '-'}")
-        if r["unprotectedBatches"]:
-            out.write(f"warning: input files of batches {r['unprotectedBatches']} are unknown; a recreated checkpoint could re-read them")
-        if r["offsetsUnknown"]:
-            out.write(
-                f"warning: the source offsets of batches {r['offsetsUnknown']} are lost with their records (and their "
-                "Spark checkpoint); restart the query from its checkpoint, or start a new one from offsets past them"
-            )
-    out.block(
-        [
-            ("latest batch", report.latest_batch_id),
-            ("rolled forward", report.rolled_forward or "none"),
-            ("discarded claims", report.discarded or "none"),
-            ("aborted attempts", report.aborted_attempts or "none"),
-            ("deleted data files", report.deleted_data_files),
-            ("removed temp files", len(report.removed_temp_files)),
-        ]
-    )
-
-
-@cli.command()
-@click.argument("table")
-@click.option("--dry-run", is_flag=True, help="List what would be deleted; read-only, runs beside a live writer.")
-@click.option("--older-than", default="1h", show_default=True, help="Only files older than this (protects in-flight batches).")
-@click.option("--lease-timeout", default="60s", show_default=True, help="How long gc's own lease lasts without a heartbeat.")
-@_json_option
-@click.pass_obj
-def gc(ctx: CliContext, table: str, dry_run: bool, older_than: str, lease_timeout: str, local_json: bool) -> None:
-    """Delete orphan data files and stale staging that no retained manifest entry references, and
-    temp files killed writers left.
-
-    Takes the table's lease (a dataset group's, for a group or one of its tables): stop the
-    query first. A dry run takes no lease. On a group root every table of the group is collected.
-    """
-    from ..maintenance.gc import collect_garbage
-
-    out = _out(ctx, local_json)
-    with progress.activity("gc", show=progress.wanted(out.as_json)) as tell:
-        tell("listing the table and its logs")
-        report = collect_garbage(
-            ctx.storage(table),
-            older_than_ms=parse_duration_ms(older_than, key="--older-than"),
-            dry_run=dry_run,
-            lease_timeout_ms=parse_duration_ms(lease_timeout, key="--lease-timeout"),
-        )
-    if out.as_json:
-        return out.json(
-            {
-                "dryRun": dry_run,
-                "writerLive": report.writer_live,
-                "tables": report.tables,
-                "orphans": [{"uri": u, "size": s} for u, s in report.orphans],
-                "staging": report.staging,
-                "tempFiles": [{"uri": u, "size": s} for u, s in report.temp_files],
-                "youngSkipped": report.young_skipped,
-                "pendingCommits": report.pending_batches,
-            }
-        )
-    verb = "would delete" if dry_run else "deleted"
-    if report.writer_live:
-        out.write("a writer is live: this is what gc would delete now (gc itself waits until the writer stops)")
-    for uri, size in report.orphans:
-        out.write(f"{verb} {uri} ({human_bytes(size)})")
-    for uri in report.staging:
-        out.write(f"{verb} staging {uri}")
-    for uri, size in report.temp_files:
-        out.write(f"{verb} temp file {uri} ({human_bytes(size)})")
-    if report.pending_batches:
-        out.write(f"kept every file of pending commit(s) {', '.join(map(str, report.pending_batches))}; `seo recover` completes them")
-    tables = f" in {len(report.tables)} tables" if len(report.tables) > 1 else ""
-    out.write(
-        f"{verb} {len(report.orphans)} orphan files ({human_bytes(report.bytes)}){tables}, {len(report.staging)} staging dirs "
-        f"and {len(report.temp_files)} temp files; "
-        f"{report.young_skipped} younger than {older_than} kept"
-    )
-
-
-@cli.command()
-@click.argument("table")
 @click.option("--as-of", type=int, default=None)
 @click.option("--limit", type=int, default=20, show_default=True)
-@_json_option
+@json_option
 @click.pass_obj
 def read(ctx: CliContext, table: str, as_of: int | None, limit: int, local_json: bool) -> None:
     """Print committed rows (needs the [arrow] extra)."""
     from ..readers.arrow_reader import dataset
 
-    out = _out(ctx, local_json)
+    out = printer_for(ctx, local_json)
     data = dataset(table, as_of=as_of, storage_options=ctx.storage_options)
     rows = data.head(limit).to_pylist()
     if out.as_json:
@@ -422,7 +272,7 @@ def read(ctx: CliContext, table: str, as_of: int | None, limit: int, local_json:
 @cli.command()
 @click.argument("table")
 @click.option("--batch", type=int, default=None, help="Compact batch to index (default: every compact file).")
-@_json_option
+@json_option
 @click.pass_obj
 def index(ctx: CliContext, table: str, batch: int | None, local_json: bool) -> None:
     """Build the Parquet index of compact manifest files (fast readers for huge tables)."""
@@ -430,7 +280,7 @@ def index(ctx: CliContext, table: str, batch: int | None, local_json: bool) -> N
     from ..table.identity import read_identity
     from ..table.table_logs import open_manifest
 
-    out = _out(ctx, local_json)
+    out = printer_for(ctx, local_json)
     storage = ctx.storage(table)
     log_ = open_manifest(storage, read_identity(storage))
     targets = [batch] if batch is not None else [b for b, n in log_.list_batch_files().items() if n.endswith(".compact")]
@@ -445,15 +295,19 @@ def index(ctx: CliContext, table: str, batch: int | None, local_json: bool) -> N
 @click.option("--conf", "conf_path", default=None, help="TOML config file, or a packaged one by name (default: local).")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Override a config value.")
 @click.option("--jobs-dir", default=None, help="Where jobs live (default: ./jobs, then the packaged example jobs).")
-@_json_option
+@json_option
 @click.pass_obj
 def run(ctx: CliContext, job: str, conf_path: str | None, overrides: tuple[str, ...], jobs_dir: str | None, local_json: bool) -> None:
     """Run a job (yours in ./jobs, or a packaged example) with a TOML config, printing progress per batch."""
     from .job_runner import run_job
 
-    out = _out(ctx, local_json)
+    out = printer_for(ctx, local_json)
     code = run_job(job, conf_path=conf_path, overrides=list(overrides), jobs_dir=jobs_dir, out=out)
     sys.exit(code)
+
+
+for _command in (recover, gc, compact):
+    cli.add_command(_command)
 
 
 def _debug(argv: list[str] | None) -> bool:

@@ -159,9 +159,12 @@ class TableCommitter(Writer):
         num_skipped_rows: int = 0,
         watermarks: dict[str, dict[str, Any]] | None = None,
         schema: str | None = None,
+        no_data: bool = False,
     ) -> CommitResult:
-        """Publish the attempt's files as manifest batch ``attempt.batch_id``, exactly once."""
-        if num_rows == 0 or not files:
+        """Publish the attempt's files as manifest batch ``attempt.batch_id``, exactly once.
+        ``no_data``: a batch of no files is committed all the same (``seo compact``'s batches:
+        a compaction batch that publishes only rewrites, and the empty batches before it)."""
+        if not no_data and (num_rows == 0 or not files):
             self.abort(attempt)
             return CommitResult(attempt.query_id, attempt.spark_batch_id, "empty", timings=dict(attempt.timings))
         t_plan = time.perf_counter()

@@ -47,6 +47,8 @@ def test_version(capsys):
         ("verify", ["verify", "{t}"]),
         ("recover", ["recover", "{t}", "--rebuild-logs"]),
         ("gc", ["gc", "{t}", "--dry-run"]),
+        ("compact", ["compact", "{t}", "--dry-run", "--min-age", "0s", "--min-files", "2"]),
+        ("compact", ["compact", "{t}", "--min-age", "0s", "--min-files", "2"]),
         ("read", ["read", "{t}"]),
         ("index", ["index", "{t}"]),
     ],

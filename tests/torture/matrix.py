@@ -22,7 +22,8 @@ on 127.0.0.1) and a sequence of cycles, each one of:
   format, partitioning or ``compact_interval``): it must fail with ``ConfigError`` and leave
   every file as it was, byte for byte (the lease's own files aside);
 
-then 0-3 (on S3 0-2) of ``seo recover``, ``seo gc`` (``--older-than`` 0s or 1h) and ``seo verify``,
+then 0-3 (on S3 0-2) of ``seo recover``, ``seo gc`` (``--older-than`` 0s or 1h), ``seo verify`` and,
+on a table with compaction on, ``seo compact``,
 at random, each a process of its own; then the check: every row of every committed batch (a
 writer reported it, or the commits log records it) is read exactly once by an independent parse
 of the manifest, by the library's reader and, for Delta, by delta-rs; any other batch is all or
@@ -58,7 +59,7 @@ from pathlib import Path
 
 from tests.commit.processes import QA, Writer, batch_rows, stop_all
 from tests.torture.matrix_checks import changes, judge, read_rows, recorded_batches, seo, snapshot, verify_problems
-from tests.torture.matrix_combos import BY_NAME, CLAIMED, COMBOS, UNSUPPORTED, Combo
+from tests.torture.matrix_combos import BY_NAME, CLAIMED, COMBOS, COMPACTION, UNSUPPORTED, Combo
 
 ROWS, FILES = 4, 2
 KILL_LEASE_MS, ZOMBIE_LEASE_MS = 1500, 800
@@ -267,12 +268,15 @@ class Campaign:
 
     def maintenance(self, commands: list[str] | None = None, *, max_commands: int = 3) -> list[tuple[str, int, str]]:
         if commands is None:
-            commands = [self.rng.choice(["recover", "gc", "verify"]) for _ in range(self.rng.randint(0, max_commands))]
+            choices = ["recover", "gc", "verify", *(["compact"] if self.combo.compaction else [])]
+            commands = [self.rng.choice(choices) for _ in range(self.rng.randint(0, max_commands))]
         done = []
         for command in commands:
             args = [command, self.root]
             if command == "gc":
                 args += ["--older-than", self.rng.choice(["0s", "1h"])]
+            elif command == "compact":  # the writers' own policy (``COMPACTION``)
+                args += ["--min-age", "0s", "--min-files", str(COMPACTION["min_files"]), "--target-size", str(COMPACTION["target_size"])]
             code, out = seo(*args, storage_options=self.storage_options)
             counts = self.stats.maintenance.setdefault(command, {})
             counts[str(code)] = counts.get(str(code), 0) + 1

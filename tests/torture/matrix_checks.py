@@ -147,7 +147,10 @@ def read_rows(storage, combo) -> dict[str, Rows]:
 
 
 def recorded_batches(storage) -> set[int]:
-    """Spark batch ids of the (single) query the commits log records (deltas and compacts)."""
+    """Spark batch ids of the (single) query the commits log records (deltas and compacts); the
+    batches ``seo compact`` commits (no rows, their own query id) are not the query's."""
+    from streaming_exactly_once.maintenance.compact import MAINTENANCE_QUERY
+
     found: set[int] = set()
     for info in storage.list_dir("_seo/commits"):
         name = info.path.rsplit("/", 1)[-1]
@@ -156,7 +159,9 @@ def recorded_batches(storage) -> set[int]:
         for line in storage.read_bytes(info.path).decode("utf-8", "replace").split("\n")[1:]:
             if line.startswith("{"):
                 try:
-                    found.add(json.loads(line)["sparkBatchId"])
+                    record = json.loads(line)
+                    if record["queryId"] != MAINTENANCE_QUERY:
+                        found.add(record["sparkBatchId"])
                 except (ValueError, KeyError):
                     continue  # a damaged record shows as a loss or an unexpected row
     return found

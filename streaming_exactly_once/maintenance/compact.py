@@ -1,0 +1,171 @@
+"""``seo compact``: small files of a table whose stream is stopped, rewritten and published by the
+stream's own commit path (``commit.data_compaction``, ``commit.rewrite_preparation``).
+
+A replacement takes effect only at a compaction batch (Spark's batch reader reads a ``.compact``
+manifest file as the whole listing; ``docs/design/data-compaction.md``). So ``compact`` takes
+the table's lease as a writer does, recovers, writes the rewrites, and commits batches of no
+data up to the next compaction batch, which publishes them. The manifest's batch ids are the
+table's own, not Spark's: the stream's next Spark batch still commits as the next manifest
+batch. Each batch is a commit of its own, with its WAL claim; a crash leaves at most some empty
+batches and a claim the next start rolls forward or back. Its batches are recorded under the
+query id ``MAINTENANCE_QUERY`` (``seo status`` shows them).
+
+The table's writer options do not record ``retention``: give it (``retention_ms``) when the
+stream sets one, so that a file retention is about to drop is not rewritten. Without it such
+rows live on in the new file until the newest of the files it replaced expires.
+
+A dry run takes no lease and writes nothing: it lists what would be rewritten now.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..commit.committer import TableCommitter
+from ..commit.data_compaction import RETENTION_MARGIN_MS, CompactionPolicy, plan
+from ..commit.options import CommitterOptions
+from ..delta.settings import DeltaSettings
+from ..errors import ConfigError
+from ..log.compaction import is_compaction_batch
+from ..manifest.paths import relative_to_root
+from ..storage.base import Storage
+from ..table.identity import TableIdentity, read_identity
+from ..table.table_logs import TableLogs
+
+#: The query id ``seo compact``'s batches are committed under (a fixed UUID: not a Spark query's).
+MAINTENANCE_QUERY = "00000000-0000-0000-0000-00000000c0de"
+
+
+@dataclass
+class PlannedRewrite:
+    """One new file: its partition directory, the files it replaces and their bytes."""
+
+    directory: str
+    files: list[str]
+    bytes: int
+
+
+@dataclass
+class CompactReport:
+    table: str
+    dry_run: bool
+    #: the rewrites planned (a dry run) or published
+    rewrites: list[PlannedRewrite] = field(default_factory=list)
+    #: the manifest batches committed (empty ones first, the compaction batch last)
+    batches: list[int] = field(default_factory=list)
+    #: a dry run: the batches a run would commit now
+    would_commit: list[int] = field(default_factory=list)
+    #: live data files before and after
+    files_before: int = 0
+    files_after: int = 0
+
+
+def compact_table(
+    storage: Storage,
+    policy: CompactionPolicy,
+    *,
+    dry_run: bool = False,
+    retention_ms: int | None = None,
+    lease_timeout_ms: int = 60_000,
+) -> CompactReport:
+    """Rewrite the small files ``policy`` picks and publish them (module docstring)."""
+    identity = _table_identity(storage)
+    report = CompactReport(table=storage.root_uri, dry_run=dry_run)
+    if dry_run:
+        return _dry_run(storage, identity, policy, retention_ms, report)
+    committer = TableCommitter(storage, _options(identity, policy, retention_ms, lease_timeout_ms))
+    try:
+        committer.open()
+        committer.janitor.drain()  # the rewrites of the next compaction batch, written at the start
+        manifest = committer.logs.require_manifest()
+        report.files_before = len(manifest.files())
+        prepared = committer.rewrites.ready if committer.rewrites is not None else []
+        report.rewrites = [
+            PlannedRewrite(_dirname(r.rewrite.final), [p for p, _ in r.rewrite.replaced], sum(n for _, n in r.rewrite.replaced)) for r in prepared
+        ]
+        if not prepared:
+            report.files_after = report.files_before
+            return report
+        while True:
+            n = committer.last_spark_batch(MAINTENANCE_QUERY)
+            with committer.batch(MAINTENANCE_QUERY, 0 if n is None else n + 1, mode="rename") as attempt:
+                result = committer.commit(attempt, [], num_rows=0, no_data=True)
+            assert result.batch_id is not None
+            report.batches.append(result.batch_id)
+            if is_compaction_batch(result.batch_id, manifest.interval):
+                break
+        report.files_after = len(manifest.files())
+        return report
+    finally:
+        committer.close()
+
+
+def _table_identity(storage: Storage) -> TableIdentity:
+    identity = read_identity(storage)
+    if identity is None:
+        raise ConfigError(f"{storage.root_uri} is no table of this library (no _seo/identity): nothing to compact.", table=storage.root_uri)
+    if identity.kind != "table":
+        raise ConfigError(
+            f"{storage.root_uri} is a dataset group's {'root' if identity.kind == 'group' else 'table'}: compaction is not built for "
+            "dataset groups yet.",
+            table=storage.root_uri,
+        )
+    if identity.format != "parquet" or identity.iceberg is not None:
+        raise ConfigError(
+            f"{storage.root_uri} is a format={identity.format!r}{' Iceberg' if identity.iceberg else ''} table: compaction rewrites "
+            "Parquet files of format='parquet' and format='delta' tables only.",
+            table=storage.root_uri,
+        )
+    return identity
+
+
+def _options(identity: TableIdentity, policy: CompactionPolicy, retention_ms: int | None, lease_timeout_ms: int) -> CommitterOptions:
+    """A writer of the table as its identity records it, with ``policy`` and no housekeeping of
+    its own beyond what a batch needs."""
+    return CommitterOptions(
+        format=identity.format,
+        partition_by=tuple(identity.partition_by),
+        compact_interval=identity.compact_interval,
+        writer_options=tuple(sorted(identity.writer_options.items())),
+        delta=DeltaSettings() if identity.delta_app_id is not None else None,
+        spark_manifest=identity.spark_manifest,
+        retention_ms=retention_ms,
+        lease_timeout_ms=lease_timeout_ms,
+        description="seo compact",
+        compaction=policy,
+    )
+
+
+def _dry_run(storage: Storage, identity: TableIdentity, policy: CompactionPolicy, retention_ms: int | None, report: CompactReport) -> CompactReport:
+    logs = TableLogs.for_identity(storage, identity, retention_ms=retention_ms)
+    manifest = logs.require_manifest()
+    latest = manifest.latest_batch_id(refresh=True)
+    live = manifest.files() if latest is not None else []
+    report.files_before = len(live)
+    now = int(time.time() * 1000)
+    if manifest.retain is not None:
+        live = [e for e in live if manifest.retain(e, now + RETENTION_MARGIN_MS)]
+    for candidate in plan(storage, live, policy, now_ms=now):
+        report.rewrites.append(
+            PlannedRewrite(candidate.directory, [rel for _, rel in candidate.files], sum(entry.size for entry, _ in candidate.files))
+        )
+    if report.rewrites:
+        nxt = (-1 if latest is None else latest) + 1
+        report.would_commit = list(range(nxt, nxt + manifest.interval))
+        report.would_commit = [b for b in report.would_commit if b <= _next_compaction(nxt, manifest.interval)]
+    report.files_after = report.files_before - sum(len(r.files) - 1 for r in report.rewrites)
+    return report
+
+
+def _next_compaction(batch_id: int, interval: int) -> int:
+    while not is_compaction_batch(batch_id, interval):
+        batch_id += 1
+    return batch_id
+
+
+def _dirname(path: str) -> str:
+    return path.rsplit("/", 1)[0] if "/" in path else ""
+
+
+__all__ = ["MAINTENANCE_QUERY", "CompactReport", "PlannedRewrite", "compact_table", "relative_to_root"]

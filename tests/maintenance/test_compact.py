@@ -1,0 +1,138 @@
+"""``seo compact``: a stopped table's small files rewritten and published by its next compaction
+batch - every reader reads every row once at every batch, a dry run changes nothing, a live
+writer's table is refused, and a kill -9 anywhere in the run loses nothing."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from streaming_exactly_once import read
+from streaming_exactly_once.maintenance.compact import MAINTENANCE_QUERY
+from streaming_exactly_once.manifest.manifest_log import ManifestLog
+from streaming_exactly_once.storage import open_storage
+from tests.commit.helpers import make_committer
+from tests.commit.power_cut_runs import seo
+from tests.delta.helpers import commit_batch, delta_committer
+from tests.delta.readback import delta_ids
+from tests.torture.matrix_checks import snapshot
+
+Q = "c0c0c0c0-0000-0000-0000-000000000000"
+#: the tests' small files are all worth a rewrite
+POLICY_ARGS = ["--min-age", "0s", "--min-files", "4", "--target-size", "1MB"]
+
+
+def ids_upto(batch: int) -> Counter:
+    return Counter(range((batch + 1) * 10))
+
+
+def read_ids(root, *, as_of=None) -> Counter:
+    return Counter(read.arrow(str(root), columns=["id"], as_of=as_of).column("id").to_pylist())
+
+
+def live_names(root) -> list[str]:
+    return [e.uri.rsplit("/", 1)[-1] for e in ManifestLog(open_storage(str(root))).files()]
+
+
+def table_of(root, batches: int = 7, *, delta: bool = False) -> None:
+    storage = open_storage(str(root))
+    committer = delta_committer(storage, compact_interval=5) if delta else make_committer(storage, compact_interval=5)
+    for b in range(batches):
+        commit_batch(committer, Q, b, list(range(b * 10, b * 10 + 10)))
+    committer.close()
+
+
+@pytest.mark.parametrize("delta", [False, True], ids=["parquet", "delta"])
+def test_compact_publishes_the_rewrite_at_the_next_compaction_batch(tmp_path, delta):
+    root = tmp_path / "t"
+    table_of(root, delta=delta)
+    before = snapshot(open_storage(str(root)))
+    code, out = seo("--json", "compact", "--dry-run", *POLICY_ARGS, str(root))
+    assert code == 0, out
+    plan = json.loads(out)
+    assert plan["dryRun"] and len(plan["rewrites"]) == 1 and len(plan["rewrites"][0]["files"]) == 14, plan
+    assert plan["batches"] == [7, 8, 9] and plan["filesBefore"] == 14 and plan["filesAfter"] == 1, plan
+    assert snapshot(open_storage(str(root))) == before  # a dry run writes nothing
+
+    code, out = seo("--json", "compact", *POLICY_ARGS, str(root))
+    assert code == 0, out
+    done = json.loads(out)
+    assert done["batches"] == [7, 8, 9] and done["filesAfter"] == 1, done
+    assert len(live_names(root)) == 1 and live_names(root)[0].startswith("part-compacted-9-")
+    assert read_ids(root) == ids_upto(6)
+    for older in range(10):
+        assert read_ids(root, as_of=older) == ids_upto(min(older, 6)), f"as of {older}"
+    if delta:
+        for version in range(10):
+            assert delta_ids(root, version=version) == ids_upto(min(version, 6)), f"Delta version {version}"
+        actions = [json.loads(line) for line in (root / "_delta_log" / f"{9:020d}.json").read_text().splitlines()]
+        assert sum("remove" in a for a in actions) == 14 and all(a["remove"]["dataChange"] is False for a in actions if "remove" in a)
+    code, out = seo("--json", "verify", str(root))
+    assert code == 0 and json.loads(out)["problems"] == [], out
+
+    # the stream carries on: its next Spark batch is the table's next batch
+    storage = open_storage(str(root))
+    committer = delta_committer(storage, compact_interval=5) if delta else make_committer(storage, compact_interval=5)
+    commit_batch(committer, Q, 7, list(range(70, 80)))
+    assert committer.last_spark_batch(Q) == 7 and committer.last_spark_batch(MAINTENANCE_QUERY) == 2
+    committer.close()
+    assert read_ids(root) == ids_upto(7)
+
+
+def test_nothing_to_compact_commits_nothing(tmp_path):
+    root = tmp_path / "t"
+    table_of(root, batches=2)
+    before = snapshot(open_storage(str(root)))
+    code, out = seo("compact", *POLICY_ARGS[:2], "--min-files", "8", str(root))
+    assert code == 0 and "nothing to compact" in out, out
+    assert ManifestLog(open_storage(str(root))).latest_batch_id(refresh=True) == 1
+    assert snapshot(open_storage(str(root))) == before
+
+
+def test_a_table_with_a_live_writer_is_refused_and_left_alone(tmp_path):
+    root = tmp_path / "t"
+    table_of(root)
+    writer = make_committer(open_storage(str(root)), compact_interval=5)
+    writer.open()
+    try:
+        latest = ManifestLog(open_storage(str(root))).latest_batch_id(refresh=True)
+        code, out = seo("compact", *POLICY_ARGS, str(root))
+        assert code == 1 and "lease" in out.lower(), out
+        assert ManifestLog(open_storage(str(root))).latest_batch_id(refresh=True) == latest
+    finally:
+        writer.close()
+
+
+_KILLED_RUN = """
+import sys
+from streaming_exactly_once.commit.data_compaction import CompactionPolicy
+from streaming_exactly_once.maintenance.compact import compact_table
+from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.testing.faults import with_faults
+
+storage = with_faults(open_storage(sys.argv[1]), crash_at=sys.argv[2])
+compact_table(storage, CompactionPolicy(target_size=1 << 20, min_files=4, min_age_ms=0, max_bytes=1 << 20))
+"""
+
+
+@pytest.mark.parametrize("boundary", ["after-rewrite", "after-wal", "mid-move", "after-manifest", "after-commit"])
+def test_a_kill_inside_compact_loses_nothing(tmp_path, boundary):
+    """kill -9 in the run (its rewrite, or a claim of its compaction batch or an empty batch
+    before it): readers see the table before or after, never half; the next run finishes it."""
+    root = tmp_path / "t"
+    table_of(root)
+    run = subprocess.run([sys.executable, "-c", _KILLED_RUN, str(root), boundary], capture_output=True, text=True, timeout=120)
+    assert run.returncode == -signal.SIGKILL, run.stderr[-2000:]
+    assert read_ids(root) == ids_upto(6)
+    for args in (["recover"], ["compact", *POLICY_ARGS], ["gc", "--older-than", "0s"]):
+        code, out = seo(*args, str(root))
+        assert code == 0, out
+    assert read_ids(root) == ids_upto(6)
+    assert len(live_names(root)) == 1, live_names(root)
+    code, out = seo("--json", "verify", str(root))
+    assert code == 0 and json.loads(out)["problems"] == [], out
