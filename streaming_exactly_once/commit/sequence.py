@@ -240,8 +240,9 @@ def sync_files(files: Sequence[tuple[Storage, str]]) -> None:
 
 
 #: Timings a sink records beside the steps' (``stepMs``) that are not part of the commit: the
-#: batch's preparation on the driver and Spark's write.
-NOT_COMMIT = ("prepare", "stage")
+#: batch's preparation on the driver, Spark's write, and the background rewrite of small files
+#: a compaction batch publishes (``commit.rewrite_preparation``).
+NOT_COMMIT = ("prepare", "stage", "rewrite")
 
 
 def commit_ms(step_ms: Mapping[str, float]) -> float:
