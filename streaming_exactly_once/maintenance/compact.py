@@ -28,7 +28,6 @@ from ..commit.options import CommitterOptions
 from ..delta.settings import DeltaSettings
 from ..errors import ConfigError
 from ..log.compaction import is_compaction_batch
-from ..manifest.paths import relative_to_root
 from ..storage.base import Storage
 from ..table.identity import TableIdentity, read_identity
 from ..table.table_logs import TableLogs
@@ -152,8 +151,7 @@ def _dry_run(storage: Storage, identity: TableIdentity, policy: CompactionPolicy
         )
     if report.rewrites:
         nxt = (-1 if latest is None else latest) + 1
-        report.would_commit = list(range(nxt, nxt + manifest.interval))
-        report.would_commit = [b for b in report.would_commit if b <= _next_compaction(nxt, manifest.interval)]
+        report.would_commit = list(range(nxt, _next_compaction(nxt, manifest.interval) + 1))
     report.files_after = report.files_before - sum(len(r.files) - 1 for r in report.rewrites)
     return report
 
@@ -168,4 +166,4 @@ def _dirname(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/" in path else ""
 
 
-__all__ = ["MAINTENANCE_QUERY", "CompactReport", "PlannedRewrite", "compact_table", "relative_to_root"]
+__all__ = ["MAINTENANCE_QUERY", "CompactReport", "PlannedRewrite", "compact_table"]

@@ -33,6 +33,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from streaming_exactly_once.commit.data_compaction import CompactionPolicy
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.testing.faults import BOUNDARIES, BOUNDARY_RULES, FaultInjectingStorage, Rule, call_at, rules
 from streaming_exactly_once.testing.power_cut import FsyncEvent, PowerCutDisk, PowerCutReport
@@ -55,10 +56,13 @@ class TableKind:
     mode: str  # rename | direct
     delta: bool = False
     spark_manifest: bool = True
+    #: compaction on: the batches before each compaction batch get their rewrites written in the
+    #: background (drained after each batch, so each run is the same), the compaction batches publish them
+    compacted: bool = False
 
     @property
     def name(self) -> str:
-        return f"{'delta-' if self.delta else ''}{'' if self.spark_manifest else 'private-'}{self.mode}"
+        return f"{'delta-' if self.delta else ''}{'' if self.spark_manifest else 'private-'}{self.mode}{'-compacted' if self.compacted else ''}"
 
 
 @dataclass(frozen=True)
@@ -84,8 +88,14 @@ class RunResult:
     problems: list[str] = field(default_factory=list)
 
 
+#: every file of a run is small and old enough; two batches' files are worth a rewrite
+POLICY = CompactionPolicy(target_size=1 << 20, min_files=3, min_age_ms=0, max_bytes=1 << 20)
+
+
 def _committer(storage, kind: TableKind):
-    opts = {"compact_interval": 3, "min_batches_to_retain": 1, "cleanup_delay_ms": 0}
+    opts: dict = {"compact_interval": 3, "min_batches_to_retain": 1, "cleanup_delay_ms": 0}
+    if kind.compacted:
+        opts["compaction"] = POLICY
     if kind.delta:
         return delta_committer(storage, spark_manifest=kind.spark_manifest, checkpoint_interval=3, **opts)
     return make_committer(storage, **opts)
@@ -93,8 +103,12 @@ def _committer(storage, kind: TableKind):
 
 def _commit(committer, kind: TableKind, batch: int):
     if kind.delta:
-        return commit_batch(committer, Q, batch, rows_of(batch), mode=kind.mode, spark_staging=True)
-    return stage_and_commit(committer, Q, batch, rows_of(batch), mode=kind.mode, spark_staging=True)
+        result = commit_batch(committer, Q, batch, rows_of(batch), mode=kind.mode, spark_staging=True)
+    else:
+        result = stage_and_commit(committer, Q, batch, rows_of(batch), mode=kind.mode, spark_staging=True)
+    if kind.compacted:
+        committer.janitor.drain()
+    return result
 
 
 def _recording_rules(firings: list[tuple[str, int]], batch: list[int]) -> list[Rule]:

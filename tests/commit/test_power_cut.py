@@ -23,6 +23,7 @@ from streaming_exactly_once.errors import DataNotDurableError
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.testing.faults import (
     BOUNDARIES,
+    COMPACTION_ONLY,
     DELTA_ONLY,
     FEATURE_ONLY,
     GROUP_ONLY,
@@ -40,12 +41,14 @@ KINDS = [
     TableKind("direct"),
     TableKind("rename", delta=True),
     TableKind("direct", delta=True, spark_manifest=False),
+    TableKind("direct", compacted=True),
 ]
 #: between them they make every named write (a Delta rename table's are a plain one's and the Delta log's)
 EIO_KINDS = [k for k in KINDS if not (k.delta and k.mode == "rename")]
 ANY, RENAME, DIRECT = (lambda k: True), (lambda k: k.mode == "rename"), (lambda k: k.mode == "direct")
 PRIVATE, SPARK = (lambda k: not k.spark_manifest), (lambda k: k.spark_manifest)
 DELTA = lambda k: k.delta  # noqa: E731
+COMPACTED = lambda k: k.compacted  # noqa: E731
 MANIFEST = r"(_spark_metadata|_seo/manifest)"
 TMP = r"\.[0-9a-f]{32}\.tmp$"
 
@@ -89,6 +92,10 @@ DURABLE_WRITES = {
     "_seo/schema directory": ("dir", r"^_seo/schema$", DELTA),
     "private manifest directory": ("dir", r"^_seo/manifest$", PRIVATE),
     "partition directory (new names)": ("dir", r"^p=a$", ANY),
+    "staged rewrite": ("file", r"^_seo/staging/[^/]+-rw[0-9a-f]+-e\d+/rewrite/p=a/part-compacted-", COMPACTED),
+    "moved rewrite synced by a roll-forward": ("file", r"^p=a/part-compacted-", COMPACTED),
+    "rewrite directory": ("dir", r"^_seo/staging/[^/]+/rewrite$", COMPACTED),
+    "rewrite partition directory": ("dir", r"^_seo/staging/[^/]+/rewrite/p=a$", COMPACTED),
 }
 
 
@@ -99,6 +106,8 @@ def writes_of(kind: TableKind) -> list[str]:
 def boundaries_of(kind: TableKind) -> list[str]:
     # a schema-changing commit is cut at its own boundary in test_schema_crash (here batch 2 changes none)
     skip = set(GROUP_ONLY) | set(FEATURE_ONLY) | ({"mid-move", "after-move"} if kind.mode == "direct" else {"after-cleanup"})
+    if kind.compacted:  # the rewrite's own boundary, and a direct-mode compaction batch moves its new file
+        skip -= {*COMPACTION_ONLY, "mid-move", "after-move"}
     if kind.delta:
         skip -= set(DELTA_ONLY)
         skip |= {"after-intent", "before-stage"}  # the Delta helper stages without making the directory first
