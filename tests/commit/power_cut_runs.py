@@ -61,6 +61,12 @@ class TableKind:
     compacted: bool = False
 
     @property
+    def parquet(self) -> bool:
+        """Whether its batches are Parquet files (``commit_batch``, with their schema): a Delta
+        table's, and a compacted one's (only Parquet files are rewritten); else raw bytes."""
+        return self.delta or self.compacted
+
+    @property
     def name(self) -> str:
         return f"{'delta-' if self.delta else ''}{'' if self.spark_manifest else 'private-'}{self.mode}{'-compacted' if self.compacted else ''}"
 
@@ -102,7 +108,7 @@ def _committer(storage, kind: TableKind):
 
 
 def _commit(committer, kind: TableKind, batch: int):
-    if kind.delta:
+    if kind.parquet:
         result = commit_batch(committer, Q, batch, rows_of(batch), mode=kind.mode, spark_staging=True)
     else:
         result = stage_and_commit(committer, Q, batch, rows_of(batch), mode=kind.mode, spark_staging=True)
@@ -180,8 +186,10 @@ def _read(root: Path, kind: TableKind) -> dict[str, Counter | str]:
     from tests.delta.readback import delta_ids
 
     readers = {"manifest": lambda: Counter(visible_rows(open_storage(str(root))))}
+    if kind.parquet:
+        readers = {"manifest": lambda: Counter(read.arrow(str(root), columns=["id"]).column("id").to_pylist())}
     if kind.delta:
-        readers = {"manifest": lambda: Counter(read.arrow(str(root), columns=["id"]).column("id").to_pylist()), "delta-rs": lambda: delta_ids(root)}
+        readers["delta-rs"] = lambda: delta_ids(root)
     out: dict[str, Counter | str] = {}
     for name, fn in readers.items():
         try:

@@ -49,6 +49,7 @@ ANY, RENAME, DIRECT = (lambda k: True), (lambda k: k.mode == "rename"), (lambda 
 PRIVATE, SPARK = (lambda k: not k.spark_manifest), (lambda k: k.spark_manifest)
 DELTA = lambda k: k.delta  # noqa: E731
 COMPACTED = lambda k: k.compacted  # noqa: E731
+PARQUET = lambda k: k.parquet  # noqa: E731
 MANIFEST = r"(_spark_metadata|_seo/manifest)"
 TMP = r"\.[0-9a-f]{32}\.tmp$"
 
@@ -69,12 +70,14 @@ DURABLE_WRITES = {
     "manifest file synced by a roll-forward": ("file", rf"^{MANIFEST}/\d+(\.compact)?$", ANY),
     "manifest index": ("file", r"^_seo/manifest-index/\.", ANY),
     **{f"{log} record": ("file", rf"^_seo/{log}/\.\d+{TMP}", ANY) for log in ("commits", "offsets", "sources")},
-    **{f"{log} compact file": ("file", rf"^_seo/{log}/\.\d+\.compact{TMP}", ANY) for log in ("commits", "offsets", "sources")},
+    **{f"{log} compact file": ("file", rf"^_seo/{log}/\.\d+\.compact{TMP}", ANY) for log in ("commits", "offsets")},
+    # a run that waits for the background after each batch (compacted) always publishes the prepared copy
+    "sources compact file": ("file", r"^_seo/sources/\.\d+\.compact\.[0-9a-f]{32}\.tmp$", lambda k: not k.compacted),
     **{f"{log} record synced afterwards": ("file", rf"^_seo/{log}/\d+(\.compact)?$", ANY) for log in ("commits", "offsets", "sources")},
     "sources compaction work file": ("file", r"^_seo/sources/\.\d+\.compact\.e\d+\.prep$", ANY),
     "Delta commit synced before the commit record": ("file", r"^_delta_log/\d{20}\.json$", DELTA),
     "Delta checkpoint synced before the commit record": ("file", r"^_delta_log/(\d{20}\.checkpoint\.parquet|_last_checkpoint)$", DELTA),
-    "schema record": ("file", rf"^_seo/schema/\.\d+{TMP}", DELTA),  # the Delta helper gives the batch's schema
+    "schema record": ("file", rf"^_seo/schema/\.\d+{TMP}", PARQUET),  # the Parquet helper gives the batch's schema
     "root directory": ("dir", r"^$", ANY),
     "_seo directory": ("dir", r"^_seo$", ANY),
     **{
@@ -89,11 +92,11 @@ DURABLE_WRITES = {
     "intents directory": ("dir", r"^_seo/staging/[^/]+/intents$", DIRECT),
     "_spark_metadata directory": ("dir", r"^_spark_metadata$", SPARK),
     "_delta_log directory": ("dir", r"^_delta_log$", DELTA),
-    "_seo/schema directory": ("dir", r"^_seo/schema$", DELTA),
+    "_seo/schema directory": ("dir", r"^_seo/schema$", PARQUET),
     "private manifest directory": ("dir", r"^_seo/manifest$", PRIVATE),
     "partition directory (new names)": ("dir", r"^p=a$", ANY),
-    "staged rewrite": ("file", r"^_seo/staging/[^/]+-rw[0-9a-f]+-e\d+/rewrite/p=a/part-compacted-", COMPACTED),
-    "moved rewrite synced by a roll-forward": ("file", r"^p=a/part-compacted-", COMPACTED),
+    "staged rewrite written": ("file", rf"^_seo/staging/[^/]+-rw[0-9a-f]+-e\d+/rewrite/p=a/\.part-compacted-.*{TMP}", COMPACTED),
+    "staged rewrite synced with the claim": ("file", r"^_seo/staging/[^/]+/rewrite/p=a/part-compacted-", COMPACTED),
     "rewrite directory": ("dir", r"^_seo/staging/[^/]+/rewrite$", COMPACTED),
     "rewrite partition directory": ("dir", r"^_seo/staging/[^/]+/rewrite/p=a$", COMPACTED),
 }
@@ -110,7 +113,8 @@ def boundaries_of(kind: TableKind) -> list[str]:
         skip -= {*COMPACTION_ONLY, "mid-move", "after-move"}
     if kind.delta:
         skip -= set(DELTA_ONLY)
-        skip |= {"after-intent", "before-stage"}  # the Delta helper stages without making the directory first
+    if kind.parquet:
+        skip |= {"after-intent", "before-stage"}  # the Parquet helper stages without making the directory first
     return [b for b in BOUNDARIES if b not in skip]
 
 
