@@ -95,13 +95,20 @@ def status(ctx: CliContext, table: str, local_json: bool) -> None:
     if queries:
         out.write()
         out.table(
-            [(q["queryId"], q["lastSparkBatchId"], q["lastBatchId"], human_time(q["commitTimeMs"]), q["watermarks"]) for q in queries],
+            [(_query_name(q["queryId"]), q["lastSparkBatchId"], q["lastBatchId"], human_time(q["commitTimeMs"]), q["watermarks"]) for q in queries],
             ["query id", "last spark batch", "table batch", "committed", "watermarks"],
         )
     offsets = info.get("sourceOffsets") or {}
     if offsets:
         out.write()
         out.table(sorted(offsets.items()), ["source partition", "committed up to (startingOffsets)"])
+
+
+def _query_name(query_id: str) -> str:
+    """A query id as a person reads it: ``seo compact``'s batches are named so."""
+    from ..maintenance.compact import MAINTENANCE_QUERY
+
+    return f"{query_id} (seo compact)" if query_id == MAINTENANCE_QUERY else query_id
 
 
 def _schema_lines(info: dict[str, Any]) -> list[tuple[str, Any]]:
