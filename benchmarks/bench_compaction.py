@@ -10,7 +10,7 @@ for this sink the median and p99 of the commit (``commitMs``) and, with compacti
 rewrite (``stepMs.rewrite``, in the background) and of the compaction batch's check of it on its
 path (``stepMs.compaction``).
 
-    python -m benchmarks.bench_compaction [small|full]
+    python -m benchmarks.bench_compaction [small|full] [ROUNDS]
 """
 
 from __future__ import annotations
@@ -102,8 +102,9 @@ def _run(spark, name: str, input_dir: Path, work: Path) -> dict[str, Any]:
     return result
 
 
-def main(size: str = "small", work: Path | None = None) -> dict[str, Any]:
-    n_batches, rows, rounds = {"small": (200, 40, 2), "full": (1000, 40, 3)}[size]
+def main(size: str = "small", work: Path | None = None, rounds: int | None = None) -> dict[str, Any]:
+    n_batches, rows, default_rounds = {"small": (200, 40, 2), "full": (1000, 40, 3)}[size]
+    rounds = rounds or default_rounds
     own = work is None
     work = Path(tempfile.mkdtemp(prefix="seo-bench-compaction-")) if own else work
     spark = spark_session("seo-bench-compaction")
@@ -144,7 +145,7 @@ def main(size: str = "small", work: Path | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    result = main(sys.argv[1] if len(sys.argv) > 1 else "small")
+    result = main(sys.argv[1] if len(sys.argv) > 1 else "small", rounds=int(sys.argv[2]) if len(sys.argv) > 2 else None)
     Path("benchmarks/results").mkdir(parents=True, exist_ok=True)
     Path("benchmarks/results/compaction.json").write_text(json.dumps(result, indent=1))
     print(json.dumps(result["writers"], indent=1))
