@@ -126,6 +126,7 @@ def gc(ctx: CliContext, table: str, dry_run: bool, older_than: str, lease_timeou
 @click.option("--min-files", type=int, default=8, show_default=True, help="Fewest small files of a partition worth a rewrite.")
 @click.option("--min-age", default="8 days", show_default=True, help="Only files written at least this long ago (downstream file-source queries).")
 @click.option("--max-bytes", default=None, help="Most bytes rewritten by this run (default: no limit).")
+@click.option("--quiet-period", default="0s", show_default=True, help="Leave alone a partition that received a file this recently.")
 @click.option("--retention", default=None, help="The stream's retention, if it sets one: files it is about to drop are not rewritten.")
 @click.option("--lease-timeout", default="60s", show_default=True)
 @json_option
@@ -138,6 +139,7 @@ def compact(
     min_files: int,
     min_age: str,
     max_bytes: str | None,
+    quiet_period: str,
     retention: str | None,
     lease_timeout: str,
     local_json: bool,
@@ -157,6 +159,7 @@ def compact(
         min_files=min_files,
         min_age_ms=parse_duration_ms(min_age, key="--min-age"),
         max_bytes=parse_size(max_bytes, key="--max-bytes") if max_bytes is not None else 1 << 62,
+        quiet_period_ms=parse_duration_ms(quiet_period, key="--quiet-period"),
     )
     report = compact_table(
         ctx.storage(table),

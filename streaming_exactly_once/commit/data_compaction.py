@@ -8,9 +8,9 @@ its own claim (``TableCommitter.commit``): the new file is staged in the backgro
 instead of the files it replaces, and a Delta commit removes them and adds it with
 ``dataChange`` false.
 
-What is rewritten (``plan``): Parquet files of one directory (a partition), each smaller than
-half the target size and written at least ``min_age_ms`` ago (by the entry's
-``modificationTime``), at least ``min_files`` of them, oldest first, up to the target size per
+What is rewritten (``plan``): Parquet files of one directory (a partition) that received no
+file for ``quiet_period_ms``, each smaller than half the target size and written at least
+``min_age_ms`` ago (by the entry's ``modificationTime``), at least ``min_files`` of them, oldest first, up to the target size per
 new file and ``max_bytes`` per compaction batch. The caller leaves out files the manifest's
 ``retention`` is about to drop.
 
@@ -65,6 +65,8 @@ class CompactionPolicy:
     min_files: int = 8
     min_age_ms: int = 8 * 86_400_000
     max_bytes: int = 128 << 20
+    #: a partition that received a file this recently is left alone (0: every partition)
+    quiet_period_ms: int = 0
 
 
 def _replaced(items: list[Any]) -> list[tuple[str, int]]:
@@ -120,16 +122,22 @@ def plan(storage: Storage, live: Sequence[ManifestEntry], policy: CompactionPoli
     """The groups worth a rewrite in the live listing ``live`` (module docstring)."""
     small = policy.target_size // 2
     by_dir: dict[str, list[tuple[ManifestEntry, str]]] = {}
+    newest: dict[str, int] = {}  # per directory, its newest file of any size
     for entry in live:
-        if entry.is_dir or entry.size >= small or entry.modification_time > now_ms - policy.min_age_ms:
+        if entry.is_dir:
             continue
         rel = relative_to_root(storage.root_uri, entry.uri)
         if rel is None or not rel.endswith(".parquet") or rel.startswith(("_", ".")):
             continue
-        by_dir.setdefault(posixpath.dirname(rel), []).append((entry, rel))
+        directory = posixpath.dirname(rel)
+        newest[directory] = max(newest.get(directory, entry.modification_time), entry.modification_time)
+        if entry.size < small and entry.modification_time <= now_ms - policy.min_age_ms:
+            by_dir.setdefault(directory, []).append((entry, rel))
     out: list[Candidate] = []
     budget = policy.max_bytes
     for directory in sorted(by_dir):
+        if policy.quiet_period_ms and newest[directory] > now_ms - policy.quiet_period_ms:
+            continue  # still receiving data
         files = sorted(by_dir[directory], key=lambda f: (f[0].modification_time, f[1]))
         while len(files) >= policy.min_files and budget > 0:
             chosen: list[tuple[ManifestEntry, str]] = []

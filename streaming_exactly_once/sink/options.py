@@ -110,7 +110,7 @@ def _names(value: str | Iterable[str] | None) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
-COMPACTION_KEYS = ("target_size", "min_files", "min_age", "max_bytes")
+COMPACTION_KEYS = ("target_size", "min_files", "min_age", "max_bytes", "quiet_period")
 
 
 def compaction_policy(value: Any) -> CompactionPolicy | None:
@@ -133,6 +133,7 @@ def compaction_policy(value: Any) -> CompactionPolicy | None:
         min_files=parse_int(value.get("min_files", 8), key="compaction.min_files", minimum=2),
         min_age_ms=parse_duration_ms(value.get("min_age", "8 days"), key="compaction.min_age"),
         max_bytes=parse_size(value.get("max_bytes", target), key="compaction.max_bytes"),
+        quiet_period_ms=parse_duration_ms(value.get("quiet_period", "0s"), key="compaction.quiet_period"),
     )
 
 

@@ -261,3 +261,25 @@ def test_verify_checks_each_retained_rewrite_against_the_files_it_replaced(tmp_p
     kinds = [p["kind"] for p in json.loads(out)["problems"]]
     assert code != 0 and "replaced-file-live" in kinds, out
     assert read_ids(root)[ids_of(0)[0]] == 2  # what the check is about: those rows are read twice
+
+
+def test_a_partition_still_receiving_data_is_left_alone_for_its_quiet_period(tmp_path):
+    """``quiet_period``: only partitions that received no file for that long are rewritten."""
+    root = tmp_path / "t"
+    policy = CompactionPolicy(target_size=1 << 20, min_files=4, min_age_ms=0, max_bytes=1 << 20, quiet_period_ms=1500)
+    committer = make_committer(open_storage(str(root)), compact_interval=3, compaction=policy)
+    expected: Counter = Counter()
+    for b, partition in enumerate(["p=a", "p=b", "p=a", "p=b", "p=b", "p=b"]):
+        if b == 2:
+            time.sleep(2.0)  # p=a's files of batch 0 are quiet by now; batch 2 gives it a new one
+        if b == 4:
+            time.sleep(2.0)  # p=a has been quiet since batch 2, p=b receives batch 4
+        commit_batch(committer, Q, b, ids_of(b), partition=partition)
+        expected.update(ids_of(b))
+        assert read_ids(root) == expected, f"after batch {b}"
+    committer.close()
+    names = {e.path.split("/")[-2] + "/" + e.path.rsplit("/", 1)[-1] for e in ManifestLog(open_storage(str(root))).files()}
+    compacted = sorted(n.split("/")[0] for n in names if "/part-compacted-" in n)
+    assert compacted == ["p=a"], names  # p=a (quiet) at batch 5; p=b received batch 4 just before
+    code, out = seo("--json", "verify", str(root))
+    assert code == 0 and json.loads(out)["problems"] == [], out
