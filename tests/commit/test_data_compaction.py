@@ -283,3 +283,26 @@ def test_a_partition_still_receiving_data_is_left_alone_for_its_quiet_period(tmp
     assert compacted == ["p=a"], names  # p=a (quiet) at batch 5; p=b received batch 4 just before
     code, out = seo("--json", "verify", str(root))
     assert code == 0 and json.loads(out)["problems"] == [], out
+
+
+def test_every_python_reader_reads_every_row_once_at_every_batch(tmp_path):
+    """pandas, polars (eager and lazy), DuckDB and a pyarrow dataset, as of every batch, on a
+    table whose compaction batches replace files."""
+    root = tmp_path / "t"
+    committer = make_committer(open_storage(str(root)), compact_interval=3, compaction=POLICY)
+    for b in range(7):
+        commit_batch(committer, Q, b, ids_of(b))
+    committer.close()
+    assert any(n.startswith("part-compacted-") for n in live_names(root))
+    for as_of in range(7):
+        want = Counter(i for x in range(as_of + 1) for i in ids_of(x))
+        t = str(root)
+        got = {
+            "pandas": Counter(read.pandas(t, as_of=as_of)["id"].tolist()),
+            "polars": Counter(read.polars(t, as_of=as_of)["id"].to_list()),
+            "polars lazy": Counter(read.polars(t, as_of=as_of, lazy=True).collect()["id"].to_list()),
+            "duckdb": Counter(r[0] for r in read.duckdb(t, as_of=as_of).project("id").fetchall()),
+            "dataset": Counter(read.dataset(t, as_of=as_of).to_table(columns=["id"]).column("id").to_pylist()),
+        }
+        for reader, seen in got.items():
+            assert seen == want, f"{reader} as of batch {as_of}"
