@@ -32,7 +32,7 @@ from ..delta.files import DeltaFile
 from ..errors import ConfigError
 from ..iceberg.files import IcebergFile
 from ..log.compactible_log import CompactibleLog
-from ..log.compaction import all_valid_batches, is_compaction_batch
+from ..log.compaction import all_valid_batches, is_compaction_batch, next_compaction_batch
 from ..manifest.entry import ManifestEntry
 from ..manifest.manifest_index import delete_stale_indexes, index_matches, write_index
 from ..manifest.manifest_log import ManifestLog
@@ -188,7 +188,7 @@ class TableCommitter(Writer):
             steps.append(MoveFiles(moves=moves))
         if new_schema is not None:  # before the visibility point: who sees the batch finds its schema
             steps.append(WriteSchema(record=new_schema))
-        steps.append(PublishManifest(batch_id=m, entries=entries, replaced=tuple(p for r in rewrites for p in r.replaced_entries)))
+        steps.append(PublishManifest(batch_id=m, entries=entries, replaced=tuple(p for r in rewrites for p in r.replaced_paths)))
         if delta_step is not None:
             steps.append(delta_step)
         if iceberg_step is not None:  # after Delta's: a crash between them rolls both forward
@@ -232,10 +232,18 @@ class TableCommitter(Writer):
         """The rewrites compaction batch ``attempt.batch_id`` publishes: those prepared in the
         background that are still valid (checked before any claim; ``commit.rewrite_preparation``)."""
         m = attempt.batch_id
-        if self.rewrites is None or m == 0 or not is_compaction_batch(m, self.logs.require_manifest().interval):
+        manifest = self.logs.require_manifest()
+        if self.rewrites is None or not self.rewrites.ready or not is_compaction_batch(m, manifest.interval):
             return []
         t0 = time.perf_counter()
-        out = self.rewrites.usable(self._rewritable(m - 1, int(time.time() * 1000)))
+        now = int(time.time() * 1000)
+        retain = manifest.retain
+        out = self.rewrites.usable(
+            m,
+            manifest.interval,
+            listing=partial(manifest.files, as_of=m - 1),
+            kept=lambda entry: retain is None or retain(entry, now + RETENTION_MARGIN_MS),
+        )
         attempt.timings["compaction"] = elapsed_ms(t0)
         if out and self.rewrites.last_ms is not None:
             attempt.timings["rewrite"] = round(self.rewrites.last_ms, 3)
@@ -262,13 +270,11 @@ class TableCommitter(Writer):
         if rewrites is None:
             return
         interval = self.logs.require_manifest().interval
-        target = self.latest_batch_id + 1
-        if not start and not is_compaction_batch(target, interval):
-            return
-        while not is_compaction_batch(target, interval):
-            target += 1
         latest = self.latest_batch_id
-        self.housekeeping.queue_rewrite(partial(rewrites.prepare, target, partial(self._rewritable, latest)))
+        target = next_compaction_batch(latest, interval)
+        if not start and target != latest + 1:
+            return
+        self.housekeeping.queue_rewrite(partial(rewrites.prepare, target, latest, partial(self._rewritable, latest)))
 
     def _schema_record(self, attempt: BatchAttempt, schema: str | None) -> SchemaRecord | None:
         """Check (before any claim) that the batch's files fit the table schema; the schema

@@ -106,12 +106,16 @@ class Candidate:
 
 @dataclass(frozen=True)
 class StagedRewrite:
-    """A rewrite written under the attempt's staging directory, not yet claimed."""
+    """A rewrite written under a staging directory, not yet claimed."""
 
     rewrite: Rewrite
     staged: str
-    #: the replaced files' manifest paths (as the manifest spells them)
-    replaced_entries: list[str]
+    #: the replaced files' manifest entries (as the manifest spells them)
+    replaced_entries: tuple[ManifestEntry, ...]
+
+    @property
+    def replaced_paths(self) -> list[str]:
+        return [entry.path for entry in self.replaced_entries]
 
     def entry(self, storage: Storage) -> ManifestEntry:
         """The new file's manifest entry."""
@@ -222,4 +226,4 @@ def write(storage: Storage, candidate: Candidate, *, staging_dir: str, batch_id:
         rows=written.num_rows,
         replaced=[(rel, entry.size) for entry, rel, _ in chosen],
     )
-    return StagedRewrite(rewrite, staged, [entry.path for entry, _, _ in chosen])
+    return StagedRewrite(rewrite, staged, tuple(entry for entry, _, _ in chosen))

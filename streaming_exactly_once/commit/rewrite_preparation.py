@@ -21,7 +21,10 @@ of it (``maintenance.pending``) and nothing in it is younger than ``--older-than
 
 What a compaction batch checks before its claim (``usable``): every file a rewrite replaces is
 live in the listing the batch starts from and not about to be dropped by ``retention``, and the
-new file is still staged. A rewrite that fails this is deleted; the others ride the claim.
+new file is still staged. A rewrite that fails this is deleted; the others ride the claim. The
+listing is read only when a compaction batch came between the planning and this batch: until
+then, batches only add files to the listing (only a compaction batch drops any, and only this
+writer, under its lease, commits), so the files live at the planning are live still.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 
+from ..log.compaction import next_compaction_batch
 from ..manifest.entry import ManifestEntry
 from ..storage.base import Storage
 from ..table.layout import staging_dir
@@ -56,15 +60,17 @@ class RewritePreparation:
         self.gate = gate
         self._lock = threading.Lock()
         self._ready: list[StagedRewrite] = []
-        #: the staging directory of ``_ready``
+        #: the staging directory of ``_ready``, and the batch whose listing they were planned from
         self._dir: str | None = None
+        self._planned_from = -1
         self._stopping = threading.Event()
         #: milliseconds the last preparation took (``stepMs.rewrite`` of the batch that publishes it)
         self.last_ms: float | None = None
 
-    def prepare(self, target: int, live: Callable[[int], Sequence[ManifestEntry]]) -> None:
+    def prepare(self, target: int, planned_from: int, live: Callable[[int], Sequence[ManifestEntry]]) -> None:
         """Plan and write the rewrites compaction batch ``target`` is to publish, from the live
-        listing ``live(now_ms)`` (the caller leaves out what retention is about to drop)."""
+        listing of batch ``planned_from``, ``live(now_ms)`` (the caller leaves out what retention
+        is about to drop)."""
         with self._lock:
             if self._ready or self._stopping.is_set():
                 return
@@ -88,7 +94,7 @@ class RewritePreparation:
         finally:
             if out:
                 with self._lock:
-                    self._ready, self._dir = out, directory
+                    self._ready, self._dir, self._planned_from = out, directory, planned_from
                 self.last_ms = (time.perf_counter() - t0) * 1000
                 log.info("compaction prepared %d rewrite(s) for batch %d in %.0f ms", len(out), target, self.last_ms)
             elif written and self.lease.holds():  # what a failed write may have left
@@ -100,15 +106,23 @@ class RewritePreparation:
         with self._lock:
             return list(self._ready)
 
-    def usable(self, live: Sequence[ManifestEntry]) -> list[StagedRewrite]:
-        """The prepared rewrites a compaction batch whose listing is ``live`` may publish (module
-        docstring); the others are deleted. They stay prepared until ``published``: an attempt
-        that fails before its claim leaves them to the next one."""
-        paths = {entry.path for entry in live}
+    def usable(
+        self, batch_id: int, interval: int, *, listing: Callable[[], Sequence[ManifestEntry]], kept: Callable[[ManifestEntry], bool]
+    ) -> list[StagedRewrite]:
+        """The prepared rewrites compaction batch ``batch_id`` may publish (module docstring):
+        each replaced file live in ``listing()`` (read only if a compaction batch came between)
+        and ``kept`` (not about to be dropped by retention); the others are deleted. They stay
+        prepared until ``published``: an attempt that fails before its claim leaves them to the next."""
         with self._lock:
-            ready, directory = list(self._ready), self._dir
-        kept = [r for r in ready if all(p in paths for p in r.replaced_entries) and self.storage.exists(r.staged)]
-        dropped = [r for r in ready if r not in kept]
+            ready, directory, planned_from = list(self._ready), self._dir, self._planned_from
+        if next_compaction_batch(planned_from, interval) == batch_id:
+            live = None  # no batch since the planning dropped a file
+        else:
+            live = {entry.path for entry in listing()}
+        kept_rewrites = [
+            r for r in ready if all(kept(e) and (live is None or e.path in live) for e in r.replaced_entries) and self.storage.exists(r.staged)
+        ]
+        dropped = [r for r in ready if r not in kept_rewrites]
         for r in dropped:
             log.info("compaction drops its rewrite %s: a file it replaces is no longer live, or it is no longer staged", r.rewrite.final)
             if self.storage.exists(r.staged):
@@ -120,7 +134,7 @@ class RewritePreparation:
                 self._dir = None
         if empty and directory is not None:
             self.storage.delete_tree(directory)
-        return kept
+        return kept_rewrites
 
     def published(self) -> str | None:
         """The rewrites ``usable`` gave were published (their batch committed): forgotten. Returns

@@ -27,7 +27,7 @@ from ..commit.data_compaction import RETENTION_MARGIN_MS, CompactionPolicy, plan
 from ..commit.options import CommitterOptions
 from ..delta.settings import DeltaSettings
 from ..errors import ConfigError
-from ..log.compaction import is_compaction_batch
+from ..log.compaction import is_compaction_batch, next_compaction_batch
 from ..storage.base import Storage
 from ..table.identity import TableIdentity, read_identity
 from ..table.table_logs import TableLogs
@@ -151,15 +151,9 @@ def _dry_run(storage: Storage, identity: TableIdentity, policy: CompactionPolicy
         )
     if report.rewrites:
         nxt = (-1 if latest is None else latest) + 1
-        report.would_commit = list(range(nxt, _next_compaction(nxt, manifest.interval) + 1))
+        report.would_commit = list(range(nxt, next_compaction_batch(nxt - 1, manifest.interval) + 1))
     report.files_after = report.files_before - sum(len(r.files) - 1 for r in report.rewrites)
     return report
-
-
-def _next_compaction(batch_id: int, interval: int) -> int:
-    while not is_compaction_batch(batch_id, interval):
-        batch_id += 1
-    return batch_id
 
 
 def _dirname(path: str) -> str:

@@ -306,3 +306,33 @@ def test_every_python_reader_reads_every_row_once_at_every_batch(tmp_path):
         }
         for reader, seen in got.items():
             assert seen == want, f"{reader} as of batch {as_of}"
+
+
+def test_a_rewrite_not_ready_in_time_is_published_by_the_next_compaction_batch(tmp_path):
+    """The background rewrite planned for batch 2 is still writing when batch 2 commits: batch 2
+    publishes nothing, batch 5 publishes it after checking it against the listing (a compaction
+    batch came between)."""
+    import threading
+
+    root = tmp_path / "t"
+    storage = FaultInjectingStorage(open_storage(str(root)))
+    committer = make_committer(storage, compact_interval=3, compaction=POLICY)
+    writing = threading.Event()
+    storage.arm(
+        [Rule(Where(("put_if_absent",), r"^_seo/staging/[^/]+-rw[0-9a-f]+-e\d+/rewrite/", "before"), "call", callback=lambda: writing.wait(30))]
+    )
+    for b in range(3):
+        commit_only(committer, Q, b, ids_of(b))
+    assert not [n for n in live_names(root) if n.startswith("part-compacted-")]
+    writing.set()
+    for b in range(3, 6):
+        commit_batch(committer, Q, b, ids_of(b))
+        assert read_ids(root) == Counter(i for x in range(b + 1) for i in ids_of(x)), f"after batch {b}"
+    committer.close()
+    assert any(n.startswith("part-compacted-2-") for n in live_names(root)), live_names(root)
+    record = next(r for r in committer.logs.commits.get(5) or [] if r.batch_id == 5)
+    assert len(record.rewrites) == 1 and len(record.rewrites[0].replaced) == 4
+    for older in range(6):
+        assert read_ids(root, as_of=older) == Counter(i for x in range(older + 1) for i in ids_of(x)), f"as of {older}"
+    code, out = seo("--json", "verify", str(root))
+    assert code == 0 and json.loads(out)["problems"] == [], out
