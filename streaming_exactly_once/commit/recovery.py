@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..errors import CommitError, LogCorruptError, MissingBatchError
+from ..log.compaction import is_compaction_batch
+from ..manifest.entry import ManifestEntry
 from ..manifest.paths import canonical_uri, relative_to_root, root_prefix
 from ..storage.base import Storage
 from ..table.identity import read_identity
@@ -173,6 +175,7 @@ class ManifestView:
     """A single table: a batch is published once its manifest file holds the claim's entries."""
 
     def __init__(self, logs: TableLogs) -> None:
+        self.logs = logs
         self.manifest = logs.require_manifest()
 
     def latest(self) -> int:
@@ -183,8 +186,22 @@ class ManifestView:
         records = self.manifest.get(seq.batch_id)
         if records is None:
             return False
+        publishes = [step for step in seq.steps if isinstance(step, PublishManifest)]
+        if publishes and not any(step.entries for step in publishes):
+            return self._empty_claim_published(seq, records)
         present = {e.path for e in records}
-        return any(isinstance(step, PublishManifest) and all(e.path in present for e in step.entries) for step in seq.steps)
+        return any(all(e.path in present for e in step.entries) for step in publishes)
+
+    def _empty_claim_published(self, seq: CommitSequence, records: list[ManifestEntry]) -> bool:
+        """A claim that lists no file (``seo compact``'s batches of no data) has nothing of its own
+        in the manifest: its batch is published if the manifest file holds no entry (a delta
+        file; a compact file holds the listing) and the batch's offsets record, if there is one,
+        is its own. Another writer's batch there left entries or its own offsets record: that
+        writer's claim, at the same WAL path, went only after its records were durable."""
+        if not is_compaction_batch(seq.batch_id, self.manifest.interval) and any(not e.is_dir for e in records):
+            return False
+        offsets = [r for r in self.logs.require_offsets().get(seq.batch_id) or [] if r.batch_id == seq.batch_id]
+        return not offsets or offsets[-1].attempt == seq.attempt
 
 
 @dataclass

@@ -10,7 +10,9 @@ batch. Each batch is a commit of its own, with its WAL claim; a crash leaves at 
 batches and a claim the next start rolls forward or back. Its batches are recorded under the
 query id ``MAINTENANCE_QUERY`` (``seo status`` shows them).
 
-The table's writer options do not record ``retention``: give it (``retention_ms``) when the
+A run deletes no log history (the stream's ``min_batches_to_retain`` is not recorded in the
+table; the stream's next retention pass applies it). The table does not record ``retention``
+either: give it (``retention_ms``) when the
 stream sets one, so that a file retention is about to drop is not rewritten. Without it such
 rows live on in the new file until the newest of the files it replaced expires.
 
@@ -32,6 +34,8 @@ from ..storage.base import Storage
 from ..table.identity import TableIdentity, read_identity
 from ..table.table_logs import TableLogs
 
+#: ``min_batches_to_retain`` of a run: more batches than any table has, so it deletes no log file.
+NO_LOG_RETENTION = 1 << 40
 #: The query id ``seo compact``'s batches are committed under (a fixed UUID: not a Spark query's).
 MAINTENANCE_QUERY = "00000000-0000-0000-0000-00000000c0de"
 
@@ -130,6 +134,8 @@ def _options(identity: TableIdentity, policy: CompactionPolicy, retention_ms: in
         delta=DeltaSettings() if identity.delta_app_id is not None else None,
         spark_manifest=identity.spark_manifest,
         retention_ms=retention_ms,
+        # the stream's log retention is not recorded in the table: delete no history of it
+        min_batches_to_retain=NO_LOG_RETENTION,
         lease_timeout_ms=lease_timeout_ms,
         description="seo compact",
         compaction=policy,

@@ -8,6 +8,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 
 import pytest
@@ -136,3 +137,85 @@ def test_a_kill_inside_compact_loses_nothing(tmp_path, boundary):
     assert len(live_names(root)) == 1, live_names(root)
     code, out = seo("--json", "verify", str(root))
     assert code == 0 and json.loads(out)["problems"] == [], out
+
+
+_FROZEN_RUN = """
+import sys
+from streaming_exactly_once.commit.data_compaction import CompactionPolicy
+from streaming_exactly_once.errors import WriterFencedError
+from streaming_exactly_once.maintenance.compact import compact_table
+from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.testing.faults import with_faults
+
+storage = with_faults(open_storage(sys.argv[1]), pause_at="before-wal")
+try:
+    compact_table(storage, CompactionPolicy(target_size=1 << 20, min_files=4, min_age_ms=0, max_bytes=1 << 20), lease_timeout_ms=2000)
+except WriterFencedError:
+    sys.exit(7)
+"""
+
+
+def _stopped(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "T"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("delta", [False, True], ids=["parquet", "delta"])
+def test_a_frozen_compacts_late_claim_of_an_empty_batch_never_takes_the_streams_batch(tmp_path, delta):
+    """``seo compact`` frozen before the claim of an empty batch, past its lease; the stream
+    commits that batch id; the woken run writes its claim at the now free WAL path and is
+    fenced. That claim lists no file: recovery must not take the stream's batch for it."""
+    import os
+    import time
+
+    root = tmp_path / "t"
+    table_of(root, delta=delta)
+    frozen = subprocess.Popen([sys.executable, "-c", _FROZEN_RUN, str(root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        while not _stopped(frozen.pid):
+            assert frozen.poll() is None and time.time() < deadline, frozen.communicate()
+            time.sleep(0.05)
+        storage = open_storage(str(root))
+        stream = delta_committer(storage, compact_interval=5) if delta else make_committer(storage, compact_interval=5)
+        stream.lease.clock = lambda: time.time() + 3600  # the frozen run's lease has run out
+        commit_batch(stream, Q, 7, list(range(70, 80)))
+        stream.close()
+    finally:
+        os.kill(frozen.pid, signal.SIGCONT)
+    _, err = frozen.communicate(timeout=60)
+    assert frozen.returncode == 7, err[-2000:]  # fenced
+    assert (root / "_seo" / "wal" / "7").exists()  # its late claim
+    storage = open_storage(str(root))
+    stream = delta_committer(storage, compact_interval=5) if delta else make_committer(storage, compact_interval=5)
+    commit_batch(stream, Q, 8, list(range(80, 90)))  # the stream restarts: its recovery discards the claim
+    stream.close()
+    assert read_ids(root) == ids_upto(8)
+    if delta:
+        assert delta_ids(root) == ids_upto(8)
+    code, out = seo("--json", "verify", str(root))
+    assert code == 0 and json.loads(out)["problems"] == [], out
+
+
+def test_compact_deletes_none_of_the_streams_log_history(tmp_path):
+    """The stream keeps more batches than the default (its ``min_batches_to_retain`` is not
+    recorded in the table): a run must not delete any of them, or ``as_of`` fails."""
+    import os
+
+    root = tmp_path / "t"
+    storage = open_storage(str(root))
+    committer = make_committer(storage, compact_interval=5, min_batches_to_retain=1000, cleanup_delay_ms=0)
+    for b in range(110):
+        commit_batch(committer, Q, b, [b])
+    committer.close()
+    old = time.time() - 7200
+    for path in (root / "_spark_metadata").iterdir():
+        os.utime(path, (old, old))
+    code, out = seo("compact", "--min-age", "0s", "--min-files", "4", "--target-size", "1MB", str(root))
+    assert code == 0, out
+    assert (root / "_spark_metadata" / "0").exists()
+    assert read_ids(root, as_of=3) == Counter(range(4))
+    assert read_ids(root) == Counter(range(110))
