@@ -46,6 +46,9 @@ CLAIMED = {
     "after-members",
 }
 CLAIMED |= set(ICEBERG_ONLY)
+#: the rewrite is written in the background: the writer's own thread may be past its claim of
+#: the next batch when the rewrite's thread freezes the process there
+CLAIMED |= set(COMPACTION_ONLY)
 #: boundaries where a zombie-successor run is most likely to break (the bounded slice's picks)
 LIKELY = (
     "after-rewrite",
