@@ -25,7 +25,7 @@ from ..table.identity import read_identity
 from ..table.layout import STAGING_DIR, parse_staging_name
 from ..table.table_logs import TableLogs
 from ..table.temp_files import remove_earlier_writers_files
-from .attempt_verdict import ABORT, COMMIT, decide
+from .attempt_verdict import ABORT, COMMIT, decide, read_verdict
 from .sequence import CommitSequence, make_durable
 from .step import StepContext
 from .steps import MoveFiles, PublishManifest
@@ -282,6 +282,12 @@ def _settle_claim(state: _Recovery, seq: CommitSequence, view: PublishedView, re
         return
     if seq.epoch < state.epoch:
         state.fence("decide")
+        if not already_published and (aborted := _moves_from_aborted_attempt(state.storage, seq)) is not None:
+            # its staged rewrites were judged 'abort' and deleted before this claim was seen: it
+            # was claimed after a takeover and can never complete
+            if decide(state.storage, batch_id, seq.attempt, ABORT, epoch=state.epoch) == ABORT:
+                state.discard(seq, f"claimed after a takeover: the staging directory {aborted} it moves files from was aborted")
+                return
         verdict = decide(state.storage, batch_id, seq.attempt, COMMIT, epoch=state.epoch)
         if verdict == ABORT and not already_published:
             state.discard(seq, "aborted before its claim was seen: claimed after a takeover")
@@ -302,6 +308,26 @@ def _settle_claim(state: _Recovery, seq: CommitSequence, view: PublishedView, re
     state.report.rolled_forward.append(batch_id)
     state.latest = max(state.latest, batch_id)
     state.guard = PublishedFiles(state.storage, state.logs, state.latest)
+
+
+def _moves_from_aborted_attempt(storage: Storage, seq: CommitSequence) -> str | None:
+    """The staging directory, other than the claim's own, that one of its moves takes a file
+    from and that a recovery or ``seo gc`` judged 'abort' (and deleted): a compaction batch's
+    rewrites are staged in a directory of their own (``commit.rewrite_preparation``). None if
+    there is no such directory."""
+    own = seq.staging_dir.rstrip("/")
+    for step in seq.steps:
+        if not isinstance(step, MoveFiles):
+            continue
+        for move in step.moves:
+            directory = "/".join(move.src.split("/")[:3])
+            parsed = parse_staging_name(directory.rsplit("/", 1)[-1]) if move.src.startswith(STAGING_DIR + "/") else None
+            if parsed is None or directory == own:
+                continue
+            verdict = read_verdict(storage, parsed[0], parsed[1])
+            if verdict is not None and verdict.verdict == ABORT:
+                return directory
+    return None
 
 
 def _abort_unclaimed_attempts(state: _Recovery, claimed: set[str]) -> None:

@@ -147,12 +147,22 @@ from streaming_exactly_once.maintenance.compact import compact_table
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.testing.faults import with_faults
 
-storage = with_faults(open_storage(sys.argv[1]), pause_at="before-wal")
+storage = with_faults(open_storage(sys.argv[1]), pause_at=sys.argv[2])
 try:
     compact_table(storage, CompactionPolicy(target_size=1 << 20, min_files=4, min_age_ms=0, max_bytes=1 << 20), lease_timeout_ms=2000)
 except WriterFencedError:
     sys.exit(7)
 """
+
+
+def _freeze_compact(root, spec: str) -> subprocess.Popen:
+    """A ``seo compact`` run that stops itself (SIGSTOP) at ``spec``."""
+    frozen = subprocess.Popen([sys.executable, "-c", _FROZEN_RUN, str(root), spec], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not _stopped(frozen.pid):
+        assert frozen.poll() is None and time.time() < deadline, frozen.communicate()
+        time.sleep(0.05)
+    return frozen
 
 
 def _stopped(pid: int) -> bool:
@@ -173,7 +183,7 @@ def test_a_frozen_compacts_late_claim_of_an_empty_batch_never_takes_the_streams_
 
     root = tmp_path / "t"
     table_of(root, delta=delta)
-    frozen = subprocess.Popen([sys.executable, "-c", _FROZEN_RUN, str(root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    frozen = subprocess.Popen([sys.executable, "-c", _FROZEN_RUN, str(root), "before-wal"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 60
         while not _stopped(frozen.pid):
@@ -219,3 +229,40 @@ def test_compact_deletes_none_of_the_streams_log_history(tmp_path):
     assert (root / "_spark_metadata" / "0").exists()
     assert read_ids(root, as_of=3) == Counter(range(4))
     assert read_ids(root) == Counter(range(110))
+
+
+@pytest.mark.parametrize("delta", [False, True], ids=["parquet", "delta"])
+def test_a_late_claim_whose_staged_rewrite_a_takeover_aborted_is_discarded(tmp_path, delta):
+    """``seo compact`` frozen before the claim of its compaction batch; a writer takes the table
+    over, and its recovery aborts and deletes the frozen run's staged rewrite; the run wakes and
+    claims the batch after the takeover (it is fenced). That claim can never complete: the next
+    start must discard it, not try to move a file that is gone."""
+    import os
+
+    root = tmp_path / "t"
+    table_of(root, delta=delta)
+    frozen = _freeze_compact(root, "before-wal@3")  # the claims of empty batches 7 and 8 went through
+    try:
+        storage = open_storage(str(root))
+        taker = delta_committer(storage, compact_interval=5) if delta else make_committer(storage, compact_interval=5)
+        taker.lease.clock = lambda: time.time() + 3600  # the frozen run's lease has run out
+        taker.open()
+        taker.close()
+    finally:
+        os.kill(frozen.pid, signal.SIGCONT)
+    _, err = frozen.communicate(timeout=60)
+    assert frozen.returncode == 7, err[-2000:]  # fenced
+    assert (root / "_seo" / "wal" / "9").exists()  # its late claim
+    code, out = seo("recover", str(root))
+    assert code == 0, out
+    storage = open_storage(str(root))
+    stream = delta_committer(storage, compact_interval=5) if delta else make_committer(storage, compact_interval=5)
+    commit_batch(stream, Q, 7, list(range(70, 80)))
+    stream.close()
+    assert read_ids(root) == ids_upto(7)
+    for older in range(10):  # batches 7 and 8 are the run's empty ones, 9 the stream's
+        assert read_ids(root, as_of=older) == ids_upto(min(older, 6) if older < 9 else 7), f"as of {older}"
+    if delta:
+        assert delta_ids(root) == ids_upto(7)
+    code, out = seo("--json", "verify", str(root))
+    assert code == 0 and json.loads(out)["problems"] == [], out
