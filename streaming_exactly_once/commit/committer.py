@@ -43,7 +43,7 @@ from ..table.schema_log import SchemaRecord
 from ..table.table_logs import TableLogs
 from .attempt import BatchAttempt, CommitResult, StagedFile, elapsed_ms, sources_step
 from .compaction_preparation import preparation_of
-from .data_compaction import RETENTION_MARGIN_MS, StagedRewrite
+from .data_compaction import StagedRewrite, kept_by_retention, rewritable
 from .delta_step import CommitDelta
 from .iceberg_step import CommitIceberg
 from .options import CommitterOptions
@@ -233,17 +233,11 @@ class TableCommitter(Writer):
         background that are still valid (checked before any claim; ``commit.rewrite_preparation``)."""
         m = attempt.batch_id
         manifest = self.logs.require_manifest()
-        if self.rewrites is None or not self.rewrites.ready or not is_compaction_batch(m, manifest.interval):
+        if self.rewrites is None or not is_compaction_batch(m, manifest.interval) or not self.rewrites.ready:
             return []
         t0 = time.perf_counter()
-        now = int(time.time() * 1000)
-        retain = manifest.retain
-        out = self.rewrites.usable(
-            m,
-            manifest.interval,
-            listing=partial(manifest.files, as_of=m - 1),
-            kept=lambda entry: retain is None or retain(entry, now + RETENTION_MARGIN_MS),
-        )
+        kept = kept_by_retention(manifest, int(time.time() * 1000))
+        out = self.rewrites.usable(m, manifest.interval, listing=partial(manifest.files, as_of=m - 1), kept=kept)
         attempt.timings["compaction"] = elapsed_ms(t0)
         if out and self.rewrites.last_ms is not None:
             attempt.timings["rewrite"] = round(self.rewrites.last_ms, 3)
@@ -253,15 +247,6 @@ class TableCommitter(Writer):
         """After a compaction batch published its rewrites: their staging directory, to delete."""
         directory = self.rewrites.published() if self.rewrites is not None else None
         return [] if directory is None else [directory]
-
-    def _rewritable(self, as_of: int, now_ms: int) -> list[ManifestEntry]:
-        """The live listing as of ``as_of`` without the files retention is about to drop (their
-        rows must not live on in a new file)."""
-        manifest = self.logs.require_manifest()
-        live = manifest.files(as_of=as_of) if as_of >= 0 else []
-        if manifest.retain is not None:
-            live = [e for e in live if manifest.retain(e, now_ms + RETENTION_MARGIN_MS)]
-        return live
 
     def _queue_rewrite(self, *, start: bool = False) -> None:
         """Plan the rewrites of the next compaction batch once the batch before it committed (or
@@ -274,7 +259,7 @@ class TableCommitter(Writer):
         target = next_compaction_batch(latest, interval)
         if not start and target != latest + 1:
             return
-        self.housekeeping.queue_rewrite(partial(rewrites.prepare, target, latest, partial(self._rewritable, latest)))
+        self.housekeeping.queue_rewrite(partial(rewrites.prepare, target, latest, partial(rewritable, self.logs.require_manifest(), latest)))
 
     def _schema_record(self, attempt: BatchAttempt, schema: str | None) -> SchemaRecord | None:
         """Check (before any claim) that the batch's files fit the table schema; the schema

@@ -34,13 +34,14 @@ import io
 import logging
 import posixpath
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field as dc_field
 from typing import Any
 
 from ..log.codec import RecordError, non_negative
 from ..log.record_fields import json_field
 from ..manifest.entry import ManifestEntry
+from ..manifest.manifest_log import ManifestLog
 from ..manifest.paths import relative_to_root
 from ..storage.base import Storage
 from .format_step_fields import inside, inside_field
@@ -120,6 +121,21 @@ class StagedRewrite:
     def entry(self, storage: Storage) -> ManifestEntry:
         """The new file's manifest entry."""
         return ManifestEntry.for_file(storage.uri(self.rewrite.final), size=self.rewrite.size, modification_time=self.rewrite.mtime_ms)
+
+
+def kept_by_retention(manifest: ManifestLog, now_ms: int) -> Callable[[ManifestEntry], bool]:
+    """Whether an entry may be rewritten: not one the manifest's ``retention`` drops within
+    ``RETENTION_MARGIN_MS`` (its rows must not live on in a new file)."""
+    retain = manifest.retain
+    return lambda entry: retain is None or retain(entry, now_ms + RETENTION_MARGIN_MS)
+
+
+def rewritable(manifest: ManifestLog, as_of: int | None, now_ms: int) -> list[ManifestEntry]:
+    """The live listing as of ``as_of`` (None: the latest) that may be rewritten."""
+    if as_of is not None and as_of < 0:
+        return []
+    kept = kept_by_retention(manifest, now_ms)
+    return [entry for entry in manifest.files(as_of=as_of) if kept(entry)]
 
 
 def plan(storage: Storage, live: Sequence[ManifestEntry], policy: CompactionPolicy, *, now_ms: int) -> list[Candidate]:

@@ -22,7 +22,7 @@ from ..manifest.entry import ManifestEntry
 from ..manifest.paths import canonical_uri, relative_to_root, root_prefix
 from ..storage.base import Storage
 from ..table.identity import read_identity
-from ..table.layout import STAGING_DIR, parse_staging_name
+from ..table.layout import STAGING_DIR, parse_staging_name, staging_dir_holding
 from ..table.table_logs import TableLogs
 from ..table.temp_files import remove_earlier_writers_files
 from .attempt_verdict import ABORT, COMMIT, decide, read_verdict
@@ -320,9 +320,9 @@ def _moves_from_aborted_attempt(storage: Storage, seq: CommitSequence) -> str | 
         if not isinstance(step, MoveFiles):
             continue
         for move in step.moves:
-            directory = "/".join(move.src.split("/")[:3])
-            parsed = parse_staging_name(directory.rsplit("/", 1)[-1]) if move.src.startswith(STAGING_DIR + "/") else None
-            if parsed is None or directory == own:
+            directory = staging_dir_holding(move.src)
+            parsed = None if directory is None or directory == own else parse_staging_name(directory.rsplit("/", 1)[-1])
+            if parsed is None:
                 continue
             verdict = read_verdict(storage, parsed[0], parsed[1])
             if verdict is not None and verdict.verdict == ABORT:

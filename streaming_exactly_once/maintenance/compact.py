@@ -21,11 +21,12 @@ A dry run takes no lease and writes nothing: it lists what would be rewritten no
 
 from __future__ import annotations
 
+import posixpath
 import time
 from dataclasses import dataclass, field
 
 from ..commit.committer import TableCommitter
-from ..commit.data_compaction import RETENTION_MARGIN_MS, CompactionPolicy, plan
+from ..commit.data_compaction import CompactionPolicy, plan, rewritable
 from ..commit.options import CommitterOptions
 from ..delta.settings import DeltaSettings
 from ..errors import ConfigError
@@ -85,7 +86,8 @@ def compact_table(
         report.files_before = len(manifest.files())
         prepared = committer.rewrites.ready if committer.rewrites is not None else []
         report.rewrites = [
-            PlannedRewrite(_dirname(r.rewrite.final), [p for p, _ in r.rewrite.replaced], sum(n for _, n in r.rewrite.replaced)) for r in prepared
+            PlannedRewrite(posixpath.dirname(r.rewrite.final), [p for p, _ in r.rewrite.replaced], sum(n for _, n in r.rewrite.replaced))
+            for r in prepared
         ]
         if not prepared:
             report.files_after = report.files_before
@@ -146,11 +148,9 @@ def _dry_run(storage: Storage, identity: TableIdentity, policy: CompactionPolicy
     logs = TableLogs.for_identity(storage, identity, retention_ms=retention_ms)
     manifest = logs.require_manifest()
     latest = manifest.latest_batch_id(refresh=True)
-    live = manifest.files() if latest is not None else []
-    report.files_before = len(live)
+    report.files_before = len(manifest.files()) if latest is not None else 0
     now = int(time.time() * 1000)
-    if manifest.retain is not None:
-        live = [e for e in live if manifest.retain(e, now + RETENTION_MARGIN_MS)]
+    live = rewritable(manifest, latest, now) if latest is not None else []
     for candidate in plan(storage, live, policy, now_ms=now):
         report.rewrites.append(
             PlannedRewrite(candidate.directory, [rel for _, rel in candidate.files], sum(entry.size for entry, _ in candidate.files))
@@ -160,10 +160,6 @@ def _dry_run(storage: Storage, identity: TableIdentity, policy: CompactionPolicy
         report.would_commit = list(range(nxt, next_compaction_batch(nxt - 1, manifest.interval) + 1))
     report.files_after = report.files_before - sum(len(r.files) - 1 for r in report.rewrites)
     return report
-
-
-def _dirname(path: str) -> str:
-    return path.rsplit("/", 1)[0] if "/" in path else ""
 
 
 __all__ = ["MAINTENANCE_QUERY", "CompactReport", "PlannedRewrite", "compact_table"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from ..commit.steps import CleanupStaging, MoveFiles, PublishManifest, PublishMembers
 from ..commit.wal import CommitSequenceStore
 from ..storage.base import Storage
-from ..table.layout import STAGING_DIR
+from ..table.layout import staging_dir_holding
 
 
 @dataclass
@@ -60,8 +60,8 @@ def pending_commits(storage: Storage) -> PendingCommits:
             if isinstance(step, MoveFiles):
                 for move in step.moves:
                     out.files.update((move.src, move.dst))
-                    if move.src.startswith(STAGING_DIR + "/"):
-                        out.dirs.add("/".join(move.src.split("/")[:3]))  # _seo/staging/<name>
+                    if (holder := staging_dir_holding(move.src)) is not None:
+                        out.dirs.add(holder)
             elif isinstance(step, PublishManifest):
                 out.entries.setdefault(None, []).extend((batch_id, e.path) for e in step.entries)
                 out.publishes.setdefault(None, {})[batch_id] = {e.path for e in step.entries}

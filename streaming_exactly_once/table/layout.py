@@ -50,6 +50,12 @@ def staging_dir(batch_id: int, attempt: str, epoch: int) -> str:
     return f"{STAGING_DIR}/{batch_id}-{attempt}-e{epoch}"
 
 
+def staging_dir_holding(path: str) -> str | None:
+    """The staging directory (``_seo/staging/<name>``) a path lies in; None if it is elsewhere."""
+    parts = path.split("/")
+    return "/".join(parts[:3]) if len(parts) > 3 and path.startswith(STAGING_DIR + "/") else None
+
+
 def parse_staging_name(name: str) -> tuple[int, str, int | None] | None:
     """``12-3fa9c1d2-e5`` -> (12, ``3fa9c1d2``, 5); ``12-3fa9c1d2`` (earlier builds,
     no epoch) -> (12, ``3fa9c1d2``, None); anything else -> None."""

@@ -5,6 +5,7 @@ writer's table is refused, and a kill -9 anywhere in the run loses nothing."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -40,9 +41,14 @@ def live_names(root) -> list[str]:
     return [e.uri.rsplit("/", 1)[-1] for e in ManifestLog(open_storage(str(root))).files()]
 
 
-def table_of(root, batches: int = 7, *, delta: bool = False) -> None:
+def _writer(root, delta: bool):
+    """The stream's writer of the tests' tables (compact interval 5)."""
     storage = open_storage(str(root))
-    committer = delta_committer(storage, compact_interval=5) if delta else make_committer(storage, compact_interval=5)
+    return delta_committer(storage, compact_interval=5) if delta else make_committer(storage, compact_interval=5)
+
+
+def table_of(root, batches: int = 7, *, delta: bool = False) -> None:
+    committer = _writer(root, delta)
     for b in range(batches):
         commit_batch(committer, Q, b, list(range(b * 10, b * 10 + 10)))
     committer.close()
@@ -77,8 +83,7 @@ def test_compact_publishes_the_rewrite_at_the_next_compaction_batch(tmp_path, de
     assert code == 0 and json.loads(out)["problems"] == [], out
 
     # the stream carries on: its next Spark batch is the table's next batch
-    storage = open_storage(str(root))
-    committer = delta_committer(storage, compact_interval=5) if delta else make_committer(storage, compact_interval=5)
+    committer = _writer(root, delta)
     commit_batch(committer, Q, 7, list(range(70, 80)))
     assert committer.last_spark_batch(Q) == 7 and committer.last_spark_batch(MAINTENANCE_QUERY) == 2
     committer.close()
@@ -178,19 +183,13 @@ def test_a_frozen_compacts_late_claim_of_an_empty_batch_never_takes_the_streams_
     """``seo compact`` frozen before the claim of an empty batch, past its lease; the stream
     commits that batch id; the woken run writes its claim at the now free WAL path and is
     fenced. That claim lists no file: recovery must not take the stream's batch for it."""
-    import os
     import time
 
     root = tmp_path / "t"
     table_of(root, delta=delta)
-    frozen = subprocess.Popen([sys.executable, "-c", _FROZEN_RUN, str(root), "before-wal"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    frozen = _freeze_compact(root, "before-wal")
     try:
-        deadline = time.time() + 60
-        while not _stopped(frozen.pid):
-            assert frozen.poll() is None and time.time() < deadline, frozen.communicate()
-            time.sleep(0.05)
-        storage = open_storage(str(root))
-        stream = delta_committer(storage, compact_interval=5) if delta else make_committer(storage, compact_interval=5)
+        stream = _writer(root, delta)
         stream.lease.clock = lambda: time.time() + 3600  # the frozen run's lease has run out
         commit_batch(stream, Q, 7, list(range(70, 80)))
         stream.close()
@@ -199,8 +198,7 @@ def test_a_frozen_compacts_late_claim_of_an_empty_batch_never_takes_the_streams_
     _, err = frozen.communicate(timeout=60)
     assert frozen.returncode == 7, err[-2000:]  # fenced
     assert (root / "_seo" / "wal" / "7").exists()  # its late claim
-    storage = open_storage(str(root))
-    stream = delta_committer(storage, compact_interval=5) if delta else make_committer(storage, compact_interval=5)
+    stream = _writer(root, delta)
     commit_batch(stream, Q, 8, list(range(80, 90)))  # the stream restarts: its recovery discards the claim
     stream.close()
     assert read_ids(root) == ids_upto(8)
@@ -213,7 +211,6 @@ def test_a_frozen_compacts_late_claim_of_an_empty_batch_never_takes_the_streams_
 def test_compact_deletes_none_of_the_streams_log_history(tmp_path):
     """The stream keeps more batches than the default (its ``min_batches_to_retain`` is not
     recorded in the table): a run must not delete any of them, or ``as_of`` fails."""
-    import os
 
     root = tmp_path / "t"
     storage = open_storage(str(root))
@@ -237,14 +234,12 @@ def test_a_late_claim_whose_staged_rewrite_a_takeover_aborted_is_discarded(tmp_p
     over, and its recovery aborts and deletes the frozen run's staged rewrite; the run wakes and
     claims the batch after the takeover (it is fenced). That claim can never complete: the next
     start must discard it, not try to move a file that is gone."""
-    import os
 
     root = tmp_path / "t"
     table_of(root, delta=delta)
     frozen = _freeze_compact(root, "before-wal@3")  # the claims of empty batches 7 and 8 went through
     try:
-        storage = open_storage(str(root))
-        taker = delta_committer(storage, compact_interval=5) if delta else make_committer(storage, compact_interval=5)
+        taker = _writer(root, delta)
         taker.lease.clock = lambda: time.time() + 3600  # the frozen run's lease has run out
         taker.open()
         taker.close()
@@ -255,8 +250,7 @@ def test_a_late_claim_whose_staged_rewrite_a_takeover_aborted_is_discarded(tmp_p
     assert (root / "_seo" / "wal" / "9").exists()  # its late claim
     code, out = seo("recover", str(root))
     assert code == 0, out
-    storage = open_storage(str(root))
-    stream = delta_committer(storage, compact_interval=5) if delta else make_committer(storage, compact_interval=5)
+    stream = _writer(root, delta)
     commit_batch(stream, Q, 7, list(range(70, 80)))
     stream.close()
     assert read_ids(root) == ids_upto(7)
