@@ -32,26 +32,25 @@ from ..delta.files import DeltaFile
 from ..errors import ConfigError
 from ..iceberg.files import IcebergFile
 from ..log.compactible_log import CompactibleLog
-from ..log.compaction import all_valid_batches, is_compaction_batch, next_compaction_batch
+from ..log.compaction import all_valid_batches, is_compaction_batch
 from ..manifest.entry import ManifestEntry
 from ..manifest.manifest_index import delete_stale_indexes, index_matches, write_index
 from ..manifest.manifest_log import ManifestLog
 from ..storage.base import Storage
-from ..table.commits_log import CommitRecord, RewriteNote
+from ..table.commits_log import CommitRecord
 from ..table.identity import TableSpec
 from ..table.schema_log import SchemaRecord
 from ..table.table_logs import TableLogs
 from .attempt import BatchAttempt, CommitResult, StagedFile, elapsed_ms, sources_step
 from .compaction_preparation import preparation_of
-from .data_compaction import StagedRewrite, kept_by_retention, rewritable
 from .delta_step import CommitDelta
 from .iceberg_step import CommitIceberg
 from .options import CommitterOptions
 from .recovery import INTENTS_SUBDIR, ManifestView, PublishedView, RecoveryReport
-from .rewrite_preparation import RewritePreparation
 from .schema_step import WriteSchema
 from .step import CommitStep
 from .steps import CleanupStaging, FileMove, MoveFiles, PublishManifest, WriteCommit
+from .table_rewrites import BatchRewrites, TableRewrites, leftovers_of
 from .table_schema import TableSchema
 from .writer import Writer
 
@@ -75,7 +74,7 @@ class TableCommitter(Writer):
             delta=options.delta is not None or options.iceberg is not None,  # a table format's schema: never widened
         )
         #: small data files rewritten in the background for the compaction batches (None: compaction off)
-        self.rewrites = None if options.compaction is None else RewritePreparation(storage, self.lease, options.compaction, self.housekeeping.gate)
+        self.rewrites = None if options.compaction is None else TableRewrites(storage, self.housekeeping, options.compaction)
 
     # -- a single table ----------------------------------------------------------------------
 
@@ -177,18 +176,18 @@ class TableCommitter(Writer):
         iceberg_step = self._iceberg_step(attempt, files, schema, table_schema)
         if m == 0 and (delta_step is not None or iceberg_step is not None):
             entries = self._adopted_entries() + entries
-        rewrites = self._rewrites(attempt)
+        rewrites = BatchRewrites() if self.rewrites is None else self.rewrites.for_batch(self.logs.require_manifest(), m, attempt.timings)
         moves = [FileMove(f.staged or "", f.final, f.size) for f in files] if attempt.mode == "rename" else []
-        moves += [FileMove(r.staged, r.rewrite.final, r.rewrite.size) for r in rewrites]
-        entries += [r.entry(self.storage) for r in rewrites]
+        moves += rewrites.moves()
+        entries += rewrites.entries(self.storage)
         if delta_step is not None and rewrites:
-            delta_step = replace(delta_step, rewrites=[r.rewrite for r in rewrites])
+            delta_step = replace(delta_step, rewrites=rewrites.rewrites)
         steps: list[CommitStep] = []
         if moves:
             steps.append(MoveFiles(moves=moves))
         if new_schema is not None:  # before the visibility point: who sees the batch finds its schema
             steps.append(WriteSchema(record=new_schema))
-        steps.append(PublishManifest(batch_id=m, entries=entries, replaced=tuple(p for r in rewrites for p in r.replaced_paths)))
+        steps.append(PublishManifest(batch_id=m, entries=entries, replaced=rewrites.replaced))
         if delta_step is not None:
             steps.append(delta_step)
         if iceberg_step is not None:  # after Delta's: a crash between them rolls both forward
@@ -208,7 +207,7 @@ class TableCommitter(Writer):
             source_files=len(input_files),
             schema=schema,
             table_rows=None if self._table_rows is None or num_rows is None else self._table_rows + num_rows,
-            rewrites=[RewriteNote(r.rewrite.final, r.rewrite.rows, tuple(p for p, _ in r.rewrite.replaced)) for r in rewrites],
+            rewrites=rewrites.notes(),
         )
         steps.append(WriteCommit(record=record))
         if attempt.mode == "direct":
@@ -221,45 +220,18 @@ class TableCommitter(Writer):
             t_plan,
             retention=[(log_, m) for log_ in self.logs.all_logs()],
             indexes=[("index", partial(index_compact, self.logs, m))] if indexed else (),
-            leftovers=self._published_rewrites if rewrites else tuple,
+            leftovers=leftovers_of([rewrites], lambda _: self.rewrites),
         )
         self.schemas.committed(new_schema, m)
         result = self._finish(attempt, record, input_files, ctx)
         self._queue_rewrite()
         return result
 
-    def _rewrites(self, attempt: BatchAttempt) -> list[StagedRewrite]:
-        """The rewrites compaction batch ``attempt.batch_id`` publishes: those prepared in the
-        background that are still valid (checked before any claim; ``commit.rewrite_preparation``)."""
-        m = attempt.batch_id
-        manifest = self.logs.require_manifest()
-        if self.rewrites is None or not is_compaction_batch(m, manifest.interval) or not self.rewrites.ready:
-            return []
-        t0 = time.perf_counter()
-        kept = kept_by_retention(manifest, int(time.time() * 1000))
-        out = self.rewrites.usable(m, manifest.interval, listing=partial(manifest.files, as_of=m - 1), kept=kept)
-        attempt.timings["compaction"] = elapsed_ms(t0)
-        if out and self.rewrites.last_ms is not None:
-            attempt.timings["rewrite"] = round(self.rewrites.last_ms, 3)
-        return out
-
-    def _published_rewrites(self) -> list[str]:
-        """After a compaction batch published its rewrites: their staging directory, to delete."""
-        directory = self.rewrites.published() if self.rewrites is not None else None
-        return [] if directory is None else [directory]
-
     def _queue_rewrite(self, *, start: bool = False) -> None:
         """Plan the rewrites of the next compaction batch once the batch before it committed (or
-        at a start), in the background (``commit.rewrite_preparation``)."""
-        rewrites = self.rewrites
-        if rewrites is None:
-            return
-        interval = self.logs.require_manifest().interval
-        latest = self.latest_batch_id
-        target = next_compaction_batch(latest, interval)
-        if not start and target != latest + 1:
-            return
-        self.housekeeping.queue_rewrite(partial(rewrites.prepare, target, latest, partial(rewritable, self.logs.require_manifest(), latest)))
+        at a start), in the background (``commit.table_rewrites``)."""
+        if self.rewrites is not None:
+            self.rewrites.plan(self.logs.require_manifest(), self.latest_batch_id, start=start)
 
     def _schema_record(self, attempt: BatchAttempt, schema: str | None) -> SchemaRecord | None:
         """Check (before any claim) that the batch's files fit the table schema; the schema

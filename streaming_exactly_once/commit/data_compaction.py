@@ -192,8 +192,11 @@ def _write_options(layout: tuple[str, ...]) -> dict[str, Any] | None:
     return {}
 
 
-def write(storage: Storage, candidate: Candidate, *, staging_dir: str, batch_id: int, n: int, min_files: int = 2) -> StagedRewrite | None:
-    """Write ``candidate``'s rows into one file under ``staging_dir`` (durably). Only files with
+def write(
+    storage: Storage, candidate: Candidate, *, staging_dir: str, batch_id: int, n: int, min_files: int = 2, staging: Storage | None = None
+) -> StagedRewrite | None:
+    """Write ``candidate``'s rows into one file under ``staging_dir`` of ``staging`` (default:
+    the table's ``storage``), durably. Only files with
     the first one's schema (key-value metadata included: Spark's rebase markers) and timestamp
     layout are merged; None when fewer than ``min_files`` are left, or when the rows cannot be
     written back exactly (the rewrite is then left out, never the batch)."""
@@ -234,7 +237,7 @@ def write(storage: Storage, candidate: Candidate, *, staging_dir: str, batch_id:
     name = NAME.format(batch=batch_id, n=n, uid=uuid.uuid4().hex)
     final = posixpath.join(candidate.directory, name) if candidate.directory else name
     staged = f"{staging_dir}/{STAGING_SUBDIR}/{final}"
-    storage.put_if_absent(staged, data)
+    (staging or storage).put_if_absent(staged, data)
     rewrite = Rewrite(
         final=final,
         size=len(data),

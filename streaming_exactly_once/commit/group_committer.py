@@ -37,7 +37,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any
 
 from ..checkpoint.reader import InputFile
@@ -48,7 +48,6 @@ from ..iceberg.files import IcebergFile
 from ..iceberg.leftovers import discard_leftovers
 from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
 from ..iceberg.target import IcebergTarget
-from ..log.codec import RecordError
 from ..log.compactible_log import CompactibleLog
 from ..log.compaction import is_compaction_batch
 from ..manifest.entry import ManifestEntry
@@ -56,80 +55,37 @@ from ..storage.base import Storage
 from ..table.commits_log import CommitRecord
 from ..table.group_state import GroupState, TableBatch, advance, advance_sources, is_quarantine
 from ..table.identity import TableIdentity, TableSpec, ensure_identity, note_root, read_identity
-from ..table.layout import COMMITS_DIR
 from ..table.schema_log import SchemaRecord
 from ..table.table_logs import TableLogs
-from .attempt import BatchAttempt, CommitResult, StagedFile, sources_step
+from .attempt import BatchAttempt, CommitResult, sources_step
 from .committer import index_compact, vouch_by_index
 from .compaction_preparation import preparation_of
 from .delta_step import CommitDelta
+from .group_members import CommitsView, Member, MemberBatch, state_of, table_formats, tables_in
 from .iceberg_step import CommitIceberg
 from .options import CommitterOptions
-from .recovery import PublishedView
+from .recovery import PublishedView, RecoveryReport
 from .schema_step import WriteSchema
-from .sequence import CommitSequence
 from .step import CommitStep
 from .steps import FileMove, MemberPublish, MoveFiles, PublishMembers, WriteCommit
+from .table_rewrites import BatchRewrites, TableRewrites, leftovers_of
 from .table_schema import TableSchema
 from .writer import Writer
 
 log = logging.getLogger("streaming_exactly_once.commit")
 
 
-@dataclass
-class MemberBatch:
-    """The files of one table in one group batch (``staged`` paths relative to the group root)."""
-
-    table: str
-    files: list[StagedFile]
-    rows: int
-    format: str
-    partition_by: tuple[str, ...] = ()
-    writer_options: dict[str, str] = field(default_factory=dict)
-    watermarks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    schema: str | None = None
-    #: "committed"; "rejected" (``table`` is then the quarantine table the batch went to);
-    #: "quarantined" (a quarantine-rows table standing in for a dataset none of whose rows passed)
-    status: str = "committed"
-    #: ``format="delta"`` tables: the files are Parquet and the batch is also one Delta commit
-    dataset: str | None = None  # the dataset the state entry is about (defaults to ``table``)
-    checks: list[dict[str, Any]] = field(default_factory=list)
-    quarantined_rows: int = 0
-
-
-@dataclass
-class _Member:
-    logs: TableLogs
-    latest: int
-    table_rows: int
-    identity: TableIdentity | None = None  # checked once per process, at the table's first batch
-    schema: TableSchema | None = None  # loaded at the table's first schema check in this process
-
-
-class CommitsView:
-    """A group root has no manifest: a group batch is published once its commit record is
-    there, written by the claim's own attempt."""
-
-    def __init__(self, logs: TableLogs) -> None:
-        self.commits = logs.commits
-
-    def latest(self) -> int:
-        newest = self.commits.latest_batch_id(refresh=True)
-        return -1 if newest is None else newest
-
-    def published(self, seq: CommitSequence) -> bool:
-        record = self.commits.record(seq.batch_id)
-        return record is not None and record.attempt == seq.attempt
-
-
 class GroupCommitter(Writer):
     """Commits group batches: every table of a batch, or none, per (query id, Spark batch id)."""
 
     def __init__(self, storage: Storage, options: CommitterOptions) -> None:
-        self._members: dict[str, _Member] = {}
+        self._members: dict[str, Member] = {}
         self._members_lock = threading.Lock()
         self.state = GroupState()
         self._touched: list[str] = []
+        #: each dataset table's prepared rewrites (``commit.table_rewrites``; none with compaction off)
+        self.rewrites: dict[str, TableRewrites] = {}
+        self._planned: set[str] = set()  # tables whose rewrites were planned since the last recovery
         super().__init__(storage, options)
 
     # -- a group root ------------------------------------------------------------------------
@@ -141,11 +97,46 @@ class GroupCommitter(Writer):
         return CommitsView(self.logs)
 
     def _forget_tables(self) -> None:
+        for rewrites in list(self.rewrites.values()):  # the recovery deletes their staging directories
+            rewrites.forget()
+        self._planned.clear()
         self._drop_members()
+
+    def open(self) -> RecoveryReport:
+        report = super().open()
+        if self.options.compaction is not None:  # each table's next compaction batch, in the background
+            tables = [t for t in self.state.table_names() if not is_quarantine(t)]
+            self.housekeeping.queue_rewrite(functools.partial(self._plan_at_start, tables, self.latest_batch_id + 1), key="rewrite-start")
+        return report
+
+    def _plan_at_start(self, tables: list[str], next_group_batch: int) -> None:
+        """At a start: plan each table's rewrites from its own listing, read here on the rewrite
+        lane (the cached tables are the committing thread's: recovery replaces them)."""
+        for table in tables:
+            rewrites = self._table_rewrites(table)
+            if rewrites is None:
+                continue
+            logs = TableLogs.open(
+                self.storage.child(table), interval=self.options.compact_interval, retention_ms=self.options.retention_ms, kind="member"
+            )
+            manifest = logs.require_manifest()
+            latest = manifest.latest_batch_id(refresh=True)
+            rewrites.plan(manifest, -1 if latest is None else latest, start=True, staging_batch=next_group_batch)
+
+    def close(self) -> None:
+        rewrites = list(self.rewrites.values())
+        if rewrites:
+            for r in rewrites:
+                r.stop()
+            self.housekeeping.drain()
+            if self.lease.holds():
+                for r in rewrites:
+                    r.discard()
+        super().close()
 
     def _load_state(self, newest: CommitRecord | None) -> None:
         self._drop_members()  # recovery may have published batches the cached tables missed
-        self.state = _state_of(self.storage, newest)
+        self.state = state_of(self.storage, newest)
 
     def _member_logs(self) -> Callable[[str], TableLogs]:
         return self.member_logs
@@ -167,7 +158,7 @@ class GroupCommitter(Writer):
         member = self._member(table)
         if member.schema is None:
             child = self.storage.child(table)
-            is_delta, is_iceberg, files = _formats(format)
+            is_delta, is_iceberg, files = table_formats(format)
             guard = TableSchema(child, evolution=self.options.schema_evolution, file_format=files, delta=is_delta or is_iceberg)
             identity = member.identity or read_identity(child)
             adopting = is_delta and identity is not None and identity.delta_app_id is not None and member.latest < 0
@@ -194,6 +185,28 @@ class GroupCommitter(Writer):
         verdict = guard.check_files(mb.schema, mb.partition_by, what=what)
         return guard.record_for(verdict, batch_id, mb.partition_by)
 
+    def _table_rewrites(self, table: str) -> TableRewrites | None:
+        """A dataset table's rewrites, staged under the group's root (quarantine tables: none)."""
+        if self.options.compaction is None or is_quarantine(table):
+            return None
+        with self._members_lock:
+            rewrites = self.rewrites.get(table)
+            if rewrites is None:
+                child = self.storage.child(table)
+                rewrites = TableRewrites(child, self.housekeeping, self.options.compaction, staging=self.storage, table=table)
+                self.rewrites[table] = rewrites
+        return rewrites
+
+    def _plan_rewrites(self, table: str, next_group_batch: int) -> None:
+        """After a table's batch: plan the rewrites of its next compaction batch (at its first
+        batch since a start, whichever that is; ``TableRewrites.plan``)."""
+        rewrites = self._table_rewrites(table)
+        if rewrites is not None:
+            member = self._members[table]
+            start = table not in self._planned
+            self._planned.add(table)
+            rewrites.plan(member.logs.require_manifest(), member.latest, start=start, staging_batch=next_group_batch)
+
     # -- the tables ----------------------------------------------------------------------------
 
     def _drop_members(self) -> None:
@@ -208,7 +221,7 @@ class GroupCommitter(Writer):
     def member_logs(self, table: str) -> TableLogs:
         return self._member(table).logs
 
-    def _member(self, table: str) -> _Member:
+    def _member(self, table: str) -> Member:
         with self._members_lock:
             member = self._members.get(table)
             if member is None:
@@ -221,11 +234,11 @@ class GroupCommitter(Writer):
                 preparation.gate = self.housekeeping.gate
                 latest = manifest.latest_batch_id(refresh=True)
                 record = logs.commits.record(latest) if latest is not None else None
-                member = _Member(logs, -1 if latest is None else latest, (record.table_rows or 0) if record else 0)
+                member = Member(logs, -1 if latest is None else latest, (record.table_rows or 0) if record else 0)
                 self._members[table] = member
             return member
 
-    def _checked_member(self, table: str) -> _Member:
+    def _checked_member(self, table: str) -> Member:
         """A table about to get a batch: its manifest must be where the group's state says."""
         member = self._member(table)
         expected = self._expected_latest(table)
@@ -250,7 +263,7 @@ class GroupCommitter(Writer):
             return member.identity
         depth = mb.table.count("/") + 1
         child = self.storage.child(mb.table)
-        is_delta, is_iceberg, files = _formats(mb.format)
+        is_delta, is_iceberg, files = table_formats(mb.format)
         spec = TableSpec(
             kind="member",
             compact_interval=self.options.compact_interval,
@@ -365,6 +378,7 @@ class GroupCommitter(Writer):
         iceberg_steps: list[CommitIceberg] = []
         schema_records: dict[str, SchemaRecord] = {}
         table_batches: list[TableBatch] = []
+        published_rewrites: list[BatchRewrites] = []
         quarantine_latest = dict(self.state.quarantine)
         for mb in members:
             member = self._checked_member(mb.table)
@@ -381,6 +395,13 @@ class GroupCommitter(Writer):
             num_rows = mb.rows
             entries = [ManifestEntry.for_file(child.uri(f.final), size=f.size, modification_time=f.mtime_ms) for f in mb.files]
             moves += [FileMove(f.staged or "", f"{mb.table}/{f.final}", f.size) for f in mb.files]
+            rewrites = self._member_rewrites(mb.table, m, attempt)
+            if rewrites:
+                published_rewrites.append(rewrites)
+                moves += rewrites.moves()
+                entries += rewrites.entries(child)
+                if identity.is_delta:
+                    delta_steps[-1] = replace(delta_steps[-1], rewrites=rewrites.rewrites)
             record = attempt.record(
                 m,
                 epoch=epoch,
@@ -390,8 +411,9 @@ class GroupCommitter(Writer):
                 watermarks=mb.watermarks,
                 schema=mb.schema,
                 table_rows=member.table_rows + num_rows,
+                rewrites=rewrites.notes(),
             )
-            publishes.append(MemberPublish(table=mb.table, batch_id=m, entries=entries, record=record))
+            publishes.append(MemberPublish(table=mb.table, batch_id=m, entries=entries, record=record, replaced=rewrites.replaced))
             set_aside = is_quarantine(mb.table)
             if set_aside:
                 quarantine_latest[mb.table] = m
@@ -446,7 +468,8 @@ class GroupCommitter(Writer):
             retention += [(log_, p.batch_id) for log_ in member_logs.all_logs()]
             if self.options.build_manifest_index and is_compaction_batch(p.batch_id, member_logs.require_manifest().interval):
                 indexes.append((("index", p.table), functools.partial(index_compact, member_logs, p.batch_id)))
-        ctx = self._run(attempt, seq, t_plan, retention=retention, indexes=indexes)
+        leftovers = leftovers_of(published_rewrites, self.rewrites.get)
+        ctx = self._run(attempt, seq, t_plan, retention=retention, indexes=indexes, leftovers=leftovers)
         for p in publishes:
             member = self._members[p.table]
             if member.schema is not None:
@@ -454,7 +477,17 @@ class GroupCommitter(Writer):
             member.latest = p.batch_id
             member.table_rows = p.record.table_rows or 0
         self.state = state
-        return self._finish(attempt, group_record, input_files, ctx)
+        result = self._finish(attempt, group_record, input_files, ctx)
+        for p in publishes:
+            self._plan_rewrites(p.table, g + 1)
+        return result
+
+    def _member_rewrites(self, table: str, batch_id: int, attempt: BatchAttempt) -> BatchRewrites:
+        """What table batch ``batch_id`` publishes of the table's prepared rewrites (checked before the claim)."""
+        rewrites = self._table_rewrites(table)
+        if rewrites is None:
+            return BatchRewrites(table=table)
+        return rewrites.for_batch(self._members[table].logs.require_manifest(), batch_id, attempt.timings)
 
     def tables(self) -> list[str]:
         """Every table of the group that exists (datasets with a published batch, quarantine
@@ -468,33 +501,7 @@ class GroupCommitter(Writer):
         if self.ready:
             return self.state
         records = self.logs.commits.latest_per_query()
-        return _state_of(self.storage, max(records.values(), key=lambda r: r.batch_id, default=None))
-
-
-def _state_of(storage: Storage, newest: CommitRecord | None) -> GroupState:
-    """The group state ``newest`` holds (empty without a record); ``LogCorruptError`` if damaged."""
-    if newest is None:
-        return GroupState()
-    try:
-        return GroupState.from_json(newest.datasets, newest.source_partitions)
-    except RecordError as exc:
-        raise LogCorruptError(
-            path=storage.uri(COMMITS_DIR),
-            batch_id=newest.batch_id,
-            problem=f"the group state of the newest commit record is damaged: {exc}",
-            hint="Restore the commits log from a backup; `seo verify` on the group shows what is affected.",
-        ) from None
-
-
-def _formats(format: str) -> tuple[bool, bool, str]:
-    """A member table's ``format``: whether it is a Delta table, an Iceberg table, and its files' format."""
-    names = format.split("+")
-    delta, iceberg = "delta" in names, "iceberg" in names
-    return delta, iceberg, "parquet" if delta or iceberg else format
-
-
-def tables_in(state: GroupState) -> list[str]:
-    return state.table_names()
+        return state_of(self.storage, max(records.values(), key=lambda r: r.batch_id, default=None))
 
 
 __all__ = ["GroupCommitter", "MemberBatch", "tables_in"]

@@ -124,9 +124,10 @@ class Housekeeping:
         if self.prepare_compactions:
             self.janitor.submit_latest("prepare", partial(self._if_held, prepare), lane=PREPARE_LANE)
 
-    def queue_rewrite(self, task: Callable[[], None]) -> None:
-        """``task`` (a rewrite of small data files, ``commit.rewrite_preparation``) on its own lane."""
-        self.janitor.submit_latest("rewrite", partial(self._if_held, task), lane=REWRITE_LANE)
+    def queue_rewrite(self, task: Callable[[], None], *, key: object = "rewrite") -> None:
+        """``task`` (a rewrite of small data files, ``commit.rewrite_preparation``) on its own
+        lane; tasks of one ``key`` (one table) coalesce."""
+        self.janitor.submit_latest(key, partial(self._if_held, task), lane=REWRITE_LANE)
 
     def _if_held(self, task: Callable[[], None]) -> None:
         if self.lease.holds():

@@ -53,8 +53,11 @@ class RewritePreparation:
     """One writer's prepared rewrites (module docstring). ``prepare`` runs on the rewrite lane;
     ``usable``, ``published`` and ``forget`` on the committing thread."""
 
-    def __init__(self, storage: Storage, lease: Lease, policy: CompactionPolicy, gate: CommitGate) -> None:
+    def __init__(self, storage: Storage, lease: Lease, policy: CompactionPolicy, gate: CommitGate, *, staging: Storage | None = None) -> None:
         self.storage = storage
+        #: where the rewrites are staged: the table's storage, or a dataset group's root (whose
+        #: recovery judges the staging directories of every table of the group)
+        self.staging = staging or storage
         self.lease = lease
         self.policy = policy
         self.gate = gate
@@ -67,10 +70,11 @@ class RewritePreparation:
         #: milliseconds the last preparation took (``stepMs.rewrite`` of the batch that publishes it)
         self.last_ms: float | None = None
 
-    def prepare(self, target: int, planned_from: int, live: Callable[[int], Sequence[ManifestEntry]]) -> None:
+    def prepare(self, target: int, planned_from: int, live: Callable[[int], Sequence[ManifestEntry]], *, staging_batch: int | None = None) -> None:
         """Plan and write the rewrites compaction batch ``target`` is to publish, from the live
         listing of batch ``planned_from``, ``live(now_ms)`` (the caller leaves out what retention
-        is about to drop)."""
+        is about to drop). ``staging_batch``: the batch id the staging directory is named after,
+        when not ``target`` (a dataset group's next batch: its root's directories are named so)."""
         with self._lock:
             if self._ready or self._stopping.is_set():
                 return
@@ -78,7 +82,7 @@ class RewritePreparation:
             return
         t0 = time.perf_counter()
         now = int(time.time() * 1000)
-        directory = staging_dir(target, f"rw{uuid.uuid4().hex[:8]}", self.lease.epoch or 0)
+        directory = staging_dir(target if staging_batch is None else staging_batch, f"rw{uuid.uuid4().hex[:8]}", self.lease.epoch or 0)
         out: list[StagedRewrite] = []
         written = False
         try:
@@ -88,7 +92,9 @@ class RewritePreparation:
                 self.gate.wait_open(GATE_WAIT_S)
                 self.lease.check_fence("compact")  # a frozen writer stops before it writes any more
                 written = True
-                staged = write(self.storage, candidate, staging_dir=directory, batch_id=target, n=n, min_files=self.policy.min_files)
+                staged = write(
+                    self.storage, candidate, staging_dir=directory, batch_id=target, n=n, min_files=self.policy.min_files, staging=self.staging
+                )
                 if staged is not None:
                     out.append(staged)
         finally:
@@ -98,7 +104,7 @@ class RewritePreparation:
                 self.last_ms = (time.perf_counter() - t0) * 1000
                 log.info("compaction prepared %d rewrite(s) for batch %d in %.0f ms", len(out), target, self.last_ms)
             elif written and self.lease.holds():  # what a failed write may have left
-                self.storage.delete_tree(directory)
+                self.staging.delete_tree(directory)
 
     @property
     def ready(self) -> list[StagedRewrite]:
@@ -120,20 +126,20 @@ class RewritePreparation:
         else:
             live = {entry.path for entry in listing()}
         kept_rewrites = [
-            r for r in ready if all(kept(e) and (live is None or e.path in live) for e in r.replaced_entries) and self.storage.exists(r.staged)
+            r for r in ready if all(kept(e) and (live is None or e.path in live) for e in r.replaced_entries) and self.staging.exists(r.staged)
         ]
         dropped = [r for r in ready if r not in kept_rewrites]
         for r in dropped:
             log.info("compaction drops its rewrite %s: a file it replaces is no longer live, or it is no longer staged", r.rewrite.final)
-            if self.storage.exists(r.staged):
-                self.storage.delete(r.staged)
+            if self.staging.exists(r.staged):
+                self.staging.delete(r.staged)
         with self._lock:
             self._ready = [r for r in self._ready if r not in dropped]
             empty = dropped and not self._ready and self._dir == directory
             if empty:
                 self._dir = None
         if empty and directory is not None:
-            self.storage.delete_tree(directory)
+            self.staging.delete_tree(directory)
         return kept_rewrites
 
     def published(self) -> str | None:
@@ -158,4 +164,4 @@ class RewritePreparation:
         with self._lock:
             directory, self._ready, self._dir = self._dir, [], None
         if directory is not None:
-            self.storage.delete_tree(directory)
+            self.staging.delete_tree(directory)

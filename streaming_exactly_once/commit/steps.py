@@ -334,6 +334,8 @@ class MemberPublish:
     batch_id: int = dc_field(metadata=json_field("batchId", int))
     entries: list[ManifestEntry] = dc_field(metadata=json_field("entries", list, record=ManifestEntry))
     record: CommitRecord = dc_field(metadata=json_field("record", dict, record=CommitRecord))
+    #: the table's compaction batch that also publishes rewrites: as ``PublishManifest.replaced``
+    replaced: tuple[str, ...] = dc_field(default=(), metadata=json_field("replaced", list, optional=True, omit_default=True, check=strings))
 
 
 @register
@@ -365,7 +367,7 @@ class PublishMembers(CommitStep):
     def _publish(self, ctx: StepContext, m: MemberPublish) -> None:
         logs = self._logs(ctx, m.table)
         inner = StepContext(storage=logs.storage, logs=logs, epoch=ctx.epoch, timings={})
-        manifest = PublishManifest(m.batch_id, m.entries)
+        manifest = PublishManifest(m.batch_id, m.entries, m.replaced)
         if not manifest.verify(inner):
             manifest.execute(inner)
         commit = WriteCommit(m.record)

@@ -84,7 +84,7 @@ def compact_table(
         committer.janitor.drain()  # the rewrites of the next compaction batch, written at the start
         manifest = committer.logs.require_manifest()
         report.files_before = len(manifest.files())
-        prepared = committer.rewrites.ready if committer.rewrites is not None else []
+        prepared = committer.rewrites.preparation.ready if committer.rewrites is not None else []
         report.rewrites = [
             PlannedRewrite(posixpath.dirname(r.rewrite.final), [p for p, _ in r.rewrite.replaced], sum(n for _, n in r.rewrite.replaced))
             for r in prepared
@@ -112,8 +112,9 @@ def _table_identity(storage: Storage) -> TableIdentity:
         raise ConfigError(f"{storage.root_uri} is no table of this library (no _seo/identity): nothing to compact.", table=storage.root_uri)
     if identity.kind != "table":
         raise ConfigError(
-            f"{storage.root_uri} is a dataset group's {'root' if identity.kind == 'group' else 'table'}: compaction is not built for "
-            "dataset groups yet.",
+            f"{storage.root_uri} is a dataset group's {'root' if identity.kind == 'group' else 'table'}: seo compact takes a single "
+            "table (a group's batches are committed across its tables). A group's tables compact in its stream: start its "
+            "DatasetSink with compaction=... and each table's compaction batches rewrite its small files.",
             table=storage.root_uri,
         )
     if identity.format != "parquet" or identity.iceberg is not None:

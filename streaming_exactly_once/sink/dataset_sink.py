@@ -121,10 +121,12 @@ class DatasetSink(BatchSink[GroupCommitter]):
                 key="iceberg_catalog",
             )
         sink_options.validate_table_formats(formats)
-        if sink_options.compaction is not None:
+        compacted_off = [o.name or "(datasets)" for o in self.outputs if (o.format or sink_options.format) not in ("parquet", "delta")]
+        if sink_options.compaction is not None and compacted_off:
             raise ConfigError(
-                "compaction is an ExactlyOnceSink option: a DatasetSink's tables are not compacted yet. Leave it off, or "
-                "write each table with its own ExactlyOnceSink.",
+                f"compaction rewrites Parquet files, of format='parquet' and format='delta' tables; output "
+                f"{compacted_off[0]!r} writes another format. Turn compaction off, or write that output as parquet "
+                "(an Iceberg table's rewrites are not built yet).",
                 key="compaction",
             )
         super().__init__(root, sink_options)

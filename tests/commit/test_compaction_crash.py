@@ -155,3 +155,85 @@ def test_gc_after_a_kill_keeps_the_staged_rewrite_a_pending_claim_moves(tmp_path
         assert delta_ids(root) == _ids(2)
     code, out = seo("--json", "verify", str(root))
     assert code == 0 and json.loads(out)["problems"] == [], out
+
+
+#: a dataset group's kill points: the rewrite (in the background), the claim, the moves, the
+#: tables' publication half-way and done (a group of Delta tables: its Delta steps follow them)
+GROUP_CASES = [
+    pytest.param(
+        kind,
+        b,
+        marks=() if (kind, b) in {("group", "after-rewrite"), ("group", "mid-members"), ("group-delta", "after-members")} else pytest.mark.long,
+        id=f"{kind}-{b}",
+    )
+    for kind in ("group", "group-delta")
+    for b in ("after-rewrite", "after-wal", "mid-move", "mid-members", "after-members")
+]
+GROUP_TABLES = ("t0", "t1")
+
+
+def _table_ids(table: str, upto: int) -> Counter:
+    """The rows of table ``table`` up to batch ``upto``: the writer gives each table every other row."""
+    index = GROUP_TABLES.index(table)
+    return Counter(i for b in range(upto + 1) for i in batch_rows(0, b, 5)[index :: len(GROUP_TABLES)])
+
+
+def _table_seen(root: Path, table: str, *, as_of: int | None = None) -> Counter:
+    return Counter(read.arrow(str(root / table), columns=["id"], as_of=as_of).column("id").to_pylist())
+
+
+@pytest.mark.parametrize("kind,boundary", GROUP_CASES)
+def test_a_groups_rewrites_and_their_batch_appear_together_after_a_kill(tmp_path, kind, boundary):
+    """Each table of a group compacts at its own compaction batch, inside the group's claim: a
+    kill anywhere leaves each table with batches 0-1, or 0-2 with its rewrite; the next writer
+    finishes or discards the group batch in every table."""
+    root = tmp_path / "g"
+    delta = kind == "group-delta"
+    schema = {"schema": SCHEMA_JSON} if delta else {}
+
+    def program(name: str, steps: list[dict]) -> dict:
+        return {
+            "name": name,
+            "root": str(root),
+            "group": list(GROUP_TABLES),
+            "options": OPTIONS,
+            "delta": {"checkpoint_interval": 10} if delta else None,
+            "steps": steps,
+        }
+
+    writers: list[Writer] = []
+    try:
+        a = Writer(program("A", _steps_to(boundary, "rename", schema)))
+        writers.append(a)
+        a.proc.wait(timeout=120)
+        assert a.proc.returncode == -signal.SIGKILL, f"A was not killed at {boundary}\n{a.output()}"
+        for table in GROUP_TABLES:  # at the instant of the kill, table by table
+            seen = _table_seen(root, table)
+            assert seen in (_table_ids(table, 1), _table_ids(table, 2)), (boundary, table, sorted(seen.items())[:5])
+            compacted = any(n.startswith("part-compacted-2-") for n in _live(root / table))
+            assert compacted == (seen == _table_ids(table, 2)), (boundary, table, _live(root / table))
+        # the rewrites planned at B's start are ready by its first batch (a stream's trigger interval)
+        b = Writer(
+            program(
+                "B",
+                [{"do": "open", "retry_s": 10}, {"do": "drain"}, {"do": "commits", "query": QA, "count": 1, "first": 2, **schema}, {"do": "close"}],
+            )
+        )
+        writers.append(b)
+        assert b.wait(timeout=120) == 0, b.output()
+    finally:
+        stop_all(writers)
+    for table in GROUP_TABLES:
+        assert _table_seen(root, table) == _table_ids(table, 2), table
+        assert any(n.startswith("part-compacted-2-") for n in _live(root / table)), (table, _live(root / table))
+        for older in (0, 1):
+            assert _table_seen(root, table, as_of=older) == _table_ids(table, older), (table, older)
+        if delta:
+            assert delta_ids(root / table) == _table_ids(table, 2), table
+    for args in (["recover"], ["gc", "--older-than", "0s"]):
+        code, out = seo(*args, str(root))
+        assert code == 0, out
+    assert not list((root / "_seo" / "staging").iterdir()), "staging left after recover and gc"
+    for where in (root, *(root / t for t in GROUP_TABLES)):
+        code, out = seo("--json", "verify", str(where))
+        assert code == 0 and json.loads(out)["problems"] == [], (where, out)

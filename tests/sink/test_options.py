@@ -145,6 +145,7 @@ def test_compaction_takes_true_a_mapping_or_a_job_configs_text_and_refuses_what_
         with pytest.raises(ConfigError) as err:
             SinkOptions.build(bad)
         assert words in str(err.value), str(err.value)
+    assert DatasetSink(str(tmp_path / "g"), dataset_column="d", compaction=True).options.compaction == CompactionPolicy()
     with pytest.raises(ConfigError) as err:
-        DatasetSink(str(tmp_path / "g"), dataset_column="d", compaction=True)
-    assert "ExactlyOnceSink option" in str(err.value)
+        DatasetSink(str(tmp_path / "g"), outputs=[Output("a"), Output("b", format="iceberg")], compaction=True)
+    assert "output 'b' writes another format" in str(err.value)

@@ -88,7 +88,7 @@ class Combo:
     @property
     def boundaries(self) -> list[str]:
         if self.group:
-            return list(GROUP)
+            return list(GROUP) + (list(COMPACTION_ONLY) if self.compaction else [])
         base = TABLE_RENAME if self.staging == "rename" else TABLE_DIRECT
         if self.compaction:  # a direct-mode compaction batch moves its new files into place
             base = base + list(COMPACTION_ONLY) + (["mid-move", "after-move"] if self.staging == "direct" else [])
@@ -183,13 +183,14 @@ def _supported() -> list[Combo]:
     out = []
     for store in ("local", "s3"):
         for staging in ("rename", "direct"):
-            # compaction on for two local tables: a plain one's direct-mode moves, a Delta one's rewrite commit
+            # compaction on for two local tables (a plain one's direct-mode moves, a Delta one's rewrite
+            # commit) and a local group of Delta tables
             local = store == "local"
             out.append(Combo(staging, "spark", False, False, store, compaction=local and staging == "direct"))
             out.append(Combo(staging, "spark", True, False, store))
             out.append(Combo(staging, "private", True, False, store, compaction=local and staging == "rename"))
         out.append(Combo("rename", "spark", False, True, store, interval=4))  # a group with a non-default interval
-        out.append(Combo("rename", "spark", True, True, store, interval=4))
+        out.append(Combo("rename", "spark", True, True, store, interval=4, compaction=local))  # each table compacts on its own
     out.append(Combo("rename", "spark", False, False, "local", iceberg=True))
     out.append(Combo("direct", "spark", True, False, "local", iceberg=True))  # both formats: one WAL sequence, two steps
     return out
