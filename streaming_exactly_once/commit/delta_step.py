@@ -64,6 +64,10 @@ class CommitDelta(CommitStep):
     #: commit, ``dataChange`` false
     rewrites: list[Rewrite] = dc_field(default_factory=list, metadata=json_field("rewrites", list, record=Rewrite, optional=True, omit_default=True))
 
+    @property
+    def replaces_files(self) -> bool:
+        return bool(self.rewrites)
+
     def target(self, ctx: StepContext) -> DeltaTarget:
         """The table's Delta log, kept in ``ctx`` across batches (its snapshot only moves forward)."""
         target = ctx.delta_targets.get(self.table)

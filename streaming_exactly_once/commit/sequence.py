@@ -40,8 +40,11 @@ that creates or changes its table's schema, ``commit.schema_step``), right befor
 (a group's: before ``members``); a release that enforces no table schema must not publish such a
 batch without its schema record. ``v6`` is written for entries with an ``iceberg`` step
 (``commit.iceberg_step``, right after ``manifest`` or ``delta``): a release without Iceberg
-support must never finish such a batch without its Iceberg snapshot. A step kind this release does not know means a newer release
-wrote the entry; that is refused the same way.
+support must never finish such a batch without its Iceberg snapshot. ``v7`` is written for
+entries that publish a compaction's rewrites (``replaced`` on a ``manifest`` or ``members`` step,
+``rewrites`` on a ``delta`` step; ``commit.data_compaction``): a release without compaction
+ignores fields it does not know, and would publish the replaced files beside the new one. A step
+kind this release does not know means a newer release wrote the entry; that is refused the same way.
 """
 
 from __future__ import annotations
@@ -66,9 +69,11 @@ from .step import REGISTRY, CommitStep, StepContext
 
 log = logging.getLogger("streaming_exactly_once.commit")
 
-VERSION = 6  # newest version read; ``to_bytes`` writes the oldest one that can say the entry
+VERSION = 7  # newest version read; ``to_bytes`` writes the oldest one that can say the entry
 #: Step kinds that need a reader of at least this version (entries without them are ``v3``).
 KIND_VERSIONS = {"delta": 4, "schema": 5, "iceberg": 6}
+#: An entry with a step that publishes a compaction's rewrites (``CommitStep.replaces_files``).
+REWRITES_VERSION = 7
 HINT = (
     "A WAL entry is the only record of an in-flight commit. If its manifest batch does not exist yet "
     "the batch was never visible: `seo recover <table> --discard-wal M` removes the entry and its "
@@ -93,7 +98,7 @@ class CommitSequence(KeyedByAttempt):
 
     @property
     def file_version(self) -> int:
-        return max([3] + [KIND_VERSIONS.get(s.kind, 3) for s in self.steps])
+        return max([3] + [REWRITES_VERSION if s.replaces_files else KIND_VERSIONS.get(s.kind, 3) for s in self.steps])
 
     def to_bytes(self) -> bytes:
         return encode_file(self.file_version, [encode_line(self.header())] + [encode_line(s.to_json()) for s in self.steps])

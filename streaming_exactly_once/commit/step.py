@@ -88,6 +88,13 @@ class CommitStep(ABC):
     #: a batch whose Spark batch is acknowledged must stay known as committed.
     sync_deferred: ClassVar[bool] = False
 
+    @property
+    def replaces_files(self) -> bool:
+        """Whether the step publishes a compaction's rewrites (fields a release without
+        compaction would ignore, publishing the replaced files beside the new one): its WAL
+        entry is then written as ``v7`` (``commit.sequence``)."""
+        return False
+
     @abstractmethod
     def verify(self, ctx: StepContext) -> bool:
         """True if this step's effect is already fully in storage."""

@@ -180,6 +180,10 @@ class PublishManifest(CommitStep):
     #: as the manifest spells them, of the earlier entries its compact file leaves out
     replaced: tuple[str, ...] = dc_field(default=(), metadata=json_field("replaced", list, optional=True, omit_default=True, check=strings))
 
+    @property
+    def replaces_files(self) -> bool:
+        return bool(self.replaced)
+
     def verify(self, ctx: StepContext) -> bool:
         manifest = ctx.logs.require_manifest()
         records = manifest.get(self.batch_id)
@@ -343,6 +347,12 @@ class MemberPublish:
 class PublishMembers(CommitStep):
     """Publish a group batch in each of its tables: manifest entry first, then commit record.
 
+    In the WAL (one line; ``replaced``, absent unless the table's batch is a compaction batch that
+    publishes rewrites, as ``PublishManifest.replaced``)::
+
+        {"kind":"members","members":[{"table":"orders","batchId":5,"entries":[{"path":"file:///g/orders/p=a/part-0.parquet",...}],
+         "record":{...},"replaced":["file:///g/orders/p=a/part-00000-<uuid>.c000.snappy.parquet",...]}]}
+
     Tables are independent files, so they are published in parallel (``move_threads``). A crash
     half-way leaves some tables published and the WAL entry in place: recovery verifies each
     table and finishes the rest - a group batch is never left half-published after restart.
@@ -350,6 +360,10 @@ class PublishMembers(CommitStep):
 
     kind = "members"
     members: list[MemberPublish] = dc_field(default_factory=list, metadata=json_field("members", list, record=MemberPublish))
+
+    @property
+    def replaces_files(self) -> bool:
+        return any(m.replaced for m in self.members)
 
     def _logs(self, ctx: StepContext, table: str) -> TableLogs:
         if ctx.member_logs is None:

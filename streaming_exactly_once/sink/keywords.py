@@ -261,8 +261,10 @@ class SinkKeywords(TypedDict, total=False):
             "Rewrite small Parquet files of earlier batches into one at each compaction batch (``compact_interval``), "
             "published in that batch's commit: ``True`` for the defaults, or a mapping of ``target_size`` (default "
             '``"128MB"``), ``min_files`` (8 per partition), ``min_age`` (``"8 days"``: only files older than that, so '
-            "that downstream file-source queries skip the new file; see the compaction page) and ``max_bytes`` (per "
-            "compaction batch, default the target size). Parquet and Delta tables, ``ExactlyOnceSink`` only. Off by default.",
+            "that downstream file-source queries skip the new file; see the compaction page), ``max_bytes`` (per "
+            'compaction batch, default the target size) and ``quiet_period`` (``"0s"``: leave a partition alone that '
+            "received a file this recently). Parquet and Delta tables; a dataset group's tables each compact on their "
+            "own. Off by default.",
             conf="any",
         ),
     ]

@@ -336,3 +336,25 @@ def test_a_rewrite_not_ready_in_time_is_published_by_the_next_compaction_batch(t
         assert read_ids(root, as_of=older) == Counter(i for x in range(older + 1) for i in ids_of(x)), f"as of {older}"
     code, out = seo("--json", "verify", str(root))
     assert code == 0 and json.loads(out)["problems"] == [], out
+
+
+@pytest.mark.parametrize("delta", [False, True])
+def test_a_claim_that_publishes_rewrites_is_a_v7_entry(tmp_path, monkeypatch, delta):
+    """A release without compaction ignores the fields it does not know (``replaced``,
+    ``rewrites``) and would publish the replaced files beside the new one: it must refuse the
+    claim, so the claim is written as ``v7``."""
+    from streaming_exactly_once.commit.sequence import CommitSequence
+
+    written: list[bytes] = []
+    real = CommitSequence.to_bytes
+    monkeypatch.setattr(CommitSequence, "to_bytes", lambda self: written.append(real(self)) or written[-1])
+    storage = open_storage(str(tmp_path / "t"))
+    committer = (
+        delta_committer(storage, compact_interval=3, compaction=POLICY) if delta else make_committer(storage, compact_interval=3, compaction=POLICY)
+    )
+    for b in range(3):
+        commit_batch(committer, Q, b, ids_of(b))
+    committer.close()
+    assert [w.split(b"\n", 1)[0] == b"v7" for w in written] == [False, False, True]
+    seq = CommitSequence.from_bytes(written[2], path="_seo/wal/2", batch_id=2)
+    assert len(next(s for s in seq.steps if s.kind == "manifest").replaced) == 4

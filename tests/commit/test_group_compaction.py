@@ -168,3 +168,21 @@ def test_seo_compact_refuses_a_group_and_says_where_its_tables_compact(tmp_path)
         code, out = seo("compact", str(where))
         assert code == 1 and "DatasetSink with compaction" in out, out
     assert sorted(p.relative_to(root) for p in root.rglob("*")) == before
+
+
+def test_a_claim_that_publishes_rewrites_is_a_v7_entry_and_reads_back(tmp_path, monkeypatch):
+    """A release without compaction would ignore ``replaced`` and publish the replaced files
+    beside the new one: such a claim is written as ``v7``, which that release refuses."""
+    from streaming_exactly_once.commit.sequence import CommitSequence
+
+    written: list[bytes] = []
+    real = CommitSequence.to_bytes
+    monkeypatch.setattr(CommitSequence, "to_bytes", lambda self: written.append(real(self)) or written[-1])
+    committer = group(tmp_path / "g")
+    for g in range(3):  # group batch 2 is t0's compaction batch 2 (t1's batch 1)
+        commit(committer, g)
+    committer.close()
+    assert [w.split(b"\n", 1)[0] == b"v7" for w in written] == [False, False, True], [w[:3] for w in written]
+    seq = CommitSequence.from_bytes(written[2], path="_seo/wal/2", batch_id=2)
+    members = {m.table: m for s in seq.steps if s.kind == "members" for m in s.members}
+    assert len(members["t0"].replaced) == 4 and members["t1"].replaced == ()
