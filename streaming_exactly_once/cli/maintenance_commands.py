@@ -128,6 +128,14 @@ def gc(ctx: CliContext, table: str, dry_run: bool, older_than: str, lease_timeou
 @click.option("--max-bytes", default=None, help="Most bytes rewritten by this run (default: no limit).")
 @click.option("--quiet-period", default="0s", show_default=True, help="Leave alone a partition that received a file this recently.")
 @click.option("--retention", default=None, help="The stream's retention, if it sets one: files it is about to drop are not rewritten.")
+@click.option(
+    "--consumer",
+    "consumers",
+    multiple=True,
+    metavar="CHECKPOINT[=MAXFILEAGE]",
+    help="A downstream file-source query's checkpoint (and its maxFileAge, default 7 days): only files it has read, "
+    "below its horizon, are rewritten. Repeatable.",
+)
 @click.option("--lease-timeout", default="60s", show_default=True)
 @json_option
 @click.pass_obj
@@ -141,6 +149,7 @@ def compact(
     max_bytes: str | None,
     quiet_period: str,
     retention: str | None,
+    consumers: tuple[str, ...],
     lease_timeout: str,
     local_json: bool,
 ) -> None:
@@ -149,6 +158,7 @@ def compact(
 
     Takes the table's lease: stop the query first. Parquet and Delta tables.
     """
+    from ..commit.compaction_consumers import DEFAULT_MAX_FILE_AGE_MS, Consumer
     from ..commit.data_compaction import CompactionPolicy
     from ..maintenance.compact import compact_table
 
@@ -160,6 +170,10 @@ def compact(
         min_age_ms=parse_duration_ms(min_age, key="--min-age"),
         max_bytes=parse_size(max_bytes, key="--max-bytes") if max_bytes is not None else 1 << 62,
         quiet_period_ms=parse_duration_ms(quiet_period, key="--quiet-period"),
+        consumers=tuple(
+            Consumer(path, parse_duration_ms(age, key="--consumer") if sep else DEFAULT_MAX_FILE_AGE_MS)
+            for path, sep, age in (c.rpartition("=") if "=" in c else (c, "", "") for c in consumers)
+        ),
     )
     report = compact_table(
         ctx.storage(table),

@@ -44,6 +44,7 @@ from ..manifest.entry import ManifestEntry
 from ..manifest.manifest_log import ManifestLog
 from ..manifest.paths import relative_to_root
 from ..storage.base import Storage
+from .compaction_consumers import Consumer
 from .format_step_fields import inside, inside_field
 
 log = logging.getLogger("streaming_exactly_once.compaction")
@@ -68,6 +69,9 @@ class CompactionPolicy:
     max_bytes: int = 128 << 20
     #: a partition that received a file this recently is left alone (0: every partition)
     quiet_period_ms: int = 0
+    #: downstream file-source queries whose checkpoints say which files may be rewritten
+    #: (``commit.compaction_consumers``)
+    consumers: tuple[Consumer, ...] = ()
 
 
 def _replaced(items: list[Any]) -> list[tuple[str, int]]:
@@ -138,8 +142,16 @@ def rewritable(manifest: ManifestLog, as_of: int | None, now_ms: int) -> list[Ma
     return [entry for entry in manifest.files(as_of=as_of) if kept(entry)]
 
 
-def plan(storage: Storage, live: Sequence[ManifestEntry], policy: CompactionPolicy, *, now_ms: int) -> list[Candidate]:
-    """The groups worth a rewrite in the live listing ``live`` (module docstring)."""
+def plan(
+    storage: Storage,
+    live: Sequence[ManifestEntry],
+    policy: CompactionPolicy,
+    *,
+    now_ms: int,
+    eligible: Callable[[ManifestEntry], bool] | None = None,
+) -> list[Candidate]:
+    """The groups worth a rewrite in the live listing ``live`` (module docstring); ``eligible``:
+    what else a file must pass (the registered consumers' rule)."""
     small = policy.target_size // 2
     by_dir: dict[str, list[tuple[ManifestEntry, str]]] = {}
     newest: dict[str, int] = {}  # per directory, its newest file of any size
@@ -151,7 +163,7 @@ def plan(storage: Storage, live: Sequence[ManifestEntry], policy: CompactionPoli
             continue
         directory = posixpath.dirname(rel)
         newest[directory] = max(newest.get(directory, entry.modification_time), entry.modification_time)
-        if entry.size < small and entry.modification_time <= now_ms - policy.min_age_ms:
+        if entry.size < small and entry.modification_time <= now_ms - policy.min_age_ms and (eligible is None or eligible(entry)):
             by_dir.setdefault(directory, []).append((entry, rel))
     out: list[Candidate] = []
     budget = policy.max_bytes

@@ -39,6 +39,7 @@ from ..log.compaction import next_compaction_batch
 from ..manifest.entry import ManifestEntry
 from ..storage.base import Storage
 from ..table.layout import staging_dir
+from .compaction_consumers import consumer_filter
 from .compaction_preparation import CommitGate
 from .data_compaction import CompactionPolicy, StagedRewrite, plan, write
 from .lease import Lease
@@ -86,7 +87,8 @@ class RewritePreparation:
         out: list[StagedRewrite] = []
         written = False
         try:
-            for n, candidate in enumerate(plan(self.storage, live(now), self.policy, now_ms=now)):
+            consumers = consumer_filter(self.policy.consumers, self.storage.root_uri)
+            for n, candidate in enumerate(plan(self.storage, live(now), self.policy, now_ms=now, eligible=consumers.allows)):
                 if self._stopping.is_set():
                     break
                 self.gate.wait_open(GATE_WAIT_S)

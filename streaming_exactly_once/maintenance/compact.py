@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..commit.committer import TableCommitter
+from ..commit.compaction_consumers import consumer_filter
 from ..commit.data_compaction import CompactionPolicy, plan, rewritable
 from ..commit.options import CommitterOptions
 from ..delta.settings import DeltaSettings
@@ -152,7 +153,8 @@ def _dry_run(storage: Storage, identity: TableIdentity, policy: CompactionPolicy
     report.files_before = len(manifest.files()) if latest is not None else 0
     now = int(time.time() * 1000)
     live = rewritable(manifest, latest, now) if latest is not None else []
-    for candidate in plan(storage, live, policy, now_ms=now):
+    consumers = consumer_filter(policy.consumers, storage.root_uri)
+    for candidate in plan(storage, live, policy, now_ms=now, eligible=consumers.allows):
         report.rewrites.append(
             PlannedRewrite(candidate.directory, [rel for _, rel in candidate.files], sum(entry.size for entry, _ in candidate.files))
         )

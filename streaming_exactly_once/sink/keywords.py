@@ -262,8 +262,10 @@ class SinkKeywords(TypedDict, total=False):
             "published in that batch's commit: ``True`` for the defaults, or a mapping of ``target_size`` (default "
             '``"128MB"``), ``min_files`` (8 per partition), ``min_age`` (``"8 days"``: only files older than that, so '
             "that downstream file-source queries skip the new file; see the compaction page), ``max_bytes`` (per "
-            'compaction batch, default the target size) and ``quiet_period`` (``"0s"``: leave a partition alone that '
-            "received a file this recently). Parquet and Delta tables; a dataset group's tables each compact on their "
+            'compaction batch, default the target size), ``quiet_period`` (``"0s"``: leave a partition alone that '
+            "received a file this recently) and ``consumers`` (downstream file-source queries' checkpoint locations, or a "
+            "mapping of them to their ``maxFileAge``: only files they have all read, below their horizon, are rewritten). "
+            "Parquet and Delta tables; a dataset group's tables each compact on their "
             "own. Off by default.",
             conf="any",
         ),

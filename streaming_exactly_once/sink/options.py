@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..commit.committer import CommitterOptions
+from ..commit.compaction_consumers import DEFAULT_MAX_FILE_AGE_MS, Consumer
 from ..commit.data_compaction import CompactionPolicy
 from ..config import parse_bool, parse_choice, parse_duration_ms, parse_int, parse_size, parse_table_text, reject_unknown
 from ..delta.target import DeltaSettings
@@ -110,7 +111,25 @@ def _names(value: str | Iterable[str] | None) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
-COMPACTION_KEYS = ("target_size", "min_files", "min_age", "max_bytes", "quiet_period")
+COMPACTION_KEYS = ("target_size", "min_files", "min_age", "max_bytes", "quiet_period", "consumers")
+
+
+def compaction_consumers(value: Any) -> tuple[Consumer, ...]:
+    """``compaction.consumers``: checkpoint locations of downstream file-source queries, as a
+    list (each with Spark's default ``maxFileAge``) or a mapping of location to ``maxFileAge``."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, Mapping):
+        pairs = [(str(k), parse_duration_ms(v, key="compaction.consumers")) for k, v in value.items()]
+    elif isinstance(value, Iterable):
+        pairs = [(str(k), DEFAULT_MAX_FILE_AGE_MS) for k in value]
+    else:
+        raise ConfigError(f"compaction.consumers takes checkpoint locations, or a mapping of them to maxFileAge; got {value!r}", key="compaction")
+    if any(not k for k, _ in pairs):
+        raise ConfigError("compaction.consumers names an empty checkpoint location", key="compaction")
+    return tuple(Consumer(k, age) for k, age in pairs)
 
 
 def compaction_policy(value: Any) -> CompactionPolicy | None:
@@ -134,6 +153,7 @@ def compaction_policy(value: Any) -> CompactionPolicy | None:
         min_age_ms=parse_duration_ms(value.get("min_age", "8 days"), key="compaction.min_age"),
         max_bytes=parse_size(value.get("max_bytes", target), key="compaction.max_bytes"),
         quiet_period_ms=parse_duration_ms(value.get("quiet_period", "0s"), key="compaction.quiet_period"),
+        consumers=compaction_consumers(value.get("consumers")),
     )
 
 

@@ -358,3 +358,65 @@ def test_a_claim_that_publishes_rewrites_is_a_v7_entry(tmp_path, monkeypatch, de
     assert [w.split(b"\n", 1)[0] == b"v7" for w in written] == [False, False, True]
     seq = CommitSequence.from_bytes(written[2], path="_seo/wal/2", batch_id=2)
     assert len(next(s for s in seq.steps if s.kind == "manifest").replaced) == 4
+
+
+def _consumer(checkpoint, entries, *, later_ms: int = 3_600_000) -> None:
+    """A downstream query's checkpoint as Spark writes it: the files its file source read
+    (``sources/0/N``), and a file read ``later_ms`` after now that moves its horizon."""
+    (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
+    (checkpoint / "offsets" / "0").write_text("v1\n{}\n{}")
+    source = checkpoint / "sources" / "0"
+    source.mkdir(parents=True, exist_ok=True)
+    n = len(list(source.iterdir()))
+    root = entries[0].path.rsplit("/", 2)[0] if entries else ""
+    lines = [{"path": e.path.replace("file:///", "file:/"), "timestamp": e.modification_time, "batchId": n} for e in entries]
+    lines.append({"path": f"{root}/p=a/later-{n}.parquet", "timestamp": int(time.time() * 1000) + later_ms, "batchId": n})
+    (source / str(n)).write_text("\n".join(["v1", *(json.dumps(line) for line in lines)]))
+
+
+def test_a_registered_consumer_holds_back_the_files_it_has_not_read(tmp_path):
+    """A rewrite takes only files every registered consumer has read and that are below its
+    horizon (the newest file it read minus its maxFileAge): a lagging consumer, one whose
+    checkpoint cannot be read and one whose horizon is far behind all hold files back."""
+    from streaming_exactly_once.commit.compaction_consumers import Consumer
+
+    def two_batches(root):
+        storage = open_storage(str(root))
+        committer = make_committer(storage, compact_interval=3, compaction=POLICY)
+        for b in range(2):
+            commit_batch(committer, Q, b, ids_of(b))
+        committer.close()
+        return storage, ManifestLog(storage).files()
+
+    for case in ("lagging", "missing", "far"):
+        root = tmp_path / case / "t"
+        storage, listing = two_batches(root)
+        ckpt = tmp_path / case / "down"
+        if case == "lagging":
+            _consumer(ckpt, listing[:2])  # batch 0's files only: fewer than min_files
+            consumers = (Consumer(str(ckpt), 0),)
+        elif case == "missing":  # one consumer read everything, the other's checkpoint is not there
+            _consumer(ckpt, listing)
+            consumers = (Consumer(str(ckpt), 0), Consumer(str(tmp_path / case / "nowhere"), 0))
+        else:  # read everything, but 7 days of maxFileAge put its horizon before every file
+            _consumer(ckpt, listing, later_ms=0)
+            consumers = (Consumer(str(ckpt), 7 * 86_400_000),)
+        policy = CompactionPolicy(**{**POLICY.__dict__, "consumers": consumers})
+        c = make_committer(storage, compact_interval=3, compaction=policy)
+        commit_batch(c, Q, 2, ids_of(2))  # compaction batch 2: nothing may be rewritten
+        c.close()
+        assert not any(n.startswith("part-compacted-") for n in live_names(root)), (case, live_names(root))
+        assert read_ids(root) == Counter(i for b in range(3) for i in ids_of(b))
+        if case == "lagging":  # it reads batch 1's files too: the next compaction batch rewrites the four it read
+            _consumer(ckpt, listing[2:])
+            c = make_committer(storage, compact_interval=3, compaction=policy)
+            for b in range(3, 6):
+                commit_batch(c, Q, b, ids_of(b))
+            c.close()
+            compacted = [n for n in live_names(root) if n.startswith("part-compacted-")]
+            assert len(compacted) == 1 and compacted[0].startswith("part-compacted-5-"), live_names(root)
+            live = {e.path for e in ManifestLog(storage).files()}
+            assert not {e.path for e in listing} & live, "a file the consumer read is still live"
+            assert read_ids(root) == Counter(i for b in range(6) for i in ids_of(b))
+            code, out = seo("--json", "verify", str(root))
+            assert code == 0 and json.loads(out)["problems"] == [], out

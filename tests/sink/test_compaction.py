@@ -58,16 +58,27 @@ def _wait(predicate, what: str, timeout: float = 120.0) -> None:
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize("max_file_age,exactly_once", [("1s", True), ("7d", False)], ids=["maxFileAge-below-min_age", "default-maxFileAge"])
-def test_a_downstream_file_source_query_sees_each_row_once_when_its_max_file_age_is_below_min_age(spark, tmp_path, max_file_age, exactly_once):
+@pytest.mark.parametrize(
+    "max_file_age,registered,exactly_once",
+    [("1s", False, True), ("7d", False, False), ("1s", True, True)],
+    ids=["maxFileAge-below-min_age", "default-maxFileAge", "registered-consumer"],
+)
+def test_a_downstream_file_source_query_sees_each_row_once_when_its_max_file_age_is_below_min_age(
+    spark, tmp_path, max_file_age, registered, exactly_once
+):
     """A downstream query reads the table as a file source and is caught up when the compaction
     lands. With ``maxFileAge`` (1s) well below the compaction's ``min_age`` (10s) it skips the new
     file: its timestamp is the newest of the files it replaces, older than the newest file the
     query has read minus ``maxFileAge``. With Spark's default ``maxFileAge`` (7 days) it reads the
-    new file as new data - the limit the compaction page states."""
+    new file as new data - the limit the compaction page states. Registered as a consumer, its
+    checkpoint says which files it has read (Spark's own log, read by the writer): the rewrite
+    still lands (``test_data_compaction`` shows the files it holds back)."""
     inputs, table = tmp_path / "in", tmp_path / "t"
     inputs.mkdir()
-    sink = ExactlyOnceSink(str(table), partition_by=["p"], compact_interval=3, compaction={"target_size": "1MB", "min_files": 3, "min_age": "10s"})
+    policy = {"target_size": "1MB", "min_files": 3, "min_age": "10s"}
+    if registered:
+        policy["consumers"] = {str(tmp_path / "down"): max_file_age}
+    sink = ExactlyOnceSink(str(table), partition_by=["p"], compact_interval=3, compaction=policy)
     df = stream(spark, inputs, files_per_trigger=1).selectExpr("id", "p", "v", "CAST(id AS TIMESTAMP) AS ts")
     upstream = sink.start(df, checkpoint_location=str(tmp_path / "ckpt"), trigger={"processingTime": "200 milliseconds"})
     seen: list[int] = []
@@ -87,8 +98,10 @@ def test_a_downstream_file_source_query_sees_each_row_once_when_its_max_file_age
             .start()
         )
         _wait(lambda: Counter(seen) == Counter(ids), "the downstream query to catch up")
-        ids += write_csv_files(inputs, n_files=1, rows_per_file=8, start_file=5)  # batch 5 rewrites batches 0-2's files
-        _wait(lambda: any(n.startswith("part-compacted-") for n in _live(table)), "compaction batch 5")
+        # batch 5 rewrites batches 0-2's files; for a registered consumer, batch 8 does: the rewrite
+        # of batch 5 was planned after batch 4, before the consumer had read anything
+        ids += write_csv_files(inputs, n_files=4 if registered else 1, rows_per_file=8, start_file=5)
+        _wait(lambda: any(n.startswith("part-compacted-") for n in _live(table)), "a compaction batch's rewrite")
         _wait(lambda: set(seen) == set(ids), "the downstream query to read batch 5")
         time.sleep(2)  # a few more triggers: a new file would have been read by now
     finally:
@@ -101,6 +114,8 @@ def test_a_downstream_file_source_query_sees_each_row_once_when_its_max_file_age
     assert (not duplicates) is exactly_once, f"{len(duplicates)} ids read twice"
     if duplicates:  # exactly the rewritten rows: batches 0-2
         assert set(duplicates) == set(ids[:24]), sorted(duplicates)
+    if registered:
+        assert not any(n.startswith("part-compacted-5-") for n in _live(table)), "rewrote files its consumer had not read"
 
 
 def test_a_dataset_groups_tables_each_compact_in_the_stream(spark, tmp_path):

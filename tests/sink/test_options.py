@@ -134,12 +134,18 @@ def test_compaction_takes_true_a_mapping_or_a_job_configs_text_and_refuses_what_
     assert policy == CompactionPolicy(target_size=64 << 20, min_files=4, min_age_ms=9 * 86_400_000, max_bytes=64 << 20)
     assert SinkOptions.build({"compaction": "min_files=3,max_bytes=1GB"}).compaction == CompactionPolicy(min_files=3, max_bytes=1 << 30)
     assert SinkOptions.build({"compaction": "false"}).compaction is None
+    from streaming_exactly_once.commit.compaction_consumers import Consumer
+
+    assert SinkOptions.build({"compaction": {"consumers": ["/ck/a"]}}).compaction.consumers == (Consumer("/ck/a"),)
+    assert SinkOptions.build({"compaction": {"consumers": {"/ck/a": "1 day"}}}).compaction.consumers == (Consumer("/ck/a", 86_400_000),)
     assert SinkOptions.build({"compaction": True}).committer_options().compaction == CompactionPolicy()
     for bad, words in (
         ({"compaction": {"target": "1MB"}}, "Unknown key(s) 'target'"),
         ({"compaction": {"min_files": 1}}, "min_files must be >= 2"),
         ({"compaction": {"target_size": "12 parsecs"}}, "must be a size"),
         ({"compaction": True, "format": "json"}, "rewrites Parquet files"),
+        ({"compaction": {"consumers": 3}}, "compaction.consumers takes checkpoint locations"),
+        ({"compaction": {"consumers": {"/ck": "soon"}}}, "compaction.consumers"),
         ({"compaction": True, "format": "iceberg"}, "Iceberg table's rewrites are not built yet"),
     ):
         with pytest.raises(ConfigError) as err:
