@@ -62,13 +62,14 @@ from .committer import index_compact, vouch_by_index
 from .compaction_preparation import preparation_of
 from .delta_step import CommitDelta
 from .group_members import CommitsView, Member, MemberBatch, state_of, table_formats, tables_in
+from .group_rewrites import GroupRewrites
 from .iceberg_step import CommitIceberg
 from .options import CommitterOptions
 from .recovery import PublishedView, RecoveryReport
 from .schema_step import WriteSchema
 from .step import CommitStep
 from .steps import FileMove, MemberPublish, MoveFiles, PublishMembers, WriteCommit
-from .table_rewrites import BatchRewrites, TableRewrites, leftovers_of
+from .table_rewrites import BatchRewrites, leftovers_of
 from .table_schema import TableSchema
 from .writer import Writer
 
@@ -83,10 +84,15 @@ class GroupCommitter(Writer):
         self._members_lock = threading.Lock()
         self.state = GroupState()
         self._touched: list[str] = []
-        #: each dataset table's prepared rewrites (``commit.table_rewrites``; none with compaction off)
-        self.rewrites: dict[str, TableRewrites] = {}
-        self._planned: set[str] = set()  # tables whose rewrites were planned since the last recovery
+        self.rewrites: GroupRewrites | None = None
         super().__init__(storage, options)
+        compaction = options.compaction
+        #: each dataset table's prepared rewrites (``commit.group_rewrites``; None: compaction off)
+        self.rewrites = (
+            None
+            if compaction is None
+            else GroupRewrites(storage, self.housekeeping, compaction, interval=options.compact_interval, retention_ms=options.retention_ms)
+        )
 
     # -- a group root ------------------------------------------------------------------------
 
@@ -97,41 +103,19 @@ class GroupCommitter(Writer):
         return CommitsView(self.logs)
 
     def _forget_tables(self) -> None:
-        for rewrites in list(self.rewrites.values()):  # the recovery deletes their staging directories
-            rewrites.forget()
-        self._planned.clear()
+        if self.rewrites is not None:  # the recovery deletes their staging directories
+            self.rewrites.forget()
         self._drop_members()
 
     def open(self) -> RecoveryReport:
         report = super().open()
-        if self.options.compaction is not None:  # each table's next compaction batch, in the background
-            tables = [t for t in self.state.table_names() if not is_quarantine(t)]
-            self.housekeeping.queue_rewrite(functools.partial(self._plan_at_start, tables, self.latest_batch_id + 1), key="rewrite-start")
+        if self.rewrites is not None:  # each table's next compaction batch, in the background
+            self.rewrites.start([t for t in self.state.table_names() if not is_quarantine(t)], self.latest_batch_id + 1)
         return report
 
-    def _plan_at_start(self, tables: list[str], next_group_batch: int) -> None:
-        """At a start: plan each table's rewrites from its own listing, read here on the rewrite
-        lane (the cached tables are the committing thread's: recovery replaces them)."""
-        for table in tables:
-            rewrites = self._table_rewrites(table)
-            if rewrites is None:
-                continue
-            logs = TableLogs.open(
-                self.storage.child(table), interval=self.options.compact_interval, retention_ms=self.options.retention_ms, kind="member"
-            )
-            manifest = logs.require_manifest()
-            latest = manifest.latest_batch_id(refresh=True)
-            rewrites.plan(manifest, -1 if latest is None else latest, start=True, staging_batch=next_group_batch)
-
     def close(self) -> None:
-        rewrites = list(self.rewrites.values())
-        if rewrites:
-            for r in rewrites:
-                r.stop()
-            self.housekeeping.drain()
-            if self.lease.holds():
-                for r in rewrites:
-                    r.discard()
+        if self.rewrites is not None:
+            self.rewrites.close(holds_lease=self.lease.holds())
         super().close()
 
     def _load_state(self, newest: CommitRecord | None) -> None:
@@ -150,7 +134,9 @@ class GroupCommitter(Writer):
     def _prepare(self) -> None:
         preparation_of(self.logs.require_sources()).advance()
         for table in list(self._touched):
-            preparation_of(self._members[table].logs.require_manifest()).advance()
+            member = self._members.get(table)  # None: a recovery since dropped it, and its preparation
+            if member is not None:
+                preparation_of(member.logs.require_manifest()).advance()
 
     def member_schema(self, table: str, *, format: str, partition_by: Sequence[str]) -> TableSchema:
         """The schema of the group's table ``table`` (``commit.table_schema``), read at its first
@@ -184,28 +170,6 @@ class GroupCommitter(Writer):
         what = f"Table {mb.table!r} of batch {attempt.spark_batch_id} of query {attempt.query_id}"
         verdict = guard.check_files(mb.schema, mb.partition_by, what=what)
         return guard.record_for(verdict, batch_id, mb.partition_by)
-
-    def _table_rewrites(self, table: str) -> TableRewrites | None:
-        """A dataset table's rewrites, staged under the group's root (quarantine tables: none)."""
-        if self.options.compaction is None or is_quarantine(table):
-            return None
-        with self._members_lock:
-            rewrites = self.rewrites.get(table)
-            if rewrites is None:
-                child = self.storage.child(table)
-                rewrites = TableRewrites(child, self.housekeeping, self.options.compaction, staging=self.storage, table=table)
-                self.rewrites[table] = rewrites
-        return rewrites
-
-    def _plan_rewrites(self, table: str, next_group_batch: int) -> None:
-        """After a table's batch: plan the rewrites of its next compaction batch (at its first
-        batch since a start, whichever that is; ``TableRewrites.plan``)."""
-        rewrites = self._table_rewrites(table)
-        if rewrites is not None:
-            member = self._members[table]
-            start = table not in self._planned
-            self._planned.add(table)
-            rewrites.plan(member.logs.require_manifest(), member.latest, start=start, staging_batch=next_group_batch)
 
     # -- the tables ----------------------------------------------------------------------------
 
@@ -395,7 +359,9 @@ class GroupCommitter(Writer):
             num_rows = mb.rows
             entries = [ManifestEntry.for_file(child.uri(f.final), size=f.size, modification_time=f.mtime_ms) for f in mb.files]
             moves += [FileMove(f.staged or "", f"{mb.table}/{f.final}", f.size) for f in mb.files]
-            rewrites = self._member_rewrites(mb.table, m, attempt)
+            rewrites = BatchRewrites(table=mb.table)
+            if self.rewrites is not None:
+                rewrites = self.rewrites.for_batch(mb.table, member.logs.require_manifest(), m, attempt.timings)
             if rewrites:
                 published_rewrites.append(rewrites)
                 moves += rewrites.moves()
@@ -468,7 +434,7 @@ class GroupCommitter(Writer):
             retention += [(log_, p.batch_id) for log_ in member_logs.all_logs()]
             if self.options.build_manifest_index and is_compaction_batch(p.batch_id, member_logs.require_manifest().interval):
                 indexes.append((("index", p.table), functools.partial(index_compact, member_logs, p.batch_id)))
-        leftovers = leftovers_of(published_rewrites, self.rewrites.get)
+        leftovers = leftovers_of(published_rewrites, self.rewrites.existing if self.rewrites is not None else lambda _: None)
         ctx = self._run(attempt, seq, t_plan, retention=retention, indexes=indexes, leftovers=leftovers)
         for p in publishes:
             member = self._members[p.table]
@@ -478,16 +444,10 @@ class GroupCommitter(Writer):
             member.table_rows = p.record.table_rows or 0
         self.state = state
         result = self._finish(attempt, group_record, input_files, ctx)
-        for p in publishes:
-            self._plan_rewrites(p.table, g + 1)
+        if self.rewrites is not None:
+            for p in publishes:
+                self.rewrites.after_batch(p.table, self._members[p.table].logs.require_manifest(), p.batch_id, g + 1)
         return result
-
-    def _member_rewrites(self, table: str, batch_id: int, attempt: BatchAttempt) -> BatchRewrites:
-        """What table batch ``batch_id`` publishes of the table's prepared rewrites (checked before the claim)."""
-        rewrites = self._table_rewrites(table)
-        if rewrites is None:
-            return BatchRewrites(table=table)
-        return rewrites.for_batch(self._members[table].logs.require_manifest(), batch_id, attempt.timings)
 
     def tables(self) -> list[str]:
         """Every table of the group that exists (datasets with a published batch, quarantine

@@ -147,8 +147,8 @@ def test_quarantine_and_iceberg_tables(tmp_path):
     """A quarantine table is never compacted (nothing plans for it); an Iceberg output is refused
     before anything is written, naming the output."""
     committer = group(tmp_path / "g")
-    assert committer._table_rewrites("_quarantine/rows/t0") is None
-    assert committer._table_rewrites("t0") is not None
+    assert committer.rewrites.get("_quarantine/rows/t0") is None
+    assert committer.rewrites.get("t0") is not None
     from streaming_exactly_once.sink.dataset_sink import DatasetSink
     from streaming_exactly_once.sink.outputs import Output
 
@@ -186,3 +186,26 @@ def test_a_claim_that_publishes_rewrites_is_a_v7_entry_and_reads_back(tmp_path, 
     seq = CommitSequence.from_bytes(written[2], path="_seo/wal/2", batch_id=2)
     members = {m.table: m for s in seq.steps if s.kind == "members" for m in s.members}
     assert len(members["t0"].replaced) == 4 and members["t1"].replaced == ()
+
+
+def test_a_close_right_after_a_start_leaves_no_staged_rewrite(tmp_path):
+    """The start plan creates each table's rewrites on the rewrite lane: a close that comes
+    before it has run (or while it runs) must stop those too, and leave nothing staged."""
+    root = tmp_path / "g"
+    committer = group(root)
+    for g in range(3):  # t0's next batch (3) follows its compaction batch 2: its files are worth a rewrite at 5
+        commit(committer, g)
+    committer.close()
+    for _ in range(3):
+        committer = group(root)
+        committer.ensure_open()
+        committer.close()
+        assert staging_dirs(root) == [], staging_dirs(root)
+    code, out = seo("--json", "verify", str(root))
+    assert code == 0 and json.loads(out)["problems"] == [], out
+
+
+def test_a_groups_commit_time_leaves_out_its_tables_background_rewrites():
+    from streaming_exactly_once.commit.sequence import commit_ms
+
+    assert commit_ms({"manifest": 2.0, "rewrite:t0": 500.0, "rewrite": 300.0, "compaction:t0": 0.5}) == 2.5
