@@ -132,10 +132,10 @@ def gc(ctx: CliContext, table: str, dry_run: bool, older_than: str, lease_timeou
     "--consumer",
     "consumers",
     multiple=True,
-    metavar="CHECKPOINT[=MAXFILEAGE]",
-    help="A downstream file-source query's checkpoint (and its maxFileAge, default 7 days): only files it has read, "
-    "below its horizon, are rewritten. Repeatable.",
+    metavar="CHECKPOINT",
+    help="A downstream file-source query's checkpoint location: only files it has read, below its horizon, are rewritten. Repeatable.",
 )
+@click.option("--consumer-max-file-age", default="7 days", show_default=True, help="The consumers' maxFileAge (Spark's default).")
 @click.option("--lease-timeout", default="60s", show_default=True)
 @json_option
 @click.pass_obj
@@ -150,15 +150,17 @@ def compact(
     quiet_period: str,
     retention: str | None,
     consumers: tuple[str, ...],
+    consumer_max_file_age: str,
     lease_timeout: str,
     local_json: bool,
 ) -> None:
     """Rewrite small files of a stopped table into files near --target-size, published by the
     table's next compaction batch (committed now, with empty batches before it if needed).
 
-    Takes the table's lease: stop the query first. Parquet and Delta tables.
+    Takes the table's lease: stop the query first. Parquet and Delta tables (an Iceberg table
+    compacts in its stream).
     """
-    from ..commit.compaction_consumers import DEFAULT_MAX_FILE_AGE_MS, Consumer
+    from ..commit.compaction_consumers import Consumer
     from ..commit.data_compaction import CompactionPolicy
     from ..maintenance.compact import compact_table
 
@@ -170,10 +172,7 @@ def compact(
         min_age_ms=parse_duration_ms(min_age, key="--min-age"),
         max_bytes=parse_size(max_bytes, key="--max-bytes") if max_bytes is not None else 1 << 62,
         quiet_period_ms=parse_duration_ms(quiet_period, key="--quiet-period"),
-        consumers=tuple(
-            Consumer(path, parse_duration_ms(age, key="--consumer") if sep else DEFAULT_MAX_FILE_AGE_MS)
-            for path, sep, age in (c.rpartition("=") if "=" in c else (c, "", "") for c in consumers)
-        ),
+        consumers=tuple(Consumer(path, parse_duration_ms(consumer_max_file_age, key="--consumer-max-file-age")) for path in consumers),
     )
     report = compact_table(
         ctx.storage(table),
@@ -188,6 +187,7 @@ def compact(
         "batches": report.batches if not dry_run else report.would_commit,
         "filesBefore": report.files_before,
         "filesAfter": report.files_after,
+        "blockedBy": report.blocked_by,
     }
     if out.as_json:
         return out.json(result)
@@ -195,7 +195,7 @@ def compact(
     for r in report.rewrites:
         out.write(f"{verb} {len(r.files)} files of {r.directory or '(the root)'} ({human_bytes(r.bytes)}) into one")
     if not report.rewrites:
-        out.write("nothing to compact: no partition has enough small files old enough")
+        out.write(f"nothing to compact: {report.blocked_by or 'no partition has enough small files old enough'}")
         return None
     batches = result["batches"]
     published = "would publish them in" if dry_run else "published them in"

@@ -182,6 +182,8 @@ class TableCommitter(Writer):
         entries += rewrites.entries(self.storage)
         if delta_step is not None and rewrites:
             delta_step = replace(delta_step, rewrites=rewrites.rewrites)
+        if iceberg_step is not None and rewrites:
+            iceberg_step = replace(iceberg_step, rewrites=rewrites.rewrites)
         steps: list[CommitStep] = []
         if moves:
             steps.append(MoveFiles(moves=moves))

@@ -12,9 +12,13 @@ replaces, so the consumer then skips it.
 A consumer is the checkpoint location of the downstream query and its ``maxFileAge`` (Spark's
 default 7 days). Its files are read from the checkpoint's file-source logs
 (``sources/<i>/``, ``checkpoint.file_source_log``): every source whose files lie in this table.
-A consumer whose checkpoint cannot be read, or that has read nothing of this table yet, stops
-every rewrite (``ConsumerFilter.blocked`` says why). Not supported: a consumer started with
-``latestFirst`` and a file or byte limit (Spark then ignores ``maxFileAge``).
+Each file source of a consumer that reads this table is checked on its own (Spark keeps a
+seen-files map and a ``latestTimestamp`` per source). A consumer whose checkpoint cannot be read,
+or none of whose sources has read a file of this table yet, stops every rewrite
+(``ConsumerFilter.blocked`` says why). The check runs when a rewrite is planned and again right
+before the compaction batch's claim (a consumer may have been reset in between). Not supported:
+a consumer started with ``latestFirst`` and a file or byte limit (Spark then ignores
+``maxFileAge``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from urllib.parse import unquote
 from ..checkpoint.file_source_log import FileSourceLog
 from ..errors import ExactlyOnceError
 from ..manifest.entry import ManifestEntry
+from ..manifest.paths import canonical_uri
 from ..storage import open_storage
 
 log = logging.getLogger("streaming_exactly_once.compaction")
@@ -53,29 +58,28 @@ class ConsumerFilter:
 
 
 def normalized(uri: str) -> str:
-    """A file URI as the manifest and Spark's file source compare: decoded, ``file:`` with one slash
-    (Hadoop's ``Path`` writes ``file:/t``, the manifest ``file:///t``)."""
-    uri = unquote(uri)
-    if uri.startswith("file:"):
-        return "file:/" + uri[len("file:") :].lstrip("/")
-    return uri
+    """A file URI as the manifest and Spark's file source compare: one spelling per location
+    (``file:///t``, ``s3://``; ``manifest.paths.canonical_uri``), percent-decoded."""
+    return unquote(canonical_uri(uri))
 
 
 def consumer_filter(consumers: tuple[Consumer, ...], table_uri: str) -> ConsumerFilter:
-    """The files of the table at ``table_uri`` that every consumer has read and that are below its
+    """The files of the table at ``table_uri`` (a root as storage spells it: not percent-encoded)
+    that every consumer's every file source reading this table has read, below that source's
     horizon (module docstring). Reads each consumer's checkpoint now."""
     if not consumers:
         return ConsumerFilter(allows=lambda entry: True)
-    root = normalized(table_uri).rstrip("/") + "/"
+    root = canonical_uri(table_uri).rstrip("/") + "/"
     checks: list[tuple[set[str], int]] = []
     for consumer in consumers:
         try:
-            seen = _files_read(consumer.checkpoint, root)
+            sources = _files_read(consumer.checkpoint, root)
         except (OSError, ExactlyOnceError) as exc:
             return _blocked(f"the checkpoint of consumer {consumer.checkpoint} cannot be read ({exc})")
-        if not seen:
-            return _blocked(f"consumer {consumer.checkpoint} has read no file of this table yet")
-        checks.append((set(seen), max(seen.values()) - consumer.max_file_age_ms))
+        if not sources:
+            return _blocked(f"consumer {consumer.checkpoint} has read no file under {root} yet (or reads it under another name)")
+        # Spark keeps one seen-files map and one latestTimestamp per source: each is a consumer of its own
+        checks += [(set(seen), max(seen.values()) - consumer.max_file_age_ms) for seen in sources]
 
     def allows(entry: ManifestEntry) -> bool:
         path = normalized(entry.path)
@@ -89,21 +93,25 @@ def _blocked(why: str) -> ConsumerFilter:
     return ConsumerFilter(allows=lambda entry: False, blocked=why)
 
 
-def _files_read(checkpoint: str, root: str) -> dict[str, int]:
-    """Every file of the table (under ``root``) that the query at ``checkpoint`` read, with its
-    timestamp, from each of its file-source logs."""
+def _files_read(checkpoint: str, root: str) -> list[dict[str, int]]:
+    """Per file source of the query at ``checkpoint`` that read files of the table (under
+    ``root``): every such file with its timestamp. A source that read only other tables' files
+    is not this table's; one that has read nothing yet lists the table as it is when it starts."""
     storage = open_storage(checkpoint)
     if not storage.exists("offsets"):
         raise FileNotFoundError(f"{storage.root_uri} is no Spark checkpoint (no offsets/)")
-    out: dict[str, int] = {}
+    out: list[dict[str, int]] = []
     for source in storage.list_dir("sources"):
         if not source.is_dir:
             continue
         source_log = FileSourceLog(storage, source.name)
         if source_log.latest_batch_id(refresh=True) is None:
             continue
+        files: dict[str, int] = {}
         for entry in source_log.all_records():
             path = normalized(entry.path)
             if path.startswith(root):
-                out[path] = entry.timestamp
+                files[path] = entry.timestamp
+        if files:
+            out.append(files)
     return out

@@ -368,6 +368,8 @@ class GroupCommitter(Writer):
                 entries += rewrites.entries(child)
                 if identity.is_delta:
                     delta_steps[-1] = replace(delta_steps[-1], rewrites=rewrites.rewrites)
+                if identity.is_iceberg:
+                    iceberg_steps[-1] = replace(iceberg_steps[-1], rewrites=rewrites.rewrites)
             record = attempt.record(
                 m,
                 epoch=epoch,

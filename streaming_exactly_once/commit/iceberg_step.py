@@ -31,7 +31,10 @@ metadata files, found by path) - its properties, credentials included, are resol
 time (``StepContext.iceberg_catalogs``, else pyiceberg's configuration) and never written
 here; ``minCountToMerge``/``previousVersions`` are the table properties a first batch creates
 the table with; ``snapshotsToKeep`` (absent: no expiry) how many newest snapshots the commit keeps,
-expiring the older ones in the same metadata version; ``info`` goes into the snapshot's summary as ``seo.<key>``.
+expiring the older ones in the same metadata version; ``info`` goes into the snapshot's summary as ``seo.<key>``;
+``rewrites`` (absent unless a compaction batch rewrites files, ``commit.data_compaction.Rewrite``)
+the files a ``replace`` snapshot, committed after the batch's append in the same metadata
+version, removes and adds (both snapshots carry the batch's ``seo.batch-id``).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
 from ..iceberg.target import IcebergTarget
 from ..log.record_fields import flattened, json_field
 from ..storage.base import Storage
+from .data_compaction import Rewrite
 from .format_step_fields import files_decoder, files_json, inside_field, strings
 from .step import CommitStep, StepContext, register
 
@@ -71,6 +75,13 @@ class CommitIceberg(CommitStep):
     )
     settings: IcebergSettings = dc_field(default=IcebergSettings(), metadata=flattened(IcebergSettings))
     info: dict[str, str] = dc_field(default_factory=dict, metadata=json_field("info", dict, optional=True, encode=dict, check=strings))
+    #: a compaction batch's rewrites (``commit.data_compaction``): a ``replace`` snapshot after
+    #: the batch's append, in the same commit
+    rewrites: list[Rewrite] = dc_field(default_factory=list, metadata=json_field("rewrites", list, record=Rewrite, optional=True, omit_default=True))
+
+    @property
+    def replaces_files(self) -> bool:
+        return bool(self.rewrites)
 
     def target(self, ctx: StepContext) -> IcebergTarget:
         """The table's Iceberg target, kept in ``ctx`` across batches (its catalog stays open)."""
@@ -101,6 +112,10 @@ class CommitIceberg(CommitStep):
                 partition_by=self.partition_by,
                 metadata=self.info,
                 fresh=True,
+                rewrites=[
+                    ([IcebergFile(p, size, 0, parquet_rows(storage, p)) for p, size in r.replaced], IcebergFile(r.final, r.size, r.mtime_ms, r.rows))
+                    for r in self.rewrites
+                ],
             )
             target.make_durable()  # before the commit record (the batch is acknowledged after it)
         else:

@@ -23,6 +23,7 @@ from ..manifest.manifest_log import ManifestLog
 from ..storage.base import Storage
 from ..table.commits_log import RewriteNote
 from .attempt import elapsed_ms
+from .compaction_consumers import consumer_filter
 from .data_compaction import CompactionPolicy, Rewrite, StagedRewrite, kept_by_retention, rewritable
 from .housekeeping import Housekeeping
 from .rewrite_preparation import RewritePreparation
@@ -91,7 +92,13 @@ class TableRewrites:
         if not is_compaction_batch(batch_id, manifest.interval) or not preparation.ready:
             return BatchRewrites(table=self.table)
         t0 = time.perf_counter()
-        kept = kept_by_retention(manifest, int(time.time() * 1000))
+        retained = kept_by_retention(manifest, int(time.time() * 1000))
+        # the registered consumers again: one may have been reset since the planning
+        consumers = consumer_filter(preparation.policy.consumers, preparation.storage.root_uri)
+
+        def kept(entry: ManifestEntry) -> bool:
+            return retained(entry) and consumers.allows(entry)
+
         out = preparation.usable(batch_id, manifest.interval, listing=partial(manifest.files, as_of=batch_id - 1), kept=kept)
         key = f"compaction:{self.table}" if self.table else "compaction"
         timings[key] = elapsed_ms(t0)

@@ -9,15 +9,22 @@ their values would be guessed from bounds this layer deliberately does not recor
 from __future__ import annotations
 
 import datetime
+import logging
 from collections.abc import Sequence
+from typing import Any
 
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.typedef import Record
+from pyiceberg.table.refs import MAIN_BRANCH
+from pyiceberg.table.snapshots import Operation, Summary
+from pyiceberg.table.update.snapshot import _OverwriteFiles
+from pyiceberg.typedef import EMPTY_DICT, Record
 from pyiceberg.types import BooleanType, DateType, IcebergType, IntegerType, LongType, StringType
 
 from ..errors import IcebergTableError
 from .files import IcebergFile, partition_values
+
+log = logging.getLogger("streaming_exactly_once.iceberg")
 
 _EPOCH = datetime.date(1970, 1, 1)
 
@@ -76,3 +83,63 @@ def data_files(metadata: TableMetadata, location: str, files: Sequence[IcebergFi
             )
         )
     return out
+
+
+class _ReplaceFiles(_OverwriteFiles):
+    """pyiceberg 0.12's overwrite producer, writing a ``replace`` snapshot: the same manifests
+    (removed files as DELETED entries, the new one ADDED); its summary is computed as for an
+    overwrite (pyiceberg's running totals know no ``replace``) and then named ``replace``."""
+
+    def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
+        summary = super()._summary(snapshot_properties)
+        properties = summary.model_dump()  # {"operation": ..., every other property}
+        properties.pop("operation", None)
+        return Summary(Operation.REPLACE, **properties)
+
+
+def add_replace_snapshot(
+    txn: Any,
+    rewrites: Sequence[tuple[Sequence[IcebergFile], IcebergFile]],
+    *,
+    location: str,
+    table: str,
+    summary: dict[str, str],
+    commit_uuid: Any,
+) -> None:
+    """A compaction's ``rewrites`` (the files each replaces, its new file) as a ``replace``
+    snapshot in ``txn``, after the batch's append. Iceberg's streaming readers skip a ``replace``
+    snapshot (no data changed), as Delta's skip ``dataChange: false``.
+
+    A rewrite one of whose files the table no longer holds (another writer of the Iceberg table
+    removed it) is left out, with a warning: the table keeps its files as that writer left them,
+    and the commit - rolled forward by every retry - never fails over it."""
+    from .history import snapshot_data_files
+
+    metadata = txn.table_metadata
+    parent = metadata.current_snapshot()
+    live = set() if parent is None else {path for path, _, _ in snapshot_data_files(txn._table.io, parent)}
+    kept = []
+    for removed, new in rewrites:
+        gone = [f.path for f in removed if f"{location}/{f.path}" not in live]
+        if gone:
+            log.warning(
+                "Iceberg table %s no longer holds %s (another writer removed it): the rewrite into %s is left out of it", table, gone[0], new.path
+            )
+        else:
+            kept.append((removed, new))
+    if not kept:
+        return
+    producer = _ReplaceFiles(
+        commit_uuid=commit_uuid,
+        operation=Operation.OVERWRITE,
+        transaction=txn,
+        io=txn._table.io,
+        branch=MAIN_BRANCH,
+        snapshot_properties=summary,
+    )
+    with producer as rewrite:
+        for data_file in data_files(metadata, location, [f for removed, _ in kept for f in removed], table=table):
+            data_file.spec_id = metadata.default_spec_id  # how the delete finds its manifests
+            rewrite.delete_data_file(data_file)
+        for data_file in data_files(metadata, location, [new for _, new in kept], table=table):
+            rewrite.append_data_file(data_file)

@@ -43,6 +43,15 @@ def snapshot_of_batch(metadata: TableMetadata, app: str, batch_id: int) -> Snaps
     return None
 
 
+def snapshots_of_batch(metadata: TableMetadata, app: str, snapshot: Snapshot) -> list[Snapshot]:
+    """``snapshot`` and the retained snapshots of the same batch (a compaction batch commits its
+    append and its ``replace`` snapshot together); just ``snapshot`` if it is not one of ours."""
+    batch = batch_of(snapshot, app)
+    if batch is None:
+        return [snapshot]
+    return [s for s in metadata.snapshots if s.snapshot_id == snapshot.snapshot_id or batch_of(s, app) == batch]
+
+
 def _manifests(io: FileIO, snapshot: Snapshot) -> list[ManifestFile]:
     return snapshot.manifests(io)
 

@@ -15,9 +15,10 @@ table and its create loses even where later versions retired the one it creates
 (``catalogs.PathCatalog``). A file of ours named after such a batch is garbage, whoever wrote
 it - even a fenced writer still running - unless the commit that wrote it landed and a
 retained snapshot still reads it: a manifest list or manifest of a retained snapshot's commit
-is kept (a merged-away manifest of it too, for ``seo gc``); a commit of a batch whose snapshot
-is retained under another UUID never landed; for a batch whose snapshot has expired, the
-retained snapshots' manifest lists say whether they carry the manifest on. A writer's open
+is kept (a merged-away manifest of it too, for ``seo gc``); for any other commit, the retained
+snapshots' manifest lists say whether they carry its manifests on (a compaction batch commits
+two snapshots, and its append's manifests live on in its replace snapshot after the append
+expires, so a batch retained under another UUID proves nothing). A writer's open
 (after its recovery) and ``seo recover`` delete them (``discard_leftovers``); files of other writers
 (random UUIDs, version 4) are never touched here (``seo gc`` judges them by age).
 """
@@ -89,7 +90,6 @@ def discard_leftovers(target: IcebergTarget, batch_id: int) -> list[str]:
 
 
 def _discard(target: IcebergTarget, batch_id: int) -> list[str]:
-    from .history import batch_of
 
     applied = target.applied_batch()
     table = target.load(refresh=False)
@@ -97,19 +97,20 @@ def _discard(target: IcebergTarget, batch_id: int) -> list[str]:
         return []
     snapshots = table.metadata.snapshots
     landed = {m.group(1) for s in snapshots if (m := _UUID.search(s.manifest_list.rsplit("/", 1)[-1]))}
-    retained_batches = {b for s in snapshots if (b := batch_of(s, target.app_id)) is not None}
-    manifests: set[str] | None = None  # read only where a batch's snapshot has expired
+    manifests: set[str] | None = None  # read at the first file of a commit no retained snapshot names
     gone = []
     for info in target.storage.list_dir(METADATA_DIR):
         name = info.path.rsplit("/", 1)[-1]
         found = None if info.is_dir else _commit_of_file(name, target.app_id)
         if found is None or found[1] > batch_id or found[0] in landed:
             continue  # not ours, not yet judged, or the commit that wrote it landed and is retained
-        if found[1] not in retained_batches:  # landed and expired, or never: do later snapshots carry it?
-            if manifests is None:
-                manifests = {m.manifest_path.rsplit("/", 1)[-1] for s in snapshots for m in s.manifests(table.io)}
-            if name in manifests:
-                continue
+        # landed and expired, or never: do retained snapshots carry it? (A batch retained under
+        # another UUID is no proof it never landed: a compaction batch commits two snapshots,
+        # and its append's manifests live on in its replace snapshot after the append expires.)
+        if manifests is None:
+            manifests = {m.manifest_path.rsplit("/", 1)[-1] for s in snapshots for m in s.manifests(table.io)}
+        if name in manifests:
+            continue
         target.storage.delete(info.path)
         gone.append(info.path)
     return gone

@@ -196,8 +196,11 @@ class IcebergTarget:
         metadata: Mapping[str, str],
         fresh: bool = False,
         table_schema: str | None = None,
+        rewrites: Sequence[tuple[Sequence[IcebergFile], IcebergFile]] = (),
     ) -> int | None:
-        """Commit ``files`` as manifest batch ``batch_id`` unless the table holds it already.
+        """Commit ``files`` as manifest batch ``batch_id`` unless the table holds it already;
+        a compaction batch's ``rewrites`` (the files each replaces, its new file) as a
+        ``replace`` snapshot after the batch's append, in the same commit.
 
         Returns the id of the snapshot holding the batch (None if it could not be told apart,
         e.g. expired meanwhile). ``fresh``: the table was read by the caller within this step.
@@ -218,7 +221,7 @@ class IcebergTarget:
             fileio = self.catalog().fileio
             fileio.created.clear()
             try:
-                committed = self._commit_once(table, batch_id, files, schema_json, partition_by, metadata, table_schema)
+                committed = self._commit_once(table, batch_id, files, schema_json, partition_by, metadata, table_schema, rewrites)
             except LostRace as exc:
                 log.info("Iceberg commit of batch %d to %s lost a race (%s); reading the table again", batch_id, self.name, exc)
                 self._discard(fileio.created)
@@ -262,10 +265,11 @@ class IcebergTarget:
         partition_by: Sequence[str],
         metadata: Mapping[str, str],
         table_schema: str | None = None,
+        rewrites: Sequence[tuple[Sequence[IcebergFile], IcebergFile]] = (),
     ) -> Table:
         from pyiceberg.table import TableProperties
 
-        from .datafiles import data_files
+        from .datafiles import add_replace_snapshot, data_files
         from .evolve import add_columns, snapshots_to_expire
         from .leftovers import batch_commit_uuid
         from .schema import iceberg_schema, partition_spec
@@ -306,6 +310,10 @@ class IcebergTarget:
             append.commit_uuid = batch_commit_uuid(self.app_id, batch_id)  # names its files (``leftovers``)
             for data_file in added:
                 append.append_data_file(data_file)
+        if rewrites:
+            add_replace_snapshot(
+                txn, rewrites, location=self.location, table=self.name, summary=summary, commit_uuid=batch_commit_uuid(self.app_id, batch_id)
+            )
         committed: Table = txn.commit_transaction()
         return committed
 
@@ -363,11 +371,14 @@ class IcebergTarget:
         table = self.load(refresh=False) or self.load()
         if table is None:
             return []
+        from .history import snapshots_of_batch
+
         snapshot = table.metadata.snapshot_by_id(snapshot_id)
         locations = [table.metadata_location]
-        if snapshot is not None:
-            locations.append(snapshot.manifest_list)
-            locations += [m.manifest_path for m in snapshot.manifests(table.io) if m.added_snapshot_id == snapshot_id]
+        # a compaction batch's commit adds two snapshots (its append and its replace)
+        for s in snapshots_of_batch(table.metadata, self.app_id, snapshot) if snapshot is not None else ():
+            locations.append(s.manifest_list)
+            locations += [m.manifest_path for m in s.manifests(table.io) if m.added_snapshot_id == s.snapshot_id]
         roots = self.catalog().fileio.roots
         paths = [relative_to(loc, roots) for loc in locations]
         return [p for p in paths if p is not None and self.storage.exists(p)]

@@ -32,6 +32,7 @@ from ..commit.options import CommitterOptions
 from ..delta.settings import DeltaSettings
 from ..errors import ConfigError
 from ..log.compaction import is_compaction_batch, next_compaction_batch
+from ..storage import open_storage
 from ..storage.base import Storage
 from ..table.identity import TableIdentity, read_identity
 from ..table.table_logs import TableLogs
@@ -64,6 +65,8 @@ class CompactReport:
     #: live data files before and after
     files_before: int = 0
     files_after: int = 0
+    #: why nothing may be rewritten now (a registered consumer, ``commit.compaction_consumers``)
+    blocked_by: str | None = None
 
 
 def compact_table(
@@ -76,7 +79,14 @@ def compact_table(
 ) -> CompactReport:
     """Rewrite the small files ``policy`` picks and publish them (module docstring)."""
     identity = _table_identity(storage)
-    report = CompactReport(table=storage.root_uri, dry_run=dry_run)
+    for consumer in policy.consumers:  # a mistyped location would silently stop every rewrite
+        if not open_storage(consumer.checkpoint).exists("offsets"):
+            raise ConfigError(
+                f"--consumer {consumer.checkpoint}: no Spark checkpoint there (no offsets/). Give the checkpoint location "
+                "of the downstream query that reads this table as a file source.",
+                table=storage.root_uri,
+            )
+    report = CompactReport(table=storage.root_uri, dry_run=dry_run, blocked_by=consumer_filter(policy.consumers, storage.root_uri).blocked)
     if dry_run:
         return _dry_run(storage, identity, policy, retention_ms, report)
     committer = TableCommitter(storage, _options(identity, policy, retention_ms, lease_timeout_ms))
@@ -120,8 +130,9 @@ def _table_identity(storage: Storage) -> TableIdentity:
         )
     if identity.format != "parquet" or identity.iceberg is not None:
         raise ConfigError(
-            f"{storage.root_uri} is a format={identity.format!r}{' Iceberg' if identity.iceberg else ''} table: compaction rewrites "
-            "Parquet files of format='parquet' and format='delta' tables only.",
+            f"{storage.root_uri} is a format={identity.format!r}{' Iceberg' if identity.iceberg else ''} table: seo compact "
+            "rewrites Parquet files of parquet and Delta tables. An Iceberg table compacts in its stream (compaction=...), "
+            "whose writer has its catalog.",
             table=storage.root_uri,
         )
     return identity
@@ -153,8 +164,8 @@ def _dry_run(storage: Storage, identity: TableIdentity, policy: CompactionPolicy
     report.files_before = len(manifest.files()) if latest is not None else 0
     now = int(time.time() * 1000)
     live = rewritable(manifest, latest, now) if latest is not None else []
-    consumers = consumer_filter(policy.consumers, storage.root_uri)
-    for candidate in plan(storage, live, policy, now_ms=now, eligible=consumers.allows):
+    consumers = consumer_filter(policy.consumers, storage.root_uri) if report.blocked_by is None else None
+    for candidate in plan(storage, live, policy, now_ms=now, eligible=consumers.allows if consumers is not None else lambda _: False):
         report.rewrites.append(
             PlannedRewrite(candidate.directory, [rel for _, rel in candidate.files], sum(entry.size for entry, _ in candidate.files))
         )

@@ -53,7 +53,7 @@ from .file_stats import FileStats
 from .group_writer import BUILTIN_ROW_CHECKS, CHECK_SEPARATOR, FAILED, FAILED_CHECKS, RESULT_FIELDS, GroupTaskWriter
 from .input_filter import BatchFilters
 from .keywords import GroupKeywords, check_keywords, document
-from .options import DIRECT_FORMATS, GroupOptions, SinkOptions, check_evolving_format, table_formats
+from .options import COMPACTED_FORMATS, DIRECT_FORMATS, GroupOptions, SinkOptions, check_evolving_format, table_formats
 from .outputs import Output
 
 if TYPE_CHECKING:
@@ -121,12 +121,11 @@ class DatasetSink(BatchSink[GroupCommitter]):
                 key="iceberg_catalog",
             )
         sink_options.validate_table_formats(formats)
-        compacted_off = [o.name or "(datasets)" for o in self.outputs if (o.format or sink_options.format) not in ("parquet", "delta")]
+        compacted_off = [o.name or "(datasets)" for o in self.outputs if (o.format or sink_options.format) not in COMPACTED_FORMATS]
         if sink_options.compaction is not None and compacted_off:
             raise ConfigError(
-                f"compaction rewrites Parquet files, of format='parquet' and format='delta' tables; output "
-                f"{compacted_off[0]!r} writes another format. Turn compaction off, or write that output as parquet "
-                "(an Iceberg table's rewrites are not built yet).",
+                f"compaction rewrites Parquet files, of parquet, Delta and Iceberg tables; output {compacted_off[0]!r} "
+                "writes another format. Turn compaction off, or write that output as parquet.",
                 key="compaction",
             )
         super().__init__(root, sink_options)

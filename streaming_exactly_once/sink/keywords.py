@@ -265,7 +265,7 @@ class SinkKeywords(TypedDict, total=False):
             'compaction batch, default the target size), ``quiet_period`` (``"0s"``: leave a partition alone that '
             "received a file this recently) and ``consumers`` (downstream file-source queries' checkpoint locations, or a "
             "mapping of them to their ``maxFileAge``: only files they have all read, below their horizon, are rewritten). "
-            "Parquet and Delta tables; a dataset group's tables each compact on their "
+            "Parquet, Delta and Iceberg tables; a dataset group's tables each compact on their "
             "own. Off by default.",
             conf="any",
         ),

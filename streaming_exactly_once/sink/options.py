@@ -60,6 +60,8 @@ STAGING_MODES = ("rename", "direct")
 #: What the library's own Arrow file writer (``direct`` staging, dataset groups) can write: its
 #: file formats, and the table formats, whose files are Parquet.
 DIRECT_FORMATS = (*EXTENSIONS, *TABLE_FORMATS, "delta+iceberg")
+#: the formats whose files compaction rewrites (Parquet: a table format's files are too)
+COMPACTED_FORMATS = ("parquet", *TABLE_FORMATS, "delta+iceberg")
 #: Options that mean something only with ``format="delta"``.
 DELTA_ONLY = ("delta_checkpoint_interval", "delta_log_retention_ms")
 #: Options that mean something only with ``format="iceberg"``.
@@ -292,11 +294,17 @@ class SinkOptions:
             raise ConfigError("on_commit must be a callable taking one dict", key="on_commit")
         parse_choice(self.schema_evolution, key="schema_evolution", choices=EVOLUTION_MODES)
         check_evolving_format(self.schema_evolution, self.format)
-        if self.compaction is not None and self.format not in ("parquet", "delta"):
+        if self.compaction is not None and self.compaction.consumers and not self.spark_manifest:
             raise ConfigError(
-                f"compaction rewrites Parquet files, of format='parquet' and format='delta' tables; this sink writes "
-                f"format={self.format!r}. Turn compaction off, or write parquet"
-                + (" (an Iceberg table's rewrites are not built yet)." if "iceberg" in self.format else "."),
+                "compaction.consumers are downstream file-source queries, which read a table through its _spark_metadata; "
+                "with spark_manifest=False they would list the directory itself and read every rewritten file again. "
+                "Read such a table with a Delta or Iceberg reader, or keep spark_manifest=True.",
+                key="compaction",
+            )
+        if self.compaction is not None and self.format not in COMPACTED_FORMATS:
+            raise ConfigError(
+                f"compaction rewrites Parquet files, of parquet, Delta and Iceberg tables; this sink writes "
+                f"format={self.format!r}. Turn compaction off, or write parquet.",
                 key="compaction",
             )
 

@@ -24,6 +24,7 @@ from streaming_exactly_once.storage import open_storage
 from tests.commit.power_cut_runs import seo
 from tests.commit.processes import QA, SCHEMA_JSON, Writer, batch_rows, stop_all
 from tests.delta.readback import delta_ids
+from tests.iceberg.table_helpers import current_metadata, pyiceberg_ids
 from tests.torture.matrix_combos import BY_NAME, COMPACTION
 
 pytestmark = pytest.mark.torture
@@ -39,15 +40,28 @@ DIRECT = [
     for b in BY_NAME["table-plain-spark-direct-local-compacted"].boundaries
     if b not in ("before-stage", "after-stage", "after-intent", "after-schema", "after-wal-delete", "after-records-sync")
 ]
+#: an Iceberg table's compaction batch: its append and its replace snapshot, one metadata version
+ICEBERG = ("after-rewrite", "after-manifest", "before-iceberg", "before-iceberg-publish", "mid-iceberg", "after-iceberg")
 CASES = [
-    pytest.param(kind, b, marks=() if b in BOUNDED else pytest.mark.long, id=f"{kind}-{b}")
-    for kind, b in [*(("direct", b) for b in DIRECT), *(("delta", b) for b in ("after-rewrite", "mid-move", "after-manifest", "after-delta"))]
+    pytest.param(kind, b, marks=() if b in BOUNDED or (kind, b) == ("iceberg", "mid-iceberg") else pytest.mark.long, id=f"{kind}-{b}")
+    for kind, b in [
+        *(("direct", b) for b in DIRECT),
+        *(("delta", b) for b in ("after-rewrite", "mid-move", "after-manifest", "after-delta")),
+        *(("iceberg", b) for b in ICEBERG),
+    ]
 ]
 
 
 def _program(name: str, root: Path, kind: str, steps: list[dict]) -> dict:
     delta = kind == "delta"
-    return {"name": name, "root": str(root), "options": OPTIONS, "delta": {"checkpoint_interval": 10} if delta else None, "steps": steps}
+    return {
+        "name": name,
+        "root": str(root),
+        "options": OPTIONS,
+        "delta": {"checkpoint_interval": 10} if delta else None,
+        "iceberg": {} if kind == "iceberg" else None,
+        "steps": steps,
+    }
 
 
 def _ids(upto: int) -> Counter:
@@ -71,7 +85,7 @@ def _steps_to(boundary: str, mode: str, schema: dict) -> list[dict]:
 def test_a_rewrite_and_its_batch_appear_together_after_a_kill(tmp_path, kind, boundary):
     root = tmp_path / "t"
     mode = "direct" if kind == "direct" else "rename"
-    schema = {"schema": SCHEMA_JSON} if kind == "delta" else {}
+    schema = {"schema": SCHEMA_JSON} if kind in ("delta", "iceberg") else {}
     writers: list[Writer] = []
     try:
         a = Writer(
@@ -97,6 +111,7 @@ def test_a_rewrite_and_its_batch_appear_together_after_a_kill(tmp_path, kind, bo
                 kind,
                 [
                     {"do": "open", "retry_s": 10},
+                    {"do": "drain"},  # a rewrite planned at the start is ready by the first batch (a trigger interval)
                     {"do": "commits", "query": QA, "count": 1, "first": 2, "mode": mode, **schema},  # Spark re-delivers batch 2
                     {"do": "close"},
                 ],
@@ -111,6 +126,10 @@ def test_a_rewrite_and_its_batch_appear_together_after_a_kill(tmp_path, kind, bo
         assert Counter(read.arrow(str(root), columns=["id"], as_of=older).column("id").to_pylist()) == _ids(older)
     if kind == "delta":
         assert delta_ids(root) == _ids(2)
+    if kind == "iceberg":
+        assert pyiceberg_ids(root) == _ids(2)
+        operations = [s["summary"]["operation"] for s in current_metadata(root)["snapshots"] if s["summary"]["seo.batch-id"] == "2"]
+        assert operations == ["append", "replace"], operations
     for args in (["recover"], ["gc", "--older-than", "0s"]):
         code, out = seo(*args, str(root))
         assert code == 0, out

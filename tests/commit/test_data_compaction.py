@@ -360,12 +360,12 @@ def test_a_claim_that_publishes_rewrites_is_a_v7_entry(tmp_path, monkeypatch, de
     assert len(next(s for s in seq.steps if s.kind == "manifest").replaced) == 4
 
 
-def _consumer(checkpoint, entries, *, later_ms: int = 3_600_000) -> None:
+def _consumer(checkpoint, entries, *, later_ms: int = 3_600_000, source_id: int = 0) -> None:
     """A downstream query's checkpoint as Spark writes it: the files its file source read
-    (``sources/0/N``), and a file read ``later_ms`` after now that moves its horizon."""
+    (``sources/<source_id>/N``), and a file read ``later_ms`` after now that moves its horizon."""
     (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
     (checkpoint / "offsets" / "0").write_text("v1\n{}\n{}")
-    source = checkpoint / "sources" / "0"
+    source = checkpoint / "sources" / str(source_id)
     source.mkdir(parents=True, exist_ok=True)
     n = len(list(source.iterdir()))
     root = entries[0].path.rsplit("/", 2)[0] if entries else ""
@@ -420,3 +420,71 @@ def test_a_registered_consumer_holds_back_the_files_it_has_not_read(tmp_path):
             assert read_ids(root) == Counter(i for b in range(6) for i in ids_of(b))
             code, out = seo("--json", "verify", str(root))
             assert code == 0 and json.loads(out)["problems"] == [], out
+
+
+def test_each_file_source_of_a_consumer_is_checked_on_its_own(tmp_path):
+    """A query that reads the table twice (a self-union) has two file sources, each with its own
+    seen files and horizon: one that has read all the files does not vouch for the other."""
+    from streaming_exactly_once.commit.compaction_consumers import Consumer
+
+    root, ckpt = tmp_path / "t", tmp_path / "down"
+    storage = open_storage(str(root))
+    committer = make_committer(storage, compact_interval=3, compaction=POLICY)
+    for b in range(2):
+        commit_batch(committer, Q, b, ids_of(b))
+    committer.close()
+    listing = ManifestLog(storage).files()
+    _consumer(ckpt, listing, source_id=0)  # read everything
+    _consumer(ckpt, listing[:1], source_id=1)  # one file so far (maxFilesPerTrigger=1)
+    policy = CompactionPolicy(**{**POLICY.__dict__, "consumers": (Consumer(str(ckpt), 0),)})
+    committer = make_committer(storage, compact_interval=3, compaction=policy)
+    commit_batch(committer, Q, 2, ids_of(2))
+    committer.close()
+    assert not any(n.startswith("part-compacted-") for n in live_names(root)), live_names(root)
+
+
+def test_a_consumer_reset_between_the_planning_and_the_compaction_batch_stops_the_rewrite(tmp_path):
+    """The rewrite was planned while the consumer had read everything; its checkpoint is then
+    deleted and the query restarted, reading one file so far: the compaction batch checks the
+    consumers again before its claim and publishes no rewrite."""
+    import shutil
+
+    from streaming_exactly_once.commit.compaction_consumers import Consumer
+
+    root, ckpt = tmp_path / "t", tmp_path / "down"
+    storage = open_storage(str(root))
+    committer = make_committer(storage, compact_interval=3, compaction=POLICY)
+    for b in range(2):
+        commit_batch(committer, Q, b, ids_of(b))
+    committer.close()
+    listing = ManifestLog(storage).files()
+    _consumer(ckpt, listing)
+    policy = CompactionPolicy(**{**POLICY.__dict__, "consumers": (Consumer(str(ckpt), 0),)})
+    committer = make_committer(storage, compact_interval=3, compaction=policy)
+    committer.ensure_open()
+    committer.janitor.drain()  # planned at the start, with the consumer caught up
+    assert committer.rewrites.preparation.ready, "no rewrite was prepared"
+    shutil.rmtree(ckpt)
+    _consumer(ckpt, listing[:1])  # the query restarted from scratch
+    commit_batch(committer, Q, 2, ids_of(2))
+    committer.close()
+    assert not any(n.startswith("part-compacted-") for n in live_names(root)), live_names(root)
+    assert read_ids(root) == Counter(i for b in range(3) for i in ids_of(b))
+    assert not list((root / "_seo" / "staging").glob("*-rw*")), "the dropped rewrite was left staged"
+
+
+def test_seo_compact_refuses_a_consumer_location_with_no_checkpoint_and_says_which_consumer_blocks(tmp_path):
+    root, ckpt = tmp_path / "t", tmp_path / "down"
+    storage = open_storage(str(root))
+    committer = make_committer(storage, compact_interval=3)
+    for b in range(2):
+        commit_batch(committer, Q, b, ids_of(b))
+    committer.close()
+    code, out = seo("compact", str(root), "--min-age", "0s", "--min-files", "4", "--consumer", str(tmp_path / "run=1"))
+    assert code == 1 and "no Spark checkpoint there" in out and "run=1" in out, out
+    _consumer(ckpt, [])  # a checkpoint whose source has read only a file elsewhere
+    (ckpt / "sources" / "0" / "0").write_text('v1\n{"path":"file:///elsewhere/x.parquet","timestamp":1,"batchId":0}')
+    for dry in ([], ["--dry-run"]):
+        code, out = seo("--json", "compact", str(root), "--min-age", "0s", "--min-files", "4", "--consumer", str(ckpt), *dry)
+        report = json.loads(out)
+        assert code == 0 and report["rewrites"] == [] and "has read no file" in report["blockedBy"], out

@@ -143,9 +143,9 @@ def test_a_rewrite_is_staged_under_the_groups_root_and_a_takeover_aborts_a_froze
     assert code == 0 and json.loads(out)["problems"] == [], out
 
 
-def test_quarantine_and_iceberg_tables(tmp_path):
-    """A quarantine table is never compacted (nothing plans for it); an Iceberg output is refused
-    before anything is written, naming the output."""
+def test_quarantine_and_other_formats(tmp_path):
+    """A quarantine table is never compacted (nothing plans for it); an output of another format
+    than Parquet's is refused before anything is written, naming the output."""
     committer = group(tmp_path / "g")
     assert committer.rewrites.get("_quarantine/rows/t0") is None
     assert committer.rewrites.get("t0") is not None
@@ -153,7 +153,7 @@ def test_quarantine_and_iceberg_tables(tmp_path):
     from streaming_exactly_once.sink.outputs import Output
 
     with pytest.raises(ConfigError, match="'events'"):
-        DatasetSink(str(tmp_path / "s"), outputs=[Output("events", format="iceberg")], compaction=True)
+        DatasetSink(str(tmp_path / "s"), outputs=[Output("raw", format="iceberg"), Output("events", format="json")], compaction=True)
     assert not (tmp_path / "s").exists()
 
 

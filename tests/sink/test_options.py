@@ -139,19 +139,20 @@ def test_compaction_takes_true_a_mapping_or_a_job_configs_text_and_refuses_what_
     assert SinkOptions.build({"compaction": {"consumers": ["/ck/a"]}}).compaction.consumers == (Consumer("/ck/a"),)
     assert SinkOptions.build({"compaction": {"consumers": {"/ck/a": "1 day"}}}).compaction.consumers == (Consumer("/ck/a", 86_400_000),)
     assert SinkOptions.build({"compaction": True}).committer_options().compaction == CompactionPolicy()
+    assert SinkOptions.build({"compaction": True, "format": ["delta", "iceberg"]}).compaction == CompactionPolicy()
     for bad, words in (
         ({"compaction": {"target": "1MB"}}, "Unknown key(s) 'target'"),
         ({"compaction": {"min_files": 1}}, "min_files must be >= 2"),
         ({"compaction": {"target_size": "12 parsecs"}}, "must be a size"),
         ({"compaction": True, "format": "json"}, "rewrites Parquet files"),
         ({"compaction": {"consumers": 3}}, "compaction.consumers takes checkpoint locations"),
+        ({"compaction": {"consumers": ["/ck"]}, "format": "delta", "spark_manifest": False}, "read a table through its _spark_metadata"),
         ({"compaction": {"consumers": {"/ck": "soon"}}}, "compaction.consumers"),
-        ({"compaction": True, "format": "iceberg"}, "Iceberg table's rewrites are not built yet"),
     ):
         with pytest.raises(ConfigError) as err:
             SinkOptions.build(bad)
         assert words in str(err.value), str(err.value)
     assert DatasetSink(str(tmp_path / "g"), dataset_column="d", compaction=True).options.compaction == CompactionPolicy()
     with pytest.raises(ConfigError) as err:
-        DatasetSink(str(tmp_path / "g"), outputs=[Output("a"), Output("b", format="iceberg")], compaction=True)
+        DatasetSink(str(tmp_path / "g"), outputs=[Output("a", format="iceberg"), Output("b", format="json")], compaction=True)
     assert "output 'b' writes another format" in str(err.value)

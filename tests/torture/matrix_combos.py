@@ -191,7 +191,7 @@ def _supported() -> list[Combo]:
             out.append(Combo(staging, "private", True, False, store, compaction=local and staging == "rename"))
         out.append(Combo("rename", "spark", False, True, store, interval=4))  # a group with a non-default interval
         out.append(Combo("rename", "spark", True, True, store, interval=4, compaction=local))  # each table compacts on its own
-    out.append(Combo("rename", "spark", False, False, "local", iceberg=True))
+    out.append(Combo("rename", "spark", False, False, "local", iceberg=True, compaction=True))  # a replace snapshot per rewrite
     out.append(Combo("direct", "spark", True, False, "local", iceberg=True))  # both formats: one WAL sequence, two steps
     return out
 
