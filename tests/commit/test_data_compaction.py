@@ -374,23 +374,25 @@ def _consumer(checkpoint, entries, *, later_ms: int = 3_600_000, source_id: int 
     (source / str(n)).write_text("\n".join(["v1", *(json.dumps(line) for line in lines)]))
 
 
+def _two_batches(root):
+    """Batches 0 and 1 of a table (four small files, enough for a rewrite): its storage and listing."""
+    storage = open_storage(str(root))
+    committer = make_committer(storage, compact_interval=3, compaction=POLICY)
+    for b in range(2):
+        commit_batch(committer, Q, b, ids_of(b))
+    committer.close()
+    return storage, ManifestLog(storage).files()
+
+
 def test_a_registered_consumer_holds_back_the_files_it_has_not_read(tmp_path):
     """A rewrite takes only files every registered consumer has read and that are below its
     horizon (the newest file it read minus its maxFileAge): a lagging consumer, one whose
     checkpoint cannot be read and one whose horizon is far behind all hold files back."""
     from streaming_exactly_once.commit.compaction_consumers import Consumer
 
-    def two_batches(root):
-        storage = open_storage(str(root))
-        committer = make_committer(storage, compact_interval=3, compaction=POLICY)
-        for b in range(2):
-            commit_batch(committer, Q, b, ids_of(b))
-        committer.close()
-        return storage, ManifestLog(storage).files()
-
     for case in ("lagging", "missing", "far"):
         root = tmp_path / case / "t"
-        storage, listing = two_batches(root)
+        storage, listing = _two_batches(root)
         ckpt = tmp_path / case / "down"
         if case == "lagging":
             _consumer(ckpt, listing[:2])  # batch 0's files only: fewer than min_files
@@ -428,12 +430,7 @@ def test_each_file_source_of_a_consumer_is_checked_on_its_own(tmp_path):
     from streaming_exactly_once.commit.compaction_consumers import Consumer
 
     root, ckpt = tmp_path / "t", tmp_path / "down"
-    storage = open_storage(str(root))
-    committer = make_committer(storage, compact_interval=3, compaction=POLICY)
-    for b in range(2):
-        commit_batch(committer, Q, b, ids_of(b))
-    committer.close()
-    listing = ManifestLog(storage).files()
+    storage, listing = _two_batches(root)
     _consumer(ckpt, listing, source_id=0)  # read everything
     _consumer(ckpt, listing[:1], source_id=1)  # one file so far (maxFilesPerTrigger=1)
     policy = CompactionPolicy(**{**POLICY.__dict__, "consumers": (Consumer(str(ckpt), 0),)})
@@ -452,12 +449,7 @@ def test_a_consumer_reset_between_the_planning_and_the_compaction_batch_stops_th
     from streaming_exactly_once.commit.compaction_consumers import Consumer
 
     root, ckpt = tmp_path / "t", tmp_path / "down"
-    storage = open_storage(str(root))
-    committer = make_committer(storage, compact_interval=3, compaction=POLICY)
-    for b in range(2):
-        commit_batch(committer, Q, b, ids_of(b))
-    committer.close()
-    listing = ManifestLog(storage).files()
+    storage, listing = _two_batches(root)
     _consumer(ckpt, listing)
     policy = CompactionPolicy(**{**POLICY.__dict__, "consumers": (Consumer(str(ckpt), 0),)})
     committer = make_committer(storage, compact_interval=3, compaction=policy)
