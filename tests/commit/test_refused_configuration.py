@@ -95,7 +95,8 @@ def test_a_refused_configuration_changes_nothing_before_the_config_error(tmp_pat
     dying = made(storage, fail_at="after-manifest")  # published; its claim pending
     with pytest.raises(InjectedFailure):
         commit_batch(dying, Q, 3, ids_of(3), mode=mode)
-    dying.lease.release()  # its process is gone
+    dying.janitor.drain()  # its process is gone: nothing of it writes any more (its background work done first)
+    dying.lease.release()
     before = snapshot(storage)
     with pytest.raises(ConfigError):
         restarted(open_storage(str(tmp_path / "t"))).open()
