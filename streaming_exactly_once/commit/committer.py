@@ -222,7 +222,7 @@ class TableCommitter(Writer):
             t_plan,
             retention=[(log_, m) for log_ in self.logs.all_logs()],
             indexes=[("index", partial(index_compact, self.logs, m))] if indexed else (),
-            leftovers=leftovers_of([rewrites], lambda _: self.rewrites),
+            leftovers=leftovers_of([rewrites]),
         )
         self.schemas.committed(new_schema, m)
         result = self._finish(attempt, record, input_files, ctx)

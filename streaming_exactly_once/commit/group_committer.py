@@ -436,7 +436,7 @@ class GroupCommitter(Writer):
             retention += [(log_, p.batch_id) for log_ in member_logs.all_logs()]
             if self.options.build_manifest_index and is_compaction_batch(p.batch_id, member_logs.require_manifest().interval):
                 indexes.append((("index", p.table), functools.partial(index_compact, member_logs, p.batch_id)))
-        leftovers = leftovers_of(published_rewrites, self.rewrites.existing if self.rewrites is not None else lambda _: None)
+        leftovers = leftovers_of(published_rewrites)
         ctx = self._run(attempt, seq, t_plan, retention=retention, indexes=indexes, leftovers=leftovers)
         for p in publishes:
             member = self._members[p.table]

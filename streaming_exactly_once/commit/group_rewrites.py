@@ -43,10 +43,6 @@ class GroupRewrites:
                 self._tables[table] = rewrites
         return rewrites
 
-    def existing(self, table: str) -> TableRewrites | None:
-        with self._lock:
-            return self._tables.get(table)
-
     def start(self, tables: list[str], next_group_batch: int) -> None:
         """At a writer's start: plan every table's next compaction batch, on the rewrite lane,
         from a listing read there (the committer's cached tables are its thread's alone)."""

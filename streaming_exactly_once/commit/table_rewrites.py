@@ -37,6 +37,8 @@ class BatchRewrites:
     staged: tuple[StagedRewrite, ...] = ()
     #: the table's path under the staging storage's root ("" for a single table)
     table: str = ""
+    #: the preparation they came from, told once the batch has published them
+    owner: TableRewrites | None = None
 
     def __bool__(self) -> bool:
         return bool(self.staged)
@@ -104,7 +106,7 @@ class TableRewrites:
         timings[key] = elapsed_ms(t0)
         if out and preparation.last_ms is not None:
             timings[f"rewrite:{self.table}" if self.table else "rewrite"] = round(preparation.last_ms, 3)
-        return BatchRewrites(tuple(out), self.table)
+        return BatchRewrites(tuple(out), self.table, self)
 
     def published(self) -> list[str]:
         """After a batch published its rewrites: their staging directory, to delete once its claim is gone."""
@@ -121,15 +123,7 @@ class TableRewrites:
         self.preparation.discard()
 
 
-def leftovers_of(batches: Sequence[BatchRewrites], rewrites: Callable[[str], TableRewrites | None]) -> Callable[[], list[str]]:
-    """For ``Writer._run``: the staging directories of the rewrites ``batches`` published."""
-
-    def leftovers() -> list[str]:
-        out: list[str] = []
-        for batch in batches:
-            owner = rewrites(batch.table) if batch else None
-            if owner is not None:
-                out += owner.published()
-        return out
-
-    return leftovers
+def leftovers_of(batches: Sequence[BatchRewrites]) -> Callable[[], list[str]]:
+    """For ``Writer._run``: once the batch committed, the staging directories of the rewrites
+    ``batches`` published (their preparations forget them)."""
+    return lambda: [directory for batch in batches if batch and batch.owner is not None for directory in batch.owner.published()]

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..commit.committer import TableCommitter
-from ..commit.compaction_consumers import consumer_filter
+from ..commit.compaction_consumers import ConsumerFilter, consumer_filter
 from ..commit.data_compaction import CompactionPolicy, plan, rewritable
 from ..commit.options import CommitterOptions
 from ..delta.settings import DeltaSettings
@@ -86,9 +86,10 @@ def compact_table(
                 "of the downstream query that reads this table as a file source.",
                 table=storage.root_uri,
             )
-    report = CompactReport(table=storage.root_uri, dry_run=dry_run, blocked_by=consumer_filter(policy.consumers, storage.root_uri).blocked)
+    consumers = consumer_filter(policy.consumers, storage.root_uri)  # read once (a real run's writer reads them itself)
+    report = CompactReport(table=storage.root_uri, dry_run=dry_run, blocked_by=consumers.blocked)
     if dry_run:
-        return _dry_run(storage, identity, policy, retention_ms, report)
+        return _dry_run(storage, identity, policy, retention_ms, report, consumers)
     committer = TableCommitter(storage, _options(identity, policy, retention_ms, lease_timeout_ms))
     try:
         committer.open()
@@ -157,15 +158,16 @@ def _options(identity: TableIdentity, policy: CompactionPolicy, retention_ms: in
     )
 
 
-def _dry_run(storage: Storage, identity: TableIdentity, policy: CompactionPolicy, retention_ms: int | None, report: CompactReport) -> CompactReport:
+def _dry_run(
+    storage: Storage, identity: TableIdentity, policy: CompactionPolicy, retention_ms: int | None, report: CompactReport, consumers: ConsumerFilter
+) -> CompactReport:
     logs = TableLogs.for_identity(storage, identity, retention_ms=retention_ms)
     manifest = logs.require_manifest()
     latest = manifest.latest_batch_id(refresh=True)
     report.files_before = len(manifest.files()) if latest is not None else 0
     now = int(time.time() * 1000)
     live = rewritable(manifest, latest, now) if latest is not None else []
-    consumers = consumer_filter(policy.consumers, storage.root_uri) if report.blocked_by is None else None
-    for candidate in plan(storage, live, policy, now_ms=now, eligible=consumers.allows if consumers is not None else lambda _: False):
+    for candidate in plan(storage, live, policy, now_ms=now, eligible=consumers.allows):
         report.rewrites.append(
             PlannedRewrite(candidate.directory, [rel for _, rel in candidate.files], sum(entry.size for entry, _ in candidate.files))
         )

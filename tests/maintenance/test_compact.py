@@ -170,6 +170,21 @@ def _freeze_compact(root, spec: str) -> subprocess.Popen:
     return frozen
 
 
+def _take_over_while_frozen(root, delta: bool, spec: str, work) -> tuple[int, str]:
+    """Freeze a ``seo compact`` run at ``spec``; a writer whose clock is past the run's lease
+    does ``work`` and closes; then the run wakes. Its exit code and stderr."""
+    frozen = _freeze_compact(root, spec)
+    try:
+        taker = _writer(root, delta)
+        taker.lease.clock = lambda: time.time() + 3600  # the frozen run's lease has run out
+        work(taker)
+        taker.close()
+    finally:
+        os.kill(frozen.pid, signal.SIGCONT)
+    _, err = frozen.communicate(timeout=60)
+    return frozen.returncode, err
+
+
 def _stopped(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -183,20 +198,14 @@ def test_a_frozen_compacts_late_claim_of_an_empty_batch_never_takes_the_streams_
     """``seo compact`` frozen before the claim of an empty batch, past its lease; the stream
     commits that batch id; the woken run writes its claim at the now free WAL path and is
     fenced. That claim lists no file: recovery must not take the stream's batch for it."""
-    import time
-
     root = tmp_path / "t"
     table_of(root, delta=delta)
-    frozen = _freeze_compact(root, "before-wal")
-    try:
-        stream = _writer(root, delta)
-        stream.lease.clock = lambda: time.time() + 3600  # the frozen run's lease has run out
+
+    def stream_commits_batch_7(stream):
         commit_batch(stream, Q, 7, list(range(70, 80)))
-        stream.close()
-    finally:
-        os.kill(frozen.pid, signal.SIGCONT)
-    _, err = frozen.communicate(timeout=60)
-    assert frozen.returncode == 7, err[-2000:]  # fenced
+
+    returncode, err = _take_over_while_frozen(root, delta, "before-wal", stream_commits_batch_7)
+    assert returncode == 7, err[-2000:]  # fenced
     assert (root / "_seo" / "wal" / "7").exists()  # its late claim
     stream = _writer(root, delta)
     commit_batch(stream, Q, 8, list(range(80, 90)))  # the stream restarts: its recovery discards the claim
@@ -237,16 +246,9 @@ def test_a_late_claim_whose_staged_rewrite_a_takeover_aborted_is_discarded(tmp_p
 
     root = tmp_path / "t"
     table_of(root, delta=delta)
-    frozen = _freeze_compact(root, "before-wal@3")  # the claims of empty batches 7 and 8 went through
-    try:
-        taker = _writer(root, delta)
-        taker.lease.clock = lambda: time.time() + 3600  # the frozen run's lease has run out
-        taker.open()
-        taker.close()
-    finally:
-        os.kill(frozen.pid, signal.SIGCONT)
-    _, err = frozen.communicate(timeout=60)
-    assert frozen.returncode == 7, err[-2000:]  # fenced
+    # the claims of empty batches 7 and 8 went through; the taker's recovery alone runs
+    returncode, err = _take_over_while_frozen(root, delta, "before-wal@3", lambda taker: taker.open())
+    assert returncode == 7, err[-2000:]  # fenced
     assert (root / "_seo" / "wal" / "9").exists()  # its late claim
     code, out = seo("recover", str(root))
     assert code == 0, out
