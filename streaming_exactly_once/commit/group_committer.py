@@ -243,6 +243,7 @@ class GroupCommitter(Writer):
         if is_delta:
             applied = self._delta_target(mb.table, identity).applied_batch()
             if (-1 if applied is None else applied) != member.latest:
+                self.lease.check_fence("stage")  # a writer whose lease was taken over sees its successor's batches
                 raise DeltaTableError(
                     f"The Delta log of table {child.root_uri} holds batches up to {applied}, but its manifest holds "
                     f"batches up to {member.latest} and no commit is pending: Delta readers and manifest readers would "
@@ -252,6 +253,7 @@ class GroupCommitter(Writer):
         if is_iceberg:
             applied = self._iceberg_target(mb.table, identity).applied_batch()
             if (-1 if applied is None else applied) != member.latest:
+                self.lease.check_fence("stage")  # a writer whose lease was taken over sees its successor's batches
                 raise IcebergTableError(
                     f"The Iceberg table {child.root_uri} holds batches up to {applied}, but its manifest holds batches up to "
                     f"{member.latest} and no commit is pending: Iceberg readers and manifest readers would see different data. "
