@@ -157,8 +157,8 @@ def compact(
     """Rewrite small files of a stopped table into files near --target-size, published by the
     table's next compaction batch (committed now, with empty batches before it if needed).
 
-    Takes the table's lease: stop the query first. Parquet and Delta tables (an Iceberg table
-    compacts in its stream).
+    Takes the table's lease: stop the query first. Parquet, Delta and Iceberg tables (a catalog's
+    through pyiceberg's configuration of it); a dataset group's tables compact in its stream.
     """
     from ..commit.compaction_consumers import Consumer
     from ..commit.data_compaction import CompactionPolicy

@@ -31,6 +31,7 @@ from ..commit.data_compaction import CompactionPolicy, plan, rewritable
 from ..commit.options import CommitterOptions
 from ..delta.settings import DeltaSettings
 from ..errors import ConfigError
+from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
 from ..log.compaction import is_compaction_batch, next_compaction_batch
 from ..storage import open_storage
 from ..storage.base import Storage
@@ -129,11 +130,9 @@ def _table_identity(storage: Storage) -> TableIdentity:
             "DatasetSink with compaction=... and each table's compaction batches rewrite its small files.",
             table=storage.root_uri,
         )
-    if identity.format != "parquet" or identity.iceberg is not None:
+    if identity.format != "parquet":
         raise ConfigError(
-            f"{storage.root_uri} is a format={identity.format!r}{' Iceberg' if identity.iceberg else ''} table: seo compact "
-            "rewrites Parquet files of parquet and Delta tables. An Iceberg table compacts in its stream (compaction=...), "
-            "whose writer has its catalog.",
+            f"{storage.root_uri} is a format={identity.format!r} table: seo compact rewrites the Parquet files of parquet, Delta and Iceberg tables.",
             table=storage.root_uri,
         )
     return identity
@@ -148,6 +147,10 @@ def _options(identity: TableIdentity, policy: CompactionPolicy, retention_ms: in
         compact_interval=identity.compact_interval,
         writer_options=tuple(sorted(identity.writer_options.items())),
         delta=DeltaSettings() if identity.delta_app_id is not None else None,
+        # No snapshot expiry of its own (the stream's is not recorded; its next commit applies it).
+        # A catalog-backed table is opened with pyiceberg's configuration of that catalog.
+        iceberg=IcebergSettings() if identity.iceberg is not None else None,
+        iceberg_catalog=identity.iceberg.catalog if identity.iceberg is not None else IcebergCatalogRef(),
         spark_manifest=identity.spark_manifest,
         retention_ms=retention_ms,
         # the stream's log retention is not recorded in the table: delete no history of it

@@ -268,8 +268,8 @@ class Campaign:
 
     def maintenance(self, commands: list[str] | None = None, *, max_commands: int = 3) -> list[tuple[str, int, str]]:
         if commands is None:
-            # ``seo compact`` takes a parquet or Delta table: a group's and an Iceberg table's compact in the stream only
-            compact = self.combo.compaction and not (self.combo.group or self.combo.iceberg)
+            # ``seo compact`` takes a single table: a group's tables compact in the stream only
+            compact = self.combo.compaction and not self.combo.group
             choices = ["recover", "gc", "verify", *(["compact"] if compact else [])]
             commands = [self.rng.choice(choices) for _ in range(self.rng.randint(0, max_commands))]
         done = []

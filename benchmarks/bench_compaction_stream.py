@@ -1,0 +1,199 @@
+"""Compaction at scale through real Spark streams: 10,000 tiny batches, in one run.
+
+Three writers read the same input (one CSV file of 40 rows per trigger, spread over four
+partitions, so four tiny Parquet files a batch): plain ``foreachBatch`` appending Parquet, this
+sink without compaction, and this sink with it. Ten thousand Spark triggers take about 45
+minutes a writer here, so the writers run interleaved ``CHUNK`` batches at a time: a round adds
+``CHUNK`` input files, then each writer (in an order rotated every round) runs its query with
+``availableNow`` over them and stops. Every round is one measurement of all three writers under
+the same conditions; the ratios reported are medians of the rounds' ratios, beside the ratio of
+the summed wall times.
+
+The run is resumable: its state (tables, checkpoints, the rounds done) lives in ``WORK``, and a
+second start goes on from the last finished round. A writer stopped inside a round finishes its
+chunk when the run resumes, and that round is left out of the ratios.
+
+Reported per writer: wall time per round and per batch, live data files after every round and
+their size distribution at the end, commit latency (median, p99, max) for this sink, and the
+readers at the end - Spark's planning (``inputFiles()``) and ``count()``, medians of three.
+Every row is counted once in every table.
+
+    python -m benchmarks.bench_compaction_stream WORK [BATCHES] [CHUNK]
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .bench_compaction import COMPACTION, SCHEMA, _live_files
+from .spark_env import spark_session
+from .stats import percentile, summary
+
+WRITERS = ("plain_foreachBatch", "exactly_once", "exactly_once_compacted")
+ROWS = 40
+
+
+def _add_input(directory: Path, start: int, stop: int) -> None:
+    """CSV files ``start``..``stop - 1``; the same rows as ``bench_compaction``'s input."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for b in range(start, stop):
+        lines = [f"{b * ROWS + r},{'abcd'[r % 4]},{r * 0.5}" for r in range(ROWS)]
+        tmp = directory / f".t{b:06d}.csv.tmp"
+        tmp.write_text("\n".join(lines) + "\n")
+        tmp.rename(directory / f"t{b:06d}.csv")
+
+
+def _chunk(spark: Any, name: str, work: Path) -> dict[str, Any]:
+    """Run ``name``'s query over every input file it has not read; its wall time and commits."""
+    from streaming_exactly_once import ExactlyOnceSink
+
+    out, ckpt = work / f"{name}-out", work / f"{name}-ckpt"
+    stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).csv(str(work / "input"))
+    events: list[dict[str, Any]] = []
+    sink = None
+    t0 = time.perf_counter()
+    if name == "plain_foreachBatch":
+
+        def append(df: Any, batch_id: int) -> None:
+            df.write.mode("append").partitionBy("p").parquet(str(out))
+            events.append({"batchId": batch_id})
+
+        query = stream.writeStream.foreachBatch(append).option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start()
+    else:
+        compaction = COMPACTION if name.endswith("compacted") else None
+        sink = ExactlyOnceSink(str(out), partition_by=["p"], on_commit=events.append, compaction=compaction)
+        query = sink.start(stream, checkpoint_location=str(ckpt), trigger={"availableNow": True})
+    query.awaitTermination()
+    wall = time.perf_counter() - t0
+    if sink is not None:
+        sink.close()
+    return {"wall_s": wall, "batches": len(events), "commit_ms": [e["commitMs"] for e in events if "commitMs" in e]}
+
+
+def _readers(spark: Any, name: str, work: Path) -> dict[str, Any]:
+    out = work / f"{name}-out"
+    sizes = _live_files(spark, name, out)
+    plan, scan = [], []
+    rows = distinct = 0
+    for _ in range(3):
+        t = time.perf_counter()
+        reader = spark.read.schema(SCHEMA).parquet(str(out))
+        reader.inputFiles()
+        plan.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        rows = reader.count()
+        scan.append((time.perf_counter() - t) * 1000)
+    distinct = spark.read.schema(SCHEMA).parquet(str(out)).select("id").distinct().count()
+    return {
+        "live_files": len(sizes),
+        "file_bytes": {q: percentile([float(s) for s in sizes], q) for q in (0, 10, 50, 90, 100)},
+        "plan_ms": statistics.median(plan),
+        "count_ms": statistics.median(scan),
+        "rows": rows,
+        "distinct_ids": distinct,
+    }
+
+
+def _state(work: Path) -> dict[str, Any]:
+    path = work / "state.json"
+    if path.exists():
+        state: dict[str, Any] = json.loads(path.read_text())
+        return state
+    return {"rounds": [], "partial": {}}
+
+
+def _save(work: Path, state: dict[str, Any]) -> None:
+    tmp = work / "state.json.tmp"
+    tmp.write_text(json.dumps(state))
+    tmp.replace(work / "state.json")
+
+
+def run(work: Path, n_batches: int = 10_000, chunk: int = 500, deadline: float | None = None) -> dict[str, Any]:
+    """Go on with the run in ``work`` until ``n_batches`` (or ``deadline``, a ``time.time()``)."""
+    work.mkdir(parents=True, exist_ok=True)
+    state = _state(work)
+    spark = spark_session("seo-bench-compaction-stream")
+    try:
+        while len(state["rounds"]) * chunk < n_batches:
+            if deadline is not None and time.time() > deadline:
+                break
+            r = len(state["rounds"])
+            _add_input(work / "input", r * chunk, (r + 1) * chunk)
+            done = state["partial"].get(str(r), {})
+            resumed = bool(done)
+            order = WRITERS[r % len(WRITERS) :] + WRITERS[: r % len(WRITERS)]
+            for name in order:
+                if name in done:
+                    continue
+                result = _chunk(spark, name, work)
+                result["live_files"] = len(_live_files(spark, name, work / f"{name}-out"))
+                done[name] = result
+                state["partial"][str(r)] = done
+                _save(work, state)
+                print(
+                    f"  round {r + 1:3d} {name:24s} {result['wall_s']:7.2f} s {result['batches']:4d} batches {result['live_files']:6d} live files",
+                    flush=True,
+                )
+            state["rounds"].append({"writers": done, "resumed": resumed, "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+            del state["partial"][str(r)]
+            _save(work, state)
+        batches = len(state["rounds"]) * chunk
+        if batches >= n_batches and state.get("readers_at") != batches:
+            state["readers"] = {name: _readers(spark, name, work) for name in WRITERS}
+            state["readers_at"] = batches
+            _save(work, state)
+    finally:
+        spark.stop()
+    return report(state, chunk)
+
+
+def report(state: dict[str, Any], chunk: int) -> dict[str, Any]:
+    rounds = state["rounds"]
+    # a round is measured when every writer ran its whole chunk in it, none stopped half-way
+    clean = [r for r in rounds if not r["resumed"] and all(w["batches"] == chunk for w in r["writers"].values())]
+    table: dict[str, Any] = {}
+    for name in WRITERS:
+        walls = [r["writers"][name]["wall_s"] for r in rounds]
+        ratios = [r["writers"][name]["wall_s"] / r["writers"]["plain_foreachBatch"]["wall_s"] for r in clean]
+        uncompacted = [r["writers"][name]["wall_s"] / r["writers"]["exactly_once"]["wall_s"] for r in clean]
+        entry: dict[str, Any] = {
+            "batches": sum(r["writers"][name]["batches"] for r in rounds),
+            "wall_s_total": sum(walls),
+            "ms_per_batch": 1000 * sum(walls) / max(1, sum(r["writers"][name]["batches"] for r in rounds)),
+            "ratio_vs_plain_median_of_rounds": statistics.median(ratios) if ratios else None,
+            "ratio_vs_plain_total": sum(r["writers"][name]["wall_s"] for r in clean)
+            / sum(r["writers"]["plain_foreachBatch"]["wall_s"] for r in clean)
+            if clean
+            else None,
+            "ratio_vs_uncompacted_median_of_rounds": statistics.median(uncompacted) if uncompacted else None,
+            "live_files_per_round": [r["writers"][name]["live_files"] for r in rounds],
+        }
+        commits = [ms for r in rounds for ms in r["writers"][name]["commit_ms"]]
+        if commits:
+            entry["commit_ms"] = summary(commits)
+        if "readers" in state:
+            entry["readers"] = state["readers"][name]
+        table[name] = entry
+    return {
+        "input": {"batches": len(rounds) * chunk, "rows_per_batch": ROWS, "partitions": 4, "chunk": chunk},
+        "rounds": len(rounds),
+        "rounds_in_ratios": len(clean),
+        "compaction": COMPACTION,
+        "writers": table,
+    }
+
+
+if __name__ == "__main__":
+    work_dir = Path(sys.argv[1])
+    total = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
+    size = int(sys.argv[3]) if len(sys.argv) > 3 else 500
+    stop_at = float(sys.argv[4]) if len(sys.argv) > 4 else None
+    result = run(work_dir, total, size, stop_at)
+    Path("benchmarks/results").mkdir(parents=True, exist_ok=True)
+    Path("benchmarks/results/compaction-stream-scale.json").write_text(json.dumps(result, indent=1))
+    print(json.dumps(result["writers"], indent=1))

@@ -1,0 +1,207 @@
+"""``seo compact`` on Iceberg tables (path-based, in a SQL catalog, and with Delta too): the
+compaction batch commits an empty append and then the ``replace`` snapshot, as the stream's own
+compaction batches do; pyiceberg reads every row once at every snapshot; a kill -9 anywhere in
+the run loses nothing; a frozen run's rewrite never publishes after a takeover."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from streaming_exactly_once.maintenance.compact import MAINTENANCE_QUERY
+from streaming_exactly_once.storage import open_storage
+from tests.commit.power_cut_runs import seo
+from tests.delta.helpers import commit_batch
+from tests.delta.readback import delta_ids
+from tests.iceberg.table_helpers import current_metadata, iceberg_committer, pyiceberg_ids
+from tests.maintenance.test_compact import POLICY_ARGS, _stopped, ids_upto, live_names, read_ids
+from tests.torture.matrix_checks import snapshot
+
+Q = "1cec0c0c-0000-0000-0000-000000000000"
+
+
+def iceberg_table(root, batches: int = 7, *, delta: bool = False, **opts) -> None:
+    committer = iceberg_committer(open_storage(str(root)), delta=delta, compact_interval=5, **opts)
+    for b in range(batches):
+        commit_batch(committer, Q, b, list(range(b * 10, b * 10 + 10)))
+    committer.close()
+
+
+def operations(root) -> list[tuple[str, int]]:
+    return [(s["summary"]["operation"], int(s["summary"]["seo.batch-id"])) for s in current_metadata(root)["snapshots"]]
+
+
+def after_compact(batch: int) -> Counter:
+    """The rows of table batch ``batch`` when ``seo compact`` committed batches 7-9 (no rows) and
+    the stream's Spark batch 7 onwards went on at table batch 10."""
+    return ids_upto(min(batch, 6)) if batch <= 9 else ids_upto(batch - 3)
+
+
+def check_every_snapshot(root, rows_of=after_compact) -> None:
+    """Every snapshot of the current metadata reads the rows of its batch (``rows_of``), each once."""
+    for snap in current_metadata(root)["snapshots"]:
+        batch = int(snap["summary"]["seo.batch-id"])
+        assert pyiceberg_ids(root, snapshot_id=snap["snapshot-id"]) == rows_of(batch), snap["summary"]
+
+
+@pytest.mark.parametrize("delta", [False, True], ids=["iceberg", "delta+iceberg"])
+def test_compact_publishes_a_replace_snapshot_at_the_next_compaction_batch(tmp_path, delta):
+    root = tmp_path / "t"
+    iceberg_table(root, delta=delta)
+    code, out = seo("--json", "compact", "--dry-run", *POLICY_ARGS, str(root))
+    assert code == 0, out
+    plan = json.loads(out)
+    assert plan["batches"] == [7, 8, 9] and plan["filesAfter"] == 1 and len(plan["rewrites"][0]["files"]) == 14, plan
+    assert operations(root) == [("append", b) for b in range(7)]  # a dry run writes nothing
+
+    code, out = seo("--json", "compact", *POLICY_ARGS, str(root))
+    assert code == 0, out
+    assert json.loads(out)["batches"] == [7, 8, 9]
+    # the empty batches are empty appends; the compaction batch's replace comes after its append
+    assert operations(root) == [("append", b) for b in range(10)] + [("replace", 9)]
+    replace = current_metadata(root)["snapshots"][-1]["summary"]
+    assert replace["deleted-data-files"] == "14" and replace["added-data-files"] == "1", replace
+    assert pyiceberg_ids(root) == ids_upto(6)
+    check_every_snapshot(root)
+    assert len(live_names(root)) == 1 and read_ids(root) == ids_upto(6)
+    for older in range(10):
+        assert read_ids(root, as_of=older) == ids_upto(min(older, 6)), f"as of {older}"
+    if delta:
+        for version in range(10):
+            assert delta_ids(root, version=version) == ids_upto(min(version, 6)), f"Delta version {version}"
+    code, out = seo("--json", "verify", str(root))
+    assert code == 0 and json.loads(out)["problems"] == [], out
+
+    # the stream carries on: its next Spark batch is the table's batch 10
+    committer = iceberg_committer(open_storage(str(root)), delta=delta, compact_interval=5)
+    commit_batch(committer, Q, 7, list(range(70, 80)))
+    assert committer.last_spark_batch(Q) == 7 and committer.last_spark_batch(MAINTENANCE_QUERY) == 2
+    committer.close()
+    assert pyiceberg_ids(root) == ids_upto(7) and read_ids(root) == ids_upto(7)
+    code, out = seo("gc", "--older-than", "0s", str(root))
+    assert code == 0, out
+    check_every_snapshot(root)
+
+
+def test_compact_of_a_table_in_a_sql_catalog_opens_it_by_pyiceberg_configuration(tmp_path, sql_catalog, monkeypatch):
+    """The sink's catalog properties are never stored: ``seo compact`` finds the catalog as
+    pyiceberg does (``PYICEBERG_CATALOG__<NAME>__*``), and the catalog records the replace."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.utils.config import Config
+
+    from streaming_exactly_once.iceberg.settings import IcebergCatalogRef
+
+    name, props = sql_catalog
+    root = tmp_path / "t"
+    iceberg_table(root, iceberg_catalog=IcebergCatalogRef(name, "db.events"), iceberg_catalog_properties=tuple(sorted(props.items())))
+    before = snapshot(open_storage(str(root)))
+    code, out = seo("compact", *POLICY_ARGS, str(root))
+    assert code == 1 and name in out, out  # not configured for pyiceberg: refused, nothing written
+    assert snapshot(open_storage(str(root))) == before
+    env = {f"PYICEBERG_CATALOG__{name.upper()}__{key.upper()}": value for key, value in props.items()}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr("pyiceberg.catalog._ENV_CONFIG", Config())  # pyiceberg reads it at import, as a new `seo` would
+    code, out = seo("--json", "compact", *POLICY_ARGS, str(root))
+    assert code == 0, out
+    table = load_catalog(name, **props).load_table("db.events")
+    assert [s.summary.operation.value for s in table.metadata.snapshots][-2:] == ["append", "replace"]
+    assert Counter(table.scan().to_arrow().column("id").to_pylist()) == ids_upto(6)
+    assert len(table.inspect.files()) == 1
+    code, out = seo("--json", "verify", str(root))
+    assert code == 0 and json.loads(out)["problems"] == [], out
+
+
+_KILLED_RUN = """
+import sys
+from streaming_exactly_once.commit.data_compaction import CompactionPolicy
+from streaming_exactly_once.maintenance.compact import compact_table
+from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.testing.faults import with_faults
+
+storage = with_faults(open_storage(sys.argv[1]), crash_at=sys.argv[2])
+compact_table(storage, CompactionPolicy(target_size=1 << 20, min_files=4, min_age_ms=0, max_bytes=1 << 20))
+"""
+
+BOUNDARIES = ["after-rewrite", "after-wal", "after-manifest", "before-iceberg-publish", "mid-iceberg", "after-iceberg", "after-commit"]
+
+
+@pytest.mark.parametrize("boundary", [pytest.param(b, marks=pytest.mark.long) if b in BOUNDARIES[4:] else b for b in BOUNDARIES])
+def test_a_kill_inside_compact_of_an_iceberg_table_loses_nothing(tmp_path, boundary):
+    """kill -9 in the run: pyiceberg reads every row once at every snapshot, before the restart
+    and after the next run finishes the compaction; recover, gc and verify are clean."""
+    root = tmp_path / "t"
+    iceberg_table(root)
+    run = subprocess.run([sys.executable, "-c", _KILLED_RUN, str(root), boundary], capture_output=True, text=True, timeout=120)
+    assert run.returncode == -signal.SIGKILL, run.stderr[-2000:]
+    assert pyiceberg_ids(root) == ids_upto(6) and read_ids(root) == ids_upto(6)
+    check_every_snapshot(root)
+    for args in (["recover"], ["compact", *POLICY_ARGS], ["gc", "--older-than", "0s"]):
+        code, out = seo(*args, str(root))
+        assert code == 0, out
+    assert pyiceberg_ids(root) == ids_upto(6) and read_ids(root) == ids_upto(6)
+    check_every_snapshot(root)
+    assert len(live_names(root)) == 1, live_names(root)
+    assert [op for op, _ in operations(root)].count("replace") == 1, operations(root)
+    code, out = seo("--json", "verify", str(root))
+    assert code == 0 and json.loads(out)["problems"] == [], out
+
+
+_FROZEN_RUN = """
+import sys
+from streaming_exactly_once.commit.data_compaction import CompactionPolicy
+from streaming_exactly_once.errors import WriterFencedError
+from streaming_exactly_once.maintenance.compact import compact_table
+from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.testing.faults import with_faults
+
+storage = with_faults(open_storage(sys.argv[1]), pause_at=sys.argv[2])
+try:
+    compact_table(storage, CompactionPolicy(target_size=1 << 20, min_files=4, min_age_ms=0, max_bytes=1 << 20), lease_timeout_ms=2000)
+except WriterFencedError:
+    sys.exit(7)
+"""
+
+
+@pytest.mark.parametrize("spec", ["before-iceberg-publish@3", "after-rewrite"])
+def test_a_frozen_compact_of_an_iceberg_table_never_publishes_after_a_takeover(tmp_path, spec):
+    """The run freezes (SIGSTOP) in its rewrite or right before its compaction batch's Iceberg
+    commit; the stream takes the table over and commits through its own compaction batch; the
+    run wakes. A rewrite the takeover aborted never publishes; a claimed one is published once.
+    Every snapshot reads every row once."""
+    root = tmp_path / "t"
+    iceberg_table(root)
+    frozen = subprocess.Popen([sys.executable, "-c", _FROZEN_RUN, str(root), spec], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not _stopped(frozen.pid):
+        assert frozen.poll() is None and time.time() < deadline, frozen.communicate()
+        time.sleep(0.05)
+    try:
+        taker = iceberg_committer(open_storage(str(root)), compact_interval=5)
+        taker.lease.clock = lambda: time.time() + 3600  # the frozen run's lease has run out
+        for b in range(7, 12):
+            commit_batch(taker, Q, b, list(range(b * 10, b * 10 + 10)))
+        taker.close()
+    finally:
+        os.kill(frozen.pid, signal.SIGCONT)
+    _, err = frozen.communicate(timeout=60)
+    if spec == "after-rewrite":  # the takeover aborted its staged rewrite
+        assert frozen.returncode == 7, err[-2000:]
+    else:  # its claim was made before the takeover, which rolled it forward: the run finds it done, or is fenced
+        assert frozen.returncode in (0, 7), err[-2000:]
+    assert pyiceberg_ids(root) == ids_upto(11) and read_ids(root) == ids_upto(11)
+    # frozen in its rewrite, the run committed nothing; frozen at its compaction batch, it had
+    # committed batches 7-9, which the takeover rolled forward
+    check_every_snapshot(root, after_compact if spec.startswith("before-iceberg-publish") else ids_upto)
+    code, out = seo("recover", str(root))
+    assert code == 0, out
+    code, out = seo("--json", "verify", str(root))
+    assert code == 0 and json.loads(out)["problems"] == [], out
+    assert pyiceberg_ids(root) == ids_upto(11)
