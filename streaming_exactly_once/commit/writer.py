@@ -240,7 +240,9 @@ class Writer(ABC):
         if delta is not None:
             self._check_follows_manifest("Delta log", delta.log_uri, "delta", delta.applied_batch, DeltaTableError, path=delta.log_uri)
         if iceberg is not None:
+            iceberg.check_found()
             self._check_follows_manifest("Iceberg table", iceberg.name, "iceberg", iceberg.applied_batch, IcebergTableError)
+            iceberg.repair_hint()  # where a writer died (or a zombie woke) between its commit and the hint
             if self.latest_batch_id >= 0:  # what commits killed by earlier writers left
                 discard_leftovers(iceberg, self.latest_batch_id)
 

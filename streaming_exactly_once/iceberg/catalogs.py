@@ -170,6 +170,19 @@ class PathCatalog(_OneTable):
         except Exception as exc:
             log.warning("writing %s failed (the commit stands): %s", self.storage.uri(HINT), exc)
 
+    def _hint_committed(self, version: int) -> None:
+        """Point the hint at the version this commit created - unless a later one exists: a
+        writer frozen between its create and this write (a zombie past its lease) must not move
+        the hint back under its successors. A successor's commit can land between the check and
+        the write, so the check runs again after it and then points the hint at the newest."""
+        if self.storage.exists(version_path(version + 1)):
+            return
+        self.write_hint(version)
+        if self.storage.exists(version_path(version + 1)):
+            newest = self.current_version()
+            if newest is not None:
+                self.write_hint(newest)
+
     def _first_metadata_location(self, location: str) -> str:
         return f"{location}/{version_path(1)}"
 
@@ -262,7 +275,7 @@ class PathCatalog(_OneTable):
             raise LostRace(f"{self.storage.uri(path)} was created after later versions retired it (a writer frozen mid-commit)")
         self.committed = path
         self._known = (version, metadata)
-        self.write_hint(version)
+        self._hint_committed(version)
         if base is not None:
             self.retire(base, metadata)
         return CommitTableResponse(metadata=metadata, metadata_location=location)  # type: ignore[call-arg]  # by field name, as pyiceberg does

@@ -114,6 +114,22 @@ class IcebergTarget:
             raise self.damaged(exc) from None
         return self._table
 
+    def check_found(self) -> None:
+        """Refuse a catalog-backed table its catalog does not know while its metadata files are
+        there: this process's configuration of the catalog is not the sink's (a typo, another
+        database). Taken for an empty table, its files would look unreferenced."""
+        if self.catalog_ref.name is None or self.load() is not None:
+            return
+        found = [e.name for e in self.storage.list_dir("metadata") if e.name.endswith(".metadata.json")]
+        if found:
+            raise IcebergTableError(
+                f"Catalog {self.catalog_ref.name!r} has no table {self.catalog_ref.identifier}, but {self.storage.uri('metadata')} "
+                f"holds {len(found)} Iceberg metadata files (e.g. {sorted(found)[-1]}): this process's configuration of the "
+                f"catalog (PYICEBERG_CATALOG__{self.catalog_ref.name.upper()}__*, ~/.pyiceberg.yaml) is not the one the sink "
+                "writes to. Nothing was changed. Point it at the sink's catalog and run the command again.",
+                table=self.storage.root_uri,
+            )
+
     def forget(self) -> None:
         """Drop the cached table (the next ``load`` reads the metadata afresh)."""
         self._table = None
@@ -174,6 +190,10 @@ class IcebergTarget:
                     f"Iceberg table {self.name}: the batch came without a schema, and the first batch creates the table with the batch's schema.",
                     table=self.storage.root_uri,
                 )
+            # a batch of no rows (``seo compact``'s): the table must take its commit all the same,
+            # checked against the table's own columns (a foreign writer may have changed its spec)
+            check_appendable(table.metadata, self.storage, name=self.name)
+            check_fits(table.metadata, table.schema(), partition_by, table=self.name, metadata_file=table.metadata_location)
             return
         check_partition_types(schema_json, partition_by, table=self.name)
         batch = iceberg_schema(schema_json, table=self.name)
@@ -446,6 +466,7 @@ class IcebergTarget:
         from .fileio import relative_to
         from .history import retained_files
 
+        self.check_found()
         table = self.load()
         if table is None:
             return set()

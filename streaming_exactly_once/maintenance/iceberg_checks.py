@@ -58,6 +58,7 @@ def check_iceberg(
     try:
         target = _target(storage, iceberg)
         where = target.name
+        target.check_found()
         applied = target.applied_batch()
         live = {f.path for f in target.live_files()}
         hint_ok = target.hint_current()
@@ -84,7 +85,8 @@ def check_iceberg(
             "iceberg-stale-hint",
             storage.uri("metadata/version-hint.text"),
             "names an older metadata version than the current one (a writer died between the two); path-based readers read the "
-            "older version until the next start or `seo recover` points it right",
+            "older version until the next start or `seo recover` points it right (a writer frozen after its commit "
+            "can move it back while a newer writer runs: the next start points it right)",
         )
     manifest_files = set(current.relative)
     if applied == latest and live != manifest_files:

@@ -90,14 +90,17 @@ def _discard_iceberg_leftovers(storage: Storage) -> None:
     from ..iceberg.leftovers import discard_leftovers
     from ..iceberg.target import IcebergTarget
 
+    target = IcebergTarget(storage, identity.iceberg.app_id, catalog=identity.iceberg.catalog)
     try:
-        target = IcebergTarget(storage, identity.iceberg.app_id, catalog=identity.iceberg.catalog)
         applied = target.applied_batch()
+        target.repair_hint()  # a writer died, or a zombie woke, between its commit and the hint
     except IcebergTableError as exc:
         log.warning("left the Iceberg metadata of %s as it is: %s", storage.root_uri, exc)
         return
-    if applied is not None:
-        discard_leftovers(target, applied)
+    if applied is None:
+        target.check_found()  # a catalog configured elsewhere than the sink's: say so, do not report success
+        return
+    discard_leftovers(target, applied)
 
 
 def discard_wal(storage: Storage, batch_id: int, *, lease_timeout_ms: int = 60_000) -> str:

@@ -22,7 +22,7 @@ from tests.delta.helpers import commit_batch
 from tests.delta.readback import delta_ids
 from tests.iceberg.table_helpers import current_metadata, iceberg_committer, pyiceberg_ids
 from tests.maintenance.test_compact import POLICY_ARGS, _stopped, ids_upto, live_names, read_ids
-from tests.torture.matrix_checks import snapshot
+from tests.torture.matrix_checks import changes, snapshot
 
 Q = "1cec0c0c-0000-0000-0000-000000000000"
 
@@ -38,10 +38,10 @@ def operations(root) -> list[tuple[str, int]]:
     return [(s["summary"]["operation"], int(s["summary"]["seo.batch-id"])) for s in current_metadata(root)["snapshots"]]
 
 
-def after_compact(batch: int) -> Counter:
-    """The rows of table batch ``batch`` when ``seo compact`` committed batches 7-9 (no rows) and
-    the stream's Spark batch 7 onwards went on at table batch 10."""
-    return ids_upto(min(batch, 6)) if batch <= 9 else ids_upto(batch - 3)
+def after_compact(batch: int, empty: int = 3) -> Counter:
+    """The rows of table batch ``batch`` when ``seo compact`` committed ``empty`` batches from 7
+    on (no rows; 7-9 for a whole run) and the stream's Spark batch 7 onwards went on after them."""
+    return ids_upto(min(batch, 6)) if batch <= 6 + empty else ids_upto(batch - empty)
 
 
 def check_every_snapshot(root, rows_of=after_compact) -> None:
@@ -118,6 +118,46 @@ def test_compact_of_a_table_in_a_sql_catalog_opens_it_by_pyiceberg_configuration
     code, out = seo("--json", "verify", str(root))
     assert code == 0 and json.loads(out)["problems"] == [], out
 
+    # configured, but to a catalog that does not hold the table (a typo, a relative SQLite path
+    # run elsewhere): gc must not take the table's metadata files for garbage, nor recover say all is well
+    monkeypatch.setenv(f"PYICEBERG_CATALOG__{name.upper()}__URI", f"sqlite:///{tmp_path}/elsewhere.db")
+    monkeypatch.setattr("pyiceberg.catalog._ENV_CONFIG", Config())
+    before = snapshot(open_storage(str(root)))
+    for command in (["gc", "--older-than", "0s"], ["recover"]):
+        code, out = seo(*command, str(root))
+        assert code == 1 and f"Catalog {name!r} has no table db.events" in out and "Nothing was changed" in out, out
+    code, out = seo("--json", "verify", str(root))
+    assert code == 1 and not any("metadata.json" in p["path"] for p in json.loads(out)["problems"] if p["kind"] == "orphan"), out
+    assert snapshot(open_storage(str(root))) == before
+
+
+def test_a_foreign_change_of_the_partition_spec_is_refused_before_compact_writes_anything(tmp_path):
+    """Another writer changed the Iceberg table's partition spec after the stream stopped: the
+    stream's next batch is refused, and so is ``seo compact``'s first batch, before its claim -
+    not after the manifest, where the Iceberg commit could never land."""
+    from pyiceberg.table import StaticTable
+
+    from streaming_exactly_once.iceberg.catalogs import open_catalog
+    from streaming_exactly_once.iceberg.settings import IcebergCatalogRef
+
+    root = tmp_path / "t"
+    iceberg_table(root)
+    table = open_catalog(open_storage(str(root)), IcebergCatalogRef(), {}).load_table()
+    with table.update_spec() as spec:
+        spec.add_identity("id")
+    assert len(StaticTable.from_metadata(str(root)).metadata.spec().fields) == 2
+    before = snapshot(open_storage(str(root)))
+    code, out = seo("compact", *POLICY_ARGS, str(root))
+    assert code == 1 and "the table is partitioned by ['identity(p)', 'identity(id)'], the sink by ['identity(p)']" in out, out
+    assert changes_outside_staging(before, snapshot(open_storage(str(root)))) == []
+    code, out = seo("--json", "verify", str(root))
+    assert not [p for p in json.loads(out)["problems"] if p["severity"] == "error"], out
+    assert pyiceberg_ids(root) == ids_upto(6) and read_ids(root) == ids_upto(6)
+
+
+def changes_outside_staging(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    return [c for c in changes(before, after) if "/_seo/staging/" not in f"/{c.split(' ', 1)[1]}"]
+
 
 _KILLED_RUN = """
 import sys
@@ -170,12 +210,18 @@ except WriterFencedError:
 """
 
 
-@pytest.mark.parametrize("spec", ["before-iceberg-publish@3", "after-rewrite"])
+#: where the run freezes, and how many of its batches are published by then (the takeover rolls a claimed one forward)
+FROZEN = {"after-rewrite": 0, "mid-iceberg@1": 1, "before-iceberg-publish@3": 3, "mid-iceberg@3": 3}
+
+
+@pytest.mark.parametrize("spec", sorted(FROZEN))
 def test_a_frozen_compact_of_an_iceberg_table_never_publishes_after_a_takeover(tmp_path, spec):
     """The run freezes (SIGSTOP) in its rewrite or right before its compaction batch's Iceberg
     commit; the stream takes the table over and commits through its own compaction batch; the
     run wakes. A rewrite the takeover aborted never publishes; a claimed one is published once.
-    Every snapshot reads every row once."""
+    Every snapshot reads every row once. Frozen inside its Iceberg commit (``mid-iceberg``: its
+    metadata file created, the version hint not yet written), the woken run must not move the
+    hint back under its successor: pyiceberg reads the table by that hint."""
     root = tmp_path / "t"
     iceberg_table(root)
     frozen = subprocess.Popen([sys.executable, "-c", _FROZEN_RUN, str(root), spec], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -197,9 +243,7 @@ def test_a_frozen_compact_of_an_iceberg_table_never_publishes_after_a_takeover(t
     else:  # its claim was made before the takeover, which rolled it forward: the run finds it done, or is fenced
         assert frozen.returncode in (0, 7), err[-2000:]
     assert pyiceberg_ids(root) == ids_upto(11) and read_ids(root) == ids_upto(11)
-    # frozen in its rewrite, the run committed nothing; frozen at its compaction batch, it had
-    # committed batches 7-9, which the takeover rolled forward
-    check_every_snapshot(root, after_compact if spec.startswith("before-iceberg-publish") else ids_upto)
+    check_every_snapshot(root, lambda b: after_compact(b, FROZEN[spec]))
     code, out = seo("recover", str(root))
     assert code == 0, out
     code, out = seo("--json", "verify", str(root))
