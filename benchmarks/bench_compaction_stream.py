@@ -18,15 +18,21 @@ their size distribution at the end, commit latency (median, p99, max) for this s
 readers at the end - Spark's planning (``inputFiles()``) and ``count()``, medians of three.
 Every row is counted once in every table.
 
-    python -m benchmarks.bench_compaction_stream WORK [BATCHES] [CHUNK]
+    python -m benchmarks.bench_compaction_stream WORK [--batches 10000] [--chunk 500] [--until T]
+    python -m benchmarks.bench_compaction_stream WORK --report
+
+Whoever runs other work on the machine meanwhile notes it in ``WORK/busy.txt`` (``START END
+note``, UTC); the report gives the ratios over every measured round and over the quiet ones.
 """
 
 from __future__ import annotations
 
+import argparse
+import calendar
 import json
 import statistics
-import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +132,7 @@ def run(work: Path, n_batches: int = 10_000, chunk: int = 500, deadline: float |
             _add_input(work / "input", r * chunk, (r + 1) * chunk)
             done = state["partial"].get(str(r), {})
             resumed = bool(done)
+            started = time.time()
             order = WRITERS[r % len(WRITERS) :] + WRITERS[: r % len(WRITERS)]
             for name in order:
                 if name in done:
@@ -139,7 +146,7 @@ def run(work: Path, n_batches: int = 10_000, chunk: int = 500, deadline: float |
                     f"  round {r + 1:3d} {name:24s} {result['wall_s']:7.2f} s {result['batches']:4d} batches {result['live_files']:6d} live files",
                     flush=True,
                 )
-            state["rounds"].append({"writers": done, "resumed": resumed, "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+            state["rounds"].append({"writers": done, "resumed": resumed, "start": started, "at": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())})
             del state["partial"][str(r)]
             _save(work, state)
         batches = len(state["rounds"]) * chunk
@@ -149,28 +156,60 @@ def run(work: Path, n_batches: int = 10_000, chunk: int = 500, deadline: float |
             _save(work, state)
     finally:
         spark.stop()
-    return report(state, chunk)
+    return report(state, chunk, _busy_windows(work))
 
 
-def report(state: dict[str, Any], chunk: int) -> dict[str, Any]:
+def _busy_windows(work: Path) -> list[tuple[float, float]]:
+    """``WORK/busy.txt``: windows in which other work ran on the machine (``START END note``,
+    ISO times in UTC), written by whoever shares the machine with the run."""
+    path = work / "busy.txt"
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and not line.startswith("#"):
+            out.append((_epoch(parts[0]), _epoch(parts[1])))
+    return out
+
+
+def _epoch(iso: str) -> float:
+    return calendar.timegm(time.strptime(iso, "%Y-%m-%dT%H:%M:%S"))
+
+
+def _span(r: dict[str, Any]) -> tuple[float, float]:
+    """A round's time span (its end, less its writers' wall times and their live-file counts)."""
+    end = _epoch(r["at"])
+    return r.get("start", end - sum(w["wall_s"] for w in r["writers"].values()) - 10), end
+
+
+def _ratios(rounds: list[dict[str, Any]], name: str, base: str) -> dict[str, Any]:
+    ratios = [r["writers"][name]["wall_s"] / r["writers"][base]["wall_s"] for r in rounds]
+    if not ratios:
+        return {"rounds": 0}
+    total = sum(r["writers"][name]["wall_s"] for r in rounds) / sum(r["writers"][base]["wall_s"] for r in rounds)
+    return {"rounds": len(ratios), "median_of_rounds": statistics.median(ratios), "of_summed_walls": total}
+
+
+def report(state: dict[str, Any], chunk: int, busy: Sequence[tuple[float, float]] = ()) -> dict[str, Any]:
+    """Ratios over the measured rounds (every writer ran its whole chunk, none was resumed), and
+    over the quiet ones among them (no busy window overlaps the round)."""
     rounds = state["rounds"]
-    # a round is measured when every writer ran its whole chunk in it, none stopped half-way
-    clean = [r for r in rounds if not r["resumed"] and all(w["batches"] == chunk for w in r["writers"].values())]
+    measured = [r for r in rounds if not r["resumed"] and all(w["batches"] == chunk for w in r["writers"].values())]
+    quiet = [r for r in measured if not any(a < _span(r)[1] and _span(r)[0] < b for a, b in busy)]
     table: dict[str, Any] = {}
     for name in WRITERS:
         walls = [r["writers"][name]["wall_s"] for r in rounds]
-        ratios = [r["writers"][name]["wall_s"] / r["writers"]["plain_foreachBatch"]["wall_s"] for r in clean]
-        uncompacted = [r["writers"][name]["wall_s"] / r["writers"]["exactly_once"]["wall_s"] for r in clean]
+        batches = sum(r["writers"][name]["batches"] for r in rounds)
         entry: dict[str, Any] = {
-            "batches": sum(r["writers"][name]["batches"] for r in rounds),
+            "batches": batches,
             "wall_s_total": sum(walls),
-            "ms_per_batch": 1000 * sum(walls) / max(1, sum(r["writers"][name]["batches"] for r in rounds)),
-            "ratio_vs_plain_median_of_rounds": statistics.median(ratios) if ratios else None,
-            "ratio_vs_plain_total": sum(r["writers"][name]["wall_s"] for r in clean)
-            / sum(r["writers"]["plain_foreachBatch"]["wall_s"] for r in clean)
-            if clean
-            else None,
-            "ratio_vs_uncompacted_median_of_rounds": statistics.median(uncompacted) if uncompacted else None,
+            "ms_per_batch": 1000 * sum(walls) / max(1, batches),
+            "ms_per_batch_quiet": 1000 * sum(r["writers"][name]["wall_s"] for r in quiet) / max(1, chunk * len(quiet)),
+            "vs_plain": _ratios(measured, name, "plain_foreachBatch"),
+            "vs_plain_quiet": _ratios(quiet, name, "plain_foreachBatch"),
+            "vs_uncompacted": _ratios(measured, name, "exactly_once"),
+            "vs_uncompacted_quiet": _ratios(quiet, name, "exactly_once"),
             "live_files_per_round": [r["writers"][name]["live_files"] for r in rounds],
         }
         commits = [ms for r in rounds for ms in r["writers"][name]["commit_ms"]]
@@ -182,18 +221,32 @@ def report(state: dict[str, Any], chunk: int) -> dict[str, Any]:
     return {
         "input": {"batches": len(rounds) * chunk, "rows_per_batch": ROWS, "partitions": 4, "chunk": chunk},
         "rounds": len(rounds),
-        "rounds_in_ratios": len(clean),
+        "measured_rounds": len(measured),
+        "quiet_rounds": [rounds.index(r) + 1 for r in quiet],
         "compaction": COMPACTION,
         "writers": table,
     }
 
 
-if __name__ == "__main__":
-    work_dir = Path(sys.argv[1])
-    total = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
-    size = int(sys.argv[3]) if len(sys.argv) > 3 else 500
-    stop_at = float(sys.argv[4]) if len(sys.argv) > 4 else None
-    result = run(work_dir, total, size, stop_at)
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("work", type=Path)
+    parser.add_argument("--batches", type=int, default=10_000)
+    parser.add_argument("--chunk", type=int, default=500)
+    parser.add_argument("--until", help="stop before a round that would start after this UTC time (ISO)")
+    parser.add_argument("--report", action="store_true", help="only report the rounds done so far")
+    args = parser.parse_args()
+    if args.report:
+        result = report(_state(args.work), args.chunk, _busy_windows(args.work))
+    else:
+        run(args.work, args.batches, args.chunk, _epoch(args.until) if args.until else None)
+        result = report(_state(args.work), args.chunk, _busy_windows(args.work))
     Path("benchmarks/results").mkdir(parents=True, exist_ok=True)
     Path("benchmarks/results/compaction-stream-scale.json").write_text(json.dumps(result, indent=1))
-    print(json.dumps(result["writers"], indent=1))
+    print(json.dumps({k: v for k, v in result.items() if k != "writers"}, indent=1))
+    for name, entry in result["writers"].items():
+        print(name, json.dumps({k: v for k, v in entry.items() if k != "live_files_per_round"}))
+
+
+if __name__ == "__main__":
+    main()
