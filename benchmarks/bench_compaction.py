@@ -12,8 +12,8 @@ path (``stepMs.compaction``).
 
     python -m benchmarks.bench_compaction [small|full|scale] [ROUNDS]
 
-``scale`` is the issue's 10,000 batches: about 42 minutes a writer here (Spark's trigger costs
-~0.25 s), some 3 hours in all - for a machine left alone for it.
+``scale`` is 10,000 batches in one go: some 3 hours here (Spark's trigger costs ~0.3 s). The
+run at that size is ``bench_compaction_stream``: interleaved in chunks, and resumable.
 """
 
 from __future__ import annotations
