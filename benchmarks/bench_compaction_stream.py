@@ -124,6 +124,7 @@ def run(work: Path, n_batches: int = 10_000, chunk: int = 500, deadline: float |
     work.mkdir(parents=True, exist_ok=True)
     state = _state(work)
     spark = spark_session("seo-bench-compaction-stream")
+    cold = True  # the first round of a process: the JVM warms up in its first writer's chunk
     try:
         while len(state["rounds"]) * chunk < n_batches:
             if deadline is not None and time.time() > deadline:
@@ -146,7 +147,9 @@ def run(work: Path, n_batches: int = 10_000, chunk: int = 500, deadline: float |
                     f"  round {r + 1:3d} {name:24s} {result['wall_s']:7.2f} s {result['batches']:4d} batches {result['live_files']:6d} live files",
                     flush=True,
                 )
-            state["rounds"].append({"writers": done, "resumed": resumed, "start": started, "at": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())})
+            at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+            state["rounds"].append({"writers": done, "resumed": resumed, "cold": cold, "start": started, "at": at})
+            cold = False
             del state["partial"][str(r)]
             _save(work, state)
         batches = len(state["rounds"]) * chunk
@@ -193,10 +196,11 @@ def _ratios(rounds: list[dict[str, Any]], name: str, base: str) -> dict[str, Any
 
 def report(state: dict[str, Any], chunk: int, busy: Sequence[tuple[float, float]] = ()) -> dict[str, Any]:
     """Ratios over the measured rounds (every writer ran its whole chunk, none was resumed), and
-    over the quiet ones among them (no busy window overlaps the round)."""
+    over the quiet ones among them (no busy window overlaps the round, and it is not the first
+    round of a process, whose first writer pays for the JVM's warm-up)."""
     rounds = state["rounds"]
     measured = [r for r in rounds if not r["resumed"] and all(w["batches"] == chunk for w in r["writers"].values())]
-    quiet = [r for r in measured if not any(a < _span(r)[1] and _span(r)[0] < b for a, b in busy)]
+    quiet = [r for r in measured if not r.get("cold") and not any(a < _span(r)[1] and _span(r)[0] < b for a, b in busy)]
     table: dict[str, Any] = {}
     for name in WRITERS:
         walls = [r["writers"][name]["wall_s"] for r in rounds]
