@@ -51,23 +51,23 @@ def _live_files(spark, name: str, out: Path) -> list[int]:
     return [Path(f.removeprefix("file://")).stat().st_size for f in files]
 
 
-def _run(spark, name: str, input_dir: Path, work: Path) -> dict[str, Any]:
+def run_writer(spark, name: str, input_dir: Path, out: Path, ckpt: Path) -> tuple[float, list[dict[str, Any]]]:
+    """One writer's ``availableNow`` query over the input files it has not read: its wall time,
+    and one event a batch (this sink's ``on_commit`` events; ``{"batchId"}`` for plain
+    ``foreachBatch``; none for Spark's file sink)."""
     from streaming_exactly_once import ExactlyOnceSink
 
-    out, ckpt = work / f"{name}-out", work / f"{name}-ckpt"
-    shutil.rmtree(out, ignore_errors=True)
-    shutil.rmtree(ckpt, ignore_errors=True)
     stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).csv(str(input_dir))
     events: list[dict[str, Any]] = []
     sink = None
     t0 = time.perf_counter()
     if name == "plain_foreachBatch":
-        query = (
-            stream.writeStream.foreachBatch(lambda df, _: df.write.mode("append").partitionBy("p").parquet(str(out)))
-            .option("checkpointLocation", str(ckpt))
-            .trigger(availableNow=True)
-            .start()
-        )
+
+        def append(df: Any, batch_id: int) -> None:
+            df.write.mode("append").partitionBy("p").parquet(str(out))
+            events.append({"batchId": batch_id})
+
+        query = stream.writeStream.foreachBatch(append).option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start()
     elif name == "spark_file_sink":
         query = (
             stream.writeStream.format("parquet").partitionBy("p").option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start(str(out))
@@ -80,6 +80,15 @@ def _run(spark, name: str, input_dir: Path, work: Path) -> dict[str, Any]:
     wall = time.perf_counter() - t0
     if sink is not None:
         sink.close()
+    return wall, events
+
+
+def _run(spark, name: str, input_dir: Path, work: Path) -> dict[str, Any]:
+    out, ckpt = work / f"{name}-out", work / f"{name}-ckpt"
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(ckpt, ignore_errors=True)
+    wall, events = run_writer(spark, name, input_dir, out, ckpt)
+    events = [e for e in events if "commitMs" in e]  # this sink's
     sizes = _live_files(spark, name, out)
     plan, scan = [], []
     for _ in range(3):

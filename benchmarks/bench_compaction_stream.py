@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .bench_compaction import COMPACTION, SCHEMA, _live_files
+from .bench_compaction import COMPACTION, SCHEMA, _live_files, run_writer
 from .spark_env import spark_session
 from .stats import percentile, summary
 
@@ -56,28 +56,7 @@ def _add_input(directory: Path, start: int, stop: int) -> None:
 
 def _chunk(spark: Any, name: str, work: Path) -> dict[str, Any]:
     """Run ``name``'s query over every input file it has not read; its wall time and commits."""
-    from streaming_exactly_once import ExactlyOnceSink
-
-    out, ckpt = work / f"{name}-out", work / f"{name}-ckpt"
-    stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).csv(str(work / "input"))
-    events: list[dict[str, Any]] = []
-    sink = None
-    t0 = time.perf_counter()
-    if name == "plain_foreachBatch":
-
-        def append(df: Any, batch_id: int) -> None:
-            df.write.mode("append").partitionBy("p").parquet(str(out))
-            events.append({"batchId": batch_id})
-
-        query = stream.writeStream.foreachBatch(append).option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start()
-    else:
-        compaction = COMPACTION if name.endswith("compacted") else None
-        sink = ExactlyOnceSink(str(out), partition_by=["p"], on_commit=events.append, compaction=compaction)
-        query = sink.start(stream, checkpoint_location=str(ckpt), trigger={"availableNow": True})
-    query.awaitTermination()
-    wall = time.perf_counter() - t0
-    if sink is not None:
-        sink.close()
+    wall, events = run_writer(spark, name, work / "input", work / f"{name}-out", work / f"{name}-ckpt")
     return {"wall_s": wall, "batches": len(events), "commit_ms": [e["commitMs"] for e in events if "commitMs" in e]}
 
 

@@ -466,9 +466,9 @@ class IcebergTarget:
         from .fileio import relative_to
         from .history import retained_files
 
-        self.check_found()
         table = self.load()
         if table is None:
+            self.check_found()  # none, or a catalog configured elsewhere than the sink's
             return set()
         roots = self.catalog().fileio.roots
         found = (relative_to(loc, roots) for loc in retained_files(table.metadata, table.metadata_location, table.io))

@@ -21,7 +21,7 @@ from tests.commit.power_cut_runs import seo
 from tests.delta.helpers import commit_batch
 from tests.delta.readback import delta_ids
 from tests.iceberg.table_helpers import current_metadata, iceberg_committer, pyiceberg_ids
-from tests.maintenance.test_compact import POLICY_ARGS, _stopped, ids_upto, live_names, read_ids
+from tests.maintenance.test_compact import _FROZEN_RUN, _KILLED_RUN, POLICY_ARGS, _stopped, ids_upto, live_names, read_ids
 from tests.torture.matrix_checks import changes, snapshot
 
 Q = "1cec0c0c-0000-0000-0000-000000000000"
@@ -159,17 +159,6 @@ def changes_outside_staging(before: dict[str, str], after: dict[str, str]) -> li
     return [c for c in changes(before, after) if "/_seo/staging/" not in f"/{c.split(' ', 1)[1]}"]
 
 
-_KILLED_RUN = """
-import sys
-from streaming_exactly_once.commit.data_compaction import CompactionPolicy
-from streaming_exactly_once.maintenance.compact import compact_table
-from streaming_exactly_once.storage import open_storage
-from streaming_exactly_once.testing.faults import with_faults
-
-storage = with_faults(open_storage(sys.argv[1]), crash_at=sys.argv[2])
-compact_table(storage, CompactionPolicy(target_size=1 << 20, min_files=4, min_age_ms=0, max_bytes=1 << 20))
-"""
-
 BOUNDARIES = ["after-rewrite", "after-wal", "after-manifest", "before-iceberg-publish", "mid-iceberg", "after-iceberg", "after-commit"]
 
 
@@ -192,22 +181,6 @@ def test_a_kill_inside_compact_of_an_iceberg_table_loses_nothing(tmp_path, bound
     assert [op for op, _ in operations(root)].count("replace") == 1, operations(root)
     code, out = seo("--json", "verify", str(root))
     assert code == 0 and json.loads(out)["problems"] == [], out
-
-
-_FROZEN_RUN = """
-import sys
-from streaming_exactly_once.commit.data_compaction import CompactionPolicy
-from streaming_exactly_once.errors import WriterFencedError
-from streaming_exactly_once.maintenance.compact import compact_table
-from streaming_exactly_once.storage import open_storage
-from streaming_exactly_once.testing.faults import with_faults
-
-storage = with_faults(open_storage(sys.argv[1]), pause_at=sys.argv[2])
-try:
-    compact_table(storage, CompactionPolicy(target_size=1 << 20, min_files=4, min_age_ms=0, max_bytes=1 << 20), lease_timeout_ms=2000)
-except WriterFencedError:
-    sys.exit(7)
-"""
 
 
 #: where the run freezes, and how many of its batches are published by then (the takeover rolls a claimed one forward)
