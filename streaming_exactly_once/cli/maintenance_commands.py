@@ -158,7 +158,8 @@ def compact(
     table's next compaction batch (committed now, with empty batches before it if needed).
 
     Takes the table's lease: stop the query first. Parquet, Delta and Iceberg tables (a catalog's
-    through pyiceberg's configuration of it); a dataset group's tables compact in its stream.
+    through pyiceberg's configuration of it). A dataset group's root compacts each of its tables,
+    one of its tables only that one, in group batches under the group's lease.
     """
     from ..commit.compaction_consumers import Consumer
     from ..commit.data_compaction import CompactionPolicy
@@ -188,6 +189,7 @@ def compact(
         "filesBefore": report.files_before,
         "filesAfter": report.files_after,
         "blockedBy": report.blocked_by,
+        **({"group": True, "tableBatches": report.table_batches} if report.group else {}),
     }
     if out.as_json:
         return out.json(result)
@@ -199,6 +201,9 @@ def compact(
         return None
     batches = result["batches"]
     published = "would publish them in" if dry_run else "published them in"
-    out.write(f"{published} batch {batches[-1]}" + (f" (after empty batches {batches[0]}-{batches[-2]})" if len(batches) > 1 else ""))
+    kind = "group batch" if report.group else "batch"
+    out.write(f"{published} {kind} {batches[-1]}" + (f" (after empty {kind}es {batches[0]}-{batches[-2]})" if len(batches) > 1 else ""))
+    for table, own in sorted(report.table_batches.items()):
+        out.write(f"  {table}: its batch {own[-1]}" + (f" (after empty batches {own[0]}-{own[-2]})" if len(own) > 1 else ""))
     out.write(f"live files: {report.files_before} -> {report.files_after}")
     return None

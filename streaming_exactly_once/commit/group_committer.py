@@ -85,6 +85,9 @@ class GroupCommitter(Writer):
         self.state = GroupState()
         self._touched: list[str] = []
         self.rewrites: GroupRewrites | None = None
+        #: the tables whose rewrites a start plans (None: every dataset table; ``seo compact``
+        #: of one table of the group names it)
+        self.compacted_tables: Sequence[str] | None = None
         super().__init__(storage, options)
         compaction = options.compaction
         #: each dataset table's prepared rewrites (``commit.group_rewrites``; None: compaction off)
@@ -110,7 +113,9 @@ class GroupCommitter(Writer):
     def open(self) -> RecoveryReport:
         report = super().open()
         if self.rewrites is not None:  # each table's next compaction batch, in the background
-            self.rewrites.start([t for t in self.state.table_names() if not is_quarantine(t)], self.latest_batch_id + 1)
+            wanted = self.compacted_tables
+            tables = [t for t in self.state.table_names() if not is_quarantine(t) and (wanted is None or t in wanted)]
+            self.rewrites.start(tables, self.latest_batch_id + 1)
         return report
 
     def close(self) -> None:
@@ -329,8 +334,9 @@ class GroupCommitter(Writer):
         expected: dict[str, dict[str, int]] | None = None,
         schema: str | None = None,
     ) -> CommitResult:
-        """Publish group batch ``attempt.batch_id``: every table in ``members`` or none."""
-        members = [m for m in members if m.files]
+        """Publish group batch ``attempt.batch_id``: every table in ``members`` or none (a table
+        with no files only if its batch is a ``maintenance`` one)."""
+        members = [m for m in members if m.files or m.maintenance]
         if not members:
             self.abort(attempt)
             return CommitResult(attempt.query_id, attempt.spark_batch_id, "empty", timings=dict(attempt.timings))
@@ -399,6 +405,7 @@ class GroupCommitter(Writer):
                         watermarks=mb.watermarks,
                         checks=mb.checks,
                         quarantined_rows=mb.quarantined_rows,
+                        maintenance=mb.maintenance,
                     )
                 )
         sources = advance_sources(self.state.sources, source_ends or {})

@@ -39,6 +39,9 @@ class MemberBatch:
     dataset: str | None = None  # the dataset the state entry is about (defaults to ``table``)
     checks: list[dict[str, Any]] = field(default_factory=list)
     quarantined_rows: int = 0
+    #: no files, committed all the same: ``seo compact``'s batches of a table (the empty ones
+    #: before its compaction batch, and that batch, which publishes only its rewrites)
+    maintenance: bool = False
 
 
 @dataclass

@@ -16,6 +16,11 @@ either: give it (``retention_ms``) when the
 stream sets one, so that a file retention is about to drop is not rewritten. Without it such
 rows live on in the new file until the newest of the files it replaced expires.
 
+A dataset group (its root, or one of its tables) is compacted the same way under the group's
+lease: each group batch of the run gives every table still short of its compaction batch an
+empty batch (``MemberBatch.maintenance``: its entry in the group state keeps the status, rows
+and watermarks of its data), until each has published its rewrites.
+
 A dry run takes no lease and writes nothing: it lists what would be rewritten now.
 """
 
@@ -28,15 +33,18 @@ from dataclasses import dataclass, field
 from ..commit.committer import TableCommitter
 from ..commit.compaction_consumers import ConsumerFilter, consumer_filter
 from ..commit.data_compaction import CompactionPolicy, plan, rewritable
+from ..commit.group_committer import GroupCommitter, MemberBatch
 from ..commit.options import CommitterOptions
 from ..delta.settings import DeltaSettings
-from ..errors import ConfigError
+from ..errors import ConfigError, IdentityError
 from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
 from ..log.compaction import is_compaction_batch, next_compaction_batch
 from ..storage import open_storage
 from ..storage.base import Storage
+from ..table.group_state import is_quarantine
 from ..table.identity import TableIdentity, read_identity
 from ..table.table_logs import TableLogs
+from .group_tables import group_of, group_tables, newest_group_record
 
 #: ``min_batches_to_retain`` of a run: more batches than any table has, so it deletes no log file.
 NO_LOG_RETENTION = 1 << 40
@@ -68,6 +76,10 @@ class CompactReport:
     files_after: int = 0
     #: why nothing may be rewritten now (a registered consumer, ``commit.compaction_consumers``)
     blocked_by: str | None = None
+    #: a dataset group's run: ``batches`` are group batches, each table's own are here, and the
+    #: rewrites' directories start with their table's path under the group root
+    group: bool = False
+    table_batches: dict[str, list[int]] = field(default_factory=dict)
 
 
 def compact_table(
@@ -87,6 +99,9 @@ def compact_table(
                 "of the downstream query that reads this table as a file source.",
                 table=storage.root_uri,
             )
+    if identity.kind != "table":
+        root, only = (storage, None) if identity.kind == "group" else group_of(storage, identity)
+        return _compact_group(root, only, policy, dry_run=dry_run, retention_ms=retention_ms, lease_timeout_ms=lease_timeout_ms)
     consumers = consumer_filter(policy.consumers, storage.root_uri)  # read once (a real run's writer reads them itself)
     report = CompactReport(table=storage.root_uri, dry_run=dry_run, blocked_by=consumers.blocked)
     if dry_run:
@@ -119,18 +134,136 @@ def compact_table(
         committer.close()
 
 
+def _compact_group(
+    root: Storage, only: str | None, policy: CompactionPolicy, *, dry_run: bool, retention_ms: int | None, lease_timeout_ms: int
+) -> CompactReport:
+    """``compact_table`` of a dataset group: every Parquet-file table of it, or ``only`` that one."""
+    identity = read_identity(root)
+    assert identity is not None
+    report = CompactReport(table=root.root_uri if only is None else root.child(only).root_uri, dry_run=dry_run, group=True)
+    tables = _group_tables(root, identity, only)
+    if dry_run:
+        return _group_dry_run(root, identity, tables, policy, retention_ms, report)
+    committer = GroupCommitter(root, _group_options(identity, policy, retention_ms, lease_timeout_ms))
+    committer.compacted_tables = list(tables)
+    try:
+        committer.open()
+        committer.janitor.drain()  # each table's rewrites of its next compaction batch, written at the start
+        assert committer.rewrites is not None
+        pending: dict[str, MemberBatch] = {}
+        for table, member in tables.items():
+            report.blocked_by = report.blocked_by or consumer_filter(policy.consumers, root.child(table).root_uri).blocked
+            report.files_before += len(committer.member_logs(table).require_manifest().files())
+            rewrites = committer.rewrites.get(table)
+            prepared = rewrites.preparation.ready if rewrites is not None else []
+            report.rewrites += [
+                PlannedRewrite(
+                    f"{table}/{posixpath.dirname(r.rewrite.final)}".rstrip("/"),
+                    [f"{table}/{p}" for p, _ in r.rewrite.replaced],
+                    sum(n for _, n in r.rewrite.replaced),
+                )
+                for r in prepared
+            ]
+            if prepared:
+                pending[table] = member
+        while pending:
+            n = committer.last_spark_batch(MAINTENANCE_QUERY)
+            with committer.batch(MAINTENANCE_QUERY, 0 if n is None else n + 1, mode="rename") as attempt:
+                result = committer.commit_group(attempt, list(pending.values()))
+            assert result.batch_id is not None
+            report.batches.append(result.batch_id)
+            for table in list(pending):
+                latest = committer.state.latest_batch(table)
+                report.table_batches.setdefault(table, []).append(latest)
+                if is_compaction_batch(latest, committer.member_logs(table).require_manifest().interval):
+                    del pending[table]
+        report.files_after = sum(len(committer.member_logs(table).require_manifest().files()) for table in tables)
+        return report
+    finally:
+        committer.close()
+
+
+def _group_tables(root: Storage, identity: TableIdentity, only: str | None) -> dict[str, MemberBatch]:
+    """The group's tables a run compacts (its dataset tables of Parquet files), each as the
+    empty ``maintenance`` batch the run gives it: its format and layout as its identity records."""
+    out: dict[str, MemberBatch] = {}
+    names = [t for t in group_tables(root, identity) if not is_quarantine(t)]
+    if only is not None and only not in names:
+        raise ConfigError(
+            f"{root.child(only).root_uri} is a table of the dataset group at {root.root_uri} that has no published batch "
+            "in the group's state (a quarantine table, or one not yet written): nothing to compact.",
+            table=root.child(only).root_uri,
+        )
+    for table in names if only is None else [only]:
+        member = read_identity(root.child(table))
+        if member is None:
+            raise IdentityError(
+                f"{root.child(table).root_uri}: the group's state names this table, but it has no _seo/table. Restore it from a "
+                "backup and run `seo verify` on the group.",
+                table=root.child(table).root_uri,
+            )
+        if member.format != "parquet":
+            if only is not None:
+                _table_identity(root.child(table))  # its refusal
+            continue
+        formats = [name for name, on in (("delta", member.is_delta), ("iceberg", member.is_iceberg)) if on]
+        out[table] = MemberBatch(
+            table=table,
+            files=[],
+            rows=0,
+            format="+".join(formats) or member.format,
+            partition_by=tuple(member.partition_by),
+            writer_options=dict(member.writer_options),
+            maintenance=True,
+        )
+    return out
+
+
+def _group_options(identity: TableIdentity, policy: CompactionPolicy, retention_ms: int | None, lease_timeout_ms: int) -> CommitterOptions:
+    """The group's writer, as ``_options`` is a table's (its tables' Delta and Iceberg settings are the defaults)."""
+    return CommitterOptions(
+        compact_interval=identity.compact_interval,
+        delta=DeltaSettings(),
+        iceberg=IcebergSettings(),
+        retention_ms=retention_ms,
+        min_batches_to_retain=NO_LOG_RETENTION,
+        lease_timeout_ms=lease_timeout_ms,
+        description="seo compact",
+        compaction=policy,
+    )
+
+
+def _group_dry_run(
+    root: Storage, identity: TableIdentity, tables: dict[str, MemberBatch], policy: CompactionPolicy, retention_ms: int | None, report: CompactReport
+) -> CompactReport:
+    """Each table's dry run; the group batches a run would commit (until the last table's compaction batch)."""
+    needed = 0
+    for table in tables:
+        child = root.child(table)
+        member = read_identity(child)
+        assert member is not None
+        consumers = consumer_filter(policy.consumers, child.root_uri)
+        sub = _dry_run(
+            child, member, policy, retention_ms, CompactReport(table=child.root_uri, dry_run=True, blocked_by=consumers.blocked), consumers
+        )
+        report.rewrites += [PlannedRewrite(f"{table}/{r.directory}".rstrip("/"), [f"{table}/{f}" for f in r.files], r.bytes) for r in sub.rewrites]
+        report.files_before += sub.files_before
+        report.files_after += sub.files_after
+        report.blocked_by = report.blocked_by or sub.blocked_by
+        if sub.would_commit:
+            report.table_batches[table] = sub.would_commit
+            needed = max(needed, len(sub.would_commit))
+    newest = newest_group_record(root, identity)
+    nxt = 0 if newest is None else newest.batch_id + 1
+    report.would_commit = list(range(nxt, nxt + needed))
+    return report
+
+
 def _table_identity(storage: Storage) -> TableIdentity:
     identity = read_identity(storage)
     if identity is None:
         raise ConfigError(f"{storage.root_uri} is no table of this library (no _seo/identity): nothing to compact.", table=storage.root_uri)
-    if identity.kind != "table":
-        raise ConfigError(
-            f"{storage.root_uri} is a dataset group's {'root' if identity.kind == 'group' else 'table'}: seo compact takes a single "
-            "table (a group's batches are committed across its tables). A group's tables compact in its stream: start its "
-            "DatasetSink with compaction=... and each table's compaction batches rewrite its small files.",
-            table=storage.root_uri,
-        )
-    if identity.format != "parquet":
+    if identity.kind != "group" and identity.format != "parquet":
         raise ConfigError(
             f"{storage.root_uri} is a format={identity.format!r} table: seo compact rewrites the Parquet files of parquet, Delta and Iceberg tables.",
             table=storage.root_uri,

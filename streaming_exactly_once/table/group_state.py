@@ -221,6 +221,9 @@ class TableBatch:
     watermarks: dict[str, dict[str, Any]] = field(default_factory=dict)  # col -> {"min":..,"max":..}
     checks: list[dict[str, Any]] = field(default_factory=list)
     quarantined_rows: int = 0  # rows of this table that failed a row check in this batch
+    #: a batch of no data that only publishes the table's rewrites (``seo compact``'s): the
+    #: table's entry keeps its status, checks, rows and watermarks, which describe its data
+    maintenance: bool = False
 
 
 def _newer(a: Any, b: Any) -> Any:
@@ -244,6 +247,9 @@ def advance(
     out = dict(tables)
     for b in batches:
         prev = out.get(b.table, DatasetState())
+        if b.maintenance:
+            out[b.table] = replace(prev, last_group_batch=group_batch, batch_id=b.batch_id, order=tuple(prev.to_json()))
+            continue
         # the keys it has keep their place; new ones follow (see ``DatasetState``)
         entry = replace(prev, last_group_batch=group_batch, status=b.status, checks=b.checks, order=tuple(prev.to_json()))
         if b.status == "committed":

@@ -157,19 +157,6 @@ def test_quarantine_and_other_formats(tmp_path):
     assert not (tmp_path / "s").exists()
 
 
-def test_seo_compact_refuses_a_group_and_says_where_its_tables_compact(tmp_path):
-    root = tmp_path / "g"
-    committer = group(root)
-    for g in range(2):
-        commit(committer, g)
-    committer.close()
-    before = sorted(p.relative_to(root) for p in root.rglob("*"))
-    for where in (root, root / "t0"):
-        code, out = seo("compact", str(where))
-        assert code == 1 and "DatasetSink with compaction" in out, out
-    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before
-
-
 def test_a_claim_that_publishes_rewrites_is_a_v7_entry_and_reads_back(tmp_path, monkeypatch):
     """A release without compaction would ignore ``replaced`` and publish the replaced files
     beside the new one: such a claim is written as ``v7``, which that release refuses."""

@@ -143,3 +143,41 @@ def test_a_dataset_groups_tables_each_compact_in_the_stream(spark, tmp_path):
     assert delta_ids(root / "events") == Counter(ids)
     code, out = seo("--json", "verify", str(root))
     assert code == 0 and json.loads(out)["problems"] == [], out
+
+
+def test_seo_compact_of_a_stopped_dataset_group_and_its_stream_carries_on(spark, tmp_path):
+    """A DatasetSink without compaction leaves small files; ``seo compact`` on the stopped
+    group rewrites each table's; the stream restarts from its checkpoint and goes on: vanilla
+    Spark, Delta and the group's state see every row once, and its watermarks are kept."""
+    from streaming_exactly_once import DatasetSink, Output
+    from tests.delta.readback import delta_ids
+
+    inputs, root, ckpt = tmp_path / "in", tmp_path / "g", tmp_path / "ckpt"
+    outputs = [Output("raw", partition_by=("p",)), Output("events", format="delta", partition_by=("p",))]
+
+    def run() -> DatasetSink:
+        sink = DatasetSink(str(root), outputs=outputs, compact_interval=4, watermark_columns=["id"])
+        df = stream(spark, inputs, files_per_trigger=1).selectExpr("id", "p", "v")
+        sink.start(df, checkpoint_location=str(ckpt), trigger={"availableNow": True}).awaitTermination()
+        sink.close()
+        return sink
+
+    ids = write_csv_files(inputs, n_files=5, rows_per_file=8)
+    marks = run().watermarks()
+    code, out = seo("--json", "compact", "--min-age", "0s", "--min-files", "3", "--target-size", "1MB", str(root))
+    assert code == 0, out
+    done = json.loads(out)
+    assert done["tableBatches"] == {"events": [5, 6, 7], "raw": [5, 6, 7]} and done["batches"] == [5, 6, 7], done
+    for table in ("raw", "events"):
+        assert [n.startswith("part-compacted-7-") for n in _live(root / table)].count(True) >= 1, _live(root / table)
+        assert_exactly_once(spark, root / table, ids)
+        kept = {k: v for k, v in marks[table].items() if k not in ("batchId", "lastGroupBatch")}
+        now = DatasetSink(str(root), outputs=outputs).watermarks()[table]
+        assert {k: v for k, v in now.items() if k not in ("batchId", "lastGroupBatch")} == kept, table
+    ids += write_csv_files(inputs, n_files=2, rows_per_file=8, start_file=5)
+    run()
+    for table in ("raw", "events"):
+        assert_exactly_once(spark, root / table, ids)
+    assert delta_ids(root / "events") == Counter(ids)
+    code, out = seo("--json", "verify", str(root))
+    assert code == 0 and json.loads(out)["problems"] == [], out

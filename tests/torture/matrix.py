@@ -268,9 +268,8 @@ class Campaign:
 
     def maintenance(self, commands: list[str] | None = None, *, max_commands: int = 3) -> list[tuple[str, int, str]]:
         if commands is None:
-            # ``seo compact`` takes a single table: a group's tables compact in the stream only
-            compact = self.combo.compaction and not self.combo.group
-            choices = ["recover", "gc", "verify", *(["compact"] if compact else [])]
+            # ``seo compact`` on a group's root compacts each of its tables in group batches
+            choices = ["recover", "gc", "verify", *(["compact"] if self.combo.compaction else [])]
             commands = [self.rng.choice(choices) for _ in range(self.rng.randint(0, max_commands))]
         done = []
         for command in commands:
