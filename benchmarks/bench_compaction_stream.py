@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import calendar
 import json
+import math
 import statistics
 import time
 from collections.abc import Sequence
@@ -42,6 +43,39 @@ from .stats import percentile, summary
 
 WRITERS = ("plain_foreachBatch", "exactly_once", "exactly_once_compacted")
 ROWS = 40
+#: Student's t at 95% (two-sided) for 1, 2, ... 30 degrees of freedom (more: the 30th)
+T95 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
 
 
 def _add_input(directory: Path, start: int, stop: int) -> None:
@@ -170,7 +204,12 @@ def _ratios(rounds: list[dict[str, Any]], name: str, base: str) -> dict[str, Any
     if not ratios:
         return {"rounds": 0}
     total = sum(r["writers"][name]["wall_s"] for r in rounds) / sum(r["writers"][base]["wall_s"] for r in rounds)
-    return {"rounds": len(ratios), "median_of_rounds": statistics.median(ratios), "of_summed_walls": total}
+    out = {"rounds": len(ratios), "median_of_rounds": statistics.median(ratios), "of_summed_walls": total}
+    if len(ratios) > 2:  # the rounds' ratios as a sample: their geometric mean and its 95% interval (Student's t)
+        logs = [math.log(x) for x in ratios]
+        mean, half = statistics.mean(logs), T95[min(len(logs) - 1, len(T95)) - 1] * statistics.stdev(logs) / math.sqrt(len(logs))
+        out |= {"geomean_of_rounds": math.exp(mean), "geomean_95": [math.exp(mean - half), math.exp(mean + half)]}
+    return out
 
 
 def report(state: dict[str, Any], chunk: int, busy: Sequence[tuple[float, float]] = ()) -> dict[str, Any]:
@@ -198,6 +237,7 @@ def report(state: dict[str, Any], chunk: int, busy: Sequence[tuple[float, float]
         commits = [ms for r in rounds for ms in r["writers"][name]["commit_ms"]]
         if commits:
             entry["commit_ms"] = summary(commits)
+            entry["commit_ms_quiet"] = summary([ms for r in quiet for ms in r["writers"][name]["commit_ms"]])
         if "readers" in state:
             entry["readers"] = state["readers"][name]
         table[name] = entry
@@ -208,6 +248,7 @@ def report(state: dict[str, Any], chunk: int, busy: Sequence[tuple[float, float]
         "quiet_rounds": [rounds.index(r) + 1 for r in quiet],
         "compaction": COMPACTION,
         "writers": table,
+        **({"readers_at_batches": state["readers_at"]} if "readers_at" in state else {}),
     }
 
 
