@@ -181,6 +181,8 @@ def discard_wal(storage: Storage, batch_id: int, *, lease_timeout_ms: int = 60_0
             intent = None  # left for recovery, which forgets records of batches after the latest
         if intent is not None and seq is not None and intent.attempt == seq.attempt:
             storage.delete(logs.require_offsets().path(batch_id))  # written by the claim's own offsets step
+        if seq is None and raw is None:
+            return f"no WAL entry {batch_id}: nothing to discard (the batch is not pending; `seo status` shows the table's batches)"
         return f"discarded WAL entry {batch_id}"
     finally:
         lease.release()

@@ -157,3 +157,15 @@ def test_seo_recover_completes_a_dataset_group_with_its_own_compact_interval(tmp
     report = recover_table(storage)
     assert report.rolled_forward == [3], report
     assert CommitSequenceStore(storage).pending() == []
+
+
+def test_discard_wal_of_a_batch_with_no_claim_says_there_was_nothing_to_discard(tmp_path):
+    storage = open_storage(str(tmp_path / "t"))
+    writer = delta_committer(storage)
+    for b in range(2):
+        commit_batch(writer, Q, b, ids_of(b))
+    writer.close()
+    assert discard_wal(storage, 5).startswith("no WAL entry 5: nothing to discard")
+    with pytest.raises(ExactlyOnceError, match="is published"):  # a published batch: refused, as before
+        discard_wal(storage, 1)
+    assert_every_batch_once(tmp_path / "t", 2)
