@@ -230,15 +230,21 @@ def schema_differences(metadata: TableMetadata, batch: Schema, partition_by: Seq
     return problems
 
 
-def check_fits(metadata: TableMetadata, batch: Schema, partition_by: Sequence[str], *, table: str, metadata_file: str) -> None:
+#: what to do when a batch's columns do not fit the table
+STREAM_ADVICE = "Select and cast the stream's columns to the table's schema (and use its partition columns), or write to a new table."
+
+
+def check_fits(
+    metadata: TableMetadata, batch: Schema, partition_by: Sequence[str], *, table: str, metadata_file: str, advice: str = STREAM_ADVICE
+) -> None:
     problems = schema_differences(metadata, batch, partition_by)
     if problems:
         raise IcebergSchemaMismatchError(
             f"The batch does not fit the existing Iceberg table {table} (schema in {metadata_file}): "
             + "; ".join(problems[:8])
             + ("; ..." if len(problems) > 8 else "")
-            + ". Nothing was written. Select and cast the stream's columns to the table's schema (and use its "
-            "partition columns), or write to a new table.",
+            + ". Nothing was written. "
+            + advice,
             table=table,
             problems=problems,
         )

@@ -193,7 +193,15 @@ class IcebergTarget:
             # a batch of no rows (``seo compact``'s): the table must take its commit all the same,
             # checked against the table's own columns (a foreign writer may have changed its spec)
             check_appendable(table.metadata, self.storage, name=self.name)
-            check_fits(table.metadata, table.schema(), partition_by, table=self.name, metadata_file=table.metadata_location)
+            check_fits(
+                table.metadata,
+                table.schema(),
+                partition_by,
+                table=self.name,
+                metadata_file=table.metadata_location,
+                advice="Another writer changed the table's partition spec or columns since this library's last batch: restore "
+                "them as this table's identity records them (_seo/table), or write to a new table.",
+            )
             return
         check_partition_types(schema_json, partition_by, table=self.name)
         batch = iceberg_schema(schema_json, table=self.name)

@@ -149,6 +149,7 @@ def test_a_foreign_change_of_the_partition_spec_is_refused_before_compact_writes
     before = snapshot(open_storage(str(root)))
     code, out = seo("compact", *POLICY_ARGS, str(root))
     assert code == 1 and "the table is partitioned by ['identity(p)', 'identity(id)'], the sink by ['identity(p)']" in out, out
+    assert "Another writer changed the table's partition spec" in out and "cast the stream" not in out, out
     assert changes_outside_staging(before, snapshot(open_storage(str(root)))) == []
     code, out = seo("--json", "verify", str(root))
     assert not [p for p in json.loads(out)["problems"] if p["severity"] == "error"], out
