@@ -125,7 +125,7 @@ def gc(ctx: CliContext, table: str, dry_run: bool, older_than: str, lease_timeou
 @click.option("--target-size", default="128MB", show_default=True, help="Size of a new file.")
 @click.option("--min-files", type=int, default=8, show_default=True, help="Fewest small files of a partition worth a rewrite.")
 @click.option("--min-age", default="8 days", show_default=True, help="Only files written at least this long ago (downstream file-source queries).")
-@click.option("--max-bytes", default=None, help="Most bytes rewritten by this run (default: no limit).")
+@click.option("--max-bytes", default=None, help="Most bytes rewritten by this run (a dataset group's: in each table; default: no limit).")
 @click.option("--quiet-period", default="0s", show_default=True, help="Leave alone a partition that received a file this recently.")
 @click.option("--retention", default=None, help="The stream's retention, if it sets one: files it is about to drop are not rewritten.")
 @click.option(

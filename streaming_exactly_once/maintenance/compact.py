@@ -18,8 +18,8 @@ rows live on in the new file until the newest of the files it replaced expires.
 
 A dataset group (its root, or one of its tables) is compacted the same way under the group's
 lease: each group batch of the run gives every table still short of its compaction batch an
-empty batch (``MemberBatch.maintenance``: its entry in the group state keeps the status, rows
-and watermarks of its data), until each has published its rewrites.
+empty batch (``MemberBatch.maintenance``: its entry in the group state moves only its batch id
+and keeps what describes its data), until each has published its rewrites.
 
 A dry run takes no lease and writes nothing: it lists what would be rewritten now.
 """
@@ -166,6 +166,9 @@ def _compact_group(
             ]
             if prepared:
                 pending[table] = member
+                # a table written before schema records: its schema is adopted now, while its
+                # commit records still hold it (the run's empty batches record none)
+                committer.member_schema(table, format=member.format, partition_by=member.partition_by)
         while pending:
             n = committer.last_spark_batch(MAINTENANCE_QUERY)
             with committer.batch(MAINTENANCE_QUERY, 0 if n is None else n + 1, mode="rename") as attempt:

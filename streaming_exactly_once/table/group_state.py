@@ -222,7 +222,8 @@ class TableBatch:
     checks: list[dict[str, Any]] = field(default_factory=list)
     quarantined_rows: int = 0  # rows of this table that failed a row check in this batch
     #: a batch of no data that only publishes the table's rewrites (``seo compact``'s): the
-    #: table's entry keeps its status, checks, rows and watermarks, which describe its data
+    #: table's entry moves only its ``batchId``; the rest (``lastGroupBatch`` included: the group
+    #: batch its status and checks are about) describes its data and is kept
     maintenance: bool = False
 
 
@@ -248,7 +249,7 @@ def advance(
     for b in batches:
         prev = out.get(b.table, DatasetState())
         if b.maintenance:
-            out[b.table] = replace(prev, last_group_batch=group_batch, batch_id=b.batch_id, order=tuple(prev.to_json()))
+            out[b.table] = replace(prev, batch_id=b.batch_id, order=tuple(prev.to_json()))
             continue
         # the keys it has keep their place; new ones follow (see ``DatasetState``)
         entry = replace(prev, last_group_batch=group_batch, status=b.status, checks=b.checks, order=tuple(prev.to_json()))

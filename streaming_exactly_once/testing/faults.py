@@ -143,6 +143,9 @@ ENV_VARS: Mapping[Action, str] = {"crash": "SEO_CRASH_AT", "fail": "SEO_FAIL_AT"
 
 _CREATE = ("put_if_absent", "open_exclusive", "put_composed_if_absent", "publish_prepared")
 _N = r"\d+(\.compact)?$"
+#: a dataset group's table path before a table's own file (none for a single table; a group's
+#: table directories never start with ``_``)
+_TABLE = r"(?:[^_/][^/]*/)*"
 _WAL = r"^_seo/wal/\d+$"
 
 
@@ -168,9 +171,9 @@ BOUNDARY_RULES: Mapping[str, Where] = {
     "after-schema": Where(_CREATE, r"(^|/)_seo/schema/\d+$", "after"),
     "after-manifest": Where(_CREATE, rf"^(_spark_metadata|_seo/manifest)/{_N}", "after"),
     "after-delta": Where(_CREATE, rf"^_seo/offsets/{_N}", "before"),
-    "before-iceberg": Where(("atomic_write", *_CREATE), r"^metadata/[^/]+\.avro$", "before", per_batch=True),
-    "before-iceberg-publish": Where(_CREATE, r"^metadata/v\d+\.metadata\.json$", "before"),
-    "mid-iceberg": Where(_CREATE, r"^metadata/v\d+\.metadata\.json$", "after"),
+    "before-iceberg": Where(("atomic_write", *_CREATE), rf"^{_TABLE}metadata/[^/]+\.avro$", "before", per_batch=True),
+    "before-iceberg-publish": Where(_CREATE, rf"^{_TABLE}metadata/v\d+\.metadata\.json$", "before"),
+    "mid-iceberg": Where(_CREATE, rf"^{_TABLE}metadata/v\d+\.metadata\.json$", "after"),
     "after-iceberg": Where(_CREATE, rf"^_seo/offsets/{_N}", "before"),
     "after-sources": Where(_CREATE, rf"^_seo/sources/{_N}", "after"),
     "after-commit": Where(_CREATE, rf"^_seo/commits/{_N}", "after"),

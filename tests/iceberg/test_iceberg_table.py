@@ -435,11 +435,22 @@ def test_seo_status_and_verify_of_a_table_with_both_formats(tmp_path, capsys):
 
 
 @pytest.mark.torture
-@pytest.mark.parametrize("boundary", ["after-members", "after-commit"])
+@pytest.mark.parametrize(
+    "boundary",
+    [
+        "after-members",
+        "after-commit",
+        "mid-iceberg",
+        pytest.param("before-iceberg", marks=pytest.mark.long),
+        pytest.param("before-iceberg-publish", marks=pytest.mark.long),
+    ],
+)
 def test_a_dataset_groups_iceberg_tables_roll_forward_after_sigkill(tmp_path, boundary):
     """A group with two Iceberg tables (and Delta too): the group's writer SIGKILLs itself after
-    the members' manifests (``after-members`` is after their Delta and Iceberg steps too) or
-    after the group's record; the next writer finishes the batch in every table and every log."""
+    the members' manifests (``after-members`` is after their Delta and Iceberg steps too), inside
+    a table's Iceberg commit (before its first manifest file, before and after its metadata
+    version), or after the group's record; the next writer finishes the batch in every table
+    and every log."""
     import signal
 
     from tests.commit.processes import QA, Writer, batch_rows, stop_all
