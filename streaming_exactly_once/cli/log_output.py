@@ -26,17 +26,19 @@ def print_batch_records(out: Printer, log_: BatchLog[Any], kind: str, batch: int
 def print_group_batches(out: Printer, commits: CommitsLog) -> None:
     """``seo log --kind commits`` on a group root: one line per group batch, with its tables."""
     records = [r for r in (commits.record(b) for b in commits.list_batch_ids()) if r is not None]
-    rows = [
-        (
-            r.batch_id,
-            human_time(r.commit_time_ms),
-            r.num_rows,
-            r.num_files,
-            r.spark_batch_id,
-            len([1 for e in (r.datasets or {}).values() if e.get("lastGroupBatch") == r.batch_id]),
-        )
-        for r in records
-    ]
+    rows = []
+    previous: dict[str, Any] = {}
+    for r in records:
+        datasets = {k: e for k, e in (r.datasets or {}).items() if isinstance(e, dict) and "lastGroupBatch" in e}
+        # a table is in the batch if the batch is its last (its status and checks are about it),
+        # or if its own batch moved (``seo compact``'s empty batches leave the first alone)
+        touched = [
+            k
+            for k, e in datasets.items()
+            if e.get("lastGroupBatch") == r.batch_id or (k in previous and e.get("batchId") != previous[k].get("batchId"))
+        ]
+        previous = datasets
+        rows.append((r.batch_id, human_time(r.commit_time_ms), r.num_rows, r.num_files, r.spark_batch_id, len(touched)))
     if out.as_json:
         out.json([{"batchId": r[0], "rows": r[2], "files": r[3], "sparkBatchId": r[4], "tables": r[5]} for r in rows])
     else:

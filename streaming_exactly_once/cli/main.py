@@ -167,7 +167,7 @@ def _group_status(out: Printer, info: dict[str, Any]) -> None:
         )
     if rows:
         out.write()
-        out.table(rows, ["table", "status", "table batch", "group batch", "rows", "set aside", "watermarks (low..high)", "failed checks"])
+        out.table(rows, ["table", "status", "table batch", "status of group batch", "rows", "set aside", "watermarks (low..high)", "failed checks"])
     for source, parts in sorted(info.get("sourcePartitions", {}).items()):
         out.write()
         out.table([(p, v.get("low"), v.get("high")) for p, v in sorted(parts.items())], [f"source {source} partition", "low", "high"])

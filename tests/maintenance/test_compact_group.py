@@ -91,6 +91,8 @@ def test_compact_of_a_group_publishes_each_tables_rewrite_at_its_own_compaction_
         assert moved == kept, table  # lastGroupBatch too: the group batch its status and checks are about
         assert after_state[table]["batchId"] == last, after_state[table]
     assert_verify_clean(root)
+    code, out = seo("--json", "log", "--kind", "commits", str(root))
+    assert code == 0 and [(b["batchId"], b["tables"]) for b in json.loads(out)][-3:] == [(6, 2), (7, 2), (8, 2)], out
     code, out = seo("compact", *POLICY_ARGS, str(root))  # a second run: nothing left worth a rewrite
     assert code == 0 and "nothing to compact" in out, out
 
