@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from ..commit.committer import TableCommitter
 from ..commit.compaction_consumers import ConsumerFilter, consumer_filter
-from ..commit.data_compaction import CompactionPolicy, plan, rewritable
+from ..commit.data_compaction import CompactionPolicy, StagedRewrite, plan, rewritable
 from ..commit.group_committer import GroupCommitter, MemberBatch
 from ..commit.options import CommitterOptions
 from ..delta.settings import DeltaSettings
@@ -59,6 +59,15 @@ class PlannedRewrite:
     directory: str
     files: list[str]
     bytes: int
+
+    @classmethod
+    def of(cls, staged: StagedRewrite) -> PlannedRewrite:
+        rewrite = staged.rewrite
+        return cls(posixpath.dirname(rewrite.final), [p for p, _ in rewrite.replaced], sum(n for _, n in rewrite.replaced))
+
+    def in_table(self, table: str) -> PlannedRewrite:
+        """The same rewrite, its paths relative to the group root above ``table``."""
+        return PlannedRewrite(f"{table}/{self.directory}".rstrip("/"), [f"{table}/{f}" for f in self.files], self.bytes)
 
 
 @dataclass
@@ -113,10 +122,7 @@ def compact_table(
         manifest = committer.logs.require_manifest()
         report.files_before = len(manifest.files())
         prepared = committer.rewrites.preparation.ready if committer.rewrites is not None else []
-        report.rewrites = [
-            PlannedRewrite(posixpath.dirname(r.rewrite.final), [p for p, _ in r.rewrite.replaced], sum(n for _, n in r.rewrite.replaced))
-            for r in prepared
-        ]
+        report.rewrites = [PlannedRewrite.of(r) for r in prepared]
         if not prepared:
             report.files_after = report.files_before
             return report
@@ -151,21 +157,14 @@ def _compact_group(
         committer.janitor.drain()  # each table's rewrites of its next compaction batch, written at the start
         assert committer.rewrites is not None
         pending: dict[str, MemberBatch] = {}
-        for table, member in tables.items():
+        for table, member_identity in tables.items():
             report.blocked_by = report.blocked_by or consumer_filter(policy.consumers, root.child(table).root_uri).blocked
             report.files_before += len(committer.member_logs(table).require_manifest().files())
             rewrites = committer.rewrites.get(table)
             prepared = rewrites.preparation.ready if rewrites is not None else []
-            report.rewrites += [
-                PlannedRewrite(
-                    f"{table}/{posixpath.dirname(r.rewrite.final)}".rstrip("/"),
-                    [f"{table}/{p}" for p, _ in r.rewrite.replaced],
-                    sum(n for _, n in r.rewrite.replaced),
-                )
-                for r in prepared
-            ]
+            report.rewrites += [PlannedRewrite.of(r).in_table(table) for r in prepared]
             if prepared:
-                pending[table] = member
+                member = pending[table] = _maintenance_batch(table, member_identity)
                 # a table written before schema records: its schema is adopted now, while its
                 # commit records still hold it (the run's empty batches record none)
                 committer.member_schema(table, format=member.format, partition_by=member.partition_by)
@@ -186,10 +185,9 @@ def _compact_group(
         committer.close()
 
 
-def _group_tables(root: Storage, identity: TableIdentity, only: str | None) -> dict[str, MemberBatch]:
-    """The group's tables a run compacts (its dataset tables of Parquet files), each as the
-    empty ``maintenance`` batch the run gives it: its format and layout as its identity records."""
-    out: dict[str, MemberBatch] = {}
+def _group_tables(root: Storage, identity: TableIdentity, only: str | None) -> dict[str, TableIdentity]:
+    """The group's tables a run compacts (its dataset tables of Parquet files), with their identities."""
+    out: dict[str, TableIdentity] = {}
     names = [t for t in group_tables(root, identity) if not is_quarantine(t)]
     if only is not None and only not in names:
         raise ConfigError(
@@ -209,17 +207,21 @@ def _group_tables(root: Storage, identity: TableIdentity, only: str | None) -> d
             if only is not None:
                 _table_identity(root.child(table))  # its refusal
             continue
-        formats = [name for name, on in (("delta", member.is_delta), ("iceberg", member.is_iceberg)) if on]
-        out[table] = MemberBatch(
-            table=table,
-            files=[],
-            rows=0,
-            format="+".join(formats) or member.format,
-            partition_by=tuple(member.partition_by),
-            writer_options=dict(member.writer_options),
-            maintenance=True,
-        )
+        out[table] = member
     return out
+
+
+def _maintenance_batch(table: str, identity: TableIdentity) -> MemberBatch:
+    """The empty batch a run gives ``table``: its format and layout as its identity records them."""
+    return MemberBatch(
+        table=table,
+        files=[],
+        rows=0,
+        format="+".join(identity.table_formats) or identity.format,
+        partition_by=tuple(identity.partition_by),
+        writer_options=dict(identity.writer_options),
+        maintenance=True,
+    )
 
 
 def _group_options(identity: TableIdentity, policy: CompactionPolicy, retention_ms: int | None, lease_timeout_ms: int) -> CommitterOptions:
@@ -237,19 +239,22 @@ def _group_options(identity: TableIdentity, policy: CompactionPolicy, retention_
 
 
 def _group_dry_run(
-    root: Storage, identity: TableIdentity, tables: dict[str, MemberBatch], policy: CompactionPolicy, retention_ms: int | None, report: CompactReport
+    root: Storage,
+    identity: TableIdentity,
+    tables: dict[str, TableIdentity],
+    policy: CompactionPolicy,
+    retention_ms: int | None,
+    report: CompactReport,
 ) -> CompactReport:
     """Each table's dry run; the group batches a run would commit (until the last table's compaction batch)."""
     needed = 0
-    for table in tables:
+    for table, member in tables.items():
         child = root.child(table)
-        member = read_identity(child)
-        assert member is not None
         consumers = consumer_filter(policy.consumers, child.root_uri)
         sub = _dry_run(
             child, member, policy, retention_ms, CompactReport(table=child.root_uri, dry_run=True, blocked_by=consumers.blocked), consumers
         )
-        report.rewrites += [PlannedRewrite(f"{table}/{r.directory}".rstrip("/"), [f"{table}/{f}" for f in r.files], r.bytes) for r in sub.rewrites]
+        report.rewrites += [r.in_table(table) for r in sub.rewrites]
         report.files_before += sub.files_before
         report.files_after += sub.files_after
         report.blocked_by = report.blocked_by or sub.blocked_by

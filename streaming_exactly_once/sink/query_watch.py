@@ -87,9 +87,6 @@ class _QueryEndListener(StreamingQueryListener):
     def onQueryProgress(self, event: Any) -> None:
         pass
 
-    def onQueryIdle(self, event: Any) -> None:
-        pass
-
     def onQueryTerminated(self, event: Any) -> None:  # through pyspark's own wrapper
         self.ended(str(event.runId), str(event.id))
 
