@@ -56,12 +56,12 @@ from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 
 from ..errors import IcebergTableError
 from ..storage.base import Storage
+from .engine import METADATA_DIR
 from .fileio import StorageFileIO
 from .settings import IcebergCatalogRef
 
 log = logging.getLogger("streaming_exactly_once.iceberg")
 
-METADATA_DIR = "metadata"
 HINT = f"{METADATA_DIR}/version-hint.text"
 #: The identifier the path-based table goes by inside pyiceberg (it has no catalog name).
 PATH_IDENTIFIER = ("streaming_exactly_once", "table")

@@ -18,6 +18,10 @@ from ..storage.base import Storage
 #: semi-public hooks: ``MetastoreCatalog._empty_table_metadata``, ``Transaction`` internals never).
 PYICEBERG_FEATURE = "format='iceberg' (an Apache Iceberg table)"
 
+#: The table's metadata directory (relative to its root): here, not in ``catalogs``, so that code
+#: which only names it (``leftovers``, imported by every writer) does not import pyiceberg.
+METADATA_DIR = "metadata"
+
 
 def require() -> None:
     """Raise ``MissingDependencyError`` naming the extra unless pyiceberg (and pyarrow) import."""

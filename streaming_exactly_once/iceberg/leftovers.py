@@ -32,7 +32,7 @@ import secrets
 import uuid
 from typing import TYPE_CHECKING
 
-from .catalogs import METADATA_DIR
+from .engine import METADATA_DIR
 
 if TYPE_CHECKING:
     from .target import IcebergTarget
