@@ -18,10 +18,17 @@ from .printer import human_bytes
 @click.argument("table")
 @click.option("--discard-wal", type=int, default=None, metavar="BATCH", help="Drop an unpublished (e.g. corrupt) WAL entry.")
 @click.option("--rebuild-logs", is_flag=True, help="Rebuild missing offsets/commits/sources records.")
+@click.option(
+    "--accept-int96",
+    is_flag=True,
+    help="Let a pending Iceberg commit name its INT96 timestamp files as they are (a batch an earlier release published).",
+)
 @click.option("--lease-timeout", default="60s", show_default=True)
 @json_option
 @click.pass_obj
-def recover(ctx: CliContext, table: str, discard_wal: int | None, rebuild_logs: bool, lease_timeout: str, local_json: bool) -> None:
+def recover(
+    ctx: CliContext, table: str, discard_wal: int | None, rebuild_logs: bool, accept_int96: bool, lease_timeout: str, local_json: bool
+) -> None:
     """Roll pending commits forward and remove aborted attempts, without running a query."""
     from ..maintenance import repair
 
@@ -34,7 +41,7 @@ def recover(ctx: CliContext, table: str, discard_wal: int | None, rebuild_logs: 
     if rebuild_logs:
         rebuilt = repair.rebuild_logs(storage, lease_timeout_ms=timeout)
         result["rebuilt"] = camel_keys(rebuilt.__dict__)
-    report = repair.recover_table(storage, lease_timeout_ms=timeout)
+    report = repair.recover_table(storage, lease_timeout_ms=timeout, accept_int96=accept_int96)
     result["recovery"] = camel_keys(report.__dict__)
     if out.as_json:
         return out.json(result)

@@ -30,13 +30,14 @@ from typing import Any
 from ..checkpoint.reader import InputFile
 from ..delta.files import DeltaFile
 from ..errors import ConfigError
-from ..iceberg.files import IcebergFile
+from ..iceberg.files import IcebergFile, staged_rows
 from ..log.compactible_log import CompactibleLog
 from ..log.compaction import all_valid_batches, is_compaction_batch
 from ..manifest.entry import ManifestEntry
 from ..manifest.manifest_index import delete_stale_indexes, index_matches, write_index
 from ..manifest.manifest_log import ManifestLog
 from ..storage.base import Storage
+from ..storage.io_threads import map_waiting
 from ..table.commits_log import CommitRecord
 from ..table.identity import TableSpec
 from ..table.schema_log import SchemaRecord
@@ -269,17 +270,22 @@ class TableCommitter(Writer):
     def _iceberg_step(
         self, attempt: BatchAttempt, files: Sequence[StagedFile], schema: str | None, table_schema: str | None = None
     ) -> CommitIceberg | None:
-        """The batch's Iceberg commit, after checking (before any claim) that the table takes it."""
+        """The batch's Iceberg commit, after checking (before any claim) that the table takes it
+        and that every data file is one it can name (``iceberg.files.staged_rows``: its footer,
+        whose row count the step then uses)."""
         target = self.iceberg
         if target is None:
             return None
         t0 = time.perf_counter()
         target.check_batch(schema, self.options.partition_by, table_schema=table_schema)
+        counted = map_waiting(
+            f"footers-{self.storage.root_uri}", lambda f: staged_rows(self.storage, f.staged or f.final, table=target.name), list(files)
+        )
         attempt.timings["icebergCheck"] = elapsed_ms(t0)
         return CommitIceberg(
             batch_id=attempt.batch_id,
             app_id=target.app_id,
-            files=[IcebergFile(f.final, f.size, f.mtime_ms) for f in files],
+            files=[IcebergFile(f.final, f.size, f.mtime_ms, rows) for f, rows in zip(files, counted, strict=True)],
             partition_by=tuple(self.options.partition_by),
             schema=schema,
             table_schema=table_schema,

@@ -10,8 +10,10 @@ reader can see it. Like every step it is judged by content:
   it holds after snapshot expiry - and, for the path-based default, ``version-hint.text`` names
   the current version (else path-based readers would not see the batch: a writer died between
   the metadata file and the hint, and ``execute`` points it right);
-* ``execute``: read each file's row count from its Parquet footer (which also proves the file
-  is there and complete), then ``IcebergTarget.commit``, which checks the table again right
+* ``execute``: each file's row count - read from its Parquet footer before the WAL claim, where
+  a file the commit could not name (incomplete, INT96 timestamps) is refused while nothing is
+  written (``iceberg.files.staged_rows``); a roll-forward reads it again, which also proves the
+  file is there and complete (``parquet_rows``) - then ``IcebergTarget.commit``, which checks the table again right
   before committing, commits at the version after the one it read and never rebases a lost
   commit onto the winner (see ``iceberg.target``). So the step is idempotent under a retry,
   a roll-forward after a crash at any instant, and a fenced writer finishing the same step next
@@ -103,17 +105,24 @@ class CommitIceberg(CommitStep):
         applied = target.applied_batch()  # one read of the metadata for the check and the commit's first attempt
         if applied is None or applied < self.batch_id:
             storage = target.storage
-            files = [IcebergFile(f.path, f.size, f.mtime_ms, parquet_rows(storage, f.path)) for f in self.files]
+
+            def counted(f: IcebergFile, *, leaving: bool = False) -> IcebergFile:
+                """``f`` with its rows (counted before the claim in a fresh commit); a file a
+                rewrite removes is in the table already, whatever its timestamps."""
+                if f.rows is not None:
+                    return f
+                return IcebergFile(f.path, f.size, f.mtime_ms, parquet_rows(storage, f.path, accept_int96=leaving or ctx.accept_int96))
+
             snapshot = target.commit(
                 self.batch_id,
-                files,
+                [counted(f) for f in self.files],
                 schema_json=self.schema,
                 table_schema=self.table_schema,
                 partition_by=self.partition_by,
                 metadata=self.info,
                 fresh=True,
                 rewrites=[
-                    ([IcebergFile(p, size, 0, parquet_rows(storage, p)) for p, size in r.replaced], IcebergFile(r.final, r.size, r.mtime_ms, r.rows))
+                    ([counted(IcebergFile(p, size, 0), leaving=True) for p, size in r.replaced], IcebergFile(r.final, r.size, r.mtime_ms, r.rows))
                     for r in self.rewrites
                 ],
             )

@@ -71,6 +71,9 @@ class StepContext(MoveContext):
     #: without waiting for the disk; the committer syncs them before it deletes the claim.
     #: False in a roll-forward: what it writes is durable before the claim goes.
     defer_sync: bool = False
+    #: A person's decision (``seo recover --accept-int96``): the ``iceberg`` step of a batch that a
+    #: release without the check before the claim published may name its INT96 data files.
+    accept_int96: bool = False
 
 
 class CommitStep(ABC):

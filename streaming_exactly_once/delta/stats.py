@@ -45,8 +45,9 @@ def parquet_rows(storage: Storage, path: str) -> int:
     if rows is None:
         raise DeltaTableError(
             f"{storage.uri(path)} is not a complete Parquet file (no footer, or one that does not parse); a Delta "
-            "table can only name Parquet files. The file was truncated or replaced after it was written: restore "
-            "it, or discard the pending batch with `seo recover <table> --discard-wal M`.",
+            "table can only name Parquet files. Its batch is published in the table's manifest already, so it cannot "
+            "be discarded: the file was truncated or replaced after it was committed there. Restore it from a backup, "
+            "then restart the query or run `seo recover <table>`.",
             path=path,
         )
     return rows

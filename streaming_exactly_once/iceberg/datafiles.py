@@ -47,8 +47,9 @@ def _value(text: str | None, type_: IcebergType, *, column: str, path: str, tabl
         pass
     raise IcebergTableError(
         f"Data file {table}/{path}: partition directory {column}={text} is not a {type_} value, the type of "
-        f"{column!r} in the Iceberg table. The file was written with another schema; discard the pending batch "
-        "(`seo recover <table> --discard-wal M`) and write it again.",
+        f"{column!r} in the Iceberg table: another writer changed the column's type after the file's batch was "
+        "checked. The batch is published in the table's manifest already, so it cannot be discarded: restore the "
+        "column's type, then restart the query or run `seo recover <table>`.",
         table=table,
         path=path,
         column=column,

@@ -6,8 +6,10 @@ Partition values come from the path's ``column=value`` directories, unescaped th
 escaped them; ``__HIVE_DEFAULT_PARTITION__`` (Spark's name for NULL and the empty string) is a
 NULL partition value.
 
-The row count comes from the Parquet footer, which also proves, right before the commit names
-the file, that it exists and is complete. Only the count is recorded, as for Delta: column
+The row count comes from the Parquet footer, read before the WAL claim (``staged_rows``, which
+refuses a file the commit could not name while nothing is written) and again by a roll-forward
+(``parquet_rows``), which proves, right before the commit names the file, that it exists and is
+complete. Only the count is recorded, as for Delta: column
 bounds spelled differently from what a reader expects would make it skip files and silently
 hide rows, while missing bounds only make it read them.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import IcebergTableError
 from ..manifest.paths import parse_partition_dir
@@ -50,38 +53,86 @@ def partition_values(path: str, partition_by: Sequence[str], *, table: str) -> d
     return {c: found[c] for c in partition_by}
 
 
-def parquet_rows(storage: Storage, path: str) -> int:
-    """Rows of the Parquet file at ``path``, from its footer (one read of its last bytes, two for a
-    large footer). Refuses a file that is not complete Parquet, or whose timestamps are INT96
-    (Spark's default, which Iceberg readers do not read as timestamps: write the table's batches
-    with ``spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS``)."""
+#: The Spark setting that makes Spark's Parquet writer store timestamps as Iceberg reads them.
+OUTPUT_TIMESTAMP_TYPE = "spark.sql.parquet.outputTimestampType"
+#: Its value for the files of an Iceberg table (Iceberg's own timestamp layout: INT64 microseconds).
+ICEBERG_TIMESTAMPS = "TIMESTAMP_MICROS"
+
+
+def _footer(storage: Storage, path: str) -> Any:  # a pyarrow FileMetaData, or None
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     tail = storage.read_tail(path, _FIRST_READ)
-    metadata = None
-    if len(tail) >= 12 and tail[-4:] == _MAGIC:
-        length = int.from_bytes(tail[-8:-4], "little")
-        if length + 8 > len(tail):
-            tail = storage.read_tail(path, length + 8)
-        try:
-            metadata = pq.read_metadata(pa.BufferReader(tail[-(length + 8) :]))
-        except (OSError, ValueError):
-            metadata = None
+    if len(tail) < 12 or tail[-4:] != _MAGIC:
+        return None
+    length = int.from_bytes(tail[-8:-4], "little")
+    if length + 8 > len(tail):
+        tail = storage.read_tail(path, length + 8)
+    try:
+        return pq.read_metadata(pa.BufferReader(tail[-(length + 8) :]))
+    except (OSError, ValueError):
+        return None
+
+
+def _int96_columns(metadata: Any) -> list[str]:
+    return [metadata.schema.column(i).path for i in range(metadata.num_columns) if metadata.schema.column(i).physical_type == "INT96"]
+
+
+def staged_rows(storage: Storage, path: str, *, table: str) -> int:
+    """Before the WAL claim: rows of a batch's data file at ``path`` (staged or in place), from
+    its footer - refusing, while nothing is written, a file the Iceberg commit could not name:
+    not complete Parquet, or with INT96 timestamps (Spark's default; Iceberg readers read
+    timestamps as INT64: pyiceberg reads INT96 as nanoseconds, wrong before 1677 and after 2262)."""
+    metadata = _footer(storage, path)
+    if metadata is None:
+        raise IcebergTableError(
+            f"Data file {storage.uri(path)} of this batch is not a complete Parquet file, although its writer finished; "
+            f"the Iceberg table {table} can only name complete ones. Nothing was published: the batch fails, and Spark "
+            "writes it again when the query restarts.",
+            table=table,
+            path=path,
+        )
+    int96 = _int96_columns(metadata)
+    if int96:
+        raise IcebergTableError(
+            f"Data file {storage.uri(path)} of this batch stores column(s) {int96} as INT96 timestamps, which Iceberg "
+            f"readers do not read as timestamps; the Iceberg table {table} takes {ICEBERG_TIMESTAMPS} only. The sink "
+            f"writes with the writer option {OUTPUT_TIMESTAMP_TYPE}={ICEBERG_TIMESTAMPS}, which this Spark ignored. "
+            f"Nothing was published: set it in the query's session (spark.conf.set('{OUTPUT_TIMESTAMP_TYPE}', "
+            f"'{ICEBERG_TIMESTAMPS}')) and restart the query; Spark writes the batch again.",
+            table=table,
+            path=path,
+            columns=int96,
+        )
+    return int(metadata.num_rows)
+
+
+def parquet_rows(storage: Storage, path: str, *, accept_int96: bool = False) -> int:
+    """After the WAL claim (the ``iceberg`` step, in a roll-forward too): rows of the Parquet
+    file at ``path``, from its footer (one read of its last bytes, two for a large footer),
+    which also proves the file is there and complete. The batch is published in the manifest
+    by then, so it cannot be discarded: the way out of each refusal is named in its message.
+    ``accept_int96``: a person's decision (``seo recover --accept-int96``) to name INT96 files
+    of a batch published before the check moved ahead of the claim."""
+    metadata = _footer(storage, path)
     if metadata is None:
         raise IcebergTableError(
             f"{storage.uri(path)} is not a complete Parquet file (no footer, or one that does not parse); an Iceberg "
-            "table can only name complete data files. The file was truncated or replaced after it was written: "
-            "restore it, or discard the pending batch with `seo recover <table> --discard-wal M`.",
+            "table can only name complete data files. Its batch is published in the table's manifest already, so "
+            "it cannot be discarded: the file was truncated or replaced after it was committed there. Restore it "
+            "from a backup, then restart the query or run `seo recover <table>`.",
             path=path,
         )
-    int96 = [metadata.schema.column(i).path for i in range(metadata.num_columns) if metadata.schema.column(i).physical_type == "INT96"]
-    if int96:
+    int96 = _int96_columns(metadata)
+    if int96 and not accept_int96:
         raise IcebergTableError(
-            f"{storage.uri(path)} stores column(s) {int96} as INT96 timestamps, which Iceberg readers do not read "
-            "as timestamps. Set spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS for queries writing "
-            "format='iceberg' tables, then discard the pending batch (`seo recover <table> --discard-wal M`) so "
-            "that Spark writes it again.",
+            f"{storage.uri(path)} stores column(s) {int96} as INT96 timestamps (written before this release checked "
+            "them ahead of the batch's claim). Its batch is published in the table's manifest already, so it cannot "
+            "be discarded. Run `seo recover <table> --accept-int96` to commit it to the Iceberg table with these "
+            "files as they are: Spark's Iceberg readers read INT96, pyiceberg reads it as nanoseconds (timestamps "
+            "before 1677-09-21 or after 2262-04-11 come out wrong there). Later batches are written as "
+            f"{ICEBERG_TIMESTAMPS}.",
             path=path,
             columns=int96,
         )

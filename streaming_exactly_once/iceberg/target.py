@@ -176,12 +176,21 @@ class IcebergTarget:
 
     # -- before the WAL claim --------------------------------------------------------------------
 
-    def check_batch(self, schema_json: str | None, partition_by: Sequence[str], *, refresh: bool = True, table_schema: str | None = None) -> None:
+    def check_batch(
+        self,
+        schema_json: str | None,
+        partition_by: Sequence[str],
+        *,
+        refresh: bool = True,
+        table_schema: str | None = None,
+        advice: str | None = None,
+    ) -> None:
         """Refuse, before anything is claimed, a batch the Iceberg commit could not take.
         ``table_schema``: the table's Spark schema after the batch, when the batch adds columns
-        (its commit adds them, ``evolve``)."""
+        (its commit adds them, ``evolve``). ``advice``: what to do instead of the stream's advice
+        (the check again inside the commit, where the batch is published already)."""
         from .evolve import added_columns, batch_view
-        from .schema import check_appendable, check_fits, check_partition_types, iceberg_schema
+        from .schema import STREAM_ADVICE, check_appendable, check_fits, check_partition_types, iceberg_schema
 
         table = self.load(refresh=refresh)
         if schema_json is None:
@@ -199,7 +208,8 @@ class IcebergTarget:
                 partition_by,
                 table=self.name,
                 metadata_file=table.metadata_location,
-                advice="Another writer changed the table's partition spec or columns since this library's last batch: restore "
+                advice=advice
+                or "Another writer changed the table's partition spec or columns since this library's last batch: restore "
                 "them as this table's identity records them (_seo/table), or write to a new table.",
             )
             return
@@ -210,7 +220,7 @@ class IcebergTarget:
         check_appendable(table.metadata, self.storage, name=self.name)
         if table_schema is not None:
             batch = batch_view(batch, added_columns(table.schema(), table_schema, table=self.name))
-        check_fits(table.metadata, batch, partition_by, table=self.name, metadata_file=table.metadata_location)
+        check_fits(table.metadata, batch, partition_by, table=self.name, metadata_file=table.metadata_location, advice=advice or STREAM_ADVICE)
 
     # -- the commit of one batch -------------------------------------------------------------------
 
@@ -302,8 +312,8 @@ class IcebergTarget:
         from .leftovers import batch_commit_uuid
         from .schema import iceberg_schema, partition_spec
 
-        # a table created meanwhile must fit too
-        self.check_batch(schema_json, partition_by, refresh=False, table_schema=table_schema)
+        # a table created or changed meanwhile must fit too
+        self.check_batch(schema_json, partition_by, refresh=False, table_schema=table_schema, advice=published_advice(batch_id))
         properties = {batch_property(self.app_id): str(batch_id)}
         catalog = self.catalog()
         catalog.expire_with_next_commit([])
@@ -528,6 +538,16 @@ class IcebergTarget:
             ) from None
         finally:
             self.forget()
+
+
+def published_advice(batch_id: int) -> str:
+    """What to do when the Iceberg commit of a batch published in the manifest cannot be made:
+    it cannot be discarded any more (Spark's readers may have read it)."""
+    return (
+        f"Manifest batch {batch_id} is published in the table's manifest already, so it cannot be discarded: another "
+        "writer changed the Iceberg table since the check before the batch's claim. Restore its partition spec and "
+        "columns as they were (or as the batch needs them), then restart the query or run `seo recover <table>`."
+    )
 
 
 def _applied(table: Table, app: str) -> int | None:

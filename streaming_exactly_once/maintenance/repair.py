@@ -1,7 +1,9 @@
 """Recovery without a running query, and the explicit repairs the error messages point to.
 
 * ``recover_table`` - take the lease, roll pending commits forward, remove aborted attempts,
-  release the lease. The same thing the sink does when it starts; safe at any time.
+  release the lease. The same thing the sink does when it starts; safe at any time. With
+  ``accept_int96`` a pending Iceberg commit may name INT96 data files (a batch an earlier
+  release published before checking them).
 * ``discard_wal`` - drop one WAL entry *whose manifest batch was never published and cannot be*:
   a corrupt entry, or a claim whose data files were deleted by something outside the protocol.
   Refused if the manifest file exists (the batch is visible and must be completed) and if the
@@ -50,7 +52,9 @@ def _logs(storage: Storage) -> TableLogs:
     return TableLogs.for_identity(storage, identity)
 
 
-def recover_table(storage: Storage, *, lease_timeout_ms: int = 60_000) -> RecoveryReport:
+def recover_table(storage: Storage, *, lease_timeout_ms: int = 60_000, accept_int96: bool = False) -> RecoveryReport:
+    """``accept_int96``: a pending Iceberg commit may name INT96 data files (``seo recover
+    --accept-int96``, the way out its refusal names; ``iceberg.files.parquet_rows``)."""
     identity = read_identity(storage)
     if identity is not None and identity.kind == "group":
         from ..commit.group_committer import GroupCommitter
@@ -72,7 +76,7 @@ def recover_table(storage: Storage, *, lease_timeout_ms: int = 60_000) -> Recove
     lease.start_heartbeat()
     try:
         logs = _logs(storage)
-        ctx = StepContext(storage=storage, logs=logs, epoch=lease.epoch)
+        ctx = StepContext(storage=storage, logs=logs, epoch=lease.epoch, accept_int96=accept_int96)
         report = recover(storage, logs, CommitSequenceStore(storage), ctx, fence=lease.check_fence)
         _discard_iceberg_leftovers(storage)
         return report

@@ -101,7 +101,7 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
                 self.storage,
                 format=self.options.file_format,
                 partition_by=self.options.partition_by,
-                options=dict(self.options.writer_options),
+                options=self.options.spark_writer_options() if self.staging_mode == "rename" else dict(self.options.writer_options),
             )
         return self._writer
 

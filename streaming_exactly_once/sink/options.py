@@ -41,6 +41,7 @@ from ..commit.data_compaction import CompactionPolicy
 from ..config import parse_bool, parse_choice, parse_duration_ms, parse_int, parse_size, parse_table_text, reject_unknown
 from ..delta.target import DeltaSettings
 from ..errors import ConfigError
+from ..iceberg.files import ICEBERG_TIMESTAMPS, OUTPUT_TIMESTAMP_TYPE
 from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
 from ..log.compaction import interval_is_spark_safe
 from ..storage.base import Storage
@@ -294,6 +295,7 @@ class SinkOptions:
             raise ConfigError("on_commit must be a callable taking one dict", key="on_commit")
         parse_choice(self.schema_evolution, key="schema_evolution", choices=EVOLUTION_MODES)
         check_evolving_format(self.schema_evolution, self.format)
+        self._check_timestamp_layout()
         if self.compaction is not None and self.compaction.consumers and not self.spark_manifest:
             raise ConfigError(
                 "compaction.consumers are downstream file-source queries, which read a table through its _spark_metadata; "
@@ -307,6 +309,29 @@ class SinkOptions:
                 f"format={self.format!r}. Turn compaction off, or write parquet.",
                 key="compaction",
             )
+
+    def _check_timestamp_layout(self) -> None:
+        """An Iceberg table's files store timestamps as Iceberg does (``spark_writer_options``):
+        a writer option asking Spark for another layout is refused, not silently overridden."""
+        if "iceberg" not in self.table_formats:
+            return
+        for key, value in self.writer_options.items():
+            if str(key).lower() == OUTPUT_TIMESTAMP_TYPE.lower() and str(value).upper() != ICEBERG_TIMESTAMPS:
+                raise ConfigError(
+                    f"writer_options sets {key}={value}, but an Iceberg table's data files store timestamps as "
+                    f"{ICEBERG_TIMESTAMPS} (INT64 microseconds: Iceberg readers read nothing else as timestamps). Leave it "
+                    "out: the sink writes the table's files that way whatever the session's setting.",
+                    key="writer_options",
+                )
+
+    def spark_writer_options(self) -> dict[str, str]:
+        """The options Spark's writer gets (``staging_mode='rename'``): ``writer_options``, and for an
+        Iceberg table ``spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS`` - a writer option of
+        this write only, the session's setting (Spark's default INT96) untouched."""
+        options = {str(k): str(v) for k, v in self.writer_options.items()}
+        if "iceberg" in self.table_formats and not any(k.lower() == OUTPUT_TIMESTAMP_TYPE.lower() for k in options):
+            options[OUTPUT_TIMESTAMP_TYPE] = ICEBERG_TIMESTAMPS
+        return options
 
     @property
     def table_formats(self) -> tuple[str, ...]:

@@ -333,7 +333,7 @@ def test_files_that_are_not_complete_parquet_or_hold_int96_timestamps_are_refuse
     path = tmp_path / "t" / "p=a" / "int96.parquet"
     pq.write_table(pa.table({"id": pa.array([1], pa.int64()), "ts": pa.array([0], pa.timestamp("us"))}), path, use_deprecated_int96_timestamps=True)
     int96 = IcebergFile("p=a/int96.parquet", path.stat().st_size, 0)
-    with pytest.raises(IcebergTableError, match="INT96 .*outputTimestampType=TIMESTAMP_MICROS"):
+    with pytest.raises(IcebergTableError, match="INT96 .*cannot be discarded. Run `seo recover <table> --accept-int96`"):
         run(step(0, [int96]), context(storage))
     assert not (tmp_path / "t" / "metadata").exists()
 
