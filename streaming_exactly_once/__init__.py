@@ -41,6 +41,10 @@ def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module 'streaming_exactly_once' has no attribute {name!r}")
     module_name, attr = _LAZY[name]
+    if module_name.startswith("streaming_exactly_once.sink"):
+        from .extras import require
+
+        require("spark")
     module = import_module(module_name)
     return module if attr is None else getattr(module, attr)
 

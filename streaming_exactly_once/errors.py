@@ -56,8 +56,14 @@ class ConfigError(ExactlyOnceError, TerminalError, ValueError):
     """An option or config file value is missing, unknown or out of range."""
 
 
-class MissingDependencyError(ExactlyOnceError, TerminalError, ImportError):
-    """An optional dependency (an extra) is needed for this call and is not installed."""
+class MissingDependencyError(ConfigError, ImportError):
+    """An optional dependency (an extra) is needed for this call and is not installed: a
+    configuration problem of the environment, raised before anything is written. Which extra
+    provides what is declared once, in ``streaming_exactly_once.extras``."""
+
+    package: str
+    extra: str
+    feature: str
 
     def __init__(self, *, package: str, extra: str, feature: str) -> None:
         super().__init__(

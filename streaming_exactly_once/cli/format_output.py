@@ -29,6 +29,8 @@ def format_text(info: dict[str, Any]) -> str:
 
 def _delta_text(delta: dict[str, Any]) -> str:
     app = f"; app id {delta['appId']}" if delta.get("appId") else ""
+    if "missingExtra" in delta:
+        return f"not checked: {delta['error']}{app}"
     if "error" in delta:
         return f"ERROR: {delta['error']}{app}"
     if delta.get("version") is None:
@@ -38,6 +40,8 @@ def _delta_text(delta: dict[str, Any]) -> str:
 
 def _iceberg_text(iceberg: dict[str, Any]) -> str:
     where = f"; catalog {iceberg['catalog']}" if iceberg.get("catalog") else ""
+    if "missingExtra" in iceberg:
+        return f"not checked: {iceberg['error']}{where}"
     if "error" in iceberg:
         return f"ERROR: {iceberg['error']}{where}"
     if iceberg.get("snapshotId") is None:

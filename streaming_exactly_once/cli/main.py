@@ -3,7 +3,8 @@
 Every command takes ``--json``: one document, keys in camelCase (``json_keys``; a JSON schema per
 command in the docs). Errors are one line on stderr and a non-zero exit code
 (1 = the command failed; 2 = bad usage; ``verify`` exits 3 when it found only warnings;
-130 = interrupted). That holds for *any* error, the library's own and unexpected ones alike:
+4 = the table needs an extra that is not installed, which the message names; 130 =
+interrupted). That holds for *any* error, the library's own and unexpected ones alike:
 ``--debug`` (or ``SEO_DEBUG=1``) prints the traceback as well.
 Only ``run`` starts Spark; the other commands need neither pyspark nor a JVM.
 """
@@ -17,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..errors import ExactlyOnceError
+from .. import extras
+from ..errors import ExactlyOnceError, MissingDependencyError
 from . import progress
-from .context import EXIT_FAILED, EXIT_WARNINGS, CliContext, json_option, printer_for, storage_options
+from .context import EXIT_FAILED, EXIT_MISSING_EXTRA, EXIT_WARNINGS, CliContext, json_option, printer_for, storage_options
 from .format_output import format_text, table_format_lines
 from .maintenance_commands import compact, gc, recover
 from .printer import Printer, human_bytes, human_time
@@ -306,6 +308,7 @@ def index(ctx: CliContext, table: str, batch: int | None, local_json: bool) -> N
 @click.pass_obj
 def run(ctx: CliContext, job: str, conf_path: str | None, overrides: tuple[str, ...], jobs_dir: str | None, local_json: bool) -> None:
     """Run a job (yours in ./jobs, or a packaged example) with a TOML config, printing progress per batch."""
+    extras.require("spark", what="seo run")
     from .job_runner import run_job
 
     out = printer_for(ctx, local_json)
@@ -334,10 +337,17 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except SystemExit:
         raise
+    except MissingDependencyError as exc:
+        _fail(f"error: {_one_line(str(exc))}", argv, EXIT_MISSING_EXTRA)
     except ExactlyOnceError as exc:
         _fail(f"error: {_one_line(str(exc))}", argv)
     except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
         _fail(f"error: {_one_line(str(exc))}", argv)
+    except ModuleNotFoundError as exc:
+        refusal = extras.missing_extra(exc)
+        if refusal is None:
+            raise
+        _fail(f"error: {_one_line(str(refusal))}", argv, EXIT_MISSING_EXTRA)
     except Exception as exc:  # not ours: still one line, and a way to see more
         _fail(
             f"error: unexpected {type(exc).__name__}: {_one_line(str(exc))[:300]} (this is a bug in streaming-exactly-once "
@@ -350,11 +360,11 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _fail(line: str, argv: list[str] | None) -> None:
+def _fail(line: str, argv: list[str] | None, code: int = EXIT_FAILED) -> None:
     if _debug(argv):
         traceback.print_exc()
     click.echo(line, err=True)
-    sys.exit(EXIT_FAILED)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

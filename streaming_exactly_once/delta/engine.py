@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import MissingDependencyError, UnsupportedStorageError
+from .. import extras
+from ..errors import UnsupportedStorageError
 from ..storage.base import Storage
 
 #: Schemes of our storages that delta-rs can write a table on, and the scheme it is given.
@@ -26,10 +27,9 @@ _DELTA_SCHEMES = {"file": "file", "s3": "s3", "s3a": "s3", "s3n": "s3"}
 
 def deltalake() -> Any:
     """The ``deltalake`` module, or ``MissingDependencyError`` naming the extra to install."""
-    try:
-        import deltalake as module
-    except ImportError as exc:
-        raise MissingDependencyError(package="deltalake", extra="delta", feature="format='delta' (a Delta Lake table)") from exc
+    extras.require("delta")
+    import deltalake as module
+
     return module
 
 

@@ -11,12 +11,8 @@ Hadoop catalog, DuckDB and polars open as they are), the canonical URI elsewhere
 
 from __future__ import annotations
 
-from ..errors import MissingDependencyError
+from .. import extras
 from ..storage.base import Storage
-
-#: The pyiceberg releases this layer was built and tested against (it calls a few of their
-#: semi-public hooks: ``MetastoreCatalog._empty_table_metadata``, ``Transaction`` internals never).
-PYICEBERG_FEATURE = "format='iceberg' (an Apache Iceberg table)"
 
 #: The table's metadata directory (relative to its root): here, not in ``catalogs``, so that code
 #: which only names it (``leftovers``, imported by every writer) does not import pyiceberg.
@@ -25,11 +21,7 @@ METADATA_DIR = "metadata"
 
 def require() -> None:
     """Raise ``MissingDependencyError`` naming the extra unless pyiceberg (and pyarrow) import."""
-    try:
-        import pyarrow  # noqa: F401
-        import pyiceberg  # noqa: F401
-    except ImportError as exc:
-        raise MissingDependencyError(package="pyiceberg", extra="iceberg", feature=PYICEBERG_FEATURE) from exc
+    extras.require("iceberg")
 
 
 def table_location(storage: Storage) -> str:

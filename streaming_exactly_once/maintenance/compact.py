@@ -45,6 +45,7 @@ from ..table.group_state import is_quarantine
 from ..table.identity import TableIdentity, read_identity
 from ..table.table_logs import TableLogs
 from .group_tables import group_of, group_tables, newest_group_record
+from .table_extras import require_table_extras
 
 #: ``min_batches_to_retain`` of a run: more batches than any table has, so it deletes no log file.
 NO_LOG_RETENTION = 1 << 40
@@ -100,6 +101,7 @@ def compact_table(
     lease_timeout_ms: int = 60_000,
 ) -> CompactReport:
     """Rewrite the small files ``policy`` picks and publish them (module docstring)."""
+    require_table_extras(storage)
     identity = _table_identity(storage)
     for consumer in policy.consumers:  # a mistyped location would silently stop every rewrite
         if not open_storage(consumer.checkpoint).exists("offsets"):

@@ -69,6 +69,7 @@ from ..table.temp_files import lease_taken_ms, leftover_files, temp_and_work_fil
 from .group_tables import group_of, group_tables
 from .kept import kept_files
 from .pending import PendingCommits, pending_commits
+from .table_extras import require_table_extras
 
 
 @dataclass
@@ -106,6 +107,7 @@ def collect_garbage(
     lease_timeout_ms: int = 60_000,
 ) -> GcReport:
     """Collect the table (or dataset group) at ``storage``; see the module docstring."""
+    require_table_extras(storage)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     cutoff = now - older_than_ms
     identity = read_identity(storage)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ExactlyOnceError
+from ..errors import ExactlyOnceError, MissingDependencyError
 from ..storage.base import Storage
 from ..table.identity import IcebergIdentity
 
@@ -40,6 +40,8 @@ def iceberg_status(storage: Storage, iceberg: IcebergIdentity) -> dict[str, Any]
     catalog = {"catalog": f"{iceberg.catalog.name}:{iceberg.catalog.identifier}"} if iceberg.catalog.name is not None else {}
     try:
         return {**_target(storage, iceberg).status(), **catalog}
+    except MissingDependencyError as exc:  # the table is not broken: this environment cannot read it
+        return {"appId": iceberg.app_id, **catalog, "error": str(exc), "missingExtra": exc.extra}
     except ExactlyOnceError as exc:
         return {"appId": iceberg.app_id, **catalog, "error": str(exc)}
 

@@ -38,6 +38,7 @@ from ..table.offsets_log import OffsetsRecord
 from ..table.source_offsets import merged_ends
 from ..table.table_logs import TableLogs
 from .group_tables import group_tables
+from .table_extras import require_table_extras
 
 log = logging.getLogger("streaming_exactly_once.maintenance")
 
@@ -55,6 +56,7 @@ def _logs(storage: Storage) -> TableLogs:
 def recover_table(storage: Storage, *, lease_timeout_ms: int = 60_000, accept_int96: bool = False) -> RecoveryReport:
     """``accept_int96``: a pending Iceberg commit may name INT96 data files (``seo recover
     --accept-int96``, the way out its refusal names; ``iceberg.files.parquet_rows``)."""
+    require_table_extras(storage)
     identity = read_identity(storage)
     if identity is not None and identity.kind == "group":
         from ..commit.group_committer import GroupCommitter

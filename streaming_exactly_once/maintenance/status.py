@@ -7,7 +7,7 @@ from typing import Any
 
 from ..commit.lease import read_lease_state
 from ..commit.wal import CommitSequenceStore
-from ..errors import ExactlyOnceError
+from ..errors import ExactlyOnceError, MissingDependencyError
 from ..readers.history import batches
 from ..readers.visibility import committed_files
 from ..storage.base import Storage
@@ -105,6 +105,8 @@ def delta_status(storage: Storage, app_id: str) -> dict[str, Any]:
 
     try:
         return DeltaTarget(storage, app_id).status()
+    except MissingDependencyError as exc:  # the table is not broken: this environment cannot read it
+        return {"appId": app_id, "error": str(exc), "missingExtra": exc.extra}
     except ExactlyOnceError as exc:
         return {"appId": app_id, "error": str(exc)}
 

@@ -42,6 +42,7 @@ from .iceberg_checks import check_iceberg
 from .kept import kept_files
 from .pending import PendingCommits, pending_commits
 from .rewrite_checks import check_rewrites
+from .table_extras import require_table_extras
 
 
 @dataclass
@@ -151,6 +152,8 @@ def verify_table(
     ``check_schemas``: read every committed Parquet file's footer (``maintenance.file_schemas``)."""
     tell = progress or (lambda _: None)
     tell(f"reading the logs of {storage.root_uri}")
+    if pending is None:  # (a group's table: its group checked them all)
+        require_table_extras(storage)
     identity = read_identity(storage)
     if identity is not None and identity.kind == "group":
         return verify_group(storage, check_orphans=check_orphans, check_schemas=check_schemas)

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DataFileMissingError, MissingDependencyError
+from .. import extras
+from ..errors import DataFileMissingError
 from ..manifest.paths import normalize_uri
 from ..storage.base import Storage
 from .arrow_schema import table_schema
@@ -25,12 +26,11 @@ if TYPE_CHECKING:
 
 
 def _pyarrow() -> tuple[Any, Any, Any]:  # the pyarrow, pyarrow.dataset and pyarrow.fs modules
-    try:
-        import pyarrow as pa
-        import pyarrow.dataset as ds
-        import pyarrow.fs as pafs
-    except ImportError as exc:
-        raise MissingDependencyError(package="pyarrow", extra="arrow", feature="reading with pyarrow") from exc
+    extras.require("arrow")
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+
     return pa, ds, pafs
 
 

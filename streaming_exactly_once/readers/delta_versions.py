@@ -12,6 +12,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from .. import extras
 from ..errors import InvalidAsOfError, MissingDependencyError, TableNotFoundError
 from ..storage.base import Storage
 from ..table.commits_log import CommitsLog
@@ -53,6 +54,7 @@ def delta_version(path: str, *, as_of: int | None = None, storage_options: Mappi
     identity = read_identity(storage)
     if identity is None or not identity.is_delta:
         raise TableNotFoundError(f"{storage.root_uri} is not a Delta table written by this library (format='delta').")
+    extras.require("delta", what="read.delta_version")  # it reads the Delta log
     manifest = open_manifest(storage, identity)
     latest = latest_batch(storage, identity, manifest)
     batch = latest if as_of is None else as_of

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, MissingDependencyError
+from .. import extras
+from ..errors import ConfigError
 from .arrow_reader import arrow, dataset
 
 if TYPE_CHECKING:
@@ -30,10 +31,7 @@ def pandas(
     filter: Any = None,
 ) -> pd.DataFrame:
     """The committed rows as a ``pandas.DataFrame`` (partition columns typed as recorded)."""
-    try:
-        import pandas  # noqa: F401
-    except ImportError as exc:
-        raise MissingDependencyError(package="pandas", extra="arrow", feature="read.pandas") from exc
+    extras.require("pandas")
     return arrow(
         path,
         as_of=as_of,
@@ -62,10 +60,9 @@ def polars(
 
     ``columns`` selects columns either way; ``filter`` (a ``pyarrow.dataset`` expression) applies
     to eager reads only - filter a ``LazyFrame`` with Polars expressions."""
-    try:
-        import polars as pl
-    except ImportError as exc:
-        raise MissingDependencyError(package="polars", extra="polars", feature="read.polars") from exc
+    extras.require("polars")
+    import polars as pl
+
     if lazy:
         if filter is not None:
             raise ConfigError("read.polars(lazy=True) takes no pyarrow filter; filter the LazyFrame instead", key="filter")
@@ -111,10 +108,9 @@ def duckdb(
     DuckDB scans the Arrow dataset directly (projection and filter pushdown included), which
     reads through the table's fsspec filesystem: S3 works without DuckDB's httpfs extension.
     """
-    try:
-        import duckdb as ddb
-    except ImportError as exc:
-        raise MissingDependencyError(package="duckdb", extra="duckdb", feature="read.duckdb") from exc
+    extras.require("duckdb")
+    import duckdb as ddb
+
     connection = con if con is not None else ddb.connect()
     data = dataset(path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, format=format, options=options)
     connection.register(name, data)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .. import extras
 from ..errors import InvalidAsOfError, TableNotFoundError
 from ..table.identity import read_identity
 from ..table.table_logs import open_manifest
@@ -32,6 +33,7 @@ def iceberg_snapshot(path: str, *, as_of: int | None = None, storage_options: Ma
     identity = read_identity(storage)
     if identity is None or identity.iceberg is None:
         raise TableNotFoundError(f"{storage.root_uri} is not an Iceberg table written by this library (format='iceberg').")
+    extras.require("iceberg", what="read.iceberg_snapshot")  # it reads the Iceberg metadata
     latest = latest_batch(storage, identity, open_manifest(storage, identity))
     batch = latest if as_of is None else as_of
     if batch is None or (latest is not None and batch > latest):

@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import MissingDependencyError
+from .. import extras
 from ..storage.base import Storage
 from .visibility import committed_files
 
@@ -54,10 +54,9 @@ def spark(
     if not isinstance(given, str) and isinstance(session, str):  # read.spark(session, path): the old order
         warnings.warn("read.spark takes the table's path first, then the SparkSession", DeprecationWarning, stacklevel=2)
         path, session = session, given
-    try:
-        from pyspark.sql.types import StringType, StructField, StructType
-    except ImportError as exc:
-        raise MissingDependencyError(package="pyspark", extra="spark", feature="read.spark") from exc
+    extras.require("spark", what="read.spark")
+    from pyspark.sql.types import StringType, StructField, StructType
+
     files = committed_files(path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, verify=True)
     fmt = files.file_format(format)
     reader_options = files.reader_options(options)

@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .. import extras
 from ..commit.committer import CommitterOptions
 from ..commit.compaction_consumers import DEFAULT_MAX_FILE_AGE_MS, Consumer
 from ..commit.data_compaction import CompactionPolicy
@@ -340,8 +341,11 @@ class SinkOptions:
 
     def validate_table_formats(self, formats: Iterable[str]) -> None:
         """Refuse the options of a table format none of the sink's tables is written in
-        (``formats``: those its tables use), and check those of the formats they are."""
+        (``formats``: those its tables use), and check those of the formats they are. A format
+        whose extra is not installed is refused first (``MissingDependencyError``)."""
         formats = set(formats)
+        for name in sorted(formats):
+            extras.require(name)
         for name, only in (("delta", DELTA_ONLY), ("iceberg", ICEBERG_ONLY), ("delta' or 'iceberg", ("spark_manifest",))):
             if any(f in formats for f in name.split("' or '")):
                 continue

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .. import extras
 from ..errors import UnsupportedStorageError
 from .base import FileInfo, PreparedFiles, Storage, join, prepared_files
 from .option_keys import translate_storage_options
@@ -31,6 +32,7 @@ def open_storage(uri: str, options: Mapping[str, Any] | None = None) -> Storage:
     """A `Storage` rooted at ``uri``; ``options`` go to the backend (e.g. s3fs credentials; delta-rs
     style keys such as ``AWS_ENDPOINT_URL`` are translated, see ``option_keys``)."""
     scheme = scheme_of(uri)
+    extras.require_storage(uri)  # a missing extra is refused here, before any backend is built
     opts = translate_storage_options(scheme, options or {})
     if scheme == "file":
         from .local import LocalStorage

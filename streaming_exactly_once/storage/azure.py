@@ -29,7 +29,8 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import MissingDependencyError, StorageAccessError, StorageError, UnsupportedStorageError
+from .. import extras
+from ..errors import StorageAccessError, StorageError, UnsupportedStorageError
 from .fsspec_store import FsspecStorage, error_chain
 from .probe import exclusive_create_problem
 
@@ -59,10 +60,9 @@ class AzureStorage(FsspecStorage):
         super().__init__(f"{parts.scheme.lower()}://{parts.netloc}/{parts.path.strip('/')}".rstrip("/"), native, opts)
 
     def _make_filesystem(self) -> Any:
-        try:
-            import adlfs
-        except ImportError as exc:
-            raise MissingDependencyError(package="adlfs", extra="azure", feature=f"{self.scheme}:// storage") from exc
+        extras.require_storage(self.root_uri)
+        import adlfs
+
         kwargs = dict(self._options)
         kwargs.setdefault("use_listings_cache", False)
         return adlfs.AzureBlobFileSystem(**kwargs)

@@ -22,29 +22,22 @@ from typing import IO, Any
 
 import fsspec
 
-from ..errors import MissingDependencyError, StorageAccessError
+from .. import extras
+from ..errors import StorageAccessError
 from .base import FileInfo, Storage, check_relative, join
 
-#: URI scheme -> (fsspec protocol, package providing it, extra that installs it)
-PROTOCOLS = {
-    "s3": ("s3", "s3fs", "s3"),
-    "s3a": ("s3", "s3fs", "s3"),
-    "s3n": ("s3", "s3fs", "s3"),
-    "memory": ("memory", "fsspec", "s3"),
-    "file": ("file", "fsspec", "s3"),
-}
+#: URI scheme -> fsspec protocol, where they differ
+PROTOCOLS = {"s3a": "s3", "s3n": "s3"}
 
 
 def make_filesystem(scheme: str, options: dict[str, Any]) -> Any:
     """An fsspec filesystem for ``scheme`` with listing caches off."""
-    protocol, package, extra = PROTOCOLS.get(scheme, (scheme, scheme, "all"))
+    extras.require_storage(f"{scheme}://")
+    protocol = PROTOCOLS.get(scheme, scheme)
     kwargs = dict(options)
     if protocol not in ("file", "memory"):
         kwargs.setdefault("use_listings_cache", False)
-    try:
-        return fsspec.filesystem(protocol, **kwargs)
-    except ImportError as exc:
-        raise MissingDependencyError(package=package, extra=extra, feature=f"{scheme}:// storage") from exc
+    return fsspec.filesystem(protocol, **kwargs)
 
 
 def _mtime_ms(info: dict[str, Any]) -> int:

@@ -26,7 +26,8 @@ import errno
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import MissingDependencyError, StorageAccessError, UnsupportedStorageError
+from .. import extras
+from ..errors import StorageAccessError, UnsupportedStorageError
 from .fsspec_store import FsspecStorage, error_chain
 from .probe import exclusive_create_problem
 
@@ -54,10 +55,9 @@ class GcsStorage(FsspecStorage):
         super().__init__(f"{parts.scheme.lower()}://{native}", native, options)
 
     def _make_filesystem(self) -> Any:
-        try:
-            import gcsfs.core
-        except ImportError as exc:
-            raise MissingDependencyError(package="gcsfs", extra="gcs", feature=f"{self.scheme}:// storage") from exc
+        extras.require_storage(self.root_uri)
+        import gcsfs.core
+
         kwargs = dict(self._options)
         kwargs.setdefault("use_listings_cache", False)
         return gcsfs.core.GCSFileSystem(**kwargs)
