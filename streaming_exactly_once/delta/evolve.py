@@ -17,7 +17,9 @@ Delta protocol's mutual exclusion between writers (delta-rs does the same with
 ``metaData`` keeps everything of the table's but ``schemaString``; the protocol is unchanged.
 Paths are percent-encoded the way delta-rs encodes them (``add_path``). Which changes Delta
 allows without ``typeWidening`` - nullable columns added at the end, nothing else - is checked
-first (``check_evolution``, Delta's ``mergeSchema`` rule for an append).
+first (``check_evolution``, Delta's ``mergeSchema`` rule for an append, and its ``DROP NOT NULL``:
+a batch that may hold nulls where the table says none makes those columns nullable, in the
+same version).
 """
 
 from __future__ import annotations
@@ -58,12 +60,27 @@ def evolves(current: str, new: str | None) -> bool:
     return new is not None and _bare(fields_of(new)) != _bare(fields_of(current))
 
 
+def _relaxed(old: Any, new: Any) -> Any:
+    """``new`` with the nullability flags ``old`` has wherever ``new`` only allows nulls ``old``
+    did not (the one change Delta allows to existing columns here: dropping a NOT NULL)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = {k: _relaxed(old.get(k), v) for k, v in new.items()}
+        for flag in ("nullable", "containsNull", "valueContainsNull"):
+            if flag in old and flag in new and new[flag] and not old[flag]:
+                out[flag] = old[flag]
+        return out
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [_relaxed(o, n) for o, n in zip(old, new, strict=True)]
+    return new
+
+
 def check_evolution(current: str, new: str, *, table: str, log_uri: str) -> None:
-    """Delta's rule for an append that changes the schema: ``new`` is ``current`` followed by
-    nullable columns; ``DeltaSchemaMismatchError`` naming what else changed."""
+    """Delta's rule for an append that changes the schema: ``new`` is ``current`` - whose NOT NULL
+    columns, nested fields, array elements or map values may become nullable (Delta's ``DROP NOT
+    NULL``) - followed by nullable columns; ``DeltaSchemaMismatchError`` naming what else changed."""
     old, now = fields_of(current), fields_of(new)
     problems = []
-    if _bare(now[: len(old)]) != _bare(old):
+    if _bare(_relaxed(old, now[: len(old)])) != _bare(old):
         problems.append("the table's existing columns would change (Delta widens types only with its typeWidening feature)")
     for f in now[len(old) :]:
         if not f.get("nullable", True):

@@ -7,11 +7,13 @@ without schema evolution:
 
 * the partition columns must be the table's, in the table's order;
 * every column of the batch must be a column of the table with the same type (nested types
-  included; field metadata such as comments is ignored);
+  included; field metadata such as comments is ignored), whose nested fields, array elements
+  and map values hold no null where the table's say none;
 * a table column the batch lacks must be nullable (Delta readers give NULL for it).
 
-Nullability of columns the batch has is not compared: Spark marks nearly every streaming
-column nullable, and Delta tables created by other engines often are not.
+The nullability of a top-level column the batch has is not compared here: the table schema's
+rules (``table.schema_rules``) make the table's column nullable - nested ones too - and the
+batch's Delta commit carries that schema (``evolve``), so the batch is checked against it.
 
 Partition columns must have types whose directory names Spark and Delta spell the same way
 (strings, integers, booleans, dates): a timestamp partition is named in Spark's session time
@@ -48,6 +50,37 @@ def _bare(type_: Any) -> Any:
     return type_
 
 
+_FLAGS = ("nullable", "containsNull", "valueContainsNull")
+
+
+def _shape(type_: Any) -> Any:
+    """A type without field metadata and nullability flags."""
+    if isinstance(type_, dict):
+        return {k: _shape(v) for k, v in type_.items() if k != "metadata" and k not in _FLAGS}
+    if isinstance(type_, list):
+        return [_shape(v) for v in type_]
+    return type_
+
+
+def looser(table_type: Any, batch_type: Any) -> bool:
+    """Whether the batch's type (of the table type's shape) may hold a null where the table's
+    nested type says none: a struct field, an array element, a map value."""
+    if not isinstance(table_type, dict) or not isinstance(batch_type, dict):
+        return False
+    if table_type.get("type") == "struct":
+        return any(
+            (not t.get("nullable", True) and b.get("nullable", True)) or looser(t["type"], b["type"])
+            for t, b in zip(table_type["fields"], batch_type["fields"], strict=True)
+        )
+    if table_type.get("type") == "array":
+        nulls = not table_type.get("containsNull", True) and batch_type.get("containsNull", True)
+        return nulls or looser(table_type["elementType"], batch_type["elementType"])
+    if table_type.get("type") == "map":
+        nulls = not table_type.get("valueContainsNull", True) and batch_type.get("valueContainsNull", True)
+        return nulls or looser(table_type["valueType"], batch_type["valueType"])
+    return False
+
+
 def _type_text(type_: Any) -> str:
     return type_ if isinstance(type_, str) else json.dumps(_bare(type_), separators=(",", ":"))[:120]
 
@@ -77,7 +110,7 @@ def schema_differences(table_schema: str, table_partitions: Sequence[str], batch
         known = table_fields.get(name)
         if known is None:
             problems.append(f"column {name!r} ({_type_text(field['type'])}) is not in the table")
-        elif _bare(known["type"]) != _bare(field["type"]):
+        elif _shape(known["type"]) != _shape(field["type"]) or looser(known["type"], field["type"]):
             problems.append(f"column {name!r} is {_type_text(field['type'])} in the batch, {_type_text(known['type'])} in the table")
     for name, field in table_fields.items():
         if name not in batch_fields and not field.get("nullable", True):

@@ -1,12 +1,16 @@
 """What a batch's Iceberg commit changes besides adding its snapshot: the columns a schema
-evolution adds, and the snapshots the sink's expiry removes - both in the same metadata version
+evolution adds or makes optional, and the snapshots the sink's expiry removes - both in the same metadata version
 as the snapshot, so that no reader ever sees the batch without its columns, and expiry costs no
 commit of its own.
 
 * **Columns** (``schema_evolution="add_columns"``, ``commit.table_schema``): the step carries the
   table's Spark schema after the batch; every top-level column the Iceberg table lacks is added,
   optional, with fresh field ids (pyiceberg's ``UpdateSchema``, which also extends the table's
-  name mapping). Columns are never dropped, retyped or made required here.
+  name mapping). In the same change, what the table requires but the batch's schema may leave
+  null - a column, a nested field, list elements, map values - becomes optional, and so does a
+  required partition column (an earlier release created them required; Spark's files do not
+  hold them, and pyiceberg refused to read such a table). Columns are never dropped, retyped or
+  made required here.
 * **Expiry** (``iceberg_snapshots_to_keep=N``): the commit keeps the ``N`` newest snapshots (the
   one it adds counts) and every branch or tag head, and removes the rest - a
   ``remove-snapshots`` update applied by the catalog to the full metadata it commits on
@@ -31,7 +35,7 @@ from pyiceberg.table import Table, Transaction
 from pyiceberg.table.metadata import TableMetadata
 
 from .fileio import relative_to
-from .schema import iceberg_schema
+from .schema import iceberg_schema, relaxed_paths
 
 
 def added_columns(current: Schema, table_schema_json: str, *, table: str) -> list[str]:
@@ -40,15 +44,25 @@ def added_columns(current: Schema, table_schema_json: str, *, table: str) -> lis
     return [f.name for f in iceberg_schema(table_schema_json, table=table).fields if f.name not in known]
 
 
-def add_columns(txn: Transaction, table_schema_json: str, *, table: str) -> list[str]:
-    """Add (optional) the columns of ``table_schema_json`` the transaction's table lacks."""
-    evolved = iceberg_schema(table_schema_json, table=table)
-    new = [f for f in evolved.fields if f.name not in {c.name for c in txn.table_metadata.schema().fields}]
-    if new:
+def evolve_schema(
+    txn: Transaction, batch_schema_json: str | None, table_schema_json: str | None, partition_by: Sequence[str], *, table: str
+) -> list[str]:
+    """In the transaction of a batch's snapshot, one schema change (none if nothing changes): the
+    columns of ``table_schema_json`` the table lacks, added optional; and what the table
+    requires but the batch may leave null, or a partition column, made optional
+    (``schema.relaxed_paths``). What changed, for the log."""
+    current = txn.table_metadata.schema()
+    known = {c.name for c in current.fields}
+    new = [] if table_schema_json is None else [f for f in iceberg_schema(table_schema_json, table=table).fields if f.name not in known]
+    batch = Schema() if batch_schema_json is None else iceberg_schema(batch_schema_json, table=table)
+    relaxed = relaxed_paths(current, batch, partition_by)
+    if new or relaxed:
         with txn.update_schema() as update:
             for field in new:
                 update.add_column(field.name, field.field_type, doc=field.doc, required=False)
-    return [f.name for f in new]
+            for path in relaxed:
+                update.make_column_optional(path)
+    return [f"added {f.name!r}" for f in new] + [f"{'.'.join(p)!r} optional" for p in relaxed]
 
 
 def batch_view(batch: Schema, without: Sequence[str]) -> Schema:

@@ -4,16 +4,18 @@ Spark's schema JSON (kept in every commit record) is mapped type by type, the wa
 Spark integration maps them: ``byte``/``short``/``integer`` -> ``int`` (Spark writes all three as
 Parquet INT32, which Iceberg readers read as ``int``), ``timestamp`` -> ``timestamptz`` (an
 instant), ``timestamp_ntz`` -> ``timestamp``, ``decimal(p,s)``, arrays, maps and structs. A
-Spark-nullable field is optional, a non-nullable one required. Types without an Iceberg
+Spark-nullable field is optional, a non-nullable one required - but a partition column, which
+Spark's files do not hold, is always optional. Types without an Iceberg
 counterpart (``void``, intervals, ``variant``) are refused before the batch is claimed.
 
 An existing table fits a batch when (an append without schema evolution):
 
 * its partition spec is an identity transform on each of the sink's ``partition_by`` columns,
   in order, and nothing else (partition values come from the files' ``k=v`` directories);
-* every column of the batch is a table column of the same type, nested types included;
-* a required table column is in the batch and not nullable there (our files could hold nulls
-  otherwise); a table column the batch lacks is optional (readers give NULL for it);
+* every column of the batch is a table column of the same type, nested types included -
+  nullability aside: what the table requires and the batch may leave null is made optional by
+  the batch's commit (``relaxed_paths``), as the table schema's rules say (``docs/schema.md``);
+* a table column the batch lacks is optional (readers give NULL for it);
 * its name mapping, if it has one, maps each of our column names to that column's field id
   (Spark's Parquet files carry no field ids: readers resolve their columns by that mapping).
 """
@@ -124,10 +126,14 @@ def _fields(struct: dict[str, Any], ids: _Ids, prefix: str) -> list[NestedField]
     return out
 
 
-def iceberg_schema(schema_json: str, *, table: str) -> Schema:
-    """The Iceberg schema of a batch's Spark schema JSON (``IcebergSchemaMismatchError`` if it has none)."""
+def iceberg_schema(schema_json: str, *, table: str, optional: Sequence[str] = ()) -> Schema:
+    """The Iceberg schema of a batch's Spark schema JSON (``IcebergSchemaMismatchError`` if it has
+    none); the top-level columns named in ``optional`` are optional whatever Spark says (the
+    partition columns: Spark's files do not hold them, and pyiceberg refuses a required column
+    its file lacks - the value comes from the partition then)."""
     try:
-        return Schema(*_fields(json.loads(schema_json), _Ids(), ""))
+        fields = _fields(json.loads(schema_json), _Ids(), "")
+        return Schema(*[NestedField(f.field_id, f.name, f.field_type, required=False) if f.name in optional else f for f in fields])
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise IcebergSchemaMismatchError(
             f"Iceberg table {table}: the batch's schema cannot be an Iceberg schema ({exc}). Cast such columns "
@@ -173,22 +179,33 @@ def _shape(t: IcebergType) -> str:
     return str(t)
 
 
-def _nullability(where: str, table: IcebergType, batch: IcebergType) -> list[str]:
-    """Places where the table requires a value the batch may leave null (types already equal)."""
-    out = []
-    if isinstance(table, StructType) and isinstance(batch, StructType):
-        for t, b in zip(table.fields, batch.fields, strict=True):
-            if t.required and not b.required:
-                out.append(f"{where}.{t.name} is required in the table, nullable in the batch")
-            out += _nullability(f"{where}.{t.name}", t.field_type, b.field_type)
-    elif isinstance(table, ListType) and isinstance(batch, ListType):
-        if table.element_required and not batch.element_required:
-            out.append(f"the elements of {where} are required in the table, nullable in the batch")
-        out += _nullability(f"{where}[]", table.element_type, batch.element_type)
-    elif isinstance(table, MapType) and isinstance(batch, MapType):
-        if table.value_required and not batch.value_required:
-            out.append(f"the values of {where} are required in the table, nullable in the batch")
-        out += _nullability(f"{where}{{value}}", table.value_type, batch.value_type)
+def relaxed_paths(table: Schema, batch: Schema, partition_by: Sequence[str] = ()) -> list[tuple[str, ...]]:
+    """Paths of what the table requires and a batch of this shape may leave null - a column,
+    a nested field, a list's elements (``element``), a map's values (``value``) - and the
+    required partition columns (a table an earlier release created; ``iceberg_schema``). The
+    commit makes them optional, in the metadata version of its snapshot (``evolve``): an
+    Iceberg table must not say a column holds no nulls when our files may hold some."""
+    out: list[tuple[str, ...]] = [(f.name,) for f in table.fields if f.required and f.name in partition_by]
+    by_name = {f.name: f for f in table.fields}
+
+    def walk(path: tuple[str, ...], t: IcebergType, b: IcebergType) -> None:
+        if isinstance(t, StructType) and isinstance(b, StructType):
+            for tf, bf in zip(t.fields, b.fields, strict=True):
+                visit(path + (tf.name,), tf.required and not bf.required, tf.field_type, bf.field_type)
+        elif isinstance(t, ListType) and isinstance(b, ListType):
+            visit(path + ("element",), t.element_required and not b.element_required, t.element_type, b.element_type)
+        elif isinstance(t, MapType) and isinstance(b, MapType):
+            visit(path + ("value",), t.value_required and not b.value_required, t.value_type, b.value_type)
+
+    def visit(path: tuple[str, ...], relax: bool, t: IcebergType, b: IcebergType) -> None:
+        if relax and path not in out:
+            out.append(path)
+        walk(path, t, b)
+
+    for field in batch.fields:
+        known = by_name.get(field.name)
+        if known is not None and _shape(known.field_type) == _shape(field.field_type):
+            visit((field.name,), known.required and not field.required, known.field_type, field.field_type)
     return out
 
 
@@ -210,10 +227,6 @@ def schema_differences(metadata: TableMetadata, batch: Schema, partition_by: Seq
             problems.append(f"column {field.name!r} ({_shape(field.field_type)}) is not in the table")
         elif _shape(known.field_type) != _shape(field.field_type):
             problems.append(f"column {field.name!r} is {_shape(field.field_type)} in the batch, {_shape(known.field_type)} in the table")
-        else:
-            if known.required and not field.required:
-                problems.append(f"column {field.name!r} is required in the table, nullable in the batch")
-            problems += _nullability(f"column {field.name!r}", known.field_type, field.field_type)
     for field in table.fields:
         if field.name not in batch_names and field.required:
             problems.append(f"the table's required column {field.name!r} is not in the batch")

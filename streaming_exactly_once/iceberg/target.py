@@ -308,7 +308,7 @@ class IcebergTarget:
         from pyiceberg.table import TableProperties
 
         from .datafiles import add_replace_snapshot, data_files
-        from .evolve import add_columns, snapshots_to_expire
+        from .evolve import evolve_schema, snapshots_to_expire
         from .leftovers import batch_commit_uuid
         from .schema import iceberg_schema, partition_spec
 
@@ -320,7 +320,7 @@ class IcebergTarget:
         self._expiring = []
         if table is None:
             assert schema_json is not None  # check_batch refused a first batch without one
-            schema = iceberg_schema(table_schema or schema_json, table=self.name)
+            schema = iceberg_schema(table_schema or schema_json, table=self.name, optional=partition_by)
             txn = self.catalog().create_table_transaction(
                 self.catalog().identifier,
                 schema,
@@ -333,8 +333,9 @@ class IcebergTarget:
             if TableProperties.MANIFEST_MERGE_ENABLED not in table.metadata.properties:
                 # Iceberg's default (pyiceberg's is off): keeps the manifest list short
                 properties[TableProperties.MANIFEST_MERGE_ENABLED] = "true"
-            if table_schema is not None:
-                add_columns(txn, table_schema, table=self.name)  # in this commit (``evolve``)
+            changed = evolve_schema(txn, schema_json, table_schema, partition_by, table=self.name)  # in this commit (``evolve``)
+            if changed:
+                log.info("Iceberg commit of batch %d to %s changes its schema: %s", batch_id, self.name, ", ".join(changed))
             if self.settings.snapshots_to_keep is not None:
                 self._expiring = snapshots_to_expire(table.metadata, self.settings.snapshots_to_keep)
                 catalog.expire_with_next_commit(self._expiring)

@@ -25,9 +25,10 @@ Hence:
 * **same type** - written as is. Nullability of a column both have is never a reason to refuse:
   Spark reads every file column as nullable, and nearly every streaming column is declared
   nullable, so refusing a nullable batch column for a table column declared non-null would
-  refuse most streams. The table's column becomes nullable then (in every mode, recorded like
-  an evolution: readers must not be told a column holds no nulls when it may) - except in a
-  Delta table, whose NOT NULL is Delta's to enforce.
+  refuse most streams. The table's column becomes nullable then - and so do its nested fields,
+  array elements and map values the batch may leave null (``relax``) - in every mode and every
+  format, recorded like an evolution: readers must not be told a column holds no nulls when it
+  may (a Delta or Iceberg table's own schema changes with the batch's commit).
 * **the batch's type is narrower** (``integer`` into a ``long`` column; ``WIDENINGS``) - the
   batch is cast up before it is written (``casts``): the files keep the table's type, every
   reader reads them.
@@ -147,6 +148,27 @@ def shape(type_: Any) -> Any:
     return type_
 
 
+def relax(table_type: Any, batch_type: Any) -> Any:
+    """``table_type`` with every nested nullability flag the batch's type of the same shape sets
+    (a struct's fields, an array's elements, a map's values may hold null where either says so)."""
+    if not isinstance(table_type, dict) or not isinstance(batch_type, dict):
+        return table_type
+    out = dict(table_type)
+    kind = table_type.get("type")
+    if kind == "struct":
+        out["fields"] = [
+            {**t, "type": relax(t["type"], b["type"]), "nullable": bool(t.get("nullable", True) or b.get("nullable", True))}
+            for t, b in zip(table_type["fields"], batch_type["fields"], strict=True)
+        ]
+    elif kind == "array":
+        out["elementType"] = relax(table_type["elementType"], batch_type["elementType"])
+        out["containsNull"] = bool(table_type.get("containsNull", True) or batch_type.get("containsNull", True))
+    elif kind == "map":
+        out["valueType"] = relax(table_type["valueType"], batch_type["valueType"])
+        out["valueContainsNull"] = bool(table_type.get("valueContainsNull", True) or batch_type.get("valueContainsNull", True))
+    return out
+
+
 def type_text(type_: Any, nullable: bool = True) -> str:
     """A type for people: ``long``, ``long not null``, ``struct<...>`` (nested JSON, cut short)."""
     text = type_ if isinstance(type_, str) else json.dumps(shape(type_), separators=(",", ":"))
@@ -224,7 +246,10 @@ def compare(
         pair = (old, new) if isinstance(old, str) and isinstance(new, str) else None  # atomic types only widen
         refused = len(mismatches)
         if old == new:
-            result.append(t)
+            inside = relax(t["type"], b["type"])
+            if inside != t["type"]:
+                changes.append(f"nested fields of {name!r} may hold nulls")
+            result.append(t if inside == t["type"] else {**t, "type": inside})
         elif pair is not None and (new, old) in WIDENINGS:
             casts.append(name)  # narrower than the table: cast up, the files keep the table's type
             result.append(t)
@@ -244,7 +269,7 @@ def compare(
         else:
             mismatches.append(Mismatch(name, _field(t), _field(b), "another type: readers cannot read both", "type"))
             result.append(t)
-        if len(mismatches) == refused and not delta and not t.get("nullable", True) and b.get("nullable", True):
+        if len(mismatches) == refused and not t.get("nullable", True) and b.get("nullable", True):
             changes.append(f"{name!r} may hold nulls")  # the table says what its rows may hold
             result[-1] = {**result[-1], "nullable": True}
     known = {t["name"].lower() for t in table}

@@ -69,7 +69,6 @@ def test_a_table_written_by_pyiceberg_is_adopted_and_gets_the_name_mapping_our_f
     [
         (Schema(NestedField(1, "id", IntegerType(), False), P), BY_P, r"column 'id' is long in the batch, int in the table"),
         (Schema(ID, P, NestedField(3, "must", StringType(), required=True)), BY_P, r"required column 'must' is not in the batch"),
-        (Schema(ID, NestedField(2, "p", StringType(), required=True)), BY_P, r"column 'p' is required in the table, nullable in the batch"),
         (
             Schema(NestedField(1, "p", StringType(), required=False)),
             PartitionSpec(PartitionField(1, 1000, IdentityTransform(), "p")),
@@ -82,7 +81,7 @@ def test_a_table_written_by_pyiceberg_is_adopted_and_gets_the_name_mapping_our_f
             r"partitioned by \['bucket\[4\]\(id\)'\], the sink by \['identity\(p\)'\]",
         ),
     ],
-    ids=["type", "required-missing", "required-nullable", "extra-column", "unpartitioned", "bucket-transform"],
+    ids=["type", "required-missing", "extra-column", "unpartitioned", "bucket-transform"],
 )
 def test_a_table_the_batch_does_not_fit_is_refused_with_the_difference(tmp_path, schema, spec, message):
     hadoop_table(tmp_path / "t", schema, spec)
@@ -91,6 +90,21 @@ def test_a_table_the_batch_does_not_fit_is_refused_with_the_difference(tmp_path,
         run(step(0, batch_files(storage, 0)), context(storage))
     assert "v1.metadata.json" in str(caught.value) and "Nothing was written" in str(caught.value)
     assert sorted(p.name for p in (tmp_path / "t" / "metadata").iterdir()) == ["v1.metadata.json", "version-hint.text"]
+
+
+def test_an_adopted_tables_required_columns_a_batch_may_leave_null_become_optional_with_its_snapshot(tmp_path):
+    """Another engine's table requires ``id`` and its partition column ``p``; the sink's batches
+    may leave both null (and its files do not hold ``p``): the first batch's commit makes them
+    optional, in the metadata version of its snapshot, and pyiceberg reads the table."""
+    from pyiceberg.table import StaticTable
+
+    hadoop_table(tmp_path / "t", Schema(NestedField(1, "id", LongType(), required=True), NestedField(2, "p", StringType(), required=True)), BY_P)
+    storage = open_storage(str(tmp_path / "t"))
+    run(step(0, batch_files(storage, 0)), context(storage))
+    table = StaticTable.from_metadata(str(tmp_path / "t"))
+    assert table.metadata.location.endswith("/t") and [f.required for f in table.schema().fields] == [False, False]
+    assert sorted(p.name for p in (tmp_path / "t" / "metadata").glob("v*.metadata.json")) == ["v1.metadata.json", "v2.metadata.json"]
+    assert Counter(table.scan().to_arrow().column("id").to_pylist()) == Counter(ids_of(0))
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 """Spark's batches as they come, into ``format="iceberg"`` (and ``["delta", "iceberg"]``) tables:
-Spark's default INT96 timestamps. Each batch is given to the sink as ``foreachBatch`` gives it
+Spark's default INT96 timestamps, columns Spark declares NOT NULL (``range``, literals) - a
+partition column among them - followed by a batch where they may be null. Each batch is given to the sink as ``foreachBatch`` gives it
 (``sink(df, batch_id)``); Iceberg readers are pyiceberg by path, and polars."""
 
 from __future__ import annotations
@@ -62,3 +63,32 @@ def test_a_writer_option_asking_an_iceberg_table_for_another_timestamp_layout_is
     assert sink.options.spark_writer_options() == {OUTPUT_TIMESTAMP_TYPE: "timestamp_micros"}
     plain = ExactlyOnceSink(str(tmp_path / "u"), writer_options={OUTPUT_TIMESTAMP_TYPE: "INT96"})  # not an Iceberg table: Spark's
     assert plain.options.spark_writer_options() == {OUTPUT_TIMESTAMP_TYPE: "INT96"}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_not_null_columns_and_partition_columns_then_a_nullable_batch_every_reader_reads_them(spark, tmp_path, fmt):
+    """Batch 0's ``id`` and partition column ``day`` are NOT NULL (as from ``range`` and a
+    literal); batch 1's ``id`` holds a null. Both commit, and pyiceberg reads every row with its
+    partition value (Spark's files do not hold ``day``: it must be optional in the Iceberg table)."""
+    table = tmp_path / "t"
+    first = spark.sql("SELECT id, DATE'2024-01-01' AS day FROM range(3)")
+    later = spark.sql("SELECT CASE WHEN id = 1 THEN NULL ELSE id + 10 END AS id, DATE'2024-01-02' AS day FROM range(3)")
+    assert [f.nullable for f in first.schema.fields] == [False, False]
+    sink = ExactlyOnceSink(str(table), format=fmt, partition_by=["day"], query_id="q")
+    try:
+        sink(first, 0)
+        assert [(r["id"], str(r["day"])) for r in pyiceberg_rows(table, "id", "day")] == [(i, "2024-01-01") for i in range(3)]
+        sink(later, 1)
+    finally:
+        sink.close()
+    rows = pyiceberg_rows(table, "id", "day")
+    assert sorted((r["id"] if r["id"] is not None else -1, str(r["day"])) for r in rows) == [
+        (-1, "2024-01-02"),
+        (0, "2024-01-01"),
+        (1, "2024-01-01"),
+        (2, "2024-01-01"),
+        (10, "2024-01-02"),
+        (12, "2024-01-02"),
+    ]
+    assert sorted(map(str, read.arrow(str(table)).column("id").to_pylist())) == sorted(map(str, [0, 1, 2, 10, None, 12]))
+    assert verify_table(open_storage(str(table))).problems == []

@@ -40,7 +40,24 @@ def test_a_nullable_batch_column_makes_a_non_nullable_table_column_nullable():
     verdict = compare(table, [], schema("id long", "v double"), [])
     assert verdict.fits and verdict.changes == ("'id' may hold nulls",)
     assert [f["nullable"] for f in fields_of(verdict.schema)] == [True, True]
-    assert compare(table, [], schema("id long", "v double"), [], delta=True).changed is False  # Delta's NOT NULL is Delta's
+    # a Delta or Iceberg table too: its own schema drops the NOT NULL in the batch's commit
+    assert compare(table, [], schema("id long", "v double"), [], delta=True).changes == ("'id' may hold nulls",)
+
+
+def test_nested_fields_elements_and_values_the_batch_may_leave_null_become_nullable():
+    def nested(null: bool) -> str:
+        fields = [
+            {"name": "s", "type": {"type": "struct", "fields": [{"name": "x", "type": "long", "nullable": null, "metadata": {}}]}},
+            {"name": "a", "type": {"type": "array", "elementType": "long", "containsNull": null}},
+            {"name": "m", "type": {"type": "map", "keyType": "string", "valueType": "long", "valueContainsNull": null}},
+        ]
+        return json.dumps({"type": "struct", "fields": [{**f, "nullable": False, "metadata": {}} for f in fields]})
+
+    verdict = compare(nested(False), [], nested(True), [], delta=True)
+    assert verdict.fits and verdict.changes == tuple(f"nested fields of {c!r} may hold nulls" for c in "sam")
+    assert fields_of(verdict.schema) == fields_of(nested(True))
+    stricter = compare(nested(True), [], nested(False), [])  # a batch that promises more changes nothing
+    assert stricter.fits and not stricter.changed
 
 
 def test_a_first_batch_creates_the_schema():
