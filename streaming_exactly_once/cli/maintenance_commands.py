@@ -196,6 +196,7 @@ def compact(
         "filesBefore": report.files_before,
         "filesAfter": report.files_after,
         "blockedBy": report.blocked_by,
+        "whyNothing": report.why_nothing if not report.rewrites else None,
         **({"group": True, "tableBatches": report.table_batches} if report.group else {}),
     }
     if out.as_json:
@@ -204,7 +205,7 @@ def compact(
     for r in report.rewrites:
         out.write(f"{verb} {len(r.files)} files of {r.directory or '(the root)'} ({human_bytes(r.bytes)}) into one")
     if not report.rewrites:
-        out.write(f"nothing to compact: {report.blocked_by or 'no partition has enough small files old enough'}")
+        out.write(f"nothing to compact: {report.why_nothing or report.blocked_by or 'no partition has enough small files old enough'}")
         return None
     batches = result["batches"]
     published = "would publish them in" if dry_run else "published them in"

@@ -9,19 +9,23 @@ instead of the files it replaces, and a Delta commit removes them and adds it wi
 ``dataChange`` false.
 
 What is rewritten (``plan``): Parquet files of one directory (a partition) that received no
-file for ``quiet_period_ms``, each smaller than half the target size and written at least
-``min_age_ms`` ago (by the entry's ``modificationTime``), at least ``min_files`` of them, oldest first, up to the target size per
-new file and ``max_bytes`` per compaction batch. The caller leaves out files the manifest's
-``retention`` is about to drop.
+file for ``quiet_period_ms``, each smaller than half the target size and stamped at least
+``min_age_ms`` before the newest live file of the table (by the entries' ``modificationTime``:
+the table's own clock, not the wall clock - a caught-up file-source reader skips the new file
+only if its timestamp is below the newest file it read minus its ``maxFileAge``, and an idle
+table's files do not age), at least ``min_files`` of them, oldest first, up to the target size
+per new file and ``max_bytes`` per compaction batch. The caller leaves out files the manifest's
+``retention`` is about to drop. Entries under an earlier root of a table that was moved or
+copied (``TableIdentity.root_uris``) are rewritten like the others.
 
 The new file (``write``) holds the rows of the replaced files, in their order. Only files with
 the first one's Arrow schema (key-value metadata included: Spark's rebase markers) and
 timestamp layout are merged; INT96 timestamps are read as microseconds and written as INT96.
 The file is read back and compared with the rows it replaces before it is staged; a rewrite
 that does not compare equal is left out, never the batch. Its manifest entry's
-``modificationTime`` is the newest of the replaced files', so a downstream file-source query
-whose ``latestTimestamp - maxFileAge`` is past that time skips it (the design page states when
-that holds).
+``modificationTime`` is the newest of the replaced files', at least ``min_age_ms`` below the
+table's newest file, so a downstream file-source query that has read the newest file skips it
+when its ``maxFileAge`` is below ``min_age_ms`` (the design page derives it).
 
 On disk: the WAL's ``manifest`` step lists the replaced files' manifest paths (``replaced``),
 its ``move`` step moves the new files, and a Delta table's ``delta`` step carries the
@@ -30,6 +34,7 @@ its ``move`` step moves the new files, and a Delta table's ``delta`` step carrie
 
 from __future__ import annotations
 
+import datetime
 import io
 import logging
 import posixpath
@@ -142,6 +147,62 @@ def rewritable(manifest: ManifestLog, as_of: int | None, now_ms: int) -> list[Ma
     return [entry for entry in manifest.files(as_of=as_of) if kept(entry)]
 
 
+@dataclass
+class PlanNotes:
+    """Why ``plan`` chose what it chose: counts of the live data files it passed over, by reason
+    (``seo compact`` says why there is nothing to compact)."""
+
+    #: the newest timestamp of any live file: the table's own clock, which ``min_age`` is measured on
+    newest_ms: int | None = None
+    small: int = 0
+    too_young: int = 0
+    not_eligible: int = 0
+    outside: int = 0
+    quiet: int = 0
+
+    def why_nothing(self, policy: CompactionPolicy) -> str:
+        """One sentence for a plan that chose nothing."""
+        if self.newest_ms is None:
+            return "the table has no live data file"
+        if not self.small and not self.outside:
+            return f"no live Parquet file is smaller than half the target size ({policy.target_size} bytes)"
+        parts = [f"of {self.small} small file(s)"]
+        if self.too_young:
+            parts.append(
+                f"{self.too_young} were written less than min_age ({_seconds(policy.min_age_ms)}) before the table's newest file, "
+                f"{_utc(self.newest_ms)} (min_age is measured between the files' own timestamps, not on the clock: the files of an "
+                "idle table do not age; a smaller min_age is safe when no downstream query reads the table as a file source)"
+            )
+        if self.not_eligible:
+            parts.append(f"{self.not_eligible} are held back by a registered consumer or were left alone as unmergeable")
+        if self.quiet:
+            parts.append(f"{self.quiet} are in partitions still inside their quiet period")
+        left = self.small - self.too_young - self.not_eligible - self.quiet
+        parts.append(f"{left} are left, fewer than min_files ({policy.min_files}) in every partition")
+        if self.outside:
+            parts.append(f"and {self.outside} live file(s) lie outside every root the table was written under (seo verify names them)")
+        return ", ".join(parts)
+
+
+def _seconds(ms: int) -> str:
+    return f"{ms / 1000:g}s"
+
+
+def _utc(ms: int) -> str:
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def table_relative(roots: Sequence[str], uri: str) -> str | None:
+    """``uri`` relative to the first of ``roots`` it lies below (a table copied or moved keeps
+    its entries under the root it was written at: ``TableIdentity.root_uris``); None if it lies
+    below none of them, or climbs out of one with ``..``."""
+    for root in roots:
+        rel = relative_to_root(root, uri)
+        if rel is not None:
+            return rel if rel and posixpath.normpath(rel) == rel and not rel.startswith("../") else None
+    return None
+
+
 def plan(
     storage: Storage,
     live: Sequence[ManifestEntry],
@@ -149,26 +210,47 @@ def plan(
     *,
     now_ms: int,
     eligible: Callable[[ManifestEntry], bool] | None = None,
+    roots: Sequence[str] = (),
+    notes: PlanNotes | None = None,
 ) -> list[Candidate]:
     """The groups worth a rewrite in the live listing ``live`` (module docstring); ``eligible``:
-    what else a file must pass (the registered consumers' rule)."""
+    what else a file must pass (the registered consumers' rule); ``roots``: other roots the
+    table's entries may lie under (it was moved or copied); ``notes``: filled with what was
+    passed over, and why."""
+    notes = PlanNotes() if notes is None else notes
+    files_only = [entry for entry in live if not entry.is_dir]
+    if not files_only:
+        return []
+    # min_age on the table's own clock: a caught-up file-source reader skips the new file only
+    # if its timestamp is below (the newest file it read - its maxFileAge), whatever time it is
+    notes.newest_ms = max(entry.modification_time for entry in files_only)
+    floor = notes.newest_ms - policy.min_age_ms
     small = policy.target_size // 2
     by_dir: dict[str, list[tuple[ManifestEntry, str]]] = {}
     newest: dict[str, int] = {}  # per directory, its newest file of any size
-    for entry in live:
-        if entry.is_dir:
+    for entry in files_only:
+        rel = table_relative((storage.root_uri, *roots), entry.uri)
+        if rel is None:
+            notes.outside += 1
             continue
-        rel = relative_to_root(storage.root_uri, entry.uri)
-        if rel is None or not rel.endswith(".parquet") or rel.startswith(("_", ".")):
+        if not rel.endswith(".parquet") or rel.startswith(("_", ".")):
             continue
         directory = posixpath.dirname(rel)
         newest[directory] = max(newest.get(directory, entry.modification_time), entry.modification_time)
-        if entry.size < small and entry.modification_time <= now_ms - policy.min_age_ms and (eligible is None or eligible(entry)):
+        if entry.size >= small:
+            continue
+        notes.small += 1
+        if entry.modification_time > floor:
+            notes.too_young += 1
+        elif eligible is not None and not eligible(entry):
+            notes.not_eligible += 1
+        else:
             by_dir.setdefault(directory, []).append((entry, rel))
     out: list[Candidate] = []
     budget = policy.max_bytes
     for directory in sorted(by_dir):
         if policy.quiet_period_ms and newest[directory] > now_ms - policy.quiet_period_ms:
+            notes.quiet += len(by_dir[directory])
             continue  # still receiving data
         files = sorted(by_dir[directory], key=lambda f: (f[0].modification_time, f[1]))
         while len(files) >= policy.min_files and budget > 0:

@@ -38,10 +38,11 @@ from collections.abc import Callable, Sequence
 from ..log.compaction import next_compaction_batch
 from ..manifest.entry import ManifestEntry
 from ..storage.base import Storage
+from ..table.identity import read_identity
 from ..table.layout import staging_dir
 from .compaction_consumers import consumer_filter
 from .compaction_preparation import CommitGate
-from .data_compaction import CompactionPolicy, StagedRewrite, plan, write
+from .data_compaction import CompactionPolicy, PlanNotes, StagedRewrite, plan, write
 from .lease import Lease
 
 log = logging.getLogger("streaming_exactly_once.compaction")
@@ -70,6 +71,8 @@ class RewritePreparation:
         self._stopping = threading.Event()
         #: milliseconds the last preparation took (``stepMs.rewrite`` of the batch that publishes it)
         self.last_ms: float | None = None
+        #: what the last planning passed over, and why (``seo compact`` says it)
+        self.notes: PlanNotes | None = None
 
     def prepare(self, target: int, planned_from: int, live: Callable[[int], Sequence[ManifestEntry]], *, staging_batch: int | None = None) -> None:
         """Plan and write the rewrites compaction batch ``target`` is to publish, from the live
@@ -88,7 +91,12 @@ class RewritePreparation:
         written = False
         try:
             consumers = consumer_filter(self.policy.consumers, self.storage.root_uri)
-            for n, candidate in enumerate(plan(self.storage, live(now), self.policy, now_ms=now, eligible=consumers.allows)):
+            identity = read_identity(self.storage)
+            notes = self.notes = PlanNotes()
+            candidates = plan(
+                self.storage, live(now), self.policy, now_ms=now, eligible=consumers.allows, roots=identity.root_uris if identity else (), notes=notes
+            )
+            for n, candidate in enumerate(candidates):
                 if self._stopping.is_set():
                     break
                 self.gate.wait_open(GATE_WAIT_S)

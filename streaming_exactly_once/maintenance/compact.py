@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from ..commit.committer import TableCommitter
 from ..commit.compaction_consumers import ConsumerFilter, consumer_filter
-from ..commit.data_compaction import CompactionPolicy, StagedRewrite, plan, rewritable
+from ..commit.data_compaction import CompactionPolicy, PlanNotes, StagedRewrite, plan, rewritable
 from ..commit.group_committer import GroupCommitter, MemberBatch
 from ..commit.options import CommitterOptions
 from ..delta.settings import DeltaSettings
@@ -86,6 +86,8 @@ class CompactReport:
     files_after: int = 0
     #: why nothing may be rewritten now (a registered consumer, ``commit.compaction_consumers``)
     blocked_by: str | None = None
+    #: why nothing is rewritten, when nothing is (what the planning passed over: ``PlanNotes``)
+    why_nothing: str | None = None
     #: a dataset group's run: ``batches`` are group batches, each table's own are here, and the
     #: rewrites' directories start with their table's path under the group root
     group: bool = False
@@ -127,6 +129,8 @@ def compact_table(
         report.rewrites = [PlannedRewrite.of(r) for r in prepared]
         if not prepared:
             report.files_after = report.files_before
+            notes = committer.rewrites.preparation.notes if committer.rewrites is not None else None
+            report.why_nothing = report.blocked_by or (notes.why_nothing(policy) if notes is not None else None)
             return report
         while True:
             n = committer.last_spark_batch(MAINTENANCE_QUERY)
@@ -159,17 +163,23 @@ def _compact_group(
         committer.janitor.drain()  # each table's rewrites of its next compaction batch, written at the start
         assert committer.rewrites is not None
         pending: dict[str, MemberBatch] = {}
+        whys: list[str] = []
         for table, member_identity in tables.items():
             report.blocked_by = report.blocked_by or consumer_filter(policy.consumers, root.child(table).root_uri).blocked
             report.files_before += len(committer.member_logs(table).require_manifest().files())
             rewrites = committer.rewrites.get(table)
             prepared = rewrites.preparation.ready if rewrites is not None else []
             report.rewrites += [PlannedRewrite.of(r).in_table(table) for r in prepared]
+            notes = rewrites.preparation.notes if rewrites is not None else None
+            if not prepared and notes is not None:
+                whys.append(f"{table}: {notes.why_nothing(policy)}")
             if prepared:
                 member = pending[table] = _maintenance_batch(table, member_identity)
                 # a table written before schema records: its schema is adopted now, while its
                 # commit records still hold it (the run's empty batches record none)
                 committer.member_schema(table, format=member.format, partition_by=member.partition_by)
+        if not pending:
+            report.why_nothing = report.blocked_by or "; ".join(whys) or None
         while pending:
             n = committer.last_spark_batch(MAINTENANCE_QUERY)
             with committer.batch(MAINTENANCE_QUERY, 0 if n is None else n + 1, mode="rename") as attempt:
@@ -250,6 +260,7 @@ def _group_dry_run(
 ) -> CompactReport:
     """Each table's dry run; the group batches a run would commit (until the last table's compaction batch)."""
     needed = 0
+    whys: list[str] = []
     for table, member in tables.items():
         child = root.child(table)
         consumers = consumer_filter(policy.consumers, child.root_uri)
@@ -260,12 +271,15 @@ def _group_dry_run(
         report.files_before += sub.files_before
         report.files_after += sub.files_after
         report.blocked_by = report.blocked_by or sub.blocked_by
+        if not sub.rewrites:
+            whys.append(f"{table}: {sub.why_nothing}")
         if sub.would_commit:
             report.table_batches[table] = sub.would_commit
             needed = max(needed, len(sub.would_commit))
     newest = newest_group_record(root, identity)
     nxt = 0 if newest is None else newest.batch_id + 1
     report.would_commit = list(range(nxt, nxt + needed))
+    report.why_nothing = None if report.rewrites else "; ".join(whys)
     return report
 
 
@@ -313,13 +327,16 @@ def _dry_run(
     report.files_before = len(manifest.files()) if latest is not None else 0
     now = int(time.time() * 1000)
     live = rewritable(manifest, latest, now) if latest is not None else []
-    for candidate in plan(storage, live, policy, now_ms=now, eligible=consumers.allows):
+    notes = PlanNotes()
+    for candidate in plan(storage, live, policy, now_ms=now, eligible=consumers.allows, roots=identity.root_uris, notes=notes):
         report.rewrites.append(
             PlannedRewrite(candidate.directory, [rel for _, rel in candidate.files], sum(entry.size for entry, _ in candidate.files))
         )
     if report.rewrites:
         nxt = (-1 if latest is None else latest) + 1
         report.would_commit = list(range(nxt, next_compaction_batch(nxt - 1, manifest.interval) + 1))
+    else:
+        report.why_nothing = report.blocked_by or notes.why_nothing(policy)
     report.files_after = report.files_before - sum(len(r.files) - 1 for r in report.rewrites)
     return report
 

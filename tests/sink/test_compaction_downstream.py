@@ -1,0 +1,129 @@
+"""A downstream ``readStream.parquet(table)`` that is caught up and runs throughout reads every row
+once through compactions of an *idle* table: ``seo compact`` of a table stopped for longer than
+``min_age``, and a writer that restarts after such a pause and publishes a rewrite at its first
+compaction batch. Spark's file source skips the new file only if its timestamp is below the
+newest file it has read minus its ``maxFileAge``; ``min_age`` is therefore measured on the
+table's own clock (the newest live file's timestamp), never on the wall clock - an idle table's
+files do not age. Once newer files arrive the old ones are rewritten, and still read once."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+
+from streaming_exactly_once import ExactlyOnceSink
+from streaming_exactly_once.commit.data_compaction import CompactionPolicy
+from streaming_exactly_once.maintenance.compact import compact_table
+from streaming_exactly_once.manifest.manifest_log import ManifestLog
+from streaming_exactly_once.storage import open_storage
+from tests.sink.conftest import assert_exactly_once
+
+pytestmark = pytest.mark.spark
+
+#: the downstream query's maxFileAge, below MIN_AGE (the condition docs/compaction.md states)
+MAX_FILE_AGE = "1s"
+MIN_AGE_S = 3
+#: the upstream query the batches are written for (the sink is called as foreachBatch would)
+Q = "0d0d0d0d-0000-0000-0000-000000000001"
+
+
+def _batch(spark, sink, b: int, acked: list[int]) -> None:
+    rows = [(b * 100 + i, "a") for i in range(4)]
+    sink(spark.createDataFrame(rows, "id LONG, p STRING").coalesce(1), b)
+    acked += [r[0] for r in rows]
+
+
+def _downstream(spark, table, ckpt, seen: list[int]):
+    reader = spark.readStream.schema("id LONG, p STRING").option("maxFileAge", MAX_FILE_AGE)
+    return (
+        reader.parquet(str(table))
+        .writeStream.foreachBatch(lambda df, _: seen.extend(r.id for r in df.select("id").collect()))
+        .option("checkpointLocation", str(ckpt))
+        .trigger(processingTime="300 milliseconds")
+        .start()
+    )
+
+
+def _caught_up(seen: list[int], acked: list[int], timeout: float = 120.0) -> None:
+    deadline = time.time() + timeout
+    while Counter(seen) != Counter(acked):
+        dups = [i for i, c in Counter(seen).items() if c > 1]
+        assert not dups, f"the downstream query read {len(dups)} ids twice, e.g. {sorted(dups)[:5]}"
+        assert time.time() < deadline, f"the downstream query did not catch up: {len(seen)} rows read of {len(acked)}"
+        time.sleep(0.2)
+
+
+def _compacted(table) -> list[str]:
+    names = [e.uri.rsplit("/", 1)[-1] for e in ManifestLog(open_storage(str(table))).files()]
+    return [n for n in names if n.startswith("part-compacted-")]
+
+
+def _settle(seen: list[int], acked: list[int]) -> None:
+    """A few more triggers of the downstream query: a file it took as new would be read by now."""
+    time.sleep(2.5)
+    _caught_up(seen, acked)
+
+
+def test_seo_compact_of_an_idle_table_is_read_once_by_a_caught_up_downstream_query(spark, tmp_path):
+    table, acked, seen = tmp_path / "t", [], []
+    sink = ExactlyOnceSink(str(table), partition_by=["p"], compact_interval=3, query_id=Q)
+    for b in range(3):
+        _batch(spark, sink, b, acked)
+    sink.close()
+    query = _downstream(spark, table, tmp_path / "down", seen)
+    try:
+        _caught_up(seen, acked)
+        time.sleep(MIN_AGE_S + 1)  # older than min_age on the clock, not on the table's own
+        policy = CompactionPolicy(target_size=1 << 20, min_files=2, min_age_ms=MIN_AGE_S * 1000, max_bytes=1 << 30)
+        report = compact_table(open_storage(str(table)), policy)
+        _settle(seen, acked)
+        assert report.rewrites == [] and not _compacted(table), report
+        assert report.why_nothing is not None and "before the table's newest file" in report.why_nothing, report.why_nothing
+        # newer data arrives: the old files are now min_age older than the newest one, and rewritten
+        sink = ExactlyOnceSink(str(table), partition_by=["p"], compact_interval=3, query_id=Q)
+        _batch(spark, sink, 3, acked)
+        sink.close()
+        _caught_up(seen, acked)
+        report = compact_table(open_storage(str(table)), policy)
+        assert sorted(len(r.files) for r in report.rewrites) == [3] and len(_compacted(table)) == 1, report
+        _settle(seen, acked)
+    finally:
+        query.stop()
+    assert_exactly_once(spark, table, acked)
+
+
+def test_a_writer_restarting_after_a_pause_publishes_no_rewrite_a_caught_up_query_would_read_again(spark, tmp_path):
+    table, acked, seen = tmp_path / "t", [], []
+    options = {
+        "partition_by": ["p"],
+        "compact_interval": 3,
+        "query_id": Q,
+        "compaction": {"min_files": 2, "min_age": f"{MIN_AGE_S}s", "target_size": "1MB"},
+    }
+    sink = ExactlyOnceSink(str(table), **options)
+    _batch(spark, sink, 0, acked)
+    _batch(spark, sink, 1, acked)
+    sink.close()
+    query = _downstream(spark, table, tmp_path / "down", seen)
+    try:
+        _caught_up(seen, acked)
+        time.sleep(MIN_AGE_S + 1)
+        sink = ExactlyOnceSink(str(table), **options)
+        sink.open()
+        time.sleep(1.5)  # the start's planning has run
+        _batch(spark, sink, 2, acked)  # compaction batch 2: batches 0-1 are not min_age older than the newest file
+        _settle(seen, acked)
+        assert not _compacted(table)
+        for b in (3, 4):
+            _batch(spark, sink, b, acked)
+        _caught_up(seen, acked)
+        time.sleep(1.5)  # the rewrite planned after batch 4 is written
+        _batch(spark, sink, 5, acked)  # compaction batch 5: batches 0-1 are min_age older than batch 4's file
+        sink.close()
+        assert len(_compacted(table)) == 1, _compacted(table)
+        _settle(seen, acked)
+    finally:
+        query.stop()
+    assert_exactly_once(spark, table, acked)
