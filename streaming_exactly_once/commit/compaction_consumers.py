@@ -11,7 +11,10 @@ replaces, so the consumer then skips it.
 
 A consumer is the checkpoint location of the downstream query and its ``maxFileAge`` (Spark's
 default 7 days). Its files are read from the checkpoint's file-source logs
-(``sources/<i>/``, ``checkpoint.file_source_log``): every source whose files lie in this table.
+(``sources/<i>/``, ``checkpoint.file_source_log``): every source whose files lie in this table,
+up to the source's offset in the query's last committed batch (``offsets/<N>`` of the newest
+``commits/<N>``). A batch that is planned but not committed is re-run from its files by path
+after a restart: its files count as unread, so they are never rewritten (and so never deleted).
 Each file source of a consumer that reads this table is checked on its own (Spark keeps a
 seen-files map and a ``latestTimestamp`` per source). A consumer whose checkpoint cannot be read,
 or none of whose sources has read a file of this table yet, stops every rewrite
@@ -28,7 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from ..checkpoint.file_source_log import FileSourceLog
+from ..checkpoint.offset_seq import OffsetSeq, file_source_log_offset
+from ..checkpoint.reader import SparkCheckpoint
 from ..errors import ExactlyOnceError
 from ..manifest.entry import ManifestEntry
 from ..manifest.paths import canonical_uri
@@ -95,23 +99,48 @@ def _blocked(why: str) -> ConsumerFilter:
 
 def _files_read(checkpoint: str, root: str) -> list[dict[str, int]]:
     """Per file source of the query at ``checkpoint`` that read files of the table (under
-    ``root``): every such file with its timestamp. A source that read only other tables' files
-    is not this table's; one that has read nothing yet lists the table as it is when it starts."""
-    storage = open_storage(checkpoint)
-    if not storage.exists("offsets"):
-        raise FileNotFoundError(f"{storage.root_uri} is no Spark checkpoint (no offsets/)")
+    ``root``): every such file of a batch the query has committed, with its timestamp. A file
+    of a batch that is planned (in ``sources/<i>/`` and ``offsets/``) but not committed is not
+    read: a restart re-runs that batch from the files by path, so they must stay as they are.
+    A source that read only other tables' files is not this table's; one that has committed
+    nothing yet lists the table as it is when it starts."""
+    spark = SparkCheckpoint(open_storage(checkpoint))
+    if not spark.storage.exists("offsets"):
+        raise FileNotFoundError(f"{spark.storage.root_uri} is no Spark checkpoint (no offsets/)")
+    committed = spark.commit_log.latest_batch_id(refresh=True)
+    if committed is None:
+        return []
+    offsets = spark.offsets(committed)
+    if offsets is None:
+        raise FileNotFoundError(f"{spark.storage.uri(f'offsets/{committed}')} of committed batch {committed} is missing")
     out: list[dict[str, int]] = []
-    for source in storage.list_dir("sources"):
+    for source in spark.storage.list_dir("sources"):
         if not source.is_dir:
             continue
-        source_log = FileSourceLog(storage, source.name)
+        upto = _committed_log_offset(offsets, source.name)
+        if upto is None:
+            continue
+        source_log = spark.source_log(source.name)
         if source_log.latest_batch_id(refresh=True) is None:
             continue
         files: dict[str, int] = {}
-        for entry in source_log.all_records():
+        for entry in source_log.all_records():  # a compact file keeps each entry's batch id
             path = normalized(entry.path)
-            if path.startswith(root):
+            if entry.batch_id <= upto and path.startswith(root):
                 files[path] = entry.timestamp
         if files:
             out.append(files)
     return out
+
+
+def _committed_log_offset(offsets: OffsetSeq, source: str) -> int | None:
+    """Source ``source``'s position in its own log at the end of the batch ``offsets`` records
+    (a file source's ``{"logOffset":N}``); None for a source that is not a file source or had
+    read nothing by then. Offsets log v1 lists sources by ordinal, v2 names them."""
+    if offsets.source_ids:
+        position = offsets.source_ids.index(source) if source in offsets.source_ids else None
+    else:
+        position = int(source) if source.isdigit() else None
+    if position is None or position >= len(offsets.offsets):
+        return None
+    return file_source_log_offset(offsets.offsets[position])

@@ -20,6 +20,7 @@ from streaming_exactly_once.errors import WriterFencedError
 from streaming_exactly_once.manifest.manifest_log import ManifestLog
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.testing.faults import FaultInjectingStorage, Rule, Where
+from tests.commit.consumer_checkpoint import consumer_checkpoint
 from tests.commit.helpers import make_committer, stage_file
 from tests.commit.power_cut_runs import seo
 from tests.delta.helpers import commit_batch as commit_only, delta_committer
@@ -360,20 +361,6 @@ def test_a_claim_that_publishes_rewrites_is_a_v7_entry(tmp_path, monkeypatch, de
     assert len(next(s for s in seq.steps if s.kind == "manifest").replaced) == 4
 
 
-def _consumer(checkpoint, entries, *, later_ms: int = 3_600_000, source_id: int = 0) -> None:
-    """A downstream query's checkpoint as Spark writes it: the files its file source read
-    (``sources/<source_id>/N``), and a file read ``later_ms`` after now that moves its horizon."""
-    (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
-    (checkpoint / "offsets" / "0").write_text("v1\n{}\n{}")
-    source = checkpoint / "sources" / str(source_id)
-    source.mkdir(parents=True, exist_ok=True)
-    n = len(list(source.iterdir()))
-    root = entries[0].path.rsplit("/", 2)[0] if entries else ""
-    lines = [{"path": e.path.replace("file:///", "file:/"), "timestamp": e.modification_time, "batchId": n} for e in entries]
-    lines.append({"path": f"{root}/p=a/later-{n}.parquet", "timestamp": int(time.time() * 1000) + later_ms, "batchId": n})
-    (source / str(n)).write_text("\n".join(["v1", *(json.dumps(line) for line in lines)]))
-
-
 def _two_batches(root):
     """Batches 0 and 1 of a table (four small files, enough for a rewrite): its storage and listing."""
     storage = open_storage(str(root))
@@ -395,13 +382,13 @@ def test_a_registered_consumer_holds_back_the_files_it_has_not_read(tmp_path):
         storage, listing = _two_batches(root)
         ckpt = tmp_path / case / "down"
         if case == "lagging":
-            _consumer(ckpt, listing[:2])  # batch 0's files only: fewer than min_files
+            consumer_checkpoint(ckpt, listing[:2])  # batch 0's files only: fewer than min_files
             consumers = (Consumer(str(ckpt), 0),)
         elif case == "missing":  # one consumer read everything, the other's checkpoint is not there
-            _consumer(ckpt, listing)
+            consumer_checkpoint(ckpt, listing)
             consumers = (Consumer(str(ckpt), 0), Consumer(str(tmp_path / case / "nowhere"), 0))
         else:  # read everything, but 7 days of maxFileAge put its horizon before every file
-            _consumer(ckpt, listing, later_ms=0)
+            consumer_checkpoint(ckpt, listing, later_ms=0)
             consumers = (Consumer(str(ckpt), 7 * 86_400_000),)
         policy = CompactionPolicy(**{**POLICY.__dict__, "consumers": consumers})
         c = make_committer(storage, compact_interval=3, compaction=policy)
@@ -410,7 +397,7 @@ def test_a_registered_consumer_holds_back_the_files_it_has_not_read(tmp_path):
         assert not any(n.startswith("part-compacted-") for n in live_names(root)), (case, live_names(root))
         assert read_ids(root) == Counter(i for b in range(3) for i in ids_of(b))
         if case == "lagging":  # it reads batch 1's files too: the next compaction batch rewrites the four it read
-            _consumer(ckpt, listing[2:])
+            consumer_checkpoint(ckpt, listing[2:])
             c = make_committer(storage, compact_interval=3, compaction=policy)
             for b in range(3, 6):
                 commit_batch(c, Q, b, ids_of(b))
@@ -431,8 +418,8 @@ def test_each_file_source_of_a_consumer_is_checked_on_its_own(tmp_path):
 
     root, ckpt = tmp_path / "t", tmp_path / "down"
     storage, listing = _two_batches(root)
-    _consumer(ckpt, listing, source_id=0)  # read everything
-    _consumer(ckpt, listing[:1], source_id=1)  # one file so far (maxFilesPerTrigger=1)
+    consumer_checkpoint(ckpt, listing, source_id=0)  # read everything
+    consumer_checkpoint(ckpt, listing[:1], source_id=1)  # one file so far (maxFilesPerTrigger=1)
     policy = CompactionPolicy(**{**POLICY.__dict__, "consumers": (Consumer(str(ckpt), 0),)})
     committer = make_committer(storage, compact_interval=3, compaction=policy)
     commit_batch(committer, Q, 2, ids_of(2))
@@ -450,14 +437,14 @@ def test_a_consumer_reset_between_the_planning_and_the_compaction_batch_stops_th
 
     root, ckpt = tmp_path / "t", tmp_path / "down"
     storage, listing = _two_batches(root)
-    _consumer(ckpt, listing)
+    consumer_checkpoint(ckpt, listing)
     policy = CompactionPolicy(**{**POLICY.__dict__, "consumers": (Consumer(str(ckpt), 0),)})
     committer = make_committer(storage, compact_interval=3, compaction=policy)
     committer.ensure_open()
     committer.janitor.drain()  # planned at the start, with the consumer caught up
     assert committer.rewrites.preparation.ready, "no rewrite was prepared"
     shutil.rmtree(ckpt)
-    _consumer(ckpt, listing[:1])  # the query restarted from scratch
+    consumer_checkpoint(ckpt, listing[:1])  # the query restarted from scratch
     commit_batch(committer, Q, 2, ids_of(2))
     committer.close()
     assert not any(n.startswith("part-compacted-") for n in live_names(root)), live_names(root)
@@ -474,7 +461,7 @@ def test_seo_compact_refuses_a_consumer_location_with_no_checkpoint_and_says_whi
     committer.close()
     code, out = seo("compact", str(root), "--min-age", "0s", "--min-files", "4", "--consumer", str(tmp_path / "run=1"))
     assert code == 1 and "no Spark checkpoint there" in out and "run=1" in out, out
-    _consumer(ckpt, [])  # a checkpoint whose source has read only a file elsewhere
+    consumer_checkpoint(ckpt, [])  # a checkpoint whose source has read only a file elsewhere
     (ckpt / "sources" / "0" / "0").write_text('v1\n{"path":"file:///elsewhere/x.parquet","timestamp":1,"batchId":0}')
     for dry in ([], ["--dry-run"]):
         code, out = seo("--json", "compact", str(root), "--min-age", "0s", "--min-files", "4", "--consumer", str(ckpt), *dry)

@@ -127,3 +127,57 @@ def test_a_writer_restarting_after_a_pause_publishes_no_rewrite_a_caught_up_quer
     finally:
         query.stop()
     assert_exactly_once(spark, table, acked)
+
+
+def test_a_registered_consumers_planned_batch_is_never_rewritten_and_its_restart_reads_every_row_once(spark, tmp_path):
+    """A registered consumer commits its batch 0 (batches 0-2's files) and dies in batch 1, planned
+    over batches 3-4's files. ``seo compact`` may rewrite only what the consumer committed: a
+    planned batch is re-run from its files by path, so its files must stay - the retention of
+    the table's log and ``seo gc`` would otherwise delete them, and the restarted consumer would
+    silently lose their rows."""
+    from streaming_exactly_once.commit.compaction_consumers import Consumer
+    from streaming_exactly_once.maintenance.gc import collect_garbage
+    from tests.commit.helpers import make_committer
+    from tests.delta.helpers import commit_batch
+
+    table, ckpt, storage = tmp_path / "t", tmp_path / "down", open_storage(str(tmp_path / "t"))
+    acked: list[int] = []
+
+    def batches(committer, ids: range) -> None:
+        for b in ids:
+            rows = list(range(b * 10, b * 10 + 4))
+            commit_batch(committer, Q, b, rows)
+            acked.extend(rows)
+
+    writer = make_committer(storage, compact_interval=3, partition_by=("p",))
+    batches(writer, range(2))
+    for b in (2, 3, 4):  # each 1.2 s newer than the one before: beyond the consumer's maxFileAge of 1 s
+        time.sleep(1.2)
+        batches(writer, range(b, b + 1))
+    writer.close()
+    seen: list[int] = []
+
+    def consume(df, batch_id: int) -> None:
+        if batch_id == 1 and not seen_restart:
+            raise RuntimeError("the downstream worker is lost mid-batch")
+        seen.extend(r.id for r in df.select("id").collect())
+
+    seen_restart = False
+    reader = spark.readStream.schema("id LONG, p STRING").option("maxFileAge", MAX_FILE_AGE).option("maxFilesPerTrigger", 6)
+    query = reader.parquet(str(table)).writeStream.foreachBatch(consume).option("checkpointLocation", str(ckpt)).start()
+    with pytest.raises(Exception, match="lost mid-batch"):
+        query.awaitTermination(120)
+    assert sorted(seen) == sorted(acked[:12]) and not (ckpt / "commits" / "1").exists() and (ckpt / "offsets" / "1").exists()
+    policy = CompactionPolicy(target_size=1 << 20, min_files=2, min_age_ms=0, max_bytes=1 << 30, consumers=(Consumer(str(ckpt), 1000),))
+    report = compact_table(storage, policy)
+    writer = make_committer(storage, compact_interval=3, partition_by=("p",), min_batches_to_retain=1, cleanup_delay_ms=0)
+    batches(writer, range(7, 10))  # the table's log retention drops the batches that named the replaced files
+    writer.close()
+    collect_garbage(storage, older_than_ms=0)
+    seen_restart = True
+    query = reader.parquet(str(table)).writeStream.foreachBatch(consume).option("checkpointLocation", str(ckpt))
+    query.trigger(availableNow=True).start().awaitTermination(120)
+    twice = [i for i, c in Counter(seen).items() if c > 1]
+    assert Counter(seen) == Counter(acked), f"missing {sorted(set(acked) - set(seen))[:8]}, read twice {twice[:8]}"
+    rewritten = {f for r in report.rewrites for f in r.files}
+    assert len(rewritten) == 4, report  # batches 0-1: below the horizon of what the consumer committed
