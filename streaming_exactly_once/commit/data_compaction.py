@@ -18,11 +18,12 @@ per new file and ``max_bytes`` per compaction batch. The caller leaves out files
 ``retention`` is about to drop. Entries under an earlier root of a table that was moved or
 copied (``TableIdentity.root_uris``) are rewritten like the others.
 
-The new file (``write``) holds the rows of the replaced files, in their order. Only files with
-the first one's Arrow schema (key-value metadata included: Spark's rebase markers) and
-timestamp layout are merged; INT96 timestamps are read as microseconds and written as INT96.
-The file is read back and compared with the rows it replaces before it is staged; a rewrite
-that does not compare equal is left out, never the batch. Its manifest entry's
+The new file (``write``) holds the rows of the replaced files, in their order: the largest
+group of the candidate's files that ``commit.parquet_merge`` may write as one (same Arrow
+schema, key-value metadata and timestamp layout), read back and compared with the rows it
+replaces before it is staged; a rewrite that does not compare equal is left out, never the
+batch. A file that cannot join its neighbours is left out of the writer's later plans (and
+logged), so that it does not stop its partition's compaction for good. Its manifest entry's
 ``modificationTime`` is the newest of the replaced files', at least ``min_age_ms`` below the
 table's newest file, so a downstream file-source query that has read the newest file skips it
 when its ``maxFileAge`` is below ``min_age_ms`` (the design page derives it).
@@ -35,7 +36,6 @@ its ``move`` step moves the new files, and a Delta table's ``delta`` step carrie
 from __future__ import annotations
 
 import datetime
-import io
 import logging
 import posixpath
 import uuid
@@ -51,6 +51,7 @@ from ..manifest.paths import relative_to_root
 from ..storage.base import Storage
 from .compaction_consumers import Consumer
 from .format_step_fields import inside, inside_field
+from .parquet_merge import Part, Unmergeable, groups, merged_file, read_part
 
 log = logging.getLogger("streaming_exactly_once.compaction")
 
@@ -112,6 +113,9 @@ class Candidate:
 
     directory: str
     files: tuple[tuple[ManifestEntry, str], ...]
+    #: whether it holds every eligible file of its directory (else the target size or the
+    #: budget cut it short, and the next plan starts from the same files)
+    complete: bool = True
 
 
 @dataclass(frozen=True)
@@ -263,70 +267,72 @@ def plan(
                 size += entry.size
             if len(chosen) < policy.min_files:
                 break
-            out.append(Candidate(directory, tuple(chosen)))
+            out.append(Candidate(directory, tuple(chosen), complete=len(chosen) == len(files)))
             budget -= size
             files = files[len(chosen) :]
     return out
 
 
-def _parquet_layout(schema: Any) -> tuple[str, ...]:
-    """The physical types of a Parquet schema's timestamp columns: ``INT96`` (Spark's default) or
-    ``INT64``. Files are merged only with files laid out the same way, and the new file keeps it."""
-    columns = (schema.column(i) for i in range(len(schema)))
-    return tuple(c.physical_type for c in columns if c.physical_type == "INT96" or "TIMESTAMP" in str(c.logical_type).upper())
+@dataclass(frozen=True)
+class _Read:
+    """A file of the candidate, read."""
 
-
-def _write_options(layout: tuple[str, ...]) -> dict[str, Any] | None:
-    """How the new file writes its timestamps so that it reads as the replaced files do: INT96
-    (read as microseconds, Spark's precision) written as INT96; INT64 timestamps keep their unit
-    as Arrow read it. None: a mix of INT96 and INT64 timestamp columns, which one Arrow writer
-    cannot keep."""
-    if "INT96" in layout:
-        return {"use_deprecated_int96_timestamps": True} if set(layout) == {"INT96"} else None
-    return {}
+    entry: ManifestEntry
+    rel: str
+    part: Part
 
 
 def write(
-    storage: Storage, candidate: Candidate, *, staging_dir: str, batch_id: int, n: int, min_files: int = 2, staging: Storage | None = None
+    storage: Storage,
+    candidate: Candidate,
+    *,
+    staging_dir: str,
+    batch_id: int,
+    n: int,
+    min_files: int = 2,
+    staging: Storage | None = None,
+    left_out: Callable[[ManifestEntry, str], None] | None = None,
 ) -> StagedRewrite | None:
-    """Write ``candidate``'s rows into one file under ``staging_dir`` of ``staging`` (default:
-    the table's ``storage``), durably. Only files with
-    the first one's schema (key-value metadata included: Spark's rebase markers) and timestamp
-    layout are merged; None when fewer than ``min_files`` are left, or when the rows cannot be
-    written back exactly (the rewrite is then left out, never the batch)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    """Write the rows of the largest group of ``candidate``'s files that may share one file
+    (``commit.parquet_merge``: same schema, key-value metadata and timestamp layout; ties: the
+    group of the newest file) into one file under ``staging_dir`` of ``staging`` (default: the
+    table's ``storage``), durably; it replaces exactly the files it holds. None when that group
+    has fewer than ``min_files``, or its rows cannot be written back exactly (the rewrite is
+    then left out, never the batch).
 
+    ``left_out(entry, why)`` is told of each file that will not be merged with its neighbours:
+    one that does not read as Parquet, one of a group smaller than the chosen one that has
+    fewer than ``min_files`` (a file from before ``schema_evolution`` added a column, another
+    writer's rebase marker; on a tie, the groups without the newest file, if the candidate was
+    cut short), and every file of a group whose rows do not write back. The caller leaves them out of its
+    next plans, so that one such file does not stop its partition's compaction for good."""
     where = storage.uri(candidate.directory or ".")
-    chosen: list[tuple[ManifestEntry, str, Any]] = []  # entry, path, rows
-    layout: tuple[str, ...] = ()
+    tell = left_out or (lambda entry, why: None)
+    read: list[_Read] = []
     for entry, rel in candidate.files:
         try:
-            # INT96 as microseconds, Spark's precision: as nanoseconds, dates past 2262 wrap around
-            parquet = pq.ParquetFile(pa.BufferReader(storage.read_bytes(rel)), coerce_int96_timestamp_unit="us")
-            table = parquet.read()
+            read.append(_Read(entry, rel, read_part(storage.read_bytes(rel))))
         except (OSError, ValueError) as exc:
-            log.warning("compaction leaves %s alone: it does not read as Parquet (%s)", storage.uri(rel), exc)
-            continue
-        if not chosen:
-            layout = _parquet_layout(parquet.schema)
-        elif not table.schema.equals(chosen[0][2].schema, check_metadata=True) or _parquet_layout(parquet.schema) != layout:
-            continue  # another schema (columns added since), writer or layout: never merged with these
-        chosen.append((entry, rel, table))
-    options = _write_options(layout)
-    if len(chosen) < max(2, min_files) or options is None:
+            tell(entry, f"it does not read as Parquet ({exc})")
+    if not read:
         return None
-    merged = pa.concat_tables([table for _, _, table in chosen])
-    buf = io.BytesIO()
+    grouped = groups(read)
+    newest = max(read, key=lambda r: (r.entry.modification_time, r.rel))
+    chosen = max(grouped, key=lambda g: (len(g), newest in g))
+    for group in grouped:
+        # a group as large as the chosen one may grow with the next files - unless the next plan
+        # starts from these same files (the candidate was cut short)
+        if group is not chosen and len(group) < max(2, min_files) and (len(group) < len(chosen) or not candidate.complete):
+            for r in group:
+                tell(r.entry, f"its schema, key-value metadata or timestamp layout differs from the {len(chosen)} files beside it")
+    if len(chosen) < max(2, min_files):
+        return None
     try:
-        pq.write_table(merged, buf, compression="snappy", **options)
-        data = buf.getvalue()
-        written = pq.read_table(pa.BufferReader(data), coerce_int96_timestamp_unit="us")
-    except (OSError, ValueError) as exc:  # e.g. nanoseconds that microseconds would truncate
+        data, rows = merged_file([r.part for r in chosen])
+    except Unmergeable as exc:
         log.warning("compaction leaves %d files of %s alone: %s", len(chosen), where, exc)
-        return None
-    if not written.equals(merged):
-        log.warning("compaction leaves %d files of %s alone: the new file would not read back as their rows", len(chosen), where)
+        for r in chosen:
+            tell(r.entry, str(exc))
         return None
     name = NAME.format(batch=batch_id, n=n, uid=uuid.uuid4().hex)
     final = posixpath.join(candidate.directory, name) if candidate.directory else name
@@ -335,8 +341,8 @@ def write(
     rewrite = Rewrite(
         final=final,
         size=len(data),
-        mtime_ms=max(entry.modification_time for entry, _, _ in chosen),
-        rows=written.num_rows,
-        replaced=[(rel, entry.size) for entry, rel, _ in chosen],
+        mtime_ms=max(r.entry.modification_time for r in chosen),
+        rows=rows,
+        replaced=[(r.rel, r.entry.size) for r in chosen],
     )
-    return StagedRewrite(rewrite, staged, tuple(entry for entry, _, _ in chosen))
+    return StagedRewrite(rewrite, staged, tuple(r.entry for r in chosen))

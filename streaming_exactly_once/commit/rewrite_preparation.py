@@ -73,6 +73,9 @@ class RewritePreparation:
         self.last_ms: float | None = None
         #: what the last planning passed over, and why (``seo compact`` says it)
         self.notes: PlanNotes | None = None
+        #: files ``write`` would not merge with their neighbours, by manifest path, with why: left
+        #: out of this writer's later plans (one such file must not stall its partition)
+        self.left_out: dict[str, str] = {}
 
     def prepare(self, target: int, planned_from: int, live: Callable[[int], Sequence[ManifestEntry]], *, staging_batch: int | None = None) -> None:
         """Plan and write the rewrites compaction batch ``target`` is to publish, from the live
@@ -93,8 +96,13 @@ class RewritePreparation:
             consumers = consumer_filter(self.policy.consumers, self.storage.root_uri)
             identity = read_identity(self.storage)
             notes = self.notes = PlanNotes()
+            left_out = self.left_out
+
+            def eligible(entry: ManifestEntry) -> bool:
+                return entry.path not in left_out and consumers.allows(entry)
+
             candidates = plan(
-                self.storage, live(now), self.policy, now_ms=now, eligible=consumers.allows, roots=identity.root_uris if identity else (), notes=notes
+                self.storage, live(now), self.policy, now_ms=now, eligible=eligible, roots=identity.root_uris if identity else (), notes=notes
             )
             for n, candidate in enumerate(candidates):
                 if self._stopping.is_set():
@@ -103,7 +111,14 @@ class RewritePreparation:
                 self.lease.check_fence("compact")  # a frozen writer stops before it writes any more
                 written = True
                 staged = write(
-                    self.storage, candidate, staging_dir=directory, batch_id=target, n=n, min_files=self.policy.min_files, staging=self.staging
+                    self.storage,
+                    candidate,
+                    staging_dir=directory,
+                    batch_id=target,
+                    n=n,
+                    min_files=self.policy.min_files,
+                    staging=self.staging,
+                    left_out=self._leave_out,
                 )
                 if staged is not None:
                     out.append(staged)
@@ -115,6 +130,13 @@ class RewritePreparation:
                 log.info("compaction prepared %d rewrite(s) for batch %d in %.0f ms", len(out), target, self.last_ms)
             elif written and self.lease.holds():  # what a failed write may have left
                 self.staging.delete_tree(directory)
+
+    def _leave_out(self, entry: ManifestEntry, why: str) -> None:
+        """``write`` will not merge ``entry``'s file with its neighbours: logged once, and left out
+        of this writer's later plans."""
+        if entry.path not in self.left_out:
+            log.warning("compaction leaves %s alone from now on: %s", entry.uri, why)
+        self.left_out[entry.path] = why
 
     @property
     def ready(self) -> list[StagedRewrite]:

@@ -4,17 +4,24 @@ to a new root compacted like the original."""
 
 from __future__ import annotations
 
+import io
 import json
+import math
 import shutil
 from collections import Counter
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
 from streaming_exactly_once import read
-from streaming_exactly_once.commit.data_compaction import CompactionPolicy, PlanNotes, plan
+from streaming_exactly_once.commit.data_compaction import Candidate, CompactionPolicy, PlanNotes, plan, write
 from streaming_exactly_once.manifest.entry import ManifestEntry
 from streaming_exactly_once.manifest.manifest_log import ManifestLog
 from streaming_exactly_once.storage import open_storage
 from tests.commit.helpers import make_committer
 from tests.commit.power_cut_runs import seo
+from tests.commit.test_data_compaction import commit_files, live_names
 from tests.delta.helpers import commit_batch
 
 Q = "c0c0c0c0-0000-0000-0000-000000000001"
@@ -71,3 +78,83 @@ def test_seo_compact_rewrites_a_table_copied_to_a_new_root(tmp_path):
     assert code == 0 and json.loads(out)["problems"] == [], out
     assert sorted(p.name for p in original.rglob("*") if p.is_file()) == before, "the original table was changed"
     assert Counter(read.arrow(str(original), columns=["id"]).column("id").to_pylist()) == Counter(range(20))
+
+
+def _parquet(table, **options) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(table, buf, **options)
+    return buf.getvalue()
+
+
+def test_a_rewrite_replaces_exactly_the_files_it_merged(tmp_path):
+    """Four files of one partition, one with another writer's rebase marker: the new file holds
+    the other three, and only those three leave the listing (the fourth's rows are in no new
+    file); the fourth is named to the caller, which leaves it out of its later plans."""
+    storage = open_storage(str(tmp_path))
+    files = []
+    for n in range(4):
+        table = pa.table({"id": pa.array([n], pa.int64())})
+        if n == 2:
+            table = table.replace_schema_metadata({"org.apache.spark.legacyDateTime": ""})
+        rel = f"p=a/part-{n:05d}.snappy.parquet"
+        data = _parquet(table)
+        storage.put_if_absent(rel, data)
+        files.append((ManifestEntry.for_file(storage.uri(rel), size=len(data), modification_time=1000 + n), rel))
+    left: list[str] = []
+    staged = write(
+        storage,
+        Candidate("p=a", tuple(files)),
+        staging_dir="_seo/staging/9-rwtest-e1",
+        batch_id=9,
+        n=0,
+        min_files=2,
+        left_out=lambda entry, why: left.append(entry.path),
+    )
+    assert staged is not None
+    merged = ["p=a/part-00000.snappy.parquet", "p=a/part-00001.snappy.parquet", "p=a/part-00003.snappy.parquet"]
+    assert [rel for rel, _ in staged.rewrite.replaced] == merged
+    assert staged.replaced_paths == [entry.path for entry, rel in files if rel in merged]
+    assert pq.read_table(pa.BufferReader(storage.read_bytes(staged.staged))).column("id").to_pylist() == [0, 1, 3]
+    assert left == [files[2][0].path]
+
+
+def _live_ids(root) -> Counter:
+    """Every row id of every live file, each file read on its own (their schemas differ)."""
+    files = ManifestLog(open_storage(str(root))).files()
+    return Counter(i for f in files for i in pq.read_table(f.uri.removeprefix("file://")).column("id").to_pylist())
+
+
+@pytest.mark.parametrize("case", ["older-schema", "nan", "bounded"])
+def test_a_file_that_cannot_be_merged_does_not_stall_its_partition(tmp_path, case):
+    """One file per batch, compaction every third batch, at least four files per rewrite.
+    older-schema: the partition's oldest file is from before a column was added; the others
+    are merged without it, and its rows stay live. nan: a NaN (and a -0.0) in a double column
+    read back as themselves. bounded: the target size fits four files, the oldest of another
+    schema: that one is left out of the next plan, whose four files - the three beside it
+    first - are merged."""
+    root = tmp_path / "t"
+
+    def table_of(b: int):
+        ids = pa.array([b * 10, b * 10 + 1], pa.int64())
+        if case == "nan":
+            return pa.table({"id": ids, "v": pa.array([float("nan") if b == 0 else 0.5, -0.0], pa.float64())})
+        return pa.table({"id": ids}) if b == 0 else pa.table({"id": ids, "added": pa.array(["x", "y"])})
+
+    s0, s1 = (len(_parquet(table_of(b), compression="snappy")) for b in (0, 1))
+    target = 4 * s1 + (s1 - s0) // 2 if case == "bounded" else 1 << 20
+    policy = CompactionPolicy(target_size=target, min_files=4, min_age_ms=0, max_bytes=1 << 30)
+    committer = make_committer(open_storage(str(root)), compact_interval=3, compaction=policy)
+    for b in range(9):
+        commit_files(committer, b, [table_of(b)], compression="snappy")
+    committer.close()
+    compacted = [n for n in live_names(root) if n.startswith("part-compacted-")]
+    assert compacted, live_names(root)
+    assert _live_ids(root) == Counter(i for b in range(9) for i in (b * 10, b * 10 + 1))
+    if case != "nan":  # the odd file stays; the files beside it were merged (not only later ones)
+        manifest = ManifestLog(open_storage(str(root)))
+        live = {e.path for e in manifest.files()}
+        first, beside = {e.path for e in manifest.files(as_of=0)}, {e.path for e in manifest.files(as_of=3)}
+        assert first <= live and not (beside - first) & live, sorted(live)
+    if case == "nan":
+        values = {r["id"]: r["v"] for r in read.arrow(str(root)).to_pylist()}
+        assert math.isnan(values[0]) and values[10] == 0.5 and math.copysign(1.0, values[1]) == -1.0, values

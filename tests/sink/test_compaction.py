@@ -181,3 +181,43 @@ def test_seo_compact_of_a_stopped_dataset_group_and_its_stream_carries_on(spark,
     assert delta_ids(root / "events") == Counter(ids)
     code, out = seo("--json", "verify", str(root))
     assert code == 0 and json.loads(out)["problems"] == [], out
+
+
+def test_files_with_a_timestamp_and_a_timestamp_ntz_column_are_compacted_and_read_the_same(spark, tmp_path):
+    """Spark's defaults write TIMESTAMP as INT96 and TIMESTAMP_NTZ as INT64, which one Arrow
+    writer cannot keep side by side: the new file stores the TIMESTAMP column as INT64
+    microseconds adjusted to UTC, the same instant. Vanilla Spark and ``read.arrow`` read the same
+    values and types before and after the rewrite (9999-12-31 included), and the next compaction
+    merges the new file with the next files."""
+    from streaming_exactly_once import read
+
+    table = tmp_path / "t"
+    sink = ExactlyOnceSink(
+        str(table),
+        partition_by=["p"],
+        compact_interval=3,
+        query_id="0e0e0e0e-0000-0000-0000-000000000001",
+        compaction={"target_size": "1MB", "min_files": 3, "min_age": 0},
+    )
+    sql = (
+        "SELECT id, 'a' AS p, IF(id % 2 = 0, TIMESTAMP'9999-12-31 23:59:59.999999', TIMESTAMP'2024-03-01 12:00:00.123456') AS ts, "
+        "TIMESTAMP_NTZ'2024-03-01 12:00:00.654321' AS ntz FROM range({lo}, {hi})"
+    )
+    expected = {}
+    for b in range(9):
+        df = spark.sql(sql.format(lo=b * 4, hi=b * 4 + 4)).coalesce(1)
+        expected.update({r.id: (r.ts, r.ntz) for r in df.collect()})
+        if b in (5, 8):
+            time.sleep(1.5)  # the rewrite planned after the batch before, written
+        sink(df, b)
+    sink.close()
+    # batch 8 merged batch 5's new file with batches 5-7's: one new file, not one per compaction
+    assert [n[:18] for n in _live(table) if n.startswith("part-compacted-")] == ["part-compacted-8-0"], _live(table)
+    frame = spark.read.parquet(str(table))
+    assert dict(frame.dtypes)["ts"] == "timestamp" and dict(frame.dtypes)["ntz"] == "timestamp_ntz"
+    assert {r.id: (r.ts, r.ntz) for r in frame.collect()} == expected and frame.count() == len(expected)
+    arrow = {r["id"]: (r["ts"], r["ntz"]) for r in read.arrow(str(table)).to_pylist()}
+    assert sorted(arrow) == sorted(expected)
+    assert all(arrow[i][1] == expected[i][1] and arrow[i][0].replace(tzinfo=None) == expected[i][0] for i in expected), arrow[0]
+    code, out = seo("--json", "verify", str(table))
+    assert code == 0 and json.loads(out)["problems"] == [], out
