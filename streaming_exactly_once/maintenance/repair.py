@@ -185,8 +185,11 @@ def discard_wal(storage: Storage, batch_id: int, *, lease_timeout_ms: int = 60_0
             intent = logs.require_offsets().record(batch_id)
         except (LogCorruptError, UnsupportedLogVersionError):
             intent = None  # left for recovery, which forgets records of batches after the latest
-        if intent is not None and seq is not None and intent.attempt == seq.attempt:
-            storage.delete(logs.require_offsets().path(batch_id))  # written by the claim's own offsets step
+        # Written by the claim's attempt (an older release's intent) - and this command still
+        # holds the table: frozen after the claim went, a newer writer may have forgotten that
+        # record and re-run the batch under the number, and the record is its own now.
+        if intent is not None and seq is not None and intent.attempt == seq.attempt and not lease.is_fenced():
+            storage.delete(logs.require_offsets().path(batch_id))
         if seq is None and raw is None:
             return f"no WAL entry {batch_id}: nothing to discard (the batch is not pending; `seo status` shows the table's batches)"
         return f"discarded WAL entry {batch_id}"

@@ -158,3 +158,45 @@ def test_a_file_that_cannot_be_merged_does_not_stall_its_partition(tmp_path, cas
     if case == "nan":
         values = {r["id"]: r["v"] for r in read.arrow(str(root)).to_pylist()}
         assert math.isnan(values[0]) and values[10] == 0.5 and math.copysign(1.0, values[1]) == -1.0, values
+
+
+def test_a_claim_made_after_gc_aborted_its_staged_rewrite_is_discarded_by_the_next_start(tmp_path):
+    """A writer prepared its compaction batch's rewrite, passed its last fence check and froze
+    right before its claim. Its lease ran out, and ``seo gc`` took the table: the rewrite's
+    staging directory was old enough to judge 'abort' and delete, the batch's own was not. The
+    writer then woke and made its claim. The next start must discard that claim - rolling it
+    forward can only fail on the deleted rewrite, and the table would open for nobody."""
+    import os
+    import time
+
+    from streaming_exactly_once.errors import WriterFencedError
+    from streaming_exactly_once.maintenance.gc import collect_garbage
+    from streaming_exactly_once.testing.faults import FaultInjectingStorage, Rule, Where
+    from tests.commit.test_data_compaction import POLICY, ids_of, read_ids
+
+    root = tmp_path / "t"
+    storage = FaultInjectingStorage(open_storage(str(root)))
+    frozen = make_committer(storage, compact_interval=3, compaction=POLICY, timeout_ms=300)
+    for b in range(2):
+        commit_batch(frozen, Q, b, ids_of(b))
+    frozen.janitor.drain()  # the rewrite of batches 0-1, staged for compaction batch 2
+    (rewrite_dir,) = [d for d in (root / "_seo" / "staging").iterdir() if "-rw" in d.name]
+
+    def gc_meanwhile() -> None:
+        time.sleep(0.5)  # the frozen writer's lease runs out
+        for f in rewrite_dir.rglob("*"):
+            os.utime(f, (time.time() - 7200,) * 2)
+        report = collect_garbage(open_storage(str(root)), older_than_ms=1_800_000)
+        assert report.staging == [open_storage(str(root)).uri(f"_seo/staging/{rewrite_dir.name}")], report
+
+    storage.arm([Rule(Where(("put_if_absent",), r"^_seo/wal/2$", "before"), "call", callback=gc_meanwhile)])
+    with pytest.raises(WriterFencedError):
+        commit_batch(frozen, Q, 2, ids_of(2))
+    frozen.close()
+    assert (root / "_seo" / "wal" / "2").exists() and not rewrite_dir.exists()
+    successor = make_committer(open_storage(str(root)), compact_interval=3, compaction=POLICY)
+    report = successor.open()
+    assert report.discarded == [2], report
+    commit_batch(successor, Q, 2, ids_of(2))  # the query replays its batch
+    successor.close()
+    assert read_ids(root) == Counter(i for b in range(3) for i in ids_of(b))
