@@ -21,7 +21,9 @@ or none of whose sources has read a file of this table yet, stops every rewrite
 (``ConsumerFilter.blocked`` says why). The check runs when a rewrite is planned and again right
 before the compaction batch's claim (a consumer may have been reset in between). Not supported:
 a consumer started with ``latestFirst`` and a file or byte limit (Spark then ignores
-``maxFileAge``).
+``maxFileAge``); its checkpoint does not record its options, but the order in which it admitted
+files shows it once it has worked through a backlog (``_newest_first``), and then it stops every
+rewrite.
 """
 
 from __future__ import annotations
@@ -82,8 +84,15 @@ def consumer_filter(consumers: tuple[Consumer, ...], table_uri: str) -> Consumer
             return _blocked(f"the checkpoint of consumer {consumer.checkpoint} cannot be read ({exc})")
         if not sources:
             return _blocked(f"consumer {consumer.checkpoint} has read no file under {root} yet (or reads it under another name)")
+        if any(source.newest_first for source in sources):
+            return _blocked(
+                f"consumer {consumer.checkpoint} reads the table newest first with a file or byte limit (latestFirst with "
+                "maxFilesPerTrigger or maxBytesPerTrigger: its checkpoint lists a batch's files newest first, and a later "
+                "batch older files). Spark then ignores its maxFileAge and would read every rewrite as new data: drop "
+                "latestFirst, or stop registering it and turn compaction off for this table"
+            )
         # Spark keeps one seen-files map and one latestTimestamp per source: each is a consumer of its own
-        checks += [(set(seen), max(seen.values()) - consumer.max_file_age_ms) for seen in sources]
+        checks += [(set(source.files), max(source.files.values()) - consumer.max_file_age_ms) for source in sources]
 
     def allows(entry: ManifestEntry) -> bool:
         path = normalized(entry.path)
@@ -97,7 +106,35 @@ def _blocked(why: str) -> ConsumerFilter:
     return ConsumerFilter(allows=lambda entry: False, blocked=why)
 
 
-def _files_read(checkpoint: str, root: str) -> list[dict[str, int]]:
+@dataclass(frozen=True)
+class _SourceRead:
+    """What one file source of a consumer read of the table."""
+
+    #: every file of a committed batch, with its timestamp
+    files: dict[str, int]
+    #: its log shows Spark's ``latestFirst`` with a file or byte limit (``_newest_first``)
+    newest_first: bool
+
+
+def _newest_first(batches: dict[int, list[int]]) -> bool:
+    """Whether a source's batches (its files' timestamps, per source batch, in the order Spark
+    admitted them) show ``latestFirst`` with a limit. Spark sorts the listing by timestamp,
+    oldest first - newest first under ``latestFirst`` - and logs a batch's files in that order;
+    only a limit leaves older files to a later batch. So: a batch with a file older than one an
+    earlier batch read, and either a batch that lists its files newest first or (one file a
+    batch) two batches each older than the batch before. A consumer that keeps up, one new file
+    a trigger, shows none of it: not detected."""
+    descending = any(len(set(ts)) > 1 and all(a >= b for a, b in zip(ts, ts[1:], strict=False)) for ts in batches.values())
+    backlog, steps_back, newest, previous = False, 0, None, None
+    for batch_id in sorted(batches):
+        stamps = batches[batch_id]
+        backlog = backlog or (newest is not None and min(stamps) < newest)
+        steps_back += previous is not None and max(stamps) < min(previous)
+        newest, previous = max(stamps) if newest is None else max(newest, *stamps), stamps
+    return backlog and (descending or steps_back >= 2)
+
+
+def _files_read(checkpoint: str, root: str) -> list[_SourceRead]:
     """Per file source of the query at ``checkpoint`` that read files of the table (under
     ``root``): every such file of a batch the query has committed, with its timestamp. A file
     of a batch that is planned (in ``sources/<i>/`` and ``offsets/``) but not committed is not
@@ -113,7 +150,7 @@ def _files_read(checkpoint: str, root: str) -> list[dict[str, int]]:
     offsets = spark.offsets(committed)
     if offsets is None:
         raise FileNotFoundError(f"{spark.storage.uri(f'offsets/{committed}')} of committed batch {committed} is missing")
-    out: list[dict[str, int]] = []
+    out: list[_SourceRead] = []
     for source in spark.storage.list_dir("sources"):
         if not source.is_dir:
             continue
@@ -124,12 +161,16 @@ def _files_read(checkpoint: str, root: str) -> list[dict[str, int]]:
         if source_log.latest_batch_id(refresh=True) is None:
             continue
         files: dict[str, int] = {}
-        for entry in source_log.all_records():  # a compact file keeps each entry's batch id
+        batches: dict[int, list[int]] = {}
+        for entry in source_log.all_records():  # a compact file keeps each entry's batch id (and order)
             path = normalized(entry.path)
-            if entry.batch_id <= upto and path.startswith(root):
+            if not path.startswith(root):
+                continue
+            batches.setdefault(entry.batch_id, []).append(entry.timestamp)
+            if entry.batch_id <= upto:
                 files[path] = entry.timestamp
         if files:
-            out.append(files)
+            out.append(_SourceRead(files, _newest_first(batches)))
     return out
 
 

@@ -181,3 +181,29 @@ def test_a_registered_consumers_planned_batch_is_never_rewritten_and_its_restart
     assert Counter(seen) == Counter(acked), f"missing {sorted(set(acked) - set(seen))[:8]}, read twice {twice[:8]}"
     rewritten = {f for r in report.rewrites for f in r.files}
     assert len(rewritten) == 4, report  # batches 0-1: below the horizon of what the consumer committed
+
+
+def test_a_registered_consumer_reading_newest_first_with_a_file_limit_stops_every_rewrite(spark, tmp_path):
+    """``latestFirst`` with ``maxFilesPerTrigger`` makes Spark ignore ``maxFileAge``: such a consumer
+    would read every rewrite as new data. Its checkpoint does not record its options, but the
+    order it admitted a backlog in shows it: registered, it stops every rewrite, and says why. The
+    same backlog read oldest first (Spark's default) does not."""
+    from streaming_exactly_once.commit.compaction_consumers import Consumer, consumer_filter
+    from tests.commit.helpers import make_committer
+    from tests.delta.helpers import commit_batch
+
+    table, storage = tmp_path / "t", open_storage(str(tmp_path / "t"))
+    writer = make_committer(storage, compact_interval=3, partition_by=("p",))
+    for b in range(4):
+        commit_batch(writer, Q, b, list(range(b * 10, b * 10 + 4)))
+        time.sleep(0.05)
+    writer.close()
+    verdicts = {}
+    for latest_first in (True, False):
+        ckpt = tmp_path / f"down-{latest_first}"
+        reader = spark.readStream.schema("id LONG, p STRING").option("maxFilesPerTrigger", 2).option("latestFirst", latest_first)
+        query = reader.parquet(str(table)).writeStream.foreachBatch(lambda df, _: None).option("checkpointLocation", str(ckpt))
+        query.trigger(availableNow=True).start().awaitTermination(120)
+        verdicts[latest_first] = consumer_filter((Consumer(str(ckpt), 1000),), storage.root_uri).blocked
+    assert verdicts[True] is not None and "newest first" in verdicts[True], verdicts
+    assert verdicts[False] is None, verdicts
