@@ -276,6 +276,10 @@ class Lease:
         self.clock = clock
         self.writer_id = str(uuid.uuid4())
         self.epoch: int | None = None
+        #: Why the writer before this one's epoch no longer held the table when ``acquire`` took
+        #: it ("process gone", "heartbeat expired (...)", "ended run"); None when it had let it go
+        #: or there was none (the sink's ``seo_lease_takeovers_total`` counts the others).
+        self.took_over_from: str | None = None
         #: How long ``acquire`` waits for a live writer *on this host* to let go before failing.
         #: 0 (fail at once) except under Spark Connect, where the worker of the query that just
         #: ended may take a few seconds to exit (and release) while the next query's worker starts.
@@ -360,6 +364,7 @@ class Lease:
             ) from None
         self.epoch = epoch
         self._fenced = False
+        self.took_over_from = None if state is None or state.reason == "released" else ("ended run" if state.alive else state.reason)
         self.beat()
         self._prune(epoch)
         return epoch

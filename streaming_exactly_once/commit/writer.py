@@ -24,6 +24,7 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..checkpoint.offset_seq import OffsetSeq
@@ -428,4 +429,7 @@ class Writer(ABC):
         if self._offset_marks is not None:
             raise_to(self._offset_marks, merged_ends(attempt.offsets.source_offsets))
         self.housekeeping.keep_pace(self._all_logs(), ctx)
+        if record.delta_version is None and record.iceberg_snapshot is None and ctx.notes:
+            # the table formats' versions, as the commit record on disk has them (``WriteCommit``)
+            record = replace(record, delta_version=ctx.notes.get("deltaVersion"), iceberg_snapshot=ctx.notes.get("icebergSnapshot"))
         return CommitResult(attempt.query_id, attempt.spark_batch_id, "committed", record.batch_id, record, dict(ctx.timings))

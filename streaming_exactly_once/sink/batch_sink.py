@@ -44,6 +44,7 @@ from ..storage.base import Storage
 from ..table.source_offsets import kafka_json
 from .input_filter import BatchFilters, CommittedInputFilter, warn_reread_inputs
 from .live_sinks import LIVE_SINKS, release_leases_now
+from .observing import ObservedSink
 from .offset_guard import OffsetGuard, guard_batch
 from .options import Duration, SinkOptions, StagingMode
 from .progress import batch_committed_event, observe_stream
@@ -82,7 +83,7 @@ def _spark_app_id(df: DataFrame) -> str | None:
         return None
 
 
-class BatchSink(Generic[CommitterT]):
+class BatchSink(ObservedSink, Generic[CommitterT]):
     """Skeleton of a ``foreachBatch`` sink; see the module docstring."""
 
     #: Attributes that belong to one process: rebuilt after unpickling, never shipped.
@@ -97,6 +98,7 @@ class BatchSink(Generic[CommitterT]):
         "_identities",
         "_checkpoints",
         "_batch_ends",
+        "_observer",
     )
 
     def __init__(self, table: str, options: SinkOptions) -> None:
@@ -125,6 +127,7 @@ class BatchSink(Generic[CommitterT]):
         self._checkpoints: dict[str, tuple[str, SparkCheckpoint]] = {}  # location -> (query id, reader)
         #: per query: its last batch seen here and that batch's end offsets (the next one's start)
         self._batch_ends: dict[str, tuple[int, dict[str, int]]] = {}
+        self._setup_observer()
         LIVE_SINKS.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -261,10 +264,14 @@ class BatchSink(Generic[CommitterT]):
         if self._query is not None:
             self._query.stop()
         self._release(wait_s)
+        if self._observer is not None:
+            self._observer.close()  # the query's last lineage events are sent
 
     def close(self) -> None:
         """Release the table's lease (the next writer need not wait for it to expire)."""
         self._release(120.0)
+        if self._observer is not None:
+            self._observer.close()
 
     # -- the table's lease follows the query ---------------------------------------------------
 
@@ -288,6 +295,7 @@ class BatchSink(Generic[CommitterT]):
                 # (it would otherwise free the lease this open just took).
                 self._release_now(only_for=None)
             self.committer.ensure_open()
+            self._open_observer()
 
     def _take_from_other_sinks(self) -> None:
         root = self.storage.root_uri
@@ -316,6 +324,8 @@ class BatchSink(Generic[CommitterT]):
         self._active_query = query_id
         self._active_run = run_id
         self._session = session
+        if self._observer is not None:
+            self._observer.query_started(query_id, self._query.name if self._query is not None else None)
         if session is not None and run_id is not None:
             from .query_watch import spark_context_running, watch_query_end
 
@@ -344,6 +354,8 @@ class BatchSink(Generic[CommitterT]):
             return
         if self._query is not None and (only_for is None or str(self._query.runId) == only_for):
             self._query = None
+        if self._observer is not None and self._active_query is not None:
+            self._observer.query_ended()
         self._active_query = None
         self._active_run = None
         self._session = None
@@ -354,16 +366,23 @@ class BatchSink(Generic[CommitterT]):
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         with self._lock:
+            observer = self._observer if self._observer is not None or not self._observing else self._open_observer()
+            if observer is not None:
+                observer.batch_started(self.counters.get("quarantined_rows", 0))
             try:
                 result = self._process(df, batch_id)
-            except BaseException:
+            except BaseException as exc:
                 self.counters["failed"] += 1
+                if observer is not None:
+                    observer.batch_failed(self._active_query, batch_id, exc, lease=self._committer.lease if self._committer else None)
                 if self._committer is not None:
                     self._committer.invalidate()
                 raise
             key = "duplicates" if result.status == "duplicate" else result.status
             self.counters[key] += 1
             self.last_result = result
+            if observer is not None:
+                observer.batch_done(result, rejected_rows_so_far=self.counters.get("quarantined_rows", 0), lease=self.committer.lease)
 
     def _identity(self, df: DataFrame) -> QueryIdentity:
         key = self.options.query_id or local_query_id(df) or f"checkpoint:{self._checkpoint}"
@@ -490,6 +509,8 @@ class BatchSink(Generic[CommitterT]):
         if checkpoint is not None and inputs is None:
             log.warning("input files of batch %d of query %s are not in its checkpoint any more", batch_id, qid)
         warn_reread_inputs(inputs or [], batch_id, qid)
+        if self._observer is not None:
+            self._observer.batch_sources(identity.checkpoint, offsets.offsets if offsets is not None else (), inputs)
         guard = self._offset_guard(df, qid, batch_id, checkpoint, offsets)  # before anything is staged
         with self.committer.batch(qid, batch_id, mode=self.staging_mode, checkpoint=identity.checkpoint, offsets=offsets) as attempt:
             self.storage.makedirs(attempt.staging_dir)  # the attempt's staging, before the writer fills it

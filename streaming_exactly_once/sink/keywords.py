@@ -270,6 +270,30 @@ class SinkKeywords(TypedDict, total=False):
             conf="any",
         ),
     ]
+    metrics: Annotated[
+        bool | int | str | None,
+        Option(
+            None,
+            "Export the sink's metrics (commit latency per phase, time since the last commit, rows, source lag, event-time "
+            "freshness, small-file backlog, takeovers, refused batches; see the observability page): a port (``9108``) or "
+            '``"host:port"`` serves them to Prometheus at ``/metrics`` (``0``: any free port, ``sink.metrics_endpoint`` '
+            "says which); ``True`` keeps them for OpenTelemetry only. They also go through an OpenTelemetry SDK the "
+            "application configured (or OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set). Needs the ``metrics`` extra. Off by default.",
+            conf="any",
+        ),
+    ]
+    lineage: Annotated[
+        bool | Mapping[str, Any] | None,
+        Option(
+            None,
+            "Send OpenLineage events: one run per query, one child run per batch with its inputs, outputs, table versions, "
+            "source offsets and row counts. ``True``: openlineage-python's own configuration (``OPENLINEAGE_URL``, "
+            '``openlineage.yml``); or a mapping of ``transport`` (``{"type": "http", "url": ...}``, ``file``, '
+            "``console``), ``namespace``, ``job``, ``throttle`` (at most one batch event per duration; the batches between "
+            "are folded in), ``inputs``, ``kafka_namespace`` and ``queue``. Needs the ``lineage`` extra. Off by default.",
+            conf="any",
+        ),
+    ]
     options: Annotated[
         Mapping[str, str] | None,
         Option(

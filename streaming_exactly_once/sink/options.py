@@ -45,6 +45,7 @@ from ..errors import ConfigError
 from ..iceberg.files import ICEBERG_TIMESTAMPS, OUTPUT_TIMESTAMP_TYPE
 from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
 from ..log.compaction import interval_is_spark_safe
+from ..observability.settings import LineageSettings, MetricsSettings, lineage_settings, metrics_settings
 from ..storage.base import Storage
 from ..table.schema_rules import EVOLUTION_MODES, EVOLVING_FORMATS
 from .arrow_file_writer import EXTENSIONS
@@ -220,6 +221,10 @@ class SinkOptions:
     schema_evolution: str = "none"
     #: small files rewritten by compaction batches (``commit.data_compaction``); None: off
     compaction: CompactionPolicy | None = None
+    #: where the metrics are exported (``observability``); None: off
+    metrics: MetricsSettings | None = None
+    #: how OpenLineage events are sent (``observability``); None: off
+    lineage: LineageSettings | None = None
 
     @classmethod
     def build(cls, given: Mapping[str, Any], *, stacklevel: int = 3) -> SinkOptions:
@@ -254,6 +259,8 @@ class SinkOptions:
         stored["storage_options"] = dict(stored["storage_options"] or {})
         stored["offset_columns"] = _offset_columns(stored["offset_columns"])
         stored["compaction"] = compaction_policy(stored["compaction"])
+        stored["metrics"] = metrics_settings(stored["metrics"])
+        stored["lineage"] = lineage_settings(stored["lineage"])
         opts = cls(**stored)
         opts.validate()
         return opts
