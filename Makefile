@@ -13,7 +13,7 @@ EXTRAS := all,test,bench,docs
 DEMO_STAMP  := $(VENV)/.installed-demo
 DEMO_EXTRAS := spark,arrow
 
-.PHONY: demo test test-long test-fast torture torture-matrix bench lint docs browser postgres venv demo-venv check-java clean emulators
+.PHONY: demo test test-long test-fast torture torture-matrix bench lint docs browser postgres prometheus venv demo-venv check-java clean emulators
 
 $(STAMP): setup.cfg setup.py constraints.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -72,9 +72,18 @@ postgres:
 	      || echo "warning: could not install postgresql; the Iceberg PostgreSQL-catalog tests will skip" >&2; \
 	  else echo "warning: PostgreSQL is not installed (Debian: apt-get install postgresql); its tests will skip" >&2; fi; }
 
+# Prometheus and promtool for the observability tests (a real server scrapes a stream; promtool checks and
+# unit-tests the alert rules), from Debian (as root); elsewhere those tests skip and say so.
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
+	      || echo "warning: could not install prometheus; the observability tests that need it will skip" >&2; \
+	  else echo "warning: Prometheus is not installed (Debian: apt-get install prometheus); the observability tests that need it will skip" >&2; fi; }
+
 # two pytest workers (pytest-xdist), one test file each at a time: a module's fixtures (the torture
 # matrix's run) stay in one worker; each worker has its own SparkSession and emulators
-test: check-java venv emulators lint docs browser postgres
+test: check-java venv emulators lint docs browser postgres prometheus
 	$(BIN)/python -m pytest -q -m "not long" -n 2 --dist loadfile --durations=25
 
 # the long runs kept out of `make test` (Spark Connect tortures, zombies at every boundary, ...)
