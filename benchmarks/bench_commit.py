@@ -9,6 +9,7 @@ The Spark write is replaced by pre-made files so that only the sink's own work i
   batches included, within a time box; peak RSS of the process.
 * **recovery** - a fresh process opens a table of H batches that crashed with a pending WAL
   entry, recovers and commits one batch: time from process start, for several H.
+* **observability** - what the metrics and lineage hooks add to a batch (``bench_observability``).
 """
 
 from __future__ import annotations
@@ -442,6 +443,9 @@ def main(size: str = "small") -> dict[str, Any]:
         result = {"overhead": overhead(batches=cfg["overhead"], files_per_batch=10, work=work)}
         total = result["overhead"]["total_ms"]
         print(f"  commit overhead (10 files/batch): median {total['median']:.2f} ms, p99 {total['p99']:.2f} ms", flush=True)
+        from .bench_observability import main as observability
+
+        result["observability"] = observability(batches=cfg["overhead"])  # the metrics and lineage hooks per batch
         result["seeded"] = seeded(live=cfg["live"], batches=cfg["seeded"], work=work)
         result["seeded_s3"] = seeded_s3(live=cfg["s3_live"], batches=cfg["s3_batches"], work=work / "s3")
         result["spaced_s3"] = spaced_s3(live=cfg["s3_live"][-1], batches=cfg["spaced"], work=work / "s3")

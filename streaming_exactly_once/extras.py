@@ -43,6 +43,8 @@ FEATURES: dict[str, Feature] = {
     "s3": Feature("s3", ("s3fs",), "s3:// storage"),
     "azure": Feature("azure", ("adlfs", "azure.storage.blob"), "az://, abfs:// and abfss:// storage"),
     "gcs": Feature("gcs", ("gcsfs",), "gs:// storage"),
+    "metrics": Feature("metrics", ("prometheus_client", "opentelemetry.sdk"), "metrics= (Prometheus and OpenTelemetry metrics)"),
+    "lineage": Feature("lineage", ("openlineage.client",), "lineage= (OpenLineage events)"),
 }
 
 #: URI scheme -> the storage feature it needs (schemes not here need no extra).
@@ -60,6 +62,8 @@ EXTRAS: dict[str, str] = {
     "s3": "`s3://`, `s3a://` and `s3n://` tables",
     "azure": "`az://`, `abfs://` and `abfss://` tables (Azure Blob Storage, ADLS Gen2)",
     "gcs": "`gs://` and `gcs://` tables (Google Cloud Storage)",
+    "metrics": "`metrics=`: Prometheus' HTTP endpoint, the OpenTelemetry SDK and its OTLP/HTTP exporter (see Observability)",
+    "lineage": "`lineage=`: OpenLineage events of every query and batch (openlineage-python)",
     "delta-spark": "Delta's JVM side for Spark 4.0-4.2 clusters (not in `all`)",
     "all": "every extra above but `delta-spark`",
 }

@@ -25,7 +25,7 @@ from ..checkpoint.reader import SparkCheckpoint
 from ..storage import open_storage
 from .audit_hook import audit_verdict
 from .catalog import metric
-from .lineage_facts import BatchFacts
+from .lineage_facts import BatchFacts, new_run_id
 from .settings import LineageSettings
 from .store import STORE
 
@@ -58,9 +58,7 @@ class LineageRun:
             return
         if self.run_id is not None:
             self.query_ended()
-        from openlineage.client.uuid import generate_new_uuid
-
-        self.query, self.run_id, self._failed = query, str(generate_new_uuid()), None
+        self.query, self.run_id, self._failed = query, new_run_id(), None
         if name and not self.settings.job:
             self.job = name
         run_id, job, at_ms = self.run_id, self.job, time.time() * 1000  # bound now: the thread builds it later
@@ -95,7 +93,7 @@ class LineageRun:
             lambda ev: ev.failed_batch_event(
                 query_id=query_id,
                 spark_batch=spark_batch,
-                run_id=_new_id(),
+                run_id=new_run_id(),
                 parent_run_id=parent,
                 job=job,
                 settings=self.settings,
@@ -144,7 +142,7 @@ class LineageRun:
         return events.batch_event(
             facts,
             table=self.table,
-            run_id=_new_id(),
+            run_id=new_run_id(),
             parent_run_id=parent,
             job=job,
             settings=self.settings,
@@ -188,9 +186,3 @@ class LineageRun:
         except queue.Full:
             return
         thread.join(timeout_s)
-
-
-def _new_id() -> str:
-    from openlineage.client.uuid import generate_new_uuid
-
-    return str(generate_new_uuid())

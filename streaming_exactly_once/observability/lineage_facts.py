@@ -8,7 +8,10 @@ checkpoint and the batch's input files.
 
 from __future__ import annotations
 
+import os
 import posixpath
+import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -18,6 +21,15 @@ from ..checkpoint.reader import InputFile
 from ..commit.attempt import CommitResult
 from ..table.group_state import GroupState
 from ..table.source_offsets import source_partitions
+
+
+def new_run_id() -> str:
+    """A new run id: a UUID version 7 (time-ordered, what OpenLineage recommends), made here
+    rather than by importing openlineage-python on the batch's thread."""
+    ms = int(time.time() * 1000) & ((1 << 48) - 1)
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms << 80) | (0x7 << 76) | (((rand >> 62) & 0xFFF) << 64) | (0b10 << 62) | (rand & ((1 << 62) - 1))
+    return str(uuid.UUID(int=value))
 
 
 @dataclass(frozen=True)

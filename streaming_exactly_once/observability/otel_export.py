@@ -5,7 +5,8 @@ and exporters are the user's), else - when ``OTEL_EXPORTER_OTLP_ENDPOINT`` or
 ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`` is set - one of our own that exports over OTLP/HTTP
 (the SDK reads the endpoint, headers and interval from the standard variables), else none.
 Counters and gauges are observable instruments reading the store's snapshot when the SDK
-collects; histograms are synchronous ones, fed each observation by the store.
+collects; histograms are synchronous ones, fed the observations the store queued for them by the
+first callback of each collection (so the batch's thread never calls into the SDK).
 """
 
 from __future__ import annotations
@@ -13,14 +14,16 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from .catalog import METRICS, Metric
-from .store import STORE, Labels, MetricStore
+from .store import STORE, MetricStore, Sample
 
 log = logging.getLogger("streaming_exactly_once.observability")
 
+MAX_QUEUED = 100_000
 OTLP_ENV = ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 _lock = threading.Lock()
 _exports: dict[int, OtelExport] = {}  # id(provider) -> its export
@@ -68,21 +71,31 @@ class OtelExport:
                 meter.create_observable_counter(m.name, callbacks=[self._callback(m)], unit=m.unit, description=m.help)
             else:
                 meter.create_observable_gauge(m.name, callbacks=[self._callback(m)], unit=m.unit, description=m.help)
-        store.on_observe.append(self.record)
+        #: bounded: without collections (no reader) the oldest observations go
+        self.queue: deque[Sample] = deque(maxlen=MAX_QUEUED)
+        store.observation_queues.append(self.queue)
 
     def _callback(self, m: Metric) -> Callable[[Any], Iterable[Any]]:
         def observe(options: Any) -> Iterable[Any]:
+            self.drain()  # before the SDK reads the histograms of this collection
             snap = self.store.snapshot(max_age=1.0)  # one snapshot serves every instrument of a collection
             return [self._observation(value, dict(zip(m.labels, labels, strict=True))) for labels, value in snap.values[m.name].items()]
 
         return observe
 
-    def record(self, m: Metric, labels: Labels, value: float) -> None:
-        self.histograms[m.name].record(value, attributes=dict(zip(m.labels, labels, strict=True)))
+    def drain(self) -> None:
+        """Record the queued observations into the SDK's histograms."""
+        queue = self.queue
+        while queue:
+            try:
+                m, labels, value = queue.popleft()
+            except IndexError:
+                return
+            self.histograms[m.name].record(value, attributes=dict(zip(m.labels, labels, strict=True)))
 
     def close(self) -> None:
-        if self.record in self.store.on_observe:
-            self.store.on_observe.remove(self.record)
+        if self.queue in self.store.observation_queues:
+            self.store.observation_queues.remove(self.queue)
 
 
 def export_through_otel(store: MetricStore = STORE) -> OtelExport | None:

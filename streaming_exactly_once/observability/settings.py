@@ -1,32 +1,22 @@
 """The ``metrics`` and ``lineage`` sink options, parsed and checked once, when the sink is built.
 
 Both are off by default, and then nothing of this package is imported by a batch. Turning one
-on checks here, before anything is written, that its extra is installed (``metrics``:
-prometheus-client and the OpenTelemetry SDK; ``lineage``: openlineage-python).
+on checks here, before anything is written, that its extra is installed (``extras.FEATURES``:
+``metrics`` - prometheus-client and the OpenTelemetry SDK; ``lineage`` - openlineage-python).
 """
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..config import parse_duration_ms, parse_int
-from ..errors import ConfigError, MissingDependencyError
+from ..errors import ConfigError
+from ..extras import require
 
 DEFAULT_NAMESPACE = "streaming_exactly_once"
 LINEAGE_KEYS = ("transport", "namespace", "job", "throttle", "inputs", "kafka_namespace", "queue")
-
-
-def require(module: str, *, extra: str, feature: str) -> None:
-    """Refuse a feature whose extra is not installed (``MissingDependencyError`` names it)."""
-    try:
-        found = importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
-        raise MissingDependencyError(package=module.split(".")[0], extra=extra, feature=feature)
 
 
 @dataclass(frozen=True)
@@ -58,8 +48,7 @@ def metrics_settings(value: Any) -> MetricsSettings | None:
             f"metrics takes a port (9108), 'host:port', True (OpenTelemetry only) or None, not {value!r}",
             key="metrics",
         )
-    if settings.port is not None:
-        require("prometheus_client", extra="metrics", feature="metrics on an HTTP port")
+    require("metrics")
     return settings
 
 
@@ -88,7 +77,7 @@ def lineage_settings(value: Any) -> LineageSettings | None:
     mapping of ``LINEAGE_KEYS``."""
     if value is None or value is False:
         return None
-    require("openlineage.client", extra="lineage", feature="lineage (OpenLineage events)")
+    require("lineage")
     if value is True:
         return LineageSettings()
     if not isinstance(value, Mapping):

@@ -120,53 +120,57 @@ class SinkMetrics:
         self._batch_start = time.perf_counter()
 
     def batch_done(self, result: CommitResult, *, rejected_rows: int = 0, epoch: int | None = None, took_over: bool = False) -> None:
-        """Record a batch the sink finished: committed, a skipped replay or empty."""
+        """Record a batch the sink finished: committed, a skipped replay or empty (one lock)."""
         started, self._batch_start = self._batch_start, None
         if self.query != result.query_id:
             self.query_started(result.query_id)
-        labels, store = self._labels(), self.store
-        store.inc(BATCHES, (*labels, result.status))
+        labels = self._labels()
+        incs: list[Sample] = [(BATCHES, (*labels, result.status), 1.0)]
+        sets: list[Sample] = []
+        observations: list[Sample] = []
         if started is not None:
-            store.observe(BATCH_SECONDS, labels, time.perf_counter() - started)
-        self._lease(epoch, took_over)
+            observations.append((BATCH_SECONDS, labels, time.perf_counter() - started))
+        self._lease(epoch, took_over, incs, sets)
         record = result.record
-        if result.status != "committed" or record is None:
-            return
-        written, duplicate = record.num_rows or 0, record.num_skipped_rows
-        store.inc(ROWS_WRITTEN, labels, written)
-        store.inc(ROWS_DUPLICATE, labels, duplicate)
-        store.inc(ROWS_IN, labels, written + duplicate)
-        if rejected_rows:
-            store.inc(ROWS_REJECTED, labels, rejected_rows)
-        store.inc(FILES, labels, record.num_files)
-        store.inc(BYTES, labels, record.num_bytes)
-        store.observe(COMMIT_SECONDS, labels, commit_ms(result.timings) / 1000)
-        for phase, ms in result.timings.items():
-            store.observe(PHASE_SECONDS, (*labels, phase.split(":", 1)[0]), ms / 1000)
-        self._last_commit = now = time.time()
-        store.set(LAST_COMMIT, labels, now)
-        if result.batch_id is not None:
-            store.set(LAST_BATCH, labels, result.batch_id)
-        if record.watermarks:
-            for column, seconds in newest_event_times(record.watermarks).items():
-                newest = self._event_times[column] = max(seconds, self._event_times.get(column, seconds))
-                store.set(EVENT_TIME, (*labels, column), newest)
+        if result.status == "committed" and record is not None:
+            written, duplicate = record.num_rows or 0, record.num_skipped_rows
+            incs += [
+                (ROWS_WRITTEN, labels, written),
+                (ROWS_DUPLICATE, labels, duplicate),
+                (ROWS_IN, labels, written + duplicate),
+                (ROWS_REJECTED, labels, rejected_rows),
+                (FILES, labels, record.num_files),
+                (BYTES, labels, record.num_bytes),
+            ]
+            observations.append((COMMIT_SECONDS, labels, commit_ms(result.timings) / 1000))
+            observations += [(PHASE_SECONDS, (*labels, phase.split(":", 1)[0]), ms / 1000) for phase, ms in result.timings.items()]
+            self._last_commit = now = time.time()
+            sets.append((LAST_COMMIT, labels, now))
+            if result.batch_id is not None:
+                sets.append((LAST_BATCH, labels, result.batch_id))
+            if record.watermarks:
+                for column, seconds in newest_event_times(record.watermarks).items():
+                    newest = self._event_times[column] = max(seconds, self._event_times.get(column, seconds))
+                    sets.append((EVENT_TIME, (*labels, column), newest))
+        self.store.apply(incs=incs, sets=sets, observations=observations)
 
     def batch_refused(self, query: str | None, error: BaseException, *, epoch: int | None = None, took_over: bool = False) -> None:
         """Record a batch that raised: nothing of it was published."""
         self._batch_start = None
-        self.store.inc(REFUSED, (*self._labels(query), type(error).__name__))
+        incs: list[Sample] = [(REFUSED, (*self._labels(query), type(error).__name__), 1.0)]
+        sets: list[Sample] = []
         if isinstance(error, WriterFencedError):
-            self.store.inc(FENCED, (self.table,))
-        self._lease(epoch, took_over)
+            incs.append((FENCED, (self.table,), 1.0))
+        self._lease(epoch, took_over, incs, sets)
+        self.store.apply(incs=incs, sets=sets)
 
-    def _lease(self, epoch: int | None, took_over: bool) -> None:
+    def _lease(self, epoch: int | None, took_over: bool, incs: list[Sample], sets: list[Sample]) -> None:
         if epoch is None or epoch == self._epoch:
             return
         self._epoch = epoch
-        self.store.set(EPOCH, (self.table,), epoch)
+        sets.append((EPOCH, (self.table,), epoch))
         if took_over:
-            self.store.inc(TAKEOVERS, (self.table,))
+            incs.append((TAKEOVERS, (self.table,), 1.0))
 
     # -- computed when read -----------------------------------------------------------------------
 

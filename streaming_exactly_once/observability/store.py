@@ -1,11 +1,12 @@
 """The process's metric values: the one place batches record into and exporters read from.
 
-A batch's figures go into plain dictionaries under one lock (a few microseconds a batch); the
-Prometheus collector and the OpenTelemetry callbacks read a snapshot of them when they are
+A batch's figures go into plain dictionaries under one lock, taken once per batch (``apply``);
+the Prometheus collector and the OpenTelemetry callbacks read a snapshot of them when they are
 scraped or export. Values that only make sense at the moment they are read - the age of the last
 commit, a source's lag - come from *providers* (each sink's ``SinkMetrics``), asked at that moment.
-OpenTelemetry has no asynchronous histogram, so each observation is also handed to the
-``on_observe`` listeners (its synchronous histograms).
+OpenTelemetry has no asynchronous histogram: each observation is also queued for every
+OpenTelemetry export (``observation_queues``), which records it into its synchronous histograms
+when the SDK collects - not on the batch's thread.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import bisect
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -65,32 +67,40 @@ class MetricStore:
         self._values: dict[str, dict[Labels, float]] = {m.name: {} for m in METRICS if m.kind != "histogram"}
         self._histograms: dict[str, dict[Labels, Histogram]] = {m.name: {} for m in METRICS if m.kind == "histogram"}
         self._providers: weakref.WeakSet[Provider] = weakref.WeakSet()
-        #: called with each histogram observation (OpenTelemetry's synchronous histograms)
-        self.on_observe: list[Callable[[Metric, Labels, float], None]] = []
+        #: one queue per OpenTelemetry export: every histogram observation, until it collects
+        self.observation_queues: list[deque[Sample]] = []
         self._snapshot: Snapshot | None = None
 
     # -- recording (the batch's thread) -----------------------------------------------------------
 
     def inc(self, metric: Metric, labels: Labels, amount: float = 1.0) -> None:
-        with self._lock:
-            values = self._values[metric.name]
-            values[labels] = values.get(labels, 0.0) + amount
+        self.apply(incs=((metric, labels, amount),))
 
     def set(self, metric: Metric, labels: Labels, value: float) -> None:
-        with self._lock:
-            self._values[metric.name][labels] = value
+        self.apply(sets=((metric, labels, value),))
 
     def observe(self, metric: Metric, labels: Labels, value: float) -> None:
+        self.apply(observations=((metric, labels, value),))
+
+    def apply(self, *, incs: Sequence[Sample] = (), sets: Sequence[Sample] = (), observations: Sequence[Sample] = ()) -> None:
+        """A batch's updates, under the lock once."""
         with self._lock:
-            series = self._histograms[metric.name]
-            hist = series.get(labels)
-            if hist is None:
-                hist = series[labels] = Histogram([0] * (len(metric.buckets) + 1))
-            hist.counts[bisect.bisect_left(metric.buckets, value)] += 1
-            hist.sum += value
-            hist.count += 1
-        for listener in self.on_observe:
-            listener(metric, labels, value)
+            values = self._values
+            for metric, labels, amount in incs:
+                series = values[metric.name]
+                series[labels] = series.get(labels, 0.0) + amount
+            for metric, labels, value in sets:
+                values[metric.name][labels] = value
+            for metric, labels, value in observations:
+                hists = self._histograms[metric.name]
+                hist = hists.get(labels)
+                if hist is None:
+                    hist = hists[labels] = Histogram([0] * (len(metric.buckets) + 1))
+                hist.counts[bisect.bisect_left(metric.buckets, value)] += 1
+                hist.sum += value
+                hist.count += 1
+            for queue in self.observation_queues:
+                queue.extend(observations)
 
     def forget(self, keep: Callable[[Labels], bool], names: Iterable[str] | None = None) -> None:
         """Drop the label sets ``keep`` refuses (a query that is over: its series stop growing

@@ -193,6 +193,11 @@ def refusal_cases(feature: str, work: Path) -> list[tuple[str, Callable[[], Any]
             (f"read.arrow({uri!r})", lambda: read.arrow(uri)),
             (f"seo status {uri}", seo_case(["status"], uri)),
         ]
+    if feature in ("metrics", "lineage"):
+        option = {"metrics": [("metrics", 9108), ("metrics", True)], "lineage": [("lineage", True), ("lineage", {"throttle": "1m"})]}[feature]
+        return [(f"ExactlyOnceSink({key}={value!r})", sink(new, **{key: value})) for key, value in option] + [
+            (f"DatasetSink({feature}=...)", lambda: streaming_exactly_once.DatasetSink(new, dataset_column="d", **{option[0][0]: option[0][1]}))
+        ]
     if feature in ("polars", "duckdb"):
         return [(f"read.{feature}", lambda: getattr(read, feature)(parquet))]
     if feature == "spark":

@@ -16,11 +16,11 @@ from dataclasses import replace
 import pytest
 
 from streaming_exactly_once.commit.attempt import CommitResult
-from streaming_exactly_once.errors import ConfigError, MissingDependencyError, WriterFencedError
+from streaming_exactly_once.errors import ConfigError, WriterFencedError
 from streaming_exactly_once.observability.backlog import small_file_backlog
 from streaming_exactly_once.observability.catalog import METRICS
 from streaming_exactly_once.observability.freshness import event_time_seconds, newest_event_times, source_lag
-from streaming_exactly_once.observability.settings import MetricsSettings, lineage_settings, metrics_settings, require
+from streaming_exactly_once.observability.settings import MetricsSettings, lineage_settings, metrics_settings
 from streaming_exactly_once.observability.sink_metrics import SinkMetrics
 from streaming_exactly_once.observability.store import MetricStore
 from streaming_exactly_once.storage import open_storage
@@ -227,8 +227,6 @@ def test_the_options_are_checked_when_the_sink_is_built():
     for bad in ({"transport": "http"}, {"throttel": "1m"}, {"inputs": [{"name": "x"}]}, "yes"):
         with pytest.raises(ConfigError, match="lineage"):
             lineage_settings(bad)
-    with pytest.raises(MissingDependencyError, match=r"pip install 'streaming-exactly-once\[metrics\]'"):
-        require("no_such_module_for_metrics", extra="metrics", feature="metrics")
 
 
 def test_a_sink_without_metrics_imports_none_of_their_packages(tmp_path):

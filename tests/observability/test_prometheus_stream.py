@@ -44,19 +44,21 @@ def test_prometheus_scrapes_a_running_stream_and_the_stall_alert_fires(spark, tm
         prometheus = start_prometheus(tmp_path / "prometheus", [endpoint.netloc], rules=rules)
         uri = sink.storage.root_uri
         sel = f'{{table="{uri}"}}'
-        committed = prometheus.wait_for(f'seo_batches_total{{table="{uri}",status="committed"}}', lambda r: r and float(r[0]["value"][1]) >= 2)
+        committed = prometheus.wait_for(
+            f'seo_batches_total{{table="{uri}",status="committed"}}', lambda r: r and float(r[0]["value"][1]) >= 2, timeout=300
+        )
         assert committed and float(committed[0]["value"][1]) >= 2, committed
         (query_label,) = {r["metric"]["query"] for r in committed}
         assert query_label == str(query.id)
         phases = {r["metric"]["phase"] for r in prometheus.query(f"seo_commit_phase_duration_seconds_count{sel}")}
         assert {"prepare", "stage", "wal", "manifest", "commit"} <= phases, phases
         assert prometheus.query(f"seo_query_up{sel}")[0]["value"][1] == "1"
-        fresh = prometheus.wait_for(f"seo_event_time_lag_seconds{sel}", bool)
+        fresh = prometheus.wait_for(f"seo_event_time_lag_seconds{sel}", bool, timeout=120)
         assert fresh and fresh[0]["metric"]["column"] == "timestamp" and 0 <= float(fresh[0]["value"][1]) < 600
 
         # the third batch waits inside its commit: the stream is stalled
-        assert stall.STALLED.wait(timeout=120), "the third batch never reached its commit"
-        in_flight = prometheus.wait_for(f"seo_batch_in_flight_seconds{sel}", lambda r: r and float(r[0]["value"][1]) > 3)
+        assert stall.STALLED.wait(timeout=300), "the third batch never reached its commit"
+        in_flight = prometheus.wait_for(f"seo_batch_in_flight_seconds{sel}", lambda r: r and float(r[0]["value"][1]) > 3, timeout=120)
         assert in_flight and float(in_flight[0]["value"][1]) > 3, in_flight
         firing = []
         for _ in range(60):
@@ -68,7 +70,9 @@ def test_prometheus_scrapes_a_running_stream_and_the_stall_alert_fires(spark, tm
         assert firing[0]["labels"]["table"] == uri and firing[0]["labels"]["severity"] == "critical"
         assert firing[0]["annotations"]["summary"].startswith(f"A batch of {uri} has been running for")
         stall.RELEASE.set()
-        moving = prometheus.wait_for(f'seo_batches_total{{table="{uri}",status="committed"}}', lambda r: r and float(r[0]["value"][1]) >= 4)
+        moving = prometheus.wait_for(
+            f'seo_batches_total{{table="{uri}",status="committed"}}', lambda r: r and float(r[0]["value"][1]) >= 4, timeout=300
+        )
         assert moving and float(moving[0]["value"][1]) >= 4, moving
         assert float(prometheus.query(f"seo_batch_in_flight_seconds{sel}")[0]["value"][1]) < 3
     finally:
