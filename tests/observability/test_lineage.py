@@ -45,6 +45,17 @@ def facts(result, batch, source_dir="file:///landing/orders"):
     )
 
 
+def commit_through(run, committer, batches, commit=stage_and_commit):
+    """``batches`` batches of two rows committed, each handed to the lineage run; then its end."""
+    try:
+        run.query_started(QUERY)
+        for b in range(batches):
+            run.batch_done(facts(commit(committer, QUERY, b, [b * 2, b * 2 + 1]), b))
+        run.close()
+    finally:
+        committer.close()
+
+
 def test_a_query_run_with_one_connected_child_run_per_batch(tmp_path):
     committer = make_committer(open_storage(str(tmp_path / "t")))
     run, log = lineage_run(tmp_path, job="orders-ingest", kafka_namespace="kafka://broker:9092")
@@ -90,13 +101,7 @@ def test_a_query_run_with_one_connected_child_run_per_batch(tmp_path):
 def test_the_throttle_folds_batches_and_loses_none(tmp_path):
     committer = make_committer(open_storage(str(tmp_path / "t")))
     run, log = lineage_run(tmp_path, throttle="1h")
-    try:
-        run.query_started(QUERY)
-        for b in range(40):
-            run.batch_done(facts(stage_and_commit(committer, QUERY, b, [b * 2, b * 2 + 1]), b))
-        run.close()
-    finally:
-        committer.close()
+    commit_through(run, committer, 40)
     got = events(log)
     batch_events = [e for e in got if e["job"]["name"].endswith(".batch")]
     assert len(got) == 4 and len(batch_events) == 2  # START, batch 0 at once, batches 1-39 at the query's end, COMPLETE
@@ -135,13 +140,7 @@ def test_every_format_written_has_its_version(tmp_path):
     storage = open_storage(str(tmp_path / "t"))
     committer = delta_committer(storage, iceberg=IcebergSettings())
     run, log = lineage_run(tmp_path)
-    try:
-        run.query_started(QUERY)
-        for b in range(2):
-            run.batch_done(facts(commit_batch(committer, QUERY, b, [b * 2, b * 2 + 1]), b))
-        run.close()
-    finally:
-        committer.close()
+    commit_through(run, committer, 2, commit_batch)
     outputs = [e["outputs"][0] for e in events(log) if e["job"]["name"].endswith(".batch")]
     for b, out in enumerate(outputs):
         versions = out["facets"]["seo_tableVersions"]
