@@ -1,8 +1,9 @@
 """A batch made to fit its table's schema, before anything of it is written.
 
 The table's rules (``table.schema_rules``) tell the sink, for a batch that fits: which columns
-it has narrower than the table's (cast up), which nullable columns it lacks (written as nulls)
-and whether its columns are in another order (CSV files are read by position). ``conformer``
+it has narrower than the table's (cast up), which nullable columns it lacks (written as nulls),
+which it adds (written nullable, as the table records them) and whether its columns are in
+another order (CSV files are read by position). ``conformer``
 turns that into one projection of the batch, so that every file of the table has the table's
 columns and types - what lets Spark read the table without being told its schema. Applied to
 Spark DataFrames here (``ExactlyOnceSink``) and to Arrow tables in the tasks of a dataset group
@@ -39,20 +40,33 @@ def conformer(verdict: Verdict) -> Callable[[DataFrame], DataFrame]:
 
     target = StructType.fromJson(json.loads(verdict.schema))
     casts = set(verdict.casts)
+    added = set(verdict.added)
 
     def fit(df: DataFrame) -> DataFrame:
-        have = set(df.columns)
+        have = {f.name: f for f in df.schema.fields}
         columns = []
         for f in target.fields:
             if f.name not in have:
                 columns.append(F.lit(None).cast(f.dataType).alias(f.name))
             elif f.name in casts:
                 columns.append(F.col(_quoted(f.name)).cast(f.dataType).alias(f.name))
+            elif f.name in added and not have[f.name].nullable:
+                columns.append(nullable(F.col(_quoted(f.name))).alias(f.name))
             else:
                 columns.append(F.col(_quoted(f.name)))
         return df.select(*columns)
 
     return fit
+
+
+def nullable(column: Any) -> Any:
+    """``column``, declared nullable in the files Spark writes. Spark writes a column as Parquet
+    ``required`` whenever its plan proves it non-null, and simplifies away any null-producing
+    expression it can evaluate (``CASE WHEN x IS NULL ...`` on a non-null ``x``); a condition on
+    the (nondeterministic) partition id it cannot, and it costs one comparison a row."""
+    from pyspark.sql import functions as F
+
+    return F.when(F.spark_partition_id() >= 0, column)
 
 
 def conform_arrow(data: pa.Table, schema_json: str, *, leave_out: Sequence[str] = ()) -> pa.Table:

@@ -35,7 +35,9 @@ Hence:
 * **a table column the batch lacks** - nullable: written as nulls (``fills``); non-nullable:
   refused (a reader would find nulls in it).
 * **a column the table lacks** - refused unless evolution adds columns; then added, nullable
-  (rows written before it read as null), after the table's columns.
+  (rows written before it read as null), after the table's columns - and written nullable
+  (``added``): Spark's ``mergeSchema`` takes a column one file has as required to be required
+  in every file, and fails on the older ones, which lack it.
 * **the batch's type is wider** (``long`` into an ``integer`` column) - refused unless
   evolution widens (``add_and_widen``); then the table's type becomes the wider one. Only for
   formats whose readers take a wider read type (``WIDENING_FORMATS``), never for Delta (whose
@@ -57,8 +59,9 @@ from typing import Any
 #: columns and the ``WIDENINGS``.
 EVOLUTION_MODES = ("none", "add_columns", "add_and_widen")
 #: Formats whose files carry their schema, so that columns can be added (CSV and text are
-#: positional; ORC and Avro are not verified here).
-EVOLVING_FORMATS = ("parquet", "json", "delta")
+#: positional; ORC and Avro are not verified here); the table formats add them to their own
+#: schema in the batch's commit (``delta.evolve``, ``iceberg.evolve``).
+EVOLVING_FORMATS = ("parquet", "json", "delta", "iceberg", "delta+iceberg")
 #: Formats whose readers read a narrower type as a wider one given the wider schema.
 WIDENING_FORMATS = ("parquet", "json")
 
@@ -112,6 +115,9 @@ class Verdict:
     fills: tuple[str, ...] = ()
     #: the batch's columns are not the table's in the table's order (CSV files are positional)
     reordered: bool = False
+    #: columns the batch adds: written nullable, as the table records them (a file that has one
+    #: as required makes ``mergeSchema`` readers fail on the files without it)
+    added: tuple[str, ...] = ()
 
     @property
     def fits(self) -> bool:
@@ -120,7 +126,7 @@ class Verdict:
     @property
     def needs_alignment(self) -> bool:
         """The batch must be conformed to ``schema`` before its files are written."""
-        return bool(self.casts or self.fills or self.reordered)
+        return bool(self.casts or self.fills or self.reordered or self.added)
 
 
 def fields_of(schema_json: str) -> list[dict[str, Any]]:
@@ -273,12 +279,14 @@ def compare(
             changes.append(f"{name!r} may hold nulls")  # the table says what its rows may hold
             result[-1] = {**result[-1], "nullable": True}
     known = {t["name"].lower() for t in table}
+    added: list[str] = []
     for b in batch:
         if b["name"].lower() in known:
             continue
         if adds:
             changes.append(f"added column {b['name']!r} ({type_text(b['type'])})")
             result.append({**b, "nullable": True})
+            added.append(b["name"])
         else:
             why = f"{file_format} tables do not add columns" if evolution != "none" else "a new column needs schema_evolution='add_columns'"
             mismatches.append(Mismatch(b["name"], "-", _field(b), why, "added"))
@@ -292,6 +300,7 @@ def compare(
         casts=tuple(casts),
         fills=tuple(fills),
         reordered=reordered,
+        added=tuple(added),
     )
 
 

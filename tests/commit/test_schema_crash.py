@@ -26,8 +26,8 @@ pytestmark = pytest.mark.torture
 OPTIONS = {"lease_timeout_ms": 2000, "schema_evolution": "add_columns"}
 
 
-def _program(name: str, root: Path, steps: list[dict], group: list[str] | None = None) -> dict:
-    return {"name": name, "root": str(root), "group": group, "options": OPTIONS, "steps": steps}
+def _program(name: str, root: Path, steps: list[dict], group: list[str] | None = None, formats: dict | None = None) -> dict:
+    return {"name": name, "root": str(root), "group": group, "options": OPTIONS, "steps": steps, **(formats or {})}
 
 
 def _columns(table: Path) -> tuple[int | None, list[str]]:
@@ -37,7 +37,7 @@ def _columns(table: Path) -> tuple[int | None, list[str]]:
     return files.as_of, names
 
 
-def _kill_then_recover(root: Path, boundary: str, group: list[str] | None = None, at_kill=None) -> tuple[Writer, Writer]:
+def _kill_then_recover(root: Path, boundary: str, group: list[str] | None = None, at_kill=None, formats: dict | None = None) -> tuple[Writer, Writer]:
     writers: list[Writer] = []
     try:
         a = Writer(
@@ -51,6 +51,7 @@ def _kill_then_recover(root: Path, boundary: str, group: list[str] | None = None
                     {"do": "hang"},
                 ],
                 group,
+                formats,
             )
         )
         writers.append(a)
@@ -71,6 +72,7 @@ def _kill_then_recover(root: Path, boundary: str, group: list[str] | None = None
                     {"do": "close"},
                 ],
                 group,
+                formats,
             )
         )
         writers.append(b)
@@ -116,3 +118,38 @@ def test_a_schema_change_of_a_group_table_and_its_batch_appear_together(tmp_path
         assert set(read.arrow(str(root / table), as_of=2).column_names) == {"id", "p", "extra"}
         assert set(read.arrow(str(root / table), as_of=1).column_names) == {"id", "p"}
     assert verify_table(open_storage(str(root))).errors == []
+
+
+#: the schema record written, the manifest entry, the Iceberg metadata file not yet / just created;
+#: with Delta: between the Delta commit (column added there) and the Iceberg one
+ICEBERG_CASES = [("iceberg", "after-schema"), ("iceberg", "before-iceberg-publish"), ("iceberg", "mid-iceberg"), ("delta+iceberg", "after-delta")]
+
+
+@pytest.mark.parametrize("fmt,boundary", ICEBERG_CASES, ids=[f"{f}-{b}" for f, b in ICEBERG_CASES])
+def test_an_iceberg_tables_added_column_and_its_batch_appear_together(tmp_path, fmt, boundary):
+    """``schema_evolution="add_columns"`` on an Iceberg table (and Delta + Iceberg): killed at each
+    boundary of the batch that adds ``extra``, then recovered. Every Iceberg metadata version
+    has the column exactly when it holds that batch (the same version adds both), and Delta's
+    log likewise."""
+    from pyiceberg.table import StaticTable
+
+    table = tmp_path / "t"
+    formats = {"iceberg": {}, **({"delta": {"checkpoint_interval": 10}} if fmt == "delta+iceberg" else {})}
+    _, b = _kill_then_recover(table, boundary, formats=formats)
+    assert "rolled_forward=[2]" in b.events("open")[0]["recovery"], b.output()
+    for path in sorted((table / "metadata").glob("v*.metadata.json")):
+        meta = json.loads(path.read_text())
+        schema = next(s for s in meta["schemas"] if s["schema-id"] == meta["current-schema-id"])
+        batch = max((int(v) for k, v in meta["properties"].items() if k.startswith("seo.batch-id.")), default=-1)
+        assert ("extra" in [f["name"] for f in schema["fields"]]) == (batch >= 2), (path.name, batch)
+    iceberg = StaticTable.from_metadata(str(table))
+    rows = iceberg.scan().to_arrow()
+    assert rows.num_rows == 15 and rows.column("extra").null_count == 15
+    assert iceberg.schema().find_field("extra").optional
+    if fmt == "delta+iceberg":
+        from deltalake import DeltaTable
+
+        assert DeltaTable(str(table)).to_pyarrow_table().column_names == ["id", "p", "extra"]
+        assert "extra" not in DeltaTable(str(table), version=1).to_pyarrow_table().column_names
+    assert _columns(table) == (2, ["id", "p", "extra"])
+    assert verify_table(open_storage(str(table))).errors == []

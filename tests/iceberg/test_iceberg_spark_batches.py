@@ -1,6 +1,7 @@
 """Spark's batches as they come, into ``format="iceberg"`` (and ``["delta", "iceberg"]``) tables:
 Spark's default INT96 timestamps, columns Spark declares NOT NULL (``range``, literals) - a
-partition column among them - followed by a batch where they may be null. Each batch is given to the sink as ``foreachBatch`` gives it
+partition column among them - followed by a batch where they may be null, and
+``schema_evolution="add_columns"`` adding a NOT NULL column. Each batch is given to the sink as ``foreachBatch`` gives it
 (``sink(df, batch_id)``); Iceberg readers are pyiceberg by path, and polars."""
 
 from __future__ import annotations
@@ -91,4 +92,30 @@ def test_not_null_columns_and_partition_columns_then_a_nullable_batch_every_read
         (12, "2024-01-02"),
     ]
     assert sorted(map(str, read.arrow(str(table)).column("id").to_pylist())) == sorted(map(str, [0, 1, 2, 10, None, 12]))
+    assert verify_table(open_storage(str(table))).problems == []
+
+
+@pytest.mark.parametrize("fmt", [pytest.param("parquet", id="parquet"), *FORMATS])
+def test_add_columns_adds_a_not_null_column_that_every_reader_reads(spark, tmp_path, fmt):
+    """``schema_evolution="add_columns"`` on every format that documents it: batch 1 adds
+    ``extra`` (NOT NULL, as ``id * 2`` is). The Iceberg table gains it in the batch's snapshot;
+    its files hold it as nullable, so ``mergeSchema`` reads the older files (which lack it) too."""
+    import pyarrow.parquet as pq
+
+    table = tmp_path / "t"
+    sink = ExactlyOnceSink(str(table), format=fmt, partition_by=["p"], schema_evolution="add_columns", query_id="q")
+    try:
+        sink(spark.sql("SELECT id, 'a' AS p FROM range(3)"), 0)
+        later = spark.sql("SELECT id + 10 AS id, 'a' AS p, (id + 10) * 2 AS extra FROM range(3)")
+        assert not later.schema["extra"].nullable
+        sink(later, 1)
+    finally:
+        sink.close()
+    expected = [(0, None), (1, None), (2, None), (10, 20), (11, 22), (12, 24)]
+    merged = spark.read.option("mergeSchema", "true").parquet(str(table))
+    assert sorted((r.id, r.extra) for r in merged.collect()) == expected
+    newest = max((p for p in (table / "p=a").iterdir() if p.suffix == ".parquet"), key=lambda p: p.stat().st_mtime_ns)
+    assert pq.read_metadata(newest).schema.column(1).max_definition_level == 1  # optional
+    if fmt != "parquet":
+        assert [(r["id"], r["extra"]) for r in pyiceberg_rows(table, "id", "extra")] == expected
     assert verify_table(open_storage(str(table))).problems == []
