@@ -8,6 +8,7 @@ into them, with errors that name the key and list what is valid.
 from __future__ import annotations
 
 import datetime as _dt
+import difflib
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -78,6 +79,25 @@ def parse_duration_ms(value: Any, *, key: str) -> int:
     raise ConfigError(f"{key} must be a duration like {DURATION_EXAMPLES}; got {value!r}", key=key)
 
 
+#: ``DataStreamWriter.trigger`` keywords whose value is an interval.
+_TRIGGER_INTERVALS = ("processingTime", "continuous")
+
+
+def spark_trigger(trigger: Any) -> dict[str, Any]:
+    """``DataStreamWriter.trigger``'s keyword arguments from what ``sink.start`` takes: Spark's own
+    (``{"availableNow": True}``, ``{"processingTime": "10 seconds"}``), an interval in any spelling
+    the options take (``{"processingTime": "10s"}``, a ``timedelta``), or a bare interval
+    (``"10s"``: a processing-time trigger). Spark parses only its own spelling, so an interval is
+    handed over in milliseconds."""
+    if trigger is None:
+        return {}
+    given = dict(trigger) if isinstance(trigger, Mapping) else {"processingTime": trigger}
+    for key in _TRIGGER_INTERVALS:
+        if given.get(key) is not None:
+            given[key] = f"{parse_duration_ms(given[key], key=f'trigger {key}')} milliseconds"
+    return given
+
+
 _SIZE_UNITS = {
     "": 1,
     "b": 1,
@@ -145,8 +165,13 @@ def reject_unknown(given: Iterable[str], valid: Iterable[str], *, where: str) ->
     valid_set = sorted(set(valid))
     unknown = sorted(set(given) - set(valid_set))
     if unknown:
+        close = {u: m[0] for u in unknown if (m := difflib.get_close_matches(u, valid_set, n=1))}
+        if len(unknown) == 1 and close:
+            guess = f" Did you mean {close[unknown[0]]!r}?"
+        else:
+            guess = "".join(f" Did you mean {m!r} for {u!r}?" for u, m in close.items())
         raise ConfigError(
-            f"Unknown key(s) {', '.join(map(repr, unknown))} in {where}. Valid keys: {', '.join(valid_set)}.",
+            f"Unknown key(s) {', '.join(map(repr, unknown))} in {where}.{guess} Valid keys: {', '.join(valid_set)}.",
             unknown=unknown,
             valid=valid_set,
         )

@@ -90,15 +90,24 @@ class UnsupportedStorageError(StorageError, TerminalError):
 
 
 class StorageAccessError(StorageError, TerminalError):
-    """The store refused a table's URI: credentials rejected, or its container/bucket missing.
+    """The store refused a table's URI: credentials rejected or missing, its container/bucket
+    missing, a read-only file system, permission denied, or a path that is a file where a
+    directory must be.
 
-    Raised instead of the SDK's own exception (often after a chain of retries and wrappers) so
-    that the one line a user sees names the URI and what to fix. ``reason`` is ``credentials``
-    or ``container``; ``uri`` the path that was being read or written.
+    Raised instead of the SDK's or the OS's own exception (often after a chain of retries and
+    wrappers) so that the one line a user sees names the table, the cause and what to fix.
+    ``reason`` is ``credentials``, ``container``, ``read-only``, ``permission`` or
+    ``not-a-directory``; ``uri`` the path that was being read or written; ``table`` the table's
+    root, when the storage knows it (then the message starts with it: "Cannot write to table X").
     """
 
-    def __init__(self, *, uri: str, reason: str, detail: str, hint: str) -> None:
-        super().__init__(f"Cannot access {uri}: {detail}. {hint}", uri=uri, reason=reason, detail=detail, hint=hint)
+    def __init__(self, *, uri: str, reason: str, detail: str, hint: str, table: str | None = None, action: str = "access") -> None:
+        if table is None:
+            message = f"Cannot {action} {uri}: {detail}. {hint}"
+        else:
+            where = "" if uri == table or uri in detail else f" ({uri})"
+            message = f"Cannot {action} table {table}: {detail}{where}. {hint}"
+        super().__init__(message, uri=uri, reason=reason, detail=detail, hint=hint, table=table, action=action)
 
 
 class ComposedSourceError(StorageError, TerminalError):

@@ -115,3 +115,96 @@ def test_readers_take_delta_rs_keys_on_s3_instead_of_a_type_error(s3_bucket, mot
     keys = {"AWS_ENDPOINT_URL": moto_endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
     ids = write_table(f"s3://{s3_bucket}/events", storage_options=keys)
     assert sorted(read.pandas(f"s3://{s3_bucket}/events", storage_options=keys)["id"]) == ids
+
+
+def test_a_misspelt_set_key_names_the_closest_one(capsys, tmp_path):
+    """``seo run --set sink.lease_timout=5s``: the unknown key, then "did you mean", then the list."""
+    from tests.cli.test_cli import seo
+
+    code, _, err = seo(capsys, "run", "landing_to_parquet", "--set", "sink.lease_timout=5s", "--set", "sink.table=" + str(tmp_path / "t"))
+    assert code == 1 and "Unknown key(s) 'lease_timout' in" in err and "Did you mean 'lease_timeout'?" in err, err
+    assert err.index("Did you mean") < err.index("Valid keys")
+
+
+@pytest.mark.parametrize(
+    ("given", "canonical"),
+    [("Delta", "delta"), ("PARQUET", "parquet"), (["Delta", "ICEBERG"], "delta+iceberg"), ("Delta+Iceberg", "delta+iceberg")],
+)
+def test_the_sink_takes_a_format_in_any_case_as_sparks_format_does(tmp_path, given, canonical):
+    assert ExactlyOnceSink(str(tmp_path / "t"), format=given).options.format == canonical
+
+
+def test_a_readers_misspelt_format_lists_the_choices_before_reading(tmp_path):
+    from streaming_exactly_once import read
+
+    choices = r"format 'parqet' is not one the readers read: the choices are parquet, orc, csv, json\. Did you mean 'parquet'\?"
+    with pytest.raises(ConfigError, match=choices):
+        read.pandas(str(tmp_path / "no-table-here"), format="parqet")  # refused before the path is looked at
+    with pytest.raises(ConfigError, match="the choices are parquet, orc, csv, json"):
+        read.arrow(str(tmp_path / "no-table-here"), format="xml")
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ({"processingTime": "10s"}, {"processingTime": "10000 milliseconds"}),
+        ({"processingTime": "10 seconds"}, {"processingTime": "10000 milliseconds"}),
+        ("10s", {"processingTime": "10000 milliseconds"}),
+        (dt.timedelta(minutes=1), {"processingTime": "60000 milliseconds"}),
+        ({"continuous": "1s"}, {"continuous": "1000 milliseconds"}),
+        ({"availableNow": True}, {"availableNow": True}),
+        (None, {}),
+    ],
+)
+def test_a_trigger_interval_takes_every_duration_spelling(given, expected):
+    from streaming_exactly_once.config import spark_trigger
+
+    assert spark_trigger(given) == expected
+
+
+def test_a_trigger_interval_that_is_no_duration_names_the_trigger():
+    from streaming_exactly_once.config import spark_trigger
+
+    with pytest.raises(ConfigError, match=r"trigger processingTime must be a duration like"):
+        spark_trigger({"processingTime": "ten seconds"})
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("trigger", [{"processingTime": "1s"}, "1s"])
+def test_sink_start_runs_a_query_with_a_short_form_trigger(spark, tmp_path, trigger):
+    """Spark's own parser refused ``"10s"`` (``INVALID_INTERVAL_FORMAT``); the sink hands it over in Spark's spelling."""
+    from streaming_exactly_once import read
+
+    landing = tmp_path / "in"
+    landing.mkdir()
+    (landing / "a.csv").write_text("1\n2\n")
+    stream = spark.readStream.schema("id LONG").csv(str(landing))
+    sink = ExactlyOnceSink(str(tmp_path / "t"))
+    query = sink.start(stream, checkpoint_location=str(tmp_path / "ckpt"), trigger=trigger)
+    try:
+        query.processAllAvailable()
+        assert query.isActive and query.lastProgress is not None
+    finally:
+        sink.stop()
+    assert sorted(read.pandas(str(tmp_path / "t"))["id"]) == [1, 2]
+
+
+def test_starting_offsets_lets_the_table_go_again(tmp_path):
+    """A sink built only to ask where the table's offsets end must not keep its writer lease:
+    the real query's writer would wait ``lease_timeout`` for it."""
+    from streaming_exactly_once.storage import open_storage
+    from tests.commit.helpers import make_committer, stage_and_commit
+
+    table = str(tmp_path / "t")
+    first = make_committer(open_storage(table))
+    stage_and_commit(first, "q" * 36, 0, [1])
+    first.close()
+    probe = ExactlyOnceSink(table, lease_timeout="10m")
+    assert probe.starting_offsets() is None  # no partitioned source recorded
+    writer = make_committer(open_storage(table))
+    writer.open()  # at once: no ConcurrentWriterError from the probe's lease
+    writer.close()
+    holder = ExactlyOnceSink(table, lease_timeout="10m")
+    holder.open()
+    assert holder.starting_offsets() is None and holder.committer.lease.holds()  # a holder keeps what it held
+    holder.close()

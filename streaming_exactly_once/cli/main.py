@@ -11,10 +11,11 @@ Only ``run`` starts Spark; the other commands need neither pyspark nor a JVM.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import traceback
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -348,19 +349,34 @@ def main(argv: list[str] | None = None) -> None:
         if refusal is None:
             raise
         _fail(f"error: {_one_line(str(refusal))}", argv, EXIT_MISSING_EXTRA)
-    except Exception as exc:  # not ours: still one line, and a way to see more
-        _fail(
-            f"error: unexpected {type(exc).__name__}: {_one_line(str(exc))[:300]} (this is a bug in streaming-exactly-once "
-            "or a dependency; run with --debug or SEO_DEBUG=1 for the traceback and report it)",
-            argv,
-        )
+    except OSError as exc:
+        if exc.errno not in _ENVIRONMENT_ERRNOS:
+            _fail_unexpected(exc, argv)
+        _fail(f"error: {_one_line(str(exc))} (the storage or the system refused; not a bug in streaming-exactly-once)", argv)
+    except Exception as exc:
+        _fail_unexpected(exc, argv)
+
+
+#: What the disk, the mount or the system refuses: a person fixes the storage, it is no bug here.
+_ENVIRONMENT_ERRNOS = frozenset(
+    {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.EMFILE}
+)
+
+
+def _fail_unexpected(exc: Exception, argv: list[str] | None) -> NoReturn:
+    """Not ours and not the storage's: still one line, and a way to see more."""
+    _fail(
+        f"error: unexpected {type(exc).__name__}: {_one_line(str(exc))[:300]} (this is a bug in streaming-exactly-once "
+        "or a dependency; run with --debug or SEO_DEBUG=1 for the traceback and report it)",
+        argv,
+    )
 
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _fail(line: str, argv: list[str] | None, code: int = EXIT_FAILED) -> None:
+def _fail(line: str, argv: list[str] | None, code: int = EXIT_FAILED) -> NoReturn:
     if _debug(argv):
         traceback.print_exc()
     click.echo(line, err=True)

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field as dc_field, replace
 from functools import partial
 from typing import Any
 
-from ..errors import CommitError, ExactlyOnceError, LogCorruptError, WriterFencedError
+from ..errors import CommitError, ExactlyOnceError, LogCorruptError, StorageAccessError, WriterFencedError
 from ..log.codec import RecordError
 from ..log.record_fields import decode, encode, flattened, json_field
 from ..log.version import encode_file, encode_line, parse_body
@@ -81,7 +81,7 @@ HINT = (
 )
 
 #: OSErrors that retrying cannot fix.
-_NOT_TRANSIENT = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError)
+_NOT_TRANSIENT = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError, StorageAccessError)
 
 
 @dataclass

@@ -9,11 +9,12 @@ backend stream their bytes; nothing is downloaded first.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import extras
-from ..errors import DataFileMissingError
+from ..errors import ConfigError, DataFileMissingError
 from ..manifest.paths import normalize_uri
 from ..storage.base import Storage
 from .arrow_schema import table_schema
@@ -34,8 +35,29 @@ def _pyarrow() -> tuple[Any, Any, Any]:  # the pyarrow, pyarrow.dataset and pyar
     return pa, ds, pafs
 
 
+#: The data file formats pyarrow reads (and so ``read.arrow``, ``pandas``, ``polars`` and ``duckdb``).
+ARROW_FORMATS = ("parquet", "orc", "csv", "json")
+
+
+def check_format(fmt: str | None) -> str | None:
+    """``format=`` as the Arrow readers take it: any case; a name they cannot read is a
+    ``ConfigError`` listing the choices (and the closest one), before anything is read."""
+    if fmt is None:
+        return None
+    name = fmt.lower() if isinstance(fmt, str) else fmt
+    if name not in ARROW_FORMATS:
+        close = difflib.get_close_matches(str(name), ARROW_FORMATS, n=1)
+        raise ConfigError(
+            f"format {fmt!r} is not one the readers read: the choices are {', '.join(ARROW_FORMATS)}"
+            + (f". Did you mean {close[0]!r}?" if close else " (or leave format out: the table records its own)."),
+            key="format",
+        )
+    return name
+
+
 def _file_format(fmt: str, full_schema: Any, partition_columns: tuple[str, ...], options: Mapping[str, str]) -> Any:
     pa, ds, _ = _pyarrow()
+    fmt = check_format(fmt) or fmt
     if fmt == "parquet":
         if full_schema is None:  # each file's own types: INT96 as Arrow's nanoseconds, like INT64 nanoseconds
             return ds.ParquetFileFormat()
@@ -64,7 +86,7 @@ def _file_format(fmt: str, full_schema: Any, partition_columns: tuple[str, ...],
 
         schema = pa.schema(data_fields) if data_fields else None
         return ds.JsonFileFormat(parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"))
-    raise ValueError(f"unsupported format {fmt!r}")
+    raise AssertionError(fmt)  # check_format refused every other name
 
 
 def arrow_filesystem(storage: Storage) -> tuple[Any, str]:  # a pyarrow FileSystem and its root
@@ -86,6 +108,7 @@ def dataset(
 ) -> pads.Dataset:
     """A ``pyarrow.dataset.Dataset`` of exactly the committed files (see module docstring)."""
     pa, ds, _ = _pyarrow()
+    format = check_format(format)  # a misspelt format fails before the table is read
     files = committed_files(path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, verify=True)
     return dataset_of(files, format=format, options=options)
 
@@ -93,6 +116,13 @@ def dataset(
 def dataset_of(files: CommittedFiles, *, format: str | None = None, options: Mapping[str, str] | None = None) -> Any:
     pa, ds, _ = _pyarrow()
     fmt = files.file_format(format)
+    if format is None and fmt.lower() not in ARROW_FORMATS:
+        raise ConfigError(
+            f"Table {files.storage.root_uri} holds {fmt!r} files, which the Arrow readers cannot read (they read "
+            f"{', '.join(ARROW_FORMATS)}): read it with read.spark.",
+            key="format",
+            table=files.storage.root_uri,
+        )
     reader_options = files.reader_options(options)
     full_schema, partition_schema = table_schema(files.schema_json, files.partition_columns)
     filesystem, native_root = arrow_filesystem(files.storage)

@@ -37,10 +37,11 @@ from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import SparkCheckpoint
 from ..commit.attempt import BatchAttempt, CommitResult
 from ..commit.writer import Writer
-from ..config import parse_duration_ms, reject_unknown
+from ..config import parse_duration_ms, reject_unknown, spark_trigger
 from ..errors import ConcurrentWriterError, ConfigError, SinkInUseError
 from ..storage import open_storage
 from ..storage.base import Storage
+from ..storage.local_errors import file_root_error
 from ..table.source_offsets import kafka_json
 from .input_filter import BatchFilters, CommittedInputFilter, warn_reread_inputs
 from .live_sinks import LIVE_SINKS, release_leases_now
@@ -110,7 +111,9 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
         self.counters = {"committed": 0, "duplicates": 0, "empty": 0, "failed": 0, "skipped_rows": 0}
         self.last_result: CommitResult | None = None
         self._setup_process_state()
-        open_storage(table, self.options.storage_options)  # a bad URI or scheme fails here, not in a batch
+        storage = open_storage(table, self.options.storage_options)  # a bad URI or scheme fails here, not in a batch
+        if storage.root_is_file():
+            raise file_root_error(storage)
 
     def _setup_process_state(self) -> None:
         self._lock = threading.Lock()
@@ -192,7 +195,7 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
         stream_df: DataFrame,
         *,
         checkpoint_location: str,
-        trigger: Mapping[str, Any] | None = None,
+        trigger: Mapping[str, Any] | Duration | None = None,
         query_name: str | None = None,
     ) -> StreamingQuery:
         """Start ``stream_df`` into this table; returns the ``StreamingQuery``.
@@ -201,7 +204,8 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
         table fails here with ``ConcurrentWriterError`` and its query never runs. Under Spark
         Connect the sink runs in a worker of the server and takes the lease there, at the first
         batch. ``trigger`` takes the keyword arguments of ``DataStreamWriter.trigger`` (e.g.
-        ``{"availableNow": True}``).
+        ``{"availableNow": True}``), with an interval in any duration spelling of the options
+        (``{"processingTime": "10s"}``), or a bare interval (``"10s"``: processing time).
         """
         if self._query is not None and self._query.isActive:
             raise SinkInUseError(
@@ -209,6 +213,7 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
                 "object serves one query at a time: stop that query first, or build another sink.",
                 table=self.table,
             )
+        spark_trigger_kwargs = spark_trigger(trigger)  # a bad interval fails before anything is touched
         self._checkpoint = checkpoint_location
         remote = is_connect(stream_df)
         self._check_start(stream_df)  # columns first: nothing is touched for a misspelt one
@@ -225,8 +230,8 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
             # (an observation in the plan costs about 3 % of a batch's write)
             stream_df = observe_stream(stream_df, tuple(self.options.watermark_columns))
         writer = stream_df.writeStream.foreachBatch(self).option("checkpointLocation", checkpoint_location)
-        if trigger:
-            writer = writer.trigger(**trigger)
+        if spark_trigger_kwargs:
+            writer = writer.trigger(**spark_trigger_kwargs)
         if query_name:
             writer = writer.queryName(query_name)
         query = writer.start()
@@ -543,9 +548,18 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
     def starting_offsets(self, topics: Iterable[str] | None = None) -> str | None:
         """Kafka ``startingOffsets`` JSON where the table's records end, per partition (of
         ``topics``, if given): start a query whose checkpoint was lost from exactly there.
-        None if the table holds no records of a partitioned source."""
+        None if the table holds no records of a partitioned source.
+
+        The table is opened (recovered) to read them; a sink that did not hold it before lets it
+        go again at once, so a sink built only to ask this never keeps the next writer waiting
+        for its lease to expire."""
+        held = self._holds_table()
         self.committer.ensure_open()
-        return kafka_json(self.committer.offset_marks(), topics)
+        try:
+            return kafka_json(self.committer.offset_marks(), topics)
+        finally:
+            if not held:
+                self.committer.close()
 
     # -- what a subclass writes --------------------------------------------------------------
 

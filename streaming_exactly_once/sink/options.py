@@ -77,10 +77,12 @@ def table_formats(format: str) -> tuple[str, ...]:
 
 
 def format_name(value: Any) -> str:
-    """``format`` as given (a name, or a list of table formats) in its one canonical spelling."""
+    """``format`` as given (a name, or a list of table formats) in its one canonical spelling:
+    lower case, as Spark's ``format()`` takes any case (``"Delta"`` is ``"delta"``)."""
     if isinstance(value, str) and "+" not in value:
-        return value
+        return value.lower()
     names = value.split("+") if isinstance(value, str) else list(value) if isinstance(value, Iterable) else [value]
+    names = [n.lower() if isinstance(n, str) else n for n in names]
     if len(names) == 1 and isinstance(names[0], str):
         return names[0]
     unknown = [n for n in names if n not in TABLE_FORMATS]

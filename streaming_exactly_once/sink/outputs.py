@@ -33,6 +33,8 @@ class Output:
 
     def __post_init__(self) -> None:
         check_table_path(self.name, what="Output name", allow_empty=True)
+        if isinstance(self.format, str):  # Spark's format() takes any case
+            object.__setattr__(self, "format", self.format.lower())
         if self.transform is not None and not callable(self.transform):
             raise ConfigError(f"Output {self.name!r}: transform must be a callable DataFrame -> DataFrame", key="outputs")
         if self.partition_by is not None:

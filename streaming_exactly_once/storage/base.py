@@ -139,6 +139,12 @@ class Storage(ABC):
         """The last ``n`` bytes (the whole file if it is shorter)."""
         return self.read_bytes(path)[-n:]
 
+    def root_is_file(self) -> bool:
+        """Whether the root itself is a file (a table path given as a file's): nothing can be
+        written below it. False where the storage cannot tell (object stores: a key and a
+        prefix may share a name)."""
+        return False
+
     def exists(self, path: str) -> bool:
         try:
             self.info(path)

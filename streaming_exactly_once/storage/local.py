@@ -42,6 +42,7 @@ from typing import IO, Any
 from ..errors import ComposedSourceError
 from .base import ByteRange, FileInfo, Piece, Storage, check_relative, join, temp_sibling_name
 from .io_threads import map_waiting
+from .local_errors import access_error, mapped
 from .posix_calls import copy_range, local_path_from_uri, pwrite_all, rename_noreplace
 
 
@@ -209,20 +210,27 @@ class LocalStorage(Storage):
     def child(self, path: str) -> LocalStorage:
         return LocalStorage(self._abs(path), durable=self._durable)
 
+    def root_is_file(self) -> bool:
+        return os.path.exists(self._root) and not os.path.isdir(self._root)
+
+    @mapped("read")
     def read_bytes(self, path: str) -> bytes:
         with open(self._abs(path), "rb") as fh:
             return fh.read()
 
+    @mapped("read")
     def read_head(self, path: str, n: int) -> bytes:
         with open(self._abs(path), "rb") as fh:
             return fh.read(n)
 
+    @mapped("read")
     def read_tail(self, path: str, n: int) -> bytes:
         with open(self._abs(path), "rb") as fh:
             size = fh.seek(0, os.SEEK_END)
             fh.seek(max(0, size - n))
             return fh.read()
 
+    @mapped("read")
     def info(self, path: str) -> FileInfo:
         st = os.stat(self._abs(path))
         return FileInfo(
@@ -264,6 +272,7 @@ class LocalStorage(Storage):
                 rel = os.path.relpath(full, self._root).replace(os.sep, "/")
                 yield FileInfo(rel, st.st_size, st.st_mtime_ns // 1_000_000, False)
 
+    @mapped("write")
     def put_if_absent(self, path: str, data: bytes) -> None:
         target = self._abs(path)
         if os.path.exists(target):  # cheap early exit; the link below is the real arbiter
@@ -274,6 +283,7 @@ class LocalStorage(Storage):
         except FileExistsError:
             raise FileExistsError(errno.EEXIST, "file exists", self.uri(path)) from None
 
+    @mapped("write")
     def atomic_write(self, path: str, data: bytes) -> None:
         target = self._abs(path)
         tmp = self._write_tmp(target, data)
@@ -288,6 +298,17 @@ class LocalStorage(Storage):
 
     @contextlib.contextmanager
     def open_exclusive(self, path: str) -> Iterator[IO[bytes]]:
+        try:
+            with self._open_exclusive(path) as fh:
+                yield fh
+        except OSError as exc:
+            error = access_error(self, exc, path, "write")
+            if error is None:
+                raise
+            raise error from exc
+
+    @contextlib.contextmanager
+    def _open_exclusive(self, path: str) -> Iterator[IO[bytes]]:
         target = self._abs(path)
         if os.path.exists(target):
             raise FileExistsError(errno.EEXIST, "file exists", self.uri(path))
@@ -310,6 +331,7 @@ class LocalStorage(Storage):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
 
+    @mapped("write")
     def open_write(self, path: str) -> IO[bytes]:
         target = self._abs(path)
         makedirs_durable(os.path.dirname(target), durable=self._durable, top=self._root)
@@ -360,6 +382,7 @@ class LocalStorage(Storage):
                 at += len(piece)
         return at
 
+    @mapped("write")
     def put_composed_if_absent(self, path: str, pieces: Sequence[Piece]) -> None:
         target = self._abs(path)
         if os.path.exists(target):  # cheap early exit; the no-replace rename is the real arbiter
@@ -386,6 +409,7 @@ class LocalStorage(Storage):
     #: Bytes of a prepared copy written back at a time (``append_range_prepared``).
     prepared_flush_bytes = 4 << 20
 
+    @mapped("write")
     def append_range_prepared(self, path: str, source: ByteRange) -> None:
         """Copy ``source`` to the end of work file ``path``, written back ``prepared_flush_bytes``
         at a time (cost flat with history).
@@ -410,6 +434,7 @@ class LocalStorage(Storage):
         finally:
             os.close(fd)
 
+    @mapped("write")
     def open_prepared(self, path: str, *, append: bool) -> IO[bytes]:
         target = self._abs(path)
         if append:  # O_APPEND without O_CREAT: a work file someone deleted is never re-created
@@ -421,6 +446,7 @@ class LocalStorage(Storage):
         if self._durable:
             _fsync_file(self._abs(path))
 
+    @mapped("write")
     def publish_prepared(self, path: str, final: str) -> None:
         src, dst = self._abs(path), self._abs(final)
         if self._durable:
@@ -432,6 +458,7 @@ class LocalStorage(Storage):
         if self._durable:
             _fsync_dir(os.path.dirname(dst))
 
+    @mapped("write")
     def rename(self, src: str, dst: str) -> None:
         s, d = self._abs(src), self._abs(dst)
         try:
@@ -448,6 +475,7 @@ class LocalStorage(Storage):
         if self._durable:  # the directory may be another process's, made without its name synced
             makedirs_durable(os.path.dirname(d), durable=True, top=self._root)
 
+    @mapped("write")
     def delete(self, path: str, *, missing_ok: bool = True) -> None:
         try:
             os.unlink(self._abs(path))
@@ -455,6 +483,7 @@ class LocalStorage(Storage):
             if not missing_ok:
                 raise
 
+    @mapped("write")
     def delete_tree(self, path: str) -> None:
         target = self._abs(path)
         if check_relative(path) == "":
@@ -462,6 +491,7 @@ class LocalStorage(Storage):
         shutil.rmtree(target, ignore_errors=False, onerror=_ignore_missing)
         forget_durable_dirs(target)
 
+    @mapped("write")
     def makedirs(self, path: str) -> None:
         # durable: the files later put there durably name only themselves in this directory
         makedirs_durable(self._abs(path), durable=self._durable or self._durable_new_dirs, top=self._root)

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import ComposedSourceError, UnsupportedStorageError
+from ..errors import ComposedSourceError, StorageAccessError, UnsupportedStorageError
 from .base import ByteRange, PendingUpload, Piece, check_relative
 from .fsspec_store import FsspecStorage, error_chain
 from .probe import exclusive_create_problem
@@ -74,6 +74,22 @@ _CONDITIONAL_COMPLETE_LOCK = threading.Lock()
 
 
 _COMPLETE_ATTEMPTS = 4
+
+
+#: S3's answers that mean the credentials are wrong or lack the right to the bucket.
+_CREDENTIAL_CODES = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken", "InvalidToken", "403"})
+_CREDENTIALS_HINT = (
+    "Pass key and secret in storage_options, set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or configure a profile or an instance role"
+)
+
+
+def _error_code(exc: BaseException) -> str | None:
+    """S3's error code of a botocore ``ClientError`` (None for anything else)."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        code = response.get("Error", {}).get("Code")
+        return None if code is None else str(code)
+    return None
 
 
 def _conflict(exc: BaseException) -> bool:
@@ -155,9 +171,43 @@ class S3Storage(FsspecStorage):
         if len(data) >= _SINGLE_PUT_LIMIT:
             raise ValueError(f"put_if_absent of {len(data)} bytes exceeds the single-PUT limit")
         try:
-            self._fs.pipe_file(self._native(path), data, mode="create", chunksize=_SINGLE_PUT_LIMIT)
+            with self._errors(path):
+                self._fs.pipe_file(self._native(path), data, mode="create", chunksize=_SINGLE_PUT_LIMIT)
         except FileExistsError:
             raise FileExistsError(errno.EEXIST, "object exists", self.uri(path)) from None
+
+    def _access_error(self, exc: BaseException, path: str) -> StorageAccessError | None:
+        """No credentials at all (botocore looked in storage_options, the environment, the shared
+        files and the instance metadata), credentials S3 refuses, or a missing bucket."""
+        bucket = self._native_root.split("/", 1)[0]
+        for cause in error_chain(exc):
+            name = type(cause).__name__
+            if name in ("NoCredentialsError", "PartialCredentialsError"):
+                return StorageAccessError(
+                    uri=self.uri(path),
+                    reason="credentials",
+                    detail=f"no AWS credentials were found ({name}: {cause})",
+                    hint=_CREDENTIALS_HINT,
+                    table=self.root_uri,
+                )
+            code = _error_code(cause)
+            if code in _CREDENTIAL_CODES or (isinstance(cause, PermissionError) and code is None):
+                return StorageAccessError(
+                    uri=self.uri(path),
+                    reason="credentials",
+                    detail=f"S3 refused the request ({code or cause})",
+                    hint=_CREDENTIALS_HINT + "; or grant them access to this bucket and prefix",
+                    table=self.root_uri,
+                )
+            if code == "NoSuchBucket":
+                return StorageAccessError(
+                    uri=self.uri(path),
+                    reason="container",
+                    detail=f"bucket {bucket!r} does not exist",
+                    hint="Create the bucket (or fix its name in the URI) and try again",
+                    table=self.root_uri,
+                )
+        return None
 
     # -- ComposedFiles (storage.base) --------------------------------------------------------
 
@@ -346,17 +396,19 @@ class S3Storage(FsspecStorage):
 
     def rename(self, src: str, dst: str) -> None:
         s, d = self._native(src), self._native(dst)
-        if self._fs.exists(d):
-            raise FileExistsError(errno.EEXIST, "rename target exists", self.uri(dst))
-        self._fs.copy(s, d)
-        self._fs.rm_file(s)
+        with self._errors(dst):
+            if self._fs.exists(d):
+                raise FileExistsError(errno.EEXIST, "rename target exists", self.uri(dst))
+            self._fs.copy(s, d)
+            self._fs.rm_file(s)
 
     def check_exclusive_create(self, probe_dir: str) -> None:
         """Create ``<probe_dir>/<uuid>`` twice; the second create must fail (see ``Storage``).
         Then settles, once, whether composed files may use a conditional multipart upload."""
         endpoint = self._fs.connect().meta.endpoint_url
         bucket = self._native_root.split("/", 1)[0]
-        problem = exclusive_create_problem(self, ("s3", endpoint, bucket), probe_dir)
+        with self._errors(probe_dir):
+            problem = exclusive_create_problem(self, ("s3", endpoint, bucket), probe_dir)
         if problem is not None:
             raise UnsupportedStorageError(
                 f"S3 endpoint {endpoint} (bucket {bucket}) does not honour conditional writes: {problem} "

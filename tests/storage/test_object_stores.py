@@ -192,3 +192,31 @@ class TestGcs:
         with pytest.raises(FileExistsError):
             gcs_storage.rename("a", "b")
         assert gcs_storage.read_bytes("b") == b"b" and gcs_storage.read_bytes("a") == b"a"
+
+
+# -- S3 ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.s3
+def test_s3_without_any_credentials_is_one_error_naming_the_table(s3_bucket, moto_endpoint, monkeypatch, tmp_path):
+    """botocore finds none: not in storage_options, the environment, the shared files or an
+    instance role - ``sink.open()``, the readers and the storage each say so, naming the table."""
+    from streaming_exactly_once import ExactlyOnceSink, read
+
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    options = {"endpoint_url": moto_endpoint, "client_kwargs": {"region_name": "us-east-1"}}
+    table = f"s3://{s3_bucket}/events"
+    for call in (
+        lambda: ExactlyOnceSink(table, storage_options=options).open(),
+        lambda: read.arrow(table, storage_options=options),
+        lambda: open_storage(table, options).put_if_absent("x", b"1"),
+    ):
+        with pytest.raises(StorageAccessError) as caught:
+            call()
+        err = caught.value
+        assert err.reason == "credentials" and err.table == table
+        assert str(err).startswith(f"Cannot access table {table}: no AWS credentials were found"), str(err)
+        assert "AWS_ACCESS_KEY_ID" in str(err)
