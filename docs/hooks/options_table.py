@@ -1,8 +1,10 @@
 """MkDocs hook: the sink options reference, generated from the code's own declaration.
 
 A page that contains ``<!-- options: sink -->`` (or ``<!-- options: group -->``) gets, in its
-place, one table row per option: name, type, default and meaning, all from the options'
-declaration (``streaming_exactly_once.sink.keywords``).
+place, one table row per option: name with its type under it, default and meaning, all from the
+options' declaration (``streaming_exactly_once.sink.keywords``). The table sits in a
+``seo-options`` block that ``docs/css/site.css`` lays out: names never wrap, types wrap only
+between alternatives.
 """
 
 from __future__ import annotations
@@ -12,6 +14,20 @@ import re
 from typing import Any
 
 MARKER = re.compile(r"<!-- options: (sink|group) -->")
+#: a code span; pipes inside one are not cell separators for Python-Markdown's tables, and an
+#: escape there would be shown as it is
+CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+
+
+def readable_type(annotation: Any) -> str:
+    """The annotation as a user writes it: ``X | None`` for ``Optional[X]``, ``'a' | 'b'`` for
+    ``Literal['a', 'b']``, without module prefixes."""
+    text = inspect.formatannotation(annotation)
+    for prefix in ("collections.abc.", "typing.", "datetime.", "streaming_exactly_once.sink.outputs.", "streaming_exactly_once.sink.checks."):
+        text = text.replace(prefix, "")
+    text = re.sub(r"Literal\[([^\]]*)\]", lambda m: " | ".join(v.strip() for v in m.group(1).split(",")), text)
+    optional = re.fullmatch(r"Optional\[(.*)\]", text)
+    return f"{optional.group(1)} | None" if optional else text
 
 
 def declared_options(kind: str) -> list[tuple[str, str, str, str]]:
@@ -21,20 +37,29 @@ def declared_options(kind: str) -> list[tuple[str, str, str, str]]:
 
     rows = []
     for d in declared(SinkKeywords) if kind == "sink" else declared(GroupKeywords, own=True):
-        annotation = inspect.formatannotation(d.annotation).replace("collections.abc.", "").replace("typing.", "")
-        rows.append((d.name, annotation, repr(d.option.default), d.option.doc))
+        rows.append((d.name, readable_type(d.annotation), repr(d.option.default), d.option.doc))
     return rows
 
 
 def _cell(text: str) -> str:
-    text = text.replace("|", "\\|").replace("``", "`")
-    return text
+    """``text`` for a table cell: pipes outside code spans escaped, doubled backticks (the
+    docstrings' reST) single."""
+    text = text.replace("``", "`")
+    out, last = [], 0
+    for m in CODE_SPAN.finditer(text):
+        out.append(text[last : m.start()].replace("|", "\\|"))
+        out.append(m.group(0))
+        last = m.end()
+    out.append(text[last:].replace("|", "\\|"))
+    return "".join(out)
 
 
 def options_table(kind: str) -> str:
-    lines = ["| option | type | default | meaning |", "|---|---|---|---|"]
+    lines = ['<div class="seo-options" markdown>', "", "| option | default | meaning |", "|---|---|---|"]
     for name, annotation, default, meaning in declared_options(kind):
-        lines.append(f"| `{name}` | `{_cell(annotation)}` | `{_cell(default)}` | {_cell(meaning)} |")
+        option = f'`{name}`<br><span class="seo-type">`{annotation}`</span>'
+        lines.append(f"| {option} | `{default}` | {_cell(meaning)} |")
+    lines += ["", "</div>"]
     return "\n".join(lines)
 
 

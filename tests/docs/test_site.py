@@ -73,15 +73,84 @@ def test_strict_build_has_every_page(site):
     assert "lease_timeout" in writing and "connect_handover_wait" in writing and "<table>" in writing
 
 
-def test_every_option_has_a_meaning_in_the_reference():
+def _options_hook():
     sys.path.insert(0, str(REPO / "docs" / "hooks"))
     try:
-        from options_table import declared_options
+        import options_table
     finally:
         sys.path.pop(0)
+    return options_table
+
+
+def test_every_option_has_a_meaning_in_the_reference():
+    declared_options = _options_hook().declared_options
     for kind in ("sink", "group"):
         rows = declared_options(kind)
         assert rows and all(meaning for _, _, _, meaning in rows), [name for name, _, _, meaning in rows if not meaning]
+
+
+class _Text(HTMLParser):
+    """The text a reader sees, with the text of each table cell of class ``seo-options`` tables."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self.rows: list[list[str]] = []
+        self._depth = 0  # inside a seo-options block
+        self._skip = 0  # inside <script>/<style>
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("script", "style"):
+            self._skip += 1
+        if tag == "div" and "seo-options" in (dict(attrs).get("class") or ""):
+            self._depth = 1
+        elif tag == "div" and self._depth:
+            self._depth += 1
+        if self._depth and tag == "tr":
+            self.rows.append([])
+        if self._depth and tag == "td":
+            self.rows[-1].append("")
+
+    def handle_endtag(self, tag):
+        if tag in ("script", "style"):
+            self._skip -= 1
+        if tag == "div" and self._depth:
+            self._depth -= 1
+
+    def handle_data(self, data):
+        if self._skip:
+            return
+        self.text.append(data)
+        if self._depth and self.rows and self.rows[-1]:
+            self.rows[-1][-1] += data
+
+
+def _seen(html: str) -> _Text:
+    parser = _Text()
+    parser.feed(html)
+    return parser
+
+
+ESCAPED_PIPE = "\\|"
+
+
+def test_no_page_shows_a_markdown_escape(site):
+    """A generated table's escaped pipe inside a code span shows as a literal backslash."""
+    for page in _pages(site):
+        text = "".join(_seen((site / page).read_text()).text)
+        at = text.find(ESCAPED_PIPE)
+        assert at < 0, f"{page}: {text[max(0, at - 80) : at + 80]!r}"
+
+
+@pytest.mark.parametrize(("page", "kind"), [("writing", "sink"), ("datasets", "group")])
+def test_the_options_table_shows_every_option_with_its_type(site, page, kind):
+    rows = [[c.strip() for c in r] for r in _seen((site / page / "index.html").read_text()).rows if r]
+    declared = _options_hook().declared_options(kind)
+    assert len(rows) == len(declared)
+    for cells, (name, annotation, default, _) in zip(rows, declared, strict=True):
+        assert cells[0] == name + annotation, cells  # the name, then its type under it (<br>)
+        assert cells[1] == default
+        assert "\\" not in "".join(cells) and "Optional[" not in cells[0] and "typing." not in cells[0]
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +173,46 @@ def _render(url: str, profile: str, screenshot: Path | None = None) -> str:
     done = subprocess.run([*args, "--dump-dom", url], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
+
+
+#: Injected into a copy of a page: once it has loaded, what the layout did goes to ``data-probe``.
+PROBE = """<script>
+window.addEventListener("load", () => {
+  const names = [...document.querySelectorAll(".seo-options td:first-child > code")];
+  const blocks = [...document.querySelectorAll(".md-content pre > code")].filter(c => c.clientWidth > 0);
+  document.body.setAttribute("data-probe", JSON.stringify({
+    names: names.length,
+    brokenNames: names.filter(c => c.getClientRects().length > 1).map(c => c.textContent),
+    codeBlocks: blocks.length,
+    clippedCode: blocks.filter(c => c.scrollWidth > c.clientWidth + 1)
+      .map(c => c.textContent.split("\\n").reduce((a, b) => (b.length > a.length ? b : a), "")),
+  }));
+});
+</script>"""
+
+
+def _layout(site: Path, server: str, page: str, width: int, profile: str) -> dict:
+    """What the layout of ``page`` (a directory of the site) looks like in a window ``width`` wide."""
+    import json
+    from html import unescape
+
+    probe = site / page / "probe.html"
+    probe.write_text((site / page / "index.html").read_text().replace("</body>", PROBE + "</body>"))
+    args = [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=3000", f"--window-size={width},1200"]
+    done = subprocess.run([*args, "--dump-dom", urljoin(server, f"{page}/probe.html")], capture_output=True, text=True, timeout=60)
+    found = re.search(r'data-probe="([^"]*)"', done.stdout)
+    assert found, (page, done.stderr[-2000:])
+    return json.loads(unescape(found.group(1)))
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_option_names_never_break_in_the_options_tables(site, server, tmp_path, width):
+    if chromium() is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium; make test installs it)")
+    for page, kind in (("writing", "sink"), ("datasets", "group")):
+        layout = _layout(site, server, page, width, tempfile.mkdtemp(dir=tmp_path))
+        assert layout["names"] == len(_options_hook().declared_options(kind))
+        assert layout["brokenNames"] == [], (page, width)
 
 
 def test_every_page_renders_in_chromium_without_broken_links(site, server, tmp_path):
