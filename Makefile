@@ -13,7 +13,7 @@ EXTRAS := all,test,bench,docs
 DEMO_STAMP  := $(VENV)/.installed-demo
 DEMO_EXTRAS := spark,arrow
 
-.PHONY: demo test test-long test-fast torture torture-matrix bench lint docs browser postgres prometheus venv demo-venv check-java clean emulators
+.PHONY: demo test test-long test-fast torture torture-matrix bench lint docs docs-serve browser postgres prometheus venv demo-venv check-java clean emulators
 
 $(STAMP): setup.cfg setup.py constraints.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ lint: venv
 # The documentation site, built strictly (a broken link or a docstring warning fails it) into .work/site.
 docs: venv
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# The site with its search, at http://127.0.0.1:8000/ (rebuilt when a page changes); opened as a
+# file, .work/site has no search (browsers do not let a page read its index from disk) and says so.
+docs-serve: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
 # Chromium for the site's browser test, from Debian (as root); elsewhere that test skips and says so.
 browser:

@@ -215,6 +215,33 @@ def test_option_names_never_break_in_the_options_tables(site, server, tmp_path, 
         assert layout["brokenNames"] == [], (page, width)
 
 
+def test_the_site_opened_as_a_file_says_how_to_get_search(site, server, tmp_path):
+    """From disk the search box is missing (browsers do not let the page load its index); the
+    banner naming ``make docs-serve`` shows there, and only there."""
+    if chromium() is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium; make test installs it)")
+    as_file = _render((site / "index.html").as_uri(), tempfile.mkdtemp(dir=tmp_path))
+    served = _render(server, tempfile.mkdtemp(dir=tmp_path))
+    assert re.search(r'<html[^>]*class="[^"]*seo-file', as_file) and "make docs-serve" in as_file
+    assert 'class="md-search' in served and not re.search(r'<html[^>]*class="[^"]*seo-file', served)
+    css = (site / "css" / "site.css").read_text()
+    assert re.search(r"\.md-banner\s*\{\s*display:\s*none", css) and "html.seo-file .md-banner" in css
+    assert "docs-serve:" in (REPO / "Makefile").read_text() and "make docs-serve" in (REPO / "README.md").read_text()
+
+
+def test_the_header_shows_the_version_and_the_repository(site, monkeypatch):
+    sys.path.insert(0, str(REPO / "docs" / "hooks"))
+    try:
+        import site_meta
+    finally:
+        sys.path.pop(0)
+    version = site_meta._metadata()["version"]
+    assert f"<title>Writing - streaming-exactly-once {version}</title>" in (site / "writing" / "index.html").read_text()
+    monkeypatch.setenv("SEO_DOCS_REPO_URL", "https://git.example.org/seo")
+    config = site_meta.on_config({"site_name": "x", "repo_url": None})
+    assert config["repo_url"] == "https://git.example.org/seo" and config["repo_name"] == "streaming-exactly-once"
+
+
 def test_every_page_renders_in_chromium_without_broken_links(site, server, tmp_path):
     if chromium() is None:
         pytest.skip("chromium is not installed (Debian: apt-get install chromium; make test installs it)")
