@@ -3,7 +3,7 @@
 #   make test   - set up .venv with everything, run make lint (ruff, mypy, the import-layer contracts),
 #                 make docs (the strict documentation build), then the test suite (which opens every
 #                 page of the site in headless Chromium: make browser installs it from Debian)
-# Longer runs are separate: make torture, make torture-matrix, make bench.
+# Longer runs are separate: make torture, make torture-matrix, make explore, make bench.
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV   := .venv
@@ -13,7 +13,7 @@ EXTRAS := all,test,bench,docs
 DEMO_STAMP  := $(VENV)/.installed-demo
 DEMO_EXTRAS := spark,arrow
 
-.PHONY: demo test test-long test-fast torture torture-matrix bench lint docs docs-serve browser postgres prometheus venv demo-venv check-java clean emulators
+.PHONY: demo test test-long test-fast torture torture-matrix explore bench lint docs docs-serve browser postgres prometheus venv demo-venv check-java clean emulators
 
 $(STAMP): setup.cfg setup.py constraints.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -105,6 +105,11 @@ torture: check-java venv
 # restarts and seo recover/gc/verify between kills, at the commit layer (no Spark)
 torture-matrix: venv
 	$(BIN)/python -m tests.torture.matrix $(ARGS)
+
+# the scenario explorer's long run: random programs of user actions against real Spark and every
+# reader, checked after every step (results in benchmarks/results/explore-*.json; ARGS="--programs 2000 --jobs 2")
+explore: check-java venv
+	$(BIN)/python -m tests.explorer.run $(ARGS)
 
 bench: check-java venv
 	$(BIN)/python -m benchmarks $(ARGS)

@@ -114,6 +114,17 @@ class TortureConfig:
     kafka: bool = False
 
 
+def clear_unstarted_checkpoint(checkpoint: Path) -> bool:
+    """A driver killed while Spark wrote a fresh checkpoint's first offsets file leaves only its
+    temp file; Spark 4.3 then refuses the location for good (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY:
+    "should be empty on batch 0") and says to delete it - which an operator does (True). It holds no batch."""
+    offsets = checkpoint / "offsets"
+    if offsets.is_dir() and not any(n.isdigit() for n in os.listdir(offsets)) and any(os.scandir(offsets)):
+        shutil.rmtree(checkpoint, ignore_errors=True)
+        return True
+    return False
+
+
 def kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL a driver and everything it started (its JVM; a Connect server's workers)."""
     try:
@@ -200,12 +211,7 @@ class TortureRun:
     # -- one driver --------------------------------------------------------------------------
 
     def _clear_unstarted_checkpoint(self, checkpoint: Path) -> None:
-        """A driver killed while Spark wrote a fresh checkpoint's first offsets file leaves only its
-        temp file; Spark 4.3 then refuses the location for good (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY:
-        "should be empty on batch 0") and says to delete it - which an operator does. It holds no batch."""
-        offsets = checkpoint / "offsets"
-        if offsets.is_dir() and not any(n.isdigit() for n in os.listdir(offsets)) and any(os.scandir(offsets)):
-            shutil.rmtree(checkpoint, ignore_errors=True)
+        if clear_unstarted_checkpoint(checkpoint):
             self._say(f"deleted {checkpoint.name}: a kill during its first offsets write left only a temp file, which Spark refuses")
 
     def launch(

@@ -1,0 +1,181 @@
+"""Programs from seeds: ``generate(seed)`` is a pure function of the seed (and the profile), so a
+program is replayed from its seed alone.
+
+The weights make the seams reviews found reachable in a few actions: a union of the Kafka-like
+source with files whose checkpoint is lost and restarted from ``earliest``; a downstream
+``readStream`` next to compaction and an idle period; a table directory that already holds
+files; a ``query_id`` with a lost checkpoint; kills at every commit boundary of the table's
+configuration.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from streaming_exactly_once.testing.faults import COMPACTION_ONLY, ICEBERG_ONLY
+from tests.explorer.program import FORMATS, Action, Program, Setup
+from tests.torture.harness import boundaries_of
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What programs may use: the long run uses everything, the ``make test`` slice less."""
+
+    formats: tuple[str, ...] = FORMATS
+    kills: bool = True
+    min_actions: int = 4
+    max_actions: int = 10
+    idle: bool = True
+
+
+EVERYTHING = Profile()
+SLICE = Profile(formats=("parquet", "json", "delta"), kills=False, max_actions=7, idle=False)
+
+SOURCES = [
+    (("files",), 30),
+    (("kafka",), 20),
+    (("files", "kafka"), 22),
+    (("rate",), 5),
+    (("files", "rate"), 5),
+    (("kafka", "rate"), 4),
+    (("files", "kafka", "rate"), 4),
+]
+COMPACTABLE = ("parquet", "delta", "iceberg", "delta+iceberg")
+
+
+def pick(rng: random.Random, weighted: list[tuple[object, int]]) -> object:
+    return rng.choices([v for v, _ in weighted], weights=[w for _, w in weighted])[0]
+
+
+def generate(seed: int, profile: Profile = EVERYTHING) -> Program:
+    rng = random.Random(seed * 7919 + 17)
+    setup = make_setup(rng, profile)
+    n = rng.randint(profile.min_actions, profile.max_actions)
+    actions = [produce(rng, setup, files=(1, 3), rows=(2, 6), kafka=(2, 8)), Action.of("run", sink="new", max_files=2)]
+    while len(actions) < n:
+        actions.append(make_action(rng, setup, profile))
+    return Program(seed, setup, tuple(actions))
+
+
+def make_setup(rng: random.Random, profile: Profile) -> Setup:
+    sources = pick(rng, SOURCES)
+    fmt = rng.choice([f for f in profile.formats])
+    table_format = fmt in ("delta", "iceberg", "delta+iceberg")
+    compaction = fmt in COMPACTABLE and rng.random() < 0.35
+    private = table_format and rng.random() < 0.25
+    evolutions = ["none"] if "iceberg" in fmt else ["none", "add_columns"] if fmt == "delta" else ["none", "add_columns", "add_and_widen"]
+    downstream = None if private else pick(rng, [(None, 60), ("unregistered", 22), ("registered", 18 if compaction else 0)])
+    setup = Setup(
+        sources=tuple(sources),  # type: ignore[arg-type]
+        format=fmt,
+        partitioned=rng.random() < 0.6,
+        staging=rng.choice(["rename", "rename", "direct"]),
+        private_manifest=private,
+        compaction=compaction,
+        compact_interval=rng.randint(2, 4),
+        schema_evolution=rng.choice(evolutions),
+        query_id=rng.random() < 0.15,
+        filter=rng.random() < 0.3,
+        downstream=downstream,  # type: ignore[arg-type]
+        fail_on_data_loss="kafka" in sources and rng.random() < 0.3,  # type: ignore[operator]
+        foreign_files=rng.random() < 0.08,
+        attach="foreachBatch" if rng.random() < 0.25 else "start",
+    )
+    return setup
+
+
+def make_action(rng: random.Random, setup: Setup, profile: Profile) -> Action:
+    kafka = "kafka" in setup.sources
+    choices: list[tuple[str, int]] = [
+        ("produce", 28),
+        ("run", 24),
+        ("lose_checkpoint", 7),
+        ("replay", 4),
+        ("kill", 9 if profile.kills else 0),
+        ("fail", 4),
+        ("maintain", 9),
+        ("change", 4),
+        ("evolve", 4),
+        ("kafka", 6 if kafka else 0),
+        ("idle", 4 if profile.idle else 0),
+    ]
+    kind = str(pick(rng, choices))  # type: ignore[arg-type]
+    if kind == "produce":
+        return produce(rng, setup, files=(1, 2), rows=(1, 5), kafka=(1, 6))
+    if kind == "run":
+        return Action.of("run", sink=rng.choice(["new", "new", "same"]), max_files=rng.randint(1, 3))
+    if kind == "lose_checkpoint":
+        return Action.of("lose_checkpoint", start=rng.choice(["earliest", "earliest", "table", "latest"]))
+    if kind == "kill":
+        if rng.random() < 0.25:
+            return Action.of("kill", delay=round(rng.uniform(0.3, 4.0), 1))
+        return Action.of("kill", boundary=pick_boundary(rng, setup))
+    if kind == "fail":
+        return Action.of("fail", boundary=pick_boundary(rng, setup).split("+")[0])
+    if kind == "maintain":
+        cmd = rng.choice(["verify", "gc", "gc-dry", "recover", "compact"])
+        return Action.of("maintain", cmd=cmd)
+    if kind == "change":
+        return make_change(rng, setup)
+    if kind == "evolve":
+        return Action.of("evolve", kind=rng.choice(["add", "add", "widen", "drop_offsets" if kafka else "add", "keep_offsets" if kafka else "add"]))
+    if kind == "kafka":
+        return Action.of("kafka", op=rng.choice(["grow", "grow", "expire-read", "expire-unread"]), topic=rng.choice(["a", "b"]))
+    if kind == "replay":
+        return Action.of("replay")
+    assert kind == "idle", kind
+    return Action.of("idle", seconds=rng.choice([2, 4, 5]))
+
+
+def produce(rng: random.Random, setup: Setup, *, files: tuple[int, int], rows: tuple[int, int], kafka: tuple[int, int]) -> Action:
+    """New records for the program's sources (a rate source makes its own)."""
+    args = {}
+    if "files" in setup.sources:
+        args.update(files=rng.randint(*files), rows=rng.randint(*rows))
+    if "kafka" in setup.sources:
+        args.update(kafka=rng.randint(*kafka))
+    return Action.of("produce", **args)
+
+
+def pick_boundary(rng: random.Random, setup: Setup) -> str:
+    formats = setup.format.split("+")
+    names = boundaries_of(setup.staging, delta="delta" in formats, evolve=setup.schema_evolution != "none")
+    if "iceberg" in formats:
+        names += list(ICEBERG_ONLY)
+    if setup.compaction:
+        names += list(COMPACTION_ONLY)
+    name = rng.choice(names)
+    if "+" not in name and rng.random() < 0.3:
+        name = f"{name}@{rng.randint(2, 3)}"
+    return name
+
+
+def make_change(rng: random.Random, setup: Setup) -> Action:
+    """An option changed between restarts: one a table accepts, or one it fixed at creation."""
+    allowed = [("staging", "direct" if setup.staging == "rename" else "rename"), ("query_id", not setup.query_id)]
+    if setup.format in COMPACTABLE:
+        allowed.append(("compaction", not setup.compaction))
+    if "iceberg" not in setup.format and setup.format != "delta":
+        allowed.append(("schema_evolution", rng.choice(["none", "add_columns", "add_and_widen"])))
+    refused = [("partitioned", not setup.partitioned), ("compact_interval", setup.compact_interval + 1)]
+    refused.append(("format", rng.choice([f for f in FORMATS if f != setup.format])))
+    if setup.format in ("delta", "iceberg", "delta+iceberg"):
+        refused.append(("private_manifest", not setup.private_manifest))
+    option, value = rng.choice(allowed if rng.random() < 0.6 else refused)
+    return Action.of("change", option=option, value=value)
+
+
+def program_features(program: Program) -> set[str]:
+    """The features a program's setup asks for (what it exercised is in its result)."""
+    s = program.setup
+    out = {f"source:{x}" for x in s.sources} | {f"table:{s.format}", f"staging:{s.staging}"}
+    out |= {"table:partitioned" if s.partitioned else "table:unpartitioned"}
+    flags = {
+        "table:private-manifest": s.private_manifest,
+        "maint:in-stream-compaction": s.compaction,
+        "query:filter": s.filter,
+        "query_id": s.query_id,
+        "table:pre-existing-files": s.foreign_files,
+    }
+    return out | {k for k, v in flags.items() if v}

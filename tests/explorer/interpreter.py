@@ -1,0 +1,265 @@
+"""Runs a program: each action against real Spark and the real table, then every reader checked.
+
+``Interpreter.execute`` runs the actions in order, checks the table after each
+(``tests.explorer.checks``), and ends with a *drain* - a clean run that must leave every eligible
+record in the table once - and ``seo verify``. It stops at the first failed check: the
+program's result lists that failure, the features the program exercised and its transcript.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import shutil
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tests.explorer import checks, lifecycle, maintenance, runs
+from tests.explorer.model import Failure, Model
+from tests.explorer.program import Action, Program
+from tests.explorer.state import KafkaMarks, QueryState, TableState
+from tests.explorer.world import TOPICS, World
+
+
+@dataclass
+class ProgramResult:
+    program: Program
+    failures: list[Failure] = field(default_factory=list)
+    features: set[str] = field(default_factory=set)
+    transcript: list[str] = field(default_factory=list)
+    steps: int = 0
+    kills: int = 0
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    @property
+    def signature(self) -> str | None:
+        return self.failures[0].signature if self.failures else None
+
+
+class Interpreter:
+    def __init__(self, program: Program, spark: Any, work: Path, *, log: bool = False) -> None:
+        self.program = program
+        self.spark = spark
+        self.work = work
+        self.rng = random.Random(program.seed)
+        self.world = World(work, self.rng)
+        self.setup = program.setup
+        self.model = Model(self.world, filter=program.setup.filter)
+        self.query = QueryState(fail_on_data_loss=program.setup.fail_on_data_loss)
+        self.table = TableState()
+        self.marks = KafkaMarks()
+        self.result = ProgramResult(program)
+        self.sink: Any = None
+        self.sink_options: dict[str, Any] | None = None
+        self.step = 0
+        self.runs = 0
+        #: an option changed since the last run (recorded as allowed or refused at the next)
+        self.pending_change: str | None = None
+        #: the text of the last run's error the explorer could not classify
+        self.last_error = ""
+        self.downstream = checks.Downstream(work / "downstream-checkpoint") if program.setup.downstream else None
+        self.checker = checks.Checker(self)
+        self._log = log
+
+    # -- the program -----------------------------------------------------------------------
+
+    def execute(self) -> ProgramResult:
+        t0 = time.time()
+        logging.getLogger("streaming_exactly_once").setLevel(logging.CRITICAL)
+        try:
+            if self.setup.foreign_files:
+                self.checker.foreign_files()
+            for action in self.program.actions:
+                self.step += 1
+                self.say(f"{self.step:2d}. {action.describe()}")
+                t_act = time.time()
+                self.act(action)
+                if self.result.failures:
+                    break
+                t_check = time.time()
+                self.fail_with(self.checker.after_step(full=action.kind in ("maintain", "lose_checkpoint")))
+                self.say(f"    ({t_check - t_act:.1f}s + checks {time.time() - t_check:.1f}s)")
+                if self.result.failures:
+                    break
+            if not self.result.failures:
+                self.step += 1
+                self.say(f"{self.step:2d}. (drain)")
+                self.drain()
+        except Exception as exc:  # the explorer's own failure: reported, never swallowed
+            import traceback
+
+            self.fail("explorer-error", type(exc).__name__, traceback.format_exc()[-1500:])
+        finally:
+            self.close()
+        self.result.steps = self.step
+        self.result.wall_s = time.time() - t0
+        return self.result
+
+    def act(self, action: Action) -> None:
+        handler = getattr(self, f"do_{action.kind}", None)
+        if handler is None:
+            raise ValueError(f"unknown action {action.kind!r}")
+        handler(action)
+
+    def drain(self) -> None:
+        """The end of every program: the user fixes what was refused and runs the query to the
+        end of its input; then every record must be there once, and ``seo verify`` clean."""
+        for _attempt in range(5):
+            outcome = runs.run_query(self, sink="new", drain=True)
+            if outcome == "ok" and self.model.settled:
+                break
+            if self.result.failures:
+                return
+        else:
+            self.fail("drain", "run", f"the drain could not finish: {outcome}")
+            return
+        self.fail_with(self.checker.after_step(full=True, complete=True))
+        if not self.result.failures:
+            self.fail_with(maintenance.verify_clean(self))
+
+    def close(self) -> None:
+        runs.close_sink(self)
+
+    # -- reporting -------------------------------------------------------------------------
+
+    def say(self, text: str) -> None:
+        self.result.transcript.append(text)
+        if self._log:
+            print(f"[explore {self.program.seed}] {text}", flush=True)
+
+    def feature(self, *names: str) -> None:
+        self.result.features.update(names)
+
+    def fail(self, kind: str, reader: str, detail: str) -> None:
+        self.result.failures.append(Failure(kind, reader, detail, self.step))
+        self.say(f"    FAILED {kind} ({reader}): {detail[:300]}")
+
+    def fail_with(self, failures: list[Failure]) -> None:
+        for f in failures:
+            self.result.failures.append(f)
+            self.say(f"    FAILED {f.kind} ({f.reader}): {f.detail[:300]}")
+
+    # -- paths -----------------------------------------------------------------------------
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.work / f"checkpoint-{self.query.checkpoint}"
+
+    def new_checkpoint(self, start: str) -> None:
+        self.query = replace(self.query, checkpoint=self.query.checkpoint + 1, fresh=True, start=start, rate_gen=self.query.rate_gen + 1)
+
+    # -- actions: input --------------------------------------------------------------------
+
+    def do_produce(self, action: Action) -> None:
+        made = 0
+        if "files" in self.setup.sources:
+            for _ in range(action.arg("files", 1)):
+                made += len(self.world.write_file(action.arg("rows", 4)))
+        if "kafka" in self.setup.sources:
+            n = action.arg("kafka", 4)
+            parts = [(t, p) for t in TOPICS for p in range(self.world.partitions.get(t, 0))]
+            for i in range(n):
+                made += len(self.world.produce(*parts[i % len(parts)], 1))
+        if made:
+            self.model.settled = False
+        self.say(f"    {made} records")
+
+    def do_kafka(self, action: Action) -> None:
+        """A change on the Kafka side: a partition added, a topic created, records expired."""
+        if "kafka" not in self.setup.sources:
+            return
+        op = action.arg("op")
+        if op == "grow":
+            topic = action.arg("topic", "a")
+            self.world.produce(topic, self.world.partitions.get(topic, 0), 2)
+            self.model.settled = False
+            self.feature("kafka:grow-partition")
+        elif op in ("expire-read", "expire-unread"):
+            self.expire(read_only=op == "expire-read")
+
+    def expire(self, *, read_only: bool) -> None:
+        """Retention deletes a partition's oldest records: only records the table holds
+        (``read_only``), or unread ones too (those may then never arrive)."""
+        for topic, count in sorted(self.world.partitions.items()):
+            for p in range(count):
+                records = self.world.kafka_records(topic, p)
+                if read_only:
+                    held = [r for r in records if r.id in self.model.ack]
+                    below = held[-1].offset + 1 if held and held[-1].offset is not None else 0
+                    below = min(below, len(records) // 2 + 1) if below else 0
+                else:
+                    below = len(records) // 2 + 1 if records else 0
+                if below <= self.world.earliest_offset(topic, p):
+                    continue
+                gone = self.world.expire(topic, p, below)
+                self.model.lost_ok |= {r.id for r in gone if r.id not in self.model.ack}
+                self.feature("kafka:expire")
+                self.say(f"    {topic}/{p}: records below {below} expired")
+
+    # -- actions: the query's life ---------------------------------------------------------
+
+    def do_run(self, action: Action) -> None:
+        runs.run_query(self, sink=action.arg("sink", "new"), max_files=action.arg("max_files", 2))
+
+    def do_fail(self, action: Action) -> None:
+        runs.run_query(self, sink="new", fail_at=action.arg("boundary"))
+
+    def do_kill(self, action: Action) -> None:
+        lifecycle.kill(self, action.arg("boundary"), delay=action.arg("delay"))
+
+    def do_lose_checkpoint(self, action: Action) -> None:
+        if self.query.fresh:
+            return
+        shutil.rmtree(self.checkpoint, ignore_errors=True)
+        self.new_checkpoint(action.arg("start", "earliest"))
+        self.feature(f"life:lost-checkpoint-{self.query.start}")
+
+    def do_replay(self, action: Action) -> None:
+        """Spark's last ``commits/N`` goes: the query replays a batch the table committed."""
+        commits = self.checkpoint / "commits"
+        ids = sorted(int(n.name) for n in commits.iterdir() if n.name.isdigit()) if commits.is_dir() else []
+        if not ids:
+            return
+        (commits / str(ids[-1])).unlink()
+        crc = commits / f".{ids[-1]}.crc"
+        if crc.exists():
+            crc.unlink()
+        self.feature("life:replay")
+        self.say(f"    deleted commits/{ids[-1]}")
+
+    def do_idle(self, action: Action) -> None:
+        time.sleep(float(action.arg("seconds", 2)))
+        self.feature("life:idle")
+
+    # -- actions: changes ------------------------------------------------------------------
+
+    def do_change(self, action: Action) -> None:
+        """An option changed for the next run (some a table refuses: ``FIXED_OPTIONS``)."""
+        option, value = action.arg("option"), action.arg("value")
+        if option == "format" and value == self.setup.format:
+            return
+        self.setup = replace(self.setup, **{option: value})
+        self.pending_change = option
+        self.say(f"    {option} = {value}")
+
+    def do_evolve(self, action: Action) -> None:
+        """The user changes the query's projection."""
+        kind = action.arg("kind")
+        q = self.query
+        if kind == "add":
+            self.query = replace(q, extra_columns=q.extra_columns + 1)
+        elif kind == "widen":
+            self.query = replace(q, widen=True)
+        elif kind == "drop_offsets" and "kafka" in self.setup.sources:
+            self.query = replace(q, drop_offsets=True)
+        elif kind == "keep_offsets":
+            self.query = replace(q, drop_offsets=False)
+
+    def do_maintain(self, action: Action) -> None:
+        maintenance.command(self, action.arg("cmd"))

@@ -1,0 +1,99 @@
+"""Open findings the explorer already knows: a long run counts a failure that matches one as
+*known* (it does not shrink it again). An entry goes when its fix lands; the saved regression
+program of a finding (``tests/explorer/regressions``) then passes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tests.explorer.model import Failure
+from tests.explorer.program import Setup
+
+
+@dataclass(frozen=True)
+class Known:
+    id: str
+    title: str
+    kind: str  # a failure kind (``Failure.kind``)
+    detail: str  # a regular expression its detail matches
+    setup: Callable[[Setup], bool] = lambda s: True
+    reader: str = ""  # a regular expression the failure's reader matches
+
+    def matches(self, failure: Failure, setup: Setup) -> bool:
+        return (
+            failure.kind == self.kind
+            and re.search(self.detail, failure.detail) is not None
+            and re.search(self.reader, failure.reader) is not None
+            and self.setup(setup)
+        )
+
+
+KNOWN: list[Known] = [
+    Known(
+        "X01",
+        "query_id= with sink.start(): SinkInUseError at the first batch",
+        "unexpected-refusal",
+        r"SinkInUseError",
+        lambda s: s.query_id and s.attach == "start",
+    ),
+    Known(
+        "X02",
+        "files+Kafka union, checkpoint lost, restart from earliest: DuplicateInputError",
+        "unexpected-refusal",
+        r"DuplicateInputError",
+        lambda s: "files" in s.sources and len(s.sources) > 1,
+    ),
+    Known(
+        "X03",
+        "a downstream readStream of a partitioned Iceberg table fails at load (CONFLICTING_DIRECTORY_STRUCTURES)",
+        "downstream-error",
+        r"CONFLICTING_DIRECTORY_STRUCTURES",
+        lambda s: "iceberg" in s.format and s.partitioned,
+    ),
+    Known(
+        "wave3-r04",
+        "offset source unioned with a file source, checkpoint recreated from earliest: records written twice",
+        "duplicate",
+        r".",
+        lambda s: "kafka" in s.sources and len(s.sources) > 1,
+    ),
+    Known(
+        "wave3-r02",
+        "a filtered first batch makes every restart an OffsetGapError",
+        "unexpected-refusal",
+        r"OffsetGapError",
+        lambda s: s.filter,
+    ),
+    Known(
+        "wave3-r03",
+        "query_id with a recreated checkpoint: batch 0 skipped as committed",
+        "missing",
+        r".",
+        lambda s: s.query_id,
+    ),
+    Known(
+        "compaction-R01",
+        "a caught-up downstream readStream reads compacted rows twice",
+        "duplicate",
+        r".",
+        lambda s: s.downstream is not None,
+        reader="downstream",
+    ),
+    Known(
+        "new-user-2-p3",
+        "a directory holding Parquet files is taken over silently",
+        "lost",
+        r"\bx\d+",
+        lambda s: s.foreign_files,
+    ),
+]
+
+
+def known(failure: Failure, setup: Setup) -> Known | None:
+    for k in KNOWN:
+        if k.matches(failure, setup):
+            return k
+    return None

@@ -1,0 +1,98 @@
+"""The query's life in a driver process of its own: ``kill -9`` at a commit boundary or at a random
+moment (the torture harness's way: ``SEO_CRASH_AT``, ``harness.kill_group``).
+
+A killed run acknowledged nothing the readers have not seen: the model only learns that the
+Kafka offsets it may have read go up to the partitions' ends at its start, and the next run (or
+the drain) must leave every record there once.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from tests.explorer import runs
+from tests.explorer.outcome import classify
+from tests.torture.harness import REPO, TortureRun, clear_unstarted_checkpoint, kill_group
+
+if TYPE_CHECKING:
+    from tests.explorer.interpreter import Interpreter
+
+DRIVER_TIMEOUT_S = 300.0
+
+
+def launch(it: Interpreter, spec: runs.RunSpec, env_extra: dict[str, str]) -> subprocess.Popen:
+    path = it.work / f"spec-{it.step}.json"
+    path.write_text(spec.dumps())
+    env = dict(os.environ)
+    for key in ("SEO_CRASH_AT", "SEO_FAIL_AT", "SEO_PAUSE_AT"):
+        env.pop(key, None)
+    env.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell")
+    env.update(env_extra)
+    cmd = [sys.executable, "-m", "tests.explorer.driver", str(path)]
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def kill(it: Interpreter, boundary: str | None, *, delay: float | None = None) -> None:
+    """One run of the query in a driver process, killed at ``boundary`` (``SEO_CRASH_AT``) or
+    ``delay`` seconds after it started; a run that ends before either is a clean run."""
+    spec = runs.spec_of(it)
+    if spec.starting == "table":
+        spec = runs._resolve_table_start(it, spec)
+    expectation = runs.expect(it, spec)
+    if expectation.must_refuse:
+        it.say(f"    (no kill: the run must be refused first: {expectation.reasons})")
+        runs.run_query(it, sink="new")
+        return
+    ends = runs.kafka_ends(it)
+    pending = runs.has_pending_batch(it.checkpoint)
+    runs.close_sink(it)  # this process lets the table go: the driver takes it at once
+    proc = launch(it, spec, {"SEO_CRASH_AT": boundary} if boundary else {})
+    try:
+        lines = TortureRun.wait_started(proc, DRIVER_TIMEOUT_S if boundary is None else 0)  # its pump drains the pipe
+        if boundary is None:
+            if lines and lines[-1].startswith("STARTED"):
+                time.sleep(delay or 1.0)
+            kill_group(proc)
+        code = proc.wait(timeout=DRIVER_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        kill_group(proc)
+        proc.wait()
+    proc._seo_pump.join(timeout=10)  # type: ignore[attr-defined]
+    output = "".join(proc._seo_lines)  # type: ignore[attr-defined]
+    it.runs += 1
+    runs.learn_rate(it, spec)
+    if clear_unstarted_checkpoint(it.checkpoint):
+        it.say("    deleted the checkpoint: the kill left only a temp file of its first offsets")
+    it.query.fresh = not runs._has_offsets(it.checkpoint)
+    killed = code is not None and code < 0
+    label = boundary or f"random {delay}s"
+    if killed:
+        it.result.kills += 1
+        it.feature("life:kill", f"kill:{(boundary or 'random').split('@')[0].split('+')[0]}")
+        it.model.settled = False
+        it.marks.attempt(ends)
+        it.say(f"    killed at {label}")
+        return
+    if code == 0:
+        outcome = "ok"
+    elif "REFUSED " in output:
+        outcome = output.split("REFUSED ", 1)[1].splitlines()[0].strip()
+    else:
+        outcome = classify(output[-3000:])
+    it.say(f"    driver ended before {label}: {outcome}")
+    if code is None:
+        it.fail("driver-hang", "driver", f"no exit in {DRIVER_TIMEOUT_S}s: {output[-1500:]}")
+    elif outcome == "ok":
+        runs.after_success(it, spec, ends, settled=not pending)
+    elif expectation.admits(outcome):
+        it.model.settled = False
+        it.marks.attempt(ends)
+        runs.remedy(it, outcome)
+    else:
+        it.fail("unexpected-refusal", "driver", f"{outcome}; allowed {sorted(expectation.allowed)}: {output[-1500:]}")

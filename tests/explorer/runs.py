@@ -1,0 +1,345 @@
+"""A run of the program's query in the explorer's own process, and what the model expects of it.
+
+``expect`` says which outcomes the docs allow from the current state (a restart with an option
+the table fixed at creation is refused; a schema change the table's ``schema_evolution`` does
+not allow is refused; a new checkpoint that would start after records the table never got is
+refused with ``OffsetGapError``; ...). ``run_query`` runs the query, compares its outcome with
+that, checks that a refusal wrote nothing, and then does what the docs tell the user to do about
+the refusal (``remedy``), so that the program can go on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tests.explorer import readers
+from tests.explorer.outcome import Expectation, classify
+from tests.explorer.query import RunSpec, build_sink, start_query, stop_when_drained
+from tests.explorer.state import FIXED_OPTIONS, query_columns, sink_options
+from tests.explorer.world import TOPICS
+
+if TYPE_CHECKING:
+    from tests.explorer.interpreter import Interpreter
+
+RUN_TIMEOUT_S = 240.0
+
+
+def spec_of(it: Interpreter, *, max_files: int = 2, drain: bool = False) -> RunSpec:
+    q = it.query
+    start = q.start if q.fresh else "earliest"
+    return RunSpec(
+        table=str(it.world.table),
+        checkpoint=str(it.checkpoint),
+        sources=it.setup.sources,
+        input=str(it.world.input),
+        kafka=str(it.world.kafka),
+        starting=start,
+        fail_on_data_loss=q.fail_on_data_loss,
+        rate_gen=q.rate_gen,
+        filter=it.setup.filter,
+        drop_offsets=q.drop_offsets,
+        extra_columns=q.extra_columns,
+        widen=q.widen,
+        max_files=25 if drain else max_files,
+        sink=sink_options(it.setup, q, it.downstream.checkpoint if it.downstream else None),
+        attach=it.setup.attach,
+    )
+
+
+def kafka_ends(it: Interpreter) -> dict[str, int]:
+    return {f"{t}/{p}": it.world.end_offset(t, p) for t in TOPICS for p in range(it.world.partitions.get(t, 0))}
+
+
+def kafka_earliest(it: Interpreter) -> dict[str, int]:
+    return {f"{t}/{p}": it.world.earliest_offset(t, p) for t in TOPICS for p in range(it.world.partitions.get(t, 0))}
+
+
+# -- what the docs allow ------------------------------------------------------------------------
+
+
+def expect(it: Interpreter, spec: RunSpec) -> Expectation:
+    e = Expectation()
+    created = it.table.created
+    if created is not None:
+        changed = [o for o in FIXED_OPTIONS if getattr(created, o) != getattr(it.setup, o)]
+        if changed:
+            e.refuse("ConfigError", "SchemaMismatchError", "DeltaSchemaMismatchError", reason=f"fixed option changed: {changed}")
+            return e
+    _expect_schema(it, e)
+    if "kafka" in it.setup.sources:
+        _expect_offsets(it, spec, e)
+    return e
+
+
+def _expect_schema(it: Interpreter, e: Expectation) -> None:
+    table = it.table
+    if table.columns is None:
+        return
+    new = query_columns(it.setup, it.query) - table.columns
+    evolution = it.setup.schema_evolution
+    if new and evolution == "none":
+        e.refuse("SchemaMismatchError", "DeltaSchemaMismatchError", reason=f"new columns {sorted(new)} without schema_evolution")
+    if it.query.widen and not table.widened and evolution != "add_and_widen":
+        e.refuse("SchemaMismatchError", "DeltaSchemaMismatchError", reason="v widened to long without add_and_widen")
+
+
+def _expect_offsets(it: Interpreter, spec: RunSpec, e: Expectation) -> None:
+    """Gaps (a fresh checkpoint starting after records the table never got) and the stand-in's
+    own data-loss error (``failOnDataLoss``)."""
+    q, marks = it.query, it.marks
+    ends, earliest = kafka_ends(it), kafka_earliest(it)
+    if q.fresh and q.start in ("latest", "earliest"):
+        start = ends if q.start == "latest" else earliest
+        certain = [tp for tp, s in start.items() if marks.lo.get(tp, 0) > 0 and s > marks.hi.get(tp, 0)]
+        possible = [tp for tp, s in start.items() if marks.hi.get(tp, 0) > 0 and s > marks.lo.get(tp, 0)]
+        if possible and not q.allow_offset_gaps:
+            e.refuse("OffsetGapError", reason=f"the new query starts after the table's records in {possible}", only=bool(certain))
+        if possible and q.allow_offset_gaps:
+            skipped = {r.id for tp in possible for r in _records(it, tp) if r.offset is not None and r.offset < start[tp]}
+            it.model.lost_ok |= skipped - it.model.ack
+    unread_expired = [tp for tp, e_ in earliest.items() if e_ > marks.lo.get(tp, 0)]
+    if q.fail_on_data_loss and unread_expired:
+        e.refuse("DataLoss", reason=f"expired records never read in {unread_expired} (failOnDataLoss)", only=False)
+    if q.drop_offsets and q.fresh and any(marks.hi.get(tp, 0) > 0 for tp in ends):
+        # the stand-in records no initial offsets (kafka.md): without the offset columns the sink
+        # cannot tell where a new query starts in partitions the table holds, whatever its start
+        e.refuse("OffsetColumnsMissingError", reason="a new query without the offset columns", only=False)
+
+
+def _records(it: Interpreter, tp: str) -> list[Any]:
+    topic, p = tp.split("/")
+    return it.world.kafka_records(topic, int(p))
+
+
+# -- a run ------------------------------------------------------------------------------------
+
+
+def run_query(it: Interpreter, *, sink: str, max_files: int = 2, fail_at: str | None = None, drain: bool = False) -> str:
+    """One run of the query to the end of its input (a rate query: a few batches); returns its
+    outcome. Failed checks go to the interpreter's result."""
+    spec = spec_of(it, max_files=max_files, drain=drain)
+    if spec.starting == "table":
+        spec = _resolve_table_start(it, spec)
+    expectation = expect(it, spec)
+    ends = kafka_ends(it)
+    pending = has_pending_batch(it.checkpoint)
+    before = readers.arrow(it.world.table) if readers.has_table(it.world.table) and it.table.columns is not None else None
+    outcome = _run(it, spec, sink, fail_at)
+    it.runs += 1
+    _features(it, spec, sink, outcome, fail_at)
+    learn_rate(it, spec)
+    allowed = expectation.admits(outcome) or (fail_at is not None and outcome == "InjectedFailure")
+    if outcome.startswith("env:"):
+        it.feature("env:" + outcome)
+    it.say(f"    -> {outcome}" + ("" if expectation.allowed == {"ok"} else f" (allowed {sorted(expectation.allowed)}: {expectation.reasons})"))
+    if not allowed:
+        kind = "missing-refusal" if outcome == "ok" else "unexpected-refusal"
+        detail = f"{outcome}; allowed {sorted(expectation.allowed)} {expectation.reasons}"
+        if outcome.startswith("error:"):
+            detail += "\n" + it.last_error[-2500:]
+        it.fail(kind, "run", detail)
+        return outcome
+    if outcome == "ok":
+        after_success(it, spec, ends, settled=not pending)
+    else:
+        it.model.settled = False
+        it.marks.attempt(ends)
+        if outcome != "InjectedFailure" and not outcome.startswith("env:") and before is not None:
+            after = readers.arrow(it.world.table)
+            if after != before:
+                it.fail("changed-by-refusal", "arrow", f"{outcome} but the table changed: {sorted(set(after) ^ set(before))[:6]}")
+        remedy(it, outcome)
+    it.query.fresh = not _has_offsets(it.checkpoint)
+    return outcome
+
+
+def _has_offsets(checkpoint: Path) -> bool:
+    offsets = checkpoint / "offsets"
+    return offsets.is_dir() and any(p.name.isdigit() for p in offsets.iterdir())
+
+
+def _resolve_table_start(it: Interpreter, spec: RunSpec) -> RunSpec:
+    """``startingOffsets`` from ``sink.starting_offsets()``, as the docs say to restart."""
+    from dataclasses import replace
+
+    if not readers.has_table(Path(spec.table)):
+        return replace(spec, starting="earliest")
+    try:
+        sink = build_sink(spec)
+    except Exception:  # a configuration the table refuses: the run says so
+        return replace(spec, starting="earliest")
+    try:
+        offsets = sink.starting_offsets()
+    except Exception:
+        offsets = None
+    finally:
+        sink.close()
+    return replace(spec, starting=offsets or "earliest")
+
+
+def _outcome(it: Interpreter, error: BaseException | None) -> str:
+    """The outcome of a run; the error's text is kept for the transcript when it is not one the
+    explorer knows."""
+    outcome = classify(error)
+    if outcome.startswith("error:") and error is not None:
+        it.last_error = str(error)[:3000]
+    return outcome
+
+
+def _run(it: Interpreter, spec: RunSpec, sink_kind: str, fail_at: str | None) -> str:
+    if fail_at:
+        os.environ["SEO_FAIL_AT"] = fail_at
+    try:
+        sink = it.sink if sink_kind == "same" and it.sink is not None and it.sink_options == spec.sink else None
+        if sink is None:
+            close_sink(it)
+            try:
+                sink = build_sink(spec)
+            except Exception as exc:  # options the sink refuses at once
+                return _outcome(it, exc)
+        it.sink, it.sink_options = sink, spec.sink
+        try:
+            query = start_query(it.spark, sink, spec)
+        except Exception as exc:
+            return _outcome(it, exc)
+        return _await(it, sink, query, spec)
+    finally:
+        os.environ.pop("SEO_FAIL_AT", None)
+
+
+def _await(it: Interpreter, sink: Any, query: Any, spec: RunSpec) -> str:
+    try:
+        if spec.endless:
+            if not stop_when_drained(query, spec, RUN_TIMEOUT_S):
+                error = query.exception()
+                sink.stop()
+                return _outcome(it, error) if error is not None else "error:rate query did not drain in time"
+            sink.stop()
+        elif not query.awaitTermination(RUN_TIMEOUT_S):
+            query.stop()
+            return "error:the query did not finish in time"
+        return _outcome(it, query.exception())
+    except Exception as exc:
+        return _outcome(it, exc)
+
+
+def close_sink(it: Interpreter) -> None:
+    if it.sink is not None:
+        try:
+            it.sink.close()
+        except Exception:
+            pass
+        it.sink = None
+
+
+def has_pending_batch(checkpoint: Path) -> bool:
+    """Spark planned a batch it has not committed: an ``availableNow`` run re-runs only that batch
+    and stops (what arrived since waits for the next run)."""
+    offsets, commits = checkpoint / "offsets", checkpoint / "commits"
+    planned = [int(p.name) for p in offsets.iterdir() if p.name.isdigit()] if offsets.is_dir() else []
+    done = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
+    return bool(planned) and max(planned) > max(done, default=-1)
+
+
+def after_success(it: Interpreter, spec: RunSpec, ends: dict[str, int], *, settled: bool = True) -> None:
+    """A run that ended without error read everything its sources held when it started - unless
+    it started with a batch Spark had planned and not committed (``has_pending_batch``)."""
+    if readers.has_table(it.world.table) and it.table.created is None:
+        it.table.created = it.setup
+    if _has_batches(it.world.table):
+        cols = query_columns(it.setup, it.query)
+        it.table.columns = cols if it.table.columns is None else it.table.columns | cols
+        it.table.widened = it.table.widened or it.query.widen
+    if settled:
+        it.model.settled = True
+        it.marks.settle(ends)
+    else:
+        it.marks.attempt(ends)
+
+
+def _has_batches(table: Path) -> bool:
+    return any(p.name[0].isdigit() for d in ("_spark_metadata", "_seo/manifest") if (table / d).is_dir() for p in (table / d).iterdir())
+
+
+def remedy(it: Interpreter, outcome: str) -> None:
+    """What the docs tell the user to do about a refusal, applied before the next run."""
+    from dataclasses import replace
+
+    q = it.query
+    if outcome in ("ConfigError", "SchemaMismatchError", "DeltaSchemaMismatchError") and it.table.created is not None:
+        fixed = {o: getattr(it.table.created, o) for o in ("format", "partitioned", "compact_interval", "private_manifest")}
+        it.setup = replace(it.setup, **fixed)
+        it.query = replace(q, extra_columns=_table_extra(it), widen=it.table.widened)
+    elif outcome == "OffsetGapError":
+        if q.start == "latest":  # restart from where the table's records end
+            it.new_checkpoint("table")
+        else:  # records expired before any query read them: skip them on purpose
+            it.query = replace(q, allow_offset_gaps=True)
+    elif outcome == "OffsetColumnsMissingError":  # keep the source's offset columns in the batch
+        it.query = replace(q, drop_offsets=False)
+    elif outcome == "DataLoss":
+        it.query = replace(q, fail_on_data_loss=False)
+    it.say(f"    remedy for {outcome}: start={it.query.start} allow_gaps={it.query.allow_offset_gaps}")
+
+
+def _table_extra(it: Interpreter) -> int:
+    cols = it.table.columns or frozenset()
+    return sum(1 for c in cols if c.startswith("c") and c[1:].isdigit())
+
+
+def learn_rate(it: Interpreter, spec: RunSpec) -> None:
+    """The rate source's records of this run, from the checkpoint: made (offsets logged) and
+    committed (Spark's commit log)."""
+    if "rate" not in spec.sources:
+        return
+    index = spec.sources.index("rate")
+    offsets, commits = Path(spec.checkpoint) / "offsets", Path(spec.checkpoint) / "commits"
+    if not offsets.is_dir():
+        return
+    ends = {}
+    for f in offsets.iterdir():
+        if f.name.isdigit():
+            lines = f.read_text().splitlines()
+            if len(lines) > 2 + index and lines[2 + index].startswith("{"):
+                ends[int(f.name)] = json.loads(lines[2 + index])["offset"]
+    if not ends:
+        return
+    it.world.add_rate(spec.rate_gen, range(max(ends.values())))
+    committed = [b for b in ends if (commits / str(b)).exists()]
+    if committed:
+        it.model.rate_committed |= {f"r{spec.rate_gen}-{v}" for v in range(ends[max(committed)])}
+
+
+def _features(it: Interpreter, spec: RunSpec, sink: str, outcome: str, fail_at: str | None) -> None:
+    s, q = it.setup, it.query
+    it.feature(*(f"source:{x}" for x in spec.sources))
+    if len(spec.sources) > 1:
+        it.feature("source:union")
+    it.feature(f"table:{s.format}", f"staging:{s.staging}", "table:partitioned" if s.partitioned else "table:unpartitioned")
+    flags = {
+        "table:private-manifest": s.private_manifest,
+        "query:filter": s.filter,
+        "query:projection": q.drop_offsets or q.extra_columns > 0 or q.widen,
+        "query_id": s.query_id,
+        "life:foreachBatch": s.attach == "foreachBatch",
+        "life:injected-failure": fail_at is not None,
+        "life:restart": it.runs > 1,
+        "life:same-sink-object": it.runs > 1 and sink == "same" and it.sink is not None,
+        "life:new-sink-object": it.runs > 1 and sink != "same",
+    }
+    it.feature(*(name for name, on in flags.items() if on))
+    if outcome == "ok":
+        if q.extra_columns:
+            it.feature("change:add-column")
+        if q.widen:
+            it.feature("change:widen")
+    elif outcome in ("SchemaMismatchError", "DeltaSchemaMismatchError") and it.table.created is not None:
+        it.feature("change:refused-batch")
+    if it.pending_change is not None:
+        it.feature("change:option-allowed" if outcome == "ok" else "change:option-refused")
+        it.pending_change = None
+    if outcome not in ("ok", "InjectedFailure"):
+        it.feature(f"refused:{outcome}")

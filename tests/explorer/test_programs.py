@@ -1,0 +1,88 @@
+"""The explorer's own parts that need no Spark: programs from seeds, their JSON, the shrinker, the
+coverage of feature pairs, the outcome of an error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.explorer import coverage, regressions
+from tests.explorer.generate import EVERYTHING, SLICE, generate
+from tests.explorer.model import Failure
+from tests.explorer.outcome import Expectation, classify
+from tests.explorer.program import Action, Program, Setup
+from tests.explorer.shrink import normalized, shrink
+
+
+def test_a_seed_always_gives_the_same_program():
+    assert generate(41) == generate(41)
+    assert generate(41) != generate(42)
+    assert generate(41, SLICE).setup.format in SLICE.formats
+
+
+def test_programs_round_trip_through_their_json():
+    for seed in range(30):
+        program = generate(seed, EVERYTHING)
+        assert Program.from_json(program.to_json()) == program
+
+
+def test_a_saved_regression_reads_back_as_the_same_program(tmp_path: Path):
+    program = generate(7)
+    regressions.save(tmp_path / "r.json", program, finding="X9", title="t", failure="lost:arrow")
+    data, back = regressions.load(tmp_path / "r.json")
+    assert back == program and data["finding"] == "X9" and data["listing"][0].startswith("program seed=7")
+
+
+def test_every_saved_regression_is_a_valid_program():
+    for path in regressions.saved():
+        data, program = regressions.load(path)
+        assert program.actions and data["finding"] and "open" in data, path
+
+
+def test_the_listing_names_every_action():
+    program = Program(3, Setup(), (Action.of("produce", files=1), Action.of("kill", boundary="after-wal")))
+    assert program.listing().splitlines()[1:] == ["   1. produce files=1", "   2. kill boundary=after-wal"]
+
+
+def test_the_shrinker_keeps_only_what_the_failure_needs():
+    """A failure that needs a kill after a produce, in a partitioned table: the rest goes."""
+    actions = [Action.of("produce", files=i) for i in range(6)] + [Action.of("kill", boundary="x")] + [Action.of("run")] * 4
+    program = Program(1, Setup(partitioned=True, filter=True, compaction=True), tuple(actions))
+
+    def run(candidate: Program) -> str | None:
+        kinds = [a.kind for a in candidate.actions]
+        needs = "produce" in kinds and "kill" in kinds and kinds.index("produce") < kinds.index("kill") and candidate.setup.partitioned
+        return "lost:arrow as_of=3" if needs else None
+
+    small = shrink(program, "lost:arrow as_of=7", run, log=lambda _t: None)
+    assert [a.kind for a in small.actions] == ["produce", "kill"]
+    assert small.setup.partitioned and not small.setup.filter and not small.setup.compaction
+
+
+def test_signatures_ignore_batch_numbers():
+    assert normalized("history-changed:arrow as_of=12") == normalized("history-changed:arrow as_of=3")
+    assert normalized("lost:arrow") != normalized("lost:spark.read")
+
+
+def test_outcomes_name_the_library_error_that_refused():
+    assert classify(None) == "ok"
+    assert classify("StreamingQueryException: ... streaming_exactly_once.errors.OffsetGapError: batch 3 ...") == "OffsetGapError"
+    assert classify(RuntimeError("offsets 0..3 of t/0 expired (failOnDataLoss=true)")) == "DataLoss"
+    assert classify("java.lang.OutOfMemoryError\nmore").startswith("error:")
+    e = Expectation()
+    e.refuse("ConfigError", reason="format changed")
+    assert e.must_refuse and e.admits("ConfigError") and not e.admits("ok")
+
+
+def test_pairs_are_counted_across_categories_only():
+    pairs = coverage.pairs_of({"source:files", "source:kafka", "table:delta", "life:kill"})
+    assert frozenset({"source:files", "source:kafka"}) not in pairs
+    assert frozenset({"source:files", "table:delta"}) in pairs and len(pairs) == 5
+    summary = coverage.summarize([{"features": ["source:files", "table:delta"]}])
+    assert summary["pairs"] == {"source:files|table:delta": 1}
+    assert "source:files|table:delta" not in summary["pairs_missing"]
+    assert all(p not in coverage.all_pairs() for p in coverage.IMPOSSIBLE)
+
+
+def test_a_failure_describes_its_step_and_reader():
+    f = Failure("duplicate", "spark.read", "2 ids read more than once: f1-0, f1-1", step=4)
+    assert f.signature == "duplicate:spark.read" and f.describe().startswith("step 4: duplicate (spark.read)")
