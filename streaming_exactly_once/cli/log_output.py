@@ -9,6 +9,7 @@ from .printer import Printer, human_bytes, human_time
 
 if TYPE_CHECKING:
     from ..log.batch_log import BatchLog
+    from ..readers.history import BatchInfo
     from ..table.commits_log import CommitsLog
 
 
@@ -45,8 +46,24 @@ def print_group_batches(out: Printer, commits: CommitsLog) -> None:
         out.table(rows, ["batch", "committed", "rows", "files", "spark batch", "tables"])
 
 
+def compaction_note(batch: BatchInfo) -> str:
+    """What compaction did in ``batch``: its manifest file is a ``.compact`` file, it published
+    rewrites of small files, ``seo compact`` committed it."""
+    from ..maintenance.compact import MAINTENANCE_QUERY
+
+    notes = []
+    if batch.query_id == MAINTENANCE_QUERY:
+        notes.append("seo compact" if batch.rewritten_files else "seo compact (empty)")
+    if batch.rewritten_files:
+        notes.append(f"{batch.replaced_files} files -> {batch.rewritten_files}")
+    if batch.compact_file:
+        notes.append(".compact file")
+    return ", ".join(notes) or "-"
+
+
 def print_table_history(out: Printer, root_uri: str, storage_options: dict[str, Any]) -> None:
-    """``seo log`` (the manifest): each batch a reader can ask for with ``as_of``."""
+    """``seo log`` (the manifest): each batch a reader can ask for with ``as_of``, and what
+    compaction did in it."""
     from ..readers.history import batches
 
     history = batches(root_uri, storage_options=storage_options)
@@ -64,8 +81,9 @@ def print_table_history(out: Printer, root_uri: str, storage_options: dict[str, 
                 human_bytes(r.num_bytes),
                 r.spark_batch_id,
                 (r.query_id or "-")[:8],
+                compaction_note(r),
             )
             for r in history
         ],
-        ["batch", "as_of ok", "committed", "rows", "files", "bytes", "spark batch", "query"],
+        ["batch", "as_of ok", "committed", "rows", "files", "bytes", "spark batch", "query", "compaction"],
     )

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..log.compaction import all_valid_batches
+from ..log.compaction import all_valid_batches, is_compaction_batch
 from ..table.commits_log import CommitsLog
 from ..table.identity import read_identity
 from ..table.table_logs import open_manifest
@@ -28,6 +28,11 @@ class BatchInfo:
     query_id: str | None
     spark_batch_id: int | None
     watermarks: dict[str, Any]
+    #: the batch's manifest file is a ``.compact`` file (it lists every live file, Spark's rule)
+    compact_file: bool = False
+    #: a compaction batch's rewrites: the files it replaced, and the new files it published
+    replaced_files: int = 0
+    rewritten_files: int = 0
 
 
 def batches(path: str, *, storage_options: Mapping[str, Any] | None = None) -> list[BatchInfo]:
@@ -57,6 +62,9 @@ def batches(path: str, *, storage_options: Mapping[str, Any] | None = None) -> l
                 query_id=record.query_id if record else None,
                 spark_batch_id=record.spark_batch_id if record else None,
                 watermarks=record.watermarks if record else {},
+                compact_file=is_compaction_batch(batch_id, manifest.interval),
+                replaced_files=sum(len(r.replaced) for r in record.rewrites) if record else 0,
+                rewritten_files=len(record.rewrites) if record else 0,
             )
         )
     return out

@@ -51,6 +51,7 @@ Hence:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -311,15 +312,25 @@ def side_by_side(mismatches: Sequence[Mismatch]) -> str:
     return "\n".join("  " + "  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3] for r in rows)
 
 
+def _example(mismatches: Sequence[Mismatch]) -> str:
+    """`` (e.g. ...)`` with the fix of the first column the batch has under another type or
+    name; empty for a nested type (no short cast to show)."""
+    for m in mismatches:
+        wanted = m.table.removesuffix(" not null")
+        simple = wanted.replace("_", "").isalnum() or re.fullmatch(r"decimal\(\d+,\d+\)", wanted)
+        if m.kind == "type" and simple:
+            return f" (e.g. df.withColumn({m.column!r}, col({m.column!r}).cast({wanted!r})))"
+        if m.kind == "case":
+            return f" (e.g. df.withColumnRenamed({m.batch.split(':')[0]!r}, {m.column!r}))"
+    return ""
+
+
 def advice(mismatches: Sequence[Mismatch], *, delta: bool) -> str:
     """What to do about ``mismatches``, one sentence per kind of problem."""
     kinds = {m.kind for m in mismatches}
     out = []
     if kinds & {"type", "case"}:
-        out.append(
-            "select and cast the stream's columns to the table's names and types "
-            "(e.g. df.withColumn('id', col('id').cast('long'))), or write to a new table"
-        )
+        out.append(f"select and cast the stream's columns to the table's names and types{_example(mismatches)}, or write to a new table")
     if "widen" in kinds:
         out.append("cast the column to the table's type" + ("" if delta else ", or pass schema_evolution='add_and_widen' to widen the table"))
     if "added" in kinds:

@@ -10,7 +10,7 @@ from streaming_exactly_once.commit.table_schema import TableSchema
 from streaming_exactly_once.errors import DeltaSchemaMismatchError, LogCorruptError, SchemaMismatchError
 from streaming_exactly_once.table.commits_log import CommitsLog
 from streaming_exactly_once.table.schema_log import SchemaRecord, forget_after, schema_as_of, schema_path
-from streaming_exactly_once.table.schema_rules import compare, fields_of
+from streaming_exactly_once.table.schema_rules import advice, compare, fields_of
 
 
 def schema(*columns: str, not_null: tuple[str, ...] = ()) -> str:
@@ -135,6 +135,19 @@ def test_the_error_shows_both_sides_and_says_what_to_do(memory_storage):
     guard.delta = True
     with pytest.raises(DeltaSchemaMismatchError):  # a SchemaMismatchError too
         guard.check(schema("id string", "v double", "p string"), ["p"], what="The stream")
+
+
+def test_the_example_fix_names_the_column_that_differs():
+    table = schema("id long", "amount double", "Day string")
+    text = advice(compare(table, [], schema("id long", "amount string", "Day string"), []).mismatches, delta=False)
+    assert "df.withColumn('amount', col('amount').cast('double'))" in text and "'id'" not in text
+    text = advice(compare(table, [], schema("id long", "amount double", "day string"), []).mismatches, delta=False)
+    assert "df.withColumnRenamed('day', 'Day')" in text
+    nested = schema("id long", "amount double")
+    array = {"type": "array", "elementType": "double", "containsNull": True}
+    nested_batch = json.dumps({"type": "struct", "fields": [*json.loads(nested)["fields"][:1], {"name": "amount", "type": array, "nullable": True}]})
+    text = advice(compare(nested_batch, [], nested, []).mismatches, delta=False)
+    assert text.startswith("select and cast") and "e.g." not in text  # no short cast for a nested type
 
 
 def test_files_written_narrower_than_the_table_are_refused_by_the_committer(memory_storage):
