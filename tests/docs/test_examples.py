@@ -28,6 +28,7 @@ ORDER = [
     "iceberg.py",
     "datasets.py",
     "compaction.py",
+    "kafka_offline.py",
 ]
 
 
@@ -49,6 +50,7 @@ def test_the_examples_run(spark, capsys):
     out = capsys.readouterr().out
     assert "2026-01-02" in out and "12.0" in out
     assert "2 live files for 6 rows" in out  # compaction.py: batches 0-1 rewritten at 2, that file and 2-4 at 5
+    assert "12 records, each once: True" in out  # kafka_offline.py: a lost checkpoint re-read from earliest
     seo = shutil.which("seo", path=str(Path(sys.executable).parent)) or "seo"
     env = {**os.environ, "PATH": f"{Path(seo).parent}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run(["bash", "-e", str(EXAMPLES / "operations.sh")], capture_output=True, text=True, env=env, timeout=300)

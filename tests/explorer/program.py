@@ -22,7 +22,7 @@ class Setup:
     """What the user configured before the first action; option-change actions alter a copy."""
 
     #: the query's sources, unioned by name: ``files`` (JSON files), ``kafka`` (the offset
-    #: source with Kafka's columns, ``tests.sources.fake_kafka``), ``rate`` (``rate-micro-batch``)
+    #: source with Kafka's columns, ``streaming_exactly_once.testing.fake_kafka``), ``rate`` (``rate-micro-batch``)
     sources: tuple[str, ...] = ("files",)
     format: str = "parquet"
     partitioned: bool = True

@@ -95,7 +95,7 @@ def build_stream(spark: Any, spec: RunSpec) -> Any:
 
 
 def _kafka(spark: Any, spec: RunSpec) -> Any:
-    from tests.sources.fake_kafka import FakeKafka
+    from streaming_exactly_once.testing.fake_kafka import FakeKafka
 
     spark.dataSource.register(FakeKafka)
     raw = (

@@ -4,7 +4,7 @@ Each record has a unique id, a partition value ``p`` and an int ``v``; the query
 columns ``id``, ``p``, ``v`` whatever the source:
 
 * **files** - JSON-lines files in ``input/`` (the file source reads them with a fixed schema);
-* **kafka** - the Kafka stand-in (``tests.sources.fake_kafka``) under ``kafka/``: a record's value
+* **kafka** - the Kafka stand-in (``streaming_exactly_once.testing.fake_kafka``) under ``kafka/``: a record's value
   is ``id:p:v``; topics ``a`` and ``b`` (``b`` appears when first produced to), partitions that
   grow, topics deleted and recreated (offsets restart at 0: a new *incarnation*), records
   expired below an offset;
@@ -22,7 +22,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.sources import fake_kafka
+from streaming_exactly_once.testing import fake_kafka
 
 TOPICS = ("a", "b")
 #: the query's filter (``Setup.filter``), in Spark SQL and in Python

@@ -2,7 +2,7 @@
 
 Like ``tests.sink.connect_session``: a local Connect server started by this client; the sink runs in
 the server's ``foreachBatch`` worker. It writes a table from the stand-in Kafka source
-(``tests.sources.fake_kafka``), recreates the checkpoint and reads from ``earliest`` again (the
+(``streaming_exactly_once.testing.fake_kafka``), recreates the checkpoint and reads from ``earliest`` again (the
 records the table holds are dropped row by row), then once more from ``latest`` after records
 arrived (refused as a gap), and prints one JSON line per step.
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     from streaming_exactly_once import ExactlyOnceSink
-    from tests.sources.fake_kafka import FakeKafka, produce
+    from streaming_exactly_once.testing.fake_kafka import FakeKafka, produce
 
     spark = SparkSession.builder.remote("local[1]").config("spark.sql.shuffle.partitions", "2").getOrCreate()
     spark.dataSource.register(FakeKafka)

@@ -9,7 +9,7 @@
 by p) and output ``byp`` (json, one table per value of p, its own transform) - one commit.
 ``--private-manifest`` (with ``--format delta``): ``spark_manifest=False``, the manifest in
 ``_seo/manifest`` only.
-``--kafka DIR`` reads the Kafka stand-in (``tests.sources.fake_kafka``, topics ``--topics``) instead
+``--kafka DIR`` reads the Kafka stand-in (``streaming_exactly_once.testing.fake_kafka``, topics ``--topics``) instead
 of CSV files: ``id`` is the record's value, ``topic``/``partition``/``offset`` are kept for the
 sink's offset guard. ``--starting-offsets`` applies to an empty checkpoint only, as Kafka's does;
 ``table`` means ``sink.starting_offsets()`` (where the table's records end; earliest if none).
@@ -199,7 +199,7 @@ def main(argv=None) -> int:
 def kafka_stream(spark, sink, args):
     """The Kafka stand-in's records: ``id`` (the value, unique), ``p`` (partitions the table),
     and the source's ``topic``, ``partition`` and ``offset`` (the sink's offset guard reads them)."""
-    from tests.sources.fake_kafka import FakeKafka
+    from streaming_exactly_once.testing.fake_kafka import FakeKafka
 
     spark.dataSource.register(FakeKafka)
     starting = args.starting_offsets

@@ -1,5 +1,5 @@
 """Exactly once for a Kafka-like source across lost checkpoints: real streaming queries over the
-stand-in source (``tests.sources.fake_kafka``), every record counted in the table."""
+stand-in source (``streaming_exactly_once.testing.fake_kafka``), every record counted in the table."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pyspark.errors import StreamingQueryException
 from streaming_exactly_once import DatasetSink, ExactlyOnceSink, read
 from streaming_exactly_once.cli.main import main
 from streaming_exactly_once.errors import OffsetColumnsMissingError
-from tests.sources.fake_kafka import FakeKafka, expire, produce
+from streaming_exactly_once.testing.fake_kafka import FakeKafka, expire, produce
 
 pytestmark = pytest.mark.spark
 

@@ -19,7 +19,7 @@ successor driver commits through a compaction and is still running when the zomb
 At the end a clean run drains everything, ``recover`` runs, and ``verify.verify_tortured_table``
 checks the result independently.
 
-With ``kafka`` the input is the Kafka stand-in (``tests.sources.fake_kafka``) instead of CSV
+With ``kafka`` the input is the Kafka stand-in (``streaming_exactly_once.testing.fake_kafka``) instead of CSV
 files: the feeder produces records with unique ids to topics ``a`` and ``b`` (two partitions
 each; ``b`` grows a third halfway through the schedule), and every checkpoint deletion restarts
 the query alternately from ``startingOffsets=earliest`` (the sink must drop what the table holds,
@@ -189,7 +189,7 @@ class TortureRun:
     def _produce(self, n: int) -> None:
         """``n`` x ``rows_per_file`` records with unique ids (their value), round-robin over
         every partition of the topics."""
-        from tests.sources.fake_kafka import produce
+        from streaming_exactly_once.testing.fake_kafka import produce
 
         parts = [(topic, p) for topic, count in self._partitions.items() for p in range(count)]
         values: dict[tuple[str, int], list[str]] = {tp: [] for tp in parts}

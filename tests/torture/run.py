@@ -17,7 +17,7 @@ transaction, the same files as the manifest). ``make torture ARGS="--delta --kil
 batch changes the table's schema, so ``after-schema`` (its schema record written, its manifest
 entry not yet) joins the boundaries killed at.
 
-``--kafka`` reads a Kafka-like source (``tests.sources.fake_kafka``) instead of CSV files:
+``--kafka`` reads a Kafka-like source (``streaming_exactly_once.testing.fake_kafka``) instead of CSV files:
 records with unique ids produced to two topics (a partition added halfway), every checkpoint
 deletion restarting the query from ``startingOffsets=earliest`` and from ``sink.starting_offsets()``
 in turn; every produced record must be in the table once and the table's offsets must be the

@@ -218,7 +218,7 @@ def test_bounded_torture_of_a_private_manifest_delta_table(spark, tmp_path):
 
 @pytest.mark.long
 def test_bounded_torture_of_a_kafka_like_source(spark, tmp_path):
-    """The Kafka stand-in (``tests.sources.fake_kafka``) read into a table, killed at every
+    """The Kafka stand-in (``streaming_exactly_once.testing.fake_kafka``) read into a table, killed at every
     rename-mode boundary (and once in direct mode), a replay and two checkpoint deletions mixed
     in: the first new query starts from ``startingOffsets=earliest`` (the sink drops what the
     table holds, row by row), the second from ``sink.starting_offsets()`` (exactly where the

@@ -190,7 +190,7 @@ def verify_tortured_delta(table: Path, input_dir: Path, *, manifest: str = "_spa
 
 def produced_records(kafka_dir: Path) -> dict[tuple[str, int], list[int]]:
     """Every record of the Kafka stand-in's partitions, (topic, partition) -> ids by offset, read
-    from its files directly (``tests.sources.fake_kafka``: a line per record, nothing expired)."""
+    from its files directly (``streaming_exactly_once.testing.fake_kafka``: a line per record, nothing expired)."""
     out = {}
     for topic in sorted(os.listdir(kafka_dir)):
         for name in os.listdir(kafka_dir / topic):

@@ -1,5 +1,15 @@
-"""A streaming source that behaves like Spark's Kafka source where the sink can tell (Spark 4's
-Python data source API; the Kafka connector's jars cannot be fetched here).
+"""A streaming source that behaves like Spark's Kafka source where the sink can tell, without a
+broker or the Kafka connector (Spark 4's Python data source API): try the Kafka path of a job -
+a lost checkpoint, ``startingOffsets``, an offset gap - on a laptop (docs/kafka.md), as this
+project's own tests do.
+
+    from streaming_exactly_once.testing.fake_kafka import FakeKafka, produce
+    spark.dataSource.register(FakeKafka)
+    produce("/tmp/kafka", "events", 0, ["a", "b"])          # topic "events", partition 0
+    df = spark.readStream.format("fakekafka").option("path", "/tmp/kafka").option("subscribe", "events").load()
+
+Spark's Python workers import this module, so they need the library (``PYSPARK_PYTHON``, as
+for the sink itself).
 
 What it shares with Kafka's source: rows with ``key``, ``value``, ``topic``, ``partition`` and
 ``offset``; offsets in the checkpoint as ``{"topic": {"0": 42}}`` (the next offset to read per
@@ -81,9 +91,11 @@ class _Reader(DataSourceStreamReader):
             return {t: {p: e for p, (e, _) in parts.items()} for t, parts in state.items()}
         if self.starting == "latest":
             return {t: {p: end for p, (_, end) in parts.items()} for t, parts in state.items()}
-        return json.loads(self.starting)
+        given: dict[str, Any] = json.loads(self.starting)
+        return given
 
-    def latestOffset(self) -> dict[str, Any]:
+    # the signature of Spark 4.0-4.1 (4.2+ calls it too); Spark's newer one adds a read limit
+    def latestOffset(self) -> dict[str, Any]:  # type: ignore[override]
         return {t: {p: end for p, (_, end) in parts.items()} for t, parts in self._state().items()}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[_Range]:
@@ -101,7 +113,8 @@ class _Reader(DataSourceStreamReader):
                     ranges.append(_Range(topic, int(p), begin, stop))
         return ranges
 
-    def read(self, partition: _Range) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, _Range)
         with open(os.path.join(self.root, partition.topic, str(partition.partition))) as fh:
             lines = fh.read().splitlines()
         for offset in range(partition.start, partition.end):
