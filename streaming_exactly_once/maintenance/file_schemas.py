@@ -17,7 +17,9 @@ bytes) and its columns compared with the table schema's:
 
 Problems are reported per column and type, with how many files and one of them. A file missing
 a nullable column is fine (its rows read as null). Timestamps of any unit and nested types of the
-same kind are not told apart: Spark writes timestamps as INT96 by default.
+same kind are not told apart: Spark writes timestamps as INT96 by default. A ``variant`` column
+is a struct of binary ``metadata`` and ``value`` (and ``typed_value`` where Spark shredded it) in
+the file, as Parquet's variant encoding stores it.
 """
 
 from __future__ import annotations
@@ -89,6 +91,25 @@ def spark_kind(arrow_type: Any) -> str | None:
     return None
 
 
+def _variant_layout(arrow_type: Any) -> bool:
+    """Whether a file's column is Parquet's encoding of a ``variant`` (Spark 4 writes one as a
+    group of a binary ``metadata``, a binary ``value`` and, shredded, a ``typed_value``; Arrow
+    reads the group as a plain struct)."""
+    import pyarrow.types as t
+
+    if not t.is_struct(arrow_type):
+        return False
+    fields = {arrow_type.field(i).name: arrow_type.field(i).type for i in range(arrow_type.num_fields)}
+    binary = (t.is_binary, t.is_large_binary)
+    return (
+        set(fields) <= {"metadata", "value", "typed_value"}
+        and "metadata" in fields
+        and any(is_(fields["metadata"]) for is_ in binary)
+        and ("value" in fields or "typed_value" in fields)
+        and ("value" not in fields or any(is_(fields["value"]) for is_ in binary))
+    )
+
+
 def _table_kind(type_: Any) -> str:
     bare = shape(type_)
     if isinstance(bare, dict):
@@ -117,7 +138,7 @@ def check_file_schemas(files: CommittedFiles, table_schema: str, partition_by: t
                 found.setdefault(("file-schema-extra", field.name, kind or str(field.type)), []).append(rel)
                 continue
             want = _table_kind(table[field.name]["type"])
-            if kind is None or kind == want:
+            if kind is None or kind == want or (want == "variant" and _variant_layout(field.type)):
                 continue
             problem = "file-schema-narrower" if (kind, want) in WIDENINGS else "file-schema"
             found.setdefault((problem, field.name, kind), []).append(rel)

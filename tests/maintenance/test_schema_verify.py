@@ -100,3 +100,40 @@ def test_files_narrower_than_a_widened_table_are_a_warning(tmp_path):
     assert report.ok and [(p.severity, p.kind) for p in report.problems] == [("warning", "file-schema-narrower")]
     assert "1 file(s)" in report.problems[0].detail and report.problems[0].path.endswith("part-0.parquet")
     assert verify_table(storage, check_schemas=False).problems == []
+
+
+def test_spark_4_variant_columns_plain_or_shredded_agree_with_a_variant_table_column(tmp_path):
+    """Spark 4 stores a VARIANT column as Parquet's variant group - binary ``metadata`` and
+    ``value``, and a ``typed_value`` where it shredded the values; Arrow reads it as a struct. That
+    is the table's ``variant``, not a ``file-schema`` error; a string column still is one."""
+    schema = json.dumps(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+                {"name": "var", "type": "variant", "nullable": True, "metadata": {}},
+            ],
+        }
+    )
+    plain = pa.struct([pa.field("metadata", pa.binary(), nullable=False), pa.field("value", pa.binary())])
+    typed = pa.struct([pa.field("value", pa.binary()), pa.field("typed_value", pa.int64())])
+    shredded = pa.struct(
+        [
+            pa.field("metadata", pa.binary(), nullable=False),
+            pa.field("value", pa.binary()),
+            pa.field("typed_value", pa.struct([pa.field("a", typed)])),
+        ]
+    )
+    storage = open_storage(str(tmp_path / "t"))
+    c = make_committer(storage)
+    c.open()
+    commit_file(c, 0, pa.table({"id": [1], "var": pa.array([{"metadata": b"\x01\x00\x00", "value": b"\x0c\x01"}], plain)}), schema)
+    value = {"metadata": b"\x01\x01\x00\x01a", "value": None, "typed_value": {"a": {"value": None, "typed_value": 1}}}
+    commit_file(c, 1, pa.table({"id": [2], "var": pa.array([value], shredded)}), schema)
+    c.close()
+    assert verify_table(storage).problems == []
+    c = make_committer(storage)
+    c.open()
+    commit_file(c, 2, pa.table({"id": [3], "var": ["{}"]}), schema)  # a file whose column is a string
+    c.close()
+    assert [(p.kind, p.severity) for p in verify_table(storage).problems] == [("file-schema", "error")]
