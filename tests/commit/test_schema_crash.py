@@ -153,3 +153,58 @@ def test_an_iceberg_tables_added_column_and_its_batch_appear_together(tmp_path, 
         assert "extra" not in DeltaTable(str(table), version=1).to_pyarrow_table().column_names
     assert _columns(table) == (2, ["id", "p", "extra"])
     assert verify_table(open_storage(str(table))).errors == []
+
+
+def test_a_discarded_claims_schema_record_is_not_the_schema_of_the_batch_that_reuses_its_number(tmp_path):
+    """A is killed after batch 2's schema record (``extra`` added); the claim's data file is then
+    lost (deleted outside the protocol), so a person discards the claim (``seo recover
+    --discard-wal 2``). The record stays behind. B's batch 2 has the old columns and changes no
+    schema: it must be read with batch 0's schema, not the discarded one's."""
+    from streaming_exactly_once.table.schema_log import schema_as_of
+    from tests.commit.power_cut_runs import seo
+
+    table = tmp_path / "t"
+    writers: list[Writer] = []
+    try:
+        a = Writer(
+            _program(
+                "A",
+                table,
+                [
+                    {"do": "open"},
+                    {"do": "commits", "query": QA, "count": 2, "schema": SCHEMA_JSON},
+                    {"do": "commits", "query": QA, "count": 1, "schema": EXTRA_SCHEMA_JSON, "crash_at": "after-schema"},
+                    {"do": "hang"},
+                ],
+            )
+        )
+        writers.append(a)
+        a.proc.wait(timeout=120)
+        assert a.proc.returncode == -signal.SIGKILL, a.output()
+        assert schema_batches(open_storage(str(table))) == [0, 2]
+        lost = [*table.glob("p=a/part-*-2.c000.snappy.parquet"), *(table / "_seo" / "staging").glob("2-*/data/p=a/*.parquet")]
+        assert lost
+        for path in lost:
+            path.unlink()  # the claim can never complete
+        code, out = seo("recover", "--discard-wal", "2", "--lease-timeout", "2s", str(table))
+        assert code == 0, out
+        b = Writer(
+            _program(
+                "B",
+                table,
+                [
+                    {"do": "open", "retry_s": 10},
+                    {"do": "commits", "query": QA, "count": 1, "first": 2, "schema": SCHEMA_JSON},  # Spark re-runs batch 2, old columns
+                    {"do": "close"},
+                ],
+            )
+        )
+        writers.append(b)
+        assert b.wait(timeout=120) == 0, b.output()
+    finally:
+        stop_all(writers)
+    storage = open_storage(str(table))
+    assert schema_as_of(storage, 2) == schema_as_of(storage, 0)
+    assert [(r.batch_id, r.reason) for r in schema_history(storage)] == [(0, "create")]
+    assert _columns(table) == (2, ["id", "p"])
+    assert verify_table(storage).errors == []
