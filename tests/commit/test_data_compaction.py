@@ -95,6 +95,34 @@ def test_gc_deletes_replaced_files_once_no_retained_batch_names_them(tmp_path):
     assert code == 0 and json.loads(out)["problems"] == [], out
 
 
+def test_gc_keeps_the_files_only_a_delta_remove_names_so_delta_time_travel_reads_every_version(tmp_path):
+    """A Delta table's compaction batch removes the files it merged (``dataChange`` false). Once
+    the manifest's retention no longer names them, Delta's log still does: a Delta reader
+    time-travels to the versions before the remove. gc leaves them to Delta's own VACUUM."""
+    root = tmp_path / "t"
+    options = {"compact_interval": 3, "compaction": POLICY, "min_batches_to_retain": 1, "cleanup_delay_ms": 0}
+    committer = delta_committer(open_storage(str(root)), **options)
+    for b in range(9):
+        commit_batch(committer, Q, b, ids_of(b))
+        committer.janitor.drain()
+    committer.close()
+    removed = {
+        json.loads(line)["remove"]["path"]
+        for v in range(9)
+        for line in (root / "_delta_log" / f"{v:020d}.json").read_text().splitlines()
+        if "remove" in json.loads(line)
+    }
+    manifest = {e.uri.rsplit("/", 2)[-2] + "/" + e.uri.rsplit("/", 1)[-1] for e in ManifestLog(open_storage(str(root))).files()}
+    assert removed and not removed & manifest  # only Delta's log still names them
+    code, out = seo("gc", "--older-than", "0s", str(root))
+    assert code == 0, out
+    assert all((root / path).exists() for path in removed), "gc deleted files a Delta version before their remove reads"
+    for version in range(9):
+        assert delta_ids(root, version=version) == Counter(i for x in range(version + 1) for i in ids_of(x)), version
+    code, out = seo("--json", "verify", str(root))
+    assert code == 0 and json.loads(out)["problems"] == [], out
+
+
 def test_a_delta_table_gets_one_commit_per_batch_with_the_rewrite_as_no_data_change(tmp_path):
     root = tmp_path / "t"
     committer = delta_committer(open_storage(str(root)), compact_interval=3, compaction=POLICY)
