@@ -200,6 +200,9 @@ class DeltaTarget:
                 if table is None:
                     if schema_json is None:
                         self.check_batch(None, partition_by, refresh=False)
+                    # delta-rs makes the directory without syncing its name into the table's: made
+                    # here first, durably, a power cut cannot take the whole log with it
+                    self.storage.makedirs(LOG_DIR)
                     tx.create_table_with_add_actions(
                         self.uri,
                         dl.Schema.from_json(table_schema or schema_json),

@@ -21,9 +21,12 @@ commit boundary) for a later ``power_cut(image)``: the cut "happened" at that in
 How it learns: ``storage.local`` sends every fsync through ``_fsync_fd`` and ``_fsync_dir``;
 ``PowerCutDisk`` (a context manager) wraps both for the paths under its root, in every thread
 of this process. Files are told apart by inode and birth time (``statx``), so a reused inode
-number is a new file. Paths matching ``keep`` (default: ``_delta_log``, which delta-rs writes
-with system calls this model cannot see) are kept as they were at the instant of the image.
-``real_fsync=False`` (the default) records without waiting for the real disk.
+number is a new file. What a native library writes itself - delta-rs's ``_delta_log`` files, a
+pyiceberg catalog's metadata file - is seen like any file: the model learns of it at the next
+sync of its directory, and its bytes only from a sync of the file, which the sink must make
+(it never syncs on its own), so such a write is lost at the cut unless the sink synced it.
+Paths matching ``keep`` (default none) are kept as they were at the instant of the image
+instead. ``real_fsync=False`` (the default) records without waiting for the real disk.
 """
 
 from __future__ import annotations
@@ -46,8 +49,6 @@ from ..storage import local
 Kind = Literal["file", "dir"]
 #: (device, inode, birth time in ns): a file, even after its inode number is reused
 FileId = tuple[int, int, int]
-
-DELTA_LOG = r"(^|/)_delta_log(/|$)"
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ class PowerCutDisk:
         root: str | os.PathLike[str],
         *,
         lost: Literal["empty", "nul"] = "empty",
-        keep: Iterable[str] = (DELTA_LOG,),
+        keep: Iterable[str] = (),
         real_fsync: bool = False,
     ) -> None:
         self.root = os.path.realpath(os.fspath(root))

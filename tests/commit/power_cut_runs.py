@@ -27,8 +27,10 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import threading
 import time
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,16 +61,20 @@ class TableKind:
     #: compaction on: the batches before each compaction batch get their rewrites written in the
     #: background (drained after each batch, so each run is the same), the compaction batches publish them
     compacted: bool = False
+    #: format="iceberg": "path" (the table's own metadata files) or "catalog" (a SQLite catalog
+    #: beside the table, outside the disk that loses power: a catalog service keeps its pointer)
+    iceberg: str | None = None
 
     @property
     def parquet(self) -> bool:
         """Whether its batches are Parquet files (``commit_batch``, with their schema): a Delta
-        table's, and a compacted one's (only Parquet files are rewritten); else raw bytes."""
-        return self.delta or self.compacted
+        or Iceberg table's, and a compacted one's (only Parquet files are rewritten); else raw bytes."""
+        return self.delta or self.compacted or self.iceberg is not None
 
     @property
     def name(self) -> str:
-        return f"{'delta-' if self.delta else ''}{'' if self.spark_manifest else 'private-'}{self.mode}{'-compacted' if self.compacted else ''}"
+        formats = ("delta-" if self.delta else "") + (f"iceberg-{self.iceberg}-" if self.iceberg else "")
+        return f"{formats}{'' if self.spark_manifest else 'private-'}{self.mode}{'-compacted' if self.compacted else ''}"
 
 
 @dataclass(frozen=True)
@@ -98,10 +104,25 @@ class RunResult:
 POLICY = CompactionPolicy(target_size=1 << 20, min_files=3, min_age_ms=0, max_bytes=1 << 20)
 
 
+def _catalog(root: Path) -> tuple[str, dict[str, str]]:
+    """The SQLite catalog of an ``iceberg="catalog"`` run: (name, properties), beside ``root``."""
+    real = Path(os.path.realpath(root))
+    return f"pc{zlib.crc32(str(real).encode())}", {"type": "sql", "uri": f"sqlite:///{real.parent}/{real.name}.catalog.db"}
+
+
 def _committer(storage, kind: TableKind):
     opts: dict = {"compact_interval": 3, "min_batches_to_retain": 1, "cleanup_delay_ms": 0}
     if kind.compacted:
         opts["compaction"] = POLICY
+    if kind.iceberg is not None:
+        from streaming_exactly_once.iceberg.settings import IcebergCatalogRef
+        from tests.iceberg.table_helpers import iceberg_committer
+
+        if kind.iceberg == "catalog":
+            name, props = _catalog(Path(storage.root_uri.removeprefix("file://")))
+            opts["iceberg_catalog"] = IcebergCatalogRef(name, "db.events")
+            opts["iceberg_catalog_properties"] = tuple(sorted(props.items()))
+        return iceberg_committer(storage, delta=kind.delta, spark_manifest=kind.spark_manifest, **opts)
     if kind.delta:
         return delta_committer(storage, spark_manifest=kind.spark_manifest, checkpoint_interval=3, **opts)
     return make_committer(storage, **opts)
@@ -129,7 +150,7 @@ def _recording_rules(firings: list[tuple[str, int]], batch: list[int]) -> list[R
 def run(root: Path, kind: TableKind, fault: Eio | Cut | None = None, *, record: bool = False) -> RunResult:
     result = RunResult()
     root.mkdir(parents=True, exist_ok=True)
-    with PowerCutDisk(root) as disk:
+    with PowerCutDisk(root) as disk, _catalog_configured(root, kind):
         base = FaultInjectingStorage(open_storage(str(root)))
         outer = FaultInjectingStorage(base)  # the failing batch's own rule
         batch = [0]
@@ -138,7 +159,7 @@ def run(root: Path, kind: TableKind, fault: Eio | Cut | None = None, *, record: 
 
         def cut_here() -> None:
             if not image:
-                image.append((disk.image(), set(acked)))
+                image.append((disk.image(), set(acked), _catalog_bytes(root, kind)))
 
         if isinstance(fault, Cut):
             base.arm([call_at(fault.spec, cut_here)])
@@ -170,10 +191,55 @@ def run(root: Path, kind: TableKind, fault: Eio | Cut | None = None, *, record: 
         if isinstance(fault, Cut) and not image:
             result.problems.append(f"the run never reached {fault.spec}")
             return result
-        cut_image, result.acked = image[0] if image else (None, set(acked))
+        cut_image, result.acked, catalog = image[0] if image else (None, set(acked), None)
         result.cut = disk.power_cut(cut_image)
+        if catalog is not None:  # the catalog service, as it was at that instant
+            Path(_catalog(root)[1]["uri"].removeprefix("sqlite:///")).write_bytes(catalog)
         _restart_and_check(root, kind, result)
     return result
+
+
+@contextlib.contextmanager
+def _catalog_configured(root: Path, kind: TableKind):
+    """An ``iceberg="catalog"`` run's catalog, created, and configured for the ``seo`` commands
+    (pyiceberg's ``PYICEBERG_CATALOG__<NAME>__*``) while the run lasts."""
+    if kind.iceberg != "catalog":
+        yield
+        return
+    import pyiceberg.catalog
+    from pyiceberg.utils.config import Config
+
+    name, props = _catalog(root)
+    pyiceberg.catalog.load_catalog(name, **props).create_tables()
+    env = {f"PYICEBERG_CATALOG__{name.upper()}__{k.upper()}": v for k, v in props.items()}
+    os.environ.update(env)
+    before = pyiceberg.catalog._ENV_CONFIG
+    pyiceberg.catalog._ENV_CONFIG = Config()  # read at import: as a new `seo` process would read it
+    try:
+        yield
+    finally:
+        for key in env:
+            os.environ.pop(key, None)
+        pyiceberg.catalog._ENV_CONFIG = before
+
+
+def _catalog_bytes(root: Path, kind: TableKind) -> bytes | None:
+    """The catalog's database now (each of its commits is durable): a power cut "at this
+    instant" finds the catalog's pointer as it was then, not as the rest of the run left it."""
+    return Path(_catalog(root)[1]["uri"].removeprefix("sqlite:///")).read_bytes() if kind.iceberg == "catalog" else None
+
+
+def _iceberg_ids(root: Path, kind: TableKind) -> Counter:
+    """Row ids as pyiceberg reads the table: by path (its version hint), or through the catalog."""
+    if kind.iceberg == "catalog":
+        from pyiceberg.catalog import load_catalog
+
+        name, props = _catalog(root)
+        table = load_catalog(name, **props).load_table("db.events")
+        return Counter(table.scan().to_arrow().column("id").to_pylist())
+    from tests.iceberg.table_helpers import pyiceberg_ids
+
+    return pyiceberg_ids(root)
 
 
 def _close(committer) -> None:
@@ -190,6 +256,8 @@ def _read(root: Path, kind: TableKind) -> dict[str, Counter | str]:
         readers = {"manifest": lambda: Counter(read.arrow(str(root), columns=["id"]).column("id").to_pylist())}
     if kind.delta:
         readers["delta-rs"] = lambda: delta_ids(root)
+    if kind.iceberg is not None:
+        readers["pyiceberg"] = lambda: _iceberg_ids(root, kind)
     out: dict[str, Counter | str] = {}
     for name, fn in readers.items():
         try:
