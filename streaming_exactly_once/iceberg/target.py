@@ -158,6 +158,15 @@ class IcebergTarget:
 
             self.catalog().write_hint(_version_of(self._table.metadata_location))
 
+    def required_partition_columns(self) -> list[str]:
+        """Partition source columns the current schema requires (a release before optional
+        partition columns created them so; pyiceberg cannot read such a table: ``evolve``)."""
+        table = self.load(refresh=False) or self.load()
+        if table is None:
+            return []
+        schema = table.schema()
+        return [schema.find_field(f.source_id).name for f in table.metadata.spec().fields if schema.find_field(f.source_id).required]
+
     def applied_batch(self, *, refresh: bool = True) -> int | None:
         """The newest manifest batch committed to the Iceberg table (its high-water mark), or None."""
         table = self.load(refresh=refresh)

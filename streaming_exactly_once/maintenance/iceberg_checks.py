@@ -5,7 +5,8 @@ Iceberg metadata (``iceberg.target``), beside its manifest.
   ``seo.batch-id.<app id>``), the current metadata file and the catalog;
 * verify: the Iceberg table holds the manifest's batches - a batch still pending in the WAL is a
   warning (``iceberg-pending``: the next start rolls it forward), anything else behind or ahead
-  an error - and its current snapshot names the same data files as the manifest;
+  an error - and its current snapshot names the same data files as the manifest; a required
+  partition column (``iceberg-required-partition``) is a warning;
 * gc: every file a retained snapshot or a retained metadata version needs (data files,
   manifests, manifest lists, metadata files, the version hint) is kept; what only expired
   snapshots or retired metadata versions named is garbage.
@@ -64,6 +65,7 @@ def check_iceberg(
         applied = target.applied_batch()
         live = {f.path for f in target.live_files()}
         hint_ok = target.hint_current()
+        required = target.required_partition_columns()
     except ExactlyOnceError as exc:
         report.add("error", "iceberg-unreadable", storage.uri("metadata"), str(exc))
         return
@@ -89,6 +91,14 @@ def check_iceberg(
             "names an older metadata version than the current one (a writer died between the two); path-based readers read the "
             "older version until the next start or `seo recover` points it right (a writer frozen after its commit "
             "can move it back while a newer writer runs: the next start points it right)",
+        )
+    if required:
+        report.add(
+            "warning",
+            "iceberg-required-partition",
+            where,
+            f"partition column(s) {required} are required in the Iceberg schema (as a release before this one created them); "
+            "Spark's files do not hold them, and pyiceberg refuses to read the table. The next batch makes them optional.",
         )
     manifest_files = set(current.relative)
     if applied == latest and live != manifest_files:

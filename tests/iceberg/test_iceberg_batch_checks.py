@@ -246,11 +246,15 @@ def test_a_table_an_earlier_release_made_with_a_required_partition_column_is_rea
     assert required_paths(metadata_versions(table)[-1]) == {"p"}
     with pytest.raises(ResolveError, match="required"):
         StaticTable.from_metadata(str(table)).scan().to_arrow()
+    committer.close()
+    assert [p.kind for p in verify_table(open_storage(str(table))).problems] == ["iceberg-required-partition"]
+    committer = iceberg_committer(open_storage(str(table)))
     commit_files(committer, 1, pq_ids([10, 11]), 2, schema)
     committer.close()
     assert required_paths(metadata_versions(table)[-1]) == set()
     got = StaticTable.from_metadata(str(table)).scan().to_arrow().to_pylist()
     assert sorted((r["id"], r["p"]) for r in got) == [(0, "a"), (1, "a"), (10, "a"), (11, "a")]
+    assert verify_table(open_storage(str(table))).problems == []
 
 
 def pq_ids(ids: list[int]) -> bytes:
