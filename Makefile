@@ -2,7 +2,8 @@
 #   make demo   - set up .venv with what the demo needs ([spark,arrow]) and run the default job end to end
 #   make test   - set up .venv with everything, run make lint (ruff, mypy, the import-layer contracts),
 #                 make docs (the strict documentation build), then the test suite (which opens every
-#                 page of the site in headless Chromium: make browser installs it from Debian)
+#                 page of the site in headless Chromium: make browser installs it from Debian, and
+#                 builds clean venvs the way users install: make install-matrix runs those alone)
 # Longer runs are separate: make torture, make torture-matrix, make explore, make bench.
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
@@ -13,7 +14,7 @@ EXTRAS := all,test,bench,docs
 DEMO_STAMP  := $(VENV)/.installed-demo
 DEMO_EXTRAS := spark,arrow
 
-.PHONY: demo test test-long test-fast torture torture-matrix explore bench lint docs docs-serve browser postgres prometheus venv demo-venv check-java clean emulators
+.PHONY: demo test test-long test-fast install-matrix torture torture-matrix explore bench lint docs docs-serve browser postgres prometheus venv demo-venv check-java clean emulators
 
 $(STAMP): setup.cfg setup.py constraints.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -94,6 +95,11 @@ test: check-java venv emulators lint docs browser postgres prometheus
 # the long runs kept out of `make test` (Spark Connect tortures, zombies at every boundary, ...)
 test-long: check-java venv emulators
 	$(BIN)/python -m pytest -q -m long
+
+# clean venvs from this checkout's files: make demo on a fresh copy, the README's install lines (the
+# source and the built wheel) with the quickstart, and each extra on top (tests/install; part of make test)
+install-matrix: check-java venv
+	$(BIN)/python -m pytest -q -m install -n 2 --dist loadfile
 
 test-fast: venv
 	$(BIN)/python -m pytest -q -m "not spark and not torture"

@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> None:
     except ModuleNotFoundError as exc:
         refusal = extras.missing_extra(exc)
         if refusal is None:
-            raise
+            _fail_unexpected(exc, argv)
         _fail(f"error: {_one_line(str(refusal))}", argv, EXIT_MISSING_EXTRA)
     except OSError as exc:
         if exc.errno not in _ENVIRONMENT_ERRNOS:

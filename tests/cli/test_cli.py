@@ -201,20 +201,6 @@ def _clean_copy(dest: Path) -> Path:
 
 
 @pytest.mark.spark
-def test_quickstart_from_a_clean_copy(tmp_path):
-    copy = _clean_copy(tmp_path / "repo")
-    seo_bin = str(Path(sys.executable).parent / "seo")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEO_")}
-    env["PYTHONPATH"] = ""  # the installed package, not this checkout's tests
-    out = subprocess.run([seo_bin, "run", "landing_to_parquet", "--conf", "local"], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert out.stdout.count("\nbatch ") == 4
-    assert "rows in table    2000" in out.stdout and "duplicates       0" in out.stdout and "verified         True" in out.stdout
-    again = subprocess.run([seo_bin, "run", "landing_to_parquet", "--conf", "local"], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0 and "\nbatch " not in again.stdout and "rows in table    2000" in again.stdout
-
-
-@pytest.mark.spark
 @pytest.mark.long
 def test_multi_dataset_job_with_strict_checks(tmp_path):
     """The dataset-group job, with a row check that quarantines refunds and the full policy."""

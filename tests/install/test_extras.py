@@ -57,3 +57,26 @@ def test_getting_started_shows_every_extra_with_its_size():
     assert list(rows) == list(extras.EXTRAS)
     for extra in ("spark", "arrow", "delta", "iceberg", "s3", "polars", "duckdb"):
         assert rows[extra].rstrip(" |").endswith("MB"), rows[extra]  # measured: installed where the docs build
+
+
+def test_an_optional_package_missing_anywhere_in_seo_is_a_refusal_not_a_bug(monkeypatch, tmp_path, capsys):
+    """The CLI's last line of defence: an import that escaped its feature's check still ends as the
+    refusal (exit 4, the pip install line), never "this is a bug"."""
+    import pytest
+
+    from streaming_exactly_once.cli.main import main
+    from streaming_exactly_once.maintenance import status
+
+    def missing(storage):
+        raise ModuleNotFoundError("No module named 'pyiceberg'", name="pyiceberg")
+
+    (tmp_path / "_spark_metadata").mkdir()  # a table, as far as finding one goes
+    monkeypatch.setattr(status, "table_status", missing)
+    with pytest.raises(SystemExit) as exit_:
+        main(["status", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 4 and "pip install 'streaming-exactly-once[iceberg]'" in err and "bug" not in err, err
+    monkeypatch.setattr(status, "table_status", lambda storage: __import__("not_an_extra_package"))
+    with pytest.raises(SystemExit) as exit_:
+        main(["status", str(tmp_path)])
+    assert exit_.value.code == 1 and "this is a bug" in capsys.readouterr().err  # anything else is still reported as one
