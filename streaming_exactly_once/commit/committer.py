@@ -178,6 +178,8 @@ class TableCommitter(Writer):
         if m == 0 and (delta_step is not None or iceberg_step is not None):
             entries = self._adopted_entries() + entries
         rewrites = BatchRewrites() if self.rewrites is None else self.rewrites.for_batch(self.logs.require_manifest(), m, attempt.timings)
+        if not files and not rewrites:  # ``seo compact``'s empty batch: no Delta or Iceberg commit (``manifest.empty_batches``)
+            delta_step = iceberg_step = None
         moves = [FileMove(f.staged or "", f.final, f.size) for f in files] if attempt.mode == "rename" else []
         moves += rewrites.moves()
         entries += rewrites.entries(self.storage)

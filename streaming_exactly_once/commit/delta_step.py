@@ -36,10 +36,11 @@ from ..delta.files import DeltaFile
 from ..delta.stats import parquet_rows
 from ..delta.target import DeltaSettings, DeltaTarget
 from ..log.record_fields import flattened, json_field
+from ..manifest.empty_batches import empty_between
 from ..storage.base import Storage
 from .data_compaction import Rewrite
 from .format_step_fields import files_decoder, files_json, inside_field, strings
-from .step import CommitStep, StepContext, register
+from .step import CommitStep, StepContext, register, table_manifest
 
 
 @register
@@ -97,6 +98,7 @@ class CommitDelta(CommitStep):
                 table_schema=self.table_schema,
                 removed=[DeltaFile(path, size, 0) for r in self.rewrites for path, size in r.replaced],
                 rearranged=[DeltaFile(r.final, r.size, r.mtime_ms, r.rows) for r in self.rewrites],
+                skipped=lambda done: empty_between(table_manifest(ctx, self.table), done, self.batch_id - 1),
             )
         else:
             version = target.version_committing(self.batch_id)

@@ -50,6 +50,7 @@ from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
 from ..iceberg.target import IcebergTarget
 from ..log.compactible_log import CompactibleLog
 from ..log.compaction import is_compaction_batch
+from ..manifest.empty_batches import holds_manifest
 from ..manifest.entry import ManifestEntry
 from ..storage.base import Storage
 from ..table.commits_log import CommitRecord
@@ -247,7 +248,7 @@ class GroupCommitter(Writer):
         identity = note_root(child, identity)
         if is_delta:
             applied = self._delta_target(mb.table, identity).applied_batch()
-            if (-1 if applied is None else applied) != member.latest:
+            if not holds_manifest(applied, member.latest, member.logs.require_manifest()):
                 self.lease.check_fence("stage")  # a writer whose lease was taken over sees its successor's batches
                 raise DeltaTableError(
                     f"The Delta log of table {child.root_uri} holds batches up to {applied}, but its manifest holds "
@@ -257,7 +258,7 @@ class GroupCommitter(Writer):
                 )
         if is_iceberg:
             applied = self._iceberg_target(mb.table, identity).applied_batch()
-            if (-1 if applied is None else applied) != member.latest:
+            if not holds_manifest(applied, member.latest, member.logs.require_manifest()):
                 self.lease.check_fence("stage")  # a writer whose lease was taken over sees its successor's batches
                 raise IcebergTableError(
                     f"The Iceberg table {child.root_uri} holds batches up to {applied}, but its manifest holds batches up to "
@@ -378,6 +379,11 @@ class GroupCommitter(Writer):
                     delta_steps[-1] = replace(delta_steps[-1], rewrites=rewrites.rewrites)
                 if identity.is_iceberg:
                     iceberg_steps[-1] = replace(iceberg_steps[-1], rewrites=rewrites.rewrites)
+            elif not mb.files:  # ``seo compact``'s empty batch of the table: no Delta or Iceberg commit (``manifest.empty_batches``)
+                if identity.is_delta:
+                    delta_steps.pop()
+                if identity.is_iceberg:
+                    iceberg_steps.pop()
             record = attempt.record(
                 m,
                 epoch=epoch,

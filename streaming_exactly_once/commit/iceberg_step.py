@@ -47,10 +47,11 @@ from ..iceberg.files import IcebergFile, parquet_rows
 from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
 from ..iceberg.target import IcebergTarget
 from ..log.record_fields import flattened, json_field
+from ..manifest.empty_batches import empty_between
 from ..storage.base import Storage
 from .data_compaction import Rewrite
 from .format_step_fields import files_decoder, files_json, inside_field, strings
-from .step import CommitStep, StepContext, register
+from .step import CommitStep, StepContext, register, table_manifest
 
 
 @register
@@ -125,6 +126,7 @@ class CommitIceberg(CommitStep):
                     ([counted(IcebergFile(p, size, 0), leaving=True) for p, size in r.replaced], IcebergFile(r.final, r.size, r.mtime_ms, r.rows))
                     for r in self.rewrites
                 ],
+                skipped=lambda done: empty_between(table_manifest(ctx, self.table), done, self.batch_id - 1),
             )
             target.make_durable()  # before the commit record (the batch is acknowledged after it)
         else:

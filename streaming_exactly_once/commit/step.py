@@ -18,6 +18,7 @@ from dataclasses import dataclass, field as dc_field
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from ..log.record_fields import decode, encode
+from ..manifest.manifest_log import ManifestLog
 from ..storage.base import Storage
 from ..table.table_logs import TableLogs
 
@@ -74,6 +75,12 @@ class StepContext(MoveContext):
     #: A person's decision (``seo recover --accept-int96``): the ``iceberg`` step of a batch that a
     #: release without the check before the claim published may name its INT96 data files.
     accept_int96: bool = False
+
+
+def table_manifest(ctx: StepContext, table: str | None) -> ManifestLog:
+    """The manifest of the table a step commits: the root's, or a dataset group's table ``table``."""
+    logs = ctx.logs if table is None or ctx.member_logs is None else ctx.member_logs(table)
+    return logs.require_manifest()
 
 
 class CommitStep(ABC):

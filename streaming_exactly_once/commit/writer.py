@@ -34,6 +34,7 @@ from ..errors import ConfigError, DeltaTableError, ExactlyOnceError, IcebergTabl
 from ..iceberg.leftovers import discard_leftovers
 from ..iceberg.target import IcebergTarget
 from ..log.compactible_log import CompactibleLog
+from ..manifest.empty_batches import holds_manifest
 from ..storage.base import Storage
 from ..storage.io_threads import OwnedPool
 from ..table.attempt_key import AttemptKey
@@ -260,8 +261,8 @@ class Writer(ABC):
                 key="format",
             )
         applied = applied_batch()
-        applied = -1 if applied is None else applied
-        if applied != self.latest_batch_id:
+        if not holds_manifest(applied, self.latest_batch_id, self.logs.require_manifest()):
+            applied = -1 if applied is None else applied
             raise error(
                 f"The {what} {where} holds batches up to {applied} of table {self.storage.root_uri}, but its "
                 f"manifest holds batches up to {self.latest_batch_id} and no commit is pending. Readers of it and "

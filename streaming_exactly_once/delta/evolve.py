@@ -14,6 +14,11 @@ Delta protocol's mutual exclusion between writers (delta-rs does the same with
     {"txn":{"appId":"streaming-exactly-once:5b0c...","version":7,"lastUpdated":1795313165300}}
     {"add":{"path":"p=a/part-00000-....parquet","partitionValues":{"p":"a"},"size":903,"modificationTime":1795313165250,"dataChange":true,"stats":"{\\"numRecords\\":5}"}}
 
+A compaction batch's commit adds ``remove`` and ``add`` actions with ``dataChange`` false (the
+same rows in other files). ``seo compact``'s, which adds no data, is an ``OPTIMIZE``::
+
+    {"commitInfo":{"timestamp":...,"operation":"OPTIMIZE","operationParameters":{"predicate":"[]","zOrderBy":"[]"},"operationMetrics":{"numRemovedFiles":"4","numAddedFiles":"1"},"isBlindAppend":false,...}}
+
 ``metaData`` keeps everything of the table's but ``schemaString``; the protocol is unchanged.
 Paths are percent-encoded the way delta-rs encodes them (``add_path``). Which changes Delta
 allows without ``typeWidening`` - nullable columns added at the end, nothing else - is checked
@@ -120,17 +125,16 @@ def commit_lines(
     skip (the same rows, in other files)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     partitions = list(metadata.partition_columns or [])
-    actions: list[dict[str, Any]] = [
-        {
-            "commitInfo": {
-                "timestamp": now,
-                "operation": "WRITE",
-                "operationParameters": {"mode": "Append", "partitionBy": json.dumps(partitions)},
-                "engineInfo": ENGINE,
-                **dict(info),
-            }
-        },
-    ]
+    if rearranged and not files:  # ``seo compact``'s commit: files rewritten, no data added
+        operation: dict[str, Any] = {
+            "operation": "OPTIMIZE",
+            "operationParameters": {"predicate": "[]", "zOrderBy": "[]"},
+            "operationMetrics": {"numRemovedFiles": str(len(removed)), "numAddedFiles": str(len(rearranged))},
+            "isBlindAppend": False,
+        }
+    else:
+        operation = {"operation": "WRITE", "operationParameters": {"mode": "Append", "partitionBy": json.dumps(partitions)}}
+    actions: list[dict[str, Any]] = [{"commitInfo": {"timestamp": now, **operation, "engineInfo": ENGINE, **dict(info)}}]
     if table_schema is not None:
         actions.append(
             {

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import unquote
 
@@ -167,8 +167,11 @@ class DeltaTarget:
         table_schema: str | None = None,
         removed: Sequence[DeltaFile] = (),
         rearranged: Sequence[DeltaFile] = (),
+        skipped: Callable[[int], bool] | None = None,
     ) -> int | None:
         """Commit ``files`` as manifest batch ``batch_id`` unless it is in the log already.
+        ``skipped(done)``: whether the manifest batches after ``done`` and before ``batch_id``
+        hold no file (``manifest.empty_batches``: they have no Delta commit of their own).
 
         Returns the Delta version holding the batch (None if it could not be told apart, e.g.
         after a foreign writer's commits). ``fresh``: the snapshot was brought up to date by the
@@ -185,7 +188,7 @@ class DeltaTarget:
             done = None if table is None else txn_version(table, self.app_id)
             if done is not None and done >= batch_id:
                 return self.version_committing(batch_id)
-            self._check_follows(batch_id, done, table)
+            self._check_follows(batch_id, done, table, skipped)
             properties = tx.CommitProperties(
                 custom_metadata=info,
                 max_commit_retries=0,
@@ -273,17 +276,19 @@ class DeltaTarget:
             batch_id=batch_id,
         )
 
-    def _check_follows(self, batch_id: int, done: int | None, table: Any) -> None:
-        """Refuse to commit batch ``M`` unless the log's ``txn`` is ``M - 1`` (none for ``M = 0``).
+    def _check_follows(self, batch_id: int, done: int | None, table: Any, skipped: Callable[[int], bool] | None = None) -> None:
+        """Refuse to commit batch ``M`` unless the log's ``txn`` is ``M - 1`` (none for ``M = 0``),
+        or an earlier batch when every batch after it holds no file (``skipped``).
 
-        Batches reach the Delta log in order, one version each, so anything else means the log
-        lost commits it had: e.g. a ``N.json`` emptied by a power cut (delta-rs reads an empty
-        commit file as a version without actions), or a ``txn`` dropped by a writer honouring
-        ``delta.setTransactionRetentionDuration``. Committing on top would hide the loss from
-        Delta readers for good; stopping here keeps it visible and repairable.
+        Batches reach the Delta log in order, one version each (batches of no file none), so
+        anything else means the log lost commits it had: e.g. a ``N.json`` emptied by a power cut
+        (delta-rs reads an empty commit file as a version without actions), or a ``txn`` dropped
+        by a writer honouring ``delta.setTransactionRetentionDuration``. Committing on top would
+        hide the loss from Delta readers for good; stopping here keeps it visible and repairable.
         """
         expected = batch_id - 1
-        if (-1 if done is None else done) == expected:
+        held = -1 if done is None else done
+        if held == expected or (held < expected and skipped is not None and skipped(held)):
             return
         where = "has no Delta log" if table is None else f"is at Delta version {table.version()}"
         holds = "no batch of this table" if done is None else f"batches up to {done}"
@@ -392,12 +397,14 @@ class DeltaTarget:
         found = txn_version(table, self.app_id)
         return -1 if found is None else found
 
-    def version_for_batch(self, batch_id: int, *, hint: int | None = None) -> int:
+    def version_for_batch(self, batch_id: int, *, hint: int | None = None, skipped: Callable[[int, int], bool] | None = None) -> int:
         """The Delta version that is the table as of manifest batch ``batch_id``.
 
         ``hint``: the version the commit record noted (checked, not trusted). Otherwise a binary
         search over versions for the first whose ``txn`` reaches ``batch_id``: our txn version
-        only grows, one batch per version.
+        only grows, one batch per version. A batch of no file has no version of its own
+        (``manifest.empty_batches``): the table as of it is the version of the batch before it,
+        taken when ``skipped(held, batch_id)`` says every batch after ``held`` up to it holds no file.
         """
         if hint is not None and self._txn_at(hint) == batch_id:
             return hint
@@ -406,6 +413,8 @@ class DeltaTarget:
             raise InvalidAsOfError(f"as_of={batch_id}: {self.storage.root_uri} has no Delta log yet.", as_of=batch_id)
         lo, hi = 0, table.version()
         newest = txn_version(table, self.app_id)
+        if newest is not None and newest < batch_id and skipped is not None and skipped(newest, batch_id):
+            return int(hi)
         if newest is None or newest < batch_id:
             raise InvalidAsOfError(
                 f"as_of={batch_id}: manifest batch {batch_id} is not in the Delta table {self.storage.root_uri} (its "
@@ -419,7 +428,12 @@ class DeltaTarget:
                 lo = mid + 1
             else:
                 hi = mid
-        if self._txn_at(lo) != batch_id:
+        found = self._txn_at(lo)
+        if found is not None and found > batch_id and lo > 0 and skipped is not None:
+            held = self._txn_at(lo - 1)
+            if held is not None and held < batch_id and skipped(held, batch_id):
+                return lo - 1
+        if found != batch_id:
             raise InvalidAsOfError(
                 f"as_of={batch_id}: the Delta version of batch {batch_id} is no longer in {self.log_uri} (Delta log "
                 "retention, delta.logRetentionDuration, removed it). `seo log <table>` lists the batches readable.",

@@ -31,7 +31,7 @@ The bytes are on ``docs/design/iceberg-format.md``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import IcebergSchemaMismatchError, IcebergTableError, InvalidAsOfError
@@ -244,10 +244,14 @@ class IcebergTarget:
         fresh: bool = False,
         table_schema: str | None = None,
         rewrites: Sequence[tuple[Sequence[IcebergFile], IcebergFile]] = (),
+        skipped: Callable[[int], bool] | None = None,
     ) -> int | None:
         """Commit ``files`` as manifest batch ``batch_id`` unless the table holds it already;
         a compaction batch's ``rewrites`` (the files each replaces, its new file) as a
-        ``replace`` snapshot after the batch's append, in the same commit.
+        ``replace`` snapshot after the batch's append, in the same commit (``seo compact``'s
+        batch, which adds no file, is the ``replace`` alone). ``skipped(done)``: whether the
+        manifest batches after ``done`` and before ``batch_id`` hold no file
+        (``manifest.empty_batches``: they have no snapshot of their own).
 
         Returns the id of the snapshot holding the batch (None if it could not be told apart,
         e.g. expired meanwhile). ``fresh``: the table was read by the caller within this step.
@@ -264,7 +268,7 @@ class IcebergTarget:
                 self._unsynced = [] if found is None else self.commit_files(found)
                 self.repair_hint()
                 return found
-            self._check_follows(batch_id, done, table)
+            self._check_follows(batch_id, done, table, skipped)
             fileio = self.catalog().fileio
             fileio.created.clear()
             try:
@@ -354,10 +358,11 @@ class IcebergTarget:
         summary = {f"seo.{k}": str(v) for k, v in metadata.items()}
         summary.update({"seo.app-id": self.app_id, "seo.batch-id": str(batch_id)})
         added = data_files(txn.table_metadata, self.location, files, table=self.name)
-        with txn.update_snapshot(snapshot_properties=summary).merge_append() as append:
-            append.commit_uuid = batch_commit_uuid(self.app_id, batch_id)  # names its files (``leftovers``)
-            for data_file in added:
-                append.append_data_file(data_file)
+        if added or not rewrites:  # ``seo compact``'s batch (files rewritten, none added) is its replace alone
+            with txn.update_snapshot(snapshot_properties=summary).merge_append() as append:
+                append.commit_uuid = batch_commit_uuid(self.app_id, batch_id)  # names its files (``leftovers``)
+                for data_file in added:
+                    append.append_data_file(data_file)
         if rewrites:
             add_replace_snapshot(
                 txn, rewrites, location=self.location, table=self.name, summary=summary, commit_uuid=batch_commit_uuid(self.app_id, batch_id)
@@ -365,10 +370,12 @@ class IcebergTarget:
         committed: Table = txn.commit_transaction()
         return committed
 
-    def _check_follows(self, batch_id: int, done: int | None, table: Table | None) -> None:
-        """Refuse to commit batch ``M`` unless the table's high-water mark is ``M - 1`` (none for ``M = 0``)."""
+    def _check_follows(self, batch_id: int, done: int | None, table: Table | None, skipped: Callable[[int], bool] | None = None) -> None:
+        """Refuse to commit batch ``M`` unless the table's high-water mark is ``M - 1`` (none for
+        ``M = 0``), or an earlier batch when every batch after it holds no file (``skipped``)."""
         expected = batch_id - 1
-        if (-1 if done is None else done) == expected:
+        held = -1 if done is None else done
+        if held == expected or (held < expected and skipped is not None and skipped(held)):
             return
         where = "does not exist" if table is None else f"is at {table.metadata_location}"
         holds = "no batch of this table" if done is None else f"batches up to {done}"
@@ -458,12 +465,22 @@ class IcebergTarget:
         found = None if table is None else snapshot_of_batch(table.metadata, self.app_id, batch_id)
         return None if found is None else found.snapshot_id
 
-    def snapshot_for_batch(self, batch_id: int) -> int:
-        """The snapshot that is the table as of manifest batch ``batch_id`` (``as_of=M``)."""
+    def snapshot_for_batch(self, batch_id: int, *, skipped: Callable[[int, int], bool] | None = None) -> int:
+        """The snapshot that is the table as of manifest batch ``batch_id`` (``as_of=M``). A batch
+        of no file has no snapshot of its own (``manifest.empty_batches``): the table as of it is
+        the snapshot of the batch before it, taken when ``skipped(held, batch_id)`` says every
+        batch after ``held`` up to it holds no file."""
         table = self.load()
         if table is None:
             raise InvalidAsOfError(f"as_of={batch_id}: {self.name} has no Iceberg table yet.", as_of=batch_id)
         newest = _applied(table, self.app_id)
+        if skipped is not None and self.snapshot_committing(batch_id) is None:
+            from .history import batch_of
+
+            before = [(b, s.snapshot_id) for s in table.metadata.snapshots if (b := batch_of(s, self.app_id)) is not None and b < batch_id]
+            held = max((b for b, _ in before), default=None)
+            if held is not None and skipped(held, batch_id):
+                return [sid for b, sid in before if b == held][-1]  # the batch's newest (a compaction batch's replace)
         if newest is None or newest < batch_id:
             raise InvalidAsOfError(
                 f"as_of={batch_id}: manifest batch {batch_id} is not in the Iceberg table {self.name} (its newest batch "

@@ -18,6 +18,7 @@ stored.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ExactlyOnceError, MissingDependencyError
@@ -54,7 +55,13 @@ def iceberg_files(storage: Storage, iceberg: IcebergIdentity) -> set[str]:
 
 
 def check_iceberg(
-    storage: Storage, iceberg: IcebergIdentity, latest: int | None, current: CommittedFiles, report: VerifyReport, claimed: set[int]
+    storage: Storage,
+    iceberg: IcebergIdentity,
+    latest: int | None,
+    current: CommittedFiles,
+    report: VerifyReport,
+    claimed: set[int],
+    empty_after: Callable[[int], bool] = lambda held: False,
 ) -> None:
     """``seo verify``: the Iceberg table holds the manifest's batches and the same files;
     ``claimed``: the batches a pending claim completes (``verify.in_flight``)."""
@@ -71,6 +78,8 @@ def check_iceberg(
         return
     applied = -1 if applied is None else applied
     latest = -1 if latest is None else latest
+    if applied < latest and empty_after(applied):
+        applied = latest  # ``seo compact``'s batches of no file: no Iceberg snapshot of theirs
     if applied < latest:
         if all(b in claimed for b in range(applied + 1, latest + 1)):
             report.add(

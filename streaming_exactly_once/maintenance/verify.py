@@ -27,6 +27,7 @@ from ..commit.table_schema import read_only_schema
 from ..commit.wal import CommitSequenceStore
 from ..errors import ExactlyOnceError
 from ..log.record_fields import encode, json_field
+from ..manifest.empty_batches import empty_between
 from ..readers.committed_files import CommittedFiles
 from ..readers.file_checks import inspect_files
 from ..readers.visibility import committed_files
@@ -193,10 +194,15 @@ def verify_table(
         report.add("error", kind, uri, f"listed in the manifest but {problem}")
     for uri, target in problems.escapes:
         report.add("error", "symlink-outside-root", uri, f"a symbolic link to {target}, outside the table root; readers refuse it")
+    manifest = logs.manifest
+
+    def empty_after(held: int) -> bool:  # the batches after ``held`` hold no file: no format commit of theirs
+        return manifest is not None and latest is not None and empty_between(manifest, held, latest)
+
     if identity is not None and identity.delta_app_id is not None:
-        _check_delta(storage, identity.delta_app_id, latest, current, report, claimed)
+        _check_delta(storage, identity.delta_app_id, latest, current, report, claimed, empty_after)
     if identity is not None and identity.iceberg is not None:
-        check_iceberg(storage, identity.iceberg, latest, current, report, claimed)
+        check_iceberg(storage, identity.iceberg, latest, current, report, claimed, empty_after)
     if identity is not None and latest is not None:
         _check_schemas(storage, identity, latest, current, report, files=check_schemas and not problems.absent)
     if latest is not None:
@@ -252,7 +258,15 @@ def in_flight(logs: TableLogs, pending: PendingCommits, table: str | None, lates
     return out
 
 
-def _check_delta(storage: Storage, app_id: str, latest: int | None, current: CommittedFiles, report: VerifyReport, claimed: set[int]) -> None:
+def _check_delta(
+    storage: Storage,
+    app_id: str,
+    latest: int | None,
+    current: CommittedFiles,
+    report: VerifyReport,
+    claimed: set[int],
+    empty_after: Callable[[int], bool] = lambda held: False,
+) -> None:
     """A ``format="delta"`` table: the Delta log holds the manifest's batches and the same files."""
     from ..delta.target import DeltaTarget
 
@@ -265,6 +279,8 @@ def _check_delta(storage: Storage, app_id: str, latest: int | None, current: Com
         return
     applied = -1 if applied is None else applied
     latest = -1 if latest is None else latest
+    if applied < latest and empty_after(applied):
+        applied = latest  # ``seo compact``'s batches of no file: no Delta commit of theirs
     if applied < latest:
         if all(b in claimed for b in range(applied + 1, latest + 1)):
             report.add(

@@ -3,7 +3,9 @@
 Each batch is one Delta commit carrying the transaction (table, batch), so the two histories
 line up one to one: an engine reading the Delta log directly (``polars.read_delta(table,
 version=...)``, ``DeltaTable(table, version=...)``) reads the same rows as the manifest readers
-when it is given this version.
+when it is given this version. The empty batches ``seo compact`` commits to reach a compaction
+batch have no Delta version (``manifest.empty_batches``): as of one of them, the table is the
+version of the batch before it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from .. import extras
 from ..errors import InvalidAsOfError, MissingDependencyError, TableNotFoundError
+from ..manifest.empty_batches import empty_between
 from ..storage.base import Storage
 from ..table.commits_log import CommitsLog
 from ..table.identity import TableIdentity, read_identity
@@ -40,7 +43,9 @@ def version_of_batch(storage: Storage, identity: TableIdentity, batch_id: int, *
     if latest:
         return hint
     try:
-        return DeltaTarget(storage, identity.delta_app_id or "").version_for_batch(batch_id, hint=hint)
+        manifest = open_manifest(storage, identity)
+        target = DeltaTarget(storage, identity.delta_app_id or "")
+        return target.version_for_batch(batch_id, hint=hint, skipped=lambda held, upto: empty_between(manifest, held, upto))
     except (InvalidAsOfError, MissingDependencyError) as exc:
         log.warning("%s", exc)
         return None

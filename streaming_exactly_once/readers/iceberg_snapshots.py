@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import extras
 from ..errors import InvalidAsOfError, TableNotFoundError
+from ..manifest.empty_batches import empty_between
 from ..table.identity import read_identity
 from ..table.table_logs import open_manifest
 from .as_of import check_as_of
@@ -34,8 +35,10 @@ def iceberg_snapshot(path: str, *, as_of: int | None = None, storage_options: Ma
     if identity is None or identity.iceberg is None:
         raise TableNotFoundError(f"{storage.root_uri} is not an Iceberg table written by this library (format='iceberg').")
     extras.require("iceberg", what="read.iceberg_snapshot")  # it reads the Iceberg metadata
-    latest = latest_batch(storage, identity, open_manifest(storage, identity))
+    manifest = open_manifest(storage, identity)
+    latest = latest_batch(storage, identity, manifest)
     batch = latest if as_of is None else as_of
     if batch is None or (latest is not None and batch > latest):
         raise InvalidAsOfError(f"as_of={as_of}: table {storage.root_uri} has no batch {batch}; its latest batch is {latest}.", as_of=as_of)
-    return IcebergTarget(storage, identity.iceberg.app_id, catalog=identity.iceberg.catalog).snapshot_for_batch(batch)
+    target = IcebergTarget(storage, identity.iceberg.app_id, catalog=identity.iceberg.catalog)
+    return target.snapshot_for_batch(batch, skipped=lambda held, upto: empty_between(manifest, held, upto))

@@ -74,11 +74,18 @@ def test_compact_publishes_the_rewrite_at_the_next_compaction_batch(tmp_path, de
     assert read_ids(root) == ids_upto(6)
     for older in range(10):
         assert read_ids(root, as_of=older) == ids_upto(min(older, 6)), f"as of {older}"
-    if delta:
-        for version in range(10):
+    if delta:  # one Delta commit for the run: an OPTIMIZE of no data change (the empty batches 7-8 have none)
+        versions = sorted(int(p.name[:20]) for p in (root / "_delta_log").glob("*.json"))
+        assert versions == list(range(8)), versions
+        for version in range(8):
             assert delta_ids(root, version=version) == ids_upto(min(version, 6)), f"Delta version {version}"
-        actions = [json.loads(line) for line in (root / "_delta_log" / f"{9:020d}.json").read_text().splitlines()]
-        assert sum("remove" in a for a in actions) == 14 and all(a["remove"]["dataChange"] is False for a in actions if "remove" in a)
+        actions = [json.loads(line) for line in (root / "_delta_log" / f"{7:020d}.json").read_text().splitlines()]
+        info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
+        assert info["operation"] == "OPTIMIZE" and info["isBlindAppend"] is False, info
+        assert [a["txn"]["version"] for a in actions if "txn" in a] == [9]
+        assert sum("remove" in a for a in actions) == 14 and all(a[k]["dataChange"] is False for a in actions for k in ("add", "remove") if k in a)
+        # as of each manifest batch, the Delta version holding the same rows
+        assert [read.delta_version(str(root), as_of=b) for b in range(10)] == [0, 1, 2, 3, 4, 5, 6, 6, 6, 7]
     code, out = seo("--json", "verify", str(root))
     assert code == 0 and json.loads(out)["problems"] == [], out
 
@@ -260,5 +267,27 @@ def test_a_late_claim_whose_staged_rewrite_a_takeover_aborted_is_discarded(tmp_p
         assert read_ids(root, as_of=older) == ids_upto(min(older, 6) if older < 9 else 7), f"as of {older}"
     if delta:
         assert delta_ids(root) == ids_upto(7)
+    code, out = seo("--json", "verify", str(root))
+    assert code == 0 and json.loads(out)["problems"] == [], out
+
+
+def test_a_run_killed_after_an_empty_batch_leaves_a_delta_table_the_stream_goes_on_with(tmp_path):
+    """kill -9 once the run's first empty batch is committed: the manifest holds batch 7, which
+    holds no file, and the Delta log batch 6 - the same rows, so ``seo verify`` is clean and the
+    stream's next batch commits to Delta on top of batch 6. A Delta reader as of batch 7 reads
+    batch 6's version."""
+    root = tmp_path / "t"
+    table_of(root, delta=True)
+    run = subprocess.run([sys.executable, "-c", _KILLED_RUN, str(root), "after-commit"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == -signal.SIGKILL, run.stderr[-2000:]
+    assert ManifestLog(open_storage(str(root))).latest_batch_id(refresh=True) == 7
+    assert sorted(int(p.name[:20]) for p in (root / "_delta_log").glob("*.json")) == list(range(7))
+    code, out = seo("--json", "verify", str(root))  # the run's claim and staged rewrite are left: warnings
+    assert json.loads(out)["errors"] == 0 and not [p for p in json.loads(out)["problems"] if "delta" in p["kind"]], out
+    committer = _writer(root, True)
+    commit_batch(committer, Q, 7, list(range(70, 80)))  # the table's batch 8
+    committer.close()
+    assert read_ids(root) == delta_ids(root) == ids_upto(7)
+    assert [read.delta_version(str(root), as_of=b) for b in (6, 7, 8)] == [6, 6, 7]
     code, out = seo("--json", "verify", str(root))
     assert code == 0 and json.loads(out)["problems"] == [], out

@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from streaming_exactly_once import read as readers
 from streaming_exactly_once.maintenance.compact import MAINTENANCE_QUERY
 from streaming_exactly_once.maintenance.group_tables import newest_group_record
 from streaming_exactly_once.storage import open_storage
@@ -80,8 +81,13 @@ def test_compact_of_a_group_publishes_each_tables_rewrite_at_its_own_compaction_
         assert read_ids(root, "t0", as_of=m) == expected("t0", min(m, 6)), f"t0 as of {m}"
     for m in range(6):
         assert read_ids(root, "t1", as_of=m) == expected("t1", min(2 * m, 6)), f"t1 as of {m}"
-        assert delta_ids(root / "t1", version=m) == expected("t1", min(2 * m, 6)), f"t1's Delta version {m}"
-    actions = [json.loads(line) for line in (root / "t1" / "_delta_log" / f"{5:020d}.json").read_text().splitlines()]
+    # t1's Delta log: its batches 0-3, then one OPTIMIZE for its compaction batch 5 (its empty batch 4 has none)
+    assert sorted(int(p.name[:20]) for p in (root / "t1" / "_delta_log").glob("*.json")) == [0, 1, 2, 3, 4]
+    for version in range(5):
+        assert delta_ids(root / "t1", version=version) == expected("t1", min(2 * version, 6)), f"t1's Delta version {version}"
+    assert [readers.delta_version(str(root / "t1"), as_of=m) for m in range(6)] == [0, 1, 2, 3, 3, 4]
+    actions = [json.loads(line) for line in (root / "t1" / "_delta_log" / f"{4:020d}.json").read_text().splitlines()]
+    assert next(a["commitInfo"]["operation"] for a in actions if "commitInfo" in a) == "OPTIMIZE"
     assert sum("remove" in a for a in actions) == 8 and all(a["remove"]["dataChange"] is False for a in actions if "remove" in a)
     # each table's entry moved on to its compaction batch and kept what describes its data
     after_state = state(root)

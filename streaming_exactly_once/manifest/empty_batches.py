@@ -1,0 +1,42 @@
+"""Manifest batches that hold no file: the batches ``seo compact`` commits to reach the table's
+next compaction batch (``maintenance.compact``).
+
+Why they exist: Spark's batch reader takes a replacement of files only from a ``.compact``
+manifest file, and Spark derives the compact interval from the ``.compact`` files' ids, so a
+rewrite of a stopped table is published at the next compaction batch id and the batch ids
+before it must be there too (Spark's reader lists the deltas after the last compact). They add
+no data, so a Delta or Iceberg table gets no commit of theirs: the format's log holds the batch
+before them, and the compaction batch's single commit (a Delta ``OPTIMIZE``, an Iceberg
+``replace``) comes next. Wherever a format's log is compared with the manifest (the commit's
+order check, a writer's open, ``seo verify``, ``as_of``), a gap between the two is accepted
+only if every batch in it is such a batch: a delta file (never a ``.compact``) that exists and
+lists no file. A regular batch always lists its files (a Spark batch of no rows publishes no
+manifest batch), so a gap of any other batch still means the format's log lost commits.
+"""
+
+from __future__ import annotations
+
+from ..log.compaction import is_compaction_batch
+from .manifest_log import ManifestLog
+
+
+def empty_between(manifest: ManifestLog, after: int, upto: int) -> bool:
+    """Whether every manifest batch ``b`` with ``after < b <= upto`` holds no file (module
+    docstring); True for an empty range."""
+    for batch_id in range(after + 1, upto + 1):
+        if is_compaction_batch(batch_id, manifest.interval):
+            return False
+        records = manifest.get(batch_id)
+        if records is None or records:
+            return False
+    return True
+
+
+def holds_manifest(applied: int | None, latest: int, manifest: ManifestLog) -> bool:
+    """Whether a format's log whose newest batch is ``applied`` (None: none) holds what the
+    manifest, at batch ``latest``, holds: the same batch, or one whose later batches hold no file."""
+    held = -1 if applied is None else applied
+    return held == latest or (held < latest and empty_between(manifest, held, latest))
+
+
+__all__ = ["empty_between", "holds_manifest"]
