@@ -75,14 +75,6 @@ KNOWN: list[Known] = [
         lambda s: s.query_id,
     ),
     Known(
-        "compaction-R01",
-        "a caught-up downstream readStream reads compacted rows twice",
-        "duplicate",
-        r".",
-        lambda s: s.downstream is not None,
-        reader="downstream",
-    ),
-    Known(
         "new-user-2-p3",
         "a directory holding Parquet files is taken over silently",
         "lost",
