@@ -1,7 +1,8 @@
-"""After every step: every reader of the table against the model.
+"""After every step: every reader of every table against the model.
 
-* the latest state - ``read.arrow`` against the model (``Model.check``), vanilla ``spark.read``
-  equal to it, delta-rs and pyiceberg at their latest version equal to it or one batch behind
+* the latest state - ``read.arrow`` of the table with its quarantine tables against the model
+  (``Model.check``), rows where they belong (``placement``), vanilla ``spark.read`` equal to
+  ``read.arrow``, delta-rs and pyiceberg at their latest version equal to it or one batch behind
   (a writer killed between the manifest step and the table format's step; the next writer or
   ``seo recover`` completes it), and never losing a row they showed;
 * time travel - ``read.arrow`` as of every retained batch, delta-rs at every Delta version,
@@ -15,51 +16,96 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tests.explorer import readers
 from tests.explorer.model import Failure, compare
 from tests.explorer.state import DOWNSTREAM_MAX_FILE_AGE
+from tests.explorer.tables import TableSpec, is_bad, is_poison, tables_of
 
 if TYPE_CHECKING:
     from tests.explorer.interpreter import Interpreter
 
 
+@dataclass
+class History:
+    """What each past state of one table read the first time it was checked (never to change),
+    and the rows each table-format reader showed at its latest version (never to go)."""
+
+    as_of: dict[int, frozenset[str]] = field(default_factory=dict)
+    delta: dict[int, frozenset[str]] = field(default_factory=dict)
+    iceberg: dict[int, frozenset[str]] = field(default_factory=dict)
+    format_ack: dict[str, set[str]] = field(default_factory=lambda: {"delta": set(), "iceberg": set()})
+
+
 class Checker:
     def __init__(self, it: Interpreter) -> None:
         self.it = it
-        #: what each past state read the first time it was checked (it must never change)
-        self.as_of: dict[int, frozenset[str]] = {}
-        self.delta_seen: dict[int, frozenset[str]] = {}
-        self.iceberg_seen: dict[int, frozenset[str]] = {}
-        #: rows each table-format reader has shown at its latest version: they must stay
-        self.format_ack: dict[str, set[str]] = {"delta": set(), "iceberg": set()}
+        self.history: dict[str, History] = {}
 
     @property
     def formats(self) -> set[str]:
-        return set(self.it.setup.format.split("+")) if self.it.table.created is None else set(self.it.table.created.format.split("+"))
+        created = self.it.table.created or self.it.setup
+        return set(created.format.split("+"))
 
     def after_step(self, *, full: bool = False, complete: bool | None = None) -> list[Failure]:
-        it, table = self.it, self.it.world.table
-        step = it.step
-        if not readers.has_table(table):
-            return self._no_table(step)
-        latest = readers.arrow(table)
-        it.feature("reader:arrow")
-        failures = it.model.check("arrow", latest, step, complete=complete)
-        created = it.table.created or it.setup
-        if not created.private_manifest:
-            fmt = "json" if created.format == "json" else "parquet"
-            failures += compare("spark.read", readers.vanilla(it.spark, table, fmt), latest, step)
-            it.feature("reader:spark.read")
-        failures += self._formats_latest(latest, step)
-        failures += self._time_travel(latest, step, full=full)
-        if it.downstream is not None and not created.private_manifest:
-            failures += it.downstream.catch_up(it, latest, step)
-        if not failures:
-            it.model.observe(latest)
+        it = self.it
+        if not readers.has_table(it.world.table):
+            return self._no_table(it.step)
+        failures: list[Failure] = []
+        for spec in tables_of(it):
+            failures += self._table(spec, full=full, complete=complete)
         return failures
+
+    def _table(self, spec: TableSpec, *, full: bool, complete: bool | None) -> list[Failure]:
+        it, step = self.it, self.it.step
+        table = spec.path
+        latest = readers.arrow(table) if readers.has_table(table) else Counter()
+        quarantined = [readers.arrow(q) if readers.has_table(q) else Counter() for q in spec.quarantine or ()]
+        union = sum(quarantined, Counter(latest))
+        it.feature("reader:arrow")
+        name = "arrow" if spec.name == "table" else f"arrow {spec.name}"
+        failures = it.model.check(name, union, step, table=spec.name, routed=spec.routed, complete=complete)
+        failures += self._placement(spec, latest, quarantined, step)
+        if readers.has_table(table):
+            created = it.table.created or it.setup
+            if not created.private_manifest:
+                fmt = "json" if created.format == "json" else "parquet"
+                failures += compare(f"spark.read {spec.name}", readers.vanilla(it.spark, table, fmt), latest, step)
+                it.feature("reader:spark.read")
+            history = self.history.setdefault(spec.name, History())
+            failures += self._formats_latest(spec, history, latest, step)
+            failures += self._time_travel(spec, history, latest, step, full=full)
+            if it.downstream is not None and spec.main and not created.private_manifest:
+                failures += it.downstream.catch_up(it, latest, step)
+        if not failures:
+            it.model.observe(spec.name, union)
+        return failures
+
+    def _placement(self, spec: TableSpec, latest: Counter, quarantined: list[Counter], step: int) -> list[Failure]:
+        """A group's rows where they belong: a row failing the row check only in the row
+        quarantine, a row failing the gate never in the table (until the gate is lifted), and a
+        batch quarantine only under ``policy="partial"``."""
+        if spec.quarantine is None:
+            return []
+        it, records = self.it, self.it.world.records
+        out = []
+        wrong = {i for i in latest if i in records and (is_bad(records[i]) or (is_poison(records[i]) and it.query.gate))}
+        if wrong:
+            out.append(Failure("quarantine", f"arrow {spec.name}", f"rows a check must keep out of the table: {sorted(wrong)[:6]}", step))
+        rows_q, batches_q = quarantined
+        if rows_q:
+            it.feature("group:quarantine")
+        innocent = {i for i in rows_q if i in records and not is_bad(records[i])}
+        if innocent:
+            out.append(Failure("quarantine", f"row quarantine {spec.name}", f"rows that pass the row check: {sorted(innocent)[:6]}", step))
+        if batches_q and (it.table.created or it.setup).policy != "partial":
+            out.append(Failure("quarantine", f"batch quarantine {spec.name}", "a batch quarantined under policy='full'", step))
+        if batches_q:
+            it.feature("group:gate")
+        return out
 
     def _no_table(self, step: int) -> list[Failure]:
         """No table yet: the directory reads as whatever was there before the sink came."""
@@ -70,105 +116,70 @@ class Checker:
         foreign = Counter(r.id for r in it.world.records.values() if r.source == "foreign")
         return compare("spark.read (no table yet)", got, foreign, step, kind="lost")
 
-    def _formats_latest(self, latest: Counter, step: int) -> list[Failure]:
-        it, table = self.it, self.it.world.table
+    def _formats_latest(self, spec: TableSpec, history: History, latest: Counter, step: int) -> list[Failure]:
+        it, table = self.it, spec.path
         out: list[Failure] = []
         views = {}
         if "delta" in self.formats and (table / "_delta_log").is_dir():
             views["delta"] = readers.delta(table)
         if "iceberg" in self.formats and (table / "metadata" / "version-hint.text").exists():
             views["iceberg"] = readers.iceberg(table)
-        behind = self._previous_batch(latest)
+        if not views:
+            return out
+        behind = _previous_batch(table)
         for name, got in views.items():
             it.feature("reader:delta-rs" if name == "delta" else "reader:pyiceberg")
-            out += it.model.check_subset(name, got, step)
-            if got == latest:
-                pass
-            elif it.model.settled or not (set(behind) <= set(got) <= set(latest)):
-                out += compare(name, got, latest, step)
-            gone = self.format_ack[name] - set(got)
+            reader = f"{name} {spec.name}"
+            out += it.model.check_subset(reader, got, step, spec.routed)
+            if got != latest and (it.model.settled or not (set(behind) <= set(got) <= set(latest))):
+                out += compare(reader, got, latest, step)
+            gone = history.format_ack[name] - set(got)
             if gone:
-                out.append(Failure("lost", name, f"rows it showed before are gone: {sorted(gone)[:6]}", step))
-            self.format_ack[name] |= set(got)
+                out.append(Failure("lost", reader, f"rows it showed before are gone: {sorted(gone)[:6]}", step))
+            history.format_ack[name] |= set(got)
         return out
 
-    def _previous_batch(self, latest: Counter) -> Counter:
-        batches = readers.retained_batches(self.it.world.table)
-        return readers.arrow(self.it.world.table, as_of=batches[-2]) if len(batches) > 1 else Counter()
-
-    # -- time travel -----------------------------------------------------------------------------
-
-    def _time_travel(self, latest: Counter, step: int, *, full: bool) -> list[Failure]:
-        it, table = self.it, self.it.world.table
+    def _time_travel(self, spec: TableSpec, history: History, latest: Counter, step: int, *, full: bool) -> list[Failure]:
+        it, table = self.it, spec.path
         out: list[Failure] = []
         batches = readers.retained_batches(table)
-        todo = batches if full else [b for b in batches if b not in self.as_of][-3:]
+        todo = batches if full else [b for b in batches if b not in history.as_of][-3:]
         if todo:
             it.feature("reader:as_of")
         if it.setup.compaction and batches and batches[-1] + 1 >= it.setup.compact_interval:
             it.feature("maint:in-stream-compaction")
-        previous: frozenset[str] | None = None
-        for b in batches:
-            if b not in todo:
-                previous = self.as_of.get(b, previous)
-                continue
-            got = readers.arrow(table, as_of=b)
-            out += it.model.check_subset(f"arrow as_of={b}", got, step)
-            ids = frozenset(got)
-            if b in self.as_of and self.as_of[b] != ids:
-                out.append(Failure("history-changed", f"arrow as_of={b}", _diff(self.as_of[b], ids), step))
-            if previous is not None and not previous <= ids:
-                out.append(Failure("history-shrank", f"arrow as_of={b}", f"rows of an earlier batch missing: {sorted(previous - ids)[:6]}", step))
-            self.as_of.setdefault(b, ids)
-            previous = ids
-        if batches and frozenset(latest) != self.as_of.get(batches[-1], frozenset(latest)):
-            out.append(Failure("as_of-latest", "arrow", _diff(self.as_of[batches[-1]], frozenset(latest)), step))
+        out += _chain(it, f"arrow {spec.name} as_of", batches, todo, lambda b: readers.arrow(table, as_of=b), history.as_of, spec, step)
+        if batches and frozenset(latest) != history.as_of.get(batches[-1], frozenset(latest)):
+            out.append(Failure("as_of-latest", f"arrow {spec.name}", _diff(history.as_of[batches[-1]], frozenset(latest)), step))
         if "delta" in self.formats:
-            out += self._versions("delta", readers.delta_versions(table), readers.delta, self.delta_seen, full, step)
-            out += self._batch_versions("delta", batches, todo, step)
+            versions = readers.delta_versions(table)
+            todo_v = versions if full else [v for v in versions if v not in history.delta]
+            out += _chain(it, f"delta {spec.name}@", versions, todo_v, lambda v: readers.delta(table, v), history.delta, spec, step)
+            out += self._batch_versions("delta", spec, history, batches, todo, step)
         if "iceberg" in self.formats:
-            snaps = readers.iceberg_snapshots(table)
-            out += self._versions("iceberg", [s for s, _ in snaps], readers.iceberg, self.iceberg_seen, full, step)
-            out += self._batch_versions("iceberg", batches, todo, step)
+            snaps = [s for s, _ in readers.iceberg_snapshots(table)]
+            todo_s = snaps if full else [s for s in snaps if s not in history.iceberg]
+            out += _chain(it, f"iceberg {spec.name}@", snaps, todo_s, lambda s: readers.iceberg(table, s), history.iceberg, spec, step)
+            out += self._batch_versions("iceberg", spec, history, batches, todo, step)
         return out
 
-    def _versions(self, name: str, versions: list[int], read: Any, seen: dict[int, frozenset[str]], full: bool, step: int) -> list[Failure]:
-        """Every version of a table format: each row once, only rows the table may hold, each
-        contained in the next, and unchanged since it was first read."""
-        it, out = self.it, []
-        previous: frozenset[str] | None = None
-        for v in versions:
-            if not full and v in seen:
-                previous = seen[v]
-                continue
-            got = read(it.world.table, v)
-            out += it.model.check_subset(f"{name}@{v}", got, step)
-            ids = frozenset(got)
-            if v in seen and seen[v] != ids:
-                out.append(Failure("history-changed", f"{name}@{v}", _diff(seen[v], ids), step))
-            if previous is not None and not previous <= ids:
-                out.append(Failure("history-shrank", f"{name}@{v}", f"rows of an earlier version missing: {sorted(previous - ids)[:6]}", step))
-            seen.setdefault(v, ids)
-            previous = ids
-        return out
-
-    def _batch_versions(self, name: str, batches: list[int], todo: list[int], step: int) -> list[Failure]:
+    def _batch_versions(self, name: str, spec: TableSpec, history: History, batches: list[int], todo: list[int], step: int) -> list[Failure]:
         """A batch's own Delta version / Iceberg snapshot reads as ``as_of`` that batch."""
-        it, out = self.it, []
+        it, table, out = self.it, spec.path, []
         for b in todo:
             try:
                 if name == "delta":
-                    v = readers.delta_version_of(it.world.table, b)
-                    got = readers.delta(it.world.table, v) if v is not None else None
+                    v = readers.delta_version_of(table, b)
+                    got = readers.delta(table, v) if v is not None else None
                 else:
-                    got = readers.iceberg(it.world.table, readers.iceberg_snapshot_of(it.world.table, b))
+                    got = readers.iceberg(table, readers.iceberg_snapshot_of(table, b))
             except Exception as exc:
                 if b == batches[-1] and not it.model.settled:
                     continue  # its table-format step may still be pending after a kill
-                out.append(Failure("time-travel", f"{name} of batch {b}", f"{type(exc).__name__}: {exc}"[:400], step))
+                out.append(Failure("time-travel", f"{name} {spec.name} of batch {b}", f"{type(exc).__name__}: {exc}"[:400], step))
                 continue
-            if got is not None and frozenset(got) != self.as_of.get(b):
-                out.append(Failure("time-travel", f"{name} of batch {b}", _diff(self.as_of.get(b, frozenset()), frozenset(got)), step))
+            if got is not None and frozenset(got) != history.as_of.get(b):
+                out.append(Failure("time-travel", f"{name} {spec.name} of batch {b}", _diff(history.as_of.get(b, frozenset()), frozenset(got)), step))
         return out
 
     def foreign_files(self) -> None:
@@ -180,8 +191,36 @@ class Checker:
         self.it.world.table.mkdir(parents=True, exist_ok=True)
         data = pa.table({"id": [r.id for r in records], "p": [r.p for r in records], "v": pa.array([r.v for r in records], pa.int32())})
         pq.write_table(data, self.it.world.table / "part-00000-foreign.parquet")
-        self.it.model.ack |= {r.id for r in records}
+        self.it.model.observe("table", Counter(r.id for r in records))
         self.it.feature("table:pre-existing-files")
+
+
+def _chain(
+    it: Interpreter, reader: str, keys: list[int], todo: list[int], read: Any, seen: dict[int, frozenset[str]], spec: TableSpec, step: int
+) -> list[Failure]:
+    """Past states in order: each row once, only rows the table may hold, each state contained
+    in the next, and each unchanged since it was first read."""
+    out: list[Failure] = []
+    previous: frozenset[str] | None = None
+    for k in keys:
+        if k not in todo:
+            previous = seen.get(k, previous)
+            continue
+        got = read(k)
+        out += it.model.check_subset(f"{reader}{k}", got, step, spec.routed)
+        ids = frozenset(got)
+        if k in seen and seen[k] != ids:
+            out.append(Failure("history-changed", f"{reader}{k}", _diff(seen[k], ids), step))
+        if previous is not None and not previous <= ids:
+            out.append(Failure("history-shrank", f"{reader}{k}", f"rows of an earlier state missing: {sorted(previous - ids)[:6]}", step))
+        seen.setdefault(k, ids)
+        previous = ids
+    return out
+
+
+def _previous_batch(table: Path) -> Counter:
+    batches = readers.retained_batches(table)
+    return readers.arrow(table, as_of=batches[-2]) if len(batches) > 1 else Counter()
 
 
 def _diff(want: frozenset[str], got: frozenset[str]) -> str:
@@ -200,6 +239,7 @@ class Downstream:
         if not latest:
             return []
         created = it.table.created or it.setup
+        table = tables_of(it)[0].path
         reader = it.spark.readStream.schema("id STRING").option("maxFileAge", DOWNSTREAM_MAX_FILE_AGE)
         reader = reader.format("json" if created.format == "json" else "parquet")
         got: list[str] = []
@@ -208,13 +248,8 @@ class Downstream:
             got.extend(r.id for r in df.select("id").collect())
 
         try:
-            query = (
-                reader.load(str(it.world.table))
-                .writeStream.foreachBatch(collect)
-                .option("checkpointLocation", str(self.checkpoint))
-                .trigger(availableNow=True)
-                .start()
-            )
+            query = reader.load(str(table)).writeStream.foreachBatch(collect).option("checkpointLocation", str(self.checkpoint))
+            query = query.trigger(availableNow=True).start()
             query.awaitTermination(240)
         except Exception as exc:
             text = str(exc).strip().splitlines()

@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     repo = str(Path(__file__).resolve().parents[2])  # the Kafka stand-in runs in Python workers
     os.environ["PYTHONPATH"] = os.pathsep.join(x for x in (repo, os.environ.get("PYTHONPATH")) if x)
     from tests.explorer.outcome import classify
-    from tests.explorer.query import RunSpec, build_sink, start_query, stop_when_drained
+    from tests.explorer.query import RunSpec, build_sink, start_query, stop, stop_when_drained
 
     spec = RunSpec.loads(Path(args[0]).read_text())
     try:
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"STARTED {sink.committer.epoch}", flush=True)
         if spec.endless:
             stop_when_drained(query, spec, 600)
-            sink.stop()
+            stop(sink, query, spec)
         else:
             query.awaitTermination()
         error = query.exception()

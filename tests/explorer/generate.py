@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from streaming_exactly_once.testing.faults import COMPACTION_ONLY, ICEBERG_ONLY
 from tests.explorer.program import FORMATS, Action, Program, Setup
-from tests.torture.harness import boundaries_of
+from tests.torture.harness import GROUP_BOUNDARIES, boundaries_of
 
 
 @dataclass(frozen=True)
@@ -65,12 +65,14 @@ def make_setup(rng: random.Random, profile: Profile) -> Setup:
     compaction = fmt in COMPACTABLE and rng.random() < 0.35
     private = table_format and rng.random() < 0.25
     evolutions = ["none"] if "iceberg" in fmt else ["none", "add_columns"] if fmt == "delta" else ["none", "add_columns", "add_and_widen"]
+    group = fmt in ("parquet", "json", "delta") and rng.random() < 0.18
+    private = private and not group
     downstream = None if private else pick(rng, [(None, 60), ("unregistered", 22), ("registered", 18 if compaction else 0)])
     setup = Setup(
         sources=tuple(sources),  # type: ignore[arg-type]
         format=fmt,
         partitioned=rng.random() < 0.6,
-        staging=rng.choice(["rename", "rename", "direct"]),
+        staging="rename" if group else rng.choice(["rename", "rename", "direct"]),
         private_manifest=private,
         compaction=compaction,
         compact_interval=rng.randint(2, 4),
@@ -79,8 +81,11 @@ def make_setup(rng: random.Random, profile: Profile) -> Setup:
         filter=rng.random() < 0.3,
         downstream=downstream,  # type: ignore[arg-type]
         fail_on_data_loss="kafka" in sources and rng.random() < 0.3,  # type: ignore[operator]
-        foreign_files=rng.random() < 0.08,
+        foreign_files=not group and rng.random() < 0.08,
         attach="foreachBatch" if rng.random() < 0.25 else "start",
+        group=group,
+        gate=group and rng.random() < 0.6,
+        policy=rng.choice(["full", "partial"]),
     )
     return setup
 
@@ -93,6 +98,7 @@ def make_action(rng: random.Random, setup: Setup, profile: Profile) -> Action:
         ("lose_checkpoint", 7),
         ("replay", 4),
         ("kill", 9 if profile.kills else 0),
+        ("zombie", 3 if profile.kills else 0),
         ("fail", 4),
         ("maintain", 9),
         ("change", 4),
@@ -111,6 +117,8 @@ def make_action(rng: random.Random, setup: Setup, profile: Profile) -> Action:
         if rng.random() < 0.25:
             return Action.of("kill", delay=round(rng.uniform(0.3, 4.0), 1))
         return Action.of("kill", boundary=pick_boundary(rng, setup))
+    if kind == "zombie":
+        return Action.of("zombie", boundary=pick_boundary(rng, setup).split("+")[0])
     if kind == "fail":
         return Action.of("fail", boundary=pick_boundary(rng, setup).split("+")[0])
     if kind == "maintain":
@@ -135,12 +143,18 @@ def produce(rng: random.Random, setup: Setup, *, files: tuple[int, int], rows: t
         args.update(files=rng.randint(*files), rows=rng.randint(*rows))
     if "kafka" in setup.sources:
         args.update(kafka=rng.randint(*kafka))
+    if setup.group and rng.random() < 0.4:
+        args.update(bad=rng.randint(1, 2))
+    if setup.group and setup.gate and rng.random() < 0.12:
+        args.update(poison=1)
     return Action.of("produce", **args)
 
 
 def pick_boundary(rng: random.Random, setup: Setup) -> str:
     formats = setup.format.split("+")
     names = boundaries_of(setup.staging, delta="delta" in formats, evolve=setup.schema_evolution != "none")
+    if setup.group:
+        names = list(GROUP_BOUNDARIES)
     if "iceberg" in formats:
         names += list(ICEBERG_ONLY)
     if setup.compaction:
@@ -153,7 +167,7 @@ def pick_boundary(rng: random.Random, setup: Setup) -> str:
 
 def make_change(rng: random.Random, setup: Setup) -> Action:
     """An option changed between restarts: one a table accepts, or one it fixed at creation."""
-    allowed = [("staging", "direct" if setup.staging == "rename" else "rename"), ("query_id", not setup.query_id)]
+    allowed = [("query_id", not setup.query_id)] + ([] if setup.group else [("staging", "direct" if setup.staging == "rename" else "rename")])
     if setup.format in COMPACTABLE:
         allowed.append(("compaction", not setup.compaction))
     if "iceberg" not in setup.format and setup.format != "delta":

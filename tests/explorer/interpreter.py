@@ -20,6 +20,7 @@ from tests.explorer import checks, lifecycle, maintenance, runs
 from tests.explorer.model import Failure, Model
 from tests.explorer.program import Action, Program
 from tests.explorer.state import KafkaMarks, QueryState, TableState
+from tests.explorer.tables import POISON_V
 from tests.explorer.world import TOPICS, World
 
 
@@ -51,7 +52,7 @@ class Interpreter:
         self.world = World(work, self.rng)
         self.setup = program.setup
         self.model = Model(self.world, filter=program.setup.filter)
-        self.query = QueryState(fail_on_data_loss=program.setup.fail_on_data_loss)
+        self.query = QueryState(fail_on_data_loss=program.setup.fail_on_data_loss, gate=program.setup.gate)
         self.table = TableState()
         self.marks = KafkaMarks()
         self.result = ProgramResult(program)
@@ -157,15 +158,20 @@ class Interpreter:
     # -- actions: input --------------------------------------------------------------------
 
     def do_produce(self, action: Action) -> None:
+        """New records; ``bad`` of them fail a group's row check, ``poison`` its gate."""
         made = 0
+        special = [-1 - self.rng.randrange(999) for _ in range(action.arg("bad", 0))]
+        special += [POISON_V + self.rng.randrange(999) for _ in range(action.arg("poison", 0))]
         if "files" in self.setup.sources:
             for _ in range(action.arg("files", 1)):
-                made += len(self.world.write_file(action.arg("rows", 4)))
+                made += len(self.world.write_file(action.arg("rows", 4), special))
+                special = []
         if "kafka" in self.setup.sources:
             n = action.arg("kafka", 4)
             parts = [(t, p) for t in TOPICS for p in range(self.world.partitions.get(t, 0))]
             for i in range(n):
-                made += len(self.world.produce(*parts[i % len(parts)], 1))
+                made += len(self.world.produce(*parts[i % len(parts)], 1, special[:1]))
+                special = special[1:]
         if made:
             self.model.settled = False
         self.say(f"    {made} records")
@@ -212,6 +218,9 @@ class Interpreter:
 
     def do_kill(self, action: Action) -> None:
         lifecycle.kill(self, action.arg("boundary"), delay=action.arg("delay"))
+
+    def do_zombie(self, action: Action) -> None:
+        lifecycle.zombie(self, action.arg("boundary"))
 
     def do_lose_checkpoint(self, action: Action) -> None:
         if self.query.fresh:

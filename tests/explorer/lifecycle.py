@@ -9,6 +9,7 @@ the drain) must leave every record there once.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -96,3 +97,57 @@ def kill(it: Interpreter, boundary: str | None, *, delay: float | None = None) -
         runs.remedy(it, outcome)
     else:
         it.fail("unexpected-refusal", "driver", f"{outcome}; allowed {sorted(expectation.allowed)}: {output[-1500:]}")
+
+
+#: boundaries after which the frozen writer had claimed its batch: woken, it may finish that
+#: batch (the successor completed it for it) and then stop at Spark's own guard on the shared
+#: checkpoint instead of at the fence
+UNCLAIMED = ("before-stage", "after-stage", "after-intent", "before-wal", "after-rewrite")
+LEASE_S = 3.0
+
+
+def zombie(it: Interpreter, boundary: str) -> None:
+    """A driver frozen (``SIGSTOP``) at ``boundary``; after its lease expired, a successor - a
+    run in this process on the same checkpoint - takes the table and runs to the end; then the
+    frozen driver is woken (``SIGCONT``). It must stop without publishing: fenced
+    (``WriterFencedError``), or at Spark's guard of the checkpoint the successor moved on."""
+    from tests.torture.harness import process_state
+
+    spec = runs.spec_of(it)
+    if spec.starting == "table":
+        spec = runs._resolve_table_start(it, spec)
+    if runs.expect(it, spec).must_refuse:
+        it.say("    (no zombie: the run must be refused first)")
+        return
+    ends = runs.kafka_ends(it)
+    runs.close_sink(it)
+    proc = launch(it, spec, {"SEO_PAUSE_AT": boundary})
+    try:
+        TortureRun.wait_started(proc, 0)
+        deadline = time.time() + DRIVER_TIMEOUT_S
+        while proc.poll() is None and process_state(proc.pid) != "T" and time.time() < deadline:
+            time.sleep(0.2)
+        if proc.poll() is not None or process_state(proc.pid) != "T":
+            it.say(f"    the driver never reached {boundary}")
+            return
+        it.marks.attempt(ends)
+        it.model.settled = False
+        time.sleep(LEASE_S + 1)  # its heartbeat stopped with it: the lease expires
+        it.say(f"    frozen at {boundary}; a successor takes over")
+        runs.run_query(it, sink="new")
+        os.kill(proc.pid, signal.SIGCONT)
+        code = proc.wait(timeout=DRIVER_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        kill_group(proc)
+        proc.wait()
+    proc._seo_pump.join(timeout=10)  # type: ignore[attr-defined]
+    output = "".join(proc._seo_lines)  # type: ignore[attr-defined]
+    it.feature("life:zombie", f"zombie:{boundary.split('@')[0]}")
+    fenced = "WriterFencedError" in output
+    guarded = "CONCURRENT_STREAM_LOG_UPDATE" in output or "concurrently using" in output
+    claimed = boundary.split("@")[0] not in UNCLAIMED
+    it.say(f"    the woken zombie ended with {code}: {'fenced' if fenced else 'checkpoint guard' if guarded else '?'}")
+    if code is None or code == 0 or not (fenced or (claimed and guarded)):
+        it.fail("zombie-not-fenced", "driver", f"frozen at {boundary}, woken after the takeover: exit {code}\n{output[-2000:]}")

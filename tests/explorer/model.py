@@ -17,9 +17,13 @@ A refused action promised that nothing was written: the table must read as befor
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tests.explorer.world import Record, World, passes_filter
+
+#: which records a table receives (None: all)
+Routed = Callable[[Record], bool] | None
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,8 @@ def _sample(ids: set[str] | list[str], n: int = 6) -> str:
 class Model:
     world: World
     filter: bool = False
-    ack: set[str] = field(default_factory=set)
+    #: per table, every id a reader has seen there (with its quarantine tables)
+    acks: dict[str, set[str]] = field(default_factory=dict)
     lost_ok: set[str] = field(default_factory=set)
     settled: bool = False
     #: rate records whose batch Spark committed (must be there once settled)
@@ -56,23 +61,30 @@ class Model:
     #: foreign rows (pre-existing files) readers must keep seeing
     foreign_kept: bool = True
 
+    @property
+    def ack(self) -> set[str]:
+        """Every id seen in any table."""
+        return set().union(*self.acks.values()) if self.acks else set()
+
     def eligible(self, record: Record) -> bool:
         if record.source == "foreign":
             return self.foreign_kept
         return not self.filter or passes_filter(record.v)
 
-    def must_have(self) -> set[str]:
+    def must_have(self, routed: Routed = None) -> set[str]:
         out = set()
         for r in self.world.records.values():
-            if not self.eligible(r) or r.id in self.lost_ok:
+            if not self.eligible(r) or r.id in self.lost_ok or (routed is not None and not routed(r)):
                 continue
             if r.source == "rate" and r.id not in self.rate_committed:
                 continue
             out.add(r.id)
         return out
 
-    def check(self, reader: str, counts: Counter, step: int, *, complete: bool | None = None) -> list[Failure]:
-        """One reader's view of the table's latest state against the model."""
+    def check(
+        self, reader: str, counts: Counter, step: int, *, table: str = "table", routed: Routed = None, complete: bool | None = None
+    ) -> list[Failure]:
+        """One reader's view of a table's latest state (with its quarantine tables) against the model."""
         failures = []
         dups = {i: c for i, c in counts.items() if c > 1}
         if dups:
@@ -83,16 +95,19 @@ class Model:
         ineligible = {i for i in counts if i in self.world.records and not self.eligible(self.world.records[i])}
         if ineligible:
             failures.append(Failure("filtered-row", reader, f"rows the query's filter drops: {_sample(ineligible)}", step))
-        lost = self.ack - set(counts)
+        misrouted = {i for i in counts if i in self.world.records and routed is not None and not routed(self.world.records[i])}
+        if misrouted:
+            failures.append(Failure("misrouted-row", reader, f"rows of other tables: {_sample(misrouted)}", step))
+        lost = self.acks.get(table, set()) - set(counts)
         if lost:
             failures.append(Failure("lost", reader, f"{len(lost)} rows seen earlier are gone: {_sample(lost)}", step))
         if self.settled if complete is None else complete:
-            missing = self.must_have() - set(counts)
+            missing = self.must_have(routed) - set(counts)
             if missing:
                 failures.append(Failure("missing", reader, f"{len(missing)} acknowledged records never written: {_sample(missing)}", step))
         return failures
 
-    def check_subset(self, reader: str, counts: Counter, step: int) -> list[Failure]:
+    def check_subset(self, reader: str, counts: Counter, step: int, routed: Routed = None) -> list[Failure]:
         """A past state of the table (time travel, a Delta version, an Iceberg snapshot): each row
         once, and only rows the table may hold."""
         failures = []
@@ -100,13 +115,14 @@ class Model:
         if dups:
             failures.append(Failure("duplicate", reader, f"{len(dups)} ids read more than once: {_sample(list(dups))}", step))
         bad = {i for i in counts if i not in self.world.records or not self.eligible(self.world.records[i])}
+        bad |= {i for i in counts if i in self.world.records and routed is not None and not routed(self.world.records[i])}
         if bad:
             failures.append(Failure("unknown-row", reader, f"rows the table may not hold: {_sample(bad)}", step))
         return failures
 
-    def observe(self, counts: Counter) -> None:
+    def observe(self, table: str, counts: Counter) -> None:
         """What a reader saw is acknowledged from now on."""
-        self.ack |= set(counts)
+        self.acks.setdefault(table, set()).update(counts)
 
 
 def compare(reader: str, got: Counter, want: Counter, step: int, kind: str = "disagree") -> list[Failure]:

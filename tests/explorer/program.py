@@ -47,6 +47,11 @@ class Setup:
     #: how the query gets the sink: ``start`` (``sink.start``) or ``foreachBatch``
     #: (``writeStream.foreachBatch(sink)`` with the sink's ``checkpoint_location`` option)
     attach: str = "start"
+    #: a dataset group (``DatasetSink``) instead of one table: outputs ``all`` and ``byp`` (one
+    #: table per ``p``), a row check with its quarantine, and (``gate``) a mandatory batch check
+    group: bool = False
+    gate: bool = False
+    policy: str = "full"
 
     def describe(self) -> str:
         parts = ["+".join(self.sources), "->", self.format]
@@ -61,6 +66,7 @@ class Setup:
             "failOnDataLoss": self.fail_on_data_loss,
             "foreign-files": self.foreign_files,
             "foreachBatch": self.attach == "foreachBatch",
+            f"group(policy={self.policy}{', gate' if self.gate else ''})": self.group,
         }
         return " ".join(parts + [name for name, on in flags.items() if on])
 

@@ -43,6 +43,8 @@ class RunSpec:
     rate_batches: int = 3
     #: ``start`` (``sink.start``) or ``foreachBatch`` (Spark's ``writeStream.foreachBatch(sink)``)
     attach: str = "start"
+    #: a dataset group: ``{"partitioned": .., "policy": .., "gate": ..}`` (``tests.explorer.tables``)
+    group: dict[str, Any] | None = None
 
     def dumps(self) -> str:
         return json.dumps(asdict(self))
@@ -112,10 +114,17 @@ def _kafka(spark: Any, spec: RunSpec) -> Any:
 
 
 def build_sink(spec: RunSpec) -> Any:
-    from streaming_exactly_once import ExactlyOnceSink
+    from streaming_exactly_once import DatasetSink, ExactlyOnceSink
     from streaming_exactly_once.testing.faults import FROM_ENV
 
     extra = {"checkpoint_location": spec.checkpoint} if spec.attach == "foreachBatch" else {}
+    if spec.group is not None:
+        from tests.explorer.tables import group_options
+
+        options = {k: v for k, v in spec.sink.items() if k not in ("partition_by", "staging_mode", "spark_manifest")}
+        return DatasetSink(
+            spec.table, **{"storage_wrapper": FROM_ENV, **options, **extra, **group_options(spec.group, spec.group.get("gate", False))}
+        )
     return ExactlyOnceSink(spec.table, **{"storage_wrapper": FROM_ENV, **spec.sink, **extra})
 
 
@@ -130,6 +139,16 @@ def start_query(spark: Any, sink: Any, spec: RunSpec) -> Any:
 
 def trigger(spec: RunSpec) -> dict[str, Any]:
     return {"processingTime": "100 milliseconds"} if spec.endless else {"availableNow": True}
+
+
+def stop(sink: Any, query: Any, spec: RunSpec) -> None:
+    """Stop an endless query: ``sink.stop()`` for a query the sink started (it waits for an
+    in-flight commit), else ``query.stop()`` and ``sink.close()`` (which waits for one too)."""
+    if spec.attach == "start":
+        sink.stop()
+    else:
+        query.stop()
+        sink.close()
 
 
 def stop_when_drained(query: Any, spec: RunSpec, timeout_s: float) -> bool:

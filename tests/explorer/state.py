@@ -34,6 +34,8 @@ class QueryState:
     drop_offsets: bool = False
     allow_offset_gaps: bool = False
     fail_on_data_loss: bool = False
+    #: a group's gate is on (the user lifts it after a batch it rejected)
+    gate: bool = False
 
 
 @dataclass

@@ -62,28 +62,33 @@ class World:
         self.partitions: dict[str, int] = {"a": 2}
         self.incarnation: dict[str, int] = {"a": 0}
 
-    def _values(self, n: int) -> list[tuple[str, int]]:
-        return [(str(self.rng.randrange(3)), self.rng.randrange(1000)) for _ in range(n)]
+    def _values(self, n: int, special: list[int] | None = None) -> list[tuple[str, int]]:
+        """``n`` (p, v) pairs; ``special`` gives the first rows their ``v`` (a group's bad or
+        poison records)."""
+        out = [(str(self.rng.randrange(3)), self.rng.randrange(1000)) for _ in range(n)]
+        for i, v in enumerate((special or [])[:n]):
+            out[i] = (out[i][0], v)
+        return out
 
-    def write_file(self, rows: int) -> list[Record]:
+    def write_file(self, rows: int, special: list[int] | None = None) -> list[Record]:
         """One new input file of ``rows`` records (written to a hidden name, then renamed, as a
         landing process should, so the file source never lists it half written)."""
         name = f"in-{self._files:04d}.json"
         self._files += 1
-        out = [Record(f"f{self._files - 1}-{i}", "files", p, v) for i, (p, v) in enumerate(self._values(rows))]
+        out = [Record(f"f{self._files - 1}-{i}", "files", p, v) for i, (p, v) in enumerate(self._values(rows, special))]
         tmp = self.input / f".{name}.tmp"
         tmp.write_text("".join(json.dumps({"id": r.id, "p": r.p, "v": r.v}) + "\n" for r in out))
         os.replace(tmp, self.input / name)
         self._add(out)
         return out
 
-    def produce(self, topic: str, partition: int, n: int) -> list[Record]:
+    def produce(self, topic: str, partition: int, n: int, special: list[int] | None = None) -> list[Record]:
         """``n`` records appended to a partition of a topic (created if new)."""
         self.partitions[topic] = max(self.partitions.get(topic, 0), partition + 1)
         self.incarnation.setdefault(topic, 0)
         start = self.end_offset(topic, partition)
         out = []
-        for i, (p, v) in enumerate(self._values(n)):
+        for i, (p, v) in enumerate(self._values(n, special)):
             self._serial += 1
             out.append(Record(f"k{self._serial}", "kafka", p, v, topic, partition, start + i))
         fake_kafka.produce(self.kafka, topic, partition, [f"{r.id}:{r.p}:{r.v}" for r in out])

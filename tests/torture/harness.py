@@ -447,7 +447,7 @@ class TortureRun:
         try:
             self.wait_started(zombie, 0)  # only starts the pump: it may freeze in its start-up recovery
             deadline = time.time() + self.c.run_timeout_s * 2
-            while _process_state(zombie.pid) != "T":
+            while process_state(zombie.pid) != "T":
                 assert zombie.poll() is None, f"zombie exited (rc={zombie.returncode}) before {pause_at}:\n{''.join(zombie._seo_lines)[-3000:]}"
                 assert time.time() < deadline, f"zombie never reached {pause_at}:\n{''.join(zombie._seo_lines)[-3000:]}"
                 time.sleep(0.1)
@@ -646,7 +646,7 @@ class TortureRun:
         return self.stats
 
 
-def _process_state(pid: int) -> str | None:
+def process_state(pid: int) -> str | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             return fh.read().rsplit(b")", 1)[1].split()[0].decode()
