@@ -47,3 +47,25 @@ def _iceberg_text(iceberg: dict[str, Any]) -> str:
     if iceberg.get("snapshotId") is None:
         return f"no Iceberg table yet (the first batch creates it){where}"
     return f"snapshot {iceberg['snapshotId']}, holds batches up to {iceberg['batchId']}; {iceberg['metadata']}{where}"
+
+
+def refusal_lines(info: dict[str, Any]) -> list[tuple[str, str]]:
+    """The ``last refusal`` line of a table's or group's status: the error, batch and time of
+    the last batch the sink refused (``table.refusal``); none if it never refused one."""
+    from .printer import human_time
+
+    if "refusalError" in info:
+        return [("last refusal", f"ERROR: {info['refusalError']}")]
+    refusal = info.get("lastRefusal")
+    if refusal is None:
+        return []
+    query = f" of query {refusal['queryId']}" if refusal["queryId"] else ""
+    since = "a batch committed since" if refusal["committedSince"] else "nothing committed since"
+    when = human_time(refusal["timeMs"])
+    return [("last refusal", f"{refusal['error']} in batch {refusal['sparkBatchId']}{query}, {when} ({since})")]
+
+
+def refusal_message(info: dict[str, Any]) -> list[str]:
+    """The last refusal's message, indented, to print under the status block."""
+    refusal = info.get("lastRefusal")
+    return ["  " + line for line in refusal["message"].splitlines()] if refusal else []

@@ -23,7 +23,7 @@ from .. import extras
 from ..errors import ExactlyOnceError, MissingDependencyError
 from . import progress
 from .context import EXIT_FAILED, EXIT_MISSING_EXTRA, EXIT_WARNINGS, CliContext, json_option, printer_for, storage_options
-from .format_output import format_text, table_format_lines
+from .format_output import format_text, refusal_lines, refusal_message, table_format_lines
 from .maintenance_commands import compact, gc, recover
 from .printer import Printer, human_bytes, human_time
 
@@ -92,8 +92,10 @@ def status(ctx: CliContext, table: str, local_json: bool) -> None:
             ("pending commits", ", ".join(map(str, info["pendingCommits"])) or "none"),
             ("staging dirs", info["stagingDirs"]),
             *_schema_lines(info),
+            *refusal_lines(info),
         ]
     )
+    _print_refusal(out, info)
     queries = info.get("queries") or []
     if queries:
         out.write()
@@ -105,6 +107,15 @@ def status(ctx: CliContext, table: str, local_json: bool) -> None:
     if offsets:
         out.write()
         out.table(sorted(offsets.items()), ["source partition", "committed up to (startingOffsets)"])
+
+
+def _print_refusal(out: Printer, info: dict[str, Any]) -> None:
+    message = refusal_message(info)
+    if message:
+        out.write()
+        out.write("last refusal's message:")
+        for line in message:
+            out.write(line)
 
 
 def _query_name(query_id: str) -> str:
@@ -151,8 +162,10 @@ def _group_status(out: Printer, info: dict[str, Any]) -> None:
             ("pending commits", ", ".join(map(str, info["pendingCommits"])) or "none"),
             ("staging dirs", info["stagingDirs"]),
             ("rejected batches", info["rejectedBatches"]),
+            *refusal_lines(info),
         ]
     )
+    _print_refusal(out, info)
     rows = []
     for name, e in sorted(info["tables"].items()):
         failed = [c["name"] for c in e.get("checks", []) if not c.get("passed")]

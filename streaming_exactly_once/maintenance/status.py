@@ -14,6 +14,7 @@ from ..storage.base import Storage
 from ..table.group_state import split_state
 from ..table.identity import read_identity
 from ..table.layout import STAGING_DIR
+from ..table.refusal import read_refusal
 from ..table.rejections import REJECTED_DIR
 from ..table.schema_log import schema_history
 from ..table.schema_rules import fields_of, type_text
@@ -151,3 +152,11 @@ def _writer_and_pending(storage: Storage, out: dict[str, Any]) -> None:
         }
     out["pendingCommits"] = CommitSequenceStore(storage).pending()
     out["stagingDirs"] = len(storage.list_dir(STAGING_DIR))
+    try:
+        refusal = read_refusal(storage)
+    except ExactlyOnceError as exc:
+        out["refusalError"] = str(exc)
+        return
+    if refusal is not None:
+        committed = out.get("lastCommitMs")
+        out["lastRefusal"] = {**refusal.to_json(), "committedSince": committed is not None and committed > refusal.time_ms}

@@ -38,7 +38,7 @@ from ..checkpoint.reader import SparkCheckpoint
 from ..commit.attempt import BatchAttempt, CommitResult
 from ..commit.writer import Writer
 from ..config import parse_duration_ms, reject_unknown, spark_trigger
-from ..errors import ConcurrentWriterError, ConfigError, SinkInUseError
+from ..errors import ConcurrentWriterError, ConfigError, ExactlyOnceError, SinkInUseError
 from ..storage import open_storage
 from ..storage.base import Storage
 from ..storage.local_errors import file_root_error
@@ -50,6 +50,7 @@ from .offset_guard import OffsetGuard, guard_batch
 from .options import Duration, SinkOptions, StagingMode
 from .progress import batch_committed_event, observe_stream
 from .query_identity import QueryIdentity, is_connect, local_query_id, local_run_marker, resolve_identity
+from .surfacing import note_refusal, surfacing
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
@@ -100,6 +101,7 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
         "_checkpoints",
         "_batch_ends",
         "_observer",
+        "last_error",
     )
 
     def __init__(self, table: str, options: SinkOptions) -> None:
@@ -130,6 +132,8 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
         self._checkpoints: dict[str, tuple[str, SparkCheckpoint]] = {}  # location -> (query id, reader)
         #: per query: its last batch seen here and that batch's end offsets (the next one's start)
         self._batch_ends: dict[str, tuple[int, dict[str, int]]] = {}
+        #: the library's error of the last batch this sink refused in this process (``sink.surfacing``)
+        self.last_error: ExactlyOnceError | None = None
         self._setup_observer()
         LIVE_SINKS.add(self)
 
@@ -205,7 +209,9 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
         Connect the sink runs in a worker of the server and takes the lease there, at the first
         batch. ``trigger`` takes the keyword arguments of ``DataStreamWriter.trigger`` (e.g.
         ``{"availableNow": True}``), with an interval in any duration spelling of the options
-        (``{"processingTime": "10s"}``), or a bare interval (``"10s"``: processing time).
+        (``{"processingTime": "10s"}``), or a bare interval (``"10s"``: processing time). A
+        batch the library refuses surfaces as its own error from the query's
+        ``awaitTermination()`` and ``exception()`` (``sink.surfacing``).
         """
         if self._query is not None and self._query.isActive:
             raise SinkInUseError(
@@ -234,7 +240,7 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
             writer = writer.trigger(**spark_trigger_kwargs)
         if query_name:
             writer = writer.queryName(query_name)
-        query = writer.start()
+        query = surfacing(writer.start(), self)
         self._query = query
         if not remote:
             self._adopt_query(str(query.id), stream_df.sparkSession, run_id=str(query.runId))
@@ -378,6 +384,9 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
                 result = self._process(df, batch_id)
             except BaseException as exc:
                 self.counters["failed"] += 1
+                if isinstance(exc, ExactlyOnceError):
+                    self.last_error = exc
+                    note_refusal(lambda: self.storage, exc, query_id=self._active_query, batch_id=batch_id)
                 if observer is not None:
                     observer.batch_failed(self._active_query, batch_id, exc, lease=self._committer.lease if self._committer else None)
                 if self._committer is not None:

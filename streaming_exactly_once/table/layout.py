@@ -14,6 +14,7 @@
         epochs/E                              writer epoch E: the fencing token (commit.lease)
         heartbeats/E                          liveness of writer E (commit.lease)
         verdicts/M-<attempt>                  rolled forward or aborted: an abandoned attempt's one verdict (commit.attempt_verdict)
+        refused                               the last batch the sink refused, and why: a note for people (table.refusal)
         staging/M-<attempt>-e<E>/             data of an uncommitted attempt of writer E (sink)
         probe/<uuid>                          short-lived: the object-store exclusivity check (storage)
       k=v/part-....parquet                    data files
