@@ -7,6 +7,8 @@
   once per session; ``azure_storage`` / ``gcs_storage`` get a fresh container/bucket per test.
 * ``hadoop_storage`` - ``hadoop+file://`` through the session's Spark driver JVM.
 * ``local_storage`` / ``memory_storage`` - the other two backends of the storage contract.
+* ``lease_clock`` - a lease clock this test and the writer processes it starts share
+  (``testing.lease_clock``): a test moves it past a frozen writer's lease instead of sleeping.
 """
 
 from __future__ import annotations
@@ -196,6 +198,17 @@ def memory_storage():
     from streaming_exactly_once.storage import open_storage
 
     return open_storage(f"memory://seo-{uuid.uuid4().hex}")
+
+
+@pytest.fixture
+def lease_clock(tmp_path_factory, monkeypatch):
+    from streaming_exactly_once.testing.lease_clock import SharedClock
+
+    clock = SharedClock(tmp_path_factory.mktemp("lease-clock") / "offset")
+    for key, value in clock.environ().items():
+        monkeypatch.setenv(key, value)  # the writer processes the test starts inherit it
+    with clock.installed():
+        yield clock
 
 
 @pytest.fixture(

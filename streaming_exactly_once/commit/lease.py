@@ -185,6 +185,13 @@ def process_is_running(pid: int, start: str | None) -> bool:
     return True
 
 
+def _wall_clock() -> float:
+    """Seconds since the epoch, as every lease of this process reads them unless given a clock
+    of its own: ``time.time``. A test that runs writers in several processes replaces it with
+    one they share (``testing.lease_clock``) to move past a lease instead of sleeping through it."""
+    return time.time()
+
+
 R = TypeVar("R")
 
 
@@ -218,7 +225,7 @@ def read_lease_state(storage: Storage, *, now_ms: int | None = None, space: Proc
     epoch = epochs[-1]
     writer = _read(storage, f"{EPOCHS_DIR}/{epoch}", WriterInfo.from_json)
     beat = _read(storage, f"{HEARTBEATS_DIR}/{epoch}", Heartbeat.from_json)
-    now = int(time.time() * 1000) if now_ms is None else now_ms
+    now = int(_wall_clock() * 1000) if now_ms is None else now_ms
     space = ProcessSpace.current() if space is None else space
     if beat is not None and beat.released:
         return LeaseState(epoch, writer, beat, False, "released")
@@ -268,11 +275,13 @@ class Lease:
         *,
         timeout_ms: int = 60_000,
         description: str = "",
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.storage = storage
         self.timeout_ms = timeout_ms
         self.description = description
+        #: What this lease reads the time from (None: ``_wall_clock``). Only liveness reads it - a
+        #: heartbeat's age; fencing is by epoch files, so no clock lets a fenced writer publish.
         self.clock = clock
         self.writer_id = str(uuid.uuid4())
         self.epoch: int | None = None
@@ -301,7 +310,7 @@ class Lease:
         self._writing = threading.Lock()
 
     def _now(self) -> int:
-        return int(self.clock() * 1000)
+        return int((self.clock or _wall_clock)() * 1000)
 
     # -- acquire / release -------------------------------------------------------------------
 

@@ -529,6 +529,9 @@ class _Child:
 def main(argv: list[str]) -> int:
     import logging
 
+    from streaming_exactly_once.testing.lease_clock import install_from_env
+
+    install_from_env()  # the test's shared lease clock, if it gave one
     name = json.loads(argv[0]).get("name", "")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format=f"%(asctime)s {name} %(name)s %(levelname)s %(message)s")
     return _Child(json.loads(argv[0])).run()

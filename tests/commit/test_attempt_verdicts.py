@@ -58,8 +58,10 @@ def run(*args: str) -> dict[str, str]:
     return Role(*args).finish()
 
 
-def outlive_lease() -> None:
-    time.sleep(LEASE_MS / 1000 + 1.0)
+@pytest.fixture
+def outlive_lease(lease_clock):
+    """Every role reads the test's shared lease clock: moved past the lease, not slept through."""
+    return lambda: lease_clock.advance(LEASE_MS / 1000 + 1.0)
 
 
 def assert_batch_once(root: Path, mode: str) -> dict[str, str]:
@@ -69,7 +71,7 @@ def assert_batch_once(root: Path, mode: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("mode", ["direct", "rename"])
-def test_gc_aborts_a_frozen_writers_staging_and_its_late_claim_never_publishes(tmp_path, mode):
+def test_gc_aborts_a_frozen_writers_staging_and_its_late_claim_never_publishes(tmp_path, mode, outlive_lease):
     """rt01: gc takes the lease and aborts the frozen writer's staging as stale; the writer wakes,
     claims, is fenced; the next writer discards the claim and Spark's re-run commits the rows."""
     zombie = Role("zombie", str(tmp_path), mode).wait_frozen()
@@ -82,19 +84,18 @@ def test_gc_aborts_a_frozen_writers_staging_and_its_late_claim_never_publishes(t
     assert "discarded=[0]" in final["recovery"]
 
 
-def test_a_late_claim_stays_void_after_seventeen_takeovers(tmp_path):
+def test_a_late_claim_stays_void_after_seventeen_takeovers(tmp_path, outlive_lease):
     """rt02: the verdict that voids a late claim is not pruned with the epochs."""
     zombie = Role("zombie", str(tmp_path), "direct").wait_frozen()
     outlive_lease()
     run("takeover", str(tmp_path))  # aborts the zombie's attempt: its data files are deleted
     assert zombie.finish(resume=True)["zombie"] == "fenced"
-    for _ in range(17):
-        run("gc", str(tmp_path))  # lease holders that recover nothing
+    run("gc", str(tmp_path), "17")  # 17 lease holders one after the other that recover nothing
     final = assert_batch_once(tmp_path, "direct")
     assert final["batch 0 committed before"] == "False"
 
 
-def test_a_recoverer_frozen_before_its_listing_does_not_publish_an_aborted_claim(tmp_path):
+def test_a_recoverer_frozen_before_its_listing_does_not_publish_an_aborted_claim(tmp_path, outlive_lease):
     """rt03 'valid': F lists the WAL only after S aborted the zombie's attempt and the zombie
     claimed; F must not roll the claim forward (its data is gone)."""
     zombie = Role("zombie", str(tmp_path), "direct").wait_frozen()
@@ -110,7 +111,7 @@ def test_a_recoverer_frozen_before_its_listing_does_not_publish_an_aborted_claim
 
 
 @pytest.mark.parametrize("crash", ["after-manifest", "after-commit"])
-def test_a_recoverer_frozen_after_its_listing_does_not_delete_a_published_batch(tmp_path, crash):
+def test_a_recoverer_frozen_after_its_listing_does_not_delete_a_published_batch(tmp_path, crash, outlive_lease):
     """rt03 'void': F saw no claim and froze; the zombie claimed (its data intact); S rolled the
     claim forward and was killed; F wakes with its stale view and must delete nothing of it."""
     zombie = Role("zombie", str(tmp_path), "direct").wait_frozen()
@@ -136,7 +137,7 @@ CLAIMED = [
 
 
 @pytest.mark.parametrize("mode,where,group", CLAIMED)
-def test_a_claim_completed_during_a_takeovers_recovery_keeps_its_records(tmp_path, mode, where, group):
+def test_a_claim_completed_during_a_takeovers_recovery_keeps_its_records(tmp_path, mode, where, group, outlive_lease):
     """rt04/rt05: a fenced writer past its last fence check completes its batch while the new
     writer's recovery runs. The recovery lists the WAL before it reads the latest batch, so it
     either rolls the claim forward too or sees the batch published - never a published batch
@@ -179,7 +180,7 @@ def test_discard_wal_drops_a_claim_whose_files_are_gone(tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["torn", "directory"])
-def test_a_damaged_verdict_is_named_and_its_hint_leads_back_to_exactly_once(tmp_path, damage):
+def test_a_damaged_verdict_is_named_and_its_hint_leads_back_to_exactly_once(tmp_path, damage, outlive_lease):
     """rt08: a late claim whose verdict ('abort') is damaged. The next writer names the file and
     decides nothing blind; following the error's hint (delete it, recover) re-judges the claim,
     which cannot publish (its files were deleted) and is dropped by the command it names."""
@@ -204,7 +205,7 @@ def test_a_damaged_verdict_is_named_and_its_hint_leads_back_to_exactly_once(tmp_
     assert final["batch 0 committed before"] == "False"
 
 
-def test_a_recoverer_frozen_in_a_discard_leaves_the_next_writers_claim_alone(tmp_path):
+def test_a_recoverer_frozen_in_a_discard_leaves_the_next_writers_claim_alone(tmp_path, outlive_lease):
     """Red-team 3b: batch numbers are reused. R froze while discarding a void claim on batch 0;
     S discarded it too, re-ran the batch as manifest batch 0 and was killed after publishing.
     R wakes: deleting _seo/wal/0 by number would strand S's batch (its data aborted next)."""
@@ -223,7 +224,7 @@ def test_a_recoverer_frozen_in_a_discard_leaves_the_next_writers_claim_alone(tmp
     assert final["batch 0 committed before"] == "True"
 
 
-def test_a_frozen_discard_wal_leaves_the_next_writers_claim_alone(tmp_path):
+def test_a_frozen_discard_wal_leaves_the_next_writers_claim_alone(tmp_path, outlive_lease):
     """Red-team 2a: `--discard-wal` froze right before deleting (its checks passed, its lease
     ran out); S re-ran the batch under the same number and was killed after publishing."""
     Role("crasher", str(tmp_path), "after-wal", "direct").finish()

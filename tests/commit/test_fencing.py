@@ -58,9 +58,12 @@ def wait(path: Path) -> dict:
     return {"do": "wait", "path": str(path)}
 
 
-def outlive_lease(lease_ms: int = LEASE_MS) -> None:
-    """A frozen writer's heartbeat stops with it: after this its lease has expired."""
-    time.sleep(lease_ms / 1000 + 0.4)
+@pytest.fixture
+def outlive_lease(lease_clock):
+    """A frozen writer's heartbeat stops with it: after this its lease has expired. Every writer
+    reads the test's shared lease clock, moved past the lease here instead of sleeping through
+    it (takeovers in real time: ``torture/test_zombie.py``, ``maintenance/test_gc.py``)."""
+    return lambda: lease_clock.advance(LEASE_MS / 1000 + 0.4)
 
 
 @pytest.fixture
@@ -132,7 +135,7 @@ def assert_rows_once(root: Path, *writers: Writer) -> None:
 
 
 @pytest.mark.parametrize("mode", ["direct", "rename"])
-def test_late_wal_claim_of_fenced_writer_is_never_rolled_forward(spawn, tmp_path, mode):
+def test_late_wal_claim_of_fenced_writer_is_never_rolled_forward(spawn, tmp_path, mode, outlive_lease):
     """R01: A stages batch 0 and freezes right before its WAL claim; B takes over (its recovery
     aborts A's attempt and deletes its data) and stops without writing. A wakes up and writes
     its claim (nobody claimed batch 0) before its fence check stops it. The next writer C must
@@ -163,7 +166,7 @@ def takeovers(n: int, mode: str = "direct") -> list[dict]:
     return steps
 
 
-def test_frozen_writer_stays_fenced_after_18_takeovers(spawn, tmp_path):
+def test_frozen_writer_stays_fenced_after_18_takeovers(spawn, tmp_path, outlive_lease):
     """R02: A freezes inside a batch; 18 writers take the table over one after another (a
     crash-looping or scheduled job). When A wakes up it must still be fenced - old epochs being
     cleaned up must not make it the owner again - and report nothing as committed."""
@@ -181,7 +184,7 @@ def test_frozen_writer_stays_fenced_after_18_takeovers(spawn, tmp_path):
     assert_rows_once(root, a, t)
 
 
-def test_frozen_writer_after_17_takeovers_never_recovers_the_live_table(spawn, tmp_path):
+def test_frozen_writer_after_17_takeovers_never_recovers_the_live_table(spawn, tmp_path, outlive_lease):
     """R02b: as R02 with default retention, while writer Z (epoch 19) has a batch staged. A wakes
     up and tries twice (the sink's next foreachBatch call retries). A must be fenced both times
     - never run recovery on Z's live table (which would delete Z's staged data and intent) -
@@ -221,7 +224,7 @@ def test_frozen_writer_after_17_takeovers_never_recovers_the_live_table(spawn, t
 # -- r03, r03b, r03c -----------------------------------------------------------------------------
 
 
-def test_two_writers_rolling_one_compaction_forward_publish_a_well_formed_compact_file(spawn, tmp_path):
+def test_two_writers_rolling_one_compaction_forward_publish_a_well_formed_compact_file(spawn, tmp_path, outlive_lease):
     """R03: A freezes in the middle of moving the files of compaction batch 2 (claimed before the
     takeover); B's recovery rolls that batch forward and is itself frozen half-way; A wakes up
     and finishes the batch first, then B finishes. Both may complete the same batch - the
@@ -243,7 +246,7 @@ def test_two_writers_rolling_one_compaction_forward_publish_a_well_formed_compac
     assert_rows_once(root, a, b)
 
 
-def test_fenced_writers_background_preparation_duplicates_nothing(spawn, tmp_path):
+def test_fenced_writers_background_preparation_duplicates_nothing(spawn, tmp_path, outlive_lease):
     """R03b: A freezes right after publishing batch 1; B rolls batch 1 forward, commits batch 2
     and prepares compaction 4 in the background. A wakes up, finishes batch 1 and its own
     background preparation runs. B's compaction 4 must not list any file twice: every reader,
@@ -265,7 +268,7 @@ def test_fenced_writers_background_preparation_duplicates_nothing(spawn, tmp_pat
     assert_rows_once(root, a, b)
 
 
-def test_fenced_writers_background_preparation_loses_nothing(spawn, tmp_path):
+def test_fenced_writers_background_preparation_loses_nothing(spawn, tmp_path, outlive_lease):
     """R03c: A freezes right after publishing compaction batch 4; B rolls it forward, commits
     batches 5 and 6 and prepares compaction 9. A wakes up, finishes batch 4 and starts preparing
     compaction 9 afresh. B's compaction 9 must still hold batches 5 and 6: no committed row may
@@ -296,7 +299,7 @@ def test_fenced_writers_background_preparation_loses_nothing(spawn, tmp_path):
 # -- r04 -----------------------------------------------------------------------------------------
 
 
-def test_fenced_writers_abort_leaves_the_successors_batch_alone(spawn, tmp_path):
+def test_fenced_writers_abort_leaves_the_successors_batch_alone(spawn, tmp_path, outlive_lease):
     """R04: A freezes right after writing its intent for batch 1; B takes over and stages its own
     batch 1. A wakes up, is fenced and aborts its attempt. B's batch must commit, and the next
     writer must be able to open the table (A's abort must not delete anything of B's)."""
@@ -344,7 +347,7 @@ def test_fenced_writers_abort_leaves_the_successors_batch_alone(spawn, tmp_path)
 # -- a zombie whose claim loses the create to its successor's -------------------------------------
 
 
-def test_a_zombie_losing_its_claim_to_the_successor_leaves_the_successors_claim_alone(spawn, tmp_path):
+def test_a_zombie_losing_its_claim_to_the_successor_leaves_the_successors_claim_alone(spawn, tmp_path, outlive_lease):
     """A freezes right before its WAL claim of batch 1 (its fence check passed). B takes over,
     claims batch 1 itself in direct mode and dies right after publishing it: its data files are
     in place under their final names, its claim pending. A wakes up and its create of the claim

@@ -7,7 +7,8 @@ has no name for) and the test resumes it with SIGCONT.
 Roles:
   zombie MODE        A: opens, stages batch 0, freezes before its WAL claim; on resume claims
                      late and must be fenced.
-  gc                 ``seo gc`` with no age limit (it aborts the zombie's staging as stale).
+  gc [TIMES]         ``seo gc`` with no age limit (it aborts the zombie's staging as stale),
+                     TIMES runs one after the other (default 1).
   takeover           opens (recovery included) and closes.
   frozen WHERE       F: opens, freezes inside its recovery - before it lists the WAL
                      ('before-listing') or after the listing, before its first verdict
@@ -68,11 +69,12 @@ def zombie(root: str, mode: str) -> None:
         say("zombie", "fenced")
 
 
-def gc(root: str) -> None:
+def gc(root: str, times: str = "1") -> None:
     from streaming_exactly_once.maintenance.gc import collect_garbage
 
-    report = collect_garbage(open_storage(root), older_than_ms=0, lease_timeout_ms=LEASE_MS)
-    say("gc aborted", len(report.staging))
+    for _ in range(int(times)):  # each run takes the lease over from the one before
+        report = collect_garbage(open_storage(root), older_than_ms=0, lease_timeout_ms=LEASE_MS)
+        say("gc aborted", len(report.staging))
 
 
 def takeover(root: str) -> None:
@@ -251,6 +253,9 @@ def discard(root: str, when: str) -> None:
 
 
 if __name__ == "__main__":
+    from streaming_exactly_once.testing.lease_clock import install_from_env
+
+    install_from_env()  # the test's shared lease clock
     role, root, *rest = sys.argv[1:]
     {
         "zombie": zombie,
