@@ -222,5 +222,14 @@ def lease_clock(tmp_path_factory, monkeypatch):
     ]
 )
 def storage(request):
-    """The same test on every backend (the storage contract)."""
+    """The same test on every backend: the storage contract, and what tests one backend's own
+    behaviour through a higher layer. Other tests take ``layer_storage``."""
+    return request.getfixturevalue(f"{request.param}_storage")
+
+
+@pytest.fixture(params=["memory", "local", pytest.param("s3", marks=pytest.mark.s3)])
+def layer_storage(request):
+    """A layer above storage on a few backends: the layers see a backend only through the storage
+    contract, which ``storage`` runs on all of them. Memory and a local disk, and S3 (moto)
+    for an object store's ways - without an emulator's or Hadoop JVM's start-up in every layer."""
     return request.getfixturevalue(f"{request.param}_storage")

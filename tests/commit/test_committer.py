@@ -28,32 +28,32 @@ def rows_of(batch):
     return list(range(batch * 10, batch * 10 + 10))
 
 
-def test_batches_commit_and_logs_are_written(storage):
-    c = make_committer(storage, compact_interval=3)
+def test_batches_commit_and_logs_are_written(layer_storage):
+    c = make_committer(layer_storage, compact_interval=3)
     for b in range(7):
         result = stage_and_commit(c, Q, b, rows_of(b))
         assert result.status == "committed" and result.batch_id == b
         assert result.timings["manifest"] >= 0 and "wal" in result.timings
-    assert visible_rows(storage) == sorted(sum((rows_of(b) for b in range(7)), []))
+    assert visible_rows(layer_storage) == sorted(sum((rows_of(b) for b in range(7)), []))
     c.janitor.drain()
-    assert storage.list_dir(WAL_DIR) == [] and storage.list_dir(STAGING_DIR) == []
+    assert layer_storage.list_dir(WAL_DIR) == [] and layer_storage.list_dir(STAGING_DIR) == []
     assert c.logs.commits.record(6).spark_batch_id == 6
-    assert "5.compact" in {e.name for e in storage.list_dir("_spark_metadata")}
-    assert "5.compact" in {e.name for e in storage.list_dir("_seo/commits")}
+    assert "5.compact" in {e.name for e in layer_storage.list_dir("_spark_metadata")}
+    assert "5.compact" in {e.name for e in layer_storage.list_dir("_seo/commits")}
     assert len(c.logs.sources.committed_paths()) == 7
     c.close()
 
 
-def test_replayed_batch_is_skipped_even_after_restart(storage):
-    c = make_committer(storage)
+def test_replayed_batch_is_skipped_even_after_restart(layer_storage):
+    c = make_committer(layer_storage)
     stage_and_commit(c, Q, 0, rows_of(0))
     assert stage_and_commit(c, Q, 0, rows_of(0)) is None
     c.close()
-    again = make_committer(storage)
+    again = make_committer(layer_storage)
     assert stage_and_commit(again, Q, 0, rows_of(0)) is None
     # a new query id (recreated checkpoint) restarting at batch 0 is not skipped
     assert stage_and_commit(again, Q2, 0, [1000]).status == "committed"
-    assert visible_rows(storage) == rows_of(0) + [1000]
+    assert visible_rows(layer_storage) == rows_of(0) + [1000]
 
 
 @pytest.mark.parametrize(

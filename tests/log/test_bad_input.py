@@ -60,16 +60,17 @@ def test_manifest_file_problems(memory_storage, case, file_name):
 
 
 @pytest.mark.parametrize("case", ["empty", "truncated", "garbage_text", "newer_version"])
-def test_start_up_check_of_a_bad_compact_file_names_it_on_every_backend(storage, case):
+def test_start_up_check_of_a_bad_compact_file_names_it(layer_storage, case):
     """``check_snapshot`` reads a compact file's ends only (``read_head``/``read_tail``); an empty
-    object once made that a raw ``OSError`` on S3 (a range of an empty object is refused)."""
+    object once made that a raw ``OSError`` on S3 (a range of an empty object is refused). The
+    ends of an empty file on every backend are the storage contract's (``TestPartialReads``)."""
     data, error, words = CASES[case]
     good = b"v1\n" + GOOD_ENTRY
-    storage.put_if_absent("_spark_metadata/0", good)
-    storage.put_if_absent("_spark_metadata/1", good)
-    storage.put_if_absent("_spark_metadata/2.compact", data)
+    layer_storage.put_if_absent("_spark_metadata/0", good)
+    layer_storage.put_if_absent("_spark_metadata/1", good)
+    layer_storage.put_if_absent("_spark_metadata/2.compact", data)
     with pytest.raises(error) as err:
-        ManifestLog(storage, default_interval=3).check_snapshot()
+        ManifestLog(layer_storage, default_interval=3).check_snapshot()
     assert words in str(err.value)
     assert "_spark_metadata/2.compact" in str(err.value)
     assert err.value.batch_id == 2

@@ -1,4 +1,4 @@
-"""Batch log and compactible log behaviour on every storage backend."""
+"""Batch log and compactible log behaviour, on a few storage backends (``layer_storage``)."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ def test_bytes_match_spark_layout(memory_storage):
     assert log.get(1) == []
 
 
-def test_add_is_idempotent_and_exclusive(storage):
-    log = BatchLog(storage, "log", DictCodec(), kind="test log")
+def test_add_is_idempotent_and_exclusive(layer_storage):
+    log = BatchLog(layer_storage, "log", DictCodec(), kind="test log")
     assert log.add(0, [rec(0)]) is True
     assert log.add(0, [rec(0)]) is False  # our own retry
     with pytest.raises(LogConflictError) as err:
@@ -41,13 +41,13 @@ def test_add_is_idempotent_and_exclusive(storage):
     assert log.read(0) == [rec(0)]
 
 
-def test_latest_range_and_gaps(storage):
-    log = BatchLog(storage, "log", DictCodec())
+def test_latest_range_and_gaps(layer_storage):
+    log = BatchLog(layer_storage, "log", DictCodec())
     assert log.latest_batch_id() is None
     for i in (0, 1, 2, 4):
         log.add(i, [rec(i)])
-    storage.put_if_absent("log/.5.abc.tmp", b"junk")  # temp files are not batches
-    storage.put_if_absent("log/.0.crc", b"junk")
+    layer_storage.put_if_absent("log/.5.abc.tmp", b"junk")  # temp files are not batches
+    layer_storage.put_if_absent("log/.0.crc", b"junk")
     assert log.list_batch_ids() == [0, 1, 2, 4]
     assert log.latest_batch_id(refresh=True) == 4
     assert log.gaps() == [3]
@@ -66,11 +66,11 @@ def test_purge(memory_storage):
     assert log.list_batch_ids() == [3, 4]
 
 
-def test_compactible_log_writes_spark_style_compacts(storage):
-    log = CompactibleLog(storage, "c", DictCodec(), default_interval=3)
+def test_compactible_log_writes_spark_style_compacts(layer_storage):
+    log = CompactibleLog(layer_storage, "c", DictCodec(), default_interval=3)
     for i in range(8):
         log.add(i, [rec(i)])
-    files = sorted(e.name for e in storage.list_dir("c"))
+    files = sorted(e.name for e in layer_storage.list_dir("c"))
     assert files == ["0", "1", "2.compact", "3", "4", "5.compact", "6", "7"]
     assert [r["id"] for r in log.read(5)] == [0, 1, 2, 3, 4, 5]
     assert [r["id"] for r in log.all_records()] == list(range(8))
