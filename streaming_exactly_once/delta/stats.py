@@ -16,27 +16,14 @@ import json
 
 from ..errors import DeltaTableError
 from ..storage.base import Storage
-
-_MAGIC = b"PAR1"
-_FIRST_READ = 64 * 1024
+from ..storage.parquet_footer import read_footer
 
 
 def footer_rows(storage: Storage, path: str) -> int | None:
-    """Rows of the Parquet file at ``path``, read from its footer only (one read of its last
-    bytes, two for a large footer); None if it is not a complete Parquet file."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    tail = storage.read_tail(path, _FIRST_READ)
-    if len(tail) < 12 or tail[-4:] != _MAGIC:
-        return None
-    footer = int.from_bytes(tail[-8:-4], "little")
-    if footer + 8 > len(tail):
-        tail = storage.read_tail(path, footer + 8)
-    try:
-        return int(pq.read_metadata(pa.BufferReader(tail[-(footer + 8) :])).num_rows)
-    except (OSError, ValueError):
-        return None
+    """Rows of the Parquet file at ``path``, read from its footer only (``read_footer``); None if
+    it is not a complete Parquet file."""
+    metadata = read_footer(storage, path)
+    return None if metadata is None else int(metadata.num_rows)
 
 
 def parquet_rows(storage: Storage, path: str) -> int:

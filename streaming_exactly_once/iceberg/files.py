@@ -24,9 +24,7 @@ from typing import Any
 from ..errors import IcebergTableError
 from ..manifest.paths import parse_partition_dir
 from ..storage.base import Storage
-
-_MAGIC = b"PAR1"
-_FIRST_READ = 64 * 1024
+from ..storage.parquet_footer import read_footer
 
 
 @dataclass(frozen=True)
@@ -59,22 +57,6 @@ OUTPUT_TIMESTAMP_TYPE = "spark.sql.parquet.outputTimestampType"
 ICEBERG_TIMESTAMPS = "TIMESTAMP_MICROS"
 
 
-def _footer(storage: Storage, path: str) -> Any:  # a pyarrow FileMetaData, or None
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    tail = storage.read_tail(path, _FIRST_READ)
-    if len(tail) < 12 or tail[-4:] != _MAGIC:
-        return None
-    length = int.from_bytes(tail[-8:-4], "little")
-    if length + 8 > len(tail):
-        tail = storage.read_tail(path, length + 8)
-    try:
-        return pq.read_metadata(pa.BufferReader(tail[-(length + 8) :]))
-    except (OSError, ValueError):
-        return None
-
-
 def _int96_columns(metadata: Any) -> list[str]:
     return [metadata.schema.column(i).path for i in range(metadata.num_columns) if metadata.schema.column(i).physical_type == "INT96"]
 
@@ -84,7 +66,7 @@ def staged_rows(storage: Storage, path: str, *, table: str) -> int:
     its footer - refusing, while nothing is written, a file the Iceberg commit could not name:
     not complete Parquet, or with INT96 timestamps (Spark's default; Iceberg readers read
     timestamps as INT64: pyiceberg reads INT96 as nanoseconds, wrong before 1677 and after 2262)."""
-    metadata = _footer(storage, path)
+    metadata = read_footer(storage, path)
     if metadata is None:
         raise IcebergTableError(
             f"Data file {storage.uri(path)} of this batch is not a complete Parquet file, although its writer finished; "
@@ -115,7 +97,7 @@ def parquet_rows(storage: Storage, path: str, *, accept_int96: bool = False) -> 
     by then, so it cannot be discarded: the way out of each refusal is named in its message.
     ``accept_int96``: a person's decision (``seo recover --accept-int96``) to name INT96 files
     of a batch published before the check moved ahead of the claim."""
-    metadata = _footer(storage, path)
+    metadata = read_footer(storage, path)
     if metadata is None:
         raise IcebergTableError(
             f"{storage.uri(path)} is not a complete Parquet file (no footer, or one that does not parse); an Iceberg "

@@ -30,32 +30,13 @@ from typing import Any
 
 from ..readers.committed_files import CommittedFiles
 from ..storage.base import Storage
+from ..storage.parquet_footer import read_footer
 from ..table.schema_rules import WIDENINGS, fields_of, shape, type_text
-
-_MAGIC = b"PAR1"
-_FIRST_READ = 64 * 1024
-
-
-def footer_metadata(storage: Storage, path: str) -> Any:  # a pyarrow FileMetaData, or None if unreadable
-    """The footer of the Parquet file at ``path``, read from its end (None: not a Parquet file)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    tail = storage.read_tail(path, _FIRST_READ)
-    if len(tail) < 12 or tail[-4:] != _MAGIC:
-        return None
-    footer = int.from_bytes(tail[-8:-4], "little")
-    if footer + 8 > len(tail):
-        tail = storage.read_tail(path, footer + 8)
-    try:
-        return pq.read_metadata(pa.BufferReader(tail[-(footer + 8) :]))
-    except (OSError, ValueError):
-        return None
 
 
 def footer_schema(storage: Storage, path: str) -> Any:  # a pyarrow Schema, or None if unreadable
     """The Arrow schema in the footer of the Parquet file at ``path`` (None: not a Parquet file)."""
-    metadata = footer_metadata(storage, path)
+    metadata = read_footer(storage, path)
     return None if metadata is None else metadata.schema.to_arrow_schema()
 
 

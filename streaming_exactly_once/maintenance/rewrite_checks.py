@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from ..log.compaction import is_compaction_batch
 from ..readers.committed_files import CommittedFiles
 from ..storage.base import Storage
+from ..storage.parquet_footer import read_footer
 from ..table.commits_log import CommitsLog, RewriteNote
-from .file_schemas import footer_metadata
 
 #: How a finding is told: severity, kind, the file's URI, what is wrong.
 Report = Callable[[str, str, str, str], None]
@@ -69,7 +69,7 @@ def check_rewrites(storage: Storage, commits: CommitsLog, current: CommittedFile
 def _rows(storage: Storage, path: str) -> int | None:
     """The rows in the footer of the Parquet file at ``path``; None if it is gone or unreadable."""
     try:
-        metadata = footer_metadata(storage, path)
+        metadata = read_footer(storage, path)
     except FileNotFoundError:
         return None
     return None if metadata is None else int(metadata.num_rows)

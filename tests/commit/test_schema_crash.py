@@ -37,7 +37,11 @@ def _columns(table: Path) -> tuple[int | None, list[str]]:
     return files.as_of, names
 
 
-def _kill_then_recover(root: Path, boundary: str, group: list[str] | None = None, at_kill=None, formats: dict | None = None) -> tuple[Writer, Writer]:
+def _kill_then_recover(
+    root: Path, boundary: str, group: list[str] | None = None, at_kill=None, formats: dict | None = None, again: str = EXTRA_SCHEMA_JSON
+) -> tuple[Writer, Writer]:
+    """A commits batches 0-1, then batch 2 adding ``extra`` and is killed at ``boundary``;
+    ``at_kill()``; B recovers and Spark re-delivers batch 2 with schema ``again``."""
     writers: list[Writer] = []
     try:
         a = Writer(
@@ -68,7 +72,7 @@ def _kill_then_recover(root: Path, boundary: str, group: list[str] | None = None
                 root,
                 [
                     {"do": "open", "retry_s": 10},
-                    {"do": "commits", "query": QA, "count": 1, "first": 2, "schema": EXTRA_SCHEMA_JSON},  # Spark re-delivers batch 2
+                    {"do": "commits", "query": QA, "count": 1, "first": 2, "schema": again},  # Spark re-delivers batch 2
                     {"do": "close"},
                 ],
                 group,
@@ -156,31 +160,16 @@ def test_an_iceberg_tables_added_column_and_its_batch_appear_together(tmp_path, 
 
 
 def test_a_discarded_claims_schema_record_is_not_the_schema_of_the_batch_that_reuses_its_number(tmp_path):
-    """A is killed after batch 2's schema record (``extra`` added); the claim's data file is then
+    """A is killed after batch 2's schema record (``extra`` added); the claim's data files are then
     lost (deleted outside the protocol), so a person discards the claim (``seo recover
-    --discard-wal 2``). The record stays behind. B's batch 2 has the old columns and changes no
-    schema: it must be read with batch 0's schema, not the discarded one's."""
+    --discard-wal 2``). The record stays behind. Spark re-runs batch 2 with the old columns, which
+    change no schema: it must be read with batch 0's schema, not the discarded one's."""
     from streaming_exactly_once.table.schema_log import schema_as_of
     from tests.commit.power_cut_runs import seo
 
     table = tmp_path / "t"
-    writers: list[Writer] = []
-    try:
-        a = Writer(
-            _program(
-                "A",
-                table,
-                [
-                    {"do": "open"},
-                    {"do": "commits", "query": QA, "count": 2, "schema": SCHEMA_JSON},
-                    {"do": "commits", "query": QA, "count": 1, "schema": EXTRA_SCHEMA_JSON, "crash_at": "after-schema"},
-                    {"do": "hang"},
-                ],
-            )
-        )
-        writers.append(a)
-        a.proc.wait(timeout=120)
-        assert a.proc.returncode == -signal.SIGKILL, a.output()
+
+    def lose_and_discard() -> None:
         assert schema_batches(open_storage(str(table))) == [0, 2]
         lost = [*table.glob("p=a/part-*-2.c000.snappy.parquet"), *(table / "_seo" / "staging").glob("2-*/data/p=a/*.parquet")]
         assert lost
@@ -188,21 +177,8 @@ def test_a_discarded_claims_schema_record_is_not_the_schema_of_the_batch_that_re
             path.unlink()  # the claim can never complete
         code, out = seo("recover", "--discard-wal", "2", "--lease-timeout", "2s", str(table))
         assert code == 0, out
-        b = Writer(
-            _program(
-                "B",
-                table,
-                [
-                    {"do": "open", "retry_s": 10},
-                    {"do": "commits", "query": QA, "count": 1, "first": 2, "schema": SCHEMA_JSON},  # Spark re-runs batch 2, old columns
-                    {"do": "close"},
-                ],
-            )
-        )
-        writers.append(b)
-        assert b.wait(timeout=120) == 0, b.output()
-    finally:
-        stop_all(writers)
+
+    _kill_then_recover(table, "after-schema", at_kill=lose_and_discard, again=SCHEMA_JSON)
     storage = open_storage(str(table))
     assert schema_as_of(storage, 2) == schema_as_of(storage, 0)
     assert [(r.batch_id, r.reason) for r in schema_history(storage)] == [(0, "create")]
