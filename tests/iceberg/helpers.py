@@ -16,6 +16,7 @@ from streaming_exactly_once.commit.iceberg_step import CommitIceberg
 from streaming_exactly_once.commit.step import StepContext
 from streaming_exactly_once.iceberg import IcebergCatalogRef, IcebergFile, IcebergTarget, app_id
 from streaming_exactly_once.storage.base import Storage
+from streaming_exactly_once.table.table_logs import TableLogs
 
 #: Spark schema JSON of the batches below (``id`` long, partition column ``p`` string).
 SCHEMA = json.dumps(
@@ -70,7 +71,7 @@ def step(batch: int, files: list[IcebergFile], *, schema: str | None = SCHEMA, p
 
 
 def context(storage: Storage, catalogs: dict[str, dict[str, str]] | None = None) -> StepContext:
-    return StepContext(storage=storage, logs=None, iceberg_catalogs=dict(catalogs or {}))  # type: ignore[arg-type]  # no step here reads the logs
+    return StepContext(storage=storage, logs=TableLogs.open(storage), iceberg_catalogs=dict(catalogs or {}))
 
 
 def run(s: CommitIceberg, ctx: StepContext) -> None:

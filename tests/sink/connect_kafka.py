@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             query.awaitTermination()
             return None
         except Exception as exc:  # the batch's error, as the client sees it
-            return str(exc)[:2000]
+            return f"{type(exc).__name__}: {exc}"[:2000]
 
     fill(0, 10)
     say("first", error=run(f"{work}/c1", "earliest"))

@@ -178,7 +178,7 @@ def main(argv=None) -> int:
         print(f"CONCURRENT {exc}", flush=True)
         return 3
     except Exception as exc:
-        text = str(exc)
+        text = f"{type(exc).__name__}: {exc}"
         if args.connect and os.environ.get("SEO_CRASH_AT") and "Python worker exited unexpectedly" in text:
             # the worker killed itself at its boundary: the rest of the "machine" goes with it
             print("WORKER-KILLED", flush=True)

@@ -11,6 +11,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from streaming_exactly_once import DatasetSink, Output, read
+from streaming_exactly_once.errors import SchemaMismatchError
 from streaming_exactly_once.maintenance.verify import verify_table
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.table.schema_log import schema_history
@@ -48,7 +49,7 @@ def test_a_table_the_batch_does_not_fit_fails_it_or_is_quarantined(spark, tmp_pa
     as_text = lambda df: df.withColumn("v", F.col("v").cast("string"))  # noqa: E731
     # full: nothing of the batch is published, the named error says which table and why
     _, error = run_group(spark, tmp_path, as_text)
-    assert error is not None and "SchemaMismatchError" in str(error) and "Table 'raw'" in str(error)
+    assert error is not None and isinstance(error, SchemaMismatchError) and "Table 'raw'" in str(error)
     assert "column 'v' is string in the batch, double in the table" in str(error)
     g = tmp_path / "g"
     assert ids(g / "raw") == ids(g / "typed") == sorted(first)
