@@ -254,6 +254,15 @@ class IcebergTableError(ExactlyOnceError, TerminalError):
     does not load, it uses features an append of our files would break, or a commit failed."""
 
 
+class CatalogNotConfiguredError(IcebergTableError, ConfigError):
+    """The table's Iceberg side lives in a pyiceberg catalog this environment has no
+    configuration of (no properties given, no ``PYICEBERG_CATALOG__<NAME>__*`` variables, no
+    ``~/.pyiceberg.yaml`` entry): the environment lacks something, like a missing extra - the
+    table is not broken. Raised before anything is read or changed; ``seo`` exits 4."""
+
+    catalog: str
+
+
 class IcebergSchemaMismatchError(IcebergTableError, ConfigError):
     """A batch's columns do not fit the schema (or partition spec) of an existing Iceberg table."""
 

@@ -18,7 +18,8 @@ CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
 
 EXIT_FAILED = 1
 EXIT_WARNINGS = 3
-#: an extra the command needs for this table is not installed (``extras``); nothing was changed
+#: an extra the command needs for this table is not installed (``extras``), or an Iceberg catalog it
+#: uses has no configuration here (``CatalogNotConfiguredError``); nothing was changed
 EXIT_MISSING_EXTRA = 4
 
 

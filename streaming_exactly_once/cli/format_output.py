@@ -40,7 +40,7 @@ def _delta_text(delta: dict[str, Any]) -> str:
 
 def _iceberg_text(iceberg: dict[str, Any]) -> str:
     where = f"; catalog {iceberg['catalog']}" if iceberg.get("catalog") else ""
-    if "missingExtra" in iceberg:
+    if "missingExtra" in iceberg or "missingCatalog" in iceberg:
         return f"not checked: {iceberg['error']}{where}"
     if "error" in iceberg:
         return f"ERROR: {iceberg['error']}{where}"

@@ -3,8 +3,8 @@
 Every command takes ``--json``: one document, keys in camelCase (``json_keys``; a JSON schema per
 command in the docs). Errors are one line on stderr and a non-zero exit code
 (1 = the command failed; 2 = bad usage; ``verify`` exits 3 when it found only warnings;
-4 = the table needs an extra that is not installed, which the message names; 130 =
-interrupted). That holds for *any* error, the library's own and unexpected ones alike:
+4 = the table needs an extra that is not installed, or an Iceberg catalog this environment has
+no configuration of, which the message names; 130 = interrupted). That holds for *any* error, the library's own and unexpected ones alike:
 ``--debug`` (or ``SEO_DEBUG=1``) prints the traceback as well.
 Only ``run`` starts Spark; the other commands need neither pyspark nor a JVM.
 """
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from .. import extras
-from ..errors import ExactlyOnceError, MissingDependencyError
+from ..errors import CatalogNotConfiguredError, ExactlyOnceError, MissingDependencyError
 from . import progress
 from .context import EXIT_FAILED, EXIT_MISSING_EXTRA, EXIT_WARNINGS, CliContext, json_option, printer_for, storage_options
 from .format_output import format_text, refusal_lines, refusal_message, table_format_lines
@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except SystemExit:
         raise
-    except MissingDependencyError as exc:
+    except (MissingDependencyError, CatalogNotConfiguredError) as exc:
         _fail(f"error: {_one_line(str(exc))}", argv, EXIT_MISSING_EXTRA)
     except ExactlyOnceError as exc:
         _fail(f"error: {_one_line(str(exc))}", argv)

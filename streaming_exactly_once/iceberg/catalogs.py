@@ -54,7 +54,7 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
 from pyiceberg.table.update import AssertCreate, RemoveSnapshotsUpdate, TableRequirement, TableUpdate, update_table_metadata
 from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 
-from ..errors import IcebergTableError
+from ..errors import CatalogNotConfiguredError, IcebergTableError
 from ..storage.base import Storage
 from .engine import METADATA_DIR
 from .fileio import StorageFileIO
@@ -348,6 +348,24 @@ class ArbitratedCatalog(_OneTable):
         return response
 
 
+def require_configured(name: str, properties: Mapping[str, str], *, table: str) -> None:
+    """Raise ``CatalogNotConfiguredError`` unless catalog ``name`` has properties here: given,
+    or in pyiceberg's configuration (``PYICEBERG_CATALOG__<NAME>__*``, ``~/.pyiceberg.yaml``)."""
+    from pyiceberg.utils.config import Config
+
+    if properties or Config().get_catalog_config(name):
+        return
+    var = f"PYICEBERG_CATALOG__{name.upper()}"
+    raise CatalogNotConfiguredError(
+        f"Iceberg catalog {name!r} (table {table}) is not configured in this environment, so the table's Iceberg side "
+        f"cannot be opened. Configure it as its writer did (iceberg_catalog_properties), with environment variables - "
+        f"e.g. {var}__TYPE=sql and {var}__URI=sqlite:////data/catalog.db, or {var}__TYPE=rest and {var}__URI=https://... - "
+        "or in ~/.pyiceberg.yaml. Nothing was read or changed.",
+        catalog=name,
+        table=table,
+    )
+
+
 def open_catalog(storage: Storage, ref: IcebergCatalogRef, properties: Mapping[str, str]) -> PathCatalog | ArbitratedCatalog:
     """The catalog of the table at ``storage``: its own metadata files (``ref.name`` None), or
     the pyiceberg catalog ``ref.name`` opened with ``properties`` (else pyiceberg's own
@@ -363,6 +381,7 @@ def open_catalog(storage: Storage, ref: IcebergCatalogRef, properties: Mapping[s
             "table's full name in that catalog.",
             table=storage.root_uri,
         )
+    require_configured(ref.name, properties, table=f"{ref.identifier} of {storage.root_uri}")
     try:
         inner = load_catalog(ref.name, **properties)
     except Exception as exc:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ExactlyOnceError, MissingDependencyError
+from ..errors import CatalogNotConfiguredError, ExactlyOnceError, MissingDependencyError
 from ..storage.base import Storage
 from ..table.identity import IcebergIdentity
 
@@ -44,6 +44,8 @@ def iceberg_status(storage: Storage, iceberg: IcebergIdentity) -> dict[str, Any]
         return {**_target(storage, iceberg).status(), **catalog}
     except MissingDependencyError as exc:  # the table is not broken: this environment cannot read it
         return {"appId": iceberg.app_id, **catalog, "error": str(exc), "missingExtra": exc.extra}
+    except CatalogNotConfiguredError as exc:  # nor here: this environment lacks the catalog's configuration
+        return {"appId": iceberg.app_id, **catalog, "error": str(exc), "missingCatalog": exc.catalog}
     except ExactlyOnceError as exc:
         return {"appId": iceberg.app_id, **catalog, "error": str(exc)}
 
