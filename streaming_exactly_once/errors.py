@@ -226,6 +226,12 @@ class OffsetColumnsMissingError(SourceOffsetError):
     """A batch re-reads records the table holds and has no columns to drop them by."""
 
 
+class OffsetResetError(SourceOffsetError):
+    """A batch reads offsets the table holds records at, and the records it has there agree with
+    the table's in some columns and not in others: the sink cannot tell a topic deleted and
+    recreated (new records at old offsets) from a re-read of the same records."""
+
+
 class SchemaMismatchError(ConfigError):
     """A batch (or a stream, at ``start``) does not fit its table's schema: a type change readers
     cannot read, a missing non-nullable column, other partition columns, or a new column or a

@@ -6,7 +6,16 @@ Bytes (v1)::
     {"nextBatchWatermarkMs":0}
 
 Line 2 may be absent (read as ``{}``). v2 (``stateStore.checkpointFormatVersion=2``) adds
-``stateUniqueIds``. ``offsets/N`` without ``commits/N`` means Spark will re-run batch N.
+``stateUniqueIds``; v3 (Spark 4.x's sink evolution, ``queryEvolution.enableSinkEvolution``, a
+sink named with ``DataStreamWriter.name``) adds each sink's state, measured on Spark 4.3::
+
+    v3
+    {"nextBatchWatermarkMs":0,"sinkMetadataMap":{"s1":{"sinkName":"s1","commitOffset":"-",
+     "providerName":"...ForeachBatchSink","apiVersion":"DSv1","isActive":true}}}
+
+(one line). A sink swapped into a checkpoint that way sees its first batch at the id after the
+last one the earlier sink committed. ``offsets/N`` without ``commits/N`` means Spark will re-run
+batch N.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from ..log.version import loads_line, parse_version
 from ..storage.base import Storage
 from .offset_seq import HINT
 
-MAX_VERSION = 2
+MAX_VERSION = 3
 
 
 @dataclass(frozen=True)

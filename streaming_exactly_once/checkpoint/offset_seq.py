@@ -10,7 +10,17 @@ offsets. Format v1 (``spark.sql.streaming.offsetLog.formatVersion=1``, the defau
 
 line 2 is the batch metadata; then one line per source, in source order: the source's own
 offset JSON (a file source writes ``{"logOffset":N}``, legacy ``N``) or ``-`` for "no
-offset yet". Format v2 prefixes each source line with ``<sourceId>:``.
+offset yet". Format v2 (``offsetLog.formatVersion=2``, forced by Spark 4.x's source evolution)
+prefixes each source line with ``<sourceId>:``, the key of the source's ``sources/<sourceId>/``
+directory - its ordinal, or the name given with ``DataStreamReader.name`` - in no particular
+order (Spark 4.3 wrote ``1:`` before ``0:``)::
+
+    v2
+    {"batchWatermarkMs":0,"batchTimestampMs":1700000000000,"conf":{...}}
+    1:{"logOffset":0}
+    0:{"logOffset":0}
+
+so a source's offset is looked up by its key (``OffsetSeq.by_source``), never by position.
 """
 
 from __future__ import annotations
@@ -41,6 +51,12 @@ class OffsetSeq:
     offsets: list[str | None]
     source_ids: list[str] = field(default_factory=list)
 
+    def by_source(self) -> dict[str, str | None]:
+        """Each source's offset by the key of its ``sources/<key>/`` directory: the ordinal in
+        v1, the ``<sourceId>`` prefix in v2."""
+        keys = self.source_ids if self.version >= 2 else [str(i) for i in range(len(self.offsets))]
+        return dict(zip(keys, self.offsets, strict=True))
+
     @property
     def batch_watermark_ms(self) -> int | None:
         value = self.metadata.get("batchWatermarkMs")
@@ -67,6 +83,25 @@ def file_source_log_offset(raw: str | None) -> int | None:
     if isinstance(value, dict) and set(value) == {"logOffset"} and isinstance(value["logOffset"], int):
         return value["logOffset"]
     return None
+
+
+def is_partition_offsets(raw: str | None) -> bool:
+    """Whether ``raw`` is an offset shaped like Kafka's: ``{"topic":{"0":42,...},...}`` (topic ->
+    partition -> next offset), at least one topic, every value a partition map of integers."""
+    if raw is None:
+        return False
+    try:
+        value = loads_line(raw)
+    except ValueError:
+        return False
+    if not isinstance(value, dict) or not value:
+        return False
+    for partitions in value.values():
+        if not isinstance(partitions, dict):
+            return False
+        if not all(isinstance(o, int) and not isinstance(o, bool) for o in partitions.values()):
+            return False
+    return True
 
 
 class OffsetSeqLog(BatchLog[dict[str, Any]]):
@@ -106,8 +141,10 @@ class OffsetSeqLog(BatchLog[dict[str, Any]]):
                 raise corrupt(f"line {number} is blank")
             if version >= 2:
                 sid, sep, line = line.partition(":")
-                if not sep:
+                if not sep or not sid or any(c in sid for c in '{}[]" \t'):
                     raise corrupt(f"line {number} has no '<sourceId>:' prefix")
+                if sid in source_ids:
+                    raise corrupt(f"line {number} repeats source {sid!r}")
                 source_ids.append(sid)
             if line == VOID:
                 offsets.append(None)

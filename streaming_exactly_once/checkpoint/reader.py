@@ -20,7 +20,7 @@ from ..errors import IdentityError
 from ..storage.base import Storage
 from .commit_marker import CommitMarker, CommitMarkerLog
 from .file_source_log import FileSourceEntry, FileSourceLog
-from .offset_seq import OffsetSeq, OffsetSeqLog, file_source_log_offset
+from .offset_seq import OffsetSeq, OffsetSeqLog, file_source_log_offset, is_partition_offsets
 from .query_metadata import QueryMetadata, parse_query_metadata
 
 
@@ -28,6 +28,7 @@ from .query_metadata import QueryMetadata, parse_query_metadata
 class InputFile:
     """One input file of a batch: which source read it and when Spark first saw it."""
 
+    #: the source's ordinal; a named source (Spark 4.x) its line's position in ``offsets/N``
     source: int
     path: str  # URI-encoded, as in Spark's source log
     timestamp: int
@@ -65,18 +66,26 @@ class SparkCheckpoint:
     def offsets(self, batch_id: int) -> OffsetSeq | None:
         return self.offset_log.offsets(batch_id)
 
-    def start_offsets(self, batch_id: int) -> list[str | None] | None:
-        """Each source's offsets where batch ``batch_id`` starts: the previous batch's end, or
-        for batch 0 what a source recorded as its initial offsets (Kafka's source writes them
-        to ``sources/<i>/0``); None if unknown."""
+    def start_offsets(self, batch_id: int) -> dict[str, str] | None:
+        """Where batch ``batch_id`` starts, per source key (``OffsetSeq.by_source``): the
+        previous batch's end offsets; for batch 0 the initial offsets a partitioned source
+        recorded (Kafka's source writes them to ``sources/<key>/0``; a file source's log there
+        is not one). A source missing from the map recorded no start; None: the previous
+        batch's offsets are gone."""
         if batch_id > 0:
             previous = self.offsets(batch_id - 1)
-            return None if previous is None else list(previous.offsets)
+            if previous is None:
+                return None
+            return {key: raw for key, raw in previous.by_source().items() if raw is not None}
         current = self.offsets(0)
         if current is None:
             return None
-        initial = [initial_offsets(self.storage, f"sources/{i}/0") for i in range(len(current.offsets))]
-        return initial if any(initial) else None
+        out: dict[str, str] = {}
+        for key in current.by_source():
+            raw = initial_offsets(self.storage, f"sources/{key}/0")
+            if raw is not None:
+                out[key] = raw
+        return out
 
     def latest_batch_id(self) -> int | None:
         return self.offset_log.latest_batch_id(refresh=True)
@@ -90,9 +99,11 @@ class SparkCheckpoint:
             self._source_logs[key] = FileSourceLog(self.storage, key)
         return self._source_logs[key]
 
-    def file_sources(self) -> list[int]:
-        """Ordinals of the sources that keep a file-source log (``sources/<i>/``)."""
-        return sorted(int(e.name) for e in self.storage.list_dir("sources") if e.is_dir and e.name.isdigit())
+    def file_sources(self) -> list[str]:
+        """Keys of the sources that keep a log under ``sources/<key>/`` (ordinals, or the names of
+        Spark 4.x's named sources), ordinals first."""
+        names = [e.name for e in self.storage.list_dir("sources") if e.is_dir]
+        return sorted(names, key=lambda name: (not name.isdigit(), int(name) if name.isdigit() else 0, name))
 
     def input_files(self, batch_id: int) -> list[InputFile] | None:
         """Files newly read by batch ``batch_id`` from every file source, or None if unknowable.
@@ -107,31 +118,44 @@ class SparkCheckpoint:
         previous = self.offsets(batch_id - 1) if batch_id > 0 else None
         if batch_id > 0 and previous is None:
             return None
+        before = previous.by_source() if previous is not None else {}
+        return self._files_between(before, current)
+
+    def files_read_before(self, batch_id: int) -> list[InputFile] | None:
+        """Every file the file sources admitted in batches ``0 .. batch_id - 1`` (what a sink
+        that first sees the query at ``batch_id`` takes over), or None if unknowable."""
+        if batch_id == 0:
+            return []
+        last = self.offsets(batch_id - 1)
+        return None if last is None else self._files_between({}, last)
+
+    def _files_between(self, before: dict[str, str | None], current: OffsetSeq) -> list[InputFile]:
         files: list[InputFile] = []
+        now = current.by_source()
+        positions = {key: index for index, key in enumerate(now)}
         for source in self.file_sources():
-            if source >= len(current.offsets):
-                continue
-            upto = file_source_log_offset(current.offsets[source])
+            upto = file_source_log_offset(now.get(source))
             if upto is None:
-                continue  # not a file source (rate, Kafka, ... keep other files under sources/<i>/)
-            after = -1
-            if previous is not None and source < len(previous.offsets):
-                prev = file_source_log_offset(previous.offsets[source])
-                after = -1 if prev is None else prev
+                continue  # not a file source (rate, Kafka, ... keep other files under sources/<key>/)
+            prev = file_source_log_offset(before.get(source))
+            after = -1 if prev is None else prev
+            number = int(source) if source.isdigit() else positions[source]
             for entry in self.source_log(source).entries_between(after, upto):
-                files.append(InputFile(source=source, path=entry.path, timestamp=entry.timestamp))
+                files.append(InputFile(source=number, path=entry.path, timestamp=entry.timestamp))
         return files
 
 
 def initial_offsets(storage: Storage, path: str) -> str | None:
-    """The JSON line of a source's initial-offsets file (``v1`` and the offsets; Kafka's source
-    writes a zero byte first), or None if there is none or it holds something else."""
+    """The JSON line of a partitioned source's initial-offsets file (``v1`` and offsets shaped
+    like Kafka's, ``{"topic":{"0":42}}``; Kafka's source writes a zero byte first), or None if
+    there is none or it holds something else (a file source's log keeps its first batch's files
+    at the same path)."""
     try:
         text = storage.read_bytes(path).lstrip(b"\0").decode("utf-8")
     except (FileNotFoundError, IsADirectoryError, UnicodeDecodeError):
         return None
     lines = text.splitlines()
-    if len(lines) < 2 or not lines[0].startswith("v") or not lines[1].startswith("{"):
+    if len(lines) < 2 or not lines[0].startswith("v") or not is_partition_offsets(lines[1]):
         return None
     return lines[1]
 

@@ -65,7 +65,10 @@ class BatchAttempt(KeyedByAttempt):
         return {**info, "groupBatchId": str(self.batch_id)} if group else info
 
     def offsets_step(self, batch_id: int) -> WriteOffsets:
-        return WriteOffsets(record=replace(self.offsets, batch_id=batch_id))
+        """The offsets record as batch ``batch_id`` (a reset made at the attempt's batch moves with it)."""
+        begun = self.offsets.batch_id
+        resets = {name: batch_id if batch == begun else batch for name, batch in self.offsets.offset_resets.items()}
+        return WriteOffsets(record=replace(self.offsets, batch_id=batch_id, offset_resets=resets))
 
 
 @dataclass(frozen=True)

@@ -334,11 +334,13 @@ class GroupCommitter(Writer):
         source_ends: dict[str, dict[str, int]] | None = None,
         expected: dict[str, dict[str, int]] | None = None,
         schema: str | None = None,
+        no_data: bool = False,
     ) -> CommitResult:
         """Publish group batch ``attempt.batch_id``: every table in ``members`` or none (a table
-        with no files only if its batch is a ``maintenance`` one)."""
+        with no files only if its batch is a ``maintenance`` one). ``no_data``: a group batch of
+        no table's batch is committed all the same (the first batch of a query, which records it)."""
         members = [m for m in members if m.files or m.maintenance]
-        if not members:
+        if not members and not no_data:
             self.abort(attempt)
             return CommitResult(attempt.query_id, attempt.spark_batch_id, "empty", timings=dict(attempt.timings))
         t_plan = time.perf_counter()

@@ -42,7 +42,7 @@ from ..table.commits_log import CommitRecord
 from ..table.identity import TableIdentity, TableSpec, check_identity, ensure_identity, note_root
 from ..table.layout import PROBE_DIR, staging_dir
 from ..table.offsets_log import OffsetsRecord
-from ..table.source_offsets import PartitionOffsetMap, high_water, merged_ends, raise_to
+from ..table.source_offsets import PartitionOffsetMap, merged_ends, raise_to, table_marks
 from ..table.table_logs import TableLogs
 from .attempt import BatchAttempt, CommitResult, elapsed_ms
 from .engine import CommitEngine
@@ -87,6 +87,10 @@ class Writer(ABC):
         self._table_rows: int | None = 0
         self._input_paths: set[str] | None = None
         self._offset_marks: PartitionOffsetMap | None = None
+        #: per partition whose offsets restarted, the manifest batch that first wrote its new records
+        self._offset_resets: dict[str, int] = {}
+        #: per query, its latest offsets record (loaded with the marks)
+        self._query_offsets: dict[str, OffsetsRecord] = {}
         #: set by a sink: runs a function over chunks of a list on the cluster (see StepContext)
         self.distribute: Distribute | None = None
         #: Delta logs by table (None: this root), kept across batches (``StepContext.delta_targets``)
@@ -210,6 +214,8 @@ class Writer(ABC):
         self._table_rows = newest.table_rows if newest is not None else 0
         self._input_paths = None
         self._offset_marks = None
+        self._offset_resets = {}
+        self._query_offsets = {}
         self._ready = True
         # The next compaction's copy starts now, not after the first batch: the first one after
         # a start is otherwise left to its own batch.
@@ -311,6 +317,13 @@ class Writer(ABC):
     def knows_query(self, query_id: str) -> bool:
         return query_id in self._committed
 
+    def spark_sink_batches(self) -> int:
+        """How many batches Spark's own file sink wrote before this root was adopted, while no
+        query has committed one through us yet (then 0: the query that moved here is known)."""
+        if self._committed or self.identity is None:
+            return 0
+        return self.identity.first_batch_id
+
     def committed_input_paths(self) -> set[str]:
         """Every input file the root has committed (loaded on first use, then kept current)."""
         if self._input_paths is None:
@@ -321,15 +334,37 @@ class Writer(ABC):
         """The high-water mark of every partitioned source's partition the root committed
         (``table.source_offsets``; loaded on first use, then kept current)."""
         if self._offset_marks is None:  # every record: a rebuilt one may carry no offsets
-            records = self.logs.require_offsets().all_records()
-            self._offset_marks = high_water(record.source_offsets for record in records)
+            log_ = self.logs.require_offsets()
+            records = log_.all_records()
+            self._offset_marks = table_marks(records)
+            self._offset_resets = {}
+            for record in records:
+                for name, batch in record.offset_resets.items():
+                    self._offset_resets[name] = max(batch, self._offset_resets.get(name, batch))
+            self._query_offsets = dict(log_.latest_per_query())
         return self._offset_marks
+
+    def query_offsets(self, query_id: str) -> OffsetsRecord | None:
+        """The offsets record of the last batch the root committed for ``query_id``."""
+        self.offset_marks()
+        return self._query_offsets.get(query_id)
 
     # -- attempts ----------------------------------------------------------------------------
 
     def begin(
-        self, query_id: str, spark_batch_id: int, *, mode: str, checkpoint: str | None = None, offsets: OffsetSeq | None = None
+        self,
+        query_id: str,
+        spark_batch_id: int,
+        *,
+        mode: str,
+        checkpoint: str | None = None,
+        offsets: OffsetSeq | None = None,
+        spark_query_id: str | None = None,
+        offset_resets: Iterable[str] = (),
     ) -> BatchAttempt:
+        """A new attempt at Spark batch ``spark_batch_id`` of ``query_id``; ``spark_query_id``:
+        the checkpoint's own id, when the query id was given instead; ``offset_resets``: the
+        partitions whose offsets restarted (their marks restart at this batch)."""
         self.ensure_open()
         self.lease.check_fence("stage")
         t0 = time.perf_counter()
@@ -346,14 +381,34 @@ class Writer(ABC):
                 batch_watermark_ms=offsets.batch_watermark_ms if offsets else None,
                 batch_timestamp_ms=offsets.batch_timestamp_ms if offsets else None,
                 written_ms=int(time.time() * 1000),
+                spark_query_id=spark_query_id if spark_query_id != query_id else None,
+                offset_resets=self._carried_resets(batch_id, offset_resets, offsets),
             ),
         )
         attempt.timings["intent"] = elapsed_ms(t0)
         return attempt
 
+    def _carried_resets(self, batch_id: int, resets: Iterable[str], offsets: OffsetSeq | None) -> dict[str, int]:
+        """Every offset reset the root knows, and ``resets`` at ``batch_id``, for a batch of a
+        partitioned source: each such record carries them all, so a compact file that keeps only
+        the latest records keeps them too."""
+        new = set(resets)
+        if not new and (offsets is None or not merged_ends(offsets.offsets)):
+            return {}
+        self.offset_marks()
+        return dict(sorted({**self._offset_resets, **{name: batch_id for name in new}}.items()))
+
     @contextlib.contextmanager
     def batch(
-        self, query_id: str, spark_batch_id: int, *, mode: str, checkpoint: str | None = None, offsets: OffsetSeq | None = None
+        self,
+        query_id: str,
+        spark_batch_id: int,
+        *,
+        mode: str,
+        checkpoint: str | None = None,
+        offsets: OffsetSeq | None = None,
+        spark_query_id: str | None = None,
+        offset_resets: Iterable[str] = (),
     ) -> Iterator[BatchAttempt]:
         """One attempt at a batch, as a block::
 
@@ -363,7 +418,9 @@ class Writer(ABC):
 
         If the block raises before the attempt's claim, the attempt is aborted (``abort``) and
         the error goes on. A claimed attempt is never aborted: it can only roll forward."""
-        attempt = self.begin(query_id, spark_batch_id, mode=mode, checkpoint=checkpoint, offsets=offsets)
+        attempt = self.begin(
+            query_id, spark_batch_id, mode=mode, checkpoint=checkpoint, offsets=offsets, spark_query_id=spark_query_id, offset_resets=offset_resets
+        )
         try:
             yield attempt
         except BaseException as exc:
@@ -428,7 +485,11 @@ class Writer(ABC):
         if self._input_paths is not None:
             self._input_paths.update(i.path for i in input_files)
         if self._offset_marks is not None:
-            raise_to(self._offset_marks, merged_ends(attempt.offsets.source_offsets))
+            written = attempt.offsets_step(record.batch_id).record
+            resets = {name for name, batch in written.offset_resets.items() if batch == record.batch_id}
+            raise_to(self._offset_marks, merged_ends(written.source_offsets), resets)
+            self._offset_resets.update(written.offset_resets)
+            self._query_offsets[attempt.query_id] = written
         self.housekeeping.keep_pace(self._all_logs(), ctx)
         if record.delta_version is None and record.iceberg_snapshot is None and ctx.notes:
             # the table formats' versions, as the commit record on disk has them (``WriteCommit``)

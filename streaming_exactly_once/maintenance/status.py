@@ -18,7 +18,7 @@ from ..table.refusal import read_refusal
 from ..table.rejections import REJECTED_DIR
 from ..table.schema_log import schema_history
 from ..table.schema_rules import fields_of, type_text
-from ..table.source_offsets import high_water
+from ..table.source_offsets import table_marks
 from ..table.table_logs import TableLogs
 from .iceberg_checks import iceberg_status
 
@@ -74,7 +74,7 @@ def table_status(storage: Storage) -> dict[str, Any]:
         if logs.offsets is not None:
             # where the table's records of each partitioned source (Kafka) end: a lost
             # checkpoint restarts from here (``sink.starting_offsets()``)
-            out["sourceOffsets"] = dict(sorted(high_water(r.source_offsets for r in logs.offsets.latest_per_query().values()).items()))
+            out["sourceOffsets"] = dict(sorted(table_marks(logs.offsets.all_records()).items()))
     if identity is not None and identity.kind == "member":
         out["group"] = identity.group
     if identity is not None:

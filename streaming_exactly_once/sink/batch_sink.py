@@ -42,14 +42,16 @@ from ..errors import ConcurrentWriterError, ConfigError, ExactlyOnceError, SinkI
 from ..storage import open_storage
 from ..storage.base import Storage
 from ..storage.local_errors import file_root_error
-from ..table.source_offsets import kafka_json
+from ..table.source_offsets import kafka_json, merged_ends
 from .input_filter import BatchFilters, CommittedInputFilter, warn_reread_inputs
 from .live_sinks import LIVE_SINKS, release_leases_now
 from .observing import ObservedSink
-from .offset_guard import OffsetGuard, guard_batch
+from .offset_guard import OffsetColumns, guard_batch
 from .options import Duration, SinkOptions, StagingMode
 from .progress import batch_committed_event, observe_stream
+from .query_history import knows_query, take_over, written_by_spark_sink
 from .query_identity import QueryIdentity, is_connect, local_query_id, local_run_marker, resolve_identity
+from .record_probe import RecordProbe
 from .surfacing import note_refusal, surfacing
 
 if TYPE_CHECKING:
@@ -129,7 +131,7 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
         #: Spark checkpoints read by batches, by location, kept across batches as Spark keeps its
         #: own logs: a file-source log's compact interval is derived once, not by listing the log
         #: (which grows with every batch until Spark's cleanup delay passes) for each batch.
-        self._checkpoints: dict[str, tuple[str, SparkCheckpoint]] = {}  # location -> (query id, reader)
+        self._checkpoints: dict[str, tuple[str, SparkCheckpoint]] = {}  # location -> (query, reader)
         #: per query: its last batch seen here and that batch's end offsets (the next one's start)
         self._batch_ends: dict[str, tuple[int, dict[str, int]]] = {}
         #: the library's error of the last batch this sink refused in this process (``sink.surfacing``)
@@ -221,6 +223,13 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
             )
         spark_trigger_kwargs = spark_trigger(trigger)  # a bad interval fails before anything is touched
         self._checkpoint = checkpoint_location
+        if spark_trigger_kwargs.get("realTime"):
+            raise ConfigError(
+                "Spark's real-time mode (trigger realTime=...) cannot call foreachBatch - it hands the sink records, "
+                "not batches, and records a batch's offsets only after its records went out - so no sink of this "
+                "library can run in it. Use a micro-batch trigger (processingTime, availableNow).",
+                key="trigger",
+            )
         remote = is_connect(stream_df)
         self._check_start(stream_df)  # columns first: nothing is touched for a misspelt one
         if remote or self._runs_on_workers():
@@ -421,13 +430,17 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
         self._identities[key] = identity
         return identity
 
-    def _spark_checkpoint(self, location: str, query_id: str) -> SparkCheckpoint:
+    def _spark_checkpoint(self, location: str, query_id: str) -> tuple[SparkCheckpoint, str | None]:
         """The reader of query ``query_id``'s checkpoint (a location reused by a new query - a
-        deleted checkpoint - gets a new reader)."""
+        deleted checkpoint - gets a new reader), and, when the sink was given the query id, the
+        checkpoint's own id (read at every batch: a checkpoint recreated under the given id is
+        another query's)."""
+        own = self._checkpoint_query_id(location) if self.options.query_id is not None else None
+        key = query_id if own is None else f"{query_id} {own}"
         held = self._checkpoints.get(location)
-        if held is None or held[0] != query_id:  # an earlier query's reader: its batches are over
-            held = self._checkpoints[location] = (query_id, SparkCheckpoint(open_storage(location)))
-        return held[1]
+        if held is None or held[0] != key:  # an earlier query's reader: its batches are over
+            held = self._checkpoints[location] = (key, SparkCheckpoint(open_storage(location)))
+        return held[1], own
 
     def _checkpoint_query_id(self, location: str) -> str:
         return SparkCheckpoint(open_storage(location)).query_id()
@@ -452,10 +465,12 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
             # Spark Connect ends an ended query's worker asynchronously (a listener on the server's bus),
             # long after the next query's first batch on a loaded machine: the lease waits that long for it
             self.committer.lease.handover_wait_s = self.options.connect_handover_wait_ms / 1000
-        elif self.options.query_id is None:
-            from .query_watch import session_running
+        else:
+            from .query_watch import check_progress_tracking, session_running
 
-            session = session_running(identity.query_id)
+            check_progress_tracking(df)
+            if self.options.query_id is None:
+                session = session_running(identity.query_id)
         run = session.streams.get(identity.query_id) if session is not None else None
         self._adopt_query(identity.query_id, session, run_id=str(run.runId) if run is not None else None)
         if not self._holds_table():  # under _lock (a batch)
@@ -512,39 +527,26 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
         self._distribute_with(df)
         qid = identity.query_id
         self.committer.ensure_open()
-        if self.committer.is_committed(qid, batch_id):
+        checkpoint, spark_id = self._spark_checkpoint(identity.checkpoint, qid) if identity.checkpoint else (None, None)
+        known = knows_query(self.committer, qid, spark_id, identity.checkpoint)
+        if known and self.committer.is_committed(qid, batch_id):
             log.info("skipping batch %d of query %s: already committed", batch_id, qid)
             return CommitResult(qid, batch_id, "duplicate")
         self._check_columns(df)
         fit = self._fit_schema(df, f"Batch {batch_id} of query {qid}")
-        checkpoint = self._spark_checkpoint(identity.checkpoint, qid) if identity.checkpoint else None
         offsets = checkpoint.offsets(batch_id) if checkpoint else None
         inputs = checkpoint.input_files(batch_id) if checkpoint else None
         if checkpoint is not None and inputs is None:
             log.warning("input files of batch %d of query %s are not in its checkpoint any more", batch_id, qid)
+        if not known and written_by_spark_sink(self.committer, qid, batch_id, inputs or []):
+            return CommitResult(qid, batch_id, "duplicate")
         warn_reread_inputs(inputs or [], batch_id, qid)
         if self._observer is not None:
             self._observer.batch_sources(identity.checkpoint, offsets.offsets if offsets is not None else (), inputs)
-        guard = self._offset_guard(df, qid, batch_id, checkpoint, offsets)  # before anything is staged
-        with self.committer.batch(qid, batch_id, mode=self.staging_mode, checkpoint=identity.checkpoint, offsets=offsets) as attempt:
-            self.storage.makedirs(attempt.staging_dir)  # the attempt's staging, before the writer fills it
-            # the driver's work before Spark's write (identity, lease, checkpoint reads), for ``stepMs``
-            attempt.timings["prepare"] = round((time.perf_counter() - t_prepare) * 1000, 3)
-            committed = self.committer.committed_input_paths() if inputs else set()
-            batch_inputs = BatchFilters(CommittedInputFilter(guard.df, inputs or [], committed, batch_id=batch_id, query_id=qid), guard)
-            result = self._stage_and_commit(fit(batch_inputs.df), attempt, batch_inputs, offsets)
-        self.counters["skipped_rows"] += batch_inputs.skipped_rows()
-        if result.status == "committed":
-            self._emit(result)
-        return result
-
-    def _offset_guard(
-        self, df: DataFrame, query_id: str, batch_id: int, checkpoint: SparkCheckpoint | None, offsets: OffsetSeq | None
-    ) -> OffsetGuard:
-        """The batch checked against the records of partitioned sources the table holds."""
-        return guard_batch(
+        taken_over = [] if known else take_over(self.committer, qid, batch_id, checkpoint)
+        guard = guard_batch(  # before anything is staged
             df,
-            query_id=query_id,
+            query_id=qid,
             batch_id=batch_id,
             checkpoint=checkpoint,
             offsets=offsets,
@@ -552,7 +554,45 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
             writer=self.committer,
             columns=self.options.offset_columns,
             allow_gaps=self.options.allow_offset_gaps,
+            known_query=known,
+            probe=self._record_probe(fit),
         )
+        with self.committer.batch(
+            qid,
+            batch_id,
+            mode=self.staging_mode,
+            checkpoint=identity.checkpoint,
+            offsets=offsets,
+            spark_query_id=spark_id,
+            offset_resets=guard.resets,
+        ) as attempt:
+            self.storage.makedirs(attempt.staging_dir)  # the attempt's staging, before the writer fills it
+            # the driver's work before Spark's write (identity, lease, checkpoint reads), for ``stepMs``
+            attempt.timings["prepare"] = round((time.perf_counter() - t_prepare) * 1000, 3)
+            committed = self.committer.committed_input_paths() if inputs or taken_over else set()
+            attributed = OffsetColumns(*self.options.offset_columns)
+            files = CommittedInputFilter(
+                guard.df,
+                inputs or [],
+                committed,
+                batch_id=batch_id,
+                query_id=qid,
+                attributed=attributed.attributed() if not attributed.missing(df) else None,
+            )
+            # the table's first batch of a query records it, rows or not: from then on the query is
+            # known (its gaps are its own), its offsets raise the marks, its earlier inputs count
+            must_commit = not known and bool(taken_over or (offsets is not None and merged_ends(offsets.offsets)))
+            batch_inputs = BatchFilters(files, guard, [f for f in taken_over if f.path not in committed], must_commit)
+            result = self._stage_and_commit(fit(batch_inputs.df), attempt, batch_inputs, offsets)
+        self.counters["skipped_rows"] += batch_inputs.skipped_rows()
+        if result.status == "committed":
+            self._emit(result)
+        return result
+
+    def _record_probe(self, fit: Callable[[DataFrame], DataFrame]) -> RecordProbe | None:
+        """How to compare the batch's records with the table's (``sink.record_probe``); None:
+        this sink cannot, and offsets alone decide."""
+        return None
 
     def starting_offsets(self, topics: Iterable[str] | None = None) -> str | None:
         """Kafka ``startingOffsets`` JSON where the table's records end, per partition (of

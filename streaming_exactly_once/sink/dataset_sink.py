@@ -305,6 +305,7 @@ class DatasetSink(BatchSink[GroupCommitter]):
             source_ends=ends,
             expected=expected,
             schema=df.schema.json(),
+            no_data=inputs.must_commit,
         )
         if skipped:
             log.info("batch %d: %d row(s) of input files committed earlier were dropped", attempt.spark_batch_id, skipped)

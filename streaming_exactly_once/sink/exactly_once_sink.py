@@ -28,7 +28,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
 from ..checkpoint.offset_seq import OffsetSeq
 from ..commit.committer import BatchAttempt, CommitResult, TableCommitter
@@ -40,6 +41,7 @@ from .direct_writer import DirectWriter
 from .input_filter import BatchFilters
 from .keywords import SinkKeywords, check_keywords, document
 from .options import DIRECT_FORMATS, SinkOptions, default_staging_mode
+from .record_probe import RecordProbe
 from .rename_writer import RenameWriter
 from .schema_fit import conformer
 
@@ -127,7 +129,21 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
             num_skipped_rows=skipped,
             watermarks=watermarks,
             schema=df.schema.json(),
+            no_data=inputs.must_commit,
         )
+
+    def _record_probe(self, fit: Callable[[DataFrame], DataFrame]) -> RecordProbe | None:
+        if self.options.file_format == "text":
+            return None  # one column, no offsets: nothing to find a record by
+        return RecordProbe(project=fit, table_rows=self._committed_rows, columns=self.options.record_columns or None)
+
+    def _committed_rows(self, session: SparkSession, schema: StructType) -> DataFrame | None:
+        """The table's committed rows, read with ``schema`` from the files its manifest lists."""
+        paths = [entry.uri for entry in self.committer.logs.require_manifest().files()]
+        if not paths:
+            return None
+        reader = session.read.format(self.options.file_format).options(**self.options.writer_options)
+        return reader.schema(schema).option("basePath", self.storage.root_uri).load(paths)
 
     # -- the table's schema (``sink.schema_fit``, ``commit.table_schema``) --------------------
 

@@ -7,7 +7,9 @@ file of the batch up in the table's sources log and filters out rows whose ``inp
 is a committed file, in the same pass as the write.
 
 If rows cannot be attributed to a file (``input_file_name()`` is empty, e.g. after an
-aggregation or a join), the batch fails with ``DuplicateInputError`` rather than risk a duplicate.
+aggregation or a join), the batch fails with ``DuplicateInputError`` rather than risk a duplicate
+- unless they carry a partitioned source's coordinates (a Kafka stream unioned with a file source:
+the offset guard answers for those rows).
 ``BatchFilters`` pairs this filter with the offset guard (``sink.offset_guard``); ``reread_inputs``
 names the input files Spark itself reads more than once.
 """
@@ -15,10 +17,10 @@ names the input files Spark itself reads more than once.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import unquote
 
-from pyspark.sql import DataFrame, functions as F
+from pyspark.sql import Column, DataFrame, functions as F
 
 from ..checkpoint.reader import InputFile
 from ..errors import DuplicateInputError
@@ -36,7 +38,18 @@ class CommittedInputFilter:
     """A batch without the rows of input files the table committed before, and how many rows
     that dropped - known once the batch is written (Spark observes it in the writing pass)."""
 
-    def __init__(self, df: DataFrame, inputs: list[InputFile], committed: set[str], *, batch_id: int, query_id: str) -> None:
+    def __init__(
+        self,
+        df: DataFrame,
+        inputs: list[InputFile],
+        committed: set[str],
+        *,
+        batch_id: int,
+        query_id: str,
+        attributed: Column | None = None,
+    ) -> None:
+        """``attributed``: true for a row another mechanism traces (a partitioned source's
+        record, with its topic, partition and offset)."""
         self.new_inputs: list[InputFile] = []
         self.already_committed: list[InputFile] = []
         for item in inputs:
@@ -51,9 +64,12 @@ class CommittedInputFilter:
             paths = sorted({f.path for f in self.already_committed} | {normalize_uri(f.path) for f in self.already_committed})
             source = F.col(INPUT_FILE_COLUMN)
             skip = source.isin(paths)
+            unattributed = source == F.lit("")
+            if attributed is not None:
+                unattributed = unattributed & ~F.coalesce(attributed, F.lit(False))
             counts = {
                 "skippedRows": F.sum(F.when(skip, 1).otherwise(0)),
-                "unattributedRows": F.sum(F.when(source == F.lit(""), 1).otherwise(0)),
+                "unattributedRows": F.sum(F.when(unattributed, 1).otherwise(0)),
             }
             self._observation = BatchObservation(())
             tagged = df.withColumn(INPUT_FILE_COLUMN, F.input_file_name())
@@ -119,10 +135,14 @@ def reread_inputs(inputs: list[InputFile]) -> list[str]:
 @dataclass
 class BatchFilters:
     """What a batch drops before it is written: rows of input files the table committed, and
-    rows of partitioned sources below the table's offsets."""
+    rows of partitioned sources below the table's offsets. ``taken_over``: input files of the
+    query's earlier batches, recorded with this one (the table's first batch of the query);
+    ``must_commit``: commit the batch even without rows (that first batch records the query)."""
 
     files: CommittedInputFilter
     offsets: OffsetGuard
+    taken_over: list[InputFile] = field(default_factory=list)
+    must_commit: bool = False
 
     @property
     def df(self) -> DataFrame:
@@ -130,7 +150,8 @@ class BatchFilters:
 
     @property
     def new_inputs(self) -> list[InputFile]:
-        return self.files.new_inputs
+        """The input files the commit records: the batch's new ones, and those taken over."""
+        return self.files.new_inputs + self.taken_over
 
     def skipped_rows(self) -> int:
         """Call it once the batch is written (the counts are observed in that pass)."""

@@ -179,6 +179,16 @@ class SinkKeywords(TypedDict, total=False):
             conf="list",
         ),
     ]
+    record_columns: Annotated[
+        str | Iterable[str] | None,
+        Option(
+            None,
+            "The columns that tell one record from another where a batch reads offsets the table holds records at (a "
+            "topic deleted and recreated reuses its offsets): default every column but ``offset_columns``; name the "
+            "source's own (key, value, timestamp) when others are computed anew on each run.",
+            conf="list",
+        ),
+    ]
     spark_manifest: Annotated[
         bool,
         Option(

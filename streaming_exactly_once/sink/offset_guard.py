@@ -8,31 +8,51 @@ while no query ran, never written). Spark cannot tell; the table's offsets log c
 
 * **overlap**: rows whose offset is below their partition's mark are dropped, row by row, in
   the pass that writes the batch (the batch must carry the offset columns - Kafka's ``topic``,
-  ``partition``, ``offset`` - or the sink refuses it: ``OffsetColumnsMissingError``);
+  ``partition``, ``offset`` - or the sink refuses it: ``OffsetColumnsMissingError``) - once one
+  record there is known to be the one the table holds (``sink.record_probe``);
+* **reset**: a partition whose offsets went back - its topic deleted and recreated - holds new
+  records at old offsets: they are written, and the batch records the reset (the partition's
+  mark restarts there). Offsets show it within a query (``table.source_offsets.restarted``);
+  for a new query the record comparison does;
 * **gap**: a start above the mark is refused (``OffsetGapError``, naming the partitions and
   ranges) unless the sink was built with ``allow_offset_gaps=True``.
 
-A query the table already knows continues where its own batches ended (batches it ran in
-between may have been empty - nothing to commit - so its gaps are Spark's business); only
-another query's newer batches can put it below the marks. The start of a batch is the previous
-batch's end in the query's checkpoint; for a checkpoint's batch 0, the initial offsets the
-source recorded (Kafka's does), else the lowest offset per partition among the batch's rows.
+A query the table already knows (same checkpoint) continues where its own batches ended
+(batches it ran in between may have been empty - nothing to commit - so its gaps are Spark's
+business); only another query's newer batches can put it below the marks. A query the table does
+not know is checked where the table first sees it: its first batch here is committed even when it
+has no rows (``BatchSink``), so from then on it is known. The start of a batch is the previous
+batch's end in the query's checkpoint; for a checkpoint's batch 0, per source, the initial offsets
+the source recorded (Kafka's does), and for a source that records none the lowest offset per
+partition among the batch's rows. A partition with neither has no known start: never taken as its
+end.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from pyspark.sql import Column, DataFrame, functions as F
+from pyspark.sql import Column, DataFrame, Row, functions as F
 
 from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import SparkCheckpoint
 from ..commit.writer import Writer
-from ..errors import OffsetColumnsMissingError, OffsetGapError
-from ..table.source_offsets import PartitionOffsetMap, StartCheck, check_start, describe, kafka_json, merged_ends, split_name
+from ..errors import OffsetColumnsMissingError, OffsetGapError, OffsetResetError
+from ..table.source_offsets import (
+    PartitionOffsetMap,
+    StartCheck,
+    check_start,
+    describe,
+    kafka_json,
+    merged_ends,
+    merged_starts,
+    restarted,
+    split_name,
+)
 from .batch_metrics import BatchObservation
+from .record_probe import DIFFERENT, MIXED, RecordProbe, describe_mismatch
 
 log = logging.getLogger("streaming_exactly_once.sink")
 
@@ -52,46 +72,84 @@ class OffsetColumns:
         return [c for c in (self.topic, self.partition, self.offset) if c not in names]
 
     def key(self) -> Column:
-        return F.concat_ws("/", F.col(self.topic).cast("string"), F.col(self.partition).cast("string"))
+        """``topic/partition`` of a row; null for a row without both (another source's, in a union)."""
+        topic, partition = F.col(self.topic), F.col(self.partition)
+        return F.when(topic.isNotNull() & partition.isNotNull(), F.concat_ws("/", topic.cast("string"), partition.cast("string")))
+
+    def attributed(self) -> Column:
+        """Whether a row carries a full coordinate (a partitioned source's record)."""
+        return F.col(self.topic).isNotNull() & F.col(self.partition).isNotNull() & F.col(self.offset).isNotNull()
+
+
+@dataclass
+class BatchRows:
+    """What one aggregation over the batch's rows says, per partition: the lowest offset, and the
+    record at the highest offset below the mark (compared with the table's there)."""
+
+    low: dict[str, int] = field(default_factory=dict)
+    probes: dict[str, tuple[int, Row]] = field(default_factory=dict)
 
 
 class OffsetGuard:
-    """The batch without rows below the marks (``df``), checked for gaps (see the module)."""
+    """The batch without rows below the marks (``df``), checked for gaps and offset resets
+    (``resets``: partitions whose records are new although their offsets are not; see the module)."""
 
     def __init__(
         self,
         df: DataFrame,
         *,
         end: PartitionOffsetMap,
-        start: PartitionOffsetMap | None,
+        start: PartitionOffsetMap,
         marks: Mapping[str, int],
+        own_ends: Mapping[str, int],
         known_query: bool,
         columns: OffsetColumns,
         allow_gaps: bool,
         table: str,
         query_id: str,
         batch_id: int,
+        probe: RecordProbe | None = None,
     ) -> None:
         self.df = df
         self.table, self.query_id, self.batch_id = table, query_id, batch_id
         self._observation: BatchObservation | None = None
         self._skipped: int | None = None
-        relevant = {name: mark for name, mark in marks.items() if name in end}
+        self.resets = restarted(start, end, own_ends if known_query else {})
+        if self.resets:
+            self._say_reset(self.resets, start, end, own_ends, "the offsets went back")
+        relevant = {name: mark for name, mark in marks.items() if name in end and name not in self.resets}
         if not relevant:
             return  # the table holds nothing of the partitions this batch reads
-        if start is None:
-            start = self._lowest_offsets(df, columns, end)
-        check = check_start({name: start.get(name, end[name]) for name in end}, relevant)
-        if check.gaps and not known_query:
-            self._refuse_gap(check, relevant, allow_gaps)
-        if check.overlaps:
-            self.df = self._drop_overlap(df, check, columns)
+        unknown = [name for name in relevant if name not in start]
+        below = [name for name in relevant if name in start and start[name] < relevant[name]]
+        rows = BatchRows()
+        if unknown or (probe is not None and below):
+            rows = self._batch_rows(df, columns, relevant, probe, need_low=bool(unknown))
+        starts = {name: start[name] if name in start else rows.low.get(name) for name in relevant}
+        check = check_start({n: s for n, s in starts.items() if s is not None}, relevant)
+        if not known_query:
+            if check.gaps:
+                self._refuse_gap(check, relevant, allow_gaps)
+            blind = {n: (relevant[n], end[n]) for n, s in starts.items() if s is None and end[n] > relevant[n]}
+            if blind:
+                self._refuse_blind(blind, relevant, allow_gaps)
+        overlaps = dict(check.overlaps)
+        if overlaps and probe is not None:
+            new = self._probe(df, probe, columns, {n: rows.probes[n] for n in overlaps if n in rows.probes})
+            for name in new:
+                del overlaps[name]
+            if new:
+                self.resets |= new
+                self._say_reset(new, starts, end, {}, "its records there are not the ones the table holds")
+        if overlaps:
+            self.df = self._drop_overlap(df, StartCheck(overlaps, {}), columns)
 
-    def _lowest_offsets(self, df: DataFrame, columns: OffsetColumns, end: PartitionOffsetMap) -> PartitionOffsetMap:
-        """Where the batch starts, read from its rows (a source that records no initial offsets):
-        the lowest offset per partition; a partition without rows starts at its end."""
+    def _batch_rows(self, df: DataFrame, columns: OffsetColumns, marks: Mapping[str, int], probe: RecordProbe | None, *, need_low: bool) -> BatchRows:
+        """One aggregation over the batch (as the table stores it, when probing)."""
         missing = columns.missing(df)
         if missing:
+            if not need_low:
+                return BatchRows()  # the overlap is refused by name when it is dropped
             raise OffsetColumnsMissingError(
                 f"Batch {self.batch_id} of query {self.query_id} reads partitions the table {self.table} already holds "
                 f"records of, and the sink cannot tell where it starts: the batch has no column(s) {missing}. Keep the "
@@ -100,8 +158,61 @@ class OffsetGuard:
                 batch_id=self.batch_id,
                 table=self.table,
             )
-        rows = df.groupBy(columns.key().alias("p")).agg(F.min(F.col(columns.offset)).alias("low")).collect()
-        return {str(row["p"]): int(row["low"]) for row in rows if row["p"] is not None}
+        fitted = probe.project(df) if probe is not None else df
+        offset = F.col(columns.offset)
+        below = F.element_at(F.create_map(*[x for n, m in sorted(marks.items()) for x in (F.lit(n), F.lit(m))]), columns.key())
+        aggs = [F.min(offset).alias("low")]
+        compared = probe.compared(fitted, (columns.topic, columns.partition, columns.offset)) if probe is not None else []
+        if compared:
+            under = F.when(offset < below, offset)
+            aggs += [F.max(under).alias("at"), F.max_by(F.struct(*[F.col(c) for c in compared]), under).alias("record")]
+        grouped = fitted.where(columns.attributed()).groupBy(columns.key().alias("p")).agg(*aggs)
+        out = BatchRows()
+        for row in grouped.where(F.col("p").isin(list(marks))).collect():
+            out.low[str(row["p"])] = int(row["low"])
+            if compared and row["at"] is not None:
+                out.probes[str(row["p"])] = (int(row["at"]), row["record"])
+        return out
+
+    def _probe(self, df: DataFrame, probe: RecordProbe, columns: OffsetColumns, probes: dict[str, tuple[int, Row]]) -> set[str]:
+        """The overlapping partitions whose records are new (see ``sink.record_probe``); refuses a
+        batch whose record agrees with the table's in some columns and not in others."""
+        if not probes:
+            return set()
+        fitted = probe.project(df)
+        names = (columns.topic, columns.partition, columns.offset)
+        verdicts = probe.verdicts(fitted, probes, probe.compared(fitted, names), names)
+        mixed = [v for v in verdicts.values() if v.kind == MIXED]
+        if mixed:
+            raise OffsetResetError(
+                f"Batch {self.batch_id} of query {self.query_id} reads offsets the table {self.table} holds records at, "
+                f"and its records there agree with the table's in some columns only ({describe_mismatch(mixed)}). The sink "
+                "cannot tell a topic deleted and recreated (new records at old offsets: to be written) from a re-read of "
+                "the same records whose differing columns are computed anew on each run (a timestamp, a uuid: to be "
+                "dropped). Nothing was written. Name the columns that make a record with record_columns=[...] (the "
+                "source's key, value or timestamp), or restart the query from the table's offsets (sink.starting_offsets()).",
+                batch_id=self.batch_id,
+                table=self.table,
+                partitions=sorted((v.partition for v in mixed), key=split_name),
+            )
+        return {name for name, v in verdicts.items() if v.kind == DIFFERENT}
+
+    def _say_reset(self, names: set[str], start: Mapping[str, int | None], end: Mapping[str, int], own: Mapping[str, int], why: str) -> None:
+        for name in sorted(names, key=split_name):
+            was = own.get(name)
+            log.warning(
+                "batch %d of query %s: partition %s restarted its offsets (%s; it reads [%s, %s)%s): a topic deleted and "
+                "recreated? Its records are written as new, and table %s's offsets of %s restart with this batch",
+                self.batch_id,
+                self.query_id,
+                name,
+                why,
+                start.get(name),
+                end.get(name),
+                f", the query's last batch had read it up to {was}" if was is not None else "",
+                self.table,
+                name,
+            )
 
     def _refuse_gap(self, check: StartCheck, marks: Mapping[str, int], allow_gaps: bool) -> None:
         if allow_gaps:
@@ -124,6 +235,26 @@ class OffsetGuard:
             partitions=sorted(check.gaps, key=split_name),
         )
 
+    def _refuse_blind(self, ranges: dict[str, tuple[int, int]], marks: Mapping[str, int], allow_gaps: bool) -> None:
+        """A partition read beyond its mark, with no rows in the batch and no recorded start."""
+        if allow_gaps:
+            log.warning(
+                "batch %d of query %s: where it starts in %s is unknown (allow_offset_gaps=True)", self.batch_id, self.query_id, describe(ranges)
+            )
+            return
+        raise OffsetGapError(
+            f"Batch {self.batch_id} of query {self.query_id} reads {describe(ranges)} beyond the records table "
+            f"{self.table} holds, and the sink cannot tell where it started there: its source recorded no start "
+            "offsets and the batch has no rows of those partitions (a filter removed them?). If the query started at "
+            "or below the table's offsets nothing is missing; if above, records were never written. Nothing was "
+            f"written. Restart the query from the table's offsets - startingOffsets={kafka_json(dict(marks))} "
+            "(sink.starting_offsets()) - with a source that records where it starts (Kafka's does), or build the sink "
+            "with allow_offset_gaps=True to accept it.",
+            batch_id=self.batch_id,
+            table=self.table,
+            partitions=sorted(ranges, key=split_name),
+        )
+
     def _drop_overlap(self, df: DataFrame, check: StartCheck, columns: OffsetColumns) -> DataFrame:
         missing = columns.missing(df)
         if missing:
@@ -139,8 +270,9 @@ class OffsetGuard:
         pairs: list[Column] = []
         for name, (_start, mark) in sorted(check.overlaps.items()):
             pairs += [F.lit(name), F.lit(mark)]
-        below = F.coalesce(F.element_at(F.create_map(*pairs), columns.key()), F.lit(-1))
-        skip = F.col(columns.offset) < below
+        below = F.element_at(F.create_map(*pairs), columns.key())
+        # a row without a full coordinate (another source's, in a union) is no partition's record: kept
+        skip = F.coalesce(F.col(columns.offset) < below, F.lit(False))
         self._observation = BatchObservation(())
         observed = self._observation.attach(df, extra={SKIPPED: F.sum(F.when(skip, 1).otherwise(0))})
         return observed.filter(~skip)
@@ -164,6 +296,18 @@ class OffsetGuard:
         return self._skipped
 
 
+def batch_start(
+    query_id: str, batch_id: int, checkpoint: SparkCheckpoint | None, batch_ends: dict[str, tuple[int, dict[str, int]]]
+) -> PartitionOffsetMap:
+    """Where the batch starts, per partition whose start is known: the previous batch's end when
+    this process saw it (``batch_ends``), else the checkpoint's offsets before it, per source."""
+    previous = batch_ends.get(query_id)
+    if previous is not None and previous[0] == batch_id - 1:
+        return dict(previous[1])
+    raw = checkpoint.start_offsets(batch_id) if checkpoint is not None else None
+    return merged_starts(raw.values()) if raw else {}
+
+
 def guard_batch(
     df: DataFrame,
     *,
@@ -175,26 +319,25 @@ def guard_batch(
     writer: Writer,
     columns: Sequence[str],
     allow_gaps: bool,
+    known_query: bool,
+    probe: RecordProbe | None = None,
 ) -> OffsetGuard:
-    """The guard of a batch: where it starts is the previous batch's end when this process saw it
-    (``batch_ends``, updated here), else the checkpoint's offsets before it."""
+    """The guard of a batch; ``known_query``: the table knows this query (its id and its checkpoint)."""
     end = merged_ends(offsets.offsets) if offsets is not None else {}
-    previous = batch_ends.get(query_id)
+    start = batch_start(query_id, batch_id, checkpoint, batch_ends) if end else {}
     batch_ends[query_id] = (batch_id, end)
-    if previous is not None and previous[0] == batch_id - 1:
-        start: dict[str, int] | None = previous[1]
-    else:
-        raw = checkpoint.start_offsets(batch_id) if end and checkpoint is not None else None
-        start = merged_ends(raw) if raw is not None else None
+    own = writer.query_offsets(query_id) if end and known_query else None
     return OffsetGuard(
         df,
         end=end,
         start=start,
         marks=writer.offset_marks() if end else {},
-        known_query=writer.knows_query(query_id),
+        own_ends=merged_ends(own.source_offsets) if own is not None else {},
+        known_query=known_query,
         columns=OffsetColumns(*columns),
         allow_gaps=allow_gaps,
         table=writer.storage.root_uri,
         query_id=query_id,
         batch_id=batch_id,
+        probe=probe,
     )

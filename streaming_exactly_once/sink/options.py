@@ -209,6 +209,8 @@ class SinkOptions:
     allow_offset_gaps: bool = False
     #: the batch's columns naming each row's source partition and offset (Kafka's names)
     offset_columns: tuple[str, str, str] = ("topic", "partition", "offset")
+    #: the columns compared with the table's record at a re-read offset (``sink.record_probe``); () all
+    record_columns: tuple[str, ...] = ()
     # format="delta" or "iceberg" only
     spark_manifest: bool = True
     # format="delta" only
@@ -260,6 +262,7 @@ class SinkOptions:
         stored["writer_options"] = dict(stored["writer_options"] or {})
         stored["storage_options"] = dict(stored["storage_options"] or {})
         stored["offset_columns"] = _offset_columns(stored["offset_columns"])
+        stored["record_columns"] = _names(stored["record_columns"])
         stored["compaction"] = compaction_policy(stored["compaction"])
         stored["metrics"] = metrics_settings(stored["metrics"])
         stored["lineage"] = lineage_settings(stored["lineage"])

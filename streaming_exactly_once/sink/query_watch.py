@@ -28,6 +28,8 @@ from typing import Any
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
+from ..errors import ConfigError
+
 log = logging.getLogger("streaming_exactly_once.sink")
 
 OnEnd = Callable[[str], None]
@@ -138,6 +140,36 @@ def session_running(query_id: str) -> Any | None:
     except Exception:  # no classic session in this process (Spark Connect worker)
         log.debug("no session runs query %s", query_id, exc_info=True)
     return None
+
+
+#: Spark's execution of a query whose progress is tracked asynchronously (``asyncProgressTrackingEnabled``,
+#: and real-time mode): a batch's offsets are written after it ran, and after a failure a batch id
+#: may be re-run over another range of offsets.
+ASYNC_EXECUTION = "AsyncProgressTrackingMicroBatchExecution"
+
+
+def check_progress_tracking(df: Any) -> None:
+    """Classic Spark: refuse a batch of a query that tracks its progress asynchronously. The sink
+    keys a batch on (query, batch id) and reads its offsets from the checkpoint before it commits;
+    Spark says such a query's "offset ranges for batch can be changed in case of failure", so a
+    re-run batch id may hold other records (skipped as committed: lost), and its offsets may not be
+    written yet. Spark refuses ``foreachBatch`` there unless its sink check is overridden."""
+    try:
+        query_id = df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
+        session = session_running(query_id) if query_id else None
+        query = session.streams.get(query_id) if session is not None else None
+        execution = query._jsq.streamingQuery().getClass().getSimpleName() if query is not None else ""
+    except Exception:  # internal API: a Spark without it runs no such query
+        log.debug("could not look up the execution of the query", exc_info=True)
+        return
+    if execution == ASYNC_EXECUTION:
+        raise ConfigError(
+            f"Query {query_id} tracks its progress asynchronously (asyncProgressTrackingEnabled, or real-time mode): "
+            "Spark may run a batch id again over other offsets after a failure, and writes its offsets after the batch, "
+            "so the sink cannot commit it exactly once. Nothing was written. Start the query without "
+            "asyncProgressTrackingEnabled (sink.start never sets it).",
+            key="asyncProgressTrackingEnabled",
+        )
 
 
 _SIGTERM_INSTALLED = False

@@ -6,8 +6,12 @@ the table's offsets log (``table.offsets_log``). A source whose offsets are shap
 sources (files, rate) have none and are left to their own mechanisms.
 
 A table's *high-water mark* of a partition is the highest end offset any committed batch read
-from it: every record below it was read by a committed batch of some query (or deliberately
-skipped with ``allow_offset_gaps``). ``check_start`` compares where a batch starts with it:
+from it since the partition's offsets last restarted: every record below it was read by a
+committed batch of some query (or deliberately skipped with ``allow_offset_gaps``). A topic
+deleted and recreated numbers its records from 0 again; the batch that first writes such new
+records records the partition in its ``offsetResets`` (``table.offsets_log``), and the mark then
+counts only that batch and later ones (``table_marks``). ``check_start`` compares where a batch
+starts with the mark:
 
 * a start below the mark **overlaps** - records already in the table, dropped row by row;
 * a start above the mark leaves a **gap** - records no batch ever read, an error unless allowed.
@@ -19,8 +23,9 @@ it is rebuilt; a topic's partitions do not).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ..log.version import loads_line
 
@@ -60,11 +65,22 @@ def _partitions(text: str | None) -> PartitionOffsetMap:
 
 
 def merged_ends(source_offsets: Sequence[str | None]) -> PartitionOffsetMap:
-    """Every partitioned source's end offsets of one batch, merged (by partition name)."""
+    """Every partitioned source's end offsets of one batch, merged (by partition name): a
+    partition two sources read (one topic read twice) has been read up to the higher end."""
     out: PartitionOffsetMap = {}
     for parts in source_partitions(source_offsets).values():
         for name, offset in parts.items():
             out[name] = max(offset, out.get(name, offset))
+    return out
+
+
+def merged_starts(source_offsets: Iterable[str | None]) -> PartitionOffsetMap:
+    """Where a batch starts in each partition, from its sources' start offsets: a partition two
+    sources read starts at the lower of the two."""
+    out: PartitionOffsetMap = {}
+    for parts in source_partitions(list(source_offsets)).values():
+        for name, offset in parts.items():
+            out[name] = min(offset, out.get(name, offset))
     return out
 
 
@@ -76,11 +92,43 @@ def high_water(batches: Iterable[Sequence[str | None]]) -> PartitionOffsetMap:
     return out
 
 
-def raise_to(marks: PartitionOffsetMap, ends: Mapping[str, int]) -> None:
-    """Raise ``marks`` to ``ends`` where they are higher (a batch just committed)."""
+def raise_to(marks: PartitionOffsetMap, ends: Mapping[str, int], resets: Collection[str] = ()) -> None:
+    """Raise ``marks`` to ``ends`` where they are higher (a batch just committed); a partition in
+    ``resets`` restarted its offsets in that batch: its mark is the batch's end, lower or not."""
     for name, offset in ends.items():
-        if offset > marks.get(name, -1):
+        if name in resets or offset > marks.get(name, -1):
             marks[name] = offset
+
+
+class MarkRecord(Protocol):
+    """What ``table_marks`` reads of an offsets record (``table.offsets_log.OffsetsRecord``)."""
+
+    @property
+    def batch_id(self) -> int: ...
+
+    @property
+    def source_offsets(self) -> Sequence[str | None]: ...
+
+    @property
+    def offset_resets(self) -> Mapping[str, int]: ...
+
+
+def table_marks(records: Iterable[MarkRecord]) -> PartitionOffsetMap:
+    """The table's high-water marks from its offsets records, any subset that holds each query's
+    latest record (what a compact file keeps): per partition, the highest end of the batches at
+    or after the partition's latest offset reset. A query carries its resets in each later
+    record, so the result does not depend on which of its earlier records are left."""
+    records = sorted(records, key=lambda r: r.batch_id)
+    since: dict[str, int] = {}
+    for record in records:
+        for name, batch in record.offset_resets.items():
+            since[name] = max(batch, since.get(name, batch))
+    marks: PartitionOffsetMap = {}
+    for record in records:
+        for name, offset in merged_ends(record.source_offsets).items():
+            if record.batch_id >= since.get(name, -1) and offset > marks.get(name, -1):
+                marks[name] = offset
+    return marks
 
 
 def split_name(name: str) -> tuple[str, int]:
@@ -123,6 +171,22 @@ def check_start(start: Mapping[str, int], marks: Mapping[str, int]) -> StartChec
         else:
             gaps[name] = (mark, offset)
     return StartCheck(overlaps, gaps)
+
+
+def restarted(start: Mapping[str, int], end: Mapping[str, int], own_ends: Mapping[str, int]) -> set[str]:
+    """Partitions whose offsets went back - a topic deleted and recreated, whose new records
+    reuse its offsets: the batch ends below where it starts (Spark's source found the partition
+    behind the offsets it had reached, and says so), or it starts below where the same query's
+    last committed batch ended (``own_ends``: that batch's end offsets; within one checkpoint a
+    partition's offsets never go back otherwise)."""
+    out: set[str] = set()
+    for name, stop in end.items():
+        begin = start.get(name)
+        if begin is None:
+            continue
+        if stop < begin or (name in own_ends and begin < own_ends[name]):
+            out.add(name)
+    return out
 
 
 def describe(ranges: Mapping[str, tuple[int, int]], limit: int = 5) -> str:

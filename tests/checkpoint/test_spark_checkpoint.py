@@ -34,7 +34,7 @@ def test_reads_real_checkpoint(spark, tmp_path):
     ckpt = SparkCheckpoint(open_storage(str(tmp_path / "ckpt")))
     assert ckpt.query_id() == q.id
     assert ckpt.latest_batch_id() == 12
-    assert ckpt.file_sources() == [0]
+    assert ckpt.file_sources() == ["0"]
     assert "9.compact" in {e.name for e in ckpt.storage.list_dir("sources/0")}
     for batch in range(13):
         offsets = ckpt.offsets(batch)

@@ -204,3 +204,78 @@ def test_a_lost_checkpoint_under_spark_connect(tmp_path):
     assert steps["first"]["error"] is None and steps["recreated-earliest"]["error"] is None, steps
     assert "OffsetGapError" in (steps["recreated-latest"]["error"] or ""), steps
     assert_once(table, records("t", 0, 0, 15) + records("t", 1, 0, 15))
+
+
+def test_a_kafka_stream_unioned_with_a_file_source_writes_each_record_once_after_a_lost_checkpoint(kafka, tmp_path):
+    """The file source keeps its log at ``sources/1/0``, where Kafka's source keeps its start: the
+    stand-in (like any source that records no start) starts where its rows do, per source; and
+    the Kafka rows, which no input file names, are the offset guard's, not unattributed rows."""
+    src, files, table = tmp_path / "kafka", tmp_path / "files", tmp_path / "t"
+    files.mkdir()
+
+    def union():
+        return stream(kafka, src).unionByName(kafka.readStream.schema("id string").json(str(files)), allowMissingColumns=True)
+
+    first = fill(src, "t", 1, 0, 10)
+    (files / "f1.json").write_text("".join(json.dumps({"id": f"f1-{i}"}) + "\n" for i in range(5)))
+    assert run(ExactlyOnceSink(str(table)), union(), tmp_path / "c1") is None
+    more = fill(src, "t", 1, 10, 3)
+    (files / "f2.json").write_text("".join(json.dumps({"id": f"f2-{i}"}) + "\n" for i in range(2)))
+    sink = ExactlyOnceSink(str(table))
+    assert run(sink, union(), tmp_path / "c2") is None  # from earliest, every file again
+    assert_once(table, first + more + [f"f1-{i}" for i in range(5)] + ["f2-0", "f2-1"])
+    assert sink.counters["skipped_rows"] == 15
+
+
+@pytest.mark.parametrize("kind", ["table", "group"])
+def test_a_query_restarted_from_the_tables_offsets_whose_first_batch_its_filter_empties_goes_on(kafka, tmp_path, kind):
+    """The first batch of a query the table does not know is committed though it has no rows:
+    the next batch, and a restart, are a known query's, not a gap."""
+    src, root, checkpoint = tmp_path / "kafka", tmp_path / "t", tmp_path / "c2"
+    sink = (lambda: ExactlyOnceSink(str(root))) if kind == "table" else (lambda: DatasetSink(str(root), dataset_column="topic"))
+    table = root if kind == "table" else root / "t"
+    first = fill(src, "t", 1, 0, 4)
+    assert run(sink(), stream(kafka, src), tmp_path / "c1") is None
+    opened = sink()
+    starting = opened.starting_offsets()
+    opened.close()
+    (checkpoint / "sources" / "0").mkdir(parents=True)
+    (checkpoint / "sources" / "0" / "0").write_bytes(b"\0v1\n" + starting.encode())  # as Kafka's source records its start
+    query = lambda: stream(kafka, src, starting=starting).where("id NOT LIKE 'noise%'")  # noqa: E731
+    produce(src, "t", 0, ["noise-0", "noise-1"])  # offsets 4, 5: the filter drops them
+    assert run(sink(), query(), checkpoint) is None
+    later = records("t", 0, 6, 2)
+    produce(src, "t", 0, later)
+    assert run(sink(), query(), checkpoint) is None
+    produce(src, "t", 0, ["t-0-8"])
+    assert run(sink(), query(), checkpoint) is None
+    assert_once(table, [*first, *later, "t-0-8"])
+
+
+def test_a_new_checkpoint_under_a_given_query_id_is_a_new_query_not_a_replay(kafka, tmp_path):
+    """``query_id=`` keeps the id across checkpoints; the checkpoint's own id tells its batch 0
+    from the old checkpoint's, so it goes through the offset guard and is written."""
+    src, table = tmp_path / "kafka", tmp_path / "t"
+    first = fill(src, "t", 1, 0, 5)
+
+    def run_as(checkpoint):
+        sink = ExactlyOnceSink(str(table), query_id="events-ingest", checkpoint_location=str(checkpoint))
+        query = stream(kafka, src).writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+        query = query.trigger(availableNow=True).start()
+        try:
+            query.awaitTermination()
+        finally:
+            sink.close()
+        return sink
+
+    assert run_as(tmp_path / "c1").counters["committed"] == 1
+    more = fill(src, "t", 1, 5, 3)
+    again = run_as(tmp_path / "c2")
+    assert again.counters["duplicates"] == 0 and again.counters["skipped_rows"] == 5
+    assert_once(table, first + more)
+    last = max(int(p.name) for p in (tmp_path / "c2" / "commits").iterdir() if p.name.isdigit())
+    for name in (str(last), f".{last}.crc"):  # Spark runs that batch again: a replay
+        (tmp_path / "c2" / "commits" / name).unlink(missing_ok=True)
+    replay = run_as(tmp_path / "c2")
+    assert replay.counters["duplicates"] == 1 and replay.counters["committed"] == 0
+    assert_once(table, first + more)
