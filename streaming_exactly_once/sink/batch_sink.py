@@ -251,8 +251,8 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
             writer = writer.queryName(query_name)
         query = surfacing(writer.start(), self)
         self._query = query
-        if not remote:
-            self._adopt_query(str(query.id), stream_df.sparkSession, run_id=str(query.runId))
+        if not remote:  # its batches come as the query_id given, if one was
+            self._adopt_query(self.options.query_id or str(query.id), stream_df.sparkSession, run_id=str(query.runId))
         return query
 
     def _runs_on_workers(self) -> str | None:

@@ -33,46 +33,11 @@ class Known:
 
 KNOWN: list[Known] = [
     Known(
-        "X01",
-        "query_id= with sink.start(): SinkInUseError at the first batch",
-        "unexpected-refusal",
-        r"SinkInUseError",
-        lambda s: s.query_id and s.attach == "start",
-    ),
-    Known(
-        "X02",
-        "files+Kafka union, checkpoint lost, restart from earliest: DuplicateInputError",
-        "unexpected-refusal",
-        r"DuplicateInputError",
-        lambda s: "files" in s.sources and len(s.sources) > 1,
-    ),
-    Known(
         "X03",
         "a downstream readStream of a partitioned Iceberg table fails at load (CONFLICTING_DIRECTORY_STRUCTURES)",
         "downstream-error",
         r"CONFLICTING_DIRECTORY_STRUCTURES",
         lambda s: "iceberg" in s.format and s.partitioned,
-    ),
-    Known(
-        "wave3-r04",
-        "offset source unioned with a file source, checkpoint recreated from earliest: records written twice",
-        "duplicate",
-        r".",
-        lambda s: "kafka" in s.sources and len(s.sources) > 1,
-    ),
-    Known(
-        "wave3-r02",
-        "a filtered first batch makes every restart an OffsetGapError",
-        "unexpected-refusal",
-        r"OffsetGapError",
-        lambda s: s.filter,
-    ),
-    Known(
-        "wave3-r03",
-        "query_id with a recreated checkpoint: batch 0 skipped as committed",
-        "missing",
-        r".",
-        lambda s: s.query_id,
     ),
     Known(
         "new-user-2-p3",
