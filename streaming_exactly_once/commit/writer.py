@@ -399,18 +399,8 @@ class Writer(ABC):
         return dict(sorted({**self._offset_resets, **{name: batch_id for name in new}}.items()))
 
     @contextlib.contextmanager
-    def batch(
-        self,
-        query_id: str,
-        spark_batch_id: int,
-        *,
-        mode: str,
-        checkpoint: str | None = None,
-        offsets: OffsetSeq | None = None,
-        spark_query_id: str | None = None,
-        offset_resets: Iterable[str] = (),
-    ) -> Iterator[BatchAttempt]:
-        """One attempt at a batch, as a block::
+    def batch(self, query_id: str, spark_batch_id: int, **intent: Any) -> Iterator[BatchAttempt]:
+        """One attempt at a batch (``intent``: the keyword arguments of ``begin``), as a block::
 
             with committer.batch(query_id, spark_batch_id, mode="rename") as attempt:
                 files = write_the_data_under(attempt.staging_dir)
@@ -418,9 +408,7 @@ class Writer(ABC):
 
         If the block raises before the attempt's claim, the attempt is aborted (``abort``) and
         the error goes on. A claimed attempt is never aborted: it can only roll forward."""
-        attempt = self.begin(
-            query_id, spark_batch_id, mode=mode, checkpoint=checkpoint, offsets=offsets, spark_query_id=spark_query_id, offset_resets=offset_resets
-        )
+        attempt = self.begin(query_id, spark_batch_id, **intent)
         try:
             yield attempt
         except BaseException as exc:

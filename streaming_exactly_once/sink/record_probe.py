@@ -14,7 +14,8 @@ same ``(topic, partition, offset)``, column by column over the columns that make
   with the batch; the table's mark of the partition restarts there) and its rows are written;
 * some equal, some different: the sink cannot tell (a column computed anew on every run - a
   timestamp, a uuid - or a recreated topic whose new record happens to agree in some columns):
-  the batch is refused with ``OffsetResetError``, naming the columns, before anything is written;
+  the batch is refused with ``OffsetResetError``, naming the columns, before anything is written
+  (a null on either side is no evidence: a column added since, or one the batch lacks);
 * the table holds no row there (a filter removed it, or its files cannot be read): no evidence
   against the offsets, so the rows below the mark are dropped, as offsets say.
 
@@ -121,11 +122,14 @@ class RecordProbe:
 
 
 def _compare(name: str, offset: int, batch: Mapping[str, Any], held: Iterable[Mapping[str, Any]], compared: Sequence[str]) -> ProbeVerdict:
-    """The verdict against the closest of the table's rows there (most columns equal)."""
+    """The verdict against the closest of the table's rows there (most columns equal). A null
+    on either side says nothing: a column added to the table since the row was written reads
+    null there, and one the batch lacks is filled with null."""
     best: ProbeVerdict | None = None
     for row in held:
-        equal = tuple(c for c in compared if c in row and _same(batch.get(c), row[c]))
-        differ = tuple(c for c in compared if c in row and not _same(batch.get(c), row[c]))
+        both = [c for c in compared if row.get(c) is not None and batch.get(c) is not None]
+        equal = tuple(c for c in both if _same(batch[c], row[c]))
+        differ = tuple(c for c in both if not _same(batch[c], row[c]))
         if best is None or len(equal) > len(best.equal):
             best = ProbeVerdict(name, offset, equal, differ)
     return best if best is not None else ProbeVerdict(name, offset)

@@ -90,6 +90,14 @@ def test_a_sink_swapped_into_a_checkpoint_by_spark_4_sink_evolution_starts_at_it
         writer._jwrite = writer._jwrite.name(sink_name)
         return writer.trigger(availableNow=True).start()
 
+    def run_sink():
+        sink = ExactlyOnceSink(str(table), checkpoint_location=str(ckpt))
+        try:
+            start(sink, "exactly_once").awaitTermination()
+        finally:
+            sink.close()
+        return sink
+
     for key, value in confs.items():
         spark.conf.set(key, value)
     try:
@@ -97,20 +105,12 @@ def test_a_sink_swapped_into_a_checkpoint_by_spark_4_sink_evolution_starts_at_it
         start(lambda df, batch_id: None, "old").awaitTermination()
         assert (ckpt / "commits" / "0").read_text().startswith("v3") and (ckpt / "sources" / "landing").is_dir()
         swapped = write_csv_files(inputs, n_files=1, rows_per_file=3, start_file=2)
-        sink = ExactlyOnceSink(str(table), checkpoint_location=str(ckpt))
-        try:
-            start(sink, "exactly_once").awaitTermination()
-        finally:
-            sink.close()
+        sink = run_sink()
         assert sink.counters["committed"] == 1 and sink.last_result.spark_batch_id == 1
         assert (ckpt / "offsets" / "1").read_text().splitlines()[2].startswith("landing:")
         shutil.rmtree(ckpt)
         later = write_csv_files(inputs, n_files=1, rows_per_file=3, start_file=3)
-        sink = ExactlyOnceSink(str(table), checkpoint_location=str(ckpt))
-        try:
-            start(sink, "exactly_once").awaitTermination()
-        finally:
-            sink.close()
+        run_sink()
     finally:
         for key in confs:
             spark.conf.unset(key)

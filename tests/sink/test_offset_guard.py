@@ -84,3 +84,14 @@ def test_a_known_query_whose_offsets_went_back_writes_its_records(spark):
     batch = spark.createDataFrame([("new", "t", 0, 1)], SCHEMA)
     g = guard(batch, start={"t/0": 1}, end={"t/0": 2}, marks={"t/0": 9}, known=True, own={"t/0": 9})
     assert g.resets == {"t/0"} and [r.id for r in g.df.collect()] == ["new"]
+
+
+def test_a_column_null_on_either_side_is_no_evidence(spark):
+    """A column the table gained after the row was written reads null there; a re-read record
+    that has it is still the same record."""
+    schema = SCHEMA + ", added string"
+    table = spark.createDataFrame([("a", "t", 0, 1, None)], schema)
+    batch = spark.createDataFrame([("a", "t", 0, 1, "now-known")], schema)
+    probe = RecordProbe(project=lambda df: df, table_rows=lambda session, s: table)
+    g = guard(batch, start={"t/0": 0}, marks={"t/0": 5}, probe=probe)
+    assert g.df.count() == 0 and g.resets == set()
