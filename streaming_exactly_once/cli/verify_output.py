@@ -7,7 +7,7 @@ all, and ``--json`` always has every problem.
 
 from __future__ import annotations
 
-from ..maintenance.verify import Problem, VerifyReport
+from ..maintenance.reports import Problem, VerifyReport
 from .printer import Printer, human_bytes
 
 

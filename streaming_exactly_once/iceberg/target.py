@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import IcebergSchemaMismatchError, IcebergTableError, InvalidAsOfError
 from ..storage.base import Storage
+from .commit_names import batch_commit_uuid
 from .engine import require, table_location
 from .files import IcebergFile
 from .settings import IcebergCatalogRef, IcebergSettings, batch_property
@@ -322,7 +323,6 @@ class IcebergTarget:
 
         from .datafiles import add_replace_snapshot, data_files
         from .evolve import evolve_schema, snapshots_to_expire
-        from .leftovers import batch_commit_uuid
         from .schema import iceberg_schema, partition_spec
 
         # a table created or changed meanwhile must fit too
@@ -360,7 +360,7 @@ class IcebergTarget:
         added = data_files(txn.table_metadata, self.location, files, table=self.name)
         if added or not rewrites:  # ``seo compact``'s batch (files rewritten, none added) is its replace alone
             with txn.update_snapshot(snapshot_properties=summary).merge_append() as append:
-                append.commit_uuid = batch_commit_uuid(self.app_id, batch_id)  # names its files (``leftovers``)
+                append.commit_uuid = batch_commit_uuid(self.app_id, batch_id)  # names its files (``commit_names``)
                 for data_file in added:
                     append.append_data_file(data_file)
         if rewrites:

@@ -28,7 +28,7 @@ from ..table.identity import IcebergIdentity
 if TYPE_CHECKING:
     from ..iceberg.target import IcebergTarget
     from ..readers.committed_files import CommittedFiles
-    from .verify import VerifyReport
+    from .reports import VerifyReport
 
 
 def _target(storage: Storage, iceberg: IcebergIdentity) -> IcebergTarget:

@@ -18,15 +18,11 @@ Warnings (harmless, cleaned by ``recover``/``gc``):
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 from ..commit.table_schema import read_only_schema
 from ..commit.wal import CommitSequenceStore
 from ..errors import ExactlyOnceError
-from ..log.record_fields import encode, json_field
 from ..manifest.empty_batches import empty_between
 from ..readers.committed_files import CommittedFiles
 from ..readers.file_checks import inspect_files
@@ -42,60 +38,9 @@ from .group_tables import group_of, group_tables
 from .iceberg_checks import check_iceberg
 from .kept import kept_files
 from .pending import PendingCommits, pending_commits
+from .reports import VerifyReport
 from .rewrite_checks import check_rewrites
 from .table_extras import require_table_extras
-
-
-@dataclass
-class Problem:
-    severity: str = field(metadata=json_field("severity", str))  # "error" | "warning"
-    kind: str = field(metadata=json_field("kind", str))
-    path: str = field(metadata=json_field("path", str))
-    detail: str = field(metadata=json_field("detail", str))
-
-    def to_json(self) -> dict[str, Any]:
-        return encode(self)
-
-
-@dataclass
-class VerifyReport:
-    table: str
-    latest_batch_id: int | None = None
-    files: int = 0
-    bytes: int = 0
-    problems: list[Problem] = field(default_factory=list)
-    #: batches a pending claim completes at the next start (``in_flight``)
-    in_flight: set[int] = field(default_factory=set)
-
-    @property
-    def errors(self) -> list[Problem]:
-        return [p for p in self.problems if p.severity == "error"]
-
-    @property
-    def warnings(self) -> list[Problem]:
-        return [p for p in self.problems if p.severity == "warning"]
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
-
-    def add(self, severity: str, kind: str, path: str, detail: str) -> None:
-        self.problems.append(Problem(severity, kind, path, detail))
-
-    def to_json(self) -> dict[str, Any]:
-        """The ``seo verify --json`` report. Written by hand, not declared: a report, never read
-        back, with computed members (``ok``, the error and warning counts) among the fields."""
-        return {
-            "table": self.table,
-            "ok": self.ok,
-            "latestBatchId": self.latest_batch_id,
-            "files": self.files,
-            "bytes": self.bytes,
-            "errors": len(self.errors),
-            "warnings": len(self.warnings),
-            "kinds": dict(sorted(Counter(p.kind for p in self.problems).items())),
-            "problems": [p.to_json() for p in self.problems],
-        }
 
 
 def referenced_relative_paths(storage: Storage, pending: PendingCommits | None = None, table: str | None = None) -> set[str]:

@@ -44,7 +44,7 @@ from ..storage.base import Storage
 from ..storage.local_errors import file_root_error
 from ..table.source_offsets import kafka_json, merged_ends
 from .input_filter import BatchFilters, CommittedInputFilter, warn_reread_inputs
-from .live_sinks import LIVE_SINKS, release_leases_now
+from .live_sinks import LiveSinks
 from .observing import ObservedSink
 from .offset_guard import OffsetColumns, guard_batch
 from .options import Duration, SinkOptions, StagingMode
@@ -287,6 +287,12 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
         if self._observer is not None:
             self._observer.close()  # the query's last lineage events are sent
 
+    def release_lease_now(self) -> None:
+        """Mark this sink's lease released at once (SIGTERM: the batch it interrupted never ends)."""
+        committer = self._committer
+        if committer is not None:
+            committer.lease.release()
+
     def close(self) -> None:
         """Release the table's lease (the next writer need not wait for it to expire)."""
         self._release(120.0)
@@ -461,7 +467,7 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
         if is_connect(df):
             from .query_watch import release_on_sigterm
 
-            release_on_sigterm(release_leases_now)
+            release_on_sigterm(LIVE_SINKS.release_leases_now)
             # Spark Connect ends an ended query's worker asynchronously (a listener on the server's bus),
             # long after the next query's first batch on a loaded machine: the lease waits that long for it
             self.committer.lease.handover_wait_s = self.options.connect_handover_wait_ms / 1000
@@ -628,3 +634,7 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
     def _event_details(self, result: CommitResult) -> dict[str, Any]:
         """What a subclass adds to the commit event."""
         return {}
+
+
+#: the sinks of this process (``live_sinks``): their leases are freed when it ends
+LIVE_SINKS: LiveSinks[BatchSink[Any]] = LiveSinks()

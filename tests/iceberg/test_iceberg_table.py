@@ -498,7 +498,7 @@ def test_a_dataset_groups_iceberg_tables_roll_forward_after_sigkill(tmp_path, bo
 def test_our_commit_files_name_their_batch_and_no_other_writers_file_matches():
     import uuid
 
-    from streaming_exactly_once.iceberg.leftovers import batch_commit_uuid, batch_of_file
+    from streaming_exactly_once.iceberg.commit_names import batch_commit_uuid, batch_of_file
 
     app = "streaming-exactly-once:abc"
     first, second = batch_commit_uuid(app, 41), batch_commit_uuid(app, 41)
@@ -534,7 +534,7 @@ def test_a_fenced_writers_leftovers_go_at_the_next_open_and_other_writers_files_
     may be writing, nor one of a batch the table does not hold yet."""
     import uuid
 
-    from streaming_exactly_once.iceberg.leftovers import batch_commit_uuid
+    from streaming_exactly_once.iceberg.commit_names import batch_commit_uuid
     from streaming_exactly_once.maintenance.repair import recover_table
 
     table = tmp_path / "t"
@@ -570,7 +570,7 @@ def test_seo_recover_of_a_group_root_deletes_its_iceberg_tables_leftovers(tmp_pa
     from streaming_exactly_once.checkpoint.reader import InputFile
     from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile
     from streaming_exactly_once.commit.group_committer import GroupCommitter, MemberBatch
-    from streaming_exactly_once.iceberg.leftovers import batch_commit_uuid
+    from streaming_exactly_once.iceberg.commit_names import batch_commit_uuid
     from streaming_exactly_once.iceberg.settings import IcebergSettings
     from streaming_exactly_once.maintenance.repair import recover_table
     from streaming_exactly_once.table.identity import read_identity
