@@ -78,7 +78,8 @@ def recover(
 @click.pass_obj
 def gc(ctx: CliContext, table: str, dry_run: bool, older_than: str, lease_timeout: str, local_json: bool) -> None:
     """Delete orphan data files and stale staging that no retained manifest entry references, and
-    temp files killed writers left.
+    temp files killed writers left. Only files the table's records show this sink wrote are
+    deleted; a foreign file (another tool's) is listed and kept.
 
     Takes the table's lease (a dataset group's, for a group or one of its tables): stop the
     query first. A dry run takes no lease. On a group root every table of the group is collected.
@@ -101,6 +102,7 @@ def gc(ctx: CliContext, table: str, dry_run: bool, older_than: str, lease_timeou
                 "writerLive": report.writer_live,
                 "tables": report.tables,
                 "orphans": [{"uri": u, "size": s} for u, s in report.orphans],
+                "foreign": [{"uri": u, "size": s} for u, s in report.foreign],
                 "staging": report.staging,
                 "tempFiles": [{"uri": u, "size": s} for u, s in report.temp_files],
                 "youngSkipped": report.young_skipped,
@@ -118,6 +120,16 @@ def gc(ctx: CliContext, table: str, dry_run: bool, older_than: str, lease_timeou
         out.write(f"{verb} temp file {uri} ({human_bytes(size)})")
     if report.pending_batches:
         out.write(f"kept every file of pending commit(s) {', '.join(map(str, report.pending_batches))}; `seo recover` completes them")
+    for uri, size in report.foreign[:10]:
+        out.write(f"kept foreign file {uri} ({human_bytes(size)})")
+    if report.foreign:
+        more = f" ({len(report.foreign) - 10} more: --json lists them all)" if len(report.foreign) > 10 else ""
+        out.write(
+            f"kept {len(report.foreign)} foreign file(s){more}: no record shows this sink wrote them, and no reader of the table "
+            "sees their rows. Move them out of the table if they are another job's, or delete them yourself if they are garbage"
+        )
+    for uri in report.unreadable_records:
+        out.write(f"could not read retired-files record {uri}: its files were kept")
     tables = f" in {len(report.tables)} tables" if len(report.tables) > 1 else ""
     out.write(
         f"{verb} {len(report.orphans)} orphan files ({human_bytes(report.bytes)}){tables}, {len(report.staging)} staging dirs "

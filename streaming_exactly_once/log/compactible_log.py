@@ -104,6 +104,10 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         #: What else a writer takes as proof that a compact file it did not write itself was
         #: checked line by line as it is now (``copy_vouched``); None: nothing else.
         self.vouch: Callable[[int], bool] | None = None
+        #: Told, before a compact file is written, the earlier records it leaves out (``drop``
+        #: and ``retain``) and the time; None: nobody needs to know (the manifest records them,
+        #: ``manifest.retired``).
+        self.on_drop: Callable[[int, list[T], int], None] | None = None
 
     # -- interval and naming -----------------------------------------------------------------
 
@@ -364,9 +368,14 @@ class CompactibleLog(BatchLog[T], Generic[T]):
             self.note_written_compact(batch_id)
         else:
             previous = self.iter_batches(valid_batches_before_compaction(batch_id, self.interval), context=context)
-            if drop is not None:
+            now, dropped = now_ms(), list[T]()
+            if self.on_drop is not None:
+                previous = _leaving(previous, drop, self.retain, now, dropped)
+            elif drop is not None:
                 previous = (r for r in previous if not drop(r))
-            lines = [encode_line(self.codec.to_json(r)) for r in self.fold(previous, records, now_ms())]
+            lines = [encode_line(self.codec.to_json(r)) for r in self.fold(previous, records, now)]
+            if dropped and self.on_drop is not None:
+                self.on_drop(batch_id, dropped, now)  # recorded before the compact file leaves them out
             data = header(self.version) + b"".join(b"\n" + line for line in lines)
             try:
                 self.storage.put_if_absent(path, data)
@@ -499,6 +508,18 @@ class CompactibleLog(BatchLog[T], Generic[T]):
             batch_id += 1
         self._deleted_below = batch_id
         return deleted
+
+
+def _leaving(
+    previous: Iterable[T], drop: Callable[[T], bool] | None, retain: Callable[[T, int], bool] | None, now: int, dropped: list[T]
+) -> Iterator[T]:
+    """``previous`` without the records ``drop`` selects or ``retain`` refuses at ``now`` (the
+    same test ``fold`` applies), which go to ``dropped``."""
+    for record in previous:
+        if (drop is not None and drop(record)) or (retain is not None and not retain(record, now)):
+            dropped.append(record)
+        else:
+            yield record
 
 
 def _one_object_per_line(data: bytes, newline: int) -> bool:

@@ -4,7 +4,11 @@ Deleted (or, with ``dry_run``, only listed):
 
 * **orphan data files**: in a table, outside ``_``/``.`` directories, named by *no* retained
   manifest file (so no snapshot, not even a time-travel one, can read them), by no pending
-  commit and by no intent, and older than ``older_than``;
+  commit and by no intent, that this sink retired - a compaction batch left them out of the
+  listing and recorded them (``maintenance.provenance``) - more than ``older_than`` ago (the
+  retired-files records that name no file left go too);
+* never a **foreign** file: one no record shows this sink wrote (another tool's, or a file that
+  was in the directory before the table) is reported in ``foreign`` and kept;
 * **stale staging directories**: no WAL entry refers to them and nothing in them is younger than
   ``older_than`` (an attempt that died; its intents' data files go with it);
 * indexes of compact files that retention has deleted;
@@ -48,7 +52,7 @@ from dataclasses import dataclass, field
 
 from ..commit.attempt_verdict import ABORT, COMMIT, decide
 from ..commit.lease import Lease, LeaseState, read_lease_state
-from ..commit.recovery import INTENTS_SUBDIR, abort_attempt
+from ..commit.recovery import abort_attempt
 from ..errors import (
     ConcurrentWriterError,
     DeltaTableError,
@@ -69,6 +73,7 @@ from ..table.temp_files import lease_taken_ms, leftover_files, temp_and_work_fil
 from .group_tables import group_of, group_tables
 from .kept import kept_files
 from .pending import PendingCommits, pending_commits
+from .provenance import intent_targets, provenance
 from .table_extras import require_table_extras
 
 
@@ -79,6 +84,10 @@ class GcReport:
     staging: list[str] = field(default_factory=list)
     temp_files: list[tuple[str, int]] = field(default_factory=list)  # (URI, size) of temp and work files
     young_skipped: int = 0
+    #: (URI, size) of files no record shows this sink wrote (``maintenance.provenance``): kept
+    foreign: list[tuple[str, int]] = field(default_factory=list)
+    #: URIs of retired-files records that do not parse (their files were kept as foreign)
+    unreadable_records: list[str] = field(default_factory=list)
     tables: list[str] = field(default_factory=list)  # URIs of the tables collected
     pending_batches: list[int] = field(default_factory=list)  # pending commits whose files were kept
     writer_live: bool = False  # a dry run beside a live writer: its next batches may change the list
@@ -96,6 +105,8 @@ class _Plan:
     files: list[tuple[str, int]] = field(default_factory=list)
     #: what the table's retained batches, pending commits and Delta versions name: never deleted
     kept: set[str] = field(default_factory=set)
+    #: retired-files records to delete once ``files`` are gone: no file they name is left
+    spent_records: list[str] = field(default_factory=list)
 
 
 def collect_garbage(
@@ -134,6 +145,10 @@ def collect_garbage(
                 if lease is not None:
                     lease.check_fence("delete")
                     plan.storage.delete(path)
+            if lease is not None:
+                for record in plan.spent_records:
+                    lease.check_fence("delete")
+                    plan.storage.delete(record)
         kept_by_owner = next((plan.kept for plan in plans if plan.storage is owner), set())
         for path in staging:
             if lease is not None:
@@ -220,7 +235,7 @@ def _plan(
             tables[member] = -1  # a table the group has not published to yet
         plans = [_plan_table(owner.child(t), t, pending, _nested(t, tables), cutoff, report, expected=tables[t]) for t in chosen]
         return plans, ([] if member is not None else _plan_staging(owner, pending, cutoff, report))
-    plan = _plan_table(owner, None, pending, [], cutoff, report, intents=_intent_targets(owner))
+    plan = _plan_table(owner, None, pending, [], cutoff, report, intents=intent_targets(owner))
     return [plan], _plan_staging(owner, pending, cutoff, report)
 
 
@@ -255,26 +270,25 @@ def _plan_table(
         )
     keep = kept_files(storage, identity, manifest, ids, pending, table, strict=True)
     plan = _Plan(storage, kept=keep)
+    proven = provenance(storage, identity)
+    report.unreadable_records += proven.unreadable
+    left_behind: set[str] = set()
     for info in storage.walk_files():
-        if is_hidden(info.path) or info.path in keep or info.path in (intents or ()) or info.path.startswith(tuple(nested)):
+        if is_hidden(info.path) or info.path.startswith(tuple(nested)):
             continue
-        if info.mtime_ms > cutoff:
+        left_behind.add(info.path)
+        if info.path in keep or info.path in (intents or ()):
+            continue
+        left_ms = proven.left_ms(info.path)
+        if left_ms is None:  # not provably the sink's: reported, never deleted
+            report.foreign.append((storage.uri(info.path), info.size))
+            continue
+        if max(info.mtime_ms, left_ms) > cutoff:  # a reader that planned before it left may still read it
             report.young_skipped += 1
             continue
         plan.files.append((info.path, info.size))
+    plan.spent_records = proven.spent(left_behind - {path for path, _ in plan.files})
     return plan
-
-
-def _intent_targets(storage: Storage) -> set[str]:
-    """Data files named by the intents of any staging directory (direct mode, not yet claimed)."""
-    targets: set[str] = set()
-    for entry in storage.list_dir(STAGING_DIR):
-        for intent in storage.list_dir(f"{entry.path}/{INTENTS_SUBDIR}"):
-            try:
-                targets.add(storage.read_bytes(intent.path).decode("utf-8").strip())
-            except (FileNotFoundError, UnicodeDecodeError):
-                continue
-    return targets
 
 
 def _plan_staging(owner: Storage, pending: PendingCommits, cutoff: int, report: GcReport) -> list[str]:

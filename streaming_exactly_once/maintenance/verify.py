@@ -11,8 +11,11 @@ Errors (the table is damaged, readers may fail or miss data):
   * a rewrite a retained compaction batch published is live beside a file it replaced, or its
     rows differ from the recorded ones or from the replaced files' (``maintenance.rewrite_checks``).
 Warnings (harmless, cleaned by ``recover``/``gc``):
-  * orphan data files (in the table, in no retained manifest entry) - left by crashed writers
-    that were not this sink, by Spark's own sink, or by direct-mode attempts killed mid-write;
+  * orphan data files (in the table, in no retained manifest entry, retired by this sink:
+    ``maintenance.provenance``) - ``seo gc`` deletes them;
+  * foreign data files (in the table, in no retained manifest entry, and no record shows this
+    sink wrote them): another tool's, or there before the table; no reader sees their rows and
+    ``seo gc`` keeps them;
   * pending WAL entries and staging directories (a writer crashed; the next start recovers).
 """
 
@@ -38,6 +41,7 @@ from .group_tables import group_of, group_tables
 from .iceberg_checks import check_iceberg
 from .kept import kept_files
 from .pending import PendingCommits, pending_commits
+from .provenance import intent_targets, provenance
 from .reports import VerifyReport
 from .rewrite_checks import check_rewrites
 from .table_extras import require_table_extras
@@ -161,13 +165,43 @@ def verify_table(
             report.add("error", "manifest-unreadable", logs.manifest.uri(), str(exc))
             return report
         tell("listing storage for orphan files")
+        referenced |= intent_targets(*_staging_owner(storage, identity, table))  # an attempt's files: its staging's
+        proven = provenance(storage, identity)
+        for uri in proven.unreadable:
+            report.add("warning", "retired-unreadable", uri, "a retired-files record does not parse: `seo gc` keeps the files it names")
         for seen, info in enumerate(storage.walk_files(), 1):
             if seen % 5000 == 0:
                 tell(f"listing storage for orphan files: {seen:,} seen")
             if is_hidden(info.path) or info.path in referenced or info.path.startswith(skip):
                 continue
-            report.add("warning", "orphan", storage.uri(info.path), f"{info.size} bytes in no retained manifest entry; `seo gc` deletes it")
+            if proven.left_ms(info.path) is None:
+                report.add("warning", "foreign-file", storage.uri(info.path), FOREIGN.format(size=info.size))
+                continue
+            report.add(
+                "warning",
+                "orphan",
+                storage.uri(info.path),
+                f"{info.size} bytes this sink retired, in no retained manifest entry; `seo gc` deletes it",
+            )
     return report
+
+
+#: What ``verify`` says of a file no record shows this sink wrote (``maintenance.provenance``).
+FOREIGN = (
+    "{size} bytes in the table's directory that no record shows this sink wrote (another tool's file, or one that was "
+    "there before the table): no reader of the table sees its rows, and `seo gc` keeps it. Move it out if it belongs "
+    "to another job; to make such files part of a new table, see 'Adopting an existing directory' in the operations docs"
+)
+
+
+def _staging_owner(storage: Storage, identity: TableIdentity | None, table: str | None) -> tuple[Storage, str | None]:
+    """Where the table's writer stages (its own root, or its group's) and the table's path there."""
+    if identity is not None and identity.kind == "member" and table is not None:
+        try:
+            return group_of(storage, identity)[0], table
+        except ExactlyOnceError:
+            pass
+    return storage, None
 
 
 def _pending_of(storage: Storage, identity: TableIdentity | None, report: VerifyReport) -> tuple[PendingCommits, str | None]:

@@ -12,15 +12,19 @@ readers rely on it all the same, but Spark's reader does not find it. ``table.id
 which of the two a table uses.
 
 ``retention_ms`` is Spark's ``retention`` sink option: entries older than it are dropped when a
-compact file is written (data files stay on disk; ``seo gc`` can delete them).
+compact file is written (data files stay on disk; ``seo gc`` can delete them: the entries a
+compact file leaves out are recorded first, ``manifest.retired``).
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 from ..log.batch_log import DEFAULT_HINT
 from ..log.compactible_log import CompactibleLog
 from ..storage.base import Storage
 from .entry import ManifestEntry, ManifestEntryCodec
+from .retired import record_retired
 
 DIRECTORY = "_spark_metadata"
 PRIVATE_DIRECTORY = "_seo/manifest"
@@ -47,6 +51,9 @@ class ManifestLog(CompactibleLog[ManifestEntry]):
             hint=MANIFEST_HINT,
             retain=retain,
         )
+        # what a compact file leaves out is recorded first: ``seo gc`` deletes only what the
+        # table's records show this sink wrote (``manifest.retired``)
+        self.on_drop = partial(record_retired, storage)
 
     def exists(self) -> bool:
         return self.storage.exists(self.directory)

@@ -16,6 +16,7 @@
         verdicts/M-<attempt>                  rolled forward or aborted: an abandoned attempt's one verdict (commit.attempt_verdict)
         refused                               the last batch the sink refused, and why: a note for people (table.refusal)
         staging/M-<attempt>-e<E>/             data of an uncommitted attempt of writer E (sink)
+        retired/M                             entries compaction batch M left out of the listing (manifest.retired)
         probe/<uuid>                          short-lived: the object-store exclusivity check (storage)
       k=v/part-....parquet                    data files
 

@@ -45,6 +45,10 @@ protocol; each is one storage rule here (``BOUNDARY_RULES``). ``M`` is a batch n
                       (a move list long enough for ``worker_moves_from`` is renamed and synced by
                       Spark tasks, whose pickled storage is the plain one: neither mid-move nor
                       after-move is reached then)
+    after-retired     after the create of ``_seo/retired/M`` (a group's table: ``<table>/_seo/retired/N``):
+                      the entries compaction batch M's compact file leaves out are recorded, the
+                      compact file is not written yet (``manifest.retired``); only compaction
+                      batches that drop entries (a rewrite's replaced files, ``retention``) reach it
     after-manifest    after the create of ``_spark_metadata/M`` (or ``.compact``, or the private
                       ``_seo/manifest``) - the instant before a Delta table's Delta commit
     after-delta       before the create of ``_seo/offsets/M``, the step after the Delta commit
@@ -109,6 +113,7 @@ BOUNDARIES = (
     "mid-move",
     "after-move",
     "after-schema",
+    "after-retired",
     "after-manifest",
     "after-delta",
     "before-iceberg",
@@ -132,8 +137,9 @@ DELTA_ONLY = ("after-delta",)
 ICEBERG_ONLY = ("before-iceberg", "before-iceberg-publish", "mid-iceberg", "after-iceberg")
 #: Boundaries only a commit that creates or changes a table's schema reaches.
 SCHEMA_ONLY = ("after-schema",)
-#: Boundaries only a compaction batch that rewrites small files reaches (the ``compaction`` option).
-COMPACTION_ONLY = ("after-rewrite",)
+#: Boundaries only a compaction batch that rewrites small files reaches (the ``compaction`` option; a
+#: ``retention`` that drops entries reaches ``after-retired`` too).
+COMPACTION_ONLY = ("after-rewrite", "after-retired")
 #: Boundaries only a commit with one of those features (a table format, a schema change, a rewrite) reaches.
 FEATURE_ONLY = (*DELTA_ONLY, *ICEBERG_ONLY, *SCHEMA_ONLY, *COMPACTION_ONLY)
 
@@ -169,6 +175,7 @@ BOUNDARY_RULES: Mapping[str, Where] = {
     "mid-move": Where(("rename",), r"^_seo/staging/", "after", per_batch=True),
     "after-move": Where(("sync",), r"^(?!_seo/)", "after"),
     "after-schema": Where(_CREATE, r"(^|/)_seo/schema/\d+$", "after"),
+    "after-retired": Where(_CREATE, r"(^|/)_seo/retired/\d+$", "after"),
     "after-manifest": Where(_CREATE, rf"^(_spark_metadata|_seo/manifest)/{_N}", "after"),
     "after-delta": Where(_CREATE, rf"^_seo/offsets/{_N}", "before"),
     "before-iceberg": Where(("atomic_write", *_CREATE), rf"^{_TABLE}metadata/[^/]+\.avro$", "before", per_batch=True),

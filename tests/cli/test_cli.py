@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ from streaming_exactly_once.errors import ConfigError
 from streaming_exactly_once.sink.keywords import conf_keys
 from streaming_exactly_once.testing.faults import InjectedFailure
 from tests.commit.helpers import make_committer, stage_and_commit
+from tests.readers.tables import retired
 
 REPO = Path(__file__).resolve().parents[2]
 Q = "88888888-8888-8888-8888-888888888888"
@@ -83,9 +85,9 @@ def test_status_log_files_read_index(capsys, table):
 def test_verify_exit_codes(capsys, table):
     code, out, _ = seo(capsys, "verify", str(table))
     assert code == 0 and "OK" in out
-    pq.write_table(pa.table({"id": [99]}), table / "p=v0" / "orphan.parquet")
+    pq.write_table(pa.table({"id": [99]}), table / "p=v0" / "foreign.parquet")
     code, out, _ = seo(capsys, "verify", str(table))
-    assert code == 3 and "orphan" in out
+    assert code == 3 and "foreign-file" in out and "no record shows this sink wrote" in out
     os.remove(next((table / "p=v1").glob("part-1.parquet")))
     code, out, _ = seo(capsys, "--json", "verify", str(table))
     report = json.loads(out)
@@ -94,20 +96,33 @@ def test_verify_exit_codes(capsys, table):
 
 def test_gc_respects_age_and_dry_run(capsys, table):
     orphan = table / "p=v0" / "orphan.parquet"
-    pq.write_table(pa.table({"id": [99]}), orphan)
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"id": [99]}), buf)
+    retired(table, "p=v0/orphan.parquet", buf.getvalue(), left_ms=int(time.time() * 1000))  # it left the listing just now
+    foreign = table / "p=v0" / "foreign.parquet"
+    pq.write_table(pa.table({"id": [98]}), foreign)
     stale = table / "_seo" / "staging" / "9-deadbeef" / "data"
     stale.mkdir(parents=True)
     (stale / "x.parquet").write_bytes(b"x")
     code, out, _ = seo(capsys, "gc", str(table), "--older-than", "1h")
     assert code == 0 and orphan.exists() and "kept" in out  # too young: could be an in-flight batch
     old = time.time() - 7200
-    for p in (orphan, stale / "x.parquet", stale, stale.parent):
+    for p in (orphan, foreign, stale / "x.parquet", stale, stale.parent):
         os.utime(p, (old, old))
     code, out, _ = seo(capsys, "gc", str(table), "--dry-run")
-    assert "would delete" in out and orphan.exists()
+    assert f"would delete file://{orphan}" not in out and "1 younger than 1h kept" in out  # old, but it left the listing a moment ago
+    (table / "_seo" / "retired" / "9").unlink()
+    retired(table, "p=v0/orphan.parquet", None, batch_id=3, left_ms=int(old * 1000))  # as if it left two hours ago
+    code, out, _ = seo(capsys, "gc", str(table), "--dry-run")
+    assert f"would delete file://{orphan}" in out and orphan.exists()
     code, out, _ = seo(capsys, "--json", "gc", str(table))
     result = json.loads(out)
     assert len(result["orphans"]) == 1 and len(result["staging"]) == 1 and not orphan.exists()
+    assert [f["uri"] for f in result["foreign"]] == [f"file://{foreign}"] and foreign.exists()
+    assert not (table / "_seo" / "retired" / "3").exists()  # spent: no file it names is left
+    code, out, _ = seo(capsys, "verify", str(table))
+    assert code == 3 and "foreign-file" in out and "orphan" not in out
+    foreign.unlink()
     code, _, _ = seo(capsys, "verify", str(table))
     assert code == 0
 

@@ -25,6 +25,7 @@ from tests.cli.test_cli import (
     table as table,  # noqa: F401 - the fixture
 )
 from tests.commit.helpers import make_committer, stage_file
+from tests.readers.tables import retired
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / "docs" / "cli" / "schemas"
@@ -85,7 +86,7 @@ def test_gc_dry_run_beside_a_live_writer(capsys, table):  # noqa: F811
     try:
         code, out, err = seo(capsys, "gc", str(table))
         assert code == 1 and "stop the query" in err
-        (table / "p=v0" / "orphan.parquet").write_bytes(b"x")
+        retired(table, "p=v0/orphan.parquet", b"x")
         code, out, err = seo(capsys, "gc", str(table), "--dry-run", "--older-than", "0s")
         assert code == 0 and "a writer is live" in out and "would delete" in out and "orphan.parquet" in out, out + err
         assert (table / "p=v0" / "orphan.parquet").exists()
@@ -97,15 +98,15 @@ def test_gc_dry_run_beside_a_live_writer(capsys, table):  # noqa: F811
 
 def test_verify_summarises_by_kind_and_all_lists_every_problem(capsys, table):  # noqa: F811
     for i in range(12):
-        (table / "p=v1" / f"orphan-{i:02d}.parquet").write_bytes(b"x")
+        (table / "p=v1" / f"foreign-{i:02d}.parquet").write_bytes(b"x")
     code, out, _ = seo(capsys, "verify", str(table))
     assert code == 3
-    assert re.search(r"warning\s+orphan\s+12", out) and "warning orphan (12):" in out, out
-    assert out.count("orphan-") == 5 and "... and 7 more" in out and "`seo verify --all`" in out
+    assert re.search(r"warning\s+foreign-file\s+12", out) and "warning foreign-file (12):" in out, out
+    assert out.count("foreign-0") + out.count("foreign-1") == 5 and "... and 7 more" in out and "`seo verify --all`" in out
     code, out, _ = seo(capsys, "verify", str(table), "--all")
-    assert code == 3 and out.count("orphan-") == 12 and "more" not in out
+    assert code == 3 and out.count("foreign-0") + out.count("foreign-1") == 12 and "more" not in out
     code, out, _ = seo(capsys, "--json", "verify", str(table))
-    assert json.loads(out)["kinds"] == {"orphan": 12} and len(json.loads(out)["problems"]) == 12
+    assert json.loads(out)["kinds"] == {"foreign-file": 12} and len(json.loads(out)["problems"]) == 12
 
 
 def test_progress_shows_only_at_a_terminal_and_never_for_json(capsys, table):  # noqa: F811

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.torture
 
 OPTIONS = {"lease_timeout_ms": 2000, "compact_interval": 3, "compaction": COMPACTION}
 #: ``make test`` kills at the rewrite's own points and the claim's first steps; the rest in ``make test-long``
-BOUNDED = {"after-rewrite", "after-wal", "mid-move", "after-manifest", "after-delta"}
+BOUNDED = {"after-rewrite", "after-wal", "mid-move", "after-retired", "after-manifest", "after-delta"}
 #: where the matrix's compacted direct table is killed, but the points before the rewrite exists,
 #: a schema change (none here), after the batch is done, and the janitor's sync of delta records
 #: (a compaction batch writes compact records, which that boundary does not name)
@@ -46,7 +46,7 @@ CASES = [
     pytest.param(kind, b, marks=() if b in BOUNDED or (kind, b) == ("iceberg", "mid-iceberg") else pytest.mark.long, id=f"{kind}-{b}")
     for kind, b in [
         *(("direct", b) for b in DIRECT),
-        *(("delta", b) for b in ("after-rewrite", "mid-move", "after-manifest", "after-delta")),
+        *(("delta", b) for b in ("after-rewrite", "mid-move", "after-retired", "after-manifest", "after-delta")),
         *(("iceberg", b) for b in ICEBERG),
     ]
 ]

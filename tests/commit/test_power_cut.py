@@ -118,6 +118,9 @@ DURABLE_WRITES = {
     "staged rewrite synced with the claim": ("file", r"^_seo/staging/[^/]+/rewrite/p=a/part-compacted-", COMPACTED),
     "rewrite directory": ("dir", r"^_seo/staging/[^/]+/rewrite$", COMPACTED),
     "rewrite partition directory": ("dir", r"^_seo/staging/[^/]+/rewrite/p=a$", COMPACTED),
+    # what a compaction batch's compact file leaves out, recorded before it (manifest.retired)
+    "retired-files record": ("file", rf"^_seo/retired/\.\d+{TMP}", COMPACTED),
+    "_seo/retired directory": ("dir", r"^_seo/retired$", COMPACTED),
 }
 
 

@@ -32,6 +32,7 @@ from streaming_exactly_once.table.attempt_key import AttemptKey
 from tests.commit.processes import QA, Writer, batch_rows, stop_all
 from tests.delta.helpers import SCHEMA, commit_batch, delta_committer, parquet
 from tests.delta.readback import app_id_of, batch_commits, delta_commits, delta_ids
+from tests.readers.tables import retired
 
 Q = "aaaaaaaa-0000-0000-0000-00000000000a"
 
@@ -351,9 +352,11 @@ def test_gc_deletes_only_files_no_delta_version_and_no_manifest_entry_names(tmp_
     committer = delta_committer(storage)
     commit_batch(committer, Q, 0, ids_of(0))
     committer.close()
-    # a file another Delta writer appended (not in our manifest) and one nobody names
+    # a file another Delta writer appended (not in our manifest), one this sink retired and one
+    # nobody names (another tool's: kept)
     storage.put_if_absent("p=b/foreign.parquet", parquet([5000]))
-    storage.put_if_absent("p=b/orphan.parquet", parquet([6000]))
+    retired(table, "p=b/orphan.parquet", parquet([6000]))
+    storage.put_if_absent("p=b/stray.parquet", parquet([7000]))
     info = storage.info("p=b/foreign.parquet")
     dt = DeltaTable(str(table))
     dt.create_write_transaction(
@@ -365,6 +368,7 @@ def test_gc_deletes_only_files_no_delta_version_and_no_manifest_entry_names(tmp_
     )
     report = collect_garbage(storage, older_than_ms=0, now_ms=int(time.time() * 1000) + 10_000)
     assert [Path(u).name for u, _ in report.orphans] == ["orphan.parquet"]
+    assert [Path(u).name for u, _ in report.foreign] == ["stray.parquet"] and (table / "p=b" / "stray.parquet").exists()
     assert (table / "p=b" / "foreign.parquet").exists() and not (table / "p=b" / "orphan.parquet").exists()
     assert delta_ids(table)[5000] == 1
     assert "delta-diverged" in [p.kind for p in verify_table(storage).problems]

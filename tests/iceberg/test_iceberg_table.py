@@ -23,6 +23,7 @@ from streaming_exactly_once.storage import open_storage
 from tests.commit.helpers import make_committer
 from tests.delta.helpers import SCHEMA, commit_batch
 from tests.iceberg.table_helpers import Q, current_metadata, iceberg_committer, ids_of, pyiceberg_ids, snapshots_by_batch
+from tests.readers.tables import retired
 from tests.torture.matrix_checks import changes, snapshot
 
 
@@ -195,17 +196,19 @@ def test_gc_keeps_every_file_a_retained_snapshot_needs_and_deletes_what_none_nam
     leftovers = ["metadata/0000dead-beef-0000-0000-000000000000-m0.avro", "metadata/snap-1-0-0000dead-beef.avro"]
     for path in leftovers:
         storage.put_if_absent(path, b"Obj\x01")
-    storage.put_if_absent("p=a/orphan.parquet", b"x")
+    retired(table, "p=a/orphan.parquet", b"x")
+    storage.put_if_absent("p=a/stray.parquet", b"y")  # no record: another tool's, kept
     needed = set(_iceberg_needed(table))
     now = int(time.time() * 1000) + 10_000
     report = collect_garbage(storage, older_than_ms=0, now_ms=now)
     deleted = {os.path.relpath(u.removeprefix("file://"), table) for u, _ in report.orphans}
     assert deleted == {"p=a/orphan.parquet", *leftovers}
+    assert [u.rsplit("/", 1)[-1] for u, _ in report.foreign] == ["stray.parquet"] and (table / "p=a" / "stray.parquet").exists()
     assert all((table / p).exists() for p in needed)
     # every reader still reads every row; the data files of expired snapshots stay (the manifest names them)
     expected = Counter(i for b in range(5) for i in ids_of(b))
     assert pyiceberg_ids(table) == expected == Counter(read.arrow(str(table)).column("id").to_pylist())
-    assert verify_table(storage).problems == []
+    assert [(p.kind, p.path.rsplit("/", 1)[-1]) for p in verify_table(storage).problems] == [("foreign-file", "stray.parquet")]
 
 
 def test_added_columns_are_in_the_same_iceberg_commit_as_the_batch(tmp_path):
@@ -403,7 +406,7 @@ def test_a_table_in_a_sql_catalog_through_the_committer_and_upkeep(tmp_path, sql
     assert table_status(storage)["iceberg"]["batchId"] == 2
     assert table_status(storage)["iceberg"]["catalog"] == f"{name}:db.events"
     assert verify_table(storage).problems == []
-    storage.put_if_absent("p=a/orphan.parquet", b"x")
+    retired(table, "p=a/orphan.parquet", b"x")
     report = collect_garbage(storage, older_than_ms=0, now_ms=int(time.time() * 1000) + 10_000)
     assert [u.rsplit("/", 1)[-1] for u, _ in report.orphans] == ["orphan.parquet"]
     assert Counter(load_catalog(name, **props).load_table("db.events").scan().to_arrow().column("id").to_pylist()) == expected

@@ -25,7 +25,7 @@ from streaming_exactly_once.manifest.manifest_log import ManifestLog
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.testing.faults import InjectedFailure
 from tests.cli.test_cli import seo
-from tests.readers.tables import age, commit_batch, committer, parquet_bytes, rows_of, stage, write_group, write_table
+from tests.readers.tables import age, commit_batch, committer, parquet_bytes, retired, rows_of, stage, write_group, write_table
 
 
 def data_files(root: Path) -> set[str]:
@@ -50,7 +50,8 @@ def test_gc_on_a_group_root_collects_each_table_against_its_own_manifest(capsys,
     root = tmp_path / "lake"
     write_group(str(root), {"orders": [1, 2], "payments": [3], "by_topic/a~2Fb": [4]})
     committed = data_files(root)
-    (root / "orders" / "day=1" / "orphan.parquet").write_bytes(parquet_bytes([99]))
+    retired(root / "orders", "day=1/orphan.parquet", parquet_bytes([99]))
+    (root / "orders" / "day=1" / "foreign.parquet").write_bytes(parquet_bytes([98]))  # no record: another tool's
     (root / "notes").mkdir()
     (root / "notes" / "readme.parquet").write_bytes(b"not the group's")  # not a table of the group
     stale = root / "_seo" / "staging" / "7-deadbeef" / "data" / "orders"
@@ -60,10 +61,12 @@ def test_gc_on_a_group_root_collects_each_table_against_its_own_manifest(capsys,
     code, out, err = seo(capsys, "gc", "--dry-run", str(root))
     assert code == 0, err
     assert "orders/day=1/orphan.parquet" in out and out.count("would delete file") == 1 and "in 3 tables" in out
+    assert "kept foreign file" in out and "orders/day=1/foreign.parquet" in out
     code, out, err = seo(capsys, "gc", str(root))
     assert code == 0, err
     assert "deleted 1 orphan files" in out and "staging" in out
-    assert data_files(root) == committed | {"notes/readme.parquet"}
+    assert data_files(root) == committed | {"notes/readme.parquet", "orders/day=1/foreign.parquet"}
+    assert not (root / "orders" / "_seo" / "retired").exists() or not os.listdir(root / "orders" / "_seo" / "retired")
     assert not stale.exists()
     assert ids(root / "orders") == [1, 2] and ids(root / "payments") == [3] and ids(root / "by_topic" / "a~2Fb") == [4]
 
@@ -71,8 +74,8 @@ def test_gc_on_a_group_root_collects_each_table_against_its_own_manifest(capsys,
 def test_gc_on_a_group_member_uses_the_groups_lease_and_wal(tmp_path):
     root = tmp_path / "lake"
     write_group(str(root), {"orders": [1, 2], "payments": [3]})
-    (root / "orders" / "day=1" / "orphan.parquet").write_bytes(parquet_bytes([99]))
-    (root / "payments" / "day=1" / "orphan.parquet").write_bytes(parquet_bytes([98]))
+    retired(root / "orders", "day=1/orphan.parquet", parquet_bytes([99]))
+    retired(root / "payments", "day=1/orphan.parquet", parquet_bytes([98]))
     age(str(root))
     lease = Lease(open_storage(str(root)), description="events-ingest")  # the group's writer
     lease.acquire()

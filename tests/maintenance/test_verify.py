@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from tests.cli.test_cli import seo
-from tests.readers.tables import parquet_bytes, write_group, write_table
+from tests.readers.tables import parquet_bytes, retired, write_group, write_table
 
 
 def test_a_link_out_of_the_table_is_an_error(capsys, tmp_path):
@@ -28,10 +28,11 @@ def test_group_verify_skips_nested_tables_and_files_outside_tables(capsys, tmp_p
     (root / "notes.parquet").write_bytes(b"not a table's")
     code, out, _ = seo(capsys, "--json", "verify", str(root))
     assert code == 0, out
-    (root / "orders" / "day=1" / "orphan.parquet").write_bytes(parquet_bytes([3]))
+    retired(root / "orders", "day=1/orphan.parquet", parquet_bytes([3]))
+    (root / "orders" / "day=1" / "foreign.parquet").write_bytes(parquet_bytes([4]))
     code, out, _ = seo(capsys, "--json", "verify", str(root))
-    problems = json.loads(out)["problems"]
-    assert code == 3 and [(p["kind"], p["path"].rsplit("/", 3)[-3:]) for p in problems] == [("orphan", ["orders", "day=1", "orphan.parquet"])]
+    problems = sorted((p["kind"], p["path"].rsplit("/", 3)[-3:]) for p in json.loads(out)["problems"])
+    assert code == 3 and problems == [("foreign-file", ["orders", "day=1", "foreign.parquet"]), ("orphan", ["orders", "day=1", "orphan.parquet"])]
 
 
 def test_a_torn_record_of_a_batch_with_a_pending_claim_is_a_warning_and_recover_rewrites_it(tmp_path):

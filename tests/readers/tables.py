@@ -93,3 +93,20 @@ def age(root: str, seconds: float = 7200) -> None:
     for dirpath, _dirs, names in os.walk(root):
         for name in names:
             os.utime(os.path.join(dirpath, name), (then, then), follow_symlinks=False)
+
+
+def retired(table: str | os.PathLike, rel: str, payload: bytes | None, *, batch_id: int = 9, left_ms: int | None = None) -> None:
+    """A data file the sink published once and a compaction batch left out of the listing: the
+    file, and the ``_seo/retired`` record the batch wrote first (``manifest.retired``) - what
+    ``retention`` or a rewrite leaves once the manifest files naming the file are deleted.
+    ``payload`` None: the file is there already. ``left_ms``: when it left the listing (default
+    two hours ago, as ``age``)."""
+    from streaming_exactly_once.manifest.entry import ManifestEntry
+    from streaming_exactly_once.manifest.retired import record_retired
+
+    storage = open_storage(str(table))
+    if payload is not None:
+        storage.put_if_absent(rel, payload)
+    info = storage.info(rel)
+    entry = ManifestEntry.for_file(storage.uri(rel), size=info.size, modification_time=info.mtime_ms)
+    record_retired(storage, batch_id, [entry], int((time.time() - 7200) * 1000) if left_ms is None else left_ms)
