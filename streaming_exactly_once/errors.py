@@ -56,6 +56,13 @@ class ConfigError(ExactlyOnceError, TerminalError, ValueError):
     """An option or config file value is missing, unknown or out of range."""
 
 
+class ExistingFilesError(ConfigError):
+    """The directory a new table is to be written to already holds data files (a batch job's
+    output, files pandas wrote): the table's manifest would hide them from every reader, so the
+    sink refuses it before writing anything - unless asked to adopt them (``adopt_existing_files``).
+    ``table``, ``files`` (how many), ``example`` (one file's URI)."""
+
+
 class MissingDependencyError(ConfigError, ImportError):
     """An optional dependency (an extra) is needed for this call and is not installed: a
     configuration problem of the environment, raised before anything is written. Which extra

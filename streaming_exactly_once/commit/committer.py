@@ -30,6 +30,7 @@ from typing import Any
 from ..checkpoint.reader import InputFile
 from ..delta.files import DeltaFile
 from ..errors import ConfigError
+from ..iceberg.engine import METADATA_DIR
 from ..iceberg.files import IcebergFile, staged_rows
 from ..log.compactible_log import CompactibleLog
 from ..log.compaction import all_valid_batches, is_compaction_batch
@@ -42,6 +43,7 @@ from ..table.commits_log import CommitRecord
 from ..table.identity import TableSpec
 from ..table.schema_log import SchemaRecord
 from ..table.table_logs import TableLogs
+from .adoption import Adoption, check_for_iceberg, existing_files_error, plan_adoption, readable_files
 from .attempt import BatchAttempt, CommitResult, StagedFile, elapsed_ms, sources_step
 from .compaction_preparation import preparation_of
 from .delta_step import CommitDelta
@@ -76,6 +78,8 @@ class TableCommitter(Writer):
         )
         #: small data files rewritten in the background for the compaction batches (None: compaction off)
         self.rewrites = None if options.compaction is None else TableRewrites(storage, self.housekeeping, options.compaction)
+        #: the existing files the first batch adopts (``commit.adoption``); None: none, or not asked
+        self.adoption: Adoption | None = None
 
     # -- a single table ----------------------------------------------------------------------
 
@@ -124,7 +128,56 @@ class TableCommitter(Writer):
             fence=self.lease.check_fence,
             delta_schema=target.schema_json() if target is not None else None,
             delta_log=target.log_uri if target is not None else None,
+            adopted_files=(self.adoption.schema, self.adoption.source()) if self.adoption is not None else None,
         )
+
+    # -- a directory that holds files before the first batch (``commit.adoption``) -----------
+
+    def _adopts(self) -> bool:
+        return self.options.adopt_existing_files
+
+    def _check_directory(self) -> None:
+        """Before the first batch: files readers of the directory read are refused, or planned
+        for adoption. An existing Delta or Iceberg table opened with its format is adopted by
+        that format's batch 0 instead (``_adopted_entries``)."""
+        self.adoption = None
+        if self.latest_batch_id >= 0 or self._format_table_exists():
+            return
+        files = readable_files(self.storage, skip=self._own_dirs())
+        if not files:
+            return
+        if not self.options.adopt_existing_files:
+            raise existing_files_error(self.storage, files)
+        self.adoption = plan_adoption(self.storage, files, file_format=self.options.format, partition_by=self.options.partition_by)
+        log.info(
+            "table %s: its first batch adopts %d existing file(s), e.g. %s", self.storage.root_uri, len(self.adoption.files), self.adoption.example
+        )
+
+    def _format_table_exists(self) -> bool:
+        return (self.delta is not None and self.delta.load() is not None) or (self.iceberg is not None and self.iceberg.load() is not None)
+
+    def _own_dirs(self) -> tuple[str, ...]:
+        """Directories of the table's own that readers of the plain directory would read: an Iceberg table's metadata."""
+        return (f"{METADATA_DIR}/",) if self.iceberg is not None else ()
+
+    def _adoption_now(self, files: Sequence[StagedFile]) -> Adoption | None:
+        """The adoption as the directory is right before the first batch's claim: listed again,
+        without the batch's own files (``direct`` mode writes them there already)."""
+        assert self.adoption is not None
+        own = {f.final for f in files}
+        found = [f for f in readable_files(self.storage, skip=self._own_dirs()) if f.path not in own]
+        if not found:
+            return None
+        adoption = plan_adoption(self.storage, found, file_format=self.options.format, partition_by=self.options.partition_by)
+        if adoption.schema != self.adoption.schema:
+            raise ConfigError(
+                f"Table {self.storage.root_uri}: the files it adopts changed since the writer opened it ({adoption.example} "
+                f"has other columns than {self.adoption.example} had), so the batch was checked against a schema they no "
+                "longer have. Nothing was written. Restart the query: the table is opened again with the files as they are.",
+                table=self.storage.root_uri,
+                key="adopt_existing_files",
+            )
+        return adoption
 
     def _all_logs(self) -> list[CompactibleLog[Any]]:
         return list(self.logs.all_logs())
@@ -171,11 +224,14 @@ class TableCommitter(Writer):
         m = attempt.batch_id
         epoch = self.lease.epoch or 0
         new_schema = self._schema_record(attempt, schema)
+        adoption = self._adoption_now(files) if m == 0 and self.adoption is not None else None
         entries = [ManifestEntry.for_file(self.storage.uri(f.final), size=f.size, modification_time=f.mtime_ms) for f in files]
         table_schema = new_schema.schema if new_schema is not None else None
-        delta_step = self._delta_step(attempt, files, schema, table_schema)
-        iceberg_step = self._iceberg_step(attempt, files, schema, table_schema)
-        if m == 0 and (delta_step is not None or iceberg_step is not None):
+        delta_step = self._delta_step(attempt, files, schema, table_schema, adopted=adoption)
+        iceberg_step = self._iceberg_step(attempt, files, schema, table_schema, adopted=adoption)
+        if adoption is not None:  # in the same claim as the batch's own files
+            entries = adoption.entries(self.storage) + entries
+        elif m == 0 and (delta_step is not None or iceberg_step is not None):
             entries = self._adopted_entries() + entries
         rewrites = BatchRewrites() if self.rewrites is None else self.rewrites.for_batch(self.logs.require_manifest(), m, attempt.timings)
         if not files and not rewrites:  # ``seo compact``'s empty batch: no Delta or Iceberg commit (``manifest.empty_batches``)
@@ -211,7 +267,7 @@ class TableCommitter(Writer):
             num_skipped_rows=num_skipped_rows,
             source_files=len(input_files),
             schema=schema,
-            table_rows=None if self._table_rows is None or num_rows is None else self._table_rows + num_rows,
+            table_rows=None if self._table_rows is None or num_rows is None else self._table_rows + num_rows + (adoption.rows if adoption else 0),
             rewrites=rewrites.notes(),
         )
         steps.append(WriteCommit(record=record))
@@ -228,6 +284,7 @@ class TableCommitter(Writer):
             leftovers=leftovers_of([rewrites]),
         )
         self.schemas.committed(new_schema, m)
+        self.adoption = None
         result = self._finish(attempt, record, input_files, ctx)
         self._queue_rewrite()
         return result
@@ -248,7 +305,13 @@ class TableCommitter(Writer):
         return self.schemas.record_for(verdict, attempt.batch_id, self.options.partition_by)
 
     def _delta_step(
-        self, attempt: BatchAttempt, files: Sequence[StagedFile], schema: str | None, table_schema: str | None = None
+        self,
+        attempt: BatchAttempt,
+        files: Sequence[StagedFile],
+        schema: str | None,
+        table_schema: str | None = None,
+        *,
+        adopted: Adoption | None = None,
     ) -> CommitDelta | None:
         """The batch's Delta commit, after checking (before any claim) that the table takes it.
         ``table_schema``: the table's schema after the batch, when the batch changes it."""
@@ -261,7 +324,7 @@ class TableCommitter(Writer):
         return CommitDelta(
             batch_id=attempt.batch_id,
             app_id=target.app_id,
-            files=[DeltaFile(f.final, f.size, f.mtime_ms) for f in files],
+            files=(adopted.delta_files() if adopted else []) + [DeltaFile(f.final, f.size, f.mtime_ms) for f in files],
             partition_by=tuple(self.options.partition_by),
             schema=schema,
             table_schema=table_schema,
@@ -270,7 +333,13 @@ class TableCommitter(Writer):
         )
 
     def _iceberg_step(
-        self, attempt: BatchAttempt, files: Sequence[StagedFile], schema: str | None, table_schema: str | None = None
+        self,
+        attempt: BatchAttempt,
+        files: Sequence[StagedFile],
+        schema: str | None,
+        table_schema: str | None = None,
+        *,
+        adopted: Adoption | None = None,
     ) -> CommitIceberg | None:
         """The batch's Iceberg commit, after checking (before any claim) that the table takes it
         and that every data file is one it can name (``iceberg.files.staged_rows``: its footer,
@@ -283,11 +352,14 @@ class TableCommitter(Writer):
         counted = map_waiting(
             f"footers-{self.storage.root_uri}", lambda f: staged_rows(self.storage, f.staged or f.final, table=target.name), list(files)
         )
+        if adopted is not None:
+            check_for_iceberg(self.storage, adopted, table=target.name)
         attempt.timings["icebergCheck"] = elapsed_ms(t0)
         return CommitIceberg(
             batch_id=attempt.batch_id,
             app_id=target.app_id,
-            files=[IcebergFile(f.final, f.size, f.mtime_ms, rows) for f, rows in zip(files, counted, strict=True)],
+            files=(adopted.iceberg_files() if adopted else [])
+            + [IcebergFile(f.final, f.size, f.mtime_ms, rows) for f, rows in zip(files, counted, strict=True)],
             partition_by=tuple(self.options.partition_by),
             schema=schema,
             table_schema=table_schema,

@@ -45,3 +45,6 @@ class CommitterOptions:
     schema_evolution: str = "none"
     #: small files of earlier batches rewritten by each compaction batch (``commit.data_compaction``); None: off
     compaction: CompactionPolicy | None = None
+    #: a new table's directory that holds Parquet files: its first batch adopts them
+    #: (``commit.adoption``); False: such a directory is refused
+    adopt_existing_files: bool = False

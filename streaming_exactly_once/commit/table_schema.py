@@ -23,7 +23,7 @@ from ..storage.base import Storage
 from ..table.commits_log import CommitsLog
 from ..table.identity import read_identity
 from ..table.schema_log import SchemaRecord, forget_after, read_schema, schema_as_of, schema_batches, schema_path
-from ..table.schema_rules import Mismatch, Verdict, advice, compare, fields_of, side_by_side
+from ..table.schema_rules import Mismatch, Verdict, advice, compare, fields_of, side_by_side, struct_json
 from ..table.table_logs import open_manifest
 from .schema_step import WriteSchema
 
@@ -41,9 +41,12 @@ class TableSchema:
         #: the newest record at or below the latest batch (None: the table has none yet)
         self.current: SchemaRecord | None = None
         #: where the schema comes from while there is no record: an existing Delta table's
-        #: log (its URI names it in errors) and that schema
+        #: log (its URI names it in errors), or the existing files the first batch adopts, and
+        #: that schema
         self.delta_log: str | None = None
         self.base: str | None = None
+        #: the base is of adopted files: their partition columns' types are the batch's
+        self.base_without_partitions = False
         self.latest = -1
         #: recent judgements by what they judged: a stream's batches have one schema (two with the
         #: sink's projection onto the table's), judged once
@@ -61,14 +64,17 @@ class TableSchema:
         fence: Callable[[str], None] = lambda what: None,
         delta_schema: str | None = None,
         delta_log: str | None = None,
+        adopted_files: tuple[str, str] | None = None,
     ) -> None:
-        """Read the current schema (module docstring); the caller holds the table's lease."""
+        """Read the current schema (module docstring); the caller holds the table's lease.
+        ``adopted_files``: the schema of the existing files the first batch adopts (``commit.adoption``;
+        no partition columns) and where it comes from, for messages."""
         self.latest = latest
         if any(b > latest for b in schema_batches(self.storage)):
             fence("schema")
             forget_after(self.storage, latest)
         self.current = schema_as_of(self.storage, latest) if latest >= 0 else None
-        self.base, self.delta_log = None, None
+        self.base, self.delta_log, self.base_without_partitions = None, None, False
         if self.current is None and latest >= max(0, first_batch_id):
             adopted = _newest_recorded_schema(commits, latest, first_batch_id)
             if adopted is not None:
@@ -88,6 +94,8 @@ class TableSchema:
                 )
         if self.current is None and delta_schema is not None:
             self.base, self.delta_log = delta_schema, delta_log
+        elif self.current is None and adopted_files is not None:
+            (self.base, self.delta_log), self.base_without_partitions = adopted_files, True
 
     # -- per batch ---------------------------------------------------------------------------
 
@@ -99,7 +107,10 @@ class TableSchema:
     def judge(self, batch_schema: str, partition_by: Sequence[str], *, evolution: str | None = None) -> Verdict:
         """How ``batch_schema`` fits the table (``schema_rules.compare``); raises nothing."""
         table_parts = self.current.partition_by if self.current is not None else tuple(partition_by)
-        key = (self.schema, table_parts, batch_schema, tuple(partition_by), self.evolution if evolution is None else evolution)
+        table_schema = self.schema
+        if self.base_without_partitions and self.current is None and table_schema is not None:
+            table_schema = with_partition_columns(table_schema, batch_schema, partition_by)
+        key = (table_schema, table_parts, batch_schema, tuple(partition_by), self.evolution if evolution is None else evolution)
         verdict = self._judged.get(key)
         if verdict is None:
             verdict = compare(key[0], table_parts, batch_schema, partition_by, evolution=key[4], delta=self.delta, file_format=self.file_format)
@@ -156,7 +167,7 @@ class TableSchema:
         self.latest = batch_id
         if record is not None:
             self.current = record
-            self.base = None
+            self.base, self.base_without_partitions = None, False
 
     # -- errors ------------------------------------------------------------------------------
 
@@ -183,6 +194,14 @@ class TableSchema:
             mismatches=[m.to_json() for m in mismatches],
             problems=[m.summary() for m in mismatches],
         )
+
+
+def with_partition_columns(schema: str, batch_schema: str, partition_by: Sequence[str]) -> str:
+    """``schema`` (of files, which hold no partition columns) with the batch's partition columns
+    appended: their values are directory names, typed as the stream types them."""
+    fields = fields_of(schema)
+    names = {f["name"] for f in fields}
+    return struct_json(fields + [f for f in fields_of(batch_schema) if f["name"] in partition_by and f["name"] not in names])
 
 
 def _newest_recorded_schema(commits: CommitsLog, latest: int, first_batch_id: int) -> str | None:

@@ -40,10 +40,11 @@ from ..storage.io_threads import OwnedPool
 from ..table.attempt_key import AttemptKey
 from ..table.commits_log import CommitRecord
 from ..table.identity import TableIdentity, TableSpec, check_identity, ensure_identity, note_root
-from ..table.layout import PROBE_DIR, staging_dir
+from ..table.layout import PROBE_DIR, SEO_DIR, staging_dir
 from ..table.offsets_log import OffsetsRecord
 from ..table.source_offsets import PartitionOffsetMap, merged_ends, raise_to, table_marks
 from ..table.table_logs import TableLogs
+from .adoption import existing_files_error, readable_files
 from .attempt import BatchAttempt, CommitResult, elapsed_ms
 from .engine import CommitEngine
 from .housekeeping import Housekeeping, warm_up_in_background
@@ -126,6 +127,27 @@ class Writer(ABC):
     def _prepare(self) -> None:
         """One pass preparing the next compact files of the logs the last batch wrote."""
 
+    def _check_untouched(self) -> None:
+        """Before the lease: a directory this library never wrote to (no ``_seo/``, no manifest)
+        that holds files readers of it read is refused (``commit.adoption``), nothing written."""
+        if self.spec.table_formats or self.storage.list_dir(SEO_DIR) or self.storage.list_dir(self.spec.manifest_dir):
+            return  # ours, Spark's own sink's, or a table format's: the check under the lease knows more
+        files = readable_files(self.storage)
+        if files and not self._adopts():
+            raise existing_files_error(self.storage, files)
+
+    def _check_directory(self) -> None:
+        """Under the lease, after recovery: a root without a batch whose directory holds files
+        readers read is refused (``commit.adoption``); a table adopts them instead."""
+        if self.latest_batch_id < 0:
+            files = readable_files(self.storage)
+            if files:
+                raise existing_files_error(self.storage, files)
+
+    def _adopts(self) -> bool:
+        """Whether this writer makes a new table's existing files its first batch."""
+        return False
+
     def _member_logs(self) -> Callable[[str], TableLogs] | None:
         """A dataset group's tables' logs, by path under the root (None: not a group)."""
         return None
@@ -175,6 +197,7 @@ class Writer(ABC):
     def open(self) -> RecoveryReport:
         """Take the lease (if not held), recover, and load the state batches are checked against."""
         if self.lease.epoch is None:
+            self._check_untouched()  # a directory of another tool's files: refused before anything is written
             # The lease, the WAL and every log rely on exclusive creates: make sure this endpoint
             # really has them before trusting it with one (cached per endpoint and bucket).
             self.storage.check_exclusive_create(PROBE_DIR)
@@ -205,6 +228,7 @@ class Writer(ABC):
             self._check_targets()
             latest_records = self.logs.commits.latest_per_query()
             newest = max(latest_records.values(), key=lambda r: r.batch_id, default=None)
+            self._check_directory()
             self._load_state(newest)
         except BaseException:
             # The root needs a person (the error says what to do): free it for `seo recover` at once.

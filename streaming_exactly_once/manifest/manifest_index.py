@@ -19,7 +19,7 @@ second even with Arrow's multi-threaded JSON reader. The index is the same entri
 The metadata is the Parquet footer's key-value metadata. The last three keys are known only once
 the compact file has been read, so they are added just before the footer is written and are not
 in the Arrow schema that Parquet also stores there: read the footer's own key-values
-(``_footer_metadata``).
+(``_read_footer``).
 
 It is derived data, never a source of truth, and a cache must never change an answer nor raise.
 A compact file is written once and never changed, so an index whose recorded
@@ -182,7 +182,7 @@ def _extended_index(storage: Storage, compact_id: int, log_: ManifestLog, schema
     try:
         previous_info = storage.info(previous_path)
         previous = pq.ParquetFile(pa.BufferReader(storage.read_bytes(index_path(previous_id))))
-        meta = _footer_metadata(previous.metadata)
+        meta = _read_footer(previous.metadata)
         if _stale(meta, previous_id, previous_info) is not None or _damage(previous.metadata) is not None:
             return None
         if meta["seo.source.line_ends"] != "lf":
@@ -258,7 +258,7 @@ def _put_replacing_unusable(storage: Storage, compact_id: int, data: bytes, info
         fs, root = storage.filesystem()
         with fs.open(f"{root.rstrip('/')}/{path}", "rb") as fh:
             footer = pq.read_metadata(fh)
-        if _stale(_footer_metadata(footer), compact_id, info) is None and _damage(footer) is None:
+        if _stale(_read_footer(footer), compact_id, info) is None and _damage(footer) is None:
             return
     except Exception:  # removed meanwhile, or not even a footer: replace it
         pass
@@ -296,7 +296,7 @@ def read_index(storage: Storage, compact_id: int, log_: ManifestLog, *, whole_ro
         info = storage.info(f"{log_.directory}/{compact_id}.compact")
         index = pq.ParquetFile(pa.BufferReader(data))
         footer = index.metadata
-        stale = _stale(_footer_metadata(footer), compact_id, info)
+        stale = _stale(_read_footer(footer), compact_id, info)
         if stale is not None:
             log.debug("not using the manifest index %s: %s", uri, stale)
             return None
@@ -322,7 +322,7 @@ def read_index(storage: Storage, compact_id: int, log_: ManifestLog, *, whole_ro
     return None
 
 
-def _footer_metadata(footer: Any) -> dict[str, str]:  # a pyarrow.parquet.FileMetaData
+def _read_footer(footer: Any) -> dict[str, str]:  # a pyarrow.parquet.FileMetaData
     """The key-value metadata of an index's footer (the module docstring says why not the schema's)."""
     return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in (footer.metadata or {}).items()}
 
@@ -342,7 +342,7 @@ def _stale(meta: dict[str, str], compact_id: int, info: Any) -> str | None:  # a
 def _damage(footer: Any) -> str | None:  # a pyarrow.parquet.FileMetaData
     """What is wrong with an index whose metadata matches its compact file, from its footer
     alone; None if nothing is (module docstring: the exact columns, no nulls, the row count)."""
-    meta = _footer_metadata(footer)
+    meta = _read_footer(footer)
     schema = footer.schema.to_arrow_schema()
     if not schema.equals(index_schema(), check_metadata=False):
         return f"its columns are {schema.to_string(show_schema_metadata=False)!r}"
@@ -388,7 +388,7 @@ def index_matches(storage: Storage, compact_id: int, log_: ManifestLog) -> bool:
         fs, root = storage.filesystem()
         with fs.open(f"{root.rstrip('/')}/{index_path(compact_id)}", "rb") as fh:
             footer = pq.read_metadata(fh)
-        meta = _footer_metadata(footer)
+        meta = _read_footer(footer)
         return _stale(meta, compact_id, info) is None and _damage(footer) is None and meta["seo.source.line_ends"] == "lf"
     except Exception:  # no index, or one that cannot be read: no vouching
         return False

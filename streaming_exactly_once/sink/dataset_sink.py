@@ -120,6 +120,12 @@ class DatasetSink(BatchSink[GroupCommitter]):
                 "directory); iceberg_catalog is an ExactlyOnceSink option",
                 key="iceberg_catalog",
             )
+        if sink_options.adopt_existing_files:
+            raise ConfigError(
+                "adopt_existing_files is an ExactlyOnceSink option: a DatasetSink's root must hold no files of other tools "
+                "(its tables are made by its batches). Adopt the files into a table of their own with ExactlyOnceSink.",
+                key="adopt_existing_files",
+            )
         sink_options.validate_table_formats(formats)
         compacted_off = [o.name or "(datasets)" for o in self.outputs if (o.format or sink_options.format) not in COMPACTED_FORMATS]
         if sink_options.compaction is not None and compacted_off:

@@ -225,6 +225,8 @@ class SinkOptions:
     schema_evolution: str = "none"
     #: small files rewritten by compaction batches (``commit.data_compaction``); None: off
     compaction: CompactionPolicy | None = None
+    #: a new table's directory that holds Parquet files: its first batch adopts them (``commit.adoption``)
+    adopt_existing_files: bool = False
     #: where the metrics are exported (``observability``); None: off
     metrics: MetricsSettings | None = None
     #: how OpenLineage events are sent (``observability``); None: off
@@ -302,6 +304,14 @@ class SinkOptions:
         dupes = [c for c in self.partition_by if list(self.partition_by).count(c) > 1]
         if dupes:
             raise ConfigError(f"partition_by lists {dupes[0]!r} twice", key="partition_by")
+        if not isinstance(self.adopt_existing_files, bool):
+            raise ConfigError(f"adopt_existing_files must be true or false, got {self.adopt_existing_files!r}", key="adopt_existing_files")
+        if self.adopt_existing_files and self.file_format != "parquet":
+            raise ConfigError(
+                f"adopt_existing_files adopts Parquet files (their footers say what they hold); format={self.format!r} "
+                "tables hold other files. Write the table to an empty directory, or convert the files to Parquet first.",
+                key="adopt_existing_files",
+            )
         if not isinstance(self.allow_offset_gaps, bool):
             raise ConfigError(f"allow_offset_gaps must be true or false, got {self.allow_offset_gaps!r}", key="allow_offset_gaps")
         if self.on_commit is not None and not callable(self.on_commit):
@@ -453,6 +463,7 @@ class SinkOptions:
             writer_options=tuple(sorted((str(k), str(v)) for k, v in self.writer_options.items())),
             schema_evolution=self.schema_evolution,
             compaction=self.compaction,
+            adopt_existing_files=self.adopt_existing_files,
         )
 
 

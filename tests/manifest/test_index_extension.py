@@ -44,11 +44,11 @@ def _parsed(storage, compact_id):
     storage.delete(index_path(compact_id))
     assert write_index(storage, compact_id, fresh)
     data = storage.read_bytes(index_path(compact_id))
-    return read_index(storage, compact_id, fresh), manifest_index._footer_metadata(pq.read_metadata(pa.BufferReader(data)))
+    return read_index(storage, compact_id, fresh), manifest_index._read_footer(pq.read_metadata(pa.BufferReader(data)))
 
 
 def _footer(storage, compact_id):
-    return manifest_index._footer_metadata(pq.read_metadata(pa.BufferReader(storage.read_bytes(index_path(compact_id)))))
+    return manifest_index._read_footer(pq.read_metadata(pa.BufferReader(storage.read_bytes(index_path(compact_id)))))
 
 
 KEYS = ("seo.source", "seo.source.size", "seo.source.mtime", "seo.source.entries", "seo.source.files", "seo.source.line_ends")
