@@ -140,24 +140,12 @@ def plan_adoption(storage: Storage, files: Sequence[FileInfo], *, file_format: s
     def read(info: FileInfo) -> tuple[FileInfo, int, str]:
         metadata = read_footer(storage, info.path)
         if metadata is None:
-            raise ConfigError(
-                f"Table {root}: {storage.uri(info.path)} is not a complete Parquet file, so it cannot be adopted as the "
-                "table's data. Nothing was written. Move it out of the table's directory (or complete it) and start again.",
-                table=root,
-                key="adopt_existing_files",
-                path=storage.uri(info.path),
-            )
+            raise _cannot(storage, info.path, "is not a complete Parquet file, so it cannot be adopted as the table's data", "complete it")
         try:
-            schema = spark_schema_json(metadata)
+            return info, int(metadata.num_rows), spark_schema_json(metadata)
         except UnreadableColumn as exc:
-            raise ConfigError(
-                f"Table {root}: {storage.uri(info.path)} has {exc}, so Spark could not read the table once it is adopted. "
-                "Nothing was written. Rewrite the file (e.g. pyarrow's coerce_timestamps='us'), or move it away.",
-                table=root,
-                key="adopt_existing_files",
-                path=storage.uri(info.path),
-            ) from None
-        return info, int(metadata.num_rows), schema
+            why = f"has {exc}, so Spark could not read the table once it is adopted"
+            raise _cannot(storage, info.path, why, "rewrite it (e.g. pyarrow's coerce_timestamps='us')") from None
 
     footers = map_waiting(f"adopt-{root}", read, files)
     first_info, _, schema = footers[0]
@@ -165,6 +153,17 @@ def plan_adoption(storage: Storage, files: Sequence[FileInfo], *, file_format: s
         _check_same_schema(storage, (first_info.path, schema), (info.path, other), partition_by)
     adopted = tuple(AdoptedFile(info.path, info.size, info.mtime_ms, rows) for info, rows, _ in footers)
     return Adoption(adopted, schema, storage.uri(first_info.path))
+
+
+def _cannot(storage: Storage, path: str, why: str, fix: str) -> ConfigError:
+    """The refusal of one file that cannot be adopted: which, why, and what to do instead."""
+    return ConfigError(
+        f"Table {storage.root_uri}: {storage.uri(path)} {why}. Nothing was written. Move the file out of the table's "
+        f"directory, or {fix}, and start again.",
+        table=storage.root_uri,
+        key="adopt_existing_files",
+        path=storage.uri(path),
+    )
 
 
 def _check_layout(storage: Storage, path: str, partition_by: Sequence[str]) -> None:

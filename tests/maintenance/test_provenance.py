@@ -18,15 +18,8 @@ from streaming_exactly_once.manifest.manifest_log import ManifestLog
 from streaming_exactly_once.manifest.retired import read_retired, retired_batches
 from streaming_exactly_once.storage import open_storage
 from tests.cli.test_cli import seo
+from tests.maintenance.test_gc import data_files
 from tests.readers.tables import commit_batch, committer, parquet_bytes, rows_of
-
-
-def _files(root) -> set[str]:
-    out = set()
-    for dirpath, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
-        out.update(os.path.relpath(os.path.join(dirpath, n), root) for n in names if not n.startswith(("_", ".")))
-    return out
 
 
 def _named(storage) -> set[str]:
@@ -46,19 +39,19 @@ def test_gc_deletes_what_retention_retired_and_keeps_a_foreign_file(capsys, tmp_
     storage = open_storage(str(root))
     live = {e.uri.rsplit("/t/", 1)[-1] for e in ManifestLog(storage).files()}
     assert retired_batches(storage) == [2, 5, 8]  # each compaction batch recorded what it left out
-    assert {e.uri.rsplit("/t/", 1)[-1] for r in read_retired(storage) for e in r.entries} == _files(root) - live
+    assert {e.uri.rsplit("/t/", 1)[-1] for r in read_retired(storage) for e in r.entries} == data_files(root) - live
     # a batch job's output written into the table's directory, long ago: no record names it
     (root / "p=a" / "part-00000-batchjob.snappy.parquet").write_bytes(parquet_bytes([1000, 1001]))
     old = time.time() - 86_400
     os.utime(root / "p=a" / "part-00000-batchjob.snappy.parquet", (old, old))
-    before, named = _files(root), _named(storage)
+    before, named = data_files(root), _named(storage)
     assert before - named - {"p=a/part-00000-batchjob.snappy.parquet"}, "log retention deleted no manifest file yet"
     report = collect_garbage(storage, older_than_ms=0, now_ms=int(time.time() * 1000) + 10_000)
     assert {u.rsplit("/t/", 1)[-1] for u, _ in report.orphans} == before - named - {"p=a/part-00000-batchjob.snappy.parquet"}
     assert [u.rsplit("/t/", 1)[-1] for u, _ in report.foreign] == ["p=a/part-00000-batchjob.snappy.parquet"]
-    assert _files(root) == named | {"p=a/part-00000-batchjob.snappy.parquet"}
+    assert data_files(root) == named | {"p=a/part-00000-batchjob.snappy.parquet"}
     for record in read_retired(storage):  # a record goes once none of its files is left
-        assert any(e.uri.rsplit("/t/", 1)[-1] in _files(root) for e in record.entries), record.batch_id
+        assert any(e.uri.rsplit("/t/", 1)[-1] in data_files(root) for e in record.entries), record.batch_id
     assert retired_batches(storage) != [2, 5, 8]
     assert Counter(read.arrow(str(root)).column("id").to_pylist()) == Counter(rows_of(8))  # retention kept the last batch
     problems = [(p.kind, p.path.rsplit("/", 1)[-1]) for p in verify_table(storage).problems]
@@ -82,8 +75,8 @@ def test_a_file_retention_dropped_before_records_existed_is_kept_as_foreign(tmp_
     for batch_id in retired_batches(storage):  # as an earlier release left it: no records
         storage.delete(f"_seo/retired/{batch_id}")
     named = _named(storage)
-    dropped = _files(root) - named
+    dropped = data_files(root) - named
     assert dropped
     report = collect_garbage(storage, older_than_ms=0, now_ms=int(time.time() * 1000) + 10_000)
     assert report.orphans == [] and {u.rsplit("/t/", 1)[-1] for u, _ in report.foreign} == dropped
-    assert _files(root) == named | dropped
+    assert data_files(root) == named | dropped
