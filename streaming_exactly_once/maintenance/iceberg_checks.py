@@ -50,12 +50,6 @@ def iceberg_status(storage: Storage, iceberg: IcebergIdentity) -> dict[str, Any]
         return {"appId": iceberg.app_id, **catalog, "error": str(exc)}
 
 
-def iceberg_files(storage: Storage, iceberg: IcebergIdentity) -> set[str]:
-    """``seo gc``: every file (relative to the table) a retained snapshot or metadata version
-    needs. A table that does not load raises: gc must not guess which files Iceberg readers need."""
-    return _target(storage, iceberg).referenced_files()
-
-
 def check_iceberg(
     storage: Storage,
     iceberg: IcebergIdentity,

@@ -1,20 +1,20 @@
 """The files of a table that are not garbage: named by a retained manifest file, by a pending
-commit or - on a ``format="delta"`` or ``"iceberg"`` table - by a retained Delta version or Iceberg
-snapshot or metadata version. ``gc`` deletes files outside this set
+commit or - on a ``format="delta"`` or ``"iceberg"`` table - by a retained version of the format's
+table (``formats.base.TableFormat.referenced_files``: a Delta version, an Iceberg snapshot or
+metadata version). ``gc`` deletes files outside this set
 (strictly: anything it cannot place is an error);
 ``verify`` calls them orphans (leniently: it reports problems, it does not delete).
 """
 
 from __future__ import annotations
 
-from ..delta.target import DeltaTarget
-from ..errors import DeltaTableError, GcRefusedError, IcebergTableError
+from ..errors import GcRefusedError
+from ..formats.registry import formats_of
 from ..manifest.manifest_log import ManifestLog
 from ..readers.retained import retained_files
 from ..readers.table_roots import relative_path, table_roots
 from ..storage.base import Storage
 from ..table.identity import TableIdentity
-from .iceberg_checks import iceberg_files
 from .pending import PendingCommits
 
 
@@ -33,21 +33,8 @@ def kept_files(
     commit naming a file under none of its roots, raises instead of being left out."""
     keep = retained_files(storage, identity, manifest, batch_ids, allow_outside_root=not strict)
     keep |= pending.files_under(table)
-    if identity is not None and identity.is_delta:
-        try:
-            keep |= delta_files(storage, identity)
-        except DeltaTableError:
-            if strict:
-                raise  # gc: refuse; verify reports the Delta log on its own
-    if identity is not None and identity.iceberg is not None:
-        try:
-            keep |= iceberg_files(storage, identity.iceberg)
-        except IcebergTableError:
-            if strict:
-                raise  # gc: refuse; verify reports the Iceberg table on its own
-            # verify: which metadata files the table needs is unknown, so none is called garbage
-            keep |= {info.path for info in storage.walk_files("metadata")}
-
+    if identity is not None:
+        keep |= _format_files(storage, identity, strict=strict)
     roots = table_roots(storage, identity)
     for batch_id, uri in pending.entries.get(table, []):
         rel = relative_path(roots, uri)
@@ -63,10 +50,17 @@ def kept_files(
     return keep
 
 
-def delta_files(storage: Storage, identity: TableIdentity) -> set[str]:
-    """Files a retained version of the table's Delta log can read: the latest version's and every
-    file a ``remove`` still names (a Delta reader may time-travel to before the remove; Delta's own
-    ``VACUUM`` decides when such files may go). A Delta log that does not load raises: gc must not
-    guess which files Delta readers need."""
-    assert identity.delta_app_id is not None
-    return DeltaTarget(storage, identity.delta_app_id).referenced_files()
+def _format_files(storage: Storage, identity: TableIdentity, *, strict: bool) -> set[str]:
+    """Files a retained version of the table's formats can read (a Delta reader may time-travel
+    to before a ``remove``, an Iceberg reader to a retained snapshot). A format's table that does
+    not load raises when ``strict``: gc must not guess which files its readers need."""
+    keep: set[str] = set()
+    for spec in formats_of(identity):
+        try:
+            keep |= spec.open(storage, identity).referenced_files()
+        except spec.error:
+            if strict:
+                raise  # gc: refuse; verify reports the format's table on its own
+            # verify: which of the format's own files its table needs is unknown, so none is called garbage
+            keep |= {info.path for info in storage.walk_files(spec.metadata_dir)}
+    return keep
