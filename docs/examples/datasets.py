@@ -4,7 +4,11 @@ from pyspark.sql import SparkSession
 from streaming_exactly_once import Check, DatasetSink, Output, read
 
 spark = SparkSession.builder.getOrCreate()
-stream = spark.readStream.schema("id LONG, day STRING, amount DOUBLE").option("header", True).csv("/tmp/seo-example/landing")
+stream = (
+    spark.readStream.schema("id LONG, day STRING, amount DOUBLE")
+    .option("header", True)
+    .csv("/tmp/seo-example/landing")
+)
 
 sink = DatasetSink(
     "/tmp/seo-example/lake",
@@ -15,7 +19,9 @@ sink = DatasetSink(
     checks=[Check.row("amount >= 0"), Check.rows_between(1, 1_000_000)],
     policy="partial",
 )
-sink.start(stream, checkpoint_location="/tmp/seo-example/lake-checkpoint", trigger={"availableNow": True}).awaitTermination()
+sink.start(
+    stream, checkpoint_location="/tmp/seo-example/lake-checkpoint", trigger={"availableNow": True}
+).awaitTermination()
 sink.stop()
 
 print(read.pandas("/tmp/seo-example/lake/all"))
