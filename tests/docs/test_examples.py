@@ -29,6 +29,7 @@ ORDER = [
     "datasets.py",
     "compaction.py",
     "kafka_offline.py",
+    "migrate_file_sink.py",
 ]
 
 
@@ -51,6 +52,7 @@ def test_the_examples_run(spark, capsys):
     assert "2026-01-02" in out and "12.0" in out
     assert "2 live files for 6 rows" in out  # compaction.py: batches 0-1 rewritten at 2, that file and 2-4 at 5
     assert "12 records, each once: True" in out  # kafka_offline.py: a lost checkpoint re-read from earliest
+    assert "12 rows, each of ids 0-11 once: True" in out  # migrate_file_sink.py: moved, then the checkpoint lost
     seo = shutil.which("seo", path=str(Path(sys.executable).parent)) or "seo"
     env = {**os.environ, "PATH": f"{Path(seo).parent}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run(["bash", "-e", str(EXAMPLES / "operations.sh")], capture_output=True, text=True, env=env, timeout=300)
