@@ -3,7 +3,7 @@ its lease (``maintenance``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,6 +12,9 @@ from . import progress
 from .context import CliContext, json_option, printer_for
 from .json_keys import camel_keys
 from .printer import human_bytes
+
+if TYPE_CHECKING:
+    from ..maintenance.held import HeldFiles
 
 
 @click.command()
@@ -74,9 +77,16 @@ def recover(
 @click.option("--dry-run", is_flag=True, help="List what would be deleted; read-only, runs beside a live writer.")
 @click.option("--older-than", default="1h", show_default=True, help="Only files older than this (protects in-flight batches).")
 @click.option("--lease-timeout", default="60s", show_default=True, help="How long gc's own lease lasts without a heartbeat.")
+@click.option(
+    "--min-batches-to-retain",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="The stream's min_batches_to_retain: when the files kept for time travel become collectable.",
+)
 @json_option
 @click.pass_obj
-def gc(ctx: CliContext, table: str, dry_run: bool, older_than: str, lease_timeout: str, local_json: bool) -> None:
+def gc(ctx: CliContext, table: str, dry_run: bool, older_than: str, lease_timeout: str, min_batches_to_retain: int, local_json: bool) -> None:
     """Delete orphan data files and stale staging that no retained manifest entry references, and
     temp files killed writers left. Only files the table's records show this sink wrote are
     deleted; a foreign file (another tool's) is listed and kept.
@@ -94,6 +104,7 @@ def gc(ctx: CliContext, table: str, dry_run: bool, older_than: str, lease_timeou
             older_than_ms=parse_duration_ms(older_than, key="--older-than"),
             dry_run=dry_run,
             lease_timeout_ms=parse_duration_ms(lease_timeout, key="--lease-timeout"),
+            min_batches_to_retain=min_batches_to_retain,
         )
     if out.as_json:
         return out.json(
@@ -107,6 +118,7 @@ def gc(ctx: CliContext, table: str, dry_run: bool, older_than: str, lease_timeou
                 "tempFiles": [{"uri": u, "size": s} for u, s in report.temp_files],
                 "youngSkipped": report.young_skipped,
                 "pendingCommits": report.pending_batches,
+                "held": [_held_json(group) for group in report.held],
             }
         )
     verb = "would delete" if dry_run else "deleted"
@@ -118,6 +130,8 @@ def gc(ctx: CliContext, table: str, dry_run: bool, older_than: str, lease_timeou
         out.write(f"{verb} staging {uri}")
     for uri, size in report.temp_files:
         out.write(f"{verb} temp file {uri} ({human_bytes(size)})")
+    for group in report.held:
+        out.write(_held_text(group, min_batches_to_retain))
     if report.pending_batches:
         out.write(f"kept every file of pending commit(s) {', '.join(map(str, report.pending_batches))}; `seo recover` completes them")
     for uri, size in report.foreign[:10]:
@@ -135,6 +149,30 @@ def gc(ctx: CliContext, table: str, dry_run: bool, older_than: str, lease_timeou
         f"{verb} {len(report.orphans)} orphan files ({human_bytes(report.bytes)}){tables}, {len(report.staging)} staging dirs "
         f"and {len(report.temp_files)} temp files; "
         f"{report.young_skipped} younger than {older_than} kept"
+    )
+
+
+def _held_json(group: HeldFiles) -> dict[str, Any]:
+    return {
+        "reason": group.reason,
+        "files": [{"uri": u, "size": s} for u, s in group.files],
+        "bytes": group.bytes,
+        "newestBatch": group.newest_batch,
+        "collectableAfterBatch": group.collectable_after_batch,
+    }
+
+
+def _held_text(group: HeldFiles, min_batches_to_retain: int) -> str:
+    """Two lines: how many files are kept and why; when they become collectable."""
+    what = f"kept {len(group.files)} replaced file(s) ({human_bytes(group.bytes)})"
+    if group.reason == "delta":
+        return f"{what} that Delta versions still name:\n  collectable once Delta's log retention (delta_log_retention) drops them"
+    if group.reason == "iceberg":
+        return f"{what} that Iceberg snapshots still name:\n  collectable once those snapshots expire"
+    return (
+        f"{what} for time travel: as_of {group.newest_batch} and earlier reads them\n"
+        f"  collectable after batch {group.collectable_after_batch} "
+        f"(min_batches_to_retain {min_batches_to_retain}), cleanup_delay and --older-than later"
     )
 
 

@@ -71,6 +71,7 @@ from ..table.layout import STAGING_DIR, is_hidden, parse_staging_name
 from ..table.table_logs import open_manifest
 from ..table.temp_files import lease_taken_ms, leftover_files, temp_and_work_files
 from .group_tables import group_of, group_tables
+from .held import DEFAULT_MIN_BATCHES_TO_RETAIN, ICEBERG_METADATA, HeldFiles, held_files
 from .kept import kept_files
 from .pending import PendingCommits, pending_commits
 from .provenance import intent_targets, provenance
@@ -91,6 +92,9 @@ class GcReport:
     tables: list[str] = field(default_factory=list)  # URIs of the tables collected
     pending_batches: list[int] = field(default_factory=list)  # pending commits whose files were kept
     writer_live: bool = False  # a dry run beside a live writer: its next batches may change the list
+    #: files kept although the latest batch does not list them, by why and until when (``maintenance.held``)
+    held: list[HeldFiles] = field(default_factory=list)
+    min_batches_to_retain: int = DEFAULT_MIN_BATCHES_TO_RETAIN  # the stream's: when held files become collectable
 
     @property
     def bytes(self) -> int:
@@ -116,14 +120,16 @@ def collect_garbage(
     dry_run: bool = False,
     now_ms: int | None = None,
     lease_timeout_ms: int = 60_000,
+    min_batches_to_retain: int = DEFAULT_MIN_BATCHES_TO_RETAIN,
 ) -> GcReport:
-    """Collect the table (or dataset group) at ``storage``; see the module docstring."""
+    """Collect the table (or dataset group) at ``storage``; see the module docstring.
+    ``min_batches_to_retain``: the stream's, to say when the files it keeps become collectable."""
     require_table_extras(storage)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     cutoff = now - older_than_ms
     identity = read_identity(storage)
     owner, member = (storage, None) if identity is None or identity.kind != "member" else group_of(storage, identity)
-    report = GcReport(dry_run=dry_run)
+    report = GcReport(dry_run=dry_run, min_batches_to_retain=min_batches_to_retain)
     if dry_run:
         state = read_lease_state(owner)
         report.writer_live = state is not None and state.alive
@@ -273,9 +279,13 @@ def _plan_table(
     proven = provenance(storage, identity)
     report.unreadable_records += proven.unreadable
     left_behind: set[str] = set()
+    held: dict[str, int] = {}
+    not_held = pending.files_under(table)
     for info in storage.walk_files():
         if is_hidden(info.path) or info.path.startswith(tuple(nested)):
             continue
+        if info.path in keep and info.path not in not_held and not info.path.startswith(ICEBERG_METADATA):
+            held[info.path] = info.size
         left_behind.add(info.path)
         if info.path in keep or info.path in (intents or ()):
             continue
@@ -288,6 +298,7 @@ def _plan_table(
             continue
         plan.files.append((info.path, info.size))
     plan.spent_records = proven.spent(left_behind - {path for path, _ in plan.files})
+    report.held += held_files(storage, identity, manifest, ids, held, min_batches_to_retain=report.min_batches_to_retain)
     return plan
 
 
