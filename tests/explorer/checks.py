@@ -183,16 +183,27 @@ class Checker:
         return out
 
     def foreign_files(self) -> None:
-        """Before the first action: a Parquet file another tool wrote in the table directory."""
+        """Before the first action: Parquet files another tool wrote in the table directory, in
+        the table's layout (``p=<value>/`` directories if partitioned) and with the columns the
+        query writes (Kafka's null for them)."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        records = self.it.world.add_foreign(5)
-        self.it.world.table.mkdir(parents=True, exist_ok=True)
-        data = pa.table({"id": [r.id for r in records], "p": [r.p for r in records], "v": pa.array([r.v for r in records], pa.int32())})
-        pq.write_table(data, self.it.world.table / "part-00000-foreign.parquet")
-        self.it.model.observe("table", Counter(r.id for r in records))
-        self.it.feature("table:pre-existing-files")
+        it = self.it
+        records = it.world.add_foreign(6)
+        columns: dict[str, Any] = {"id": pa.string(), "p": pa.string(), "v": pa.int32()}
+        if "kafka" in it.setup.sources:
+            columns.update(topic=pa.string(), partition=pa.int32(), offset=pa.int64())
+        groups = {r.p: [x for x in records if x.p == r.p] for r in records} if it.setup.partitioned else {"": records}
+        for p, rows in groups.items():
+            where = it.world.table / (f"p={p}" if p else "")
+            where.mkdir(parents=True, exist_ok=True)
+            data = {"id": [r.id for r in rows], "p": [r.p for r in rows], "v": [r.v for r in rows]}
+            data.update({c: [None] * len(rows) for c in columns if c not in data})
+            table = pa.table({c: pa.array(values, columns[c]) for c, values in data.items()})
+            pq.write_table(table.drop_columns(["p"]) if p else table, where / "part-00000-foreign.parquet")
+        it.model.observe("table", Counter(r.id for r in records))
+        it.feature("table:pre-existing-files")
 
 
 def _chain(

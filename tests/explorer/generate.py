@@ -11,10 +11,11 @@ configuration.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from streaming_exactly_once.testing.faults import COMPACTION_ONLY, ICEBERG_ONLY
 from tests.explorer.program import FORMATS, Action, Program, Setup
+from tests.explorer.state import FIXED_OPTIONS
 from tests.torture.harness import GROUP_BOUNDARIES, boundaries_of
 
 
@@ -24,13 +25,15 @@ class Profile:
 
     formats: tuple[str, ...] = FORMATS
     kills: bool = True
+    #: share of programs run through Spark Connect (each run a client process with its own server)
+    connect: float = 0.025
     min_actions: int = 4
     max_actions: int = 10
     idle: bool = True
 
 
 EVERYTHING = Profile()
-SLICE = Profile(formats=("parquet", "json", "delta"), kills=False, max_actions=7, idle=False)
+SLICE = Profile(formats=("parquet", "json", "delta"), kills=False, max_actions=7, idle=False, connect=0.0)
 
 SOURCES = [
     (("files",), 30),
@@ -52,6 +55,9 @@ def generate(seed: int, profile: Profile = EVERYTHING) -> Program:
     rng = random.Random(seed * 7919 + 17)
     setup = make_setup(rng, profile)
     n = rng.randint(profile.min_actions, profile.max_actions)
+    if rng.random() < profile.connect:  # every run starts a Connect server: short programs, no rate source
+        setup = replace(setup, connect=True, sources=tuple(s for s in setup.sources if s != "rate") or ("files",))
+        n = min(n, 4)
     actions = [produce(rng, setup, files=(1, 3), rows=(2, 6), kafka=(2, 8)), Action.of("run", sink="new", max_files=2)]
     while len(actions) < n:
         actions.append(make_action(rng, setup, profile))
@@ -117,6 +123,8 @@ def make_action(rng: random.Random, setup: Setup, profile: Profile) -> Action:
         if rng.random() < 0.25:
             return Action.of("kill", delay=round(rng.uniform(0.3, 4.0), 1))
         return Action.of("kill", boundary=pick_boundary(rng, setup))
+    if kind == "zombie" and setup.connect:
+        return Action.of("kill", boundary=pick_boundary(rng, setup))
     if kind == "zombie":
         return Action.of("zombie", boundary=pick_boundary(rng, setup).split("+")[0])
     if kind == "fail":
@@ -129,7 +137,7 @@ def make_action(rng: random.Random, setup: Setup, profile: Profile) -> Action:
     if kind == "evolve":
         return Action.of("evolve", kind=rng.choice(["add", "add", "widen", "drop_offsets" if kafka else "add", "keep_offsets" if kafka else "add"]))
     if kind == "kafka":
-        return Action.of("kafka", op=rng.choice(["grow", "grow", "expire-read", "expire-unread"]), topic=rng.choice(["a", "b"]))
+        return Action.of("kafka", op=rng.choice(["grow", "grow", "expire-read", "expire-unread", "recreate"]), topic=rng.choice(["a", "b"]))
     if kind == "replay":
         return Action.of("replay")
     assert kind == "idle", kind
@@ -181,15 +189,54 @@ def make_change(rng: random.Random, setup: Setup) -> Action:
 
 
 def program_features(program: Program) -> set[str]:
-    """The features a program's setup asks for (what it exercised is in its result)."""
+    """The features a program asks for, from its setup and actions (what it exercised, which is
+    what coverage counts, is in its result): the long run's ``--guided`` choice of seeds."""
     s = program.setup
-    out = {f"source:{x}" for x in s.sources} | {f"table:{s.format}", f"staging:{s.staging}"}
-    out |= {"table:partitioned" if s.partitioned else "table:unpartitioned"}
+    out = {f"source:{x}" for x in s.sources} | {f"table:{s.format}", "reader:arrow", "reader:as_of"}
+    out |= {"table:partitioned" if s.partitioned else "table:unpartitioned", f"staging:{s.staging}"}
     flags = {
+        "source:union": len(s.sources) > 1,
         "table:private-manifest": s.private_manifest,
         "maint:in-stream-compaction": s.compaction,
         "query:filter": s.filter,
         "query_id": s.query_id,
         "table:pre-existing-files": s.foreign_files,
+        "life:foreachBatch": s.attach == "foreachBatch",
+        "group": s.group,
+        "life:connect": s.connect,
+        "reader:spark.read": not s.private_manifest,
+        "reader:delta-rs": "delta" in s.format,
+        "reader:pyiceberg": "iceberg" in s.format,
+        f"downstream:{s.downstream}": s.downstream is not None,
+        "reader:readStream": s.downstream is not None,
     }
-    return out | {k for k, v in flags.items() if v}
+    out |= {k for k, v in flags.items() if v}
+    runs = 0
+    for a in program.actions:
+        out |= _action_features(a, s, runs)
+        runs += a.kind in ("run", "kill", "fail", "zombie")
+    return out
+
+
+def _action_features(a: Action, s: Setup, runs: int) -> set[str]:
+    simple = {"replay": "life:replay", "kill": "life:kill", "fail": "life:injected-failure", "zombie": "life:zombie", "idle": "life:idle"}
+    if a.kind in simple:
+        return {simple[a.kind]}
+    if a.kind == "run":
+        return {"life:restart", "life:same-sink-object" if a.arg("sink") == "same" else "life:new-sink-object"} if runs else set()
+    if a.kind == "lose_checkpoint":
+        return {f"life:lost-checkpoint-{a.arg('start')}"}
+    if a.kind == "maintain":
+        return {f"maint:{a.arg('cmd').split('-')[0]}"}
+    if a.kind == "change":
+        return {"change:option-refused" if a.arg("option") in FIXED_OPTIONS else "change:option-allowed"}
+    if a.kind == "evolve":
+        kind = a.arg("kind")
+        refused = (kind == "add" and s.schema_evolution == "none") or (kind == "widen" and s.schema_evolution != "add_and_widen")
+        changed = {"change:add-column"} if kind == "add" else {"change:widen"} if kind == "widen" else set()
+        return {"query:projection"} | ({"change:refused-batch"} if refused and runs else changed)
+    if a.kind == "kafka":
+        return {{"grow": "kafka:grow-partition", "recreate": "kafka:recreate-topic"}.get(a.arg("op"), "kafka:expire")}
+    if a.kind == "produce":
+        return ({"group:quarantine"} if a.arg("bad") else set()) | ({"group:gate"} if a.arg("poison") else set())
+    return set()

@@ -42,6 +42,11 @@ class ProgramResult:
     def signature(self) -> str | None:
         return self.failures[0].signature if self.failures else None
 
+    @property
+    def inconclusive(self) -> bool:
+        """It failed for the machine's reasons (Spark's Python workers not starting in time)."""
+        return bool(self.failures) and self.failures[0].kind == "environment"
+
 
 class Interpreter:
     def __init__(self, program: Program, spark: Any, work: Path, *, log: bool = False) -> None:
@@ -64,6 +69,9 @@ class Interpreter:
         self.pending_change: str | None = None
         #: the text of the last run's error the explorer could not classify
         self.last_error = ""
+        #: Kafka topics deleted and recreated since the last run read them (``runs.recreated``)
+        self.recreated: set[str] = set()
+        self.marks_before_reset: dict[str, int] = {}
         self.downstream = checks.Downstream(work / "downstream-checkpoint") if program.setup.downstream else None
         self.checker = checks.Checker(self)
         self._log = log
@@ -117,8 +125,8 @@ class Interpreter:
                 break
             if self.result.failures:
                 return
-        else:
-            self.fail("drain", "run", f"the drain could not finish: {outcome}")
+        else:  # the machine's, not the library's (outcome.ENVIRONMENT): the program is inconclusive
+            self.fail("environment" if outcome.startswith("env:") else "drain", "run", f"the drain could not finish: {outcome}")
             return
         self.fail_with(self.checker.after_step(full=True, complete=True))
         if not self.result.failures:
@@ -188,6 +196,19 @@ class Interpreter:
             self.feature("kafka:grow-partition")
         elif op in ("expire-read", "expire-unread"):
             self.expire(read_only=op == "expire-read")
+        elif op == "recreate":
+            topic = action.arg("topic", "a")
+            if topic not in self.world.partitions:
+                return
+            self.world.recreate_topic(topic)
+            self.world.produce(topic, 0, 3)
+            self.recreated.add(topic)
+            for tp in [tp for tp in self.marks.lo if tp.startswith(f"{topic}/")]:
+                self.marks_before_reset[tp] = self.marks.hi.get(tp, 0)
+                self.marks.lo[tp] = self.marks.hi[tp] = 0
+            self.model.settled = False
+            self.feature("kafka:recreate-topic")
+            self.say(f"    topic {topic} deleted and created again (offsets restart at 0)")
 
     def expire(self, *, read_only: bool) -> None:
         """Retention deletes a partition's oldest records: only records the table holds

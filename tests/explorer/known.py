@@ -42,8 +42,8 @@ KNOWN: list[Known] = [
     Known(
         "new-user-2-p3",
         "a directory holding Parquet files is taken over silently",
-        "lost",
-        r"\bx\d+",
+        "missing-refusal",
+        r"ExistingFilesError",
         lambda s: s.foreign_files,
     ),
 ]

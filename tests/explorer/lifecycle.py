@@ -37,6 +37,48 @@ def launch(it: Interpreter, spec: runs.RunSpec, env_extra: dict[str, str]) -> su
     return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
+def drive(it: Interpreter, spec: runs.RunSpec, env: dict[str, str], *, delay: float | None = None) -> tuple[int | None, str]:
+    """Run the query in a driver process to its end, or kill it ``delay`` seconds after it
+    started; returns its exit code (None: it hung and was killed) and its output."""
+    runs.close_sink(it)  # this process lets the table go: the driver takes it at once
+    proc = launch(it, spec, env)
+    try:
+        lines = TortureRun.wait_started(proc, DRIVER_TIMEOUT_S if delay is not None else 0)  # its pump drains the pipe
+        if delay is not None:
+            if lines and lines[-1].startswith("STARTED"):
+                time.sleep(delay)
+            kill_group(proc)
+        code: int | None = proc.wait(timeout=DRIVER_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        kill_group(proc)
+        proc.wait()
+    proc._seo_pump.join(timeout=10)  # type: ignore[attr-defined]
+    return code, "".join(proc._seo_lines)  # type: ignore[attr-defined]
+
+
+def outcome_of(code: int | None, output: str) -> str:
+    if code == 0:
+        return "ok"
+    if code is None:
+        return "error:the driver did not finish in time"
+    if code < 0:
+        return "killed"
+    if "REFUSED " in output:
+        return output.split("REFUSED ", 1)[1].splitlines()[0].strip()
+    return classify(output[-3000:])
+
+
+def run_in_driver(it: Interpreter, spec: runs.RunSpec, fail_at: str | None) -> str:
+    """A run of a Spark Connect program: its own driver process, a Connect client."""
+    code, output = drive(it, spec, {"SEO_FAIL_AT": fail_at} if fail_at else {})
+    outcome = outcome_of(code, output)
+    if outcome.startswith("error:"):
+        it.last_error = output[-3000:]
+    return outcome
+
+
 def kill(it: Interpreter, boundary: str | None, *, delay: float | None = None) -> None:
     """One run of the query in a driver process, killed at ``boundary`` (``SEO_CRASH_AT``) or
     ``delay`` seconds after it started; a run that ends before either is a clean run."""
@@ -50,22 +92,8 @@ def kill(it: Interpreter, boundary: str | None, *, delay: float | None = None) -
         return
     ends = runs.kafka_ends(it)
     pending = runs.has_pending_batch(it.checkpoint)
-    runs.close_sink(it)  # this process lets the table go: the driver takes it at once
-    proc = launch(it, spec, {"SEO_CRASH_AT": boundary} if boundary else {})
-    try:
-        lines = TortureRun.wait_started(proc, DRIVER_TIMEOUT_S if boundary is None else 0)  # its pump drains the pipe
-        if boundary is None:
-            if lines and lines[-1].startswith("STARTED"):
-                time.sleep(delay or 1.0)
-            kill_group(proc)
-        code = proc.wait(timeout=DRIVER_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        code = None
-    finally:
-        kill_group(proc)
-        proc.wait()
-    proc._seo_pump.join(timeout=10)  # type: ignore[attr-defined]
-    output = "".join(proc._seo_lines)  # type: ignore[attr-defined]
+    runs.recreated(it, spec)
+    code, output = drive(it, spec, {"SEO_CRASH_AT": boundary} if boundary else {}, delay=None if boundary else (delay or 1.0))
     it.runs += 1
     runs.learn_rate(it, spec)
     if clear_unstarted_checkpoint(it.checkpoint):
@@ -80,12 +108,7 @@ def kill(it: Interpreter, boundary: str | None, *, delay: float | None = None) -
         it.marks.attempt(ends)
         it.say(f"    killed at {label}")
         return
-    if code == 0:
-        outcome = "ok"
-    elif "REFUSED " in output:
-        outcome = output.split("REFUSED ", 1)[1].splitlines()[0].strip()
-    else:
-        outcome = classify(output[-3000:])
+    outcome = outcome_of(code, output)
     it.say(f"    driver ended before {label}: {outcome}")
     if code is None:
         it.fail("driver-hang", "driver", f"no exit in {DRIVER_TIMEOUT_S}s: {output[-1500:]}")
@@ -120,6 +143,7 @@ def zombie(it: Interpreter, boundary: str) -> None:
         it.say("    (no zombie: the run must be refused first)")
         return
     ends = runs.kafka_ends(it)
+    runs.recreated(it, spec)
     runs.close_sink(it)
     proc = launch(it, spec, {"SEO_PAUSE_AT": boundary})
     try:

@@ -52,6 +52,8 @@ class Setup:
     group: bool = False
     gate: bool = False
     policy: str = "full"
+    #: every run of the query is a Spark Connect client in a driver process of its own
+    connect: bool = False
 
     def describe(self) -> str:
         parts = ["+".join(self.sources), "->", self.format]
@@ -67,6 +69,7 @@ class Setup:
             "foreign-files": self.foreign_files,
             "foreachBatch": self.attach == "foreachBatch",
             f"group(policy={self.policy}{', gate' if self.gate else ''})": self.group,
+            "connect": self.connect,
         }
         return " ".join(parts + [name for name, on in flags.items() if on])
 

@@ -45,6 +45,9 @@ class RunSpec:
     attach: str = "start"
     #: a dataset group: ``{"partitioned": .., "policy": .., "gate": ..}`` (``tests.explorer.tables``)
     group: dict[str, Any] | None = None
+    #: run through a local Spark Connect server (``tests.explorer.driver``): the sink runs in
+    #: the server's ``foreachBatch`` worker
+    connect: bool = False
 
     def dumps(self) -> str:
         return json.dumps(asdict(self))

@@ -5,6 +5,7 @@
         process), --jobs at a time; resumable (seeds already in the results are skipped).
         Writes benchmarks/results/explore-NAME.jsonl (one line per program) and
         explore-NAME.json (programs, steps, kills, feature pairs covered, failures).
+        --guided: seeds chosen (from --seed on) for the feature pairs their programs add.
     python -m tests.explorer.run --show SEED         the program of a seed, as a listing
     python -m tests.explorer.run --replay SEED|FILE  run one program (a seed, or a saved JSON
                                                      program) with its transcript; --shrink to
@@ -61,6 +62,7 @@ def record(program, result, known_id: str | None) -> dict:
         "ok": result.ok,
         "signature": result.signature,
         "known": known_id,
+        "inconclusive": result.inconclusive,
         "failures": [f.describe() for f in result.failures][:3],
         "features": sorted(result.features),
         "steps": result.steps,
@@ -99,7 +101,7 @@ def worker(seeds: list[int], jsonl: Path, profile: str, shrink: bool) -> int:
         line = record(program, result, k.id if k else None)
         status = "ok" if result.ok else f"FAILED {result.signature}" + (f" (known {k.id})" if k else "")
         print(f"[explore] seed {seed}: {status} steps {result.steps} kills {result.kills} {result.wall_s:.0f}s", flush=True)
-        if not result.ok and k is None and shrink:
+        if not result.ok and k is None and shrink and not result.inconclusive:
             line.update(shrink_and_save(program, result, spark, jsonl.with_name(jsonl.stem + "-regressions")))
         with open(jsonl, "a") as fh:
             fh.write(json.dumps(line) + "\n")
@@ -112,9 +114,37 @@ def done_seeds(jsonl: Path) -> set[int]:
     return {json.loads(line)["seed"] for line in jsonl.read_text().splitlines() if line.strip()}
 
 
+def guided_seeds(first: int, count: int, results: list[dict], profile: str) -> list[int]:
+    """``count`` seeds from ``first`` on, each chosen (in order) because its program asks for
+    feature pairs that neither the results so far nor the seeds chosen before it cover; once no
+    seed in reach adds a pair, the next seeds in order. Every program is still its seed's."""
+    from tests.explorer.coverage import all_pairs, pairs_of
+    from tests.explorer.generate import program_features
+
+    covered = set().union(*(pairs_of(r.get("features", [])) for r in results)) if results else set()
+    wanted = all_pairs() - covered
+    chosen: list[int] = []
+    seed = first
+    while len(chosen) < count and seed < first + 60 * count:
+        new = pairs_of(program_features(program_of(str(seed), profile))) & wanted
+        if new:
+            chosen.append(seed)
+            wanted -= new
+        seed += 1
+    done = {r["seed"] for r in results}
+    rest = (s for s in range(first, first + 100 * count) if s not in done and s not in chosen)
+    return chosen + [next(rest) for _ in range(count - len(chosen))]
+
+
 def long_run(args: argparse.Namespace) -> int:
+    from tests.explorer.coverage import load
+
     jsonl = RESULTS / f"explore-{args.out}.jsonl"
-    todo = [s for s in range(args.seed, args.seed + args.programs) if s not in done_seeds(jsonl)]
+    if args.guided:
+        seeds = guided_seeds(args.seed, args.programs, load([jsonl]) if jsonl.exists() else [], args.profile)
+    else:
+        seeds = list(range(args.seed, args.seed + args.programs))
+    todo = [s for s in seeds if s not in done_seeds(jsonl)]
     chunks = [todo[i : i + CHUNK] for i in range(0, len(todo), CHUNK)]
     running: list[subprocess.Popen] = []
     t0 = time.time()
@@ -147,14 +177,16 @@ def summarize(jsonl: Path, args: argparse.Namespace, wall_s: float) -> dict:
 
     results = load([jsonl])
     coverage = cover(results)
-    failures = [{k: r.get(k) for k in ("seed", "signature", "known", "failures", "setup", "shrunk", "saved")} for r in results if not r["ok"]]
+    keys = ("seed", "signature", "known", "inconclusive", "failures", "setup", "shrunk", "saved")
+    failures = [{k: r.get(k) for k in keys} for r in results if not r["ok"]]
     return {
         "profile": args.profile,
         "seeds": [min(r["seed"] for r in results), max(r["seed"] for r in results)] if results else [],
         "programs": len(results),
         "passed": sum(r["ok"] for r in results),
         "failed": len(failures),
-        "failed_unknown": sum(1 for f in failures if not f["known"]),
+        "failed_unknown": sum(1 for f in failures if not f["known"] and not f["inconclusive"]),
+        "inconclusive": sum(1 for f in failures if f["inconclusive"]),
         "steps": sum(r["steps"] for r in results),
         "kills": sum(r["kills"] for r in results),
         "program_s": round(sum(r["wall_s"] for r in results)),
@@ -175,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--out", default="long", help="results: benchmarks/results/explore-OUT.json[l]")
     p.add_argument("--profile", default="everything", choices=["everything", "slice"])
+    p.add_argument("--guided", action="store_true", help="choose seeds whose programs cover feature pairs not covered yet")
     p.add_argument("--show", default=None, help="print the program of a seed (or a saved JSON program)")
     p.add_argument("--replay", default=None, help="run one program: a seed or a saved JSON program")
     p.add_argument("--keep", action="store_true", help="--replay: keep its work directory")

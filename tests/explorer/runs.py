@@ -48,6 +48,7 @@ def spec_of(it: Interpreter, *, max_files: int = 2, drain: bool = False) -> RunS
         sink=sink_options(it.setup, q, it.downstream.checkpoint if it.downstream else None),
         attach=it.setup.attach,
         group={"partitioned": it.setup.partitioned, "policy": it.setup.policy, "gate": q.gate} if it.setup.group else None,
+        connect=it.setup.connect,
     )
 
 
@@ -70,6 +71,8 @@ def expect(it: Interpreter, spec: RunSpec) -> Expectation:
         if changed:
             e.refuse("ConfigError", "SchemaMismatchError", "DeltaSchemaMismatchError", reason=f"fixed option changed: {changed}")
             return e
+    if it.setup.foreign_files and created is None and not it.query.adopt:
+        e.refuse("ExistingFilesError", reason="the table's directory holds another tool's files")
     _expect_schema(it, e)
     if "kafka" in it.setup.sources:
         _expect_offsets(it, spec, e)
@@ -84,6 +87,30 @@ def expect(it: Interpreter, spec: RunSpec) -> Expectation:
             certain = any(r.source == "files" for r in waiting) and not has_pending_batch(it.checkpoint)
             e.refuse("BatchRejectedError", reason=f"records the gate rejects: {[r.id for r in waiting][:4]}", only=certain)
     return e
+
+
+def recreated(it: Interpreter, spec: RunSpec) -> None:
+    """The first run after a topic was deleted and recreated: the new topic's records that no
+    query can tell from the old ones are allowed to be missing (docs/kafka.md, "A topic deleted
+    and recreated"): on the same checkpoint, those there before the run (Spark's source goes on
+    from the new offsets); from ``latest`` or from ``sink.starting_offsets()`` (the old marks),
+    those below where the query starts; from ``earliest`` with a filter, those below the old
+    marks (the table holds no row to compare at a filtered offset)."""
+    if not it.recreated or "kafka" not in spec.sources:
+        return
+    fresh = it.query.fresh
+    starting = json.loads(spec.starting) if spec.starting.startswith("{") else {}
+    for topic in it.recreated:
+        for p in range(it.world.partitions.get(topic, 0)):
+            records = it.world.kafka_records(topic, p)
+            if not fresh or spec.starting == "latest":
+                below = len(records)
+            elif starting:
+                below = int(starting.get(topic, {}).get(str(p), 0))
+            else:
+                below = it.marks_before_reset.get(f"{topic}/{p}", 0) if it.setup.filter else 0
+            it.model.lost_ok |= {r.id for r in records if r.offset is not None and r.offset < below} - it.model.ack
+    it.recreated.clear()
 
 
 def _expect_schema(it: Interpreter, e: Expectation) -> None:
@@ -115,6 +142,8 @@ def _expect_offsets(it: Interpreter, spec: RunSpec, e: Expectation) -> None:
     unread_expired = [tp for tp, e_ in earliest.items() if e_ > marks.lo.get(tp, 0)]
     if q.fail_on_data_loss and unread_expired:
         e.refuse("DataLoss", reason=f"expired records never read in {unread_expired} (failOnDataLoss)", only=False)
+    if it.recreated and q.fresh and q.start == "earliest" and not q.record_columns:
+        e.refuse("OffsetResetError", reason="a recreated topic's records agree with the table's in some columns", only=False)
     if q.drop_offsets and q.fresh and any(marks.hi.get(tp, 0) > 0 for tp in ends):
         # the stand-in records no initial offsets (kafka.md): without the offset columns the sink
         # cannot tell where a new query starts in partitions the table holds, whatever its start
@@ -138,6 +167,7 @@ def run_query(it: Interpreter, *, sink: str, max_files: int = 2, fail_at: str | 
     expectation = expect(it, spec)
     ends = kafka_ends(it)
     pending = has_pending_batch(it.checkpoint)
+    recreated(it, spec)
     main = tables_of(it)[0].path
     before = readers.arrow(main) if readers.has_table(main) and it.table.columns is not None else None
     outcome = _run(it, spec, sink, fail_at)
@@ -203,6 +233,10 @@ def _outcome(it: Interpreter, error: BaseException | None) -> str:
 
 
 def _run(it: Interpreter, spec: RunSpec, sink_kind: str, fail_at: str | None) -> str:
+    if spec.connect:
+        from tests.explorer import lifecycle
+
+        return lifecycle.run_in_driver(it, spec, fail_at)
     if fail_at:
         os.environ["SEO_FAIL_AT"] = fail_at
     try:
@@ -293,6 +327,10 @@ def remedy(it: Interpreter, outcome: str) -> None:
             it.query = replace(q, allow_offset_gaps=True)
     elif outcome == "OffsetColumnsMissingError":  # keep the source's offset columns in the batch
         it.query = replace(q, drop_offsets=False)
+    elif outcome == "ExistingFilesError":  # the user asks the sink to adopt the files
+        it.query = replace(q, adopt=True)
+    elif outcome == "OffsetResetError":  # name the columns that make a record (docs/kafka.md)
+        it.query = replace(q, record_columns=True)
     elif outcome == "DataLoss":
         it.query = replace(q, fail_on_data_loss=False)
     elif outcome == "BatchRejectedError":  # the user lifts the check that rejected the batch
@@ -345,9 +383,12 @@ def _features(it: Interpreter, spec: RunSpec, sink: str, outcome: str, fail_at: 
         "life:same-sink-object": it.runs > 1 and sink == "same" and it.sink is not None,
         "life:new-sink-object": it.runs > 1 and sink != "same",
         "group": s.group,
+        "life:connect": s.connect,
     }
     it.feature(*(name for name, on in flags.items() if on))
     if outcome == "ok":
+        if q.adopt and s.foreign_files:
+            it.feature("table:adopted")
         if q.extra_columns:
             it.feature("change:add-column")
         if q.widen:

@@ -36,6 +36,10 @@ class QueryState:
     fail_on_data_loss: bool = False
     #: a group's gate is on (the user lifts it after a batch it rejected)
     gate: bool = False
+    #: the sink's ``record_columns=["id"]`` (after an ``OffsetResetError``)
+    record_columns: bool = False
+    #: the sink's ``adopt_existing_files=True`` (after an ``ExistingFilesError``)
+    adopt: bool = False
 
 
 @dataclass
@@ -90,6 +94,10 @@ def sink_options(setup: Setup, query: QueryState, downstream_checkpoint: Path | 
         opts["compaction"] = compaction
     if query.allow_offset_gaps:
         opts["allow_offset_gaps"] = True
+    if query.record_columns:
+        opts["record_columns"] = ["id"]
+    if query.adopt:
+        opts["adopt_existing_files"] = True
     return opts
 
 
