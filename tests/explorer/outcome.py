@@ -28,6 +28,7 @@ OTHER = {"InjectedFailure": "InjectedFailure", "expired (failOnDataLoss=true)": 
 #: 10 s on an overloaded machine. A run that ends so is a failed run (nothing was promised).
 ENVIRONMENT = {
     "Timed out while waiting for the Python worker to connect back": "env:python-worker-timeout",
+    "Python worker failed to connect back": "env:python-worker-timeout",
     "CANNOT_OPEN_SOCKET": "env:python-socket-timeout",
 }
 
