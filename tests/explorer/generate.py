@@ -93,6 +93,8 @@ def make_setup(rng: random.Random, profile: Profile) -> Setup:
         gate=group and rng.random() < 0.6,
         policy=rng.choice(["full", "partial"]),
     )
+    if "iceberg" in fmt and setup.partitioned and downstream:  # Spark refuses it (docs/iceberg.md)
+        setup = replace(setup, downstream=None)
     return setup
 
 
