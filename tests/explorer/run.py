@@ -88,13 +88,16 @@ def shrink_and_save(program, result, spark, out_dir: Path) -> dict:
     return {"shrunk": small.listing(), "saved": str(out_dir / name)}
 
 
-def worker(seeds: list[int], jsonl: Path, profile: str, shrink: bool) -> int:
-    """Run ``seeds`` in this process (one SparkSession), appending one line per program."""
+def worker(seeds: list[int], jsonl: Path, profile: str, shrink: bool, deadline: float = 0.0) -> int:
+    """Run ``seeds`` in this process (one SparkSession), appending one line per program; no new
+    program starts after ``deadline`` (epoch seconds, 0: none)."""
     from tests.explorer.known import known
     from tests.explorer.session import spark_session
 
     spark = spark_session()
     for seed in seeds:
+        if deadline and time.time() > deadline:
+            break
         program = program_of(str(seed), profile)
         result = run_one(program, spark)
         k = known(result.failures[0], program.setup) if result.failures else None
@@ -148,7 +151,10 @@ def long_run(args: argparse.Namespace) -> int:
     chunks = [todo[i : i + CHUNK] for i in range(0, len(todo), CHUNK)]
     running: list[subprocess.Popen] = []
     t0 = time.time()
+    deadline = t0 + 60 * args.minutes if args.minutes else 0.0
     while chunks or running:
+        if deadline and time.time() > deadline:
+            chunks = []  # the running workers stop after their program
         while chunks and len(running) < args.jobs:
             seeds = chunks.pop(0)
             cmd = [
@@ -163,6 +169,7 @@ def long_run(args: argparse.Namespace) -> int:
                 args.profile,
             ]
             cmd += ["--no-shrink"] if args.no_shrink else []
+            cmd += ["--deadline", str(deadline)] if deadline else []
             running.append(subprocess.Popen(cmd, cwd=REPO))
         time.sleep(2)
         running = [p for p in running if p.poll() is None]
@@ -180,8 +187,9 @@ def summarize(jsonl: Path, args: argparse.Namespace, wall_s: float) -> dict:
     keys = ("seed", "signature", "known", "inconclusive", "failures", "setup", "shrunk", "saved")
     failures = [{k: r.get(k) for k in keys} for r in results if not r["ok"]]
     return {
+        "command": "make explore ARGS=" + repr(" ".join(sys.argv[1:])),
         "profile": args.profile,
-        "seeds": [min(r["seed"] for r in results), max(r["seed"] for r in results)] if results else [],
+        "seeds": sorted(r["seed"] for r in results),
         "programs": len(results),
         "passed": sum(r["ok"] for r in results),
         "failed": len(failures),
@@ -213,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="--replay: keep its work directory")
     p.add_argument("--shrink", action="store_true", help="--replay: shrink the program if it fails")
     p.add_argument("--no-shrink", action="store_true", help="long run: do not shrink new failures")
+    p.add_argument("--minutes", type=float, default=0, help="long run: start no program after this many minutes")
+    p.add_argument("--summary", action="store_true", help="long run: only write the summary of its results so far")
+    p.add_argument("--deadline", type=float, default=0.0, help=argparse.SUPPRESS)
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--jsonl", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -220,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         print(program_of(args.show, args.profile).listing())
         return 0
     if args.worker:
-        return worker([int(s) for s in args.worker.split(",")], Path(args.jsonl), args.profile, not args.no_shrink)
+        return worker([int(s) for s in args.worker.split(",")], Path(args.jsonl), args.profile, not args.no_shrink, args.deadline)
     if args.replay:
         from tests.explorer.session import spark_session
 
@@ -233,6 +244,10 @@ def main(argv: list[str] | None = None) -> int:
             print(shrink_and_save(program, result, spark, RESULTS / "explore-replay-regressions")["shrunk"])
         return 1 if result.failures else 0
     RESULTS.mkdir(parents=True, exist_ok=True)
+    if args.summary:
+        summary = summarize(RESULTS / f"explore-{args.out}.jsonl", args, 0.0)
+        (RESULTS / f"explore-{args.out}.json").write_text(json.dumps(summary, indent=1) + "\n")
+        return 0
     return long_run(args)
 
 
