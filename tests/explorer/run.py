@@ -118,23 +118,24 @@ def done_seeds(jsonl: Path) -> set[int]:
 
 
 def guided_seeds(first: int, count: int, results: list[dict], profile: str) -> list[int]:
-    """``count`` seeds from ``first`` on, each chosen (in order) because its program asks for
-    feature pairs that neither the results so far nor the seeds chosen before it cover; once no
-    seed in reach adds a pair, the next seeds in order. Every program is still its seed's."""
+    """``count`` seeds from ``first`` on: first, greedily, the seed whose program asks for the
+    most feature pairs that neither the results so far nor the seeds chosen before it cover
+    (among ``first`` .. ``first + max(3000, 2 * count)``); once no seed adds a pair, the next
+    seeds in order. Every program is still its seed's, so a short run covers the most pairs."""
     from tests.explorer.coverage import all_pairs, pairs_of
     from tests.explorer.generate import program_features
 
     covered = set().union(*(pairs_of(r.get("features", [])) for r in results)) if results else set()
     wanted = all_pairs() - covered
-    chosen: list[int] = []
-    seed = first
-    while len(chosen) < count and seed < first + 60 * count:
-        new = pairs_of(program_features(program_of(str(seed), profile))) & wanted
-        if new:
-            chosen.append(seed)
-            wanted -= new
-        seed += 1
     done = {r["seed"] for r in results}
+    pool = {s: pairs_of(program_features(program_of(str(s), profile))) & wanted for s in range(first, first + max(3000, 2 * count)) if s not in done}
+    chosen: list[int] = []
+    while len(chosen) < count and pool:
+        seed = max(pool, key=lambda s: (len(pool[s] & wanted), -s))
+        if not pool[seed] & wanted:
+            break
+        chosen.append(seed)
+        wanted -= pool.pop(seed)
     rest = (s for s in range(first, first + 100 * count) if s not in done and s not in chosen)
     return chosen + [next(rest) for _ in range(count - len(chosen))]
 
