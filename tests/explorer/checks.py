@@ -28,6 +28,9 @@ from tests.explorer.tables import TableSpec, is_bad, is_poison, tables_of
 if TYPE_CHECKING:
     from tests.explorer.interpreter import Interpreter
 
+#: what the downstream query's failing batch raises (``Downstream.fail_next``)
+DOWNSTREAM_FAILURE = "explorer: the downstream batch fails after Spark planned it"
+
 
 @dataclass
 class History:
@@ -62,14 +65,14 @@ class Checker:
     def _table(self, spec: TableSpec, *, full: bool, complete: bool | None) -> list[Failure]:
         it, step = self.it, self.it.step
         table = spec.path
-        latest = readers.arrow(table) if readers.has_table(table) else Counter()
-        quarantined = [readers.arrow(q) if readers.has_table(q) else Counter() for q in spec.quarantine or ()]
+        latest = readers.arrow(table) if readers.readable(table) else Counter()
+        quarantined = [readers.arrow(q) if readers.readable(q) else Counter() for q in spec.quarantine or ()]
         union = sum(quarantined, Counter(latest))
         it.feature("reader:arrow")
         name = "arrow" if spec.name == "table" else f"arrow {spec.name}"
         failures = it.model.check(name, union, step, table=spec.name, routed=spec.routed, complete=complete)
         failures += self._placement(spec, latest, quarantined, step)
-        if readers.has_table(table):
+        if readers.readable(table):
             created = it.table.created or it.setup
             if not created.private_manifest:
                 fmt = "json" if created.format == "json" else "parquet"
@@ -245,6 +248,8 @@ class Downstream:
     def __init__(self, checkpoint: Path) -> None:
         self.checkpoint = checkpoint
         self.seen: Counter = Counter()
+        #: its next batch raises in ``foreachBatch`` (``do_downstream_fail``): planned, not committed
+        self.fail_next = False
 
     def catch_up(self, it: Interpreter, latest: Counter, step: int) -> list[Failure]:
         if not latest:
@@ -256,6 +261,8 @@ class Downstream:
         got: list[str] = []
 
         def collect(df: Any, _batch: int) -> None:
+            if self.fail_next:
+                raise RuntimeError(DOWNSTREAM_FAILURE)
             got.extend(r.id for r in df.select("id").collect())
 
         try:
@@ -263,6 +270,10 @@ class Downstream:
             query = query.trigger(availableNow=True).start()
             query.awaitTermination(240)
         except Exception as exc:
+            if self.fail_next and DOWNSTREAM_FAILURE in str(exc):  # its rows are read again at the restart
+                self.fail_next = False
+                it.feature("downstream:failed-batch")
+                return []
             text = str(exc).strip().splitlines()
             return [Failure("downstream-error", "readStream", (text[0] if text else type(exc).__name__)[:300], step)]
         if query.isActive:

@@ -61,7 +61,18 @@ def generate(seed: int, profile: Profile = EVERYTHING) -> Program:
     actions = [produce(rng, setup, files=(1, 3), rows=(2, 6), kafka=(2, 8)), Action.of("run", sink="new", max_files=2)]
     while len(actions) < n:
         actions.append(make_action(rng, setup, profile))
-    return Program(seed, setup, tuple(actions))
+    return Program(seed, setup, tuple(downstream_failure(seed, setup, actions)))
+
+
+def downstream_failure(seed: int, setup: Setup, actions: list[Action]) -> list[Action]:
+    """A third of the programs with a downstream query get a batch of it that fails after Spark
+    planned it (a consumer's in-flight batch while maintenance runs). Drawn from a random source
+    of its own, so the programs of every other seed stay as they were."""
+    rng = random.Random(seed * 104729 + 3)
+    if setup.downstream is None or rng.random() >= 0.35:
+        return actions
+    at = rng.randint(2, len(actions))  # after the first run
+    return [*actions[:at], Action.of("downstream_fail"), *actions[at:]]
 
 
 def make_setup(rng: random.Random, profile: Profile) -> Setup:
@@ -221,7 +232,8 @@ def program_features(program: Program) -> set[str]:
 
 
 def _action_features(a: Action, s: Setup, runs: int) -> set[str]:
-    simple = {"replay": "life:replay", "kill": "life:kill", "fail": "life:injected-failure", "zombie": "life:zombie", "idle": "life:idle"}
+    simple = {"downstream_fail": "downstream:failed-batch", "replay": "life:replay", "idle": "life:idle"}
+    simple |= {"kill": "life:kill", "fail": "life:injected-failure", "zombie": "life:zombie"}
     if a.kind in simple:
         return {simple[a.kind]}
     if a.kind == "run":

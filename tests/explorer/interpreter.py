@@ -263,6 +263,13 @@ class Interpreter:
         self.feature("life:replay")
         self.say(f"    deleted commits/{ids[-1]}")
 
+    def do_downstream_fail(self, action: Action) -> None:
+        """The downstream query's next batch fails after Spark planned it (``offsets/N`` and its
+        file-source log written, ``commits/N`` not): maintenance that follows must leave that
+        batch's files for its restart, which reads them by path."""
+        if self.downstream is not None:
+            self.downstream.fail_next = True
+
     def do_idle(self, action: Action) -> None:
         time.sleep(float(action.arg("seconds", 2)))
         self.feature("life:idle")

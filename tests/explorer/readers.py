@@ -21,6 +21,12 @@ def has_table(table: Path) -> bool:
     return (table / "_seo" / "table").exists()
 
 
+def readable(table: Path) -> bool:
+    """The table has a manifest its readers open: a batch was committed (a table whose first
+    run failed holds its identity only, and readers say there is no table)."""
+    return has_table(table) and ((table / "_spark_metadata").is_dir() or (table / "_seo" / "manifest").is_dir())
+
+
 def vanilla(spark: Any, table: Path, fmt: str) -> Ids:
     """``spark.read`` as any Spark user reads the directory (``_spark_metadata`` if there)."""
     if not table.exists() or not any(not p.name.startswith(("_", ".")) for p in table.iterdir()):

@@ -169,7 +169,7 @@ def run_query(it: Interpreter, *, sink: str, max_files: int = 2, fail_at: str | 
     pending = has_pending_batch(it.checkpoint)
     recreated(it, spec)
     main = tables_of(it)[0].path
-    before = readers.arrow(main) if readers.has_table(main) and it.table.columns is not None else None
+    before = readers.arrow(main) if readers.readable(main) and it.table.columns is not None else None
     outcome = _run(it, spec, sink, fail_at)
     it.runs += 1
     _features(it, spec, sink, outcome, fail_at)

@@ -86,3 +86,21 @@ def test_pairs_are_counted_across_categories_only():
 def test_a_failure_describes_its_step_and_reader():
     f = Failure("duplicate", "spark.read", "2 ids read more than once: f1-0, f1-1", step=4)
     assert f.signature == "duplicate:spark.read" and f.describe().startswith("step 4: duplicate (spark.read)")
+
+
+def test_the_coverage_page_is_what_its_generator_writes_from_the_long_runs_results():
+    """docs/explorer-coverage.md is rendered from the committed results of the long runs
+    (``python -m tests.explorer.coverage --page``): an edit by hand, or new results without the
+    page regenerated, fails here."""
+    repo = Path(__file__).resolve().parents[2]
+    results = coverage.load(repo / r for r in coverage.PAGE_RESULTS)
+    assert results, "the long run's results are committed"
+    assert (repo / coverage.PAGE).read_text() == coverage.render_page(results, coverage.PAGE_RESULTS)
+
+
+def test_the_coverage_matrix_marks_uncovered_and_impossible_pairs():
+    page = coverage.render_page([{"features": ["source:files", "table:delta"], "ok": True, "steps": 3, "kills": 0}], ["x.jsonl"])
+    assert "**1 programs** (1 passed, 0 failed, 0 inconclusive), 3 steps, 0 kills" in page
+    row = next(line for line in page.splitlines() if line.startswith("| `source:files` |") and "n/a" not in line and line.count("|") > 8)
+    assert " 1 |" in row and "**0**" in row
+    assert "n/a" in page and "delta-rs reads Delta tables" in page
