@@ -55,7 +55,7 @@ class Checker:
 
     def after_step(self, *, full: bool = False, complete: bool | None = None) -> list[Failure]:
         it = self.it
-        if not readers.has_table(it.world.table):
+        if not readers.readable(it.world.table):
             return self._no_table(it.step)
         failures: list[Failure] = []
         for spec in tables_of(it):

@@ -40,7 +40,7 @@ def seo(*args: str) -> tuple[int, str, str]:
 
 def command(it: Interpreter, cmd: str) -> None:
     table = str(it.world.table)
-    exists = readers.has_table(it.world.table)
+    exists = readers.readable(it.world.table)
     if cmd == "verify":
         args = ["verify", table, "--json"]
     elif cmd == "gc":
@@ -76,7 +76,7 @@ def compact_args(it: Interpreter) -> list[str]:
 
 def verify_clean(it: Interpreter) -> list[Failure]:
     """The end of a program: ``seo verify`` finds no error (warnings are fine)."""
-    if not readers.has_table(it.world.table):
+    if not readers.readable(it.world.table):
         return []
     code, out, err = seo("verify", str(it.world.table), "--json")
     it.feature("maint:verify")

@@ -22,8 +22,8 @@ def has_table(table: Path) -> bool:
 
 
 def readable(table: Path) -> bool:
-    """The table has a manifest its readers open: a batch was committed (a table whose first
-    run failed holds its identity only, and readers say there is no table)."""
+    """The table has a manifest its readers open: a batch was committed. A table whose first
+    run failed holds its identity only, and readers and ``seo`` say there is no table."""
     return has_table(table) and ((table / "_spark_metadata").is_dir() or (table / "_seo" / "manifest").is_dir())
 
 
