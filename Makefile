@@ -113,7 +113,7 @@ torture-matrix: venv
 	$(BIN)/python -m tests.torture.matrix $(ARGS)
 
 # the scenario explorer's long run: random programs of user actions against real Spark and every
-# reader, checked after every step (results in benchmarks/results/explore-*.json; ARGS="--programs 2000 --jobs 2")
+# reader, checked after every step (results in benchmarks/results/explore-*.json; ARGS="--programs 2000 --jobs 2 --guided")
 explore: check-java venv
 	$(BIN)/python -m tests.explorer.run $(ARGS)
 

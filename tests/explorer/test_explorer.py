@@ -6,7 +6,9 @@ change to the generator does not change them. Together they cover files, the Kaf
 rate in unions; single tables and dataset groups (row quarantine, a gate under both policies);
 compaction with a registered and an unregistered downstream ``readStream``; schema additions and
 widenings; lost checkpoints, replays, injected failures, option changes and maintenance commands.
-The long run is ``make explore ARGS="--programs 2000 --jobs 2"`` (``tests.explorer.run``).
+The long run is ``make explore ARGS="--programs 2000 --jobs 2 --guided"`` (``tests.explorer.run``).
+A program whose runs keep failing because Spark's Python workers cannot start within their fixed
+10 s (an overloaded machine) is inconclusive: the test skips and says so.
 """
 
 from __future__ import annotations
@@ -29,4 +31,6 @@ def test_explorer_slice(spark, tmp_path, path):
 
     program = Program.from_json(json.loads(path.read_text()))
     result = Interpreter(program, spark, tmp_path).execute()
+    if result.inconclusive:  # the machine's failure, not the library's (ProgramResult.inconclusive)
+        pytest.skip(f"inconclusive: {result.failures[0].describe()}")
     assert result.ok, "\n".join([program.listing(), *result.transcript, *(f.describe() for f in result.failures)])
