@@ -178,7 +178,8 @@ _PAGE_HEAD = """# Scenario explorer: feature pairs covered
 The [scenario explorer](design/explorer.md) composes the library's features the way users' jobs
 do. A feature counts for a program only when the program did it (a kill that reached its
 boundary, a reader that read). This page shows which pairs of features (of different
-categories) the long runs below exercised together, and how many programs did.
+categories) the long runs exercised together, and how many programs did. Results:
+{results}.
 
 {totals}
 
@@ -198,7 +199,8 @@ def render_page(results: list[dict], sources: Iterable[str]) -> str:
         f"{sum(r.get('steps', 0) for r in results)} steps, {sum(r.get('kills', 0) for r in results)} kills: "
         f"**{summary['pairs_covered']} of {summary['pairs_wanted']} feature pairs covered**."
     )
-    out = [_PAGE_HEAD.format(sources=", ".join(sources), totals=totals), "## Features\n", docs_table(summary), ""]
+    results_text = ", ".join(f"`{x}`" for x in sources)
+    out = [_PAGE_HEAD.format(sources=", ".join(sources), results=results_text, totals=totals), "## Features\n", docs_table(summary), ""]
     out.append("## Pairs, category by category\n")
     for a, b in itertools.combinations(CATALOGUE, 2):
         out += [f"### {a} x {b}\n", _matrix(summary["pairs"], CATALOGUE[a], CATALOGUE[b]), ""]
