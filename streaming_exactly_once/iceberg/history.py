@@ -82,11 +82,3 @@ def snapshot_data_files(io: FileIO, snapshot: Snapshot) -> Iterator[tuple[str, i
             data_file = entry.data_file
             if data_file.content == DataFileContent.DATA:
                 yield data_file.file_path, data_file.file_size_in_bytes, data_file.record_count
-
-
-def delete_files_present(metadata: TableMetadata) -> bool:
-    """Whether the current snapshot has delete files (row-level deletes), from its summary."""
-    snapshot = metadata.current_snapshot()
-    if snapshot is None or snapshot.summary is None:
-        return False
-    return any(int(snapshot.summary.get(k) or 0) > 0 for k in ("total-delete-files", "total-position-deletes", "total-equality-deletes"))

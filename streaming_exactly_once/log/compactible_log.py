@@ -30,7 +30,7 @@ from typing import Generic, Protocol, TypeVar
 from ..errors import LogConflictError, MissingBatchError
 from ..storage.base import ByteRange, Piece, Storage, composed_files, join
 from ..storage.io_threads import map_waiting
-from .batch_log import COMPACT_SUFFIX, DEFAULT_HINT, BatchLog, parse_batch_file_name
+from .batch_log import COMPACT_SUFFIX, DEFAULT_HINT, BatchLog
 from .codec import RecordCodec
 from .compaction import (
     all_valid_batches,
@@ -545,13 +545,3 @@ def _same_bytes(existing: bytes, parts: Sequence[bytes | memoryview]) -> bool:
             return False
         offset += len(part)
     return True
-
-
-def compact_file_ids(names: Iterable[str]) -> list[int]:
-    """Ids of ``.compact`` files among ``names`` (helper for verification tools)."""
-    out = []
-    for name in names:
-        parsed = parse_batch_file_name(name)
-        if parsed and parsed[1]:
-            out.append(parsed[0])
-    return sorted(out)

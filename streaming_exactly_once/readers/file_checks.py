@@ -91,11 +91,6 @@ def inspect_files(files: CommittedFiles) -> FileProblems:
     return problems
 
 
-def absent_files(files: CommittedFiles) -> list[tuple[str, str]]:
-    """(URI, problem) of every committed file that is missing or has another size."""
-    return inspect_files(files).absent
-
-
 def check_present(files: CommittedFiles) -> None:
     """Every committed file exists with its recorded size (``DataFileMissingError``) and, unless
     ``files.allow_outside_root``, is no link out of the table (``SymlinkOutsideRootError``)."""

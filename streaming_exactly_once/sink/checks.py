@@ -84,9 +84,6 @@ class Check:
     def row_level(self) -> bool:
         return self.kind == "row"
 
-    def null_columns(self) -> tuple[str, ...]:
-        return (self.column,) if self.kind == "null_fraction" and self.column else ()
-
     def evaluate(self, metrics: Mapping[str, Any]) -> CheckResult:
         """A batch-level check against an output's metrics (``rows``, ``nulls``, ``schema``...)."""
         rows = int(metrics.get("rows") or 0)

@@ -30,11 +30,6 @@ class AttemptKey:
     attempt: str = dc_field(metadata=json_field("attempt", str))  # the attempt's token
     mode: str = dc_field(metadata=json_field("mode", str))  # staging mode: "rename" | "direct"
 
-    @property
-    def query_batch(self) -> tuple[str, int]:
-        """The idempotence key: (query id, Spark batch id)."""
-        return (self.query_id, self.spark_batch_id)
-
 
 class KeyedByAttempt:
     """The key's fields by name (``record.batch_id``, ``record.mode``...) for the classes that
