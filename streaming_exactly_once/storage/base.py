@@ -34,6 +34,7 @@ the stores' SDKs.
 from __future__ import annotations
 
 import contextlib
+import io
 import posixpath
 import re
 import uuid
@@ -174,9 +175,10 @@ class Storage(ABC):
     def atomic_write(self, path: str, data: bytes) -> None:
         """Create or replace ``path`` with ``data`` as one unit."""
 
-    @abstractmethod
     def open_exclusive(self, path: str) -> contextlib.AbstractContextManager[IO[bytes]]:
-        """A binary writer whose bytes appear at ``path`` only on a clean exit, if absent."""
+        """A binary writer whose bytes appear at ``path`` only on a clean exit, if absent. The
+        default buffers them and ends with ``put_if_absent`` (a local disk streams instead)."""
+        return _buffered_exclusive(self, path)
 
     @abstractmethod
     def open_write(self, path: str) -> IO[bytes]:
@@ -380,3 +382,10 @@ def prepared_files(storage: Storage) -> PreparedFiles | None:
     if storage.supports_prepared_files and isinstance(storage, PreparedFiles):
         return storage
     return None
+
+
+@contextlib.contextmanager
+def _buffered_exclusive(storage: Storage, path: str) -> Iterator[IO[bytes]]:
+    buffer = io.BytesIO()
+    yield buffer
+    storage.put_if_absent(path, buffer.getvalue())

@@ -14,7 +14,6 @@ rejected credential or a missing container into one ``StorageAccessError`` namin
 from __future__ import annotations
 
 import contextlib
-import io
 import posixpath
 from collections.abc import Iterator
 from datetime import datetime
@@ -173,12 +172,6 @@ class FsspecStorage(Storage):
     def atomic_write(self, path: str, data: bytes) -> None:
         with self._errors(path):
             self._fs.pipe_file(self._native(path), data)
-
-    @contextlib.contextmanager
-    def open_exclusive(self, path: str) -> Iterator[IO[bytes]]:
-        buffer = io.BytesIO()
-        yield buffer
-        self.put_if_absent(path, buffer.getvalue())
 
     def open_write(self, path: str) -> IO[bytes]:
         native = self._native(path)

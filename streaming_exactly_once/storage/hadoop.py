@@ -332,12 +332,6 @@ class HadoopStorage(Storage):
         self._write_file(tmp, bytes(data), overwrite=True)
         self._publish(tmp, path, overwrite=True)
 
-    @contextlib.contextmanager
-    def open_exclusive(self, path: str) -> Iterator[IO[bytes]]:
-        buffer = io.BytesIO()
-        yield buffer
-        self.put_if_absent(path, buffer.getvalue())
-
     def open_write(self, path: str) -> IO[bytes]:
         j = self._j
         with self._errors(path):
