@@ -1,6 +1,7 @@
 """Shared fixtures: real backends only.
 
-* ``spark`` - one ``local[2]`` SparkSession for the whole run (starting one costs ~6 s).
+* ``spark`` - one ``local[2]`` SparkSession per pytest worker; every Spark a test starts runs with
+  the JVM options and the class-data archive of ``tests.spark_jvm``.
 * ``moto_endpoint`` - a real S3 HTTP API (moto's ThreadedMotoServer) on 127.0.0.1, port 0,
   started once per session; ``s3_storage`` resets it and creates a fresh bucket per test.
 * ``azurite`` / ``fake_gcs`` - Azurite and fake-gcs-server on 127.0.0.1 (``tests/emulators``),
@@ -29,6 +30,25 @@ os.environ["AWS_ACCESS_KEY_ID"] = "testing"
 os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"
 os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
 os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+
+
+def pytest_configure(config):
+    from tests import spark_jvm
+
+    # a run that deselects the Spark tests (make test-fast) starts no archive's dump
+    spark_jvm.configure(controller=not hasattr(config, "workerinput"), dump="not spark" not in (config.getoption("markexpr") or ""))
+
+
+def pytest_runtest_logreport(report):
+    from tests import spark_jvm
+
+    spark_jvm.poll()
+
+
+def pytest_unconfigure(config):
+    from tests import spark_jvm
+
+    spark_jvm.finish()
 
 
 def pytest_addoption(parser):
@@ -61,8 +81,7 @@ def spark():
         .config("spark.default.parallelism", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.streaming.stopTimeout", "30s")
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
-        .getOrCreate()
+        .getOrCreate()  # its JVM options: tests.spark_jvm
     )
     session.sparkContext.setLogLevel("ERROR")
     yield session
