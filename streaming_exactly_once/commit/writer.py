@@ -373,6 +373,11 @@ class Writer(ABC):
         self.offset_marks()
         return self._query_offsets.get(query_id)
 
+    def query_records(self) -> list[OffsetsRecord]:
+        """The offsets record of the last batch the root committed, for every query it knows."""
+        self.offset_marks()
+        return list(self._query_offsets.values())
+
     # -- attempts ----------------------------------------------------------------------------
 
     def begin(

@@ -49,7 +49,7 @@ from .observing import ObservedSink
 from .offset_guard import OffsetColumns, guard_batch
 from .options import Duration, SinkOptions, StagingMode
 from .progress import batch_committed_event, observe_stream
-from .query_history import knows_query, take_over, written_by_spark_sink
+from .query_history import committed_under_another_id, knows_query, take_over, written_by_spark_sink
 from .query_identity import QueryIdentity, is_connect, local_query_id, local_run_marker, resolve_identity
 from .record_probe import RecordProbe
 from .surfacing import note_refusal, surfacing
@@ -537,6 +537,10 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
         known = knows_query(self.committer, qid, spark_id, identity.checkpoint)
         if known and self.committer.is_committed(qid, batch_id):
             log.info("skipping batch %d of query %s: already committed", batch_id, qid)
+            return CommitResult(qid, batch_id, "duplicate")
+        renamed = committed_under_another_id(self.committer, qid, spark_id, batch_id)
+        if renamed is not None:
+            log.info("skipping batch %d of query %s: already committed as query %s (the same checkpoint)", batch_id, qid, renamed)
             return CommitResult(qid, batch_id, "duplicate")
         self._check_columns(df)
         fit = self._fit_schema(df, f"Batch {batch_id} of query {qid}")

@@ -40,6 +40,20 @@ def knows_query(writer: Writer, query_id: str, spark_id: str | None, checkpoint:
     return record.checkpoint_query_id == spark_id
 
 
+def committed_under_another_id(writer: Writer, query_id: str, spark_id: str | None, batch_id: int) -> str | None:
+    """The query id under which the table committed this checkpoint's batch ``batch_id``, if not
+    ``query_id``: the run changed, added or dropped ``query_id=`` on the same checkpoint (its own
+    id, from its ``metadata``: ``spark_id``, or ``query_id`` itself without ``query_id=``), and
+    Spark replays the batch it had not marked done under the new id. A replay is a replay
+    whatever the id is called now: a source whose rows carry no offsets or files has nothing
+    else to tell it by."""
+    own = spark_id or query_id
+    for record in writer.query_records():
+        if record.query_id != query_id and record.checkpoint_query_id == own and writer.is_committed(record.query_id, batch_id):
+            return record.query_id
+    return None
+
+
 def written_by_spark_sink(writer: Writer, query_id: str, batch_id: int, inputs: list[InputFile]) -> bool:
     """Whether Spark's own file sink wrote batch ``batch_id`` of this table before the query moved
     here (then it is skipped); refuses a new checkpoint's batch 0 on such a table that re-reads

@@ -33,13 +33,6 @@ class Known:
 
 KNOWN: list[Known] = [
     Known(
-        "X04",
-        "foreachBatch(sink), query_id= set on an existing checkpoint, its last batch replayed: written again",
-        "duplicate",
-        r".",
-        lambda s: s.attach == "foreachBatch" and "rate" in s.sources,
-    ),
-    Known(
         "X03",
         "a downstream readStream of a partitioned Iceberg table: Spark refuses it at load (CONFLICTING_DIRECTORY_STRUCTURES), "
         "a stated limit (docs/iceberg.md): the generator asks for none, a saved program still shows it",
