@@ -12,6 +12,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
@@ -42,6 +43,21 @@ HINT = (
     "was committed to it. Restore the file from a backup (or let the tool that damaged it repair it), then "
     "restart the query or run `seo recover <table>`."
 )
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """What one batch's Delta commit writes, whichever way it is written."""
+
+    batch_id: int
+    files: Sequence[DeltaFile]
+    actions: Any  # delta-rs add actions of ``files``
+    info: dict[str, str]  # the commit's commitInfo
+    schema_json: str | None
+    partition_by: Sequence[str]
+    table_schema: str | None
+    removed: Sequence[DeltaFile]
+    rearranged: Sequence[DeltaFile]
 
 
 class DeltaTarget:
@@ -179,9 +195,17 @@ class DeltaTarget:
         docstring for why this never commits one batch twice.
         """
         dl = deltalake()
-        tx = dl.transaction
-        actions = add_actions(files, partition_by, table=self.storage.root_uri)
-        info = {**metadata, BATCH_KEY: str(batch_id), APP_KEY: self.app_id}
+        batch = _Batch(
+            batch_id,
+            files,
+            add_actions(files, partition_by, table=self.storage.root_uri),
+            {**metadata, BATCH_KEY: str(batch_id), APP_KEY: self.app_id},
+            schema_json,
+            partition_by,
+            table_schema,
+            removed,
+            rearranged,
+        )
         last: BaseException | None = None
         for attempt in range(COMMIT_ATTEMPTS):
             table = self.load(refresh=attempt > 0 or not fresh)
@@ -189,65 +213,9 @@ class DeltaTarget:
             if done is not None and done >= batch_id:
                 return self.version_committing(batch_id)
             self._check_follows(batch_id, done, table, skipped)
-            properties = tx.CommitProperties(
-                custom_metadata=info,
-                max_commit_retries=0,
-                # lastUpdated: delta-spark drops a txn without one where delta.setTransactionRetentionDuration is set
-                app_transactions=[tx.Transaction(self.app_id, batch_id, last_updated=int(time.time() * 1000))],
-            )
-            # delta-rs would list the whole _delta_log after every commit for its expired-log cleanup;
-            # ``_clean_up_log`` runs it at checkpoints only (see there)
-            hooks = tx.PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
             base = -1 if table is None else table.version()
             try:
-                if table is None:
-                    if schema_json is None:
-                        self.check_batch(None, partition_by, refresh=False)
-                    # delta-rs makes the directory without syncing its name into the table's: made
-                    # here first, durably, a power cut cannot take the whole log with it
-                    self.storage.makedirs(LOG_DIR)
-                    tx.create_table_with_add_actions(
-                        self.uri,
-                        dl.Schema.from_json(table_schema or schema_json),
-                        actions,
-                        mode="error",
-                        partition_by=list(partition_by) or None,
-                        configuration=self.settings.table_properties(),
-                        storage_options=self.options or None,
-                        commit_properties=properties,
-                        post_commithook_properties=hooks,
-                    )
-                else:
-                    if schema_json is not None:  # a table created meanwhile must fit too
-                        self.check_batch(schema_json, partition_by, refresh=False, table_schema=table_schema)
-                    evolving = table_schema is not None and evolves(table.schema().to_json(), table_schema)
-                    if evolving or removed or rearranged:
-                        # delta-rs writes no metaData in an append, and no remove: the one commit is written here
-                        write_commit(
-                            self.storage,
-                            base + 1,
-                            commit_lines(
-                                metadata=table.metadata(),
-                                table_schema=table_schema if evolving else None,
-                                app_id=self.app_id,
-                                batch_id=batch_id,
-                                files=files,
-                                info=info,
-                                table=self.storage.root_uri,
-                                removed=removed,
-                                rearranged=rearranged,
-                            ),
-                        )
-                        checkpoint_if_due(self.load, base + 1, log_uri=self.log_uri)
-                    else:
-                        table.create_write_transaction(
-                            actions,
-                            mode="append",
-                            schema=table.schema(),
-                            partition_by=list(table.metadata().partition_columns) or None,
-                            commit_properties=properties,
-                            post_commithook_properties=hooks,
-                        )
+                self._write(dl, batch, table, base)
             except DeltaTableError:
                 raise
             except Exception as exc:
@@ -275,6 +243,75 @@ class DeltaTarget:
             path=self.log_uri,
             batch_id=batch_id,
         )
+
+    def _write(self, dl: Any, batch: _Batch, table: Any, base: int) -> None:
+        """One attempt at the commit of ``batch`` as version ``base + 1``: the table's creation,
+        an append through delta-rs, or a commit written here (a schema change or a rewrite)."""
+        tx = dl.transaction
+        properties = tx.CommitProperties(
+            custom_metadata=batch.info,
+            max_commit_retries=0,
+            # lastUpdated: delta-spark drops a txn without one where delta.setTransactionRetentionDuration is set
+            app_transactions=[tx.Transaction(self.app_id, batch.batch_id, last_updated=int(time.time() * 1000))],
+        )
+        # delta-rs would list the whole _delta_log after every commit for its expired-log cleanup;
+        # ``_clean_up_log`` runs it at checkpoints only (see there)
+        hooks = tx.PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
+        if table is None:
+            self._create(dl, batch, properties, hooks)
+            return
+        if batch.schema_json is not None:  # a table created meanwhile must fit too
+            self.check_batch(batch.schema_json, batch.partition_by, refresh=False, table_schema=batch.table_schema)
+        evolving = batch.table_schema is not None and evolves(table.schema().to_json(), batch.table_schema)
+        if evolving or batch.removed or batch.rearranged:
+            self._write_own_commit(batch, table, base, evolving)
+        else:
+            table.create_write_transaction(
+                batch.actions,
+                mode="append",
+                schema=table.schema(),
+                partition_by=list(table.metadata().partition_columns) or None,
+                commit_properties=properties,
+                post_commithook_properties=hooks,
+            )
+
+    def _create(self, dl: Any, batch: _Batch, properties: Any, hooks: Any) -> None:
+        """The table's first version: its schema, partitioning and properties, and the batch."""
+        if batch.schema_json is None:
+            self.check_batch(None, batch.partition_by, refresh=False)
+        # delta-rs makes the directory without syncing its name into the table's: made
+        # here first, durably, a power cut cannot take the whole log with it
+        self.storage.makedirs(LOG_DIR)
+        dl.transaction.create_table_with_add_actions(
+            self.uri,
+            dl.Schema.from_json(batch.table_schema or batch.schema_json),
+            batch.actions,
+            mode="error",
+            partition_by=list(batch.partition_by) or None,
+            configuration=self.settings.table_properties(),
+            storage_options=self.options or None,
+            commit_properties=properties,
+            post_commithook_properties=hooks,
+        )
+
+    def _write_own_commit(self, batch: _Batch, table: Any, base: int, evolving: bool) -> None:
+        """delta-rs writes no metaData in an append, and no remove: the one commit is written here."""
+        write_commit(
+            self.storage,
+            base + 1,
+            commit_lines(
+                metadata=table.metadata(),
+                table_schema=batch.table_schema if evolving else None,
+                app_id=self.app_id,
+                batch_id=batch.batch_id,
+                files=batch.files,
+                info=batch.info,
+                table=self.storage.root_uri,
+                removed=batch.removed,
+                rearranged=batch.rearranged,
+            ),
+        )
+        checkpoint_if_due(self.load, base + 1, log_uri=self.log_uri)
 
     def _check_follows(self, batch_id: int, done: int | None, table: Any, skipped: Callable[[int], bool] | None = None) -> None:
         """Refuse to commit batch ``M`` unless the log's ``txn`` is ``M - 1`` (none for ``M = 0``),
