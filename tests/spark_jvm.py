@@ -27,21 +27,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xlog:disable -Xlog:all=warning:stderr"
 
-# a batch query and a streaming one through files, as the tests run them: their classes go in;
+# a batch query, a streaming one through files and one through foreachBatch, as the tests run
+# them: their classes go in;
 # the JVM writes the archive as it exits, so the job waits for it
 _DUMP_JOB = """
-import sys, tempfile
+import shutil, tempfile
 from pyspark.sql import SparkSession
 spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
 out = tempfile.mkdtemp()
 spark.range(100).selectExpr("id", "id % 3 AS p").write.partitionBy("p").parquet(out + "/a")
+spark.range(10).write.csv(out + "/csv")
 spark.read.parquet(out + "/a").groupBy("p").count().collect()
 q = spark.readStream.schema("id LONG, p LONG").parquet(out + "/a").writeStream.format("parquet")
 q.option("checkpointLocation", out + "/c").trigger(availableNow=True).start(out + "/b").awaitTermination()
+def each(df, batch_id):  # the sink's way: foreachBatch, a Python function called back per batch
+    df.write.mode("append").parquet(out + "/e")
+q = spark.readStream.schema("id LONG").option("maxFilesPerTrigger", 1).csv(out + "/csv").writeStream.foreachBatch(each)
+q.option("checkpointLocation", out + "/d").trigger(availableNow=True).start().awaitTermination()
 jvm = spark.sparkContext._gateway.proc
 spark.stop()
 jvm.stdin.close()
 jvm.wait(timeout=600)
+shutil.rmtree(out, ignore_errors=True)
 """
 _dumping: subprocess.Popen[bytes] | None = None
 
@@ -55,7 +62,7 @@ def archive_path() -> Path | None:
 
     real = os.path.realpath(java)
     stat = os.stat(real)
-    key = hashlib.sha256(f"{real}:{stat.st_size}:{stat.st_mtime_ns}:{pyspark.__version__}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{real}:{stat.st_size}:{stat.st_mtime_ns}:{pyspark.__version__}:{_DUMP_JOB}".encode()).hexdigest()[:16]
     return ROOT / ".work" / "jvm" / f"spark-{pyspark.__version__}-{key}.jsa"
 
 
@@ -73,8 +80,12 @@ def _start_dump(path: Path) -> subprocess.Popen[bytes]:
 
 
 def _publish(path: Path) -> None:
+    """The dumped archive in place, and the archives of other JDKs, PySparks or dump jobs gone."""
     if _temp(path).exists():
         os.replace(_temp(path), path)
+        for old in path.parent.glob("spark-*.jsa"):
+            if old != path:
+                old.unlink(missing_ok=True)
 
 
 def configure(*, controller: bool, dump: bool = True) -> None:
