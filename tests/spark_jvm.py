@@ -67,7 +67,8 @@ def archive_path() -> Path | None:
 
 
 def _temp(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp")
+    """This run's own name for the dump (two runs of one checkout never write one file)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
 def _start_dump(path: Path) -> subprocess.Popen[bytes]:
@@ -109,8 +110,10 @@ def poll() -> None:
     global _dumping
     if _dumping is not None and _dumping.poll() is not None:
         path = archive_path()
-        if _dumping.returncode == 0 and path is not None:
-            _publish(path)
+        if path is not None:
+            if _dumping.returncode == 0:
+                _publish(path)
+            _temp(path).unlink(missing_ok=True)  # a failed or killed dump's leftover
         _dumping = None
 
 
