@@ -244,7 +244,7 @@ def load_job_config(
             data = tomllib.loads(p.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {p} is not valid TOML: {exc}", key="conf") from None
-    sections = set(spec) | set(open_sections)
+    sections = list(dict.fromkeys([*spec, *open_sections]))  # in a fixed order: seo run prints them so
     reject_unknown(data, sections, where=f"{path or 'the configuration'} (sections)")
     config: dict[str, dict[str, Any]] = {name: dict(data.get(name, {})) for name in sections}
     for key, value in environ.items():

@@ -215,6 +215,24 @@ def test_option_names_never_break_in_the_options_tables(site, server, tmp_path, 
         assert layout["brokenNames"] == [], (page, width)
 
 
+#: pages with code (the generated CLI output and the API reference print lines as they are)
+CODE_PAGES = [
+    "getting-started", "writing", "reading", "schema", "compaction", "delta", "iceberg", "datasets", "kafka",
+    "operations", "migrating", "observability", "cli", "design/commit-protocol", "design/lease",
+    "design/iceberg-format",
+]  # fmt: skip
+
+
+def test_no_code_block_scrolls_sideways_in_a_1280_pixel_window(site, server, tmp_path):
+    """Code of 100 columns (tests/docs/test_readable.py) fits the content column: without the
+    site's wider grid and smaller code font, lines from about 83 columns scroll."""
+    if chromium() is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium; make test installs it)")
+    for page in CODE_PAGES:
+        layout = _layout(site, server, page, 1280, tempfile.mkdtemp(dir=tmp_path))
+        assert layout["codeBlocks"] > 0 and layout["clippedCode"] == [], (page, layout["clippedCode"])
+
+
 def test_the_site_opened_as_a_file_says_how_to_get_search(site, server, tmp_path):
     """From disk the search box is missing (browsers do not let the page load its index); the
     banner naming ``make docs-serve`` shows there, and only there."""
