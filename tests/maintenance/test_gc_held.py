@@ -66,3 +66,25 @@ def test_gc_names_the_replaced_files_it_keeps_and_the_batch_after_which_they_go(
     assert ManifestLog(storage).latest_batch_id() == 14
     report = _gc(root, "--older-than", "0s")
     assert {o["uri"] for o in report["orphans"]} == replaced and report["held"] == [], report
+
+
+def test_on_a_delta_table_gc_says_when_only_the_delta_log_still_names_replaced_files(tmp_path):
+    """Past the manifest's retention the Delta log still names the files (its versions before
+    the OPTIMIZE read them): gc keeps them and says which log holds them."""
+    from tests.delta.helpers import delta_committer
+
+    root = tmp_path / "t"
+    table_of(root, delta=True)
+    code, out = seo("--json", "compact", *POLICY_ARGS, str(root))
+    assert code == 0, out
+    replaced = _listed(root, as_of=8) - _listed(root)
+    storage = open_storage(str(root))
+    stream = delta_committer(storage, compact_interval=5, min_batches_to_retain=3, cleanup_delay_ms=0)
+    for spark_batch in range(7, 12):  # table batches 10-14
+        commit_batch(stream, Q, spark_batch, list(range(spark_batch * 10, spark_batch * 10 + 10)))
+    stream.close()
+    report = _gc(root, "--older-than", "0s")
+    assert report["orphans"] == [] and [h["reason"] for h in report["held"]] == ["delta"], report
+    assert {f["uri"] for f in report["held"][0]["files"]} == replaced
+    code, text = seo("gc", "--dry-run", str(root))
+    assert "kept 14 replaced file(s)" in text and "that Delta versions still name:" in text, text
