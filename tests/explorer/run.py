@@ -117,7 +117,7 @@ def done_seeds(jsonl: Path) -> set[int]:
     return {json.loads(line)["seed"] for line in jsonl.read_text().splitlines() if line.strip()}
 
 
-def guided_seeds(first: int, count: int, results: list[dict], profile: str) -> list[int]:
+def guided_seeds(first: int, count: int, results: list[dict], profile: str, skip: tuple[str, ...] = ()) -> list[int]:
     """``count`` seeds from ``first`` on: first, greedily, the seed whose program asks for the
     most feature pairs that neither the results so far nor the seeds chosen before it cover
     (among ``first`` .. ``first + max(3000, 2 * count)``); once no seed adds a pair, the next
@@ -129,6 +129,7 @@ def guided_seeds(first: int, count: int, results: list[dict], profile: str) -> l
     wanted = all_pairs() - covered
     done = {r["seed"] for r in results}
     pool = {s: pairs_of(program_features(program_of(str(s), profile))) & wanted for s in range(first, first + max(3000, 2 * count)) if s not in done}
+    pool = {s: pairs for s, pairs in pool.items() if not _skipped(s, profile, skip)}
     chosen: list[int] = []
     while len(chosen) < count and pool:
         seed = max(pool, key=lambda s: (len(pool[s] & wanted), -s))
@@ -136,8 +137,12 @@ def guided_seeds(first: int, count: int, results: list[dict], profile: str) -> l
             break
         chosen.append(seed)
         wanted -= pool.pop(seed)
-    rest = (s for s in range(first, first + 100 * count) if s not in done and s not in chosen)
+    rest = (s for s in range(first, first + 100 * count) if s not in done and s not in chosen and not _skipped(s, profile, skip))
     return chosen + [next(rest) for _ in range(count - len(chosen))]
+
+
+def _skipped(seed: int, profile: str, skip: tuple[str, ...]) -> bool:
+    return bool(skip) and any(source in skip for source in program_of(str(seed), profile).setup.sources)
 
 
 def long_run(args: argparse.Namespace) -> int:
@@ -145,9 +150,9 @@ def long_run(args: argparse.Namespace) -> int:
 
     jsonl = RESULTS / f"explore-{args.out}.jsonl"
     if args.guided:
-        seeds = guided_seeds(args.seed, args.programs, load([jsonl]) if jsonl.exists() else [], args.profile)
+        seeds = guided_seeds(args.seed, args.programs, load([jsonl]) if jsonl.exists() else [], args.profile, tuple(args.skip_source))
     else:
-        seeds = list(range(args.seed, args.seed + args.programs))
+        seeds = [s for s in range(args.seed, args.seed + args.programs) if not _skipped(s, args.profile, tuple(args.skip_source))]
     todo = [s for s in seeds if s not in done_seeds(jsonl)]
     chunks = [todo[i : i + CHUNK] for i in range(0, len(todo), CHUNK)]
     running: list[subprocess.Popen] = []
@@ -222,6 +227,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="--replay: keep its work directory")
     p.add_argument("--shrink", action="store_true", help="--replay: shrink the program if it fails")
     p.add_argument("--no-shrink", action="store_true", help="long run: do not shrink new failures")
+    p.add_argument(
+        "--skip-source",
+        action="append",
+        default=[],
+        help="long run: leave out programs reading this source (kafka: a machine too loaded to start its Python workers in 10 s)",
+    )
     p.add_argument("--minutes", type=float, default=0, help="long run: start no program after this many minutes")
     p.add_argument("--summary", action="store_true", help="long run: only write the summary of its results so far")
     p.add_argument("--deadline", type=float, default=0.0, help=argparse.SUPPRESS)
