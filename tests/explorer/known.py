@@ -40,13 +40,6 @@ KNOWN: list[Known] = [
         r"CONFLICTING_DIRECTORY_STRUCTURES",
         lambda s: "iceberg" in s.format,  # partitioned by the setup, or by an option set before the first batch
     ),
-    Known(
-        "new-user-2-p3",
-        "a directory holding Parquet files is taken over silently",
-        "missing-refusal",
-        r"ExistingFilesError",
-        lambda s: s.foreign_files,
-    ),
 ]
 
 
