@@ -321,3 +321,10 @@ class GcRefusedError(ExactlyOnceError, TerminalError):
 
 class BatchRejectedError(ExactlyOnceError, TerminalError):
     """A mandatory quality check failed under the ``full`` commit policy: nothing was published."""
+
+
+class AuditViolationError(ExactlyOnceError, TerminalError):
+    """``audit="enforce"``: the batch breaks an invariant of its own ledger (rows not conserved,
+    a file named twice, offsets overlapping the table's or leaving an unrecorded gap, a
+    compaction that loses rows). Raised before the WAL claim: nothing of the batch is published.
+    ``violations`` holds one dict per problem (``check``, ``batchId``, ``message``, ...)."""

@@ -12,6 +12,7 @@ from ..table.attempt_key import AttemptKey, KeyedByAttempt
 from ..table.commits_log import CommitRecord
 from ..table.offsets_log import OffsetsRecord
 from ..table.sources_log import SourceFileRecord
+from .ledger_step import LedgerInputs
 from .sequence import CommitSequence
 from .step import CommitStep
 from .steps import WriteOffsets, WriteSources
@@ -43,6 +44,8 @@ class BatchAttempt(KeyedByAttempt):
     #: the offsets record the commit will write (the key's batch, source offsets)
     offsets: OffsetsRecord
     timings: dict[str, float] = field(default_factory=dict)
+    #: what the sink knows of the batch for its ledger beyond its files (``commit.ledger_step``)
+    ledger: LedgerInputs = field(default_factory=LedgerInputs)
 
     def record(self, batch_id: int, *, epoch: int, files: Sequence[StagedFile], num_rows: int | None, now_ms: int, **extra: Any) -> CommitRecord:
         """The commit record of ``files`` as batch ``batch_id`` of this attempt."""

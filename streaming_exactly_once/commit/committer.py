@@ -10,7 +10,8 @@ A batch's sequence (``commit.steps`` says what each step writes and how it knows
                 (both, in this order, for format=["delta", "iceberg"])
     offsets     _seo/offsets/M  }  the batch's query, Spark batch and source offsets; its input
     sources     _seo/sources/M  }  files; what it committed - written at the same time, the
-    commit      _seo/commits/M  }  first two without waiting for the disk
+    ledger      _seo/ledger/M   }  first two and the ledger (what the batch read, wrote and
+    commit      _seo/commits/M  }  published: ``commit.ledger_step``) without waiting for the disk
     [cleanup]   direct mode: the attempt's intents
 
 The shared part - lease, recovery, attempts, the engine that claims and runs a sequence, the
@@ -41,6 +42,7 @@ from ..storage.base import Storage
 from ..storage.io_threads import map_waiting
 from ..table.commits_log import CommitRecord
 from ..table.identity import TableSpec
+from ..table.ledger import LedgerRecord
 from ..table.schema_log import SchemaRecord
 from ..table.table_logs import TableLogs
 from .adoption import Adoption, check_for_iceberg, existing_files_error, plan_adoption, readable_files
@@ -48,6 +50,8 @@ from .attempt import BatchAttempt, CommitResult, StagedFile, elapsed_ms, sources
 from .compaction_preparation import preparation_of
 from .delta_step import CommitDelta
 from .iceberg_step import CommitIceberg
+from .ledger_enforce import batch_ledger, enforce
+from .ledger_step import WriteLedger
 from .options import CommitterOptions
 from .recovery import INTENTS_SUBDIR, ManifestView, PublishedView, RecoveryReport
 from .schema_step import WriteSchema
@@ -253,8 +257,10 @@ class TableCommitter(Writer):
             steps.append(delta_step)
         if iceberg_step is not None:  # after Delta's: a crash between them rolls both forward
             steps.append(iceberg_step)
+        ledger = self._ledger(attempt, files, rewrites, input_files, num_rows, num_skipped_rows, delta_step, iceberg_step)
         steps.append(attempt.offsets_step(m))
         steps.append(sources_step(m, input_files))
+        steps.append(WriteLedger(record=ledger))
         now_ms = int(time.time() * 1000)
         record = attempt.record(
             m,
@@ -294,6 +300,40 @@ class TableCommitter(Writer):
         at a start), in the background (``commit.table_rewrites``)."""
         if self.rewrites is not None:
             self.rewrites.plan(self.logs.require_manifest(), self.latest_batch_id, start=start)
+
+    def _ledger(
+        self,
+        attempt: BatchAttempt,
+        files: Sequence[StagedFile],
+        rewrites: BatchRewrites,
+        input_files: Sequence[InputFile],
+        num_rows: int | None,
+        num_skipped_rows: int,
+        delta_step: CommitDelta | None,
+        iceberg_step: CommitIceberg | None,
+    ) -> LedgerRecord:
+        """The batch's ledger (``commit.ledger_step``), built before the claim from the files in
+        hand; under ``audit="enforce"`` checked too: a violation raises before anything is published."""
+        t0 = time.perf_counter()
+        ledger = batch_ledger(
+            self,
+            attempt,
+            [(f.staged or f.final, f.final, f.size, f.rows) for f in files],
+            rewrites,
+            input_files=input_files,
+            num_rows=num_rows,
+            num_skipped_rows=num_skipped_rows,
+        )
+        published: dict[str, int | None] = {"manifest": attempt.batch_id}
+        if delta_step is not None:
+            published["delta"] = None
+        if iceberg_step is not None:
+            published["iceberg"] = None
+        ledger = replace(ledger, published=published)
+        attempt.timings["ledgerBuild"] = elapsed_ms(t0)
+        if self.options.audit == "enforce":
+            enforce(ledger, self.offset_marks(), table=self.storage.root_uri)
+        return ledger
 
     def _schema_record(self, attempt: BatchAttempt, schema: str | None) -> SchemaRecord | None:
         """Check (before any claim) that the batch's files fit the table schema; the schema

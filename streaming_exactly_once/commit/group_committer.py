@@ -65,6 +65,8 @@ from .delta_step import CommitDelta
 from .group_members import CommitsView, Member, MemberBatch, state_of, table_formats, tables_in
 from .group_rewrites import GroupRewrites
 from .iceberg_step import CommitIceberg
+from .ledger_enforce import member_ledger, root_ledger
+from .ledger_step import WriteLedger
 from .options import CommitterOptions
 from .recovery import PublishedView, RecoveryReport
 from .schema_step import WriteSchema
@@ -354,6 +356,7 @@ class GroupCommitter(Writer):
         schema_records: dict[str, SchemaRecord] = {}
         table_batches: list[TableBatch] = []
         published_rewrites: list[BatchRewrites] = []
+        ledgers: list[WriteLedger] = []
         quarantine_latest = dict(self.state.quarantine)
         for mb in members:
             member = self._checked_member(mb.table)
@@ -398,6 +401,8 @@ class GroupCommitter(Writer):
                 rewrites=rewrites.notes(),
             )
             publishes.append(MemberPublish(table=mb.table, batch_id=m, entries=entries, record=record, replaced=rewrites.replaced))
+            formats = {"delta": identity.is_delta and bool(mb.files or rewrites), "iceberg": identity.is_iceberg and bool(mb.files or rewrites)}
+            ledgers.append(member_ledger(self, attempt, mb, m, rewrites, formats))
             set_aside = is_quarantine(mb.table)
             if set_aside:
                 quarantine_latest[mb.table] = m
@@ -442,6 +447,8 @@ class GroupCommitter(Writer):
             *iceberg_steps,
             attempt.offsets_step(g),
             sources_step(g, input_files),
+            *ledgers,
+            root_ledger(self, attempt, input_files, publishes),
             WriteCommit(record=group_record),
         ]
         seq = attempt.sequence(steps, epoch=epoch, now_ms=now_ms)

@@ -48,3 +48,6 @@ class CommitterOptions:
     #: a new table's directory that holds Parquet files: its first batch adopts them
     #: (``commit.adoption``); False: such a directory is refused
     adopt_existing_files: bool = False
+    #: "record": every batch writes its ledger (``commit.ledger_step``); "enforce": also checks
+    #: the batch's own invariants before its claim and refuses one that breaks them
+    audit: str = "record"

@@ -18,6 +18,8 @@ kind                    effect (and how ``verify`` knows it is done)
                         attempt never has a record of it to clean up
 ``sources``             ``_seo/sources/M`` written (the file holds these records; a compact
                         file: it exists)
+``ledger``              ``_seo/ledger/M`` written (it holds this batch's record): what the batch
+                        read, wrote and published, for ``seo audit`` (``commit.ledger_step``)
 ``commit``              ``_seo/commits/M`` written (the file exists)
 ``members``             dataset group: for each of its tables in the batch, the manifest entry
                         and then the table's commit record (in parallel across tables); each

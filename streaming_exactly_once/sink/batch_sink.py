@@ -36,6 +36,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import SparkCheckpoint
 from ..commit.attempt import BatchAttempt, CommitResult
+from ..commit.ledger_step import LedgerInputs
 from ..commit.writer import Writer
 from ..config import parse_duration_ms, reject_unknown, spark_trigger
 from ..errors import ConcurrentWriterError, ConfigError, ExactlyOnceError, SinkInUseError
@@ -593,6 +594,7 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
             # known (its gaps are its own), its offsets raise the marks, its earlier inputs count
             must_commit = not known and bool(taken_over or (offsets is not None and merged_ends(offsets.offsets)))
             batch_inputs = BatchFilters(files, guard, [f for f in taken_over if f.path not in committed], must_commit)
+            attempt.ledger = LedgerInputs(start=guard.start, dropped_below=guard.dropped_below)
             result = self._stage_and_commit(fit(batch_inputs.df), attempt, batch_inputs, offsets)
         self.counters["skipped_rows"] += batch_inputs.skipped_rows()
         if result.status == "committed":

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -120,6 +121,7 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
             files = writer.write(observation.attach(df), attempt)
             rows, watermarks, _ = observation.result()
         skipped = inputs.skipped_rows()
+        attempt.ledger = replace(attempt.ledger, drop_reasons=inputs.drop_reasons())
         attempt.timings["stage"] = round((time.perf_counter() - t_stage) * 1000, 3)
         return self.committer.commit(
             attempt,

@@ -157,6 +157,11 @@ class BatchFilters:
         """Call it once the batch is written (the counts are observed in that pass)."""
         return self.files.skipped_rows() + self.offsets.skipped_rows()
 
+    def drop_reasons(self) -> dict[str, int]:
+        """The dropped rows by reason, for the batch's ledger (``commit.ledger_step``); once written."""
+        reasons = {"inputFileCommitted": self.files.skipped_rows(), "offsetBelowMark": self.offsets.skipped_rows()}
+        return {reason: rows for reason, rows in reasons.items() if rows}
+
 
 def warn_reread_inputs(inputs: list[InputFile], batch_id: int, query_id: str) -> None:
     """Say so when Spark will read some of the batch's input files more than once

@@ -171,6 +171,17 @@ class SinkKeywords(TypedDict, total=False):
             conf="bool",
         ),
     ]
+    audit: Annotated[
+        Literal["record", "enforce"],
+        Option(
+            "record",
+            "Every batch publishes its ledger (what it read, wrote and published) for ``seo audit``. ``enforce`` also checks "
+            "the batch's own invariants before it is published (rows conserved, no file twice, offsets neither overlapping "
+            "nor leaving an unrecorded gap, compaction keeping every row) and refuses one that breaks them "
+            "(``AuditViolationError``, nothing published).",
+            conf="str",
+        ),
+    ]
     offset_columns: Annotated[
         Iterable[str],
         Option(

@@ -114,6 +114,10 @@ class OffsetGuard:
         self.table, self.query_id, self.batch_id = table, query_id, batch_id
         self._observation: BatchObservation | None = None
         self._skipped: int | None = None
+        #: where the batch starts per partition (as Spark gave it, or its rows' lowest offset), and
+        #: partition -> the mark below which this guard drops its rows: for the batch's ledger
+        self.start: PartitionOffsetMap = dict(start)
+        self.dropped_below: PartitionOffsetMap = {}
         self.resets = restarted(start, end, own_ends if known_query else {})
         if self.resets:
             self._say_reset(self.resets, start, end, own_ends, "the offsets went back")
@@ -126,6 +130,7 @@ class OffsetGuard:
         if unknown or (probe is not None and below):
             rows = self._batch_rows(df, columns, relevant, probe, need_low=bool(unknown))
         starts = {name: start[name] if name in start else rows.low.get(name) for name in relevant}
+        self.start.update({name: s for name, s in starts.items() if s is not None})
         check = check_start({n: s for n, s in starts.items() if s is not None}, relevant)
         if not known_query:
             if check.gaps:
@@ -143,6 +148,7 @@ class OffsetGuard:
                 self._say_reset(new, starts, end, {}, "its records there are not the ones the table holds")
         if overlaps:
             self.df = self._drop_overlap(df, StartCheck(overlaps, {}), columns)
+            self.dropped_below = {name: relevant[name] for name in overlaps}
 
     def _batch_rows(self, df: DataFrame, columns: OffsetColumns, marks: Mapping[str, int], probe: RecordProbe | None, *, need_low: bool) -> BatchRows:
         """One aggregation over the batch (as the table stores it, when probing)."""

@@ -207,6 +207,8 @@ class SinkOptions:
     progress_metrics: bool = True  # ``start`` observes rows and watermarks into query progress
     #: a partitioned source (Kafka) starting after the records the table holds: skip them (else refused)
     allow_offset_gaps: bool = False
+    #: "record": every batch publishes its ledger; "enforce": also refuses a batch breaking its invariants
+    audit: str = "record"
     #: the batch's columns naming each row's source partition and offset (Kafka's names)
     offset_columns: tuple[str, str, str] = ("topic", "partition", "offset")
     #: the columns compared with the table's record at a re-read offset (``sink.record_probe``); () all
@@ -317,6 +319,7 @@ class SinkOptions:
         if self.on_commit is not None and not callable(self.on_commit):
             raise ConfigError("on_commit must be a callable taking one dict", key="on_commit")
         parse_choice(self.schema_evolution, key="schema_evolution", choices=EVOLUTION_MODES)
+        parse_choice(self.audit, key="audit", choices=("record", "enforce"))
         check_evolving_format(self.schema_evolution, self.format)
         self._check_timestamp_layout()
         if self.compaction is not None and self.compaction.consumers and not self.spark_manifest:
@@ -464,6 +467,7 @@ class SinkOptions:
             schema_evolution=self.schema_evolution,
             compaction=self.compaction,
             adopt_existing_files=self.adopt_existing_files,
+            audit=self.audit,
         )
 
 

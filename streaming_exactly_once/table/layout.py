@@ -14,6 +14,8 @@
         epochs/E                              writer epoch E: the fencing token (commit.lease)
         heartbeats/E                          liveness of writer E (commit.lease)
         verdicts/M-<attempt>                  rolled forward or aborted: an abandoned attempt's one verdict (commit.attempt_verdict)
+        ledger/M                              what batch M read, wrote and published, for `seo audit` (table.ledger)
+        audit                                 how far `seo audit` got and its verdict (table.audit_mark)
         refused                               the last batch the sink refused, and why: a note for people (table.refusal)
         staging/M-<attempt>-e<E>/             data of an uncommitted attempt of writer E (sink)
         retired/M                             entries compaction batch M left out of the listing (manifest.retired)
@@ -41,6 +43,8 @@ RECOVERIES_DIR = f"{SEO_DIR}/recoveries"
 #: Files kept per epoch besides ``epochs/E`` itself, pruned with it (``commit.lease``).
 EPOCH_SIDE_DIRS = (HEARTBEATS_DIR, RECOVERIES_DIR)
 STAGING_DIR = f"{SEO_DIR}/staging"
+LEDGER_DIR = f"{SEO_DIR}/ledger"
+AUDIT_FILE = f"{SEO_DIR}/audit"
 PROBE_DIR = f"{SEO_DIR}/probe"
 
 HIDDEN_PREFIXES = ("_", ".")

@@ -67,7 +67,7 @@ protocol; each is one storage rule here (``BOUNDARY_RULES``). ``M`` is a batch n
     after-sources     after the create of ``_seo/sources/M[.compact]``
     after-commit      after the create of ``_seo/commits/M[.compact]``
     after-cleanup     after ``delete_tree(_seo/staging/<attempt>/intents)`` (direct mode)
-    after-records-sync  after the janitor's sync of ``_seo/offsets/M`` and ``_seo/sources/M``,
+    after-records-sync  after the janitor's sync of ``_seo/offsets/M``, ``_seo/sources/M`` and ``_seo/ledger/M``,
                       which the commit wrote without waiting for the disk, and before it deletes
                       ``_seo/wal/M`` (on the janitor's thread, as after-wal-delete)
     after-wal-delete  after the delete of ``_seo/wal/M``
@@ -185,7 +185,7 @@ BOUNDARY_RULES: Mapping[str, Where] = {
     "after-sources": Where(_CREATE, rf"^_seo/sources/{_N}", "after"),
     "after-commit": Where(_CREATE, rf"^_seo/commits/{_N}", "after"),
     "after-cleanup": Where(("delete_tree",), r"^_seo/staging/[^/]+/intents$", "after"),
-    "after-records-sync": Where(("sync",), r"^_seo/(offsets|sources)/\d+$", "after"),
+    "after-records-sync": Where(("sync",), r"^_seo/(offsets|sources|ledger)/\d+$", "after"),
     "after-wal-delete": Where(("delete",), _WAL, "after"),
     "mid-members": Where(_CREATE, rf"^.+/_seo/commits/{_N}", "after", per_batch=True),
     "after-members": Where(_CREATE, rf"^_seo/offsets/{_N}", "before"),

@@ -80,11 +80,11 @@ DURABLE_WRITES = {
     "manifest compaction work file": ("file", rf"^{MANIFEST}/\.\d+\.compact\.e\d+\.prep$", ANY),
     "manifest file synced by a roll-forward": ("file", rf"^{MANIFEST}/\d+(\.compact)?$", ANY),
     "manifest index": ("file", r"^_seo/manifest-index/\.", ANY),
-    **{f"{log} record": ("file", rf"^_seo/{log}/\.\d+{TMP}", ANY) for log in ("commits", "offsets", "sources")},
+    **{f"{log} record": ("file", rf"^_seo/{log}/\.\d+{TMP}", ANY) for log in ("commits", "offsets", "sources", "ledger")},
     **{f"{log} compact file": ("file", rf"^_seo/{log}/\.\d+\.compact{TMP}", ANY) for log in ("commits", "offsets")},
     # a run that waits for the background after each batch (compacted) always publishes the prepared copy
     "sources compact file": ("file", r"^_seo/sources/\.\d+\.compact\.[0-9a-f]{32}\.tmp$", lambda k: not k.compacted),
-    **{f"{log} record synced afterwards": ("file", rf"^_seo/{log}/\d+(\.compact)?$", ANY) for log in ("commits", "offsets", "sources")},
+    **{f"{log} record synced afterwards": ("file", rf"^_seo/{log}/\d+(\.compact)?$", ANY) for log in ("commits", "offsets", "sources", "ledger")},
     "sources compaction work file": ("file", r"^_seo/sources/\.\d+\.compact\.e\d+\.prep$", ANY),
     "Delta commit synced before the commit record": ("file", r"^_delta_log/\d{20}\.json$", DELTA),
     "Delta checkpoint synced before the commit record": ("file", r"^_delta_log/(\d{20}\.checkpoint\.parquet|_last_checkpoint)$", DELTA),
@@ -101,7 +101,7 @@ DURABLE_WRITES = {
     "_seo directory": ("dir", r"^_seo$", ANY),
     **{
         f"_seo/{d} directory": ("dir", rf"^_seo/{d}$", ANY)
-        for d in ("commits", "epochs", "heartbeats", "manifest-index", "offsets", "sources", "wal", "verdicts")
+        for d in ("commits", "epochs", "heartbeats", "manifest-index", "offsets", "sources", "wal", "verdicts", "ledger")
     },
     # the Delta helper makes none first; a rename-mode claim syncs the staged files' directories
     "_seo/staging directory": ("dir", r"^_seo/staging$", ANY),
