@@ -55,6 +55,7 @@ STEPS: list[tuple[str, str, list[str]]] = [
     ("seo files --as-of 0", "The files a reader sees after batch 0.", ["files", TABLE, "--as-of", "0"]),
     ("seo read --limit 5", "Rows, as stored.", ["read", TABLE, "--limit", "5"]),
     ("seo verify", "The manifest and logs against storage.", ["verify", TABLE]),
+    ("seo audit", "The exactly-once invariants, from each batch's ledger (offsets, rows, files, formats).", ["audit", TABLE]),
     (
         "seo compact --dry-run",
         "What compaction would rewrite (`--min-age 0s`: nothing reads this table as a stream).",

@@ -22,6 +22,7 @@ import click
 from .. import extras
 from ..errors import CatalogNotConfiguredError, ExactlyOnceError, MissingDependencyError
 from . import progress
+from .audit_command import audit
 from .context import EXIT_FAILED, EXIT_MISSING_EXTRA, EXIT_WARNINGS, CliContext, json_option, printer_for, storage_options
 from .format_output import format_text, refusal_lines, refusal_message, table_format_lines
 from .maintenance_commands import compact, gc, recover
@@ -330,7 +331,7 @@ def run(ctx: CliContext, job: str, conf_path: str | None, overrides: tuple[str, 
     sys.exit(code)
 
 
-for _command in (recover, gc, compact):
+for _command in (recover, gc, compact, audit):
     cli.add_command(_command)
 
 

@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..observability.audit_hook import AuditVerdict, mark_verdict
 from ..observability.backlog import small_file_backlog
 from ..observability.observer import SinkObserver
 from ..storage import open_storage
@@ -66,7 +67,10 @@ def observer_for(table_uri: str, table: str, options: SinkOptions, query: Callab
     def backlog() -> tuple[int, int] | None:
         return small_file_backlog(open_storage(table, options.storage_options), options.compaction)
 
-    return SinkObserver(table_uri, metrics=options.metrics, lineage=options.lineage, progress=progress, backlog=backlog)
+    def audit() -> AuditVerdict | None:
+        return mark_verdict(open_storage(table, options.storage_options))
+
+    return SinkObserver(table_uri, metrics=options.metrics, lineage=options.lineage, progress=progress, backlog=backlog, audit=audit)
 
 
 def last_progress(query: Any) -> Mapping[str, Any] | None:

@@ -46,6 +46,7 @@ def test_version(capsys):
         ("log-batch", ["log", "{t}", "--kind", "commits", "--batch", "1"]),
         ("files", ["files", "{t}"]),
         ("verify", ["verify", "{t}"]),
+        ("audit", ["audit", "{t}"]),
         ("recover", ["recover", "{t}", "--rebuild-logs"]),
         ("gc", ["gc", "{t}", "--dry-run"]),
         ("compact", ["compact", "{t}", "--dry-run", "--min-age", "0s", "--min-files", "2"]),

@@ -1,0 +1,431 @@
+"""``seo audit``: check that a table holds each acknowledged record once, from its ledger.
+
+Every batch publishes a ledger (``table.ledger``) in its WAL claim. The audit reads the ledgers of
+the batches after its mark (``table.audit_mark``) and checks, per batch (``table.ledger_checks``
+for the first three; docs/design/audit-ledger.md lists them all):
+
+* ``offsets``: per partition, what batches wrote is disjoint and gap-free (a gap only where the
+  batch recorded an allowed one);
+* ``rows``: read = written + rejected + dropped, and the files' rows are the rows written;
+* ``compaction``: a compaction batch's new files hold the rows of the files they replaced;
+* ``ledger``: every manifest batch has a ledger, and no ledger is ahead of the manifest;
+* ``files``: the manifest batch holds the ledger's files and no others; each still-live file
+  exists with its recorded size and checksum; no data file is live twice;
+* ``formats``: ``_spark_metadata``, Delta and Iceberg hold the same file set at the latest batch.
+
+Batches a pending WAL claim completes are in flight: the audit stops before them. Batches from
+before the ledger existed are reported as unaudited. The cost of a run is the new batches'
+ledgers and files plus one read of the live listing (a compact file and the deltas after it),
+not the history's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..commit.ledger_step import CHECKSUM_TAIL, checksum_of
+from ..errors import ExactlyOnceError, LogCorruptError, TableNotFoundError
+from ..log.compaction import is_compaction_batch
+from ..manifest.manifest_log import ManifestLog
+from ..manifest.paths import decode_uri, relative_to_root
+from ..storage.base import Storage
+from ..table.audit_mark import AuditMark, read_mark, write_mark
+from ..table.identity import TableIdentity, read_identity
+from ..table.ledger import LedgerRecord, read_ledger
+from ..table.ledger_checks import Violation, offset_violations, row_violations
+from ..table.table_logs import TableLogs
+from .group_tables import group_tables
+from .pending import pending_commits
+
+CHECKS = ("ledger", "offsets", "rows", "files", "compaction", "formats")
+
+
+@dataclass
+class AuditReport:
+    """What one audit run checked and found (``to_json``: ``docs/cli/schemas/audit.json``)."""
+
+    table: str
+    latest_batch_id: int | None = None
+    audited_from: int = 0
+    audited_to: int | None = None
+    ledger_from: int | None = None
+    unaudited: list[int] = field(default_factory=list)
+    in_flight: list[int] = field(default_factory=list)
+    #: storage reads the run made (ledgers, manifest batches, file tails): flat per new batch
+    reads: int = 0
+    skipped: dict[str, str] = field(default_factory=dict)  # check -> why it could not run
+    violations: list[Violation] = field(default_factory=list)
+    tables: list[AuditReport] = field(default_factory=list)  # a group's tables
+
+    @property
+    def passed(self) -> bool:
+        return not self.violations and all(t.passed for t in self.tables)
+
+    def all_violations(self) -> list[tuple[str, Violation]]:
+        return [(self.table, v) for v in self.violations] + [pair for t in self.tables for pair in t.all_violations()]
+
+    def to_json(self) -> dict[str, Any]:
+        failed = {v.check for _, v in self.all_violations()}
+        return {
+            "table": self.table,
+            "passed": self.passed,
+            "latestBatchId": self.latest_batch_id,
+            "auditedFrom": self.audited_from,
+            "auditedTo": self.audited_to,
+            "ledgerFrom": self.ledger_from,
+            "unaudited": _ranges(self.unaudited),
+            "inFlight": self.in_flight,
+            "reads": self.reads,
+            "checks": {c: ("failed" if c in failed else ("skipped" if c in self.skipped else "passed")) for c in CHECKS},
+            "skipped": dict(self.skipped),
+            "violations": [{**v.to_json(), "table": t} for t, v in self.all_violations()],
+            "tables": [t.to_json() for t in self.tables],
+        }
+
+
+def _ranges(batches: list[int]) -> list[list[int]]:
+    out: list[list[int]] = []
+    for b in sorted(batches):
+        if out and out[-1][1] == b - 1:
+            out[-1][1] = b
+        else:
+            out.append([b, b])
+    return out
+
+
+class _Counted:
+    """The audit's reads, counted (the incremental cost a test checks)."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.reads = 0
+
+    def ledger(self, batch_id: int) -> LedgerRecord | None:
+        self.reads += 1
+        return read_ledger(self.storage, batch_id)
+
+    def tail(self, path: str, n: int) -> bytes:
+        self.reads += 1
+        return self.storage.read_tail(path, n)
+
+
+def audit_table(storage: Storage, *, from_batch: int | None = None, record: bool = True) -> AuditReport:
+    """Audit the table (or dataset group) at ``storage`` from its mark (``from_batch``: from
+    there instead); ``record``: save the mark and verdict for the next run."""
+    identity = read_identity(storage)
+    if identity is None:
+        raise TableNotFoundError(f"{storage.root_uri} is not a table of this library (no _seo/table): nothing to audit.")
+    if identity.kind == "group":
+        return _audit_group(storage, from_batch=from_batch, record=record)
+    pending = pending_commits(storage) if identity.kind != "member" else None
+    claimed = set(pending.publishes.get(None, {})) if pending is not None else set()
+    return _audit_one(storage, identity, claimed, from_batch=from_batch, record=record)
+
+
+def _audit_group(storage: Storage, *, from_batch: int | None, record: bool) -> AuditReport:
+    """A group: its root's ledgers (the source offsets of every group batch), then each table."""
+    identity = read_identity(storage)
+    assert identity is not None
+    pending = pending_commits(storage)
+    report = _audit_one(storage, identity, set(pending.batches), from_batch=from_batch, record=record, root=True)
+    for table in sorted(group_tables(storage, identity)):
+        child = storage.child(table)
+        child_identity = read_identity(child)
+        claimed = set(pending.publishes.get(table, {}))
+        report.tables.append(_audit_one(child, child_identity, claimed, from_batch=from_batch, record=record))
+    return report
+
+
+def _audit_one(
+    storage: Storage, identity: TableIdentity | None, claimed: set[int], *, from_batch: int | None, record: bool, root: bool = False
+) -> AuditReport:
+    report = AuditReport(table=storage.root_uri)
+    logs = TableLogs.for_identity(storage, identity)
+    if root:
+        latest = logs.commits.latest_batch_id(refresh=True)
+        manifest = None
+    else:
+        manifest = logs.require_manifest()
+        latest = manifest.latest_batch_id(refresh=True)
+    report.latest_batch_id = latest
+    io = _Counted(storage)
+    mark = read_mark(storage) if from_batch is None else None
+    start = from_batch if from_batch is not None else (mark.audited_to + 1 if mark is not None else 0)
+    report.audited_from = start
+    report.ledger_from = mark.ledger_from if mark is not None else None
+    marks = dict(mark.marks) if mark is not None else _marks_before(io, start, report)
+    clean_to, clean_marks = start - 1, dict(marks)
+    live = _live(manifest, report) if manifest is not None else None
+    newest = -1 if latest is None else latest
+    for b in range(start, newest + 1):
+        if b in claimed:
+            report.in_flight = sorted(c for c in claimed if c >= b)
+            break
+        found = _batch(io, manifest, live, b, newest, marks, report)
+        report.audited_to = b
+        if found and clean_to == b - 1:
+            clean_to, clean_marks = b, dict(marks)
+    _ahead(io, newest, claimed, report)
+    if manifest is not None and live is not None:
+        _live_twice(live, report)
+        _formats(storage, identity, manifest, newest, live, claimed, report)
+    report.reads += io.reads
+    if record:
+        first = report.violations[0].message if report.violations else ""
+        write_mark(
+            storage,
+            AuditMark(
+                audited_to=clean_to if report.violations else (report.audited_to if report.audited_to is not None else start - 1),
+                ledger_from=report.ledger_from,
+                marks=clean_marks if report.violations else marks,
+                passed=not report.violations,
+                time_ms=int(time.time() * 1000),
+                latest_batch_id=latest,
+                violations=len(report.violations),
+                detail=first[:500],
+            ),
+        )
+    return report
+
+
+def _marks_before(io: _Counted, start: int, report: AuditReport) -> dict[str, int]:
+    """The offsets marks before batch ``start``, from the ledgers before it (``--from``)."""
+    marks: dict[str, int] = {}
+    for b in range(start):
+        try:
+            ledger = io.ledger(b)
+        except LogCorruptError:
+            continue
+        if ledger is None:
+            continue
+        if report.ledger_from is None:
+            report.ledger_from = b
+        offset_violations(ledger, marks)  # only raises the marks here
+    return marks
+
+
+def _live(manifest: ManifestLog, report: AuditReport) -> list[str] | None:
+    """The live data files, table-relative (duplicates kept: a file listed twice is a finding)."""
+    root = manifest.storage.root_uri
+    try:
+        entries = manifest.files()
+    except ExactlyOnceError as exc:
+        report.violations.append(Violation("files", None, f"The manifest cannot be read: {exc}"))
+        return None
+    report.reads += 1
+    return [_relative(root, e.path) for e in entries]
+
+
+def _relative(root: str, uri: str) -> str:
+    """A manifest path (encoded, as Hadoop prints it) relative to the table root (unencoded)."""
+    decoded = decode_uri(uri)
+    rel = relative_to_root(root, decoded)
+    return rel if rel is not None else decoded
+
+
+def _batch(
+    io: _Counted, manifest: ManifestLog | None, live: list[str] | None, b: int, latest: int, marks: dict[str, int], report: AuditReport
+) -> bool:
+    """Check batch ``b``; True if it passed (or is unaudited)."""
+    before = len(report.violations)
+    try:
+        ledger = io.ledger(b)
+    except LogCorruptError as exc:
+        report.violations.append(Violation("ledger", b, f"The ledger of batch {b} cannot be read: {exc}"))
+        return False
+    if ledger is None:
+        if report.ledger_from is None or b < report.ledger_from:
+            report.unaudited.append(b)
+            return True
+        report.violations.append(
+            Violation(
+                "ledger",
+                b,
+                f"Manifest batch {b} has no ledger ({io.storage.uri(f'_seo/ledger/{b}')}), though batch {report.ledger_from} and later "
+                "have one: it was published outside the sink's commit, or its ledger was deleted. Check its files with seo log --batch.",
+            )
+        )
+        return False
+    if report.ledger_from is None:
+        report.ledger_from = b
+    report.violations += row_violations(ledger)
+    report.violations += offset_violations(ledger, marks)
+    if manifest is not None and live is not None:
+        _files(io, manifest, live, ledger, latest, report)
+    return len(report.violations) == before
+
+
+def _files(io: _Counted, manifest: ManifestLog, live: list[str], ledger: LedgerRecord, latest: int, report: AuditReport) -> None:
+    """The manifest batch holds the ledger's files; the live ones are intact."""
+    b = ledger.batch_id
+    root = manifest.storage.root_uri
+    recorded = {f.path for f in ledger.files}
+    try:
+        io.reads += 1
+        entries = manifest.get(b)
+    except ExactlyOnceError:
+        entries = None
+    if entries is not None:
+        published = {_relative(root, e.path) for e in entries if not e.is_dir}
+        missing = sorted(recorded - published)
+        extra = sorted(published - recorded) if not is_compaction_batch(b, manifest.interval) else []
+        for path in missing:
+            report.violations.append(Violation("files", b, f"Batch {b}'s ledger names {path}, which its manifest batch does not list.", path=path))
+        for path in extra:
+            report.violations.append(
+                Violation(
+                    "files",
+                    b,
+                    f"Manifest batch {b} lists {path}, which the batch's ledger does not name: a file published outside the sink's "
+                    "commit (a hand-edited or duplicated manifest entry). Remove the entry with seo recover, or restore the manifest file.",
+                    path=path,
+                )
+            )
+    live_set = set(live)
+    for f in ledger.files:
+        if f.path in live_set:
+            _intact(io, b, f.path, f.size, f.checksum, f.checksum_bytes, report)
+
+
+def _intact(io: _Counted, b: int, path: str, size: int, checksum: str, checksum_bytes: int, report: AuditReport) -> None:
+    storage = io.storage
+    try:
+        info = storage.info(path)
+    except FileNotFoundError:
+        report.violations.append(
+            Violation(
+                "files",
+                b,
+                f"Data file {path} of batch {b} is live in the manifest but missing from storage: its rows are lost to every "
+                f"reader. Restore it from a backup (size {size} bytes).",
+                path=path,
+            )
+        )
+        return
+    if info.size != size:
+        report.violations.append(
+            Violation(
+                "files",
+                b,
+                f"Data file {path} of batch {b} has {info.size} bytes, its ledger {size}: it was replaced or cut short. Restore it.",
+                path=path,
+            )
+        )
+        return
+    tail = io.tail(path, min(checksum_bytes, CHECKSUM_TAIL))
+    if checksum_of(tail) != checksum:
+        report.violations.append(
+            Violation(
+                "files",
+                b,
+                f"Data file {path} of batch {b} has the recorded size but not the recorded checksum ({checksum}): its bytes were "
+                "altered after the batch published it. Restore it from a backup.",
+                path=path,
+            )
+        )
+
+
+def _ahead(io: _Counted, latest: int, claimed: set[int], report: AuditReport) -> None:
+    """A ledger of the batch after the newest, without a claim that publishes it: a ledger of no batch."""
+    nxt = latest + 1
+    if nxt in claimed:
+        return
+    try:
+        ledger = io.ledger(nxt)
+    except LogCorruptError:
+        ledger = None
+    if ledger is not None:
+        report.violations.append(
+            Violation(
+                "ledger",
+                nxt,
+                f"A ledger of batch {nxt} exists, but the table's newest published batch is {latest} and no claim is pending: "
+                "a batch was recorded that no reader sees. Run seo verify; the rows it names are not in the table.",
+            )
+        )
+
+
+def _live_twice(live: list[str], report: AuditReport) -> None:
+    for path, count in sorted(Counter(live).items()):
+        if count > 1:
+            report.violations.append(
+                Violation(
+                    "files",
+                    None,
+                    f"Data file {path} is live {count} times in the manifest: every reader reads its rows {count} times. Remove the "
+                    "duplicate entry (seo recover rebuilds a compact file from the batches).",
+                    path=path,
+                )
+            )
+
+
+def _formats(
+    storage: Storage, identity: TableIdentity | None, manifest: ManifestLog, latest: int, live: list[str], claimed: set[int], report: AuditReport
+) -> None:
+    """Delta and Iceberg hold the manifest's file set at the latest batch."""
+    if identity is None or claimed:
+        if claimed:
+            report.skipped["formats"] = "a commit is in flight"
+        return
+    listings: dict[str, Callable[[], tuple[int | None, list[str]]]] = {}
+    if identity.delta_app_id is not None:
+        listings["Delta"] = lambda: _delta_files(storage, identity)
+    if identity.iceberg is not None:
+        listings["Iceberg"] = lambda: _iceberg_files(storage, identity)
+    expected = set(live)
+    for name, listing in listings.items():
+        try:
+            applied, files = listing()
+        except ExactlyOnceError as exc:
+            report.violations.append(Violation("formats", latest, f"The {name} table cannot be read: {exc}"))
+            continue
+        report.reads += 1
+        for path, count in sorted(Counter(files).items()):
+            if count > 1:
+                report.violations.append(
+                    Violation(
+                        "files", None, f"Data file {path} is live {count} times in the {name} table: its readers read it {count} times.", path=path
+                    )
+                )
+        held = set(files)
+        if applied is not None and applied < latest and held == expected:
+            continue  # ``seo compact``'s empty batches after it: no commit of theirs
+        for path in sorted(held - expected):
+            report.violations.append(
+                Violation(
+                    "formats",
+                    latest,
+                    f"The {name} table holds {path}, which the manifest (batch {latest}) does not: {name} readers see rows "
+                    "others do not. Another writer changed it; remove the file from it or rebuild it from the manifest.",
+                    path=path,
+                )
+            )
+        for path in sorted(expected - held):
+            report.violations.append(
+                Violation(
+                    "formats",
+                    latest,
+                    f"The manifest (batch {latest}) holds {path}, which the {name} table does not: {name} readers miss its rows.",
+                    path=path,
+                )
+            )
+
+
+def _delta_files(storage: Storage, identity: TableIdentity) -> tuple[int | None, list[str]]:
+    from ..delta.target import DeltaTarget
+
+    assert identity.delta_app_id is not None
+    target = DeltaTarget(storage, identity.delta_app_id)
+    return target.applied_batch(), [f.path for f in target.live_files()]
+
+
+def _iceberg_files(storage: Storage, identity: TableIdentity) -> tuple[int | None, list[str]]:
+    from ..iceberg.target import IcebergTarget
+
+    assert identity.iceberg is not None
+    target = IcebergTarget(storage, identity.iceberg.app_id, catalog=identity.iceberg.catalog)
+    return target.applied_batch(), [f.path for f in target.live_files()]

@@ -1,0 +1,76 @@
+"""``_seo/audit``: how far ``seo audit`` got on a table and its last verdict.
+
+Written by each ``seo audit`` run (replaced as a whole); read by the next run, which starts after
+``auditedTo`` with the offsets marks it left (so its cost is the new batches', not the history's),
+and by the metrics and lineage hooks (``seo_audit_passed``). Deleting it costs one full audit.
+Bytes (the second line shown wrapped)::
+
+    v1
+    {"auditedTo":41,"ledgerFrom":0,"marks":{"orders/0":1200},"passed":true,"timeMs":1795313165300,
+      "latestBatchId":41,"violations":0,"detail":""}
+
+``auditedTo``: the last batch up to which every batch passed (-1: none yet); ``marks``: per
+``topic/partition`` the end of the offsets written up to it; ``ledgerFrom``: the first batch with
+a ledger (null: none seen yet); ``passed``/``violations``/``detail``: the verdict of the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..log.codec import RecordError
+from ..log.record_file import encode_record, read_record
+from ..storage.base import Storage
+from .layout import AUDIT_FILE
+
+VERSION = 1
+HINT = "The audit mark only saves `seo audit` work; delete it and the next audit checks every batch."
+
+
+@dataclass(frozen=True)
+class AuditMark:
+    audited_to: int
+    ledger_from: int | None
+    marks: dict[str, int] = field(default_factory=dict)
+    passed: bool = True
+    time_ms: int = 0
+    latest_batch_id: int | None = None
+    violations: int = 0
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "auditedTo": self.audited_to,
+            "ledgerFrom": self.ledger_from,
+            "marks": dict(sorted(self.marks.items())),
+            "passed": self.passed,
+            "timeMs": self.time_ms,
+            "latestBatchId": self.latest_batch_id,
+            "violations": self.violations,
+            "detail": self.detail,
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> AuditMark:
+        try:
+            return cls(
+                audited_to=int(obj["auditedTo"]),
+                ledger_from=None if obj.get("ledgerFrom") is None else int(obj["ledgerFrom"]),
+                marks={str(k): int(v) for k, v in obj.get("marks", {}).items()},
+                passed=bool(obj["passed"]),
+                time_ms=int(obj.get("timeMs", 0)),
+                latest_batch_id=None if obj.get("latestBatchId") is None else int(obj["latestBatchId"]),
+                violations=int(obj.get("violations", 0)),
+                detail=str(obj.get("detail", "")),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise RecordError(f"not an audit mark: {exc!r}") from None
+
+
+def read_mark(storage: Storage) -> AuditMark | None:
+    return read_record(storage, AUDIT_FILE, AuditMark.from_json, hint=HINT, version=VERSION)
+
+
+def write_mark(storage: Storage, mark: AuditMark) -> None:
+    storage.atomic_write(AUDIT_FILE, encode_record(mark.to_json(), version=VERSION))

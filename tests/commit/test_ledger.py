@@ -1,0 +1,170 @@
+"""The per-batch ledger through the commit layer (no Spark): built from the files in hand, carried
+by the WAL claim so a roll-forward writes the same record, checked before the claim under
+``audit="enforce"``, and audited at a cost that does not grow with the history."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from streaming_exactly_once.commit.data_compaction import CompactionPolicy
+from streaming_exactly_once.commit.ledger_step import CHECKSUM_TAIL, checksum_of
+from streaming_exactly_once.commit.wal import CommitSequenceStore
+from streaming_exactly_once.errors import AuditViolationError, ExactlyOnceError
+from streaming_exactly_once.maintenance.audit import audit_table
+from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.table.ledger import ledger_path, read_ledger
+from streaming_exactly_once.testing.faults import InjectedFailure
+from tests.commit.helpers import make_committer
+from tests.delta.helpers import commit_batch
+
+Q = "1edge400-0000-0000-0000-000000000000"
+
+
+def ids_of(batch: int) -> list[int]:
+    return list(range(batch * 10, batch * 10 + 10))
+
+
+def test_each_batch_records_its_files_rows_and_checksums(tmp_path):
+    storage = open_storage(str(tmp_path / "t"))
+    c = make_committer(storage, compact_interval=3)
+    for b in range(3):
+        commit_batch(c, Q, b, ids_of(b))
+    c.close()
+    for b in range(3):
+        led = read_ledger(storage, b)
+        assert (led.batch_id, led.query_id, led.spark_batch_id) == (b, Q, b)
+        assert led.rows_read == led.rows_written == 10 and [f.rows for f in led.files] == [5, 5]  # from the footers
+        assert led.published == {"manifest": b} and led.input_files == ((f"file:///in/{Q[:4]}-{b}.csv", None, 1),)
+        for f in led.files:
+            data = storage.read_bytes(f.path)
+            assert f.size == len(data) and f.checksum == checksum_of(data[-CHECKSUM_TAIL:]) and f.checksum_bytes == min(len(data), CHECKSUM_TAIL)
+    raw = (tmp_path / "t" / ledger_path(0)).read_text()
+    assert raw.startswith("v1\n") and "\n" not in raw[3:] and json.loads(raw[3:])["rows"]["written"] == 10  # one record, documented bytes
+
+
+def test_a_crash_after_the_manifest_leaves_the_ledger_to_the_roll_forward(tmp_path):
+    storage = open_storage(str(tmp_path / "t"))
+    c = make_committer(storage)
+    commit_batch(c, Q, 0, ids_of(0))
+    c.close()
+    failing = make_committer(storage, fail_at="after-manifest@1")
+    with pytest.raises(InjectedFailure):
+        commit_batch(failing, Q, 1, ids_of(1))
+    failing.lease.stop_heartbeat()
+    claim = CommitSequenceStore(storage).get(1)
+    assert claim is not None and read_ledger(storage, 1) is None  # the batch is visible, its ledger only in the claim
+    held = next(s for s in claim.steps if s.kind == "ledger").record
+    failing.close()
+    restarted = make_committer(storage)
+    restarted.open()
+    restarted.close()
+    assert read_ledger(storage, 1) == held  # the same record, written by the roll-forward
+    assert audit_table(storage).passed
+
+
+def test_a_discarded_claim_leaves_no_ledger(tmp_path):
+    storage = open_storage(str(tmp_path / "t"))
+    failing = make_committer(storage, fail_at="after-wal@1")
+    with pytest.raises(InjectedFailure):
+        commit_batch(failing, Q, 0, ids_of(0))
+    failing.lease.stop_heartbeat()
+    failing.close()
+    from streaming_exactly_once.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["recover", str(tmp_path / "t"), "--discard-wal", "0"])
+    assert read_ledger(storage, 0) is None and audit_table(storage).passed
+
+
+def test_a_compaction_batch_records_the_rows_it_replaced_and_added(tmp_path):
+    storage = open_storage(str(tmp_path / "t"))
+    policy = CompactionPolicy(target_size=1 << 20, min_files=4, min_age_ms=0, max_bytes=1 << 20)
+    c = make_committer(storage, compact_interval=3, compaction=policy)
+    for b in range(3):
+        commit_batch(c, Q, b, ids_of(b))
+        c.janitor.drain()
+    c.close()
+    led = read_ledger(storage, 2)
+    assert led.compaction is not None and len(led.compaction.replaced) == 4
+    assert led.compaction.rows_replaced == led.compaction.rows_added == 20
+    report = audit_table(storage, from_batch=0)
+    assert report.passed, report.to_json()
+    path = tmp_path / "t" / ledger_path(2)
+    obj = json.loads(path.read_text()[3:])
+    obj["compaction"]["rowsAdded"] = 19  # a compaction that drops a row
+    path.write_text("v1\n" + json.dumps(obj))
+    report = audit_table(storage, from_batch=0, record=False)
+    assert [v.check for v in report.violations] == ["compaction"] and "20 rows by files holding 19" in report.violations[0].message
+
+
+def test_enforce_refuses_a_batch_whose_offsets_overlap_the_table_and_publishes_nothing(tmp_path):
+    storage = open_storage(str(tmp_path / "t"))
+    c = make_committer(storage, audit="enforce")
+    commit_with_offsets(c, 0, start=0, end=10)
+    with pytest.raises(AuditViolationError) as refused:
+        commit_with_offsets(c, 1, start=5, end=20)  # offsets [5, 10) again, nothing drops them
+    assert isinstance(refused.value, ExactlyOnceError) and "[5, 10)" in str(refused.value) and refused.value.violations[0]["check"] == "offsets"
+    c.close()
+    assert open_storage(str(tmp_path / "t")).list_dir("_seo/wal") == [] and read_ledger(storage, 1) is None
+    from streaming_exactly_once.manifest.manifest_log import ManifestLog
+
+    assert ManifestLog(storage).latest_batch_id() == 0  # nothing of the refused batch published
+    record = make_committer(storage)  # audit="record": published, and the audit names it
+    commit_with_offsets(record, 1, start=5, end=20)
+    record.close()
+    report = audit_table(storage)
+    assert [(v.check, v.batch_id) for v in report.violations] == [("offsets", 1)]
+
+
+def commit_with_offsets(committer, spark_batch: int, *, start: int, end: int):
+    """A batch of a Kafka-like source reading partition t/0 from ``start`` to ``end``."""
+    from tests.commit.helpers import stage_file
+    from tests.delta.helpers import SCHEMA, parquet
+
+    committer.ensure_open()
+    try:
+        with committer.batch(Q, spark_batch, mode="rename") as attempt:
+            attempt.offsets = replace(attempt.offsets, source_offsets=(json.dumps({"t": {"0": end}}),))
+            attempt.ledger = replace(attempt.ledger, start={"t/0": start})
+            ids = list(range(start, end))
+            staged = stage_file(committer.storage, attempt, f"part-{spark_batch}-{attempt.attempt}.parquet", parquet(ids))
+            return committer.commit(attempt, [staged], num_rows=len(ids), schema=SCHEMA)
+    except BaseException:
+        committer.invalidate()
+        raise
+
+
+@pytest.mark.parametrize("history", [6, 30])
+def test_the_incremental_audit_reads_as_much_after_6_as_after_30_batches(tmp_path, history):
+    from streaming_exactly_once.testing.faults import FaultInjectingStorage
+
+    reads: list[str] = []
+
+    class Counting(FaultInjectingStorage):
+        def _at(self, op, path, when):
+            if when == "before" and op in ("read_bytes", "read_tail", "info", "list_dir"):
+                reads.append(path)
+
+    storage = open_storage(str(tmp_path / "t"))
+    c = make_committer(storage, compact_interval=5)
+    for b in range(history):
+        commit_batch(c, Q, b, ids_of(b))
+    c.janitor.drain()  # the newest claim deleted: no batch in flight
+    assert audit_table(storage).passed  # the first audit reads everything once
+    commit_batch(c, Q, history, ids_of(history))
+    c.close()
+    reads.clear()
+    report = audit_table(Counting(storage))
+    assert report.passed and report.audited_from == history and report.audited_to == history
+    # one new batch: its ledger and manifest file, its two files, the live listing (the newest
+    # compact file and the deltas after it: at most the interval), the mark and identity
+    assert len(reads) <= 25, reads
+    assert not [p for p in reads if p.startswith("_seo/ledger/") and int(p.rsplit("/", 1)[1]) < history], reads
+    assert not [
+        p
+        for p in reads
+        if p.startswith("_spark_metadata/") and p.split("/")[1].split(".")[0].isdigit() and int(p.split("/")[1].split(".")[0]) < history - 5
+    ]
