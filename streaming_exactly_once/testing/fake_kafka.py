@@ -69,6 +69,11 @@ def _partitions(root: str, topic: str) -> dict[str, tuple[int, int]]:
     return out
 
 
+def _resolve(offset: int, bounds: tuple[int, int]) -> int:
+    """A JSON start offset with Kafka's sentinels replaced: -2 earliest, -1 latest."""
+    return bounds[0] if offset == -2 else bounds[1] if offset == -1 else offset
+
+
 class _Range(InputPartition):
     def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
         self.topic, self.partition, self.start, self.end = topic, partition, start, end
@@ -92,7 +97,8 @@ class _Reader(DataSourceStreamReader):
         if self.starting == "latest":
             return {t: {p: end for p, (_, end) in parts.items()} for t, parts in state.items()}
         given: dict[str, Any] = json.loads(self.starting)
-        return given
+        # Kafka's sentinels in a JSON start: -2 is the partition's earliest offset, -1 its latest
+        return {t: {p: _resolve(o, state.get(t, {}).get(p, (0, 0))) for p, o in parts.items()} for t, parts in given.items()}
 
     # the signature of Spark 4.0-4.1 (4.2+ calls it too); Spark's newer one adds a read limit
     def latestOffset(self) -> dict[str, Any]:  # type: ignore[override]

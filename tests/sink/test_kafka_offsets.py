@@ -171,6 +171,22 @@ def test_a_restarted_query_after_empty_batches_is_not_a_gap(kafka, tmp_path):
     assert_once(table, first + records("t", 0, 3, 7) + records("t", 0, 20, 2))
 
 
+def test_a_partition_added_while_stopped_starts_at_minus_two_as_documented(kafka, tmp_path):
+    """docs/kafka.md: sink.starting_offsets() names the partitions the table holds records of; a
+    partition it has none of gets -2 (earliest), which the stand-in resolves as Kafka does."""
+    src, table = tmp_path / "kafka", tmp_path / "t"
+    first = fill(src, "t", 1, 0, 3)
+    assert run(ExactlyOnceSink(str(table)), stream(kafka, src), tmp_path / "c1") is None
+    produce(src, "t", 1, records("t", 1, 0, 2))  # a partition added while no query runs
+    sink = ExactlyOnceSink(str(table))
+    start = json.loads(sink.starting_offsets())
+    sink.close()
+    assert start == {"t": {"0": 3}}
+    start["t"]["1"] = -2
+    assert run(ExactlyOnceSink(str(table)), stream(kafka, src, starting=json.dumps(start)), tmp_path / "c2") is None
+    assert_once(table, first + records("t", 1, 0, 2))
+
+
 def test_a_dataset_group_drops_what_it_holds_too(kafka, tmp_path):
     src, root = tmp_path / "kafka", tmp_path / "g"
     first = fill(src, "t", 2, 0, 5)
