@@ -83,13 +83,17 @@ class CommittedInputFilter:
         if self._skipped is not None:
             return self._skipped
         _, _, dedup = self._observation.result()
-        if int(dedup.get("unattributedRows") or 0) > 0:
+        unattributed = int(dedup.get("unattributedRows") or 0)
+        if unattributed > 0:
             raise DuplicateInputError(
                 f"Batch {self.batch_id} of query {self.query_id} re-reads {len(self.already_committed)} input file(s) "
-                "the table already committed (was the checkpoint recreated?), but its rows cannot be traced to input "
-                "files (input_file_name() is empty after aggregations or joins). Nothing was published. Restore the "
-                "old checkpoint, or move the committed files out of the input directory, then restart.",
+                f"the table already committed (was the checkpoint recreated?), but {unattributed} of its rows cannot be "
+                "traced to an input file or to Kafka-style offsets: they come from another source of the query (a union "
+                "with a rate, socket or custom source) or input_file_name() is empty (after aggregations or joins), so "
+                "the sink cannot tell re-read rows from new ones. Nothing was published. Restore the old checkpoint, or "
+                "move the committed files out of the input directory, then restart.",
                 batch_id=self.batch_id,
+                unattributed_rows=unattributed,
             )
         self._skipped = int(dedup.get("skippedRows") or 0)
         log.warning(
