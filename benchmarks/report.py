@@ -222,10 +222,14 @@ def write_report(results: dict[str, Any]) -> None:
                 "",
                 "Batches of 10 files committed back to back (direct mode, synthetic files) on a manifest that already "
                 "lists N live files (one `9.compact` with its reader index, as the sink leaves a table it wrote); every "
-                "10th batch writes a `.compact` file listing them all. Prepared: the copy of the previous compact file "
+                "10th batch writes a `.compact` file listing them all.",
+                "",
+                "Prepared: the copy of the previous compact file "
                 "runs in the background between commits, and each batch waits until the copy is as far as the batches "
                 "are (after the k-th of the 9 batches before a compaction, (k - 1) / 8 of it); unprepared: the "
-                "compaction batch copies it. The writer's start-up work (the copy for the next compaction starts when "
+                "compaction batch copies it.",
+                "",
+                "The writer's start-up work (the copy for the next compaction starts when "
                 "it opens the table; the modules an index build imports) ends before the first timed batch, as it does "
                 "in a streaming query, whose first batch comes seconds after the sink opened the table. The goal is a "
                 "p99 at 250k live files within 3x the p99 at 100.",
@@ -257,7 +261,9 @@ def write_report(results: dict[str, Any]) -> None:
                 "as a multipart upload whose first part the server copies from the one just written (`UploadPartCopy`); "
                 "the compaction batch sends the deltas and its own records as the last part and completes it. "
                 "`single-put` (the default): the compaction batch reads the previous object and sends the whole new one "
-                "in one conditional PUT. moto answers each request in Python and keeps objects in memory; its copy of a "
+                "in one conditional PUT.",
+                "",
+                "moto answers each request in Python and keeps objects in memory; its copy of a "
                 "part and its completion of an upload both copy the bytes in Python (completing with a 3 KB last part: "
                 "262 ms after a 58 MB copy, 919 ms after 230 MB), and its background copy holds up the requests of the "
                 "batches beside it. The figures show the requests work and how the compaction grows, not S3's latency.",
@@ -443,11 +449,15 @@ def delta_section(dl: dict[str, Any]) -> list[str]:
         "",
         "Not flat on local disk with Delta's default retention. Checkpoints bound what a snapshot *replays* (at most "
         "`checkpoint_interval` JSON files), but every snapshot update of delta-rs 1.6 *lists* `_delta_log` to find the "
-        "newest version, and on a local filesystem that listing covers (and stats) every file in the directory. Per "
+        "newest version, and on a local filesystem that listing covers (and stats) every file in the directory.",
+        "",
+        "Per "
         "batch the sink updates its snapshot twice (the schema check before the WAL claim, the step's own `txn` check; "
         "the version written is read from its commit file) and delta-rs lists again inside its commit; its "
         "expired-log cleanup, which lists the whole log, runs at checkpoint versions only. On local disk Delta's "
-        "expired-log cleanup (`delta_log_retention`) is what bounds the directory, and with it the step. On S3 "
+        "expired-log cleanup (`delta_log_retention`) is what bounds the directory, and with it the step.",
+        "",
+        "On S3 "
         "delta-rs lists with `start-after` the version it knows, but moto's server filters every key of the bucket "
         "in Python for each listing (data files included), so its column grows with the bucket, not with the request "
         "pattern: it shows the requests work, not S3's cost. What grows slowly in every column is the table's state: "
