@@ -1,6 +1,7 @@
 """The pages read without scrolling sideways and every page can be found: code in the Markdown
 fits in 100 columns (the site's code column; test_site checks the rendering), every page is in
-the navigation, and the home page links every page of the navigation's top level."""
+the navigation, and the home page links every page of the navigation's top level. The user pages
+read in short steps: no paragraph or list item runs over 120 words."""
 
 from __future__ import annotations
 
@@ -14,6 +15,14 @@ DOCS = REPO / "docs"
 WIDTH = 100
 #: generated from real runs (docs/cli/generate_examples.py): its commands fit, the output is as printed
 AS_PRINTED = DOCS / "cli-examples.md"
+#: the most words a paragraph or a list item of a user page may run
+PARAGRAPH_WORDS = 120
+#: not user pages: the design essays, and pages whose text is a generator's record of real runs
+#: (docs/benchmarks.md is generated too, by benchmarks/report.py, and is held to the limit)
+NOT_USER_PAGES = (DOCS / "design", AS_PRINTED, DOCS / "explorer-coverage.md")
+LIST_ITEM = re.compile(r"\s*([-*+]|\d+[.)])\s")
+#: lines that are not prose: headings, table rows, comments and snippet includes
+NOT_PROSE = ("#", "|", "<!--", "--8<--")
 
 
 def _code_lines(path: Path) -> list[tuple[int, str]]:
@@ -71,3 +80,34 @@ def test_the_home_page_links_every_page_of_the_navigation():
     linked = set(re.findall(r"\]\(([^)#]+\.md)", home))
     top = [_nav_pages([item])[0] for item in _nav()]
     assert [page for page in top if page != "index.md" and page not in linked] == []
+
+
+def _paragraphs(path: Path) -> list[str]:
+    """The page's paragraphs and list items (a continuation paragraph of an item counts on its
+    own), each as one line; code blocks, tables and headings are not prose."""
+    paragraphs, current, inside = [], [], False
+    for line in [*path.read_text().splitlines(), ""]:
+        text = line.strip()
+        fence = text.startswith(("```", "~~~"))
+        inside = inside != fence
+        prose = bool(text) and not fence and not inside and not text.startswith(NOT_PROSE)
+        if current and (not prose or LIST_ITEM.match(line)):
+            paragraphs.append(" ".join(current))
+            current = []
+        if prose:
+            current.append(text)
+    return paragraphs
+
+
+def _user_pages() -> list[Path]:
+    return [p for p in _pages() if not any(p == x or x in p.parents for x in NOT_USER_PAGES)]
+
+
+def test_paragraphs_of_the_user_pages_are_short():
+    long = [
+        f"{path.relative_to(REPO)}: {len(words)} words, '{' '.join(words[:8])} ...'"
+        for path in _user_pages()
+        for words in (paragraph.split() for paragraph in _paragraphs(path))
+        if len(words) > PARAGRAPH_WORDS
+    ]
+    assert long == [], f"split these into paragraphs of at most {PARAGRAPH_WORDS} words, keeping every fact: {long}"
