@@ -119,6 +119,13 @@ class CompactibleLog(BatchLog[T], Generic[T]):
             interval = self._derive_interval(super().list_batch_files())
         return interval
 
+    def know_interval(self, interval: int) -> None:
+        """Take ``interval`` as derived already (a reader that saved it from an earlier listing):
+        naming a batch file then needs no listing of the directory."""
+        if interval < 1:
+            raise ValueError(f"compact interval must be >= 1, got {interval}")
+        self._interval = interval
+
     def _derive_interval(self, found: dict[int, str]) -> int:
         compact_ids = [bid for bid, name in found.items() if name.endswith(COMPACT_SUFFIX)]
         self._interval = interval_from_file_names(compact_ids, self.default_interval)

@@ -14,9 +14,10 @@ for the first three; docs/design/audit-ledger.md lists them all):
 * ``formats``: ``_spark_metadata``, Delta and Iceberg hold the same file set at the latest batch.
 
 Batches a pending WAL claim completes are in flight: the audit stops before them. Batches from
-before the ledger existed are reported as unaudited. The cost of a run is the new batches'
-ledgers and files plus one read of the live listing (a compact file and the deltas after it),
-not the history's.
+before the ledger existed are reported as unaudited. The cost of a run after a mark is the new
+batches' ledgers, manifest files and data-file tails, not the history's: the live listing (a
+compact file and the deltas after it) is read, and the live-twice and formats checks run, only
+when the manifest's newest compact file changed since the mark (``audit_scope``), or with --from.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from ..table.identity import TableIdentity, read_identity
 from ..table.ledger import LedgerRecord, read_ledger
 from ..table.ledger_checks import Violation, offset_violations, row_violations
 from ..table.table_logs import TableLogs
+from .audit_scope import manifest_scope
 from .group_tables import group_tables
 from .pending import pending_commits
 
@@ -145,21 +147,24 @@ def _audit_one(
 ) -> AuditReport:
     report = AuditReport(table=storage.root_uri)
     logs = TableLogs.for_identity(storage, identity)
+    io = _Counted(storage)
+    mark = read_mark(storage) if from_batch is None else None
+    scope = None
     if root:
         latest = logs.commits.latest_batch_id(refresh=True)
         manifest = None
     else:
         manifest = logs.require_manifest()
-        latest = manifest.latest_batch_id(refresh=True)
+        scope = manifest_scope(manifest, mark, from_batch=from_batch)
+        latest = scope.latest
+        io.reads += scope.ops
     report.latest_batch_id = latest
-    io = _Counted(storage)
-    mark = read_mark(storage) if from_batch is None else None
     start = from_batch if from_batch is not None else (mark.audited_to + 1 if mark is not None else 0)
     report.audited_from = start
     report.ledger_from = mark.ledger_from if mark is not None else None
     marks = dict(mark.marks) if mark is not None else _marks_before(io, start, report)
     clean_to, clean_marks = start - 1, dict(marks)
-    live = _live(manifest, report) if manifest is not None else None
+    live = _live(manifest, latest, report) if manifest is not None and scope is not None and scope.whole else None
     newest = -1 if latest is None else latest
     for b in range(start, newest + 1):
         if b in claimed:
@@ -173,6 +178,11 @@ def _audit_one(
     if manifest is not None and live is not None:
         _live_twice(live, report)
         _formats(storage, identity, manifest, newest, live, claimed, report)
+    elif scope is not None and identity is not None and (identity.delta_app_id is not None or identity.iceberg is not None):
+        report.skipped["formats"] = (
+            f"the manifest's newest compact file (batch {scope.seen.compact}) is unchanged since the last audit: the formats are "
+            "compared when it changes (once per compact interval) or with --from"
+        )
     report.reads += io.reads
     if record:
         first = report.violations[0].message if report.violations else ""
@@ -187,6 +197,8 @@ def _audit_one(
                 latest_batch_id=latest,
                 violations=len(report.violations),
                 detail=first[:500],
+                # after a violation the next run reads the whole table again
+                manifest=None if scope is None or report.violations else scope.seen,
             ),
         )
     return report
@@ -208,11 +220,13 @@ def _marks_before(io: _Counted, start: int, report: AuditReport) -> dict[str, in
     return marks
 
 
-def _live(manifest: ManifestLog, report: AuditReport) -> list[str] | None:
+def _live(manifest: ManifestLog, latest: int | None, report: AuditReport) -> list[str] | None:
     """The live data files, table-relative (duplicates kept: a file listed twice is a finding)."""
     root = manifest.storage.root_uri
+    if latest is None:
+        return []
     try:
-        entries = manifest.files()
+        entries = manifest.files(as_of=latest)
     except ExactlyOnceError as exc:
         report.violations.append(Violation("files", None, f"The manifest cannot be read: {exc}"))
         return None
@@ -254,13 +268,14 @@ def _batch(
         report.ledger_from = b
     report.violations += row_violations(ledger)
     report.violations += offset_violations(ledger, marks)
-    if manifest is not None and live is not None:
+    if manifest is not None:
         _files(io, manifest, live, ledger, latest, report)
     return len(report.violations) == before
 
 
-def _files(io: _Counted, manifest: ManifestLog, live: list[str], ledger: LedgerRecord, latest: int, report: AuditReport) -> None:
-    """The manifest batch holds the ledger's files; the live ones are intact."""
+def _files(io: _Counted, manifest: ManifestLog, live: list[str] | None, ledger: LedgerRecord, latest: int, report: AuditReport) -> None:
+    """The manifest batch holds the ledger's files (each once); the live ones are intact (``live``
+    None: between compact files, where a batch's own files are all live)."""
     b = ledger.batch_id
     root = manifest.storage.root_uri
     recorded = {f.path for f in ledger.files}
@@ -269,8 +284,21 @@ def _files(io: _Counted, manifest: ManifestLog, live: list[str], ledger: LedgerR
         entries = manifest.get(b)
     except ExactlyOnceError:
         entries = None
+    published: set[str] = set()
     if entries is not None:
-        published = {_relative(root, e.path) for e in entries if not e.is_dir}
+        listed = Counter(_relative(root, e.path) for e in entries if not e.is_dir)
+        published = set(listed)
+        for path, count in sorted(listed.items()):
+            if count > 1:
+                report.violations.append(
+                    Violation(
+                        "files",
+                        b,
+                        f"Manifest batch {b} lists {path} {count} times: every reader reads its rows {count} times. Remove the "
+                        "duplicate entry (seo recover rebuilds the batch's manifest file).",
+                        path=path,
+                    )
+                )
         missing = sorted(recorded - published)
         extra = sorted(published - recorded) if not is_compaction_batch(b, manifest.interval) else []
         for path in missing:
@@ -285,7 +313,7 @@ def _files(io: _Counted, manifest: ManifestLog, live: list[str], ledger: LedgerR
                     path=path,
                 )
             )
-    live_set = set(live)
+    live_set = set(live) if live is not None else (published if entries is not None else recorded)
     for f in ledger.files:
         if f.path in live_set:
             _intact(io, b, f.path, f.size, f.checksum, f.checksum_bytes, report)

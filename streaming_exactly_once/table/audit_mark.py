@@ -7,11 +7,17 @@ Bytes (the second line shown wrapped)::
 
     v1
     {"auditedTo":41,"ledgerFrom":0,"marks":{"orders/0":1200},"passed":true,"timeMs":1795313165300,
-      "latestBatchId":41,"violations":0,"detail":""}
+      "latestBatchId":41,"violations":0,"detail":"",
+      "manifest":{"interval":10,"compact":39,"compactSize":48211,"compactMtimeMs":1795313165100}}
 
 ``auditedTo``: the last batch up to which every batch passed (-1: none yet); ``marks``: per
 ``topic/partition`` the end of the offsets written up to it; ``ledgerFrom``: the first batch with
 a ledger (null: none seen yet); ``passed``/``violations``/``detail``: the verdict of the run.
+``manifest`` (optional; absent in marks of older runs, null when the table has none): the
+manifest's compact interval and its newest compact file at ``latestBatchId`` (batch id or null,
+size, mtime). The next run probes for new batches from ``latestBatchId`` instead of listing the
+manifest, and reads the whole live listing only when that compact file changed
+(``maintenance.audit_scope``).
 """
 
 from __future__ import annotations
@@ -29,6 +35,26 @@ HINT = "The audit mark only saves `seo audit` work; delete it and the next audit
 
 
 @dataclass(frozen=True)
+class ManifestSeen:
+    """The manifest as an audit run left it: its interval and newest compact file."""
+
+    interval: int
+    compact: int | None
+    compact_size: int | None = None
+    compact_mtime_ms: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"interval": self.interval, "compact": self.compact, "compactSize": self.compact_size, "compactMtimeMs": self.compact_mtime_ms}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> ManifestSeen:
+        def opt(key: str) -> int | None:
+            return None if obj.get(key) is None else int(obj[key])
+
+        return cls(interval=int(obj["interval"]), compact=opt("compact"), compact_size=opt("compactSize"), compact_mtime_ms=opt("compactMtimeMs"))
+
+
+@dataclass(frozen=True)
 class AuditMark:
     audited_to: int
     ledger_from: int | None
@@ -38,6 +64,7 @@ class AuditMark:
     latest_batch_id: int | None = None
     violations: int = 0
     detail: str = ""
+    manifest: ManifestSeen | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -49,6 +76,7 @@ class AuditMark:
             "latestBatchId": self.latest_batch_id,
             "violations": self.violations,
             "detail": self.detail,
+            "manifest": None if self.manifest is None else self.manifest.to_json(),
         }
 
     @classmethod
@@ -63,6 +91,7 @@ class AuditMark:
                 latest_batch_id=None if obj.get("latestBatchId") is None else int(obj["latestBatchId"]),
                 violations=int(obj.get("violations", 0)),
                 detail=str(obj.get("detail", "")),
+                manifest=None if obj.get("manifest") is None else ManifestSeen.from_json(obj["manifest"]),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise RecordError(f"not an audit mark: {exc!r}") from None

@@ -168,3 +168,61 @@ def test_the_incremental_audit_reads_as_much_after_6_as_after_30_batches(tmp_pat
         for p in reads
         if p.startswith("_spark_metadata/") and p.split("/")[1].split(".")[0].isdigit() and int(p.split("/")[1].split(".")[0]) < history - 5
     ]
+
+
+def audit_of_one_new_batch(root, history: int):
+    """Storage calls by operation and names listed by the audit of batch ``history``, after an
+    audit of the ``history`` batches before it."""
+    from collections import Counter
+
+    from streaming_exactly_once.testing.faults import FaultInjectingStorage
+
+    calls: Counter[str] = Counter()
+    listed: list[str] = []
+
+    class Counting(FaultInjectingStorage):
+        def _at(self, op, path, when):
+            if when == "before":
+                calls[op] += 1
+
+        def list_dir(self, path=""):
+            found = super().list_dir(path)
+            listed.extend(f"{path}/{f.name}" for f in found)
+            return found
+
+    storage = open_storage(str(root))
+    c = make_committer(storage, compact_interval=5)
+    for b in range(history):
+        commit_batch(c, Q, b, ids_of(b))
+    c.janitor.drain()
+    assert audit_table(storage).passed
+    commit_batch(c, Q, history, ids_of(history))
+    c.close()
+    calls.clear()
+    report = audit_table(Counting(storage))
+    assert report.passed and (report.audited_from, report.audited_to, report.latest_batch_id) == (history, history, history)
+    return calls, listed, report.reads
+
+
+def test_the_incremental_audit_makes_the_same_storage_calls_after_7_and_after_42_batches(tmp_path):
+    small = audit_of_one_new_batch(tmp_path / "small", 7)
+    large = audit_of_one_new_batch(tmp_path / "large", 42)
+    assert small == large, (small, large)
+    calls, listed, _ = large
+    # no listing of the manifest (its size grows with the history), nor any read of a compact file
+    assert not [p for p in listed if "_spark_metadata" in p], listed
+
+
+def test_an_incremental_audit_reads_the_whole_table_when_the_compact_file_changed(tmp_path):
+    storage = open_storage(str(tmp_path / "t"))
+    c = make_committer(storage, compact_interval=5)
+    for b in range(7):
+        commit_batch(c, Q, b, ids_of(b))
+    c.janitor.drain()
+    c.close()
+    assert audit_table(storage).passed
+    compact = "_spark_metadata/4.compact"
+    lines = storage.read_bytes(compact).decode().splitlines()
+    storage.atomic_write(compact, ("\n".join([*lines, lines[-1]])).encode())  # a file live twice, in the compact file
+    report = audit_table(storage)  # no new batch, but the compact file is not the one the mark saw
+    assert [v.check for v in report.violations] == ["files"] and "live 2 times" in report.violations[0].message
