@@ -154,6 +154,14 @@ def test_kill_9_of_the_driver_then_restart(spark, tmp_path, crash_at):
     assert done.returncode == 0, done.stdout[-1000:] + done.stderr[-3000:]
     assert_exactly_once(spark, tmp_path / "t", ids)
     assert_table_clean(tmp_path / "t")
+    # the ledger survived the kill: every batch has one (the killed one's from the roll-forward
+    # or its retry) and the audit finds each row once, its files intact
+    from streaming_exactly_once.maintenance.audit import audit_table
+    from streaming_exactly_once.storage import open_storage
+
+    report = audit_table(open_storage(str(tmp_path / "t")))
+    assert report.passed and report.ledger_from == 0 and not report.unaudited and not report.in_flight, report.to_json()
+    assert report.audited_to == report.latest_batch_id and report.latest_batch_id is not None and report.latest_batch_id >= 3
 
 
 def test_adopts_a_table_written_by_sparks_own_sink(spark, tmp_path):
