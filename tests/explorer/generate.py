@@ -143,7 +143,7 @@ def make_action(rng: random.Random, setup: Setup, profile: Profile) -> Action:
     if kind == "fail":
         return Action.of("fail", boundary=pick_boundary(rng, setup).split("+")[0])
     if kind == "maintain":
-        cmd = rng.choice(["verify", "gc", "gc-dry", "recover", "compact"])
+        cmd = rng.choice(["verify", "gc", "gc-dry", "recover", "compact", "audit"])
         return Action.of("maintain", cmd=cmd)
     if kind == "change":
         return make_change(rng, setup)

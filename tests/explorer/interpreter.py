@@ -131,6 +131,8 @@ class Interpreter:
         self.fail_with(self.checker.after_step(full=True, complete=True))
         if not self.result.failures:
             self.fail_with(maintenance.verify_clean(self))
+        if not self.result.failures:
+            self.fail_with(maintenance.audit_clean(self))
 
     def close(self) -> None:
         runs.close_sink(self)

@@ -2,7 +2,8 @@
 the CLI's own entry point: its arguments, exit codes and JSON output).
 
 What each may end with: ``verify`` exits 0 (clean) or 3 (warnings only: orphans ``gc`` deletes, a
-pending commit the next writer settles); ``gc``, ``recover`` and ``compact`` exit 0, or refuse
+pending commit the next writer settles); ``audit`` exits 0 (its ledger checks pass; batches a
+pending commit completes are in flight, not violations); ``gc``, ``recover`` and ``compact`` exit 0, or refuse
 what the docs say they refuse (``compact`` of a format it does not take, any command on a
 directory that holds no table yet).
 """
@@ -51,6 +52,8 @@ def command(it: Interpreter, cmd: str) -> None:
         args = ["recover", table, "--json"]
     elif cmd == "compact":
         args = compact_args(it)
+    elif cmd == "audit":
+        args = ["audit", table, "--json"]
     else:
         raise ValueError(cmd)
     code, out, err = seo(*args)
@@ -85,12 +88,24 @@ def verify_clean(it: Interpreter) -> list[Failure]:
     return [Failure("seo-verify", "cli", f"exit {code}: {err.strip()[:300]} {_summary(out)}", it.step)]
 
 
+def audit_clean(it: Interpreter) -> list[Failure]:
+    """The end of a program: ``seo audit`` from batch 0 finds every batch's ledger consistent with
+    the table (each offset and row once, every live file intact, the formats in step)."""
+    if not readers.readable(it.world.table):
+        return []
+    code, out, err = seo("audit", str(it.world.table), "--from", "0", "--no-record", "--json")
+    it.feature("maint:audit")
+    if code == 0:
+        return []
+    return [Failure("seo-audit", "cli", f"exit {code}: {err.strip()[:300]} {_summary(out)}", it.step)]
+
+
 def _summary(out: str) -> str:
     try:
         data: Any = json.loads(out)
     except ValueError:
         return out.strip()[:300]
     if isinstance(data, dict):
-        problems = data.get("problems") or data.get("errors") or []
+        problems = data.get("problems") or data.get("errors") or data.get("violations") or []
         return json.dumps(problems)[:400] if problems else json.dumps(data)[:300]
     return str(data)[:300]
