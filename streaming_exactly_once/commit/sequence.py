@@ -263,4 +263,4 @@ def commit_ms(step_ms: Mapping[str, float]) -> float:
 
 
 # Every step kind a WAL entry may hold is registered before any entry is read.
-from . import delta_step, iceberg_step, schema_step, steps  # noqa: E402,F401
+from . import delta_step, iceberg_step, ledger_step, schema_step, steps  # noqa: E402,F401
