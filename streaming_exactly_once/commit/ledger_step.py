@@ -25,7 +25,7 @@ from ..checkpoint.reader import InputFile
 from ..log.record_fields import json_field
 from ..storage.base import Storage
 from ..storage.io_threads import map_waiting
-from ..storage.parquet_footer import FIRST_READ, MAGIC
+from ..storage.parquet_footer import FIRST_READ, footer_of_tail
 from ..table.ledger import Compaction, LedgerFile, LedgerRecord, PartitionCoverage, ledger_path, ledger_written, write_ledger
 from ..table.source_offsets import merged_ends
 from .step import CommitStep, StepContext, register
@@ -49,18 +49,8 @@ def file_entry(storage: Storage, read_at: str, final: str, size: int, rows: int 
 def parquet_rows(storage: Storage, path: str, tail: bytes) -> int | None:
     """The row count in the Parquet footer ``tail`` ends with (None: not Parquet, or a footer
     larger than the tail - then read once more)."""
-    if len(tail) < 12 or tail[-4:] != MAGIC:
-        return None
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    length = int.from_bytes(tail[-8:-4], "little")
-    if length + 8 > len(tail):
-        tail = storage.read_tail(path, length + 8)
-    try:
-        return int(pq.read_metadata(pa.BufferReader(tail[-(length + 8) :])).num_rows)
-    except (OSError, ValueError):
-        return None
+    metadata = footer_of_tail(storage, path, tail)
+    return None if metadata is None else int(metadata.num_rows)
 
 
 @dataclass(frozen=True)

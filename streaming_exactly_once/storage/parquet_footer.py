@@ -18,10 +18,15 @@ FIRST_READ = 64 * 1024
 def read_footer(storage: Storage, path: str) -> Any:  # a pyarrow FileMetaData, or None
     """The footer of the Parquet file at ``path`` (None: not a complete Parquet file - no magic,
     or a footer that does not parse)."""
+    return footer_of_tail(storage, path, storage.read_tail(path, FIRST_READ))
+
+
+def footer_of_tail(storage: Storage, path: str, tail: bytes) -> Any:  # a pyarrow FileMetaData, or None
+    """The footer of ``path`` from ``tail``, its last bytes already read (read once more when the
+    footer is larger than the tail)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    tail = storage.read_tail(path, FIRST_READ)
     if len(tail) < 12 or tail[-4:] != MAGIC:
         return None
     length = int.from_bytes(tail[-8:-4], "little")
