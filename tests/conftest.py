@@ -2,7 +2,7 @@
 
 * ``spark`` - one ``local[2]`` SparkSession per pytest worker; every Spark a test starts runs with
   the JVM options and the class-data archive of ``tests.spark_jvm``.
-* ``moto_endpoint`` - a real S3 HTTP API (moto's ThreadedMotoServer) on 127.0.0.1, port 0,
+* ``moto_endpoint`` - a real S3 HTTP API (moto's server, ``tests.moto_s3``) on 127.0.0.1, port 0,
   started once per session; ``s3_storage`` resets it and creates a fresh bucket per test.
 * ``azurite`` / ``fake_gcs`` - Azurite and fake-gcs-server on 127.0.0.1 (``tests/emulators``),
   once per session; ``azure_storage`` / ``gcs_storage`` get a fresh container/bucket per test.
@@ -90,12 +90,11 @@ def spark():
 
 @pytest.fixture(scope="session")
 def moto_endpoint():
-    from moto.server import ThreadedMotoServer
+    from tests.moto_s3 import S3Server
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server = S3Server()
     server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
+    yield server.endpoint
     server.stop()
 
 

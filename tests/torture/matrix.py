@@ -407,13 +407,12 @@ def start_s3() -> tuple[dict, object]:
     """moto's S3 server on 127.0.0.1 (as ``tests/conftest.py`` starts it); its options and server."""
     import logging
 
-    from moto.server import ThreadedMotoServer
+    from tests.moto_s3 import S3Server
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server = S3Server()
     server.start()
-    host, port = server.get_host_and_port()
-    return s3_options(f"http://{host}:{port}"), server
+    return s3_options(server.endpoint), server
 
 
 def s3_options(endpoint: str) -> dict:
