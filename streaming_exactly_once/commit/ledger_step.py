@@ -26,6 +26,7 @@ from ..log.record_fields import json_field
 from ..storage.base import Storage
 from ..storage.io_threads import map_waiting
 from ..storage.parquet_footer import FIRST_READ, footer_of_tail
+from ..table.file_coordinates import PartitionRows, batch_partition_rows, file_partition_rows
 from ..table.ledger import Compaction, LedgerFile, LedgerRecord, PartitionCoverage, ledger_path, ledger_written, write_ledger
 from ..table.source_offsets import merged_ends
 from .step import CommitStep, StepContext, register
@@ -41,16 +42,18 @@ def checksum_of(tail: bytes) -> str:
 def file_entry(storage: Storage, read_at: str, final: str, size: int, rows: int | None = None) -> LedgerFile:
     """The ledger entry of one output file, read at ``read_at`` (its staged name, or its final
     one), recorded under ``final``: one tail read, its CRC-32, the Parquet footer's rows."""
+    return file_entry_and_rows(storage, read_at, final, size, rows)[0]
+
+
+def file_entry_and_rows(
+    storage: Storage, read_at: str, final: str, size: int, rows: int | None = None, offset_columns: Sequence[str] = ()
+) -> tuple[LedgerFile, PartitionRows | None]:
+    """``file_entry``, and the source partition's records the file holds (from the same footer)."""
     tail = storage.read_tail(read_at, CHECKSUM_TAIL)
-    footer_rows = parquet_rows(storage, read_at, tail)
-    return LedgerFile(final, size, footer_rows if footer_rows is not None else rows, checksum_of(tail), len(tail))
-
-
-def parquet_rows(storage: Storage, path: str, tail: bytes) -> int | None:
-    """The row count in the Parquet footer ``tail`` ends with (None: not Parquet, or a footer
-    larger than the tail - then read once more)."""
-    metadata = footer_of_tail(storage, path, tail)
-    return None if metadata is None else int(metadata.num_rows)
+    metadata = footer_of_tail(storage, read_at, tail)
+    footer_rows = None if metadata is None else int(metadata.num_rows)
+    entry = LedgerFile(final, size, footer_rows if footer_rows is not None else rows, checksum_of(tail), len(tail))
+    return entry, file_partition_rows(metadata, final, offset_columns) if offset_columns else None
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,8 @@ class LedgerInputs:
     dropped_below: Mapping[str, int] = dc_field(default_factory=dict)
     rows_rejected: int = 0
     drop_reasons: Mapping[str, int] = dc_field(default_factory=dict)
+    #: the batch's topic, partition and offset columns (the sink's ``offset_columns``)
+    offset_columns: Sequence[str] = ()
 
 
 def coverage(
@@ -124,8 +129,15 @@ def build_ledger(
     """The ledger of a batch: ``files`` as (read at, final, size, rows known by the writer);
     ``rewritten``: a compaction batch's new files, likewise."""
     pool = f"ledger-{storage.root_uri}"
-    entries = map_waiting(pool, lambda f: file_entry(storage, *f), list(files) + list(rewritten))
+    columns = inputs.offset_columns if partitions else ()
+    found = map_waiting(pool, lambda f: file_entry_and_rows(storage, *f, offset_columns=columns), list(files))
+    entries = [e for e, _ in found] + map_waiting(pool, lambda f: file_entry(storage, *f), list(rewritten))
     own = entries[: len(files)]
+    counted = batch_partition_rows(r for _, r in found)
+    partitions = tuple(
+        replace(p, rows=counted[p.partition].rows, row_offsets=(counted[p.partition].low, counted[p.partition].high)) if p.partition in counted else p
+        for p in partitions
+    )
     known = [f.rows for f in own]
     written = sum(r for r in known if r is not None) if own and None not in known else num_rows
     dropped = sum(inputs.drop_reasons.values()) if inputs.drop_reasons else num_skipped_rows

@@ -594,7 +594,7 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
             # known (its gaps are its own), its offsets raise the marks, its earlier inputs count
             must_commit = not known and bool(taken_over or (offsets is not None and merged_ends(offsets.offsets)))
             batch_inputs = BatchFilters(files, guard, [f for f in taken_over if f.path not in committed], must_commit)
-            attempt.ledger = LedgerInputs(start=guard.start, dropped_below=guard.dropped_below)
+            attempt.ledger = LedgerInputs(start=guard.start, dropped_below=guard.dropped_below, offset_columns=tuple(self.options.offset_columns))
             result = self._stage_and_commit(fit(batch_inputs.df), attempt, batch_inputs, offsets)
         self.counters["skipped_rows"] += batch_inputs.skipped_rows()
         if result.status == "committed":

@@ -58,6 +58,10 @@ class PartitionCoverage:
     end: int | None = None
     #: the partition's offsets restarted at this batch (a topic recreated): its mark restarts here
     reset: bool = False
+    #: the partition's records in the batch's output files (counted where a file holds only this
+    #: partition's, from the footers: ``table.file_coordinates``) and ``[low, high)`` of their offsets
+    rows: int | None = None
+    row_offsets: tuple[int, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"partition": self.partition, "ranges": [list(r) for r in self.ranges]}
@@ -71,6 +75,9 @@ class PartitionCoverage:
         if self.gap_from is not None:
             out["gapFrom"] = self.gap_from
             out["gapReason"] = self.gap_reason
+        if self.rows is not None and self.row_offsets is not None:
+            out["rows"] = self.rows
+            out["rowOffsets"] = list(self.row_offsets)
         return out
 
     @classmethod
@@ -84,6 +91,8 @@ class PartitionCoverage:
             gap_reason=obj.get("gapReason"),
             end=None if obj.get("end") is None else int(obj["end"]),
             reset=bool(obj.get("reset", False)),
+            rows=None if obj.get("rows") is None else int(obj["rows"]),
+            row_offsets=None if obj.get("rowOffsets") is None else _pairs([obj["rowOffsets"]], "rowOffsets")[0],
         )
 
     def written(self) -> list[tuple[int, int]]:

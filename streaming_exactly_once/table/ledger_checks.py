@@ -12,7 +12,7 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from .ledger import LedgerRecord
+from .ledger import LedgerRecord, PartitionCoverage
 
 #: gap reasons a batch may record (anything else is a violation): a query whose batches between
 #: two commits were empty (Spark read the offsets, no row reached the table), and a gap the sink
@@ -75,6 +75,7 @@ def offset_violations(record: LedgerRecord, marks: MutableMapping[str, int]) -> 
         mark = None if part.reset else marks.get(part.partition)
         written = part.written()
         if not part.ranges:
+            out += _twice_in_batch(m, part)
             if part.end is not None:
                 marks[part.partition] = max(part.end, mark if mark is not None else part.end)
             continue
@@ -104,11 +105,33 @@ def offset_violations(record: LedgerRecord, marks: MutableMapping[str, int]) -> 
                         partition=part.partition,
                     )
                 )
+        out += _twice_in_batch(m, part)
         for (_, high), (low, _) in zip(written, written[1:], strict=False):
             if low < high:
                 out.append(Violation("offsets", m, f"Batch {m} lists overlapping ranges of {part.partition} at {low}.", partition=part.partition))
         marks[part.partition] = max(end, mark if mark is not None else end)
     return out
+
+
+def _twice_in_batch(m: int, part: PartitionCoverage) -> list[Violation]:
+    """More records of a partition in the batch's files than offsets in their span: a Kafka
+    offset holds one record, so some are there twice (the partition read twice by one query)."""
+    if part.rows is None or part.row_offsets is None:
+        return []
+    low, high = part.row_offsets
+    if part.rows <= high - low:
+        return []
+    return [
+        Violation(
+            "offsets",
+            m,
+            f"Batch {m} wrote {part.rows} records of {part.partition} whose offsets all lie in [{low}, {high}) - {high - low} "
+            f"offsets, and an offset holds one record: at least {part.rows - (high - low)} of them are in the batch twice. "
+            "The query reads the partition more than once (a union of two subscriptions of one topic?); read each "
+            "partition once per query.",
+            partition=part.partition,
+        )
+    ]
 
 
 def batch_violations(record: LedgerRecord, marks: Mapping[str, int]) -> list[Violation]:

@@ -226,3 +226,28 @@ def test_an_incremental_audit_reads_the_whole_table_when_the_compact_file_change
     storage.atomic_write(compact, ("\n".join([*lines, lines[-1]])).encode())  # a file live twice, in the compact file
     report = audit_table(storage)  # no new batch, but the compact file is not the one the mark saw
     assert [v.check for v in report.violations] == ["files"] and "live 2 times" in report.violations[0].message
+
+
+def test_a_files_records_of_one_source_partition_are_counted_from_its_footer(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from streaming_exactly_once.table.file_coordinates import PartitionRows, batch_partition_rows, file_partition_rows
+
+    columns = ("topic", "partition", "offset")
+
+    def footer(name, table):
+        pq.write_table(table, tmp_path / name)
+        return pq.read_metadata(tmp_path / name)
+
+    one = footer("a.parquet", pa.table({"topic": ["t"] * 3, "partition": [2] * 3, "offset": [7, 5, 9]}))
+    assert file_partition_rows(one, "a.parquet", columns) == PartitionRows("t/2", 3, 5, 10)
+    mixed = footer("b.parquet", pa.table({"topic": ["t"] * 2, "partition": [0, 1], "offset": [1, 2]}))
+    assert file_partition_rows(mixed, "b.parquet", columns) is None  # rows of two partitions: not counted
+    unattributed = footer("c.parquet", pa.table({"topic": ["t", None], "partition": [0, 0], "offset": [1, 2]}))
+    assert file_partition_rows(unattributed, "c.parquet", columns) is None  # a row of another source
+    by_dir = footer("d.parquet", pa.table({"offset": [4, 5]}))  # partitionBy("topic", "partition")
+    assert file_partition_rows(by_dir, "topic=t%2Fx/partition=1/d.parquet", columns) == PartitionRows("t/x/1", 2, 4, 6)
+    assert file_partition_rows(by_dir, "d.parquet", columns) is None
+    merged = batch_partition_rows([PartitionRows("t/0", 10, 0, 10), None, PartitionRows("t/0", 10, 0, 10)])
+    assert merged == {"t/0": PartitionRows("t/0", 20, 0, 10)}  # 20 records in 10 offsets: read twice

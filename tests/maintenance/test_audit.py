@@ -163,6 +163,44 @@ def test_kafka_offsets_are_ledgered_and_overlaps_and_skips_are_named(kafka, tmp_
     assert code == 1 and any("[10, 12) were never written" in v["message"] for v in doc["violations"]), doc
 
 
+def test_a_partition_read_twice_in_one_batch_is_refused_by_enforce_and_named_by_the_audit(kafka, tmp_path):
+    """A query reading one topic through two sources (a union of two subscriptions) writes every
+    record twice in one batch, above every mark, so no offset guard drops them. audit="enforce"
+    refuses the batch with the query's own error, publishing nothing, and the corrected query goes
+    on with every record once; audit="record" publishes it and `seo audit` names the batch, the
+    partition and the offsets."""
+    from streaming_exactly_once.errors import AuditViolationError
+    from streaming_exactly_once.manifest.manifest_log import ManifestLog
+
+    src, table, recorded = tmp_path / "kafka", tmp_path / "t", tmp_path / "r"
+    produce(src, "t", 0, [f"t-0-{i}" for i in range(10)])
+    twice = kafka_stream(kafka, src).union(kafka_stream(kafka, src))
+    with pytest.raises(Exception) as refused:
+        run_kafka(ExactlyOnceSink(str(table), audit="enforce"), twice, tmp_path / "c1")
+    cause = refused.value
+    while cause is not None and not isinstance(cause, AuditViolationError):
+        cause = cause.__cause__ or cause.__context__
+    assert isinstance(cause, AuditViolationError), repr(refused.value)
+    assert cause.violations[0]["check"] == "offsets" and cause.violations[0]["partition"] == "t/0", cause.violations
+    assert "20 records of t/0 whose offsets all lie in [0, 10)" in str(cause), str(cause)
+    storage = open_storage(str(table))
+    assert ManifestLog(storage).latest_batch_id() is None and read_ledger(storage, 0) is None  # nothing published
+    run_kafka(ExactlyOnceSink(str(table), audit="enforce"), kafka_stream(kafka, src), tmp_path / "c2")
+    ids = [r.id for r in kafka.read.parquet(str(table)).collect()]
+    assert sorted(ids) == sorted(f"t-0-{i}" for i in range(10))  # every record once
+    first = read_ledger(storage, 0)
+    assert [(p.partition, p.rows, p.row_offsets) for p in first.partitions] == [("t/0", 10, (0, 10))]
+    code, doc = audit(table)
+    assert code == 0, doc
+    # recorded, not enforced: published, and the audit names it
+    run_kafka(ExactlyOnceSink(str(recorded)), twice, tmp_path / "c3")
+    ids = [r.id for r in kafka.read.parquet(str(recorded)).collect()]
+    assert sorted(ids) == sorted(f"t-0-{i}" for i in range(10) for _ in range(2))  # each record twice
+    code, doc = audit(recorded)
+    assert code == 1 and checks_failed(doc) == {("offsets", 0)}, doc
+    assert doc["violations"][0]["partition"] == "t/0" and "[0, 10)" in doc["violations"][0]["message"], doc
+
+
 def test_delta_and_iceberg_stream_ledger_and_planted_faults(spark, tmp_path):
     pytest.importorskip("deltalake")
     pytest.importorskip("pyiceberg")
