@@ -49,7 +49,7 @@ def _parquet(ids: list[int]) -> bytes:
 
 def _committer(root: Path, compacted: bool):
     from streaming_exactly_once.commit.committer import CommitterOptions, TableCommitter
-    from streaming_exactly_once.commit.data_compaction import CompactionPolicy
+    from streaming_exactly_once.commit.rewrites.data_compaction import CompactionPolicy
     from streaming_exactly_once.storage import open_storage
 
     policy = CompactionPolicy(**COMPACTION) if compacted else None
@@ -60,7 +60,7 @@ def _batch(committer: Any, b: int) -> float:
     """One batch of four files; its commit's milliseconds (``commitMs``)."""
     from streaming_exactly_once.checkpoint.reader import InputFile
     from streaming_exactly_once.commit.committer import StagedFile
-    from streaming_exactly_once.commit.sequence import commit_ms
+    from streaming_exactly_once.commit.protocol.sequence import commit_ms
 
     storage = committer.storage
     with committer.batch(QUERY, b, mode="rename") as attempt:

@@ -104,7 +104,7 @@ def _parquet(batch: int, part: int) -> bytes:
 def _group_history(root: str) -> None:
     from streaming_exactly_once.checkpoint.reader import InputFile
     from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile
-    from streaming_exactly_once.commit.group_committer import GroupCommitter, MemberBatch
+    from streaming_exactly_once.commit.groups.group_committer import GroupCommitter, MemberBatch
     from streaming_exactly_once.storage import open_storage
 
     group = GroupCommitter(open_storage(root), CommitterOptions(heartbeat=False, compact_interval=3, min_batches_to_retain=2, cleanup_delay_ms=0))

@@ -218,8 +218,8 @@ def compact(
     through pyiceberg's configuration of it). A dataset group's root compacts each of its tables,
     one of its tables only that one, in group batches under the group's lease.
     """
-    from ..commit.compaction_consumers import Consumer
-    from ..commit.data_compaction import CompactionPolicy
+    from ..commit.rewrites.compaction_consumers import Consumer
+    from ..commit.rewrites.data_compaction import CompactionPolicy
     from ..maintenance.compact import compact_table
 
     out = printer_for(ctx, local_json)

@@ -1,6 +1,6 @@
 """``TableCommitter``: one table's batches, each published exactly once, independent of Spark.
 
-A batch's sequence (``commit.steps`` says what each step writes and how it knows it is done)::
+A batch's sequence (``commit.protocol.steps`` says what each step writes and how it knows it is done)::
 
     [move]      rename mode: the staged files into the table
     [schema]    _seo/schema/M: the table's schema, when the batch creates or changes it
@@ -11,7 +11,7 @@ A batch's sequence (``commit.steps`` says what each step writes and how it knows
     offsets     _seo/offsets/M  }  the batch's query, Spark batch and source offsets; its input
     sources     _seo/sources/M  }  files; what it committed - written at the same time, the
     ledger      _seo/ledger/M   }  first two and the ledger (what the batch read, wrote and
-    commit      _seo/commits/M  }  published: ``commit.ledger_step``) without waiting for the disk
+    commit      _seo/commits/M  }  published: ``commit.table_steps.ledger_step``) without waiting for the disk
     [cleanup]   direct mode: the attempt's intents
 
 The shared part - lease, recovery, attempts, the engine that claims and runs a sequence, the
@@ -46,19 +46,19 @@ from ..table.ledger import LedgerRecord
 from ..table.schema_log import SchemaRecord
 from ..table.table_logs import TableLogs
 from .adoption import Adoption, check_for_iceberg, existing_files_error, plan_adoption, readable_files
-from .attempt import BatchAttempt, CommitResult, StagedFile, elapsed_ms, sources_step
-from .compaction_preparation import preparation_of
-from .delta_step import CommitDelta
-from .iceberg_step import CommitIceberg
+from .background.compaction_preparation import preparation_of
 from .ledger_enforce import batch_ledger, enforce
-from .ledger_step import WriteLedger
 from .options import CommitterOptions
-from .recovery import INTENTS_SUBDIR, ManifestView, PublishedView, RecoveryReport
-from .schema_step import WriteSchema
-from .step import CommitStep
-from .steps import CleanupStaging, FileMove, MoveFiles, PublishManifest, WriteCommit
-from .table_rewrites import BatchRewrites, TableRewrites, leftovers_of
+from .protocol.attempt import BatchAttempt, CommitResult, StagedFile, elapsed_ms, sources_step
+from .protocol.recovery import INTENTS_SUBDIR, ManifestView, PublishedView, RecoveryReport
+from .protocol.step import CommitStep
+from .protocol.steps import CleanupStaging, FileMove, MoveFiles, PublishManifest, WriteCommit
+from .rewrites.table_rewrites import BatchRewrites, TableRewrites, leftovers_of
 from .table_schema import TableSchema
+from .table_steps.delta_step import CommitDelta
+from .table_steps.iceberg_step import CommitIceberg
+from .table_steps.ledger_step import WriteLedger
+from .table_steps.schema_step import WriteSchema
 from .writer import Writer
 
 log = logging.getLogger("streaming_exactly_once.commit")
@@ -297,7 +297,7 @@ class TableCommitter(Writer):
 
     def _queue_rewrite(self, *, start: bool = False) -> None:
         """Plan the rewrites of the next compaction batch once the batch before it committed (or
-        at a start), in the background (``commit.table_rewrites``)."""
+        at a start), in the background (``commit.rewrites.table_rewrites``)."""
         if self.rewrites is not None:
             self.rewrites.plan(self.logs.require_manifest(), self.latest_batch_id, start=start)
 
@@ -312,7 +312,7 @@ class TableCommitter(Writer):
         delta_step: CommitDelta | None,
         iceberg_step: CommitIceberg | None,
     ) -> LedgerRecord:
-        """The batch's ledger (``commit.ledger_step``), built before the claim from the files in
+        """The batch's ledger (``commit.table_steps.ledger_step``), built before the claim from the files in
         hand; under ``audit="enforce"`` checked too: a violation raises before anything is published."""
         t0 = time.perf_counter()
         ledger = batch_ledger(

@@ -18,11 +18,11 @@ from ..storage.io_threads import map_waiting
 from ..table.ledger import Compaction, LedgerRecord
 from ..table.ledger_checks import batch_violations
 from ..table.source_offsets import merged_ends
-from .attempt import BatchAttempt, elapsed_ms
-from .group_members import MemberBatch
-from .ledger_step import LedgerInputs, WriteLedger, build_ledger, coverage, file_entry
-from .steps import MemberPublish
-from .table_rewrites import BatchRewrites
+from .groups.group_members import MemberBatch
+from .protocol.attempt import BatchAttempt, elapsed_ms
+from .protocol.steps import MemberPublish
+from .rewrites.table_rewrites import BatchRewrites
+from .table_steps.ledger_step import LedgerInputs, WriteLedger, build_ledger, coverage, file_entry
 from .writer import Writer
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ..delta.target import DeltaSettings
 from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
-from .data_compaction import CompactionPolicy
+from .rewrites.data_compaction import CompactionPolicy
 
 
 @dataclass(frozen=True)
@@ -30,9 +30,9 @@ class CommitterOptions:
     build_manifest_index: bool = True
     prepare_compactions: bool = True
     worker_moves_from: int = 5_000  # move lists this long run on the workers (when a sink gives them)
-    #: ``format="delta"``: every batch is also one Delta commit (``commit.delta_step``); None: no Delta log
+    #: ``format="delta"``: every batch is also one Delta commit (``commit.table_steps.delta_step``); None: no Delta log
     delta: DeltaSettings | None = None
-    #: ``format="iceberg"``: every batch is also one Iceberg snapshot (``commit.iceberg_step``);
+    #: ``format="iceberg"``: every batch is also one Iceberg snapshot (``commit.table_steps.iceberg_step``);
     #: None: no Iceberg table
     iceberg: IcebergSettings | None = None
     #: where the Iceberg table is recorded (default: its own metadata files, found by path)
@@ -43,11 +43,11 @@ class CommitterOptions:
     spark_manifest: bool = True
     #: what a batch may change in the table's schema (``table.schema_rules.EVOLUTION_MODES``)
     schema_evolution: str = "none"
-    #: small files of earlier batches rewritten by each compaction batch (``commit.data_compaction``); None: off
+    #: small files of earlier batches rewritten by each compaction batch (``commit.rewrites.data_compaction``); None: off
     compaction: CompactionPolicy | None = None
     #: a new table's directory that holds Parquet files: its first batch adopts them
     #: (``commit.adoption``); False: such a directory is refused
     adopt_existing_files: bool = False
-    #: "record": every batch writes its ledger (``commit.ledger_step``); "enforce": also checks
+    #: "record": every batch writes its ledger (``commit.table_steps.ledger_step``); "enforce": also checks
     #: the batch's own invariants before its claim and refuses one that breaks them
     audit: str = "record"

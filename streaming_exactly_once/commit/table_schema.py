@@ -4,7 +4,7 @@ The writer reads the schema once when it opens the table (after recovery: the ne
 ``_seo/schema/M`` at or below the latest batch, ``table.schema_log``) and keeps it in memory;
 a batch is judged by ``table.schema_rules.compare`` against it, before anything of the batch is
 written. A batch that creates or changes the schema gets a ``schema`` commit step
-(``commit.schema_step``); once that batch has committed, its record is the current one.
+(``commit.table_steps.schema_step``); once that batch has committed, its record is the current one.
 
 Tables that have batches but no schema record (written before this release, or by Spark's own
 sink) adopt one at the writer's open: the schema of the newest commit record, written as
@@ -25,7 +25,7 @@ from ..table.identity import read_identity
 from ..table.schema_log import SchemaRecord, forget_after, read_schema, schema_as_of, schema_batches, schema_path
 from ..table.schema_rules import Mismatch, Verdict, advice, compare, fields_of, side_by_side, struct_json
 from ..table.table_logs import open_manifest
-from .schema_step import WriteSchema
+from .table_steps.schema_step import WriteSchema
 
 log = logging.getLogger("streaming_exactly_once.commit")
 

@@ -1,5 +1,5 @@
 """What every writer of a root does, a single table's (``commit.committer``) or a dataset
-group's (``commit.group_committer``): take the lease, recover, keep the state batches are
+group's (``commit.groups.group_committer``): take the lease, recover, keep the state batches are
 checked against, begin and abort attempts, and hand a planned sequence to the commit engine and
 its leftovers to the housekeeping.
 
@@ -45,16 +45,16 @@ from ..table.offsets_log import OffsetsRecord
 from ..table.source_offsets import PartitionOffsetMap, merged_ends, raise_to, table_marks
 from ..table.table_logs import TableLogs
 from .adoption import existing_files_error, readable_files
-from .attempt import BatchAttempt, CommitResult, elapsed_ms
-from .engine import CommitEngine
-from .housekeeping import Housekeeping, warm_up_in_background
-from .janitor import Janitor
-from .lease import Lease, fenced_cause
+from .background.housekeeping import Housekeeping, warm_up_in_background
+from .background.janitor import Janitor
 from .options import CommitterOptions
-from .recovery import PublishedView, RecoveryReport, abort_attempt, check_logs_consistent, recover
-from .sequence import CommitSequence
-from .step import Distribute, StepContext
-from .wal import CommitSequenceStore
+from .protocol.attempt import BatchAttempt, CommitResult, elapsed_ms
+from .protocol.engine import CommitEngine
+from .protocol.lease import Lease, fenced_cause
+from .protocol.recovery import PublishedView, RecoveryReport, abort_attempt, check_logs_consistent, recover
+from .protocol.sequence import CommitSequence
+from .protocol.step import Distribute, StepContext
+from .protocol.wal import CommitSequenceStore
 
 log = logging.getLogger("streaming_exactly_once.commit")
 

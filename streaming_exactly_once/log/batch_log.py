@@ -36,7 +36,7 @@ from .version import encode_file, encode_line, parse_body
 T = TypeVar("T")
 
 COMPACT_SUFFIX = ".compact"
-#: A compaction work file's name ends so (``commit.compaction_preparation``): ``.<N>.compact.e<K>.prep``.
+#: A compaction work file's name ends so (``commit.background.compaction_preparation``): ``.<N>.compact.e<K>.prep``.
 PREP_SUFFIX = ".prep"
 
 #: Batch ids are written one after another and retention deletes from the bottom up, so the

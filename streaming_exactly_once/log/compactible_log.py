@@ -17,7 +17,7 @@ The deletion walks ids upward from the lowest undeleted one and stops at the fir
 is still too young, so its cost per batch stays constant as history grows.
 
 A writer may build a compact file ahead of its batch, off the commit path, and attach that
-preparation to the log (``preparation``, ``commit.compaction_preparation``); ``add`` publishes
+preparation to the log (``preparation``, ``commit.background.compaction_preparation``); ``add`` publishes
 such a file when one is ready and otherwise builds the compact file itself, as Spark does.
 """
 
@@ -99,7 +99,7 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         #: every line was checked or copied from a vouched file on the way in (``copy_vouched``).
         self._written_compacts: dict[int, tuple[int, int, str]] = {}
         #: The next compact file, built ahead off the commit path by the writer
-        #: (``commit.compaction_preparation``); nothing is prepared unless it attaches one.
+        #: (``commit.background.compaction_preparation``); nothing is prepared unless it attaches one.
         self.preparation: Preparation = NOT_PREPARED
         #: What else a writer takes as proof that a compact file it did not write itself was
         #: checked line by line as it is now (``copy_vouched``); None: nothing else.
@@ -339,7 +339,7 @@ class CompactibleLog(BatchLog[T], Generic[T]):
         on the clock where a retention filter applies, cannot be rebuilt to repair a tear.
 
         ``drop``: a compact file that also leaves out the earlier records it selects (a
-        compaction batch's rewrites, ``commit.data_compaction``). It is folded from the parsed
+        compaction batch's rewrites, ``commit.rewrites.data_compaction``). It is folded from the parsed
         records, never from a prepared or copied file, which hold the dropped ones."""
         if not is_compaction_batch(batch_id, self.interval):
             if drop is not None:

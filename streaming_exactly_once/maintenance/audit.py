@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..commit.ledger_step import CHECKSUM_TAIL, checksum_of
+from ..commit.table_steps.ledger_step import CHECKSUM_TAIL, checksum_of
 from ..errors import ExactlyOnceError, LogCorruptError, TableNotFoundError
 from ..log.compaction import is_compaction_batch
 from ..manifest.manifest_log import ManifestLog

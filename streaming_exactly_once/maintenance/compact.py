@@ -1,5 +1,5 @@
 """``seo compact``: small files of a table whose stream is stopped, rewritten and published by the
-stream's own commit path (``commit.data_compaction``, ``commit.rewrite_preparation``).
+stream's own commit path (``commit.rewrites.data_compaction``, ``commit.rewrites.rewrite_preparation``).
 
 A replacement takes effect only at a compaction batch (Spark's batch reader reads a ``.compact``
 manifest file as the whole listing; ``docs/design/data-compaction.md``). So ``compact`` takes
@@ -31,10 +31,10 @@ import time
 from dataclasses import dataclass, field
 
 from ..commit.committer import TableCommitter
-from ..commit.compaction_consumers import ConsumerFilter, consumer_filter
-from ..commit.data_compaction import CompactionPolicy, PlanNotes, StagedRewrite, plan, rewritable
-from ..commit.group_committer import GroupCommitter, MemberBatch
+from ..commit.groups.group_committer import GroupCommitter, MemberBatch
 from ..commit.options import CommitterOptions
+from ..commit.rewrites.compaction_consumers import ConsumerFilter, consumer_filter
+from ..commit.rewrites.data_compaction import CompactionPolicy, PlanNotes, StagedRewrite, plan, rewritable
 from ..delta.settings import DeltaSettings
 from ..errors import ConfigError, IdentityError
 from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
@@ -84,7 +84,7 @@ class CompactReport:
     #: live data files before and after
     files_before: int = 0
     files_after: int = 0
-    #: why nothing may be rewritten now (a registered consumer, ``commit.compaction_consumers``)
+    #: why nothing may be rewritten now (a registered consumer, ``commit.rewrites.compaction_consumers``)
     blocked_by: str | None = None
     #: why nothing is rewritten, when nothing is (what the planning passed over: ``PlanNotes``)
     why_nothing: str | None = None

@@ -50,9 +50,9 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from ..commit.attempt_verdict import ABORT, COMMIT, decide
-from ..commit.lease import Lease, LeaseState, read_lease_state
-from ..commit.recovery import abort_attempt
+from ..commit.protocol.attempt_verdict import ABORT, COMMIT, decide
+from ..commit.protocol.lease import Lease, LeaseState, read_lease_state
+from ..commit.protocol.recovery import abort_attempt
 from ..errors import (
     ConcurrentWriterError,
     DeltaTableError,

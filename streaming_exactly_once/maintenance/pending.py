@@ -1,9 +1,9 @@
 """Everything the pending commits of a table or dataset group still need.
 
-A WAL entry ``_seo/wal/M`` is a commit that may still roll forward (``commit.recovery``). Until
+A WAL entry ``_seo/wal/M`` is a commit that may still roll forward (``commit.protocol.recovery``). Until
 it has, nothing it names may be deleted: its staging directory, and every staging directory a
 staged file of its ``move`` step is in (a compaction batch's rewrites are staged in their own,
-``commit.rewrite_preparation``); the staged files of its ``move`` step and their targets (in the
+``commit.rewrites.rewrite_preparation``); the staged files of its ``move`` step and their targets (in the
 table already, or about to be, but in no manifest file yet); the data files its
 ``manifest``/``members`` entries list (``direct`` mode writes them in place).
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..commit.steps import CleanupStaging, MoveFiles, PublishManifest, PublishMembers
-from ..commit.wal import CommitSequenceStore
+from ..commit.protocol.steps import CleanupStaging, MoveFiles, PublishManifest, PublishMembers
+from ..commit.protocol.wal import CommitSequenceStore
 from ..storage.base import Storage
 from ..table.layout import staging_dir_holding
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..commit.recovery import INTENTS_SUBDIR
+from ..commit.protocol.recovery import INTENTS_SUBDIR
 from ..errors import LogCorruptError
 from ..manifest.retired import read_retired, record_path, retired_batches
 from ..readers.table_roots import relative_path, table_roots

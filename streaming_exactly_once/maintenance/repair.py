@@ -22,12 +22,12 @@ import logging
 from dataclasses import dataclass, field, replace
 
 from ..checkpoint.reader import SparkCheckpoint
-from ..commit.attempt_verdict import ABORT, COMMIT, decide, overrule, read_verdict
 from ..commit.committer import CommitterOptions
-from ..commit.lease import Lease, writer_still_running
-from ..commit.recovery import RecoveryReport, claim_files_missing, discard_sequence, recover
-from ..commit.step import StepContext
-from ..commit.wal import CommitSequenceStore
+from ..commit.protocol.attempt_verdict import ABORT, COMMIT, decide, overrule, read_verdict
+from ..commit.protocol.lease import Lease, writer_still_running
+from ..commit.protocol.recovery import RecoveryReport, claim_files_missing, discard_sequence, recover
+from ..commit.protocol.step import StepContext
+from ..commit.protocol.wal import CommitSequenceStore
 from ..errors import ExactlyOnceError, IcebergTableError, LogCorruptError, UnsupportedLogVersionError
 from ..storage import open_storage
 from ..storage.base import Storage
@@ -59,7 +59,7 @@ def recover_table(storage: Storage, *, lease_timeout_ms: int = 60_000, accept_in
     require_table_extras(storage)
     identity = read_identity(storage)
     if identity is not None and identity.kind == "group":
-        from ..commit.group_committer import GroupCommitter
+        from ..commit.groups.group_committer import GroupCommitter
 
         # (no compaction is prepared: this writer commits no batch, its close would discard it)
         options = CommitterOptions(compact_interval=identity.compact_interval, lease_timeout_ms=lease_timeout_ms, prepare_compactions=False)

@@ -1,4 +1,4 @@
-"""``seo verify``'s checks of the rewrites compaction batches published (``commit.data_compaction``).
+"""``seo verify``'s checks of the rewrites compaction batches published (``commit.rewrites.data_compaction``).
 
 A compaction batch's commit record names each new file, its row count and the files it replaced
 (``table.commits_log``). While that record is retained (the commits log's compact file of the

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..commit.lease import read_lease_state
-from ..commit.wal import CommitSequenceStore
+from ..commit.protocol.lease import read_lease_state
+from ..commit.protocol.wal import CommitSequenceStore
 from ..errors import ExactlyOnceError, MissingDependencyError
 from ..readers.history import batches
 from ..readers.visibility import committed_files

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..commit.protocol.wal import CommitSequenceStore
 from ..commit.table_schema import read_only_schema
-from ..commit.wal import CommitSequenceStore
 from ..errors import ExactlyOnceError
 from ..manifest.empty_batches import empty_between
 from ..readers.committed_files import CommittedFiles

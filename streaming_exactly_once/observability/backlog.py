@@ -2,14 +2,14 @@
 
 Read from the table's manifest as any reader reads it (no lock, nothing written), by the
 metrics exporter's thread at most once a minute - never by a batch. "Awaiting compaction" is
-what ``commit.data_compaction`` calls small: Parquet files under half the target size, whether
+what ``commit.rewrites.data_compaction`` calls small: Parquet files under half the target size, whether
 compaction is on or not (age and quiet-period rules aside), so the metric shows the backlog
 that turning it on, or ``seo compact``, would clear.
 """
 
 from __future__ import annotations
 
-from ..commit.data_compaction import CompactionPolicy
+from ..commit.rewrites.data_compaction import CompactionPolicy
 from ..storage.base import Storage
 from ..table.identity import read_identity
 from ..table.table_logs import TableLogs

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from ..checkpoint.reader import InputFile
-from ..commit.attempt import CommitResult
+from ..commit.protocol.attempt import CommitResult
 from ..table.group_state import GroupState
 from ..table.source_offsets import source_partitions
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..checkpoint.reader import InputFile
-from ..commit.attempt import CommitResult
+from ..commit.protocol.attempt import CommitResult
 from .lineage_facts import BatchFacts
 from .settings import LineageSettings, MetricsSettings
 from .sink_metrics import AuditReader, BacklogReader, ProgressReader, SinkMetrics

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ..commit.attempt import CommitResult
-from ..commit.sequence import commit_ms
+from ..commit.protocol.attempt import CommitResult
+from ..commit.protocol.sequence import commit_ms
 from ..errors import WriterFencedError
 from .audit_hook import AuditVerdict, audit_verdict
 from .catalog import metric

@@ -35,8 +35,8 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import SparkCheckpoint
-from ..commit.attempt import BatchAttempt, CommitResult
-from ..commit.ledger_step import LedgerInputs
+from ..commit.protocol.attempt import BatchAttempt, CommitResult
+from ..commit.table_steps.ledger_step import LedgerInputs
 from ..commit.writer import Writer
 from ..config import parse_duration_ms, reject_unknown, spark_trigger
 from ..errors import ConcurrentWriterError, ConfigError, ExactlyOnceError, SinkInUseError
@@ -58,7 +58,7 @@ from .surfacing import note_refusal, surfacing
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
 
-    from ..commit.steps import FileMove
+    from ..commit.protocol.steps import FileMove
 
 log = logging.getLogger("streaming_exactly_once.sink")
 
@@ -81,7 +81,7 @@ def wrap_storage(storage: Storage, spec: str) -> Storage:
 
 def _spark_app_id(df: DataFrame) -> str | None:
     """The Spark application running the batch: with the query id it tells a new run of our
-    query from another writer (``commit.lease``). One config read, at a query's first batch."""
+    query from another writer (``commit.protocol.lease``). One config read, at a query's first batch."""
     try:
         return df.sparkSession.conf.get("spark.app.id", None)
     except Exception:  # noqa: BLE001 - without it the lease just waits as before

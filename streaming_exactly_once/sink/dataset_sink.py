@@ -23,7 +23,7 @@ Spark's micro-batches)::
     policy: full    - any mandatory failure: nothing published, rejection record, BatchRejectedError
                       (SchemaMismatchError when a table's schema was the failure)
             partial - a failed table's batch goes to _quarantine/batches/<table>; the rest publish
-    group commit (commit.group_committer): WAL -> moves -> each table's manifest + commit record
+    group commit (commit.groups.group_committer): WAL -> moves -> each table's manifest + commit record
         -> sources -> group commit record with every table's state (absent tables carried over)
 """
 
@@ -38,7 +38,7 @@ from pyspark.sql import DataFrame, Row, functions as F
 
 from ..checkpoint.offset_seq import OffsetSeq
 from ..commit.committer import BatchAttempt, CommitResult, StagedFile
-from ..commit.group_committer import GroupCommitter, MemberBatch, tables_in
+from ..commit.groups.group_committer import GroupCommitter, MemberBatch, tables_in
 from ..delta.target import DeltaSettings
 from ..errors import BatchRejectedError, ConfigError, SchemaMismatchError
 from ..iceberg.settings import IcebergSettings

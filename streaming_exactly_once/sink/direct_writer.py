@@ -23,7 +23,7 @@ from typing import Any
 from pyspark.sql import DataFrame, types as T
 
 from ..commit.committer import BatchAttempt, StagedFile
-from ..commit.recovery import INTENTS_SUBDIR
+from ..commit.protocol.recovery import INTENTS_SUBDIR
 from ..manifest.paths import partition_dir
 from ..storage.base import Storage
 from .arrow_file_writer import (

@@ -162,7 +162,7 @@ class BatchFilters:
         return self.files.skipped_rows() + self.offsets.skipped_rows()
 
     def drop_reasons(self) -> dict[str, int]:
-        """The dropped rows by reason, for the batch's ledger (``commit.ledger_step``); once written."""
+        """The dropped rows by reason, for the batch's ledger (``commit.table_steps.ledger_step``); once written."""
         reasons = {"inputFileCommitted": self.files.skipped_rows(), "offsetBelowMark": self.offsets.skipped_rows()}
         return {reason: rows for reason, rows in reasons.items() if rows}
 

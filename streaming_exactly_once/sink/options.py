@@ -9,14 +9,14 @@ Every option is keyword-only on the sinks, with the same name here - the public 
 ``retention_ms``). Durations accept ``"30s"``, ``"10m"``, ``"500ms"`` or seconds as a number.
 
 ``format="delta"`` writes Parquet data files and makes each batch one Delta commit too
-(``commit.delta_step``); its options: ``spark_manifest`` (default true: keep publishing
+(``commit.table_steps.delta_step``); its options: ``spark_manifest`` (default true: keep publishing
 ``_spark_metadata`` for Spark's file-source readers), ``delta_checkpoint_interval`` (a Delta
 checkpoint every N versions, default 10) and ``delta_log_retention`` (how long Delta keeps log
 entries, i.e. how far back Delta time travel reaches; default Delta's 30 days). The last two
 are table properties, set when the first batch creates the Delta table.
 
 ``format="iceberg"`` writes Parquet data files and makes each batch one Iceberg snapshot
-(``commit.iceberg_step``); its options: ``spark_manifest``, ``iceberg_catalog`` and
+(``commit.table_steps.iceberg_step``); its options: ``spark_manifest``, ``iceberg_catalog`` and
 ``iceberg_table`` (a pyiceberg catalog recording the table; default: the table's own metadata
 files, found by path), ``iceberg_catalog_properties`` (that catalog's properties, at run time
 only) and ``iceberg_snapshots_to_keep`` (snapshot expiry in each commit). ``format=["delta",
@@ -37,8 +37,8 @@ from typing import Any, Literal
 
 from .. import extras
 from ..commit.committer import CommitterOptions
-from ..commit.compaction_consumers import DEFAULT_MAX_FILE_AGE_MS, Consumer
-from ..commit.data_compaction import CompactionPolicy
+from ..commit.rewrites.compaction_consumers import DEFAULT_MAX_FILE_AGE_MS, Consumer
+from ..commit.rewrites.data_compaction import CompactionPolicy
 from ..config import parse_bool, parse_choice, parse_duration_ms, parse_int, parse_size, parse_table_text, reject_unknown
 from ..delta.target import DeltaSettings
 from ..errors import ConfigError
@@ -225,7 +225,7 @@ class SinkOptions:
     iceberg_snapshots_to_keep: int | None = None
     #: what a batch may change in the table's schema (``table.schema_rules.EVOLUTION_MODES``)
     schema_evolution: str = "none"
-    #: small files rewritten by compaction batches (``commit.data_compaction``); None: off
+    #: small files rewritten by compaction batches (``commit.rewrites.data_compaction``); None: off
     compaction: CompactionPolicy | None = None
     #: a new table's directory that holds Parquet files: its first batch adopts them (``commit.adoption``)
     adopt_existing_files: bool = False

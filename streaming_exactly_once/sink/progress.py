@@ -29,8 +29,8 @@ from typing import Any
 from pyspark.sql import DataFrame, functions as F
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
-from ..commit.attempt import CommitResult
-from ..commit.sequence import commit_ms
+from ..commit.protocol.attempt import CommitResult
+from ..commit.protocol.sequence import commit_ms
 from ..storage import open_storage
 from ..table.commits_log import CommitsLog
 from ..table.identity import read_identity

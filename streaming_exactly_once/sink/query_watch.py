@@ -16,7 +16,7 @@ used, and only the cost returns.
 Classic PySpark only: the listener runs in this driver process, where the sink's lease lives.
 Under Spark Connect the ``foreachBatch`` function runs in a Python worker of the server, which
 the server stops when the query ends; a lease left by a process that is gone is taken over at
-once (``commit.lease``).
+once (``commit.protocol.lease``).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@
   upload in two halves. ``begin_composed`` creates the upload and has the service copy the
   range (the bulk of a ``.compact`` file); ``complete_composed`` sends the rest as the last part
   and completes with ``If-None-Match: *``. The background preparation of the next compaction
-  (``commit.compaction_preparation``) begins it right after the previous compaction, so the
+  (``commit.background.compaction_preparation``) begins it right after the previous compaction, so the
   compaction batch sends a few KB and completes, instead of waiting for the copy. Between the
   halves the upload is invisible; a writer killed there leaves an incomplete upload (see above).
 

@@ -2,7 +2,7 @@
 
 A commit attempt is named by the manifest batch it claims, the (query, Spark batch) it commits,
 the writer's epoch, the attempt's token and its staging mode. The WAL claim
-(``commit.sequence``), the committer's ``BatchAttempt`` and the group committer hold an
+(``commit.protocol.sequence``), the committer's ``BatchAttempt`` and the group committer hold an
 ``AttemptKey``; the commit and offsets records are built from one (``CommitRecord.of``,
 ``OffsetsRecord.of``) and give it back (``.key``).
 

@@ -10,10 +10,10 @@
         commits/M[.compact]                   what manifest batch M committed (table.commits_log)
         sources/M[.compact]                   input files of manifest batch M (table.sources_log)
         schema/M                              the table schema from batch M on, one per change (table.schema_log)
-        wal/M                                 pending commit sequence of batch M (commit.wal)
-        epochs/E                              writer epoch E: the fencing token (commit.lease)
-        heartbeats/E                          liveness of writer E (commit.lease)
-        verdicts/M-<attempt>                  rolled forward or aborted: an abandoned attempt's one verdict (commit.attempt_verdict)
+        wal/M                                 pending commit sequence of batch M (commit.protocol.wal)
+        epochs/E                              writer epoch E: the fencing token (commit.protocol.lease)
+        heartbeats/E                          liveness of writer E (commit.protocol.lease)
+        verdicts/M-<attempt>                  rolled forward or aborted: an abandoned attempt's one verdict (commit.protocol.attempt_verdict)
         ledger/M                              what batch M read, wrote and published, for `seo audit` (table.ledger)
         audit                                 how far `seo audit` got and its verdict (table.audit_mark)
         refused                               the last batch the sink refused, and why: a note for people (table.refusal)
@@ -40,7 +40,7 @@ VERDICTS_DIR = f"{SEO_DIR}/verdicts"
 #: Written by earlier builds (first-recovery records, replaced by attempt verdicts); still
 #: pruned with the epochs, never read.
 RECOVERIES_DIR = f"{SEO_DIR}/recoveries"
-#: Files kept per epoch besides ``epochs/E`` itself, pruned with it (``commit.lease``).
+#: Files kept per epoch besides ``epochs/E`` itself, pruned with it (``commit.protocol.lease``).
 EPOCH_SIDE_DIRS = (HEARTBEATS_DIR, RECOVERIES_DIR)
 STAGING_DIR = f"{SEO_DIR}/staging"
 LEDGER_DIR = f"{SEO_DIR}/ledger"

@@ -17,7 +17,7 @@ record - written before this release, or by Spark's own sink - and a writer took
 of its newest commit record, or of its next batch).
 
 The schema of batch ``N`` is the record with the largest ``M <= N``. A record is written by the
-commit step ``schema`` (``commit.schema_step``) of its batch, before the batch's manifest entry:
+commit step ``schema`` (``commit.table_steps.schema_step``) of its batch, before the batch's manifest entry:
 whoever sees the batch finds its schema. A record above the manifest's latest batch belongs to a
 claim that was discarded (``seo recover --discard-wal``); readers never look above the batch they
 read, and the next writer deletes it when it opens the table (``forget_after``). Records are

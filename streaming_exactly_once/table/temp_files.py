@@ -7,7 +7,7 @@ Two kinds, both hidden (a leading ``.``: Spark, Arrow and the logs' listings ign
   (``storage.base.temp_sibling_name``). A process killed in between - mid-copy of a 230 MB
   compact file, say - leaves it, and nothing would ever rename or delete it.
 * ``.<N>.compact[.e<K>].prep`` - the work file of writer epoch K's next compaction
-  (``commit.compaction_preparation``; earlier builds left out ``.e<K>``). A writer discards all of
+  (``commit.background.compaction_preparation``; earlier builds left out ``.e<K>``). A writer discards all of
   them when it starts, but the last writer's outlives its clean stop.
 
 Where: the manifest directory and everything under ``_seo`` but the staging area (staged
@@ -29,7 +29,7 @@ without creating it (``O_APPEND`` without ``O_CREAT``) and published by such a r
 file is gone, that writer's rename or append fails with ``FileNotFoundError`` (its write fails,
 or its compaction is built from the logs instead): it never publishes anything else. A fenced
 writer's WAL claim and commit steps report such a failure as what it is, ``WriterFencedError``
-(``commit.lease.fenced_cause``).
+(``commit.protocol.lease.fenced_cause``).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ protocol; each is one storage rule here (``BOUNDARY_RULES``). ``M`` is a batch n
                       Spark's writer and the driver's checks after it (fence, Delta schema) only
                       read, so on disk this is the instant before-wal is
     after-rewrite     after the create of a rewrite's new file under
-                      ``_seo/staging/<M>-rw<uid>-e<epoch>/rewrite/`` (``commit.rewrite_preparation``):
+                      ``_seo/staging/<M>-rw<uid>-e<epoch>/rewrite/`` (``commit.rewrites.rewrite_preparation``):
                       in the background before compaction batch M, nothing claimed; only
                       tables with compaction on reach it
     before-wal        before the create of ``_seo/wal/M`` (after the fence check)

@@ -7,7 +7,7 @@ time, and ``advance`` moves all of them at once - the frozen writer's last heart
 old as if the test had slept.
 
 Installing replaces the clock every ``Lease`` of this process reads by default
-(``commit.lease._wall_clock``) until uninstalled; a lease given its own ``clock`` keeps it.
+(``commit.protocol.lease._wall_clock``) until uninstalled; a lease given its own ``clock`` keeps it.
 Only the liveness of a lease reads the clock: fencing is by epoch files, so no clock can let a
 fenced writer publish. A child process installs the parent's clock from ``SEO_LEASE_CLOCK``
 (``install_from_env``), which the library itself never reads.
@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..commit import lease
+from ..commit.protocol import lease
 
 ENV_VAR = "SEO_LEASE_CLOCK"
 

@@ -35,7 +35,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streaming_exactly_once.commit.data_compaction import CompactionPolicy
+from streaming_exactly_once.commit.rewrites.data_compaction import CompactionPolicy
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.testing.faults import BOUNDARIES, BOUNDARY_RULES, FaultInjectingStorage, Rule, call_at, rules
 from streaming_exactly_once.testing.power_cut import FsyncEvent, PowerCutDisk, PowerCutReport

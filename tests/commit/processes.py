@@ -248,7 +248,7 @@ class _Child:
 
     def new(self) -> None:
         from streaming_exactly_once.commit.committer import CommitterOptions, TableCommitter
-        from streaming_exactly_once.commit.group_committer import GroupCommitter
+        from streaming_exactly_once.commit.groups.group_committer import GroupCommitter
         from streaming_exactly_once.delta.target import DeltaSettings
 
         opts = {"heartbeat": True, "lease_timeout_ms": 2000, **self.p.get("options", {})}
@@ -262,7 +262,7 @@ class _Child:
             opts.setdefault("partition_by", ("p",))
         opts["partition_by"] = tuple(opts.get("partition_by", ()))
         if isinstance(opts.get("compaction"), dict):  # CompactionPolicy's fields
-            from streaming_exactly_once.commit.data_compaction import CompactionPolicy
+            from streaming_exactly_once.commit.rewrites.data_compaction import CompactionPolicy
 
             opts["compaction"] = CompactionPolicy(**opts["compaction"])
         cls = GroupCommitter if self.p.get("group") else TableCommitter
@@ -318,7 +318,7 @@ class _Child:
 
     def _stage_group(self, attempt, rows, files):
         from streaming_exactly_once.commit.committer import StagedFile
-        from streaming_exactly_once.commit.group_committer import MemberBatch
+        from streaming_exactly_once.commit.groups.group_committer import MemberBatch
 
         st = self.c.storage
         tables = list(self.p["group"])

@@ -1,4 +1,4 @@
-"""A late WAL claim and a stale recovery against the attempt verdicts (``commit.attempt_verdict``).
+"""A late WAL claim and a stale recovery against the attempt verdicts (``commit.protocol.attempt_verdict``).
 
 Red-team findings rt01-rt03 of issue 16's second review: a frozen writer's late claim was rolled
 forward after ``seo gc`` (which wrote no recovery record) or an earlier recovery (whose record was
@@ -247,8 +247,8 @@ def test_discard_wal_never_overrules_the_commit_verdict_of_a_writer_that_took_ov
     epoch than its own, leave it standing and stop, having deleted nothing."""
     import time as clock
 
-    from streaming_exactly_once.commit.attempt_verdict import COMMIT, read_verdict
-    from streaming_exactly_once.commit.wal import CommitSequenceStore
+    from streaming_exactly_once.commit.protocol.attempt_verdict import COMMIT, read_verdict
+    from streaming_exactly_once.commit.protocol.wal import CommitSequenceStore
     from streaming_exactly_once.errors import ExactlyOnceError
     from streaming_exactly_once.maintenance.repair import discard_wal
     from streaming_exactly_once.storage import open_storage

@@ -8,9 +8,9 @@ import os
 import pytest
 
 from streaming_exactly_once.checkpoint.reader import InputFile
+from streaming_exactly_once.commit.background.compaction_preparation import preparation_of
 from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile
-from streaming_exactly_once.commit.compaction_preparation import preparation_of
-from streaming_exactly_once.commit.group_committer import GroupCommitter, MemberBatch
+from streaming_exactly_once.commit.groups.group_committer import GroupCommitter, MemberBatch
 from tests.commit.helpers import make_committer, stage_and_commit
 
 Q = "55555555-5555-5555-5555-555555555555"

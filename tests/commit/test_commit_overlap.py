@@ -209,7 +209,7 @@ def test_work_submitted_to_a_pool_that_takes_no_more_runs_here():
 
 
 def _move_ctx(storage):
-    from streaming_exactly_once.commit.step import StepContext
+    from streaming_exactly_once.commit.protocol.step import StepContext
 
     return StepContext(storage=storage, logs=None, move_threads=1)  # type: ignore[arg-type]
 
@@ -225,7 +225,7 @@ def test_a_roll_forward_of_moves_half_done_finishes_them_and_checks_what_it_find
     """A crash mid-move leaves: a file moved (source gone), a file linked but its source not yet
     unlinked (the link fallback), a file not moved. The roll-forward finishes the last and
     accepts the first two, because each target holds the recorded size."""
-    from streaming_exactly_once.commit.steps import FileMove, MoveFiles
+    from streaming_exactly_once.commit.protocol.steps import FileMove, MoveFiles
 
     storage = LocalStorage(str(tmp_path))
     moves = [FileMove(_staged(tmp_path, f"f{i}", b"x" * (10 + i)), f"day=1/f{i}", 10 + i) for i in range(3)]
@@ -238,7 +238,7 @@ def test_a_roll_forward_of_moves_half_done_finishes_them_and_checks_what_it_find
 
 
 def test_a_move_onto_a_different_file_stops_and_overwrites_nothing(tmp_path):
-    from streaming_exactly_once.commit.steps import FileMove, MoveFiles
+    from streaming_exactly_once.commit.protocol.steps import FileMove, MoveFiles
     from streaming_exactly_once.errors import CommitError
 
     storage = LocalStorage(str(tmp_path))
@@ -253,7 +253,7 @@ def test_a_move_onto_a_different_file_stops_and_overwrites_nothing(tmp_path):
 
 
 def test_a_move_whose_source_and_target_are_both_gone_names_the_lost_file(tmp_path):
-    from streaming_exactly_once.commit.steps import FileMove, MoveFiles
+    from streaming_exactly_once.commit.protocol.steps import FileMove, MoveFiles
     from streaming_exactly_once.errors import CommitError
 
     storage = LocalStorage(str(tmp_path))

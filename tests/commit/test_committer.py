@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from streaming_exactly_once.commit.compaction_preparation import preparation_of
-from streaming_exactly_once.commit.wal import CommitSequenceStore
+from streaming_exactly_once.commit.background.compaction_preparation import preparation_of
+from streaming_exactly_once.commit.protocol.wal import CommitSequenceStore
 from streaming_exactly_once.errors import ConcurrentWriterError, WriterFencedError
 from streaming_exactly_once.table.layout import STAGING_DIR, WAL_DIR
 from streaming_exactly_once.testing.faults import (
@@ -287,7 +287,7 @@ def test_a_new_run_of_the_same_query_in_the_same_application_takes_over_at_once(
     """Under Spark Connect the worker of an ended run lingers with a live lease; the next run of
     the *same* query in the *same* application (Spark runs one at a time) takes over without
     waiting, and the old holder is fenced. Any other writer still fails fast."""
-    from streaming_exactly_once.commit.lease import Lease, read_lease_state
+    from streaming_exactly_once.commit.protocol.lease import Lease, read_lease_state
 
     def lease(query: str, app: str) -> Lease:
         made = Lease(local_storage, timeout_ms=60_000)
@@ -384,7 +384,7 @@ def test_a_dataset_groups_retention_passes_coalesce_without_dropping_a_member(lo
 
     from streaming_exactly_once.checkpoint.reader import InputFile
     from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile
-    from streaming_exactly_once.commit.group_committer import GroupCommitter, MemberBatch
+    from streaming_exactly_once.commit.groups.group_committer import GroupCommitter, MemberBatch
 
     def commit(g, b, tables):
         g.ensure_open()
@@ -421,7 +421,7 @@ def test_a_fenced_writers_write_whose_temp_file_was_removed_reports_the_fencing(
     ``WriterFencedError``, as for every other write of a fenced writer."""
     import time
 
-    from streaming_exactly_once.commit.lease import Lease
+    from streaming_exactly_once.commit.protocol.lease import Lease
     from streaming_exactly_once.storage import open_storage
 
     storage = open_storage(str(tmp_path / "t"))

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from streaming_exactly_once import read
-from streaming_exactly_once.commit.data_compaction import Candidate, CompactionPolicy, PlanNotes, plan, write
+from streaming_exactly_once.commit.rewrites.data_compaction import Candidate, CompactionPolicy, PlanNotes, plan, write
 from streaming_exactly_once.manifest.entry import ManifestEntry
 from streaming_exactly_once.manifest.manifest_log import ManifestLog
 from streaming_exactly_once.storage import open_storage

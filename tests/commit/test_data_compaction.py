@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from streaming_exactly_once import read
-from streaming_exactly_once.commit.data_compaction import CompactionPolicy
+from streaming_exactly_once.commit.rewrites.data_compaction import CompactionPolicy
 from streaming_exactly_once.errors import WriterFencedError
 from streaming_exactly_once.manifest.manifest_log import ManifestLog
 from streaming_exactly_once.storage import open_storage
@@ -372,7 +372,7 @@ def test_a_claim_that_publishes_rewrites_is_a_v7_entry(tmp_path, monkeypatch, de
     """A release without compaction ignores the fields it does not know (``replaced``,
     ``rewrites``) and would publish the replaced files beside the new one: it must refuse the
     claim, so the claim is written as ``v7``."""
-    from streaming_exactly_once.commit.sequence import CommitSequence
+    from streaming_exactly_once.commit.protocol.sequence import CommitSequence
 
     written: list[bytes] = []
     real = CommitSequence.to_bytes
@@ -403,7 +403,7 @@ def test_a_registered_consumer_holds_back_the_files_it_has_not_read(tmp_path):
     """A rewrite takes only files every registered consumer has read and that are below its
     horizon (the newest file it read minus its maxFileAge): a lagging consumer, one whose
     checkpoint cannot be read and one whose horizon is far behind all hold files back."""
-    from streaming_exactly_once.commit.compaction_consumers import Consumer
+    from streaming_exactly_once.commit.rewrites.compaction_consumers import Consumer
 
     for case in ("lagging", "missing", "far"):
         root = tmp_path / case / "t"
@@ -442,7 +442,7 @@ def test_a_registered_consumer_holds_back_the_files_it_has_not_read(tmp_path):
 def test_each_file_source_of_a_consumer_is_checked_on_its_own(tmp_path):
     """A query that reads the table twice (a self-union) has two file sources, each with its own
     seen files and horizon: one that has read all the files does not vouch for the other."""
-    from streaming_exactly_once.commit.compaction_consumers import Consumer
+    from streaming_exactly_once.commit.rewrites.compaction_consumers import Consumer
 
     root, ckpt = tmp_path / "t", tmp_path / "down"
     storage, listing = _two_batches(root)
@@ -461,7 +461,7 @@ def test_a_consumer_reset_between_the_planning_and_the_compaction_batch_stops_th
     consumers again before its claim and publishes no rewrite."""
     import shutil
 
-    from streaming_exactly_once.commit.compaction_consumers import Consumer
+    from streaming_exactly_once.commit.rewrites.compaction_consumers import Consumer
 
     root, ckpt = tmp_path / "t", tmp_path / "down"
     storage, listing = _two_batches(root)

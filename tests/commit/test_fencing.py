@@ -353,7 +353,7 @@ def test_a_zombie_losing_its_claim_to_the_successor_leaves_the_successors_claim_
     in place under their final names, its claim pending. A wakes up and its create of the claim
     fails: the claim there is a *newer* writer's, so A must stop - not take it for a fenced
     writer's leftover and discard it together with the published files."""
-    from streaming_exactly_once.commit.wal import CommitSequenceStore
+    from streaming_exactly_once.commit.protocol.wal import CommitSequenceStore
     from streaming_exactly_once.storage import open_storage
 
     root = tmp_path / "t"

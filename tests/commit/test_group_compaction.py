@@ -13,8 +13,8 @@ import pytest
 from streaming_exactly_once import read
 from streaming_exactly_once.checkpoint.reader import InputFile
 from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile
-from streaming_exactly_once.commit.data_compaction import CompactionPolicy
-from streaming_exactly_once.commit.group_committer import GroupCommitter, MemberBatch
+from streaming_exactly_once.commit.groups.group_committer import GroupCommitter, MemberBatch
+from streaming_exactly_once.commit.rewrites.data_compaction import CompactionPolicy
 from streaming_exactly_once.delta.target import DeltaSettings
 from streaming_exactly_once.errors import ConfigError, WriterFencedError
 from streaming_exactly_once.manifest.manifest_log import ManifestLog
@@ -160,7 +160,7 @@ def test_quarantine_and_other_formats(tmp_path):
 def test_a_claim_that_publishes_rewrites_is_a_v7_entry_and_reads_back(tmp_path, monkeypatch):
     """A release without compaction would ignore ``replaced`` and publish the replaced files
     beside the new one: such a claim is written as ``v7``, which that release refuses."""
-    from streaming_exactly_once.commit.sequence import CommitSequence
+    from streaming_exactly_once.commit.protocol.sequence import CommitSequence
 
     written: list[bytes] = []
     real = CommitSequence.to_bytes
@@ -193,6 +193,6 @@ def test_a_close_right_after_a_start_leaves_no_staged_rewrite(tmp_path):
 
 
 def test_a_groups_commit_time_leaves_out_its_tables_background_rewrites():
-    from streaming_exactly_once.commit.sequence import commit_ms
+    from streaming_exactly_once.commit.protocol.sequence import commit_ms
 
     assert commit_ms({"manifest": 2.0, "rewrite:t0": 500.0, "rewrite": 300.0, "compaction:t0": 0.5}) == 2.5

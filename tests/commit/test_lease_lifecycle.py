@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from streaming_exactly_once.commit.lease import read_lease_state
+from streaming_exactly_once.commit.protocol.lease import read_lease_state
 from streaming_exactly_once.errors import ConcurrentWriterError
 from tests.commit.helpers import make_committer, stage_and_commit, visible_rows
 
@@ -120,7 +120,7 @@ class _SlowBeats:
 
 @pytest.mark.slow
 def test_a_heartbeat_slower_than_the_release_never_re_arms_the_lease(local_storage):
-    from streaming_exactly_once.commit.lease import RELEASE_JOINS_HEARTBEAT_S, RELEASE_WAITS_FOR_BEAT_S, Lease
+    from streaming_exactly_once.commit.protocol.lease import RELEASE_JOINS_HEARTBEAT_S, RELEASE_WAITS_FOR_BEAT_S, Lease
 
     storage = _SlowBeats(local_storage, 8.0)
     lease = Lease(storage, timeout_ms=1_500)  # a beat every 0.5 s
@@ -145,7 +145,7 @@ def test_a_heartbeat_write_slower_than_the_release_never_re_arms_the_released_le
     still read released: the next writer takes the table at once, not after the timeout."""
     import threading
 
-    from streaming_exactly_once.commit.lease import Lease
+    from streaming_exactly_once.commit.protocol.lease import Lease
     from streaming_exactly_once.testing.faults import FaultInjectingStorage, Rule, Where
 
     storage = FaultInjectingStorage(local_storage)

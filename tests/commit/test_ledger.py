@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from streaming_exactly_once.commit.data_compaction import CompactionPolicy
-from streaming_exactly_once.commit.ledger_step import CHECKSUM_TAIL, checksum_of
-from streaming_exactly_once.commit.wal import CommitSequenceStore
+from streaming_exactly_once.commit.protocol.wal import CommitSequenceStore
+from streaming_exactly_once.commit.rewrites.data_compaction import CompactionPolicy
+from streaming_exactly_once.commit.table_steps.ledger_step import CHECKSUM_TAIL, checksum_of
 from streaming_exactly_once.errors import AuditViolationError, ExactlyOnceError
 from streaming_exactly_once.maintenance.audit import audit_table
 from streaming_exactly_once.storage import open_storage

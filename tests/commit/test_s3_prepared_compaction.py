@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming_exactly_once.commit.compaction_preparation import CompactionPreparation
+from streaming_exactly_once.commit.background.compaction_preparation import CompactionPreparation
 from streaming_exactly_once.manifest.manifest_index import write_index
 from streaming_exactly_once.manifest.manifest_log import ManifestLog
 from streaming_exactly_once.storage import open_storage

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import streaming_exactly_once.commit as commit
-from streaming_exactly_once.commit.step import CommitStep
+from streaming_exactly_once.commit.protocol.step import CommitStep
 
 
 def _declared_kinds() -> set[str]:
@@ -27,7 +27,7 @@ def _declared_kinds() -> set[str]:
 
 
 def test_reading_a_wal_entry_knows_every_step_kind_in_a_fresh_process():
-    code = "import json, streaming_exactly_once.commit.sequence as s; print(json.dumps(sorted(s.REGISTRY)))"
+    code = "import json, streaming_exactly_once.commit.protocol.sequence as s; print(json.dumps(sorted(s.REGISTRY)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     known = set(json.loads(out))
     assert _declared_kinds() <= known, f"step kinds a WAL reader does not know: {sorted(_declared_kinds() - known)}"

@@ -84,8 +84,8 @@ def takeover(root: str) -> None:
 
 
 def frozen(root: str, where: str) -> None:
-    import streaming_exactly_once.commit.recovery as recovery
-    from streaming_exactly_once.commit.wal import CommitSequenceStore
+    import streaming_exactly_once.commit.protocol.recovery as recovery
+    from streaming_exactly_once.commit.protocol.wal import CommitSequenceStore
 
     if where == "before-listing":
         listing = CommitSequenceStore.pending
@@ -125,7 +125,7 @@ def final(root: str, mode: str) -> None:
 
 
 def make_group(storage, *, heartbeat: bool = False):
-    from streaming_exactly_once.commit.group_committer import GroupCommitter
+    from streaming_exactly_once.commit.groups.group_committer import GroupCommitter
 
     options = CommitterOptions(heartbeat=heartbeat, lease_timeout_ms=LEASE_MS)
     return GroupCommitter(storage, options)
@@ -138,7 +138,7 @@ def commit_group(g, spark_batch: int, rows: list[int]):
     """One group batch: the rows split over two tables, one text file each (as ``stage_and_commit``)."""
     from streaming_exactly_once.checkpoint.reader import InputFile
     from streaming_exactly_once.commit.committer import StagedFile
-    from streaming_exactly_once.commit.group_committer import MemberBatch
+    from streaming_exactly_once.commit.groups.group_committer import MemberBatch
 
     g.ensure_open()
     if g.is_committed(Q, spark_batch):
@@ -168,7 +168,7 @@ def rows_seen(root: str, group: bool) -> list[int]:
 
 
 def claimer(root: str, mode: str, group: str = "") -> None:
-    from streaming_exactly_once.commit import steps
+    from streaming_exactly_once.commit.protocol import steps
 
     storage = open_storage(root)
     if mode == "rename":
@@ -193,7 +193,7 @@ def paused(root: str, mode: str, pause: str) -> None:
 
 def stalediscard(root: str) -> None:
     """Opens; its recovery freezes in the middle of discarding a void claim (checks passed)."""
-    from streaming_exactly_once.commit.wal import CommitSequenceStore
+    from streaming_exactly_once.commit.protocol.wal import CommitSequenceStore
 
     delete = CommitSequenceStore.delete
     CommitSequenceStore.delete = lambda self, *a, **k: (freeze(), delete(self, *a, **k))[1]  # type: ignore[method-assign]
@@ -211,7 +211,7 @@ def crasher(root: str, crash: str, mode: str) -> None:
 
 
 def stale(root: str, where: str, mode: str, group: str = "") -> None:
-    from streaming_exactly_once.commit.wal import CommitSequenceStore
+    from streaming_exactly_once.commit.protocol.wal import CommitSequenceStore
 
     listing = CommitSequenceStore.pending
     calls: list[int] = []

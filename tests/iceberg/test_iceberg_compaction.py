@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from streaming_exactly_once import read
-from streaming_exactly_once.commit.data_compaction import CompactionPolicy
+from streaming_exactly_once.commit.rewrites.data_compaction import CompactionPolicy
 from streaming_exactly_once.iceberg.history import batch_of
 from streaming_exactly_once.storage import open_storage
 from tests.commit.power_cut_runs import seo

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from streaming_exactly_once import read
-from streaming_exactly_once.commit.sequence import CommitSequence
+from streaming_exactly_once.commit.protocol.sequence import CommitSequence
 from streaming_exactly_once.errors import ConfigError, IcebergTableError
 from streaming_exactly_once.maintenance.gc import collect_garbage
 from streaming_exactly_once.maintenance.status import table_status
@@ -263,7 +263,7 @@ def test_both_table_formats_get_every_batch_and_a_crash_between_them_rolls_both_
 
 
 def test_wal_entries_with_an_iceberg_step_are_v6_and_read_back(tmp_path):
-    from streaming_exactly_once.commit.iceberg_step import CommitIceberg
+    from streaming_exactly_once.commit.table_steps.iceberg_step import CommitIceberg
     from streaming_exactly_once.iceberg import IcebergFile, IcebergSettings
     from streaming_exactly_once.table.attempt_key import AttemptKey
 
@@ -572,7 +572,7 @@ def test_seo_recover_of_a_group_root_deletes_its_iceberg_tables_leftovers(tmp_pa
 
     from streaming_exactly_once.checkpoint.reader import InputFile
     from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile
-    from streaming_exactly_once.commit.group_committer import GroupCommitter, MemberBatch
+    from streaming_exactly_once.commit.groups.group_committer import GroupCommitter, MemberBatch
     from streaming_exactly_once.iceberg.commit_names import batch_commit_uuid
     from streaming_exactly_once.iceberg.settings import IcebergSettings
     from streaming_exactly_once.maintenance.repair import recover_table

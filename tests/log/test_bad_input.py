@@ -212,8 +212,8 @@ def test_valid_json_no_log_can_hold_is_a_named_error(memory_storage, case):
 @pytest.mark.parametrize("kind", ["offsets", "commits", "sources", "wal", "identity", "epoch", "heartbeat"])
 def test_deep_json_in_every_log_kind_is_a_named_error(memory_storage, kind):
     """r06b: the same deeply nested line in each of our log kinds."""
-    from streaming_exactly_once.commit.lease import read_lease_state
-    from streaming_exactly_once.commit.sequence import CommitSequence
+    from streaming_exactly_once.commit.protocol.lease import read_lease_state
+    from streaming_exactly_once.commit.protocol.sequence import CommitSequence
     from streaming_exactly_once.table.identity import read_identity
     from streaming_exactly_once.table.table_logs import TableLogs
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming_exactly_once.commit.compaction_preparation import preparation_of
+from streaming_exactly_once.commit.background.compaction_preparation import preparation_of
 from streaming_exactly_once.errors import LogConflictError, LogCorruptError
 from streaming_exactly_once.log.codec import DictCodec
 from streaming_exactly_once.log.compactible_log import CompactibleLog
@@ -159,7 +159,7 @@ def test_a_paced_copy_rests_only_while_ahead_and_never_keeps_the_compaction_wait
     and gets the very bytes an unpaced copy gives."""
     import threading
 
-    from streaming_exactly_once.commit import compaction_preparation as prep_module
+    from streaming_exactly_once.commit.background import compaction_preparation as prep_module
 
     storage = open_storage(str(tmp_path / "t"))
     log = _log(storage.child("paced"), threshold=0)
@@ -194,7 +194,7 @@ def test_a_paced_copy_rests_only_while_ahead_and_never_keeps_the_compaction_wait
 
 
 def test_a_copy_behind_the_batches_does_not_rest(tmp_path, monkeypatch):
-    from streaming_exactly_once.commit import compaction_preparation as prep_module
+    from streaming_exactly_once.commit.background import compaction_preparation as prep_module
 
     storage = open_storage(str(tmp_path / "t"))
     log = _log(storage, threshold=0)
@@ -314,7 +314,7 @@ def test_a_prepared_compaction_of_a_file_it_must_read_writes_it_in_slices_with_t
     """A previous compact file nothing vouches for is read and checked, then written to the work
     file a slice at a time, each written back (#14 pacing): the bytes are those of a compaction
     built without preparation."""
-    from streaming_exactly_once.commit import compaction_preparation as prep_module
+    from streaming_exactly_once.commit.background import compaction_preparation as prep_module
 
     monkeypatch.setattr(prep_module, "SLICE_BYTES", 100)
     storage = open_storage(str(tmp_path / "t"))
@@ -343,7 +343,7 @@ def test_a_compaction_that_found_the_copy_unfinished_leaves_the_next_one_to_its_
     its own batch; a copy that keeps up again ends the back-off. Bytes never differ."""
     import threading
 
-    from streaming_exactly_once.commit import compaction_preparation as prep_module
+    from streaming_exactly_once.commit.background import compaction_preparation as prep_module
 
     storage = open_storage(str(tmp_path / "t"))
     log = _log(storage.child("paced"), threshold=0)
@@ -398,7 +398,7 @@ def test_a_late_preparation_task_neither_copies_for_a_published_compaction_nor_u
 def test_a_work_file_whose_write_failed_is_dropped(tmp_path, monkeypatch):
     """Red team #14: after a failed write its size no longer says what is in it; it is removed,
     not appended to again, and the compaction batch builds the same bytes."""
-    from streaming_exactly_once.commit import compaction_preparation as prep_module
+    from streaming_exactly_once.commit.background import compaction_preparation as prep_module
 
     monkeypatch.setattr(prep_module, "SLICE_BYTES", 64)
     storage = open_storage(str(tmp_path / "t"))
@@ -434,7 +434,7 @@ def _copy_under_way(log, monkeypatch, *, slice_bytes=64):
     lets n more slices run."""
     import threading
 
-    from streaming_exactly_once.commit import compaction_preparation as prep_module
+    from streaming_exactly_once.commit.background import compaction_preparation as prep_module
 
     monkeypatch.setattr(prep_module, "SLICE_BYTES", slice_bytes)
     monkeypatch.setattr(prep_module, "PACE", 0.0)
@@ -525,7 +525,7 @@ def test_the_copy_takes_its_slices_only_between_commits(tmp_path, monkeypatch):
     behind its write-back; it waits while the writer's ``CommitGate`` is closed."""
     import threading
 
-    from streaming_exactly_once.commit import compaction_preparation as prep_module
+    from streaming_exactly_once.commit.background import compaction_preparation as prep_module
 
     monkeypatch.setattr(prep_module, "SLICE_BYTES", 64)
     monkeypatch.setattr(prep_module, "PACE", 0.0)

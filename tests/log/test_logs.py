@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming_exactly_once.commit.compaction_preparation import preparation_of
+from streaming_exactly_once.commit.background.compaction_preparation import preparation_of
 from streaming_exactly_once.errors import LogConflictError, LogCorruptError, MissingBatchError
 from streaming_exactly_once.log.batch_log import BatchLog, parse_batch_file_name
 from streaming_exactly_once.log.codec import DictCodec

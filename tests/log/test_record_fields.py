@@ -10,13 +10,11 @@ from typing import Any
 import pytest
 
 from streaming_exactly_once.checkpoint.file_source_log import FileSourceEntry
-from streaming_exactly_once.commit.attempt_verdict import AttemptVerdict
-from streaming_exactly_once.commit.data_compaction import Rewrite
-from streaming_exactly_once.commit.delta_step import CommitDelta
-from streaming_exactly_once.commit.lease import Heartbeat, WriterInfo
-from streaming_exactly_once.commit.sequence import CommitSequence
-from streaming_exactly_once.commit.step import REGISTRY
-from streaming_exactly_once.commit.steps import (
+from streaming_exactly_once.commit.protocol.attempt_verdict import AttemptVerdict
+from streaming_exactly_once.commit.protocol.lease import Heartbeat, WriterInfo
+from streaming_exactly_once.commit.protocol.sequence import CommitSequence
+from streaming_exactly_once.commit.protocol.step import REGISTRY
+from streaming_exactly_once.commit.protocol.steps import (
     CleanupStaging,
     FileMove,
     MemberPublish,
@@ -27,6 +25,8 @@ from streaming_exactly_once.commit.steps import (
     WriteOffsets,
     WriteSources,
 )
+from streaming_exactly_once.commit.rewrites.data_compaction import Rewrite
+from streaming_exactly_once.commit.table_steps.delta_step import CommitDelta
 from streaming_exactly_once.delta.files import DeltaFile
 from streaming_exactly_once.delta.target import DeltaSettings
 from streaming_exactly_once.log.codec import RecordError, non_negative, path_value

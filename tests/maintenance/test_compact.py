@@ -123,7 +123,7 @@ def test_a_table_with_a_live_writer_is_refused_and_left_alone(tmp_path):
 
 _KILLED_RUN = """
 import sys
-from streaming_exactly_once.commit.data_compaction import CompactionPolicy
+from streaming_exactly_once.commit.rewrites.data_compaction import CompactionPolicy
 from streaming_exactly_once.maintenance.compact import compact_table
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.testing.faults import with_faults
@@ -153,7 +153,7 @@ def test_a_kill_inside_compact_loses_nothing(tmp_path, boundary):
 
 _FROZEN_RUN = """
 import sys
-from streaming_exactly_once.commit.data_compaction import CompactionPolicy
+from streaming_exactly_once.commit.rewrites.data_compaction import CompactionPolicy
 from streaming_exactly_once.errors import WriterFencedError
 from streaming_exactly_once.maintenance.compact import compact_table
 from streaming_exactly_once.storage import open_storage

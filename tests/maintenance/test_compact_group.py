@@ -140,7 +140,7 @@ def test_compact_of_a_group_a_live_writer_holds_is_refused_and_changes_nothing(t
 
 _KILLED_RUN = """
 import sys
-from streaming_exactly_once.commit.data_compaction import CompactionPolicy
+from streaming_exactly_once.commit.rewrites.data_compaction import CompactionPolicy
 from streaming_exactly_once.errors import WriterFencedError
 from streaming_exactly_once.maintenance.compact import compact_table
 from streaming_exactly_once.storage import open_storage

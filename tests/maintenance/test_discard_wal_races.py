@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from streaming_exactly_once import read
-from streaming_exactly_once.commit.wal import CommitSequenceStore
+from streaming_exactly_once.commit.protocol.wal import CommitSequenceStore
 from streaming_exactly_once.errors import ExactlyOnceError
 from streaming_exactly_once.maintenance import repair
 from streaming_exactly_once.maintenance.repair import _logs, discard_wal

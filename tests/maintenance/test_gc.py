@@ -17,7 +17,7 @@ import pytest
 
 import streaming_exactly_once.maintenance.gc as gcmod
 from streaming_exactly_once import read
-from streaming_exactly_once.commit.lease import Lease, read_lease_state
+from streaming_exactly_once.commit.protocol.lease import Lease, read_lease_state
 from streaming_exactly_once.errors import ConcurrentWriterError, ExactlyOnceError, GcRefusedError, WriterFencedError
 from streaming_exactly_once.maintenance.gc import collect_garbage
 from streaming_exactly_once.manifest.entry import ManifestEntry

@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 
 from streaming_exactly_once import read
-from streaming_exactly_once.commit.wal import CommitSequenceStore
+from streaming_exactly_once.commit.protocol.wal import CommitSequenceStore
 from streaming_exactly_once.errors import ExactlyOnceError
 from streaming_exactly_once.maintenance.repair import discard_wal, rebuild_logs, recover_table
 from streaming_exactly_once.maintenance.verify import verify_table
@@ -131,7 +131,7 @@ def test_seo_recover_completes_a_dataset_group_with_its_own_compact_interval(tmp
     `seo recover <root>` must complete the batch (its interval is the group's, not a default)."""
     from streaming_exactly_once.checkpoint.reader import InputFile
     from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile
-    from streaming_exactly_once.commit.group_committer import GroupCommitter, MemberBatch
+    from streaming_exactly_once.commit.groups.group_committer import GroupCommitter, MemberBatch
     from streaming_exactly_once.testing.faults import with_faults
 
     storage = open_storage(str(tmp_path / "g"))

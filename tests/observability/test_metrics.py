@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import pytest
 
-from streaming_exactly_once.commit.attempt import CommitResult
+from streaming_exactly_once.commit.protocol.attempt import CommitResult
 from streaming_exactly_once.errors import ConfigError, WriterFencedError
 from streaming_exactly_once.observability.backlog import small_file_backlog
 from streaming_exactly_once.observability.catalog import METRICS

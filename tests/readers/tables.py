@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from streaming_exactly_once.checkpoint.reader import InputFile
 from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile, TableCommitter
-from streaming_exactly_once.commit.group_committer import GroupCommitter, MemberBatch
+from streaming_exactly_once.commit.groups.group_committer import GroupCommitter, MemberBatch
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.testing.faults import with_faults
 from tests.commit.helpers import stage_file

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from streaming_exactly_once import read
-from streaming_exactly_once.commit.compaction_preparation import preparation_of
+from streaming_exactly_once.commit.background.compaction_preparation import preparation_of
 from streaming_exactly_once.errors import ExactlyOnceError
 from streaming_exactly_once.manifest.manifest_index import index_path, read_index, write_index
 from streaming_exactly_once.readers import manifest_scan

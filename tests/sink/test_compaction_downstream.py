@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from streaming_exactly_once import ExactlyOnceSink
-from streaming_exactly_once.commit.data_compaction import CompactionPolicy
+from streaming_exactly_once.commit.rewrites.data_compaction import CompactionPolicy
 from streaming_exactly_once.maintenance.compact import compact_table
 from streaming_exactly_once.manifest.manifest_log import ManifestLog
 from streaming_exactly_once.storage import open_storage
@@ -135,7 +135,7 @@ def test_a_registered_consumers_planned_batch_is_never_rewritten_and_its_restart
     planned batch is re-run from its files by path, so its files must stay - the retention of
     the table's log and ``seo gc`` would otherwise delete them, and the restarted consumer would
     silently lose their rows."""
-    from streaming_exactly_once.commit.compaction_consumers import Consumer
+    from streaming_exactly_once.commit.rewrites.compaction_consumers import Consumer
     from streaming_exactly_once.maintenance.gc import collect_garbage
     from tests.commit.helpers import make_committer
     from tests.delta.helpers import commit_batch
@@ -188,7 +188,7 @@ def test_a_registered_consumer_reading_newest_first_with_a_file_limit_stops_ever
     would read every rewrite as new data. Its checkpoint does not record its options, but the
     order it admitted a backlog in shows it: registered, it stops every rewrite, and says why. The
     same backlog read oldest first (Spark's default) does not."""
-    from streaming_exactly_once.commit.compaction_consumers import Consumer, consumer_filter
+    from streaming_exactly_once.commit.rewrites.compaction_consumers import Consumer, consumer_filter
     from tests.commit.helpers import make_committer
     from tests.delta.helpers import commit_batch
 

@@ -16,7 +16,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
 from streaming_exactly_once import ExactlyOnceSink
-from streaming_exactly_once.commit.lease import read_lease_state
+from streaming_exactly_once.commit.protocol.lease import read_lease_state
 from streaming_exactly_once.errors import SinkInUseError
 from streaming_exactly_once.storage import open_storage
 from tests.datagen import write_csv_files

@@ -126,7 +126,7 @@ def test_readers_take_explicit_keywords():
 
 
 def test_compaction_takes_true_a_mapping_or_a_job_configs_text_and_refuses_what_it_cannot_compact(tmp_path):
-    from streaming_exactly_once.commit.data_compaction import CompactionPolicy
+    from streaming_exactly_once.commit.rewrites.data_compaction import CompactionPolicy
 
     assert SinkOptions.build({}).compaction is None
     assert SinkOptions.build({"compaction": True}).compaction == CompactionPolicy()
@@ -134,7 +134,7 @@ def test_compaction_takes_true_a_mapping_or_a_job_configs_text_and_refuses_what_
     assert policy == CompactionPolicy(target_size=64 << 20, min_files=4, min_age_ms=9 * 86_400_000, max_bytes=64 << 20)
     assert SinkOptions.build({"compaction": "min_files=3,max_bytes=1GB"}).compaction == CompactionPolicy(min_files=3, max_bytes=1 << 30)
     assert SinkOptions.build({"compaction": "false"}).compaction is None
-    from streaming_exactly_once.commit.compaction_consumers import Consumer
+    from streaming_exactly_once.commit.rewrites.compaction_consumers import Consumer
 
     assert SinkOptions.build({"compaction": {"consumers": ["/ck/a"]}}).compaction.consumers == (Consumer("/ck/a"),)
     assert SinkOptions.build({"compaction": {"consumers": {"/ck/a": "1 day"}}}).compaction.consumers == (Consumer("/ck/a", 86_400_000),)

@@ -20,7 +20,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from streaming_exactly_once.commit.compaction_preparation import preparation_of
+from streaming_exactly_once.commit.background.compaction_preparation import preparation_of
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.storage.base import ByteRange, composed_files
 from streaming_exactly_once.storage.s3 import SERVER_SIDE_COPY
@@ -145,7 +145,7 @@ def test_an_endpoint_ignoring_the_conditional_complete_gets_single_puts(moto_end
 _CHILD = """
 import sys
 sys.path.insert(0, {repo!r})
-from streaming_exactly_once.commit.compaction_preparation import preparation_of
+from streaming_exactly_once.commit.background.compaction_preparation import preparation_of
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.storage.base import ByteRange
 storage = open_storage({root!r}, {{**{options!r}, 'seo_server_side_copy': True}})
@@ -359,9 +359,9 @@ import sys
 sys.path.insert(0, {repo!r})
 from streaming_exactly_once.log.codec import DictCodec
 from streaming_exactly_once.log.compactible_log import CompactibleLog
-from streaming_exactly_once.commit.compaction_preparation import preparation_of
+from streaming_exactly_once.commit.background.compaction_preparation import preparation_of
 from streaming_exactly_once.storage import open_storage
-from streaming_exactly_once.commit.compaction_preparation import preparation_of
+from streaming_exactly_once.commit.background.compaction_preparation import preparation_of
 storage = open_storage({root!r}, {{**{options!r}, 'seo_server_side_copy': True}})
 log = CompactibleLog(storage, "c", DictCodec(), default_interval=4)
 log.copy_vouched = lambda batch_id: True

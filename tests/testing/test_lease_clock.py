@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from streaming_exactly_once.commit.lease import Lease, read_lease_state
+from streaming_exactly_once.commit.protocol.lease import Lease, read_lease_state
 from streaming_exactly_once.errors import ConcurrentWriterError, WriterFencedError
 from streaming_exactly_once.testing.lease_clock import ENV_VAR, SharedClock, install_from_env
 
@@ -40,7 +40,7 @@ def test_a_lease_with_a_clock_of_its_own_keeps_it(memory_storage, lease_clock):
 
 
 def test_a_child_process_installs_the_clock_its_parent_moves(tmp_path, monkeypatch):
-    from streaming_exactly_once.commit import lease
+    from streaming_exactly_once.commit.protocol import lease
 
     monkeypatch.setattr(lease, "_wall_clock", lease._wall_clock)  # restored after the test
     parent = SharedClock(tmp_path / "offset")

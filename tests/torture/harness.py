@@ -406,7 +406,7 @@ class TortureRun:
     def _zombie_claims(self, storage, epoch: int, *, pending: bool) -> set[int]:
         """Batches (of the table, or of the group) committed under writer ``epoch``'s claim -
         and, with ``pending``, claimed in the WAL but not finished yet."""
-        from streaming_exactly_once.commit.wal import CommitSequenceStore
+        from streaming_exactly_once.commit.protocol.wal import CommitSequenceStore
         from streaming_exactly_once.table.commits_log import CommitsLog
 
         commits = CommitsLog(storage, interval=self.c.compact_interval)
@@ -434,7 +434,7 @@ class TortureRun:
         or - in a long run, whose backlog only a drain run with big triggers gets through - it is
         SIGKILLed. Returns how the zombie ended.
         """
-        from streaming_exactly_once.commit.lease import list_epochs
+        from streaming_exactly_once.commit.protocol.lease import list_epochs
         from streaming_exactly_once.storage import open_storage
 
         n = len(self.stats.zombies)

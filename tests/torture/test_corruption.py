@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from streaming_exactly_once import read
-from streaming_exactly_once.commit.sequence import CommitSequence
+from streaming_exactly_once.commit.protocol.sequence import CommitSequence
 from streaming_exactly_once.errors import ConcurrentWriterError, ExactlyOnceError, LogCorruptError, MissingBatchError, UnsupportedLogVersionError
 from streaming_exactly_once.maintenance.repair import discard_wal, rebuild_logs
 from streaming_exactly_once.table.identity import read_identity
@@ -163,7 +163,7 @@ _HOSTILE_LINES = st.tuples(st.lists(_HOSTILE, min_size=1, max_size=3), st.sample
     which=st.sampled_from(_FUZZ_TARGETS),
 )
 def test_fuzz_every_parser_raises_only_library_errors(memory_storage, data, which):
-    from streaming_exactly_once.commit.lease import read_lease_state
+    from streaming_exactly_once.commit.protocol.lease import read_lease_state
     from streaming_exactly_once.table.table_logs import TableLogs
 
     s = memory_storage.child(f"f{abs(hash((which, data))) % 10**9}")

@@ -190,7 +190,7 @@ def _compacts(sc: Scenario, root: Path) -> set[str]:
 def _reopen(sc: Scenario, root: Path) -> str | None:
     """The next start of a writer: take the lease and recover. None if it works."""
     from streaming_exactly_once.commit.committer import CommitterOptions, TableCommitter
-    from streaming_exactly_once.commit.group_committer import GroupCommitter
+    from streaming_exactly_once.commit.groups.group_committer import GroupCommitter
     from streaming_exactly_once.storage import open_storage
 
     cls = GroupCommitter if sc.tables else TableCommitter

@@ -4,7 +4,7 @@
 reader takes a ``.compact`` manifest file as the whole listing, so a replacement can only take
 effect there; the batch that writes ``M.compact`` also publishes the rewrites planned here, in
 its own claim (``TableCommitter.commit``): the new file is staged in the background
-(``commit.rewrite_preparation``) and moved like the batch's files, ``M.compact`` lists it
+(``commit.rewrites.rewrite_preparation``) and moved like the batch's files, ``M.compact`` lists it
 instead of the files it replaces, and a Delta commit removes them and adds it with
 ``dataChange`` false.
 
@@ -19,7 +19,7 @@ per new file and ``max_bytes`` per compaction batch. The caller leaves out files
 copied (``TableIdentity.root_uris``) are rewritten like the others.
 
 The new file (``write``) holds the rows of the replaced files, in their order: the largest
-group of the candidate's files that ``commit.parquet_merge`` may write as one (same Arrow
+group of the candidate's files that ``commit.rewrites.parquet_merge`` may write as one (same Arrow
 schema, key-value metadata and timestamp layout), read back and compared with the rows it
 replaces before it is staged; a rewrite that does not compare equal is left out, never the
 batch. A file that cannot join its neighbours is left out of the writer's later plans (and
@@ -43,14 +43,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field as dc_field
 from typing import Any
 
-from ..log.codec import RecordError, non_negative
-from ..log.record_fields import json_field
-from ..manifest.entry import ManifestEntry
-from ..manifest.manifest_log import ManifestLog
-from ..manifest.paths import relative_to_root
-from ..storage.base import Storage
+from ...log.codec import RecordError, non_negative
+from ...log.record_fields import json_field
+from ...manifest.entry import ManifestEntry
+from ...manifest.manifest_log import ManifestLog
+from ...manifest.paths import relative_to_root
+from ...storage.base import Storage
+from ..table_steps.format_step_fields import inside, inside_field
 from .compaction_consumers import Consumer
-from .format_step_fields import inside, inside_field
 from .parquet_merge import Part, Unmergeable, groups, merged_file, read_part
 
 log = logging.getLogger("streaming_exactly_once.compaction")
@@ -58,7 +58,7 @@ log = logging.getLogger("streaming_exactly_once.compaction")
 #: The new files' names: Spark's ``part-`` prefix (so every reader's listing rules take them)
 #: and a marker that says which compaction batch they were planned for.
 NAME = "part-compacted-{batch}-{n:05d}-{uid}.snappy.parquet"
-#: Under a staging directory (``commit.rewrite_preparation``): the new files before their move.
+#: Under a staging directory (``commit.rewrites.rewrite_preparation``): the new files before their move.
 STAGING_SUBDIR = "rewrite"
 #: A file that the manifest's ``retention`` drops this soon is not rewritten (the compact file
 #: is written after the plan; the rows of a file it drops must not live on in a new one).
@@ -76,7 +76,7 @@ class CompactionPolicy:
     #: a partition that received a file this recently is left alone (0: every partition)
     quiet_period_ms: int = 0
     #: downstream file-source queries whose checkpoints say which files may be rewritten
-    #: (``commit.compaction_consumers``)
+    #: (``commit.rewrites.compaction_consumers``)
     consumers: tuple[Consumer, ...] = ()
 
 
@@ -294,7 +294,7 @@ def write(
     left_out: Callable[[ManifestEntry, str], None] | None = None,
 ) -> StagedRewrite | None:
     """Write the rows of the largest group of ``candidate``'s files that may share one file
-    (``commit.parquet_merge``: same schema, key-value metadata and timestamp layout; ties: the
+    (``commit.rewrites.parquet_merge``: same schema, key-value metadata and timestamp layout; ties: the
     group of the newest file) into one file under ``staging_dir`` of ``staging`` (default: the
     table's ``storage``), durably; it replaces exactly the files it holds. None when that group
     has fewer than ``min_files``, or its rows cannot be written back exactly (the rewrite is

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..checkpoint.reader import InputFile
-from ..table.attempt_key import AttemptKey, KeyedByAttempt
-from ..table.commits_log import CommitRecord
-from ..table.offsets_log import OffsetsRecord
-from ..table.sources_log import SourceFileRecord
-from .ledger_step import LedgerInputs
+from ...checkpoint.reader import InputFile
+from ...table.attempt_key import AttemptKey, KeyedByAttempt
+from ...table.commits_log import CommitRecord
+from ...table.offsets_log import OffsetsRecord
+from ...table.sources_log import SourceFileRecord
+from ..table_steps.ledger_step import LedgerInputs
 from .sequence import CommitSequence
 from .step import CommitStep
 from .steps import WriteOffsets, WriteSources
@@ -44,7 +44,7 @@ class BatchAttempt(KeyedByAttempt):
     #: the offsets record the commit will write (the key's batch, source offsets)
     offsets: OffsetsRecord
     timings: dict[str, float] = field(default_factory=dict)
-    #: what the sink knows of the batch for its ledger beyond its files (``commit.ledger_step``)
+    #: what the sink knows of the batch for its ledger beyond its files (``commit.table_steps.ledger_step``)
     ledger: LedgerInputs = field(default_factory=LedgerInputs)
 
     def record(self, batch_id: int, *, epoch: int, files: Sequence[StagedFile], num_rows: int | None, now_ms: int, **extra: Any) -> CommitRecord:

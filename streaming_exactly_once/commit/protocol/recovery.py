@@ -2,7 +2,7 @@
 
 Run by the lease owner, once per process and after any failed batch, in phases (one function
 each): roll forward every claim that may have published or is next, discard the others - an
-earlier epoch's claims as their verdict says (``commit.attempt_verdict``); abort staging
+earlier epoch's claims as their verdict says (``commit.protocol.attempt_verdict``); abort staging
 directories no claim names; forget intents of batches after the latest; remove dead temp files
 of earlier writers (``table.temp_files``). Every destructive step is preceded by a fence check,
 and nothing deletes a file a published manifest entry names (``PublishedFiles``). The cost
@@ -16,15 +16,15 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..errors import CommitError, LogCorruptError, MissingBatchError
-from ..log.compaction import is_compaction_batch
-from ..manifest.entry import ManifestEntry
-from ..manifest.paths import canonical_uri, relative_to_root, root_prefix
-from ..storage.base import Storage
-from ..table.identity import read_identity
-from ..table.layout import STAGING_DIR, parse_staging_name, staging_dir_holding
-from ..table.table_logs import TableLogs
-from ..table.temp_files import remove_earlier_writers_files
+from ...errors import CommitError, LogCorruptError, MissingBatchError
+from ...log.compaction import is_compaction_batch
+from ...manifest.entry import ManifestEntry
+from ...manifest.paths import canonical_uri, relative_to_root, root_prefix
+from ...storage.base import Storage
+from ...table.identity import read_identity
+from ...table.layout import STAGING_DIR, parse_staging_name, staging_dir_holding
+from ...table.table_logs import TableLogs
+from ...table.temp_files import remove_earlier_writers_files
 from .attempt_verdict import ABORT, COMMIT, decide, read_verdict
 from .sequence import CommitSequence, make_durable
 from .step import StepContext
@@ -313,7 +313,7 @@ def _settle_claim(state: _Recovery, seq: CommitSequence, view: PublishedView, re
 def _moves_from_aborted_attempt(storage: Storage, seq: CommitSequence) -> str | None:
     """The staging directory, other than the claim's own, that one of its moves takes a file
     from and that a recovery or ``seo gc`` judged 'abort' (and deleted): a compaction batch's
-    rewrites are staged in a directory of their own (``commit.rewrite_preparation``). None if
+    rewrites are staged in a directory of their own (``commit.rewrites.rewrite_preparation``). None if
     there is no such directory."""
     own = seq.staging_dir.rstrip("/")
     for step in seq.steps:

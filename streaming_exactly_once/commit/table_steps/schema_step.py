@@ -10,7 +10,7 @@ the schema have the step: the first batch, an evolving one (``table.schema_log``
   ``M`` - a conflict, never overwritten);
 * ``execute``: create-if-absent.
 
-Bytes in the WAL (``commit.sequence``, one line; ``table`` only for a dataset group's table, its
+Bytes in the WAL (``commit.protocol.sequence``, one line; ``table`` only for a dataset group's table, its
 path under the group root)::
 
     {"kind":"schema","record":{"batchId":7,"reason":"evolve","partitionBy":["day"],"schema":"{...}","changes":[...]},"table":"orders"}
@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field as dc_field
 
-from ..errors import LogConflictError
-from ..log.codec import RecordError
-from ..log.record_fields import json_field
-from ..storage.base import Storage, check_relative
-from ..table.schema_log import SchemaRecord, schema_path
-from .step import CommitStep, StepContext, register
+from ...errors import LogConflictError
+from ...log.codec import RecordError
+from ...log.record_fields import json_field
+from ...storage.base import Storage, check_relative
+from ...table.schema_log import SchemaRecord, schema_path
+from ..protocol.step import CommitStep, StepContext, register
 
 
 def _inside(path: str, name: str) -> str:

@@ -8,10 +8,10 @@ kind                    effect (and how ``verify`` knows it is done)
 ``manifest``            ``_spark_metadata/M[.compact]`` written - **the visibility point**
                         (the file exists and holds this batch's entries); a compaction batch
                         that rewrites files leaves the ``replaced`` ones out of its compact
-                        file (``commit.data_compaction``)
+                        file (``commit.rewrites.data_compaction``)
 ``delta``               ``format="delta"``: one Delta commit with the batch's files and the
                         transaction (app id, M) - Delta readers' visibility point (the log's
-                        transaction version is >= M); ``commit.delta_step``
+                        transaction version is >= M); ``commit.table_steps.delta_step``
 ``offsets``             ``_seo/offsets/M`` written: the query, Spark batch and source offsets of
                         M (the file holds M's record). Written after the manifest: nothing
                         needs it before the batch is visible, and a writer that loses an
@@ -19,7 +19,7 @@ kind                    effect (and how ``verify`` knows it is done)
 ``sources``             ``_seo/sources/M`` written (the file holds these records; a compact
                         file: it exists)
 ``ledger``              ``_seo/ledger/M`` written (it holds this batch's record): what the batch
-                        read, wrote and published, for ``seo audit`` (``commit.ledger_step``)
+                        read, wrote and published, for ``seo audit`` (``commit.table_steps.ledger_step``)
 ``commit``              ``_seo/commits/M`` written (the file exists)
 ``members``             dataset group: for each of its tables in the batch, the manifest entry
                         and then the table's commit record (in parallel across tables); each
@@ -42,16 +42,16 @@ from dataclasses import dataclass, field as dc_field, replace
 from functools import partial
 from typing import Any
 
-from ..errors import CommitError, LogConflictError, LogCorruptError
-from ..log.codec import RecordError, non_negative, path_value
-from ..log.compaction import is_compaction_batch
-from ..log.record_fields import json_field, strings
-from ..manifest.entry import ManifestEntry
-from ..storage.base import Storage, check_relative
-from ..table.commits_log import CommitRecord
-from ..table.offsets_log import OffsetsRecord
-from ..table.sources_log import SourceFileRecord
-from ..table.table_logs import TableLogs
+from ...errors import CommitError, LogConflictError, LogCorruptError
+from ...log.codec import RecordError, non_negative, path_value
+from ...log.compaction import is_compaction_batch
+from ...log.record_fields import json_field, strings
+from ...manifest.entry import ManifestEntry
+from ...storage.base import Storage, check_relative
+from ...table.commits_log import CommitRecord
+from ...table.offsets_log import OffsetsRecord
+from ...table.sources_log import SourceFileRecord
+from ...table.table_logs import TableLogs
 from .step import CommitStep, MoveContext, StepContext, register
 
 #: Below this many files a thread pool costs more than it saves (local renames take ~50 us).
@@ -178,7 +178,7 @@ class PublishManifest(CommitStep):
     kind = "manifest"
     batch_id: int = dc_field(default=0, metadata=json_field("batchId", int))
     entries: list[ManifestEntry] = dc_field(default_factory=list, metadata=json_field("entries", list, record=ManifestEntry))
-    #: a compaction batch that also publishes rewrites (``commit.data_compaction``): the paths,
+    #: a compaction batch that also publishes rewrites (``commit.rewrites.data_compaction``): the paths,
     #: as the manifest spells them, of the earlier entries its compact file leaves out
     replaced: tuple[str, ...] = dc_field(default=(), metadata=json_field("replaced", list, optional=True, omit_default=True, check=strings))
 

@@ -45,12 +45,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field as dc_field
 from typing import Any, TypeVar
 
-from ..errors import ConcurrentWriterError, WriterFencedError
-from ..log.batch_log import parse_batch_file_name
-from ..log.record_fields import decode, encode, json_field
-from ..log.record_file import encode_record, read_record
-from ..storage.base import Storage
-from ..table.layout import EPOCH_SIDE_DIRS, EPOCHS_DIR, HEARTBEATS_DIR
+from ...errors import ConcurrentWriterError, WriterFencedError
+from ...log.batch_log import parse_batch_file_name
+from ...log.record_fields import decode, encode, json_field
+from ...log.record_file import encode_record, read_record
+from ...storage.base import Storage
+from ...table.layout import EPOCH_SIDE_DIRS, EPOCHS_DIR, HEARTBEATS_DIR
 
 log = logging.getLogger("streaming_exactly_once.lease")
 

@@ -1,18 +1,18 @@
 """A dataset group's compaction: one ``TableRewrites`` per dataset table of the group, staged
-under the group's root (``commit.table_rewrites`` says why there), and when each is planned,
-published, forgotten and stopped. ``commit.group_committer`` owns one."""
+under the group's root (``commit.rewrites.table_rewrites`` says why there), and when each is planned,
+published, forgotten and stopped. ``commit.groups.group_committer`` owns one."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import MutableMapping
 
-from ..manifest.manifest_log import ManifestLog
-from ..storage.base import Storage
-from ..table.group_state import is_quarantine
-from ..table.table_logs import TableLogs
+from ...manifest.manifest_log import ManifestLog
+from ...storage.base import Storage
+from ...table.group_state import is_quarantine
+from ...table.table_logs import TableLogs
+from ..background.housekeeping import Housekeeping
 from .data_compaction import CompactionPolicy
-from .housekeeping import Housekeeping
 from .table_rewrites import BatchRewrites, TableRewrites
 
 

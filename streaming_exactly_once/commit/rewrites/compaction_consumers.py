@@ -33,12 +33,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from ..checkpoint.offset_seq import OffsetSeq, file_source_log_offset
-from ..checkpoint.reader import SparkCheckpoint
-from ..errors import ExactlyOnceError
-from ..manifest.entry import ManifestEntry
-from ..manifest.paths import canonical_uri
-from ..storage import open_storage
+from ...checkpoint.offset_seq import OffsetSeq, file_source_log_offset
+from ...checkpoint.reader import SparkCheckpoint
+from ...errors import ExactlyOnceError
+from ...manifest.entry import ManifestEntry
+from ...manifest.paths import canonical_uri
+from ...storage import open_storage
 
 log = logging.getLogger("streaming_exactly_once.compaction")
 

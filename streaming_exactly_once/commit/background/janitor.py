@@ -10,7 +10,7 @@ Work runs in lanes, one daemon thread each, in order within a lane. Preparing th
 file has a lane of its own (``PREPARE_LANE``): queued behind the index builds (300 ms at
 250k live files) it fell so far behind back-to-back batches that the compaction batch found
 nothing prepared and copied the whole previous compact file itself. Rewriting small data files
-(``commit.rewrite_preparation``) has one too: it reads and writes data, and must hold up neither.
+(``commit.rewrites.rewrite_preparation``) has one too: it reads and writes data, and must hold up neither.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import queue
 import threading
 from collections.abc import Callable
 
-from ..storage.base import Storage
+from ...storage.base import Storage
 
 log = logging.getLogger("streaming_exactly_once.janitor")
 

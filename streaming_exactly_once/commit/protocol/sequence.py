@@ -12,13 +12,13 @@ This is the write-ahead log record (Gobblin's CommitSequence). Its bytes, in ``_
     {"kind":"cleanup","path":"_seo/staging/12-9f2c41d0-e3"}
 
 Line 2 is the header (who, which batch, and the writer's ``epoch``: recovery decides by it
-whether a claim may still roll forward, see ``commit.recovery``); each further line is one step
-(``commit.steps``). Once this file exists the batch can only roll forward: ``run`` skips steps
+whether a claim may still roll forward, see ``commit.protocol.recovery``); each further line is one step
+(``commit.protocol.steps``). Once this file exists the batch can only roll forward: ``run`` skips steps
 whose ``verify()`` says they are done and executes the rest, retrying a failing step a bounded
 number of times.
 
 A ``format="delta"`` table's entry has a ``delta`` step right after ``manifest``
-(``commit.delta_step`` shows its line) and is written as ``v4``::
+(``commit.table_steps.delta_step`` shows its line) and is written as ``v4``::
 
     v4
     {"batchId":12,...}
@@ -36,13 +36,13 @@ claim whose data a recovery of this release aborted (publishing missing files), 
 refuse the entry with "upgrade" instead. ``v4`` is written only for entries with a ``delta``
 step, which a release without Delta support refuses the same way - it must never finish such a
 batch without its Delta commit. ``v5`` is written for entries with a ``schema`` step (a batch
-that creates or changes its table's schema, ``commit.schema_step``), right before ``manifest``
+that creates or changes its table's schema, ``commit.table_steps.schema_step``), right before ``manifest``
 (a group's: before ``members``); a release that enforces no table schema must not publish such a
 batch without its schema record. ``v6`` is written for entries with an ``iceberg`` step
-(``commit.iceberg_step``, right after ``manifest`` or ``delta``): a release without Iceberg
+(``commit.table_steps.iceberg_step``, right after ``manifest`` or ``delta``): a release without Iceberg
 support must never finish such a batch without its Iceberg snapshot. ``v7`` is written for
 entries that publish a compaction's rewrites (``replaced`` on a ``manifest`` or ``members`` step,
-``rewrites`` on a ``delta`` step; ``commit.data_compaction``): a release without compaction
+``rewrites`` on a ``delta`` step; ``commit.rewrites.data_compaction``): a release without compaction
 ignores fields it does not know, and would publish the replaced files beside the new one. A step
 kind this release does not know means a newer release wrote the entry; that is refused the same way.
 """
@@ -57,13 +57,13 @@ from dataclasses import dataclass, field as dc_field, replace
 from functools import partial
 from typing import Any
 
-from ..errors import CommitError, ExactlyOnceError, LogCorruptError, StorageAccessError, WriterFencedError
-from ..log.codec import RecordError
-from ..log.record_fields import decode, encode, flattened, json_field
-from ..log.version import encode_file, encode_line, parse_body
-from ..storage.base import Storage
-from ..storage.io_threads import submit_or_run
-from ..table.attempt_key import AttemptKey, KeyedByAttempt
+from ...errors import CommitError, ExactlyOnceError, LogCorruptError, StorageAccessError, WriterFencedError
+from ...log.codec import RecordError
+from ...log.record_fields import decode, encode, flattened, json_field
+from ...log.version import encode_file, encode_line, parse_body
+from ...storage.base import Storage
+from ...storage.io_threads import submit_or_run
+from ...table.attempt_key import AttemptKey, KeyedByAttempt
 from .lease import fenced_cause
 from .step import REGISTRY, CommitStep, StepContext
 
@@ -246,7 +246,7 @@ def sync_files(files: Sequence[tuple[Storage, str]]) -> None:
 
 #: Timings a sink records beside the steps' (``stepMs``) that are not part of the commit: the
 #: batch's preparation on the driver, Spark's write, and the background rewrite of small files
-#: a compaction batch publishes (``commit.rewrite_preparation``).
+#: a compaction batch publishes (``commit.rewrites.rewrite_preparation``).
 NOT_COMMIT = ("prepare", "stage", "rewrite")
 
 
@@ -263,4 +263,5 @@ def commit_ms(step_ms: Mapping[str, float]) -> float:
 
 
 # Every step kind a WAL entry may hold is registered before any entry is read.
-from . import delta_step, iceberg_step, ledger_step, schema_step, steps  # noqa: E402,F401
+from ..table_steps import delta_step, iceberg_step, ledger_step, schema_step  # noqa: E402,F401
+from . import steps  # noqa: E402,F401

@@ -38,10 +38,10 @@ import time
 from dataclasses import dataclass, field as dc_field
 from typing import Any, Literal
 
-from ..log.record_fields import decode, encode, json_field, one_of
-from ..log.record_file import encode_record, read_record
-from ..storage.base import Storage
-from ..table.layout import VERDICTS_DIR
+from ...log.record_fields import decode, encode, json_field, one_of
+from ...log.record_file import encode_record, read_record
+from ...storage.base import Storage
+from ...table.layout import VERDICTS_DIR
 
 VERSION = 1
 COMMIT: Literal["commit"] = "commit"

@@ -2,7 +2,7 @@
 
 Why a module of its own: which files may share a new file, and how the new file stores its
 timestamps, decide whether Spark, our readers, Delta and Iceberg read the same values after a
-rewrite (``commit.data_compaction`` decides what is rewritten and when).
+rewrite (``commit.rewrites.data_compaction`` decides what is rewritten and when).
 
 * **Groups** (``groups``). Files are merged only with files of the same Arrow schema, key-value
   metadata included (Spark's rebase markers and version), and the same timestamp layout (which

@@ -1,7 +1,7 @@
 """One table's compaction as its writer drives it: when a rewrite is planned, what a compaction
 batch of the table publishes, and what is left to delete after it.
 
-``commit.data_compaction`` plans and writes a rewrite, ``commit.rewrite_preparation`` prepares it
+``commit.rewrites.data_compaction`` plans and writes a rewrite, ``commit.rewrites.rewrite_preparation`` prepares it
 off the batch's path; this module ties them to a writer's batches. A single table's writer holds
 one ``TableRewrites``; a dataset group's writer holds one per table of the group, each staged
 under the group's root (``_seo/staging/<G>-rw<uid>-e<epoch>/rewrite/<final>``, ``G`` the group
@@ -17,17 +17,17 @@ from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from ..log.compaction import is_compaction_batch, next_compaction_batch
-from ..manifest.entry import ManifestEntry
-from ..manifest.manifest_log import ManifestLog
-from ..storage.base import Storage
-from ..table.commits_log import RewriteNote
-from .attempt import elapsed_ms
+from ...log.compaction import is_compaction_batch, next_compaction_batch
+from ...manifest.entry import ManifestEntry
+from ...manifest.manifest_log import ManifestLog
+from ...storage.base import Storage
+from ...table.commits_log import RewriteNote
+from ..background.housekeeping import Housekeeping
+from ..protocol.attempt import elapsed_ms
+from ..protocol.steps import FileMove
 from .compaction_consumers import consumer_filter
 from .data_compaction import CompactionPolicy, Rewrite, StagedRewrite, kept_by_retention, rewritable
-from .housekeeping import Housekeeping
 from .rewrite_preparation import RewritePreparation
-from .steps import FileMove
 
 
 @dataclass(frozen=True)

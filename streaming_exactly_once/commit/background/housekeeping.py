@@ -11,7 +11,7 @@ retention, and every retention pass drops the registered claims first and delete
 one of them stays. Background work queued before a release or a takeover does nothing once it
 runs (``Lease.holds``): everything is left to the next lease holder.
 
-Work runs on the janitor's lanes (``commit.janitor``); preparation has a lane of its own.
+Work runs on the janitor's lanes (``commit.background.janitor``); preparation has a lane of its own.
 """
 
 from __future__ import annotations
@@ -24,16 +24,16 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ..log.compactible_log import CompactibleLog
-from ..manifest.manifest_index import warm_up
-from ..storage.base import Storage
-from .attempt import elapsed_ms
+from ...log.compactible_log import CompactibleLog
+from ...manifest.manifest_index import warm_up
+from ...storage.base import Storage
+from ..protocol.attempt import elapsed_ms
+from ..protocol.lease import Lease
+from ..protocol.sequence import CommitSequence, sync_files
+from ..protocol.step import StepContext
+from ..protocol.wal import CommitSequenceStore
 from .compaction_preparation import CommitGate, preparation_of
 from .janitor import PREPARE_LANE, REWRITE_LANE, Janitor
-from .lease import Lease
-from .sequence import CommitSequence, sync_files
-from .step import StepContext
-from .wal import CommitSequenceStore
 
 log = logging.getLogger("streaming_exactly_once.commit")
 
@@ -125,7 +125,7 @@ class Housekeeping:
             self.janitor.submit_latest("prepare", partial(self._if_held, prepare), lane=PREPARE_LANE)
 
     def queue_rewrite(self, task: Callable[[], None], *, key: object = "rewrite") -> None:
-        """``task`` (a rewrite of small data files, ``commit.rewrite_preparation``) on its own
+        """``task`` (a rewrite of small data files, ``commit.rewrites.rewrite_preparation``) on its own
         lane; tasks of one ``key`` (one table) coalesce."""
         self.janitor.submit_latest(key, partial(self._if_held, task), lane=REWRITE_LANE)
 

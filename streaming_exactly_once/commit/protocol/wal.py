@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 
-from ..errors import ExactlyOnceError
-from ..log.batch_log import parse_batch_file_name
-from ..storage.base import Storage
-from ..table.layout import WAL_DIR
+from ...errors import ExactlyOnceError
+from ...log.batch_log import parse_batch_file_name
+from ...storage.base import Storage
+from ...table.layout import WAL_DIR
 from .lease import fenced_cause
 from .sequence import CommitSequence
 

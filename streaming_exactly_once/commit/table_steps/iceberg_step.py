@@ -19,7 +19,7 @@ reader can see it. Like every step it is judged by content:
   a roll-forward after a crash at any instant, and a fenced writer finishing the same step next
   to its successor. The files the commit wrote are durable before the step returns.
 
-Bytes in the WAL (``commit.sequence``; one line; ``docs/design/iceberg-format.md`` has the rest)::
+Bytes in the WAL (``commit.protocol.sequence``; one line; ``docs/design/iceberg-format.md`` has the rest)::
 
     {"kind":"iceberg","batchId":12,"appId":"streaming-exactly-once:5b0c...","partitionBy":["day"],"schema":"{\\"type\\":\\"struct\\",...}","tableSchema":"{...}","files":[["day=2024-01-01/part-00000-<uuid>.c000.snappy.parquet",903,1795313165250]],"table":"orders","catalog":{"name":"prod","identifier":"db.orders"},"minCountToMerge":100,"previousVersions":100,"info":{"queryId":"c578917c-...","sparkBatchId":"40"}}
 
@@ -34,7 +34,7 @@ time (``StepContext.iceberg_catalogs``, else pyiceberg's configuration) and neve
 here; ``minCountToMerge``/``previousVersions`` are the table properties a first batch creates
 the table with; ``snapshotsToKeep`` (absent: no expiry) how many newest snapshots the commit keeps,
 expiring the older ones in the same metadata version; ``info`` goes into the snapshot's summary as ``seo.<key>``;
-``rewrites`` (absent unless a compaction batch rewrites files, ``commit.data_compaction.Rewrite``)
+``rewrites`` (absent unless a compaction batch rewrites files, ``commit.rewrites.data_compaction.Rewrite``)
 the files a ``replace`` snapshot, committed after the batch's append in the same metadata
 version, removes and adds (both snapshots carry the batch's ``seo.batch-id``).
 """
@@ -43,15 +43,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field as dc_field
 
-from ..iceberg.files import IcebergFile, parquet_rows
-from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
-from ..iceberg.target import IcebergTarget
-from ..log.record_fields import flattened, json_field
-from ..manifest.empty_batches import empty_between
-from ..storage.base import Storage
-from .data_compaction import Rewrite
+from ...iceberg.files import IcebergFile, parquet_rows
+from ...iceberg.settings import IcebergCatalogRef, IcebergSettings
+from ...iceberg.target import IcebergTarget
+from ...log.record_fields import flattened, json_field
+from ...manifest.empty_batches import empty_between
+from ...storage.base import Storage
+from ..protocol.step import CommitStep, StepContext, register, table_manifest
+from ..rewrites.data_compaction import Rewrite
 from .format_step_fields import files_decoder, files_json, inside_field, strings
-from .step import CommitStep, StepContext, register, table_manifest
 
 
 @register
@@ -78,7 +78,7 @@ class CommitIceberg(CommitStep):
     )
     settings: IcebergSettings = dc_field(default=IcebergSettings(), metadata=flattened(IcebergSettings))
     info: dict[str, str] = dc_field(default_factory=dict, metadata=json_field("info", dict, optional=True, encode=dict, check=strings))
-    #: a compaction batch's rewrites (``commit.data_compaction``): a ``replace`` snapshot after
+    #: a compaction batch's rewrites (``commit.rewrites.data_compaction``): a ``replace`` snapshot after
     #: the batch's append, in the same commit
     rewrites: list[Rewrite] = dc_field(default_factory=list, metadata=json_field("rewrites", list, record=Rewrite, optional=True, omit_default=True))
 

@@ -1,4 +1,4 @@
-"""What a dataset group's writer knows of its tables (``commit.group_committer`` commits them):
+"""What a dataset group's writer knows of its tables (``commit.groups.group_committer`` commits them):
 one table's part of a group batch, a table as the writer has it open, and the group's state
 as its newest commit record holds it."""
 
@@ -7,17 +7,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import LogCorruptError
-from ..log.codec import RecordError
-from ..storage.base import Storage
-from ..table.commits_log import CommitRecord
-from ..table.group_state import GroupState
-from ..table.identity import TableIdentity
-from ..table.layout import COMMITS_DIR
-from ..table.table_logs import TableLogs
-from .attempt import StagedFile
-from .sequence import CommitSequence
-from .table_schema import TableSchema
+from ...errors import LogCorruptError
+from ...log.codec import RecordError
+from ...storage.base import Storage
+from ...table.commits_log import CommitRecord
+from ...table.group_state import GroupState
+from ...table.identity import TableIdentity
+from ...table.layout import COMMITS_DIR
+from ...table.table_logs import TableLogs
+from ..protocol.attempt import StagedFile
+from ..protocol.sequence import CommitSequence
+from ..table_schema import TableSchema
 
 
 @dataclass

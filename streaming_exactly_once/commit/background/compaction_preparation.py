@@ -23,11 +23,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from ..log.batch_log import COMPACT_SUFFIX, PREP_SUFFIX
-from ..log.compactible_log import CompactibleLog
-from ..log.compaction import is_compaction_batch, next_compaction_batch, valid_batches_before_compaction
-from ..log.version import header
-from ..storage.base import ByteRange, ComposedUploads, PendingUpload, PreparedFiles, composed_uploads, join, prepared_files
+from ...log.batch_log import COMPACT_SUFFIX, PREP_SUFFIX
+from ...log.compactible_log import CompactibleLog
+from ...log.compaction import is_compaction_batch, next_compaction_batch, valid_batches_before_compaction
+from ...log.version import header
+from ...storage.base import ByteRange, ComposedUploads, PendingUpload, PreparedFiles, composed_uploads, join, prepared_files
 
 log = logging.getLogger("streaming_exactly_once.compaction")
 

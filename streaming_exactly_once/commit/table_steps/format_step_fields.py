@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from ..log.codec import RecordError, non_negative, path_value
-from ..storage.base import check_relative
+from ...log.codec import RecordError, non_negative, path_value
+from ...storage.base import check_relative
 
 
 class DataFile(Protocol):

@@ -21,15 +21,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field as dc_field, replace
 from typing import Any
 
-from ..checkpoint.reader import InputFile
-from ..log.record_fields import json_field
-from ..storage.base import Storage
-from ..storage.io_threads import map_waiting
-from ..storage.parquet_footer import FIRST_READ, footer_of_tail
-from ..table.file_coordinates import PartitionRows, batch_partition_rows, file_partition_rows
-from ..table.ledger import Compaction, LedgerFile, LedgerRecord, PartitionCoverage, ledger_path, ledger_written, write_ledger
-from ..table.source_offsets import merged_ends
-from .step import CommitStep, StepContext, register
+from ...checkpoint.reader import InputFile
+from ...log.record_fields import json_field
+from ...storage.base import Storage
+from ...storage.io_threads import map_waiting
+from ...storage.parquet_footer import FIRST_READ, footer_of_tail
+from ...table.file_coordinates import PartitionRows, batch_partition_rows, file_partition_rows
+from ...table.ledger import Compaction, LedgerFile, LedgerRecord, PartitionCoverage, ledger_path, ledger_written, write_ledger
+from ...table.source_offsets import merged_ends
+from ..protocol.step import CommitStep, StepContext, register
 
 #: bytes read from the end of each output file for its checksum (and Parquet footer)
 CHECKSUM_TAIL = FIRST_READ

@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 import time
 
-from ..errors import DataNotDurableError, WriterFencedError
-from ..storage.base import Storage
+from ...errors import DataNotDurableError, WriterFencedError
+from ...storage.base import Storage
+from ..background.compaction_preparation import CommitGate
 from .attempt import elapsed_ms
-from .compaction_preparation import CommitGate
 from .lease import Lease, fenced_cause
 from .recovery import discard_sequence
 from .sequence import CommitSequence

@@ -1,10 +1,10 @@
 """Rewrites of small files written off the batch's path, waiting for the compaction batch that
-publishes them (``commit.data_compaction`` plans and writes one; this module says when, where,
+publishes them (``commit.rewrites.data_compaction`` plans and writes one; this module says when, where,
 and what a compaction batch checks before it claims one).
 
 Why: a rewrite reads and writes up to ``max_bytes`` of data. On the compaction batch's own path
 that was the batch's latency (the commit p99 of a compacted table). Here it runs on a lane of its
-own (``commit.janitor``), between commits (``CommitGate``), and the batch only checks it.
+own (``commit.background.janitor``), between commits (``CommitGate``), and the batch only checks it.
 
 When: planned once the batch before a compaction batch has committed (and at a writer's start),
 from the live listing of the latest batch, unless earlier rewrites still wait. The first
@@ -35,15 +35,15 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 
-from ..log.compaction import next_compaction_batch
-from ..manifest.entry import ManifestEntry
-from ..storage.base import Storage
-from ..table.identity import read_identity
-from ..table.layout import staging_dir
+from ...log.compaction import next_compaction_batch
+from ...manifest.entry import ManifestEntry
+from ...storage.base import Storage
+from ...table.identity import read_identity
+from ...table.layout import staging_dir
+from ..background.compaction_preparation import CommitGate
+from ..protocol.lease import Lease
 from .compaction_consumers import consumer_filter
-from .compaction_preparation import CommitGate
 from .data_compaction import CompactionPolicy, PlanNotes, StagedRewrite, plan, write
-from .lease import Lease
 
 log = logging.getLogger("streaming_exactly_once.compaction")
 

@@ -13,7 +13,7 @@ every step it is judged by content:
   step is idempotent under a retry, a roll-forward after a crash at any instant, and a fenced
   writer finishing the same step next to its successor.
 
-Bytes in the WAL (``commit.sequence``; one line)::
+Bytes in the WAL (``commit.protocol.sequence``; one line)::
 
     {"kind":"delta","batchId":12,"appId":"streaming-exactly-once:5b0c...","partitionBy":["day"],"schema":"{\\"type\\":\\"struct\\",...}","files":[["day=2024-01-01/part-00000-<uuid>.c000.snappy.parquet",903,1795313165250]],"table":"orders","checkpointInterval":10,"logRetentionMs":2592000000,"info":{"queryId":"c578917c-...","sparkBatchId":"40"}}
 
@@ -24,7 +24,7 @@ exists); ``tableSchema`` (absent unless the batch creates or changes the table's
 ``metaData`` action when it differs from the log's; ``table`` is the table's path under a dataset group's root (absent for a single
 table); ``checkpointInterval``/``logRetentionMs`` are the table properties a first batch
 creates the table with; ``info`` goes into the Delta commit's ``commitInfo``; ``rewrites``
-(absent unless a compaction batch rewrites files, ``commit.data_compaction.Rewrite``) the files
+(absent unless a compaction batch rewrites files, ``commit.rewrites.data_compaction.Rewrite``) the files
 the commit removes and adds with ``dataChange`` false.
 """
 
@@ -32,15 +32,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field as dc_field
 
-from ..delta.files import DeltaFile
-from ..delta.stats import parquet_rows
-from ..delta.target import DeltaSettings, DeltaTarget
-from ..log.record_fields import flattened, json_field
-from ..manifest.empty_batches import empty_between
-from ..storage.base import Storage
-from .data_compaction import Rewrite
+from ...delta.files import DeltaFile
+from ...delta.stats import parquet_rows
+from ...delta.target import DeltaSettings, DeltaTarget
+from ...log.record_fields import flattened, json_field
+from ...manifest.empty_batches import empty_between
+from ...storage.base import Storage
+from ..protocol.step import CommitStep, StepContext, register, table_manifest
+from ..rewrites.data_compaction import Rewrite
 from .format_step_fields import files_decoder, files_json, inside_field, strings
-from .step import CommitStep, StepContext, register, table_manifest
 
 
 @register
@@ -61,7 +61,7 @@ class CommitDelta(CommitStep):
     table: str | None = dc_field(default=None, metadata=json_field("table", str, optional=True, omit_default=True, check=inside_field))
     settings: DeltaSettings = dc_field(default=DeltaSettings(), metadata=flattened(DeltaSettings))
     info: dict[str, str] = dc_field(default_factory=dict, metadata=json_field("info", dict, optional=True, encode=dict, check=strings))
-    #: a compaction batch's rewrites (``commit.data_compaction``): removed and added in the same
+    #: a compaction batch's rewrites (``commit.rewrites.data_compaction``): removed and added in the same
     #: commit, ``dataChange`` false
     rewrites: list[Rewrite] = dc_field(default_factory=list, metadata=json_field("rewrites", list, record=Rewrite, optional=True, omit_default=True))
 

@@ -17,14 +17,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field as dc_field
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
-from ..log.record_fields import decode, encode
-from ..manifest.manifest_log import ManifestLog
-from ..storage.base import Storage
-from ..table.table_logs import TableLogs
+from ...log.record_fields import decode, encode
+from ...manifest.manifest_log import ManifestLog
+from ...storage.base import Storage
+from ...table.table_logs import TableLogs
 
 if TYPE_CHECKING:
-    from ..delta.target import DeltaTarget
-    from ..iceberg.target import IcebergTarget
+    from ...delta.target import DeltaTarget
+    from ...iceberg.target import IcebergTarget
 
 #: Runs ``fn(storage, items)`` over chunks of ``items`` (a batch's file moves) on the cluster's
 #: workers (the sink provides it from the SparkContext); used for very large move lists.
@@ -49,7 +49,7 @@ class StepContext(MoveContext):
     logs: TableLogs
     timings: dict[str, float] = dc_field(default_factory=dict)  # ms per step, filled while running
     epoch: int | None = None  # epoch of the writer executing the steps (may be a successor)
-    #: A dataset group's tables by path under the root (``commit.group_committer``); None for a table.
+    #: A dataset group's tables by path under the root (``commit.groups.group_committer``); None for a table.
     member_logs: Callable[[str], TableLogs] | None = None
     #: Delta logs of the table (key None) or of a group's tables (key: path under the root), kept
     #: across batches by the committer so that each commit reads only the log's new versions.
@@ -102,7 +102,7 @@ class CommitStep(ABC):
     def replaces_files(self) -> bool:
         """Whether the step publishes a compaction's rewrites (fields a release without
         compaction would ignore, publishing the replaced files beside the new one): its WAL
-        entry is then written as ``v7`` (``commit.sequence``)."""
+        entry is then written as ``v7`` (``commit.protocol.sequence``)."""
         return False
 
     @abstractmethod

@@ -40,41 +40,41 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..checkpoint.reader import InputFile
-from ..delta.files import DeltaFile
-from ..delta.target import DeltaSettings, DeltaTarget
-from ..errors import DeltaTableError, IcebergTableError, LogCorruptError
-from ..iceberg.files import IcebergFile
-from ..iceberg.leftovers import discard_leftovers
-from ..iceberg.settings import IcebergCatalogRef, IcebergSettings
-from ..iceberg.target import IcebergTarget
-from ..log.compactible_log import CompactibleLog
-from ..log.compaction import is_compaction_batch
-from ..manifest.empty_batches import holds_manifest
-from ..manifest.entry import ManifestEntry
-from ..storage.base import Storage
-from ..table.commits_log import CommitRecord
-from ..table.group_state import GroupState, TableBatch, advance, advance_sources, is_quarantine
-from ..table.identity import TableIdentity, TableSpec, ensure_identity, note_root, read_identity
-from ..table.schema_log import SchemaRecord
-from ..table.table_logs import TableLogs
-from .attempt import BatchAttempt, CommitResult, sources_step
-from .committer import index_compact, vouch_by_index
-from .compaction_preparation import preparation_of
-from .delta_step import CommitDelta
+from ...checkpoint.reader import InputFile
+from ...delta.files import DeltaFile
+from ...delta.target import DeltaSettings, DeltaTarget
+from ...errors import DeltaTableError, IcebergTableError, LogCorruptError
+from ...iceberg.files import IcebergFile
+from ...iceberg.leftovers import discard_leftovers
+from ...iceberg.settings import IcebergCatalogRef, IcebergSettings
+from ...iceberg.target import IcebergTarget
+from ...log.compactible_log import CompactibleLog
+from ...log.compaction import is_compaction_batch
+from ...manifest.empty_batches import holds_manifest
+from ...manifest.entry import ManifestEntry
+from ...storage.base import Storage
+from ...table.commits_log import CommitRecord
+from ...table.group_state import GroupState, TableBatch, advance, advance_sources, is_quarantine
+from ...table.identity import TableIdentity, TableSpec, ensure_identity, note_root, read_identity
+from ...table.schema_log import SchemaRecord
+from ...table.table_logs import TableLogs
+from ..background.compaction_preparation import preparation_of
+from ..committer import index_compact, vouch_by_index
+from ..ledger_enforce import member_ledger, root_ledger
+from ..options import CommitterOptions
+from ..protocol.attempt import BatchAttempt, CommitResult, sources_step
+from ..protocol.recovery import PublishedView, RecoveryReport
+from ..protocol.step import CommitStep
+from ..protocol.steps import FileMove, MemberPublish, MoveFiles, PublishMembers, WriteCommit
+from ..rewrites.group_rewrites import GroupRewrites
+from ..rewrites.table_rewrites import BatchRewrites, leftovers_of
+from ..table_schema import TableSchema
+from ..table_steps.delta_step import CommitDelta
+from ..table_steps.iceberg_step import CommitIceberg
+from ..table_steps.ledger_step import WriteLedger
+from ..table_steps.schema_step import WriteSchema
+from ..writer import Writer
 from .group_members import CommitsView, Member, MemberBatch, state_of, table_formats, tables_in
-from .group_rewrites import GroupRewrites
-from .iceberg_step import CommitIceberg
-from .ledger_enforce import member_ledger, root_ledger
-from .ledger_step import WriteLedger
-from .options import CommitterOptions
-from .recovery import PublishedView, RecoveryReport
-from .schema_step import WriteSchema
-from .step import CommitStep
-from .steps import FileMove, MemberPublish, MoveFiles, PublishMembers, WriteCommit
-from .table_rewrites import BatchRewrites, leftovers_of
-from .table_schema import TableSchema
-from .writer import Writer
 
 log = logging.getLogger("streaming_exactly_once.commit")
 
@@ -93,7 +93,7 @@ class GroupCommitter(Writer):
         self.compacted_tables: Sequence[str] | None = None
         super().__init__(storage, options)
         compaction = options.compaction
-        #: each dataset table's prepared rewrites (``commit.group_rewrites``; None: compaction off)
+        #: each dataset table's prepared rewrites (``commit.rewrites.group_rewrites``; None: compaction off)
         self.rewrites = (
             None
             if compaction is None
