@@ -12,8 +12,10 @@ while no query ran, never written). Spark cannot tell; the table's offsets log c
   record there is known to be the one the table holds (``sink.record_probe``);
 * **reset**: a partition whose offsets went back - its topic deleted and recreated - holds new
   records at old offsets: they are written, and the batch records the reset (the partition's
-  mark restarts there). Offsets show it within a query (``table.source_offsets.restarted``);
-  for a new query the record comparison does;
+  mark restarts there). A batch that ends below its start shows it by offsets alone
+  (``table.source_offsets.restarted``); one that starts below its query's own last end may also
+  be a checkpoint whose offsets were put back, so there, as for a new query, the record
+  comparison decides (the same record: a re-read, dropped; no evidence either way: a reset);
 * **gap**: a start above the mark is refused (``OffsetGapError``, naming the partitions and
   ranges) unless the sink was built with ``allow_offset_gaps=True``.
 
@@ -52,7 +54,7 @@ from ..table.source_offsets import (
     split_name,
 )
 from .batch_metrics import BatchObservation
-from .record_probe import DIFFERENT, MIXED, RecordProbe, describe_mismatch
+from .record_probe import DIFFERENT, MIXED, SAME, RecordProbe, describe_mismatch
 
 log = logging.getLogger("streaming_exactly_once.sink")
 
@@ -118,7 +120,14 @@ class OffsetGuard:
         #: partition -> the mark below which this guard drops its rows: for the batch's ledger
         self.start: PartitionOffsetMap = dict(start)
         self.dropped_below: PartitionOffsetMap = {}
-        self.resets = restarted(start, end, own_ends if known_query else {})
+        # a batch that ends below its start: the source found the partition behind (a reset);
+        # one that starts below its query's own last end: a reset, or its checkpoint's offsets put
+        # back - the record probe tells them apart (the same record: a re-read, dropped)
+        self.resets = restarted(start, end, {})
+        behind = restarted(start, end, own_ends if known_query else {}) - self.resets
+        if probe is None:
+            self.resets |= behind
+            behind = set()
         if self.resets:
             self._say_reset(self.resets, start, end, own_ends, "the offsets went back")
         relevant = {name: mark for name, mark in marks.items() if name in end and name not in self.resets}
@@ -139,13 +148,17 @@ class OffsetGuard:
             if blind:
                 self._refuse_blind(blind, relevant, allow_gaps)
         overlaps = dict(check.overlaps)
-        if overlaps and probe is not None:
-            new = self._probe(df, probe, columns, {n: rows.probes[n] for n in overlaps if n in rows.probes})
-            for name in new:
-                del overlaps[name]
-            if new:
-                self.resets |= new
-                self._say_reset(new, starts, end, {}, "its records there are not the ones the table holds")
+        verdicts = self._probe(df, probe, columns, {n: rows.probes[n] for n in overlaps if n in rows.probes}) if overlaps and probe else {}
+        new = {n for n, kind in verdicts.items() if kind == DIFFERENT}
+        if new:
+            self.resets |= new
+            self._say_reset(new, starts, end, {}, "its records there are not the ones the table holds")
+        went_back = {n for n in behind if verdicts.get(n) != SAME}  # no evidence of a re-read: the offsets decide
+        if went_back:
+            self.resets |= went_back
+            self._say_reset(went_back, start, end, own_ends, "the offsets went back")
+        for name in new | went_back:
+            overlaps.pop(name, None)
         if overlaps:
             self.df = self._drop_overlap(df, StartCheck(overlaps, {}), columns)
             self.dropped_below = {name: relevant[name] for name in overlaps}
@@ -180,11 +193,12 @@ class OffsetGuard:
                 out.probes[str(row["p"])] = (int(row["at"]), row["record"])
         return out
 
-    def _probe(self, df: DataFrame, probe: RecordProbe, columns: OffsetColumns, probes: dict[str, tuple[int, Row]]) -> set[str]:
-        """The overlapping partitions whose records are new (see ``sink.record_probe``); refuses a
-        batch whose record agrees with the table's in some columns and not in others."""
+    def _probe(self, df: DataFrame, probe: RecordProbe, columns: OffsetColumns, probes: dict[str, tuple[int, Row]]) -> dict[str, str]:
+        """How each overlapping partition's record compares with the table's (``sink.record_probe``:
+        ``SAME``, ``DIFFERENT``, ``UNKNOWN``); refuses a batch whose record agrees with the table's
+        in some columns and not in others."""
         if not probes:
-            return set()
+            return {}
         fitted = probe.project(df)
         names = (columns.topic, columns.partition, columns.offset)
         verdicts = probe.verdicts(fitted, probes, probe.compared(fitted, names), names)
@@ -201,7 +215,7 @@ class OffsetGuard:
                 table=self.table,
                 partitions=sorted((v.partition for v in mixed), key=split_name),
             )
-        return {name for name, v in verdicts.items() if v.kind == DIFFERENT}
+        return {name: v.kind for name, v in verdicts.items()}
 
     def _say_reset(self, names: set[str], start: Mapping[str, int | None], end: Mapping[str, int], own: Mapping[str, int], why: str) -> None:
         for name in sorted(names, key=split_name):

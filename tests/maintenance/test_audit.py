@@ -201,6 +201,27 @@ def test_a_partition_read_twice_in_one_batch_is_refused_by_enforce_and_named_by_
     assert doc["violations"][0]["partition"] == "t/0" and "[0, 10)" in doc["violations"][0]["message"], doc
 
 
+def test_a_checkpoint_whose_offsets_were_put_back_re_reads_without_writing_twice(kafka, tmp_path):
+    """offsets/0 of a checkpoint edited back from 10 to 5 (a partial restore of an older copy):
+    the restart re-reads [5, 15) in its own query, like a recreated topic would. The record at 9
+    is the table's, so [5, 10) is a re-read: dropped, and the ledger says so."""
+    src, table, ckpt = tmp_path / "kafka", tmp_path / "t", tmp_path / "c"
+    produce(src, "t", 0, [f"t-0-{i}" for i in range(10)])
+    run_kafka(ExactlyOnceSink(str(table), audit="enforce"), kafka_stream(kafka, src), ckpt)
+    offsets0 = ckpt / "offsets" / "0"
+    assert '{"t": {"0": 10}}' in offsets0.read_text()
+    offsets0.write_text(offsets0.read_text().replace('{"t": {"0": 10}}', '{"t": {"0": 5}}'))
+    produce(src, "t", 0, [f"t-0-{i}" for i in range(10, 15)])
+    run_kafka(ExactlyOnceSink(str(table), audit="enforce"), kafka_stream(kafka, src), ckpt)
+    ids = [r.id for r in kafka.read.parquet(str(table)).collect()]
+    assert sorted(ids) == sorted(f"t-0-{i}" for i in range(15))  # every record once
+    second = read_ledger(open_storage(str(table)), 1)
+    assert [(p.ranges, p.exceptions, p.reset) for p in second.partitions] == [(((5, 15),), ((5, 10),), False)]
+    assert second.drop_reasons == {"offsetBelowMark": 5} and second.rows_written == 5
+    code, doc = audit(table, "--from", "0")
+    assert code == 0, doc
+
+
 def test_delta_and_iceberg_stream_ledger_and_planted_faults(spark, tmp_path):
     pytest.importorskip("deltalake")
     pytest.importorskip("pyiceberg")

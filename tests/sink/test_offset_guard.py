@@ -95,3 +95,18 @@ def test_a_column_null_on_either_side_is_no_evidence(spark):
     probe = RecordProbe(project=lambda df: df, table_rows=lambda session, s: table)
     g = guard(batch, start={"t/0": 0}, marks={"t/0": 5}, probe=probe)
     assert g.df.count() == 0 and g.resets == set()
+
+
+def test_a_known_query_re_reading_the_tables_records_below_its_own_end_drops_them(spark):
+    """A checkpoint whose offsets were put back (a partial restore) starts below the query's own
+    last end as a recreated topic does: the record there is the table's, so it is a re-read."""
+    batch = spark.createDataFrame([("x", "t", 0, 4), ("new", "t", 0, 9)], SCHEMA)
+    probe = _probe(spark, [("x", "t", 0, 4)])
+    g = guard(batch, start={"t/0": 4}, end={"t/0": 10}, marks={"t/0": 9}, known=True, own={"t/0": 9}, probe=probe)
+    assert g.resets == set() and [r.id for r in g.df.collect()] == ["new"] and g.dropped_below == {"t/0": 9}
+    other = _probe(spark, [("old", "t", 0, 4)])  # a recreated topic: another record there
+    g = guard(batch, start={"t/0": 4}, end={"t/0": 10}, marks={"t/0": 9}, known=True, own={"t/0": 9}, probe=other)
+    assert g.resets == {"t/0"} and sorted(r.id for r in g.df.collect()) == ["new", "x"]
+    unknown = _probe(spark, [("old", "t", 0, 2)])  # the table holds no record at 4: the offsets decide
+    g = guard(batch, start={"t/0": 4}, end={"t/0": 10}, marks={"t/0": 9}, known=True, own={"t/0": 9}, probe=unknown)
+    assert g.resets == {"t/0"} and sorted(r.id for r in g.df.collect()) == ["new", "x"]
