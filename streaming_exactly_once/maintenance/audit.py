@@ -40,7 +40,7 @@ from ..table.ledger import LedgerRecord, read_ledger
 from ..table.ledger_checks import Violation, offset_violations, row_violations
 from ..table.table_logs import TableLogs
 from .audit_scope import manifest_scope
-from .group_tables import group_tables
+from .group_tables import group_tables_at
 from .pending import pending_commits
 
 CHECKS = ("ledger", "offsets", "rows", "files", "compaction", "formats")
@@ -133,8 +133,9 @@ def _audit_group(storage: Storage, *, from_batch: int | None, record: bool) -> A
     identity = read_identity(storage)
     assert identity is not None
     pending = pending_commits(storage)
-    report = _audit_one(storage, identity, set(pending.batches), from_batch=from_batch, record=record, root=True)
-    for table in sorted(group_tables(storage, identity)):
+    logs = TableLogs.for_identity(storage, identity)
+    report = _audit_one(storage, identity, set(pending.batches), from_batch=from_batch, record=record, logs=logs)
+    for table in sorted(group_tables_at(storage, logs.commits, report.latest_batch_id)):
         child = storage.child(table)
         child_identity = read_identity(child)
         claimed = set(pending.publishes.get(table, {}))
@@ -143,28 +144,26 @@ def _audit_group(storage: Storage, *, from_batch: int | None, record: bool) -> A
 
 
 def _audit_one(
-    storage: Storage, identity: TableIdentity | None, claimed: set[int], *, from_batch: int | None, record: bool, root: bool = False
+    storage: Storage, identity: TableIdentity | None, claimed: set[int], *, from_batch: int | None, record: bool, logs: TableLogs | None = None
 ) -> AuditReport:
+    """One table's audit; ``logs``: a group root's (it has no manifest)."""
     report = AuditReport(table=storage.root_uri)
-    logs = TableLogs.for_identity(storage, identity)
+    root = logs is not None
+    logs = logs if logs is not None else TableLogs.for_identity(storage, identity)
     io = _Counted(storage)
     mark = read_mark(storage) if from_batch is None else None
-    scope = None
-    if root:
-        latest = logs.commits.latest_batch_id(refresh=True)
-        manifest = None
-    else:
-        manifest = logs.require_manifest()
-        scope = manifest_scope(manifest, mark, from_batch=from_batch)
-        latest = scope.latest
-        io.reads += scope.ops
+    manifest = None if root else logs.require_manifest()
+    # a group root has no manifest: its commits log numbers the group batches
+    scope = manifest_scope(logs.commits if manifest is None else manifest, mark, from_batch=from_batch)
+    latest = scope.latest
+    io.reads += scope.ops
     report.latest_batch_id = latest
     start = from_batch if from_batch is not None else (mark.audited_to + 1 if mark is not None else 0)
     report.audited_from = start
     report.ledger_from = mark.ledger_from if mark is not None else None
     marks = dict(mark.marks) if mark is not None else _marks_before(io, start, report)
     clean_to, clean_marks = start - 1, dict(marks)
-    live = _live(manifest, latest, report) if manifest is not None and scope is not None and scope.whole else None
+    live = _live(manifest, latest, report) if manifest is not None and scope.whole else None
     newest = -1 if latest is None else latest
     for b in range(start, newest + 1):
         if b in claimed:
@@ -178,7 +177,7 @@ def _audit_one(
     if manifest is not None and live is not None:
         _live_twice(live, report)
         _formats(storage, identity, manifest, newest, live, claimed, report)
-    elif scope is not None and identity is not None and (identity.delta_app_id is not None or identity.iceberg is not None):
+    elif identity is not None and (identity.delta_app_id is not None or identity.iceberg is not None):
         report.skipped["formats"] = (
             f"the manifest's newest compact file (batch {scope.seen.compact}) is unchanged since the last audit: the formats are "
             "compared when it changes (once per compact interval) or with --from"
@@ -198,7 +197,7 @@ def _audit_one(
                 violations=len(report.violations),
                 detail=first[:500],
                 # after a violation the next run reads the whole table again
-                manifest=None if scope is None or report.violations else scope.seen,
+                manifest=None if report.violations else scope.seen,
             ),
         )
     return report

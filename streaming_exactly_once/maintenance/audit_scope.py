@@ -8,14 +8,16 @@ when the newest compact file is not the one the mark saw (another batch, size or
 ``--from``, or without a usable mark. Between two compact files the new batches only add files
 (data compaction and retention act when a compact file is written), so the files of the new
 batches are all that became live, and each batch's own checks cover them. The whole checks thus
-run once per compact interval, when Spark's reader reads the same compact file anyway.
+run once per compact interval, when Spark's reader reads the same compact file anyway. A dataset
+group's root has no manifest: its commits log, which numbers the group batches, is probed alike.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from ..manifest.manifest_log import ManifestLog
+from ..log.compactible_log import CompactibleLog
 from ..table.audit_mark import AuditMark, ManifestSeen
 
 
@@ -30,7 +32,7 @@ class Scope:
     ops: int
 
 
-def manifest_scope(manifest: ManifestLog, mark: AuditMark | None, *, from_batch: int | None) -> Scope:
+def manifest_scope(manifest: CompactibleLog[Any], mark: AuditMark | None, *, from_batch: int | None) -> Scope:
     seen = mark.manifest if mark is not None and from_batch is None else None
     ops = 0
     latest: int | None = None

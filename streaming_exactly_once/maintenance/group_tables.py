@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import IdentityError, LogCorruptError
 from ..storage import open_storage
 from ..storage.base import Storage
-from ..table.commits_log import CommitRecord
+from ..table.commits_log import CommitRecord, CommitsLog
 from ..table.group_state import split_state
 from ..table.identity import TableIdentity, read_identity
 from ..table.layout import COMMITS_DIR
@@ -32,7 +32,21 @@ def newest_group_record(storage: Storage, identity: TableIdentity | None) -> Com
 def group_tables(storage: Storage, identity: TableIdentity | None = None) -> dict[str, int]:
     """Path under the group root -> the table's latest batch, for every table of the group."""
     identity = identity if identity is not None else read_identity(storage)
-    newest = newest_group_record(storage, identity)
+    return tables_of_record(storage, newest_group_record(storage, identity))
+
+
+def group_tables_at(storage: Storage, commits: CommitsLog, batch_id: int | None) -> dict[str, int]:
+    """``group_tables`` from the record of group batch ``batch_id``, known to be the newest: one
+    read of its file (``commits`` knowing its interval) instead of a listing of the commits log,
+    which grows with the history."""
+    if batch_id is None:
+        return {}
+    records = commits.get(batch_id) or []
+    return tables_of_record(storage, max((r for r in records if r.batch_id == batch_id), key=lambda r: r.batch_id, default=None))
+
+
+def tables_of_record(storage: Storage, newest: CommitRecord | None) -> dict[str, int]:
+    """The tables the group's newest commit record names, with their latest batches."""
     state: Any = (newest.datasets or {}) if newest is not None else {}
     where = storage.uri(COMMITS_DIR)
     batch = newest.batch_id if newest is not None else None

@@ -251,3 +251,62 @@ def test_a_files_records_of_one_source_partition_are_counted_from_its_footer(tmp
     assert file_partition_rows(by_dir, "d.parquet", columns) is None
     merged = batch_partition_rows([PartitionRows("t/0", 10, 0, 10), None, PartitionRows("t/0", 10, 0, 10)])
     assert merged == {"t/0": PartitionRows("t/0", 20, 0, 10)}  # 20 records in 10 offsets: read twice
+
+
+def group_audit_of_one_new_batch(root, history: int):
+    """Storage calls by operation and names listed by the audit of a dataset group's batch
+    ``history``, after an audit of the ``history`` batches before it."""
+    from collections import Counter
+
+    from streaming_exactly_once.checkpoint.reader import InputFile
+    from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile
+    from streaming_exactly_once.commit.group_committer import GroupCommitter, MemberBatch
+    from streaming_exactly_once.testing.faults import FaultInjectingStorage
+    from tests.delta.helpers import parquet
+
+    calls: Counter[str] = Counter()
+    listed: list[str] = []
+
+    class Counting(FaultInjectingStorage):
+        def _at(self, op, path, when):
+            if when == "before":
+                calls[op] += 1
+
+        def list_dir(self, path=""):
+            found = super().list_dir(path)
+            listed.extend(f"{path}/{f.name}" for f in found)
+            return found
+
+    storage = open_storage(str(root))
+    c = GroupCommitter(storage, CommitterOptions(heartbeat=False, compact_interval=5))
+
+    def commit(g):
+        c.ensure_open()
+        attempt = c.begin(Q, g, mode="rename")
+        final = f"part-00000-{attempt.attempt}.c000.snappy.parquet"
+        staged = f"{attempt.staging_dir}/data/t0/{final}"
+        storage.put_if_absent(staged, parquet(ids_of(g)))
+        info = storage.info(staged)
+        member = MemberBatch(
+            table="t0", files=[StagedFile(final=final, size=info.size, mtime_ms=info.mtime_ms, staged=staged)], rows=10, format="parquet"
+        )
+        c.commit_group(attempt, [member], input_files=[InputFile(source=0, path=f"file:///in/{g}.csv", timestamp=1)])
+        c.janitor.drain()
+
+    for g in range(history):
+        commit(g)
+    assert audit_table(storage).passed
+    commit(history)
+    c.close()
+    report = audit_table(Counting(storage))
+    assert report.passed and (report.audited_to, report.latest_batch_id) == (history, history), report.to_json()
+    assert [(t.audited_from, t.audited_to) for t in report.tables] == [(history, history)]
+    return calls, listed
+
+
+def test_the_incremental_audit_of_a_group_makes_the_same_storage_calls_after_7_and_after_42_batches(tmp_path):
+    small = group_audit_of_one_new_batch(tmp_path / "small", 7)
+    large = group_audit_of_one_new_batch(tmp_path / "large", 42)
+    assert small == large, (small, large)
+    _, listed = large
+    assert not [p for p in listed if "_seo/commits" in p or "_spark_metadata" in p], listed  # nor the root's commits log
