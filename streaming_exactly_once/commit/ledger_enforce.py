@@ -43,7 +43,7 @@ def compaction_of(storage: Storage, rewrites: BatchRewrites) -> Compaction | Non
         return None
     prefix = f"{rewrites.table}/" if rewrites.table else ""
     replaced = [p for r in rewrites.rewrites for p, _ in r.replaced]
-    entries = map_waiting(f"ledger-{storage.root_uri}", lambda p: file_entry(storage, prefix + p, p, 0), replaced)
+    entries = map_waiting(f"ledger-{storage.root_uri}", lambda p: file_entry(storage, prefix + p, p, 0), replaced)  # size 0: the tail only
     rows = [e.rows for e in entries]
     return Compaction(tuple(zip(replaced, rows, strict=True)), None if None in rows else sum(r for r in rows if r is not None), 0)
 

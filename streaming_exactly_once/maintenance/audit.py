@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..commit.table_steps.ledger_step import CHECKSUM_TAIL, checksum_of
+from ..commit.table_steps.ledger_step import checksum_of
 from ..errors import ExactlyOnceError, LogCorruptError, TableNotFoundError
 from ..log.compaction import is_compaction_batch
 from ..manifest.manifest_log import ManifestLog
@@ -343,7 +343,7 @@ def _intact(io: _Counted, b: int, path: str, size: int, checksum: str, checksum_
             )
         )
         return
-    tail = io.tail(path, min(checksum_bytes, CHECKSUM_TAIL))
+    tail = io.tail(path, checksum_bytes)  # the bytes the checksum covers: the whole file, or its tail
     if checksum_of(tail) != checksum:
         report.violations.append(
             Violation(

@@ -11,7 +11,7 @@ import pytest
 
 from streaming_exactly_once.commit.protocol.wal import CommitSequenceStore
 from streaming_exactly_once.commit.rewrites.data_compaction import CompactionPolicy
-from streaming_exactly_once.commit.table_steps.ledger_step import CHECKSUM_TAIL, checksum_of
+from streaming_exactly_once.commit.table_steps.ledger_step import CHECKSUM_TAIL, WHOLE_CHECKSUM, checksum_of
 from streaming_exactly_once.errors import AuditViolationError, ExactlyOnceError
 from streaming_exactly_once.maintenance.audit import audit_table
 from streaming_exactly_once.storage import open_storage
@@ -40,7 +40,7 @@ def test_each_batch_records_its_files_rows_and_checksums(tmp_path):
         assert led.published == {"manifest": b} and led.input_files == ((f"file:///in/{Q[:4]}-{b}.csv", None, 1),)
         for f in led.files:
             data = storage.read_bytes(f.path)
-            assert f.size == len(data) and f.checksum == checksum_of(data[-CHECKSUM_TAIL:]) and f.checksum_bytes == min(len(data), CHECKSUM_TAIL)
+            assert f.size == len(data) and f.checksum == checksum_of(data) and f.checksum_bytes == len(data)  # whole
     raw = (tmp_path / "t" / ledger_path(0)).read_text()
     assert raw.startswith("v1\n") and "\n" not in raw[3:] and json.loads(raw[3:])["rows"]["written"] == 10  # one record, documented bytes
 
@@ -259,8 +259,9 @@ def group_audit_of_one_new_batch(root, history: int):
     from collections import Counter
 
     from streaming_exactly_once.checkpoint.reader import InputFile
-    from streaming_exactly_once.commit.committer import CommitterOptions, StagedFile
-    from streaming_exactly_once.commit.group_committer import GroupCommitter, MemberBatch
+    from streaming_exactly_once.commit.groups.group_committer import GroupCommitter, MemberBatch
+    from streaming_exactly_once.commit.options import CommitterOptions
+    from streaming_exactly_once.commit.protocol.attempt import StagedFile
     from streaming_exactly_once.testing.faults import FaultInjectingStorage
     from tests.delta.helpers import parquet
 
@@ -310,3 +311,28 @@ def test_the_incremental_audit_of_a_group_makes_the_same_storage_calls_after_7_a
     assert small == large, (small, large)
     _, listed = large
     assert not [p for p in listed if "_seo/commits" in p or "_spark_metadata" in p], listed  # nor the root's commits log
+
+
+def test_a_byte_changed_inside_a_file_larger_than_the_footers_read_is_found(tmp_path):
+    """A file of a few hundred KiB is checksummed whole: a byte flipped in a data page, far from
+    the last 64 KiB the footer read covers, is named; a file above WHOLE_CHECKSUM only by its tail."""
+    import random
+
+    from streaming_exactly_once.commit.table_steps.ledger_step import checksum_span
+
+    storage = open_storage(str(tmp_path / "t"))
+    c = make_committer(storage)
+    rng = random.Random(7)
+    commit_batch(c, Q, 0, [rng.getrandbits(62) for _ in range(40_000)])
+    c.janitor.drain()
+    c.close()
+    victim = max(read_ledger(storage, 0).files, key=lambda f: f.size)
+    assert CHECKSUM_TAIL * 2 < victim.size <= WHOLE_CHECKSUM and victim.checksum_bytes == victim.size, victim
+    assert audit_table(storage).passed
+    path = tmp_path / "t" / victim.path
+    data = bytearray(path.read_bytes())
+    data[len(data) // 4] ^= 0xFF  # inside a data page, same size
+    path.write_bytes(bytes(data))
+    report = audit_table(storage, from_batch=0)
+    assert [(v.check, v.path) for v in report.violations] == [("files", victim.path)] and "checksum" in report.violations[0].message
+    assert (checksum_span(WHOLE_CHECKSUM), checksum_span(WHOLE_CHECKSUM + 1), checksum_span(0)) == (WHOLE_CHECKSUM, CHECKSUM_TAIL, CHECKSUM_TAIL)

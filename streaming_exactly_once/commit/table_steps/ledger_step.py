@@ -7,11 +7,14 @@ forward writes the same record. Its step is bookkeeping like ``offsets``: writte
 visibility point without waiting for the disk, synced before the claim is deleted; the Delta
 version and Iceberg snapshot the batch got are filled in when it runs, as the commit record's.
 
-Cost per file: one read of its last ``CHECKSUM_TAIL`` bytes (one request on an object store),
-a CRC-32 over them and, for Parquet, the parse of the footer they hold (its row count). A file
-no bigger than that is checksummed whole; a larger one over its tail, which for Parquet holds
+Cost per file: one read (one request on an object store) and a CRC-32 over what it read and,
+for Parquet, the parse of the footer (its row count, and the statistics that say which source
+partition's records it holds: ``table.file_coordinates``). A file of at most ``WHOLE_CHECKSUM``
+bytes - a streaming batch's files mostly are - is read and checksummed whole, so any changed
+byte is caught; a larger one only over its last ``CHECKSUM_TAIL`` bytes, which for Parquet hold
 the footer - every column chunk's offsets, sizes and statistics - so any rewrite of the file
-changes it.
+changes them, but a flipped byte inside a data page does not (Parquet's page CRCs are the
+readers' check for that). The ledger records which bytes the checksum covers (``checksumBytes``).
 """
 
 from __future__ import annotations
@@ -31,17 +34,25 @@ from ...table.ledger import Compaction, LedgerFile, LedgerRecord, PartitionCover
 from ...table.source_offsets import merged_ends
 from ..protocol.step import CommitStep, StepContext, register
 
-#: bytes read from the end of each output file for its checksum (and Parquet footer)
+#: bytes read from the end of an output file larger than ``WHOLE_CHECKSUM`` for its checksum (and Parquet footer)
 CHECKSUM_TAIL = FIRST_READ
+#: an output file of at most this many bytes is read and checksummed whole
+WHOLE_CHECKSUM = 4 << 20
 
 
 def checksum_of(tail: bytes) -> str:
     return f"crc32:{zlib.crc32(tail) & 0xFFFFFFFF:08x}"
 
 
+def checksum_span(size: int) -> int:
+    """How many of a file's last bytes its ledger checksum covers: all of a file of at most
+    ``WHOLE_CHECKSUM`` bytes, else ``CHECKSUM_TAIL``."""
+    return size if 0 < size <= WHOLE_CHECKSUM else CHECKSUM_TAIL
+
+
 def file_entry(storage: Storage, read_at: str, final: str, size: int, rows: int | None = None) -> LedgerFile:
     """The ledger entry of one output file, read at ``read_at`` (its staged name, or its final
-    one), recorded under ``final``: one tail read, its CRC-32, the Parquet footer's rows."""
+    one), recorded under ``final``: one read (``checksum_span``), its CRC-32, the Parquet footer's rows."""
     return file_entry_and_rows(storage, read_at, final, size, rows)[0]
 
 
@@ -49,7 +60,7 @@ def file_entry_and_rows(
     storage: Storage, read_at: str, final: str, size: int, rows: int | None = None, offset_columns: Sequence[str] = ()
 ) -> tuple[LedgerFile, PartitionRows | None]:
     """``file_entry``, and the source partition's records the file holds (from the same footer)."""
-    tail = storage.read_tail(read_at, CHECKSUM_TAIL)
+    tail = storage.read_tail(read_at, checksum_span(size))
     metadata = footer_of_tail(storage, read_at, tail)
     footer_rows = None if metadata is None else int(metadata.num_rows)
     entry = LedgerFile(final, size, footer_rows if footer_rows is not None else rows, checksum_of(tail), len(tail))
