@@ -17,7 +17,9 @@ Batches a pending WAL claim completes are in flight: the audit stops before them
 before the ledger existed are reported as unaudited. The cost of a run after a mark is the new
 batches' ledgers, manifest files and data-file tails, not the history's: the live listing (a
 compact file and the deltas after it) is read, and the live-twice and formats checks run, only
-when the manifest's newest compact file changed since the mark (``audit_scope``), or with --from.
+when the manifest's newest compact file changed since the mark (``audit_scope``), or with --from;
+such a run also lists the data directories, so a file of an earlier batch deleted or cut short
+since is found then (``audit_storage``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from ..table.ledger import LedgerRecord, read_ledger
 from ..table.ledger_checks import Violation, offset_violations, row_violations
 from ..table.table_logs import TableLogs
 from .audit_scope import manifest_scope
+from .audit_storage import stored_file_violations
 from .group_tables import group_tables_at
 from .pending import pending_commits
 
@@ -105,6 +108,8 @@ class _Counted:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
         self.reads = 0
+        #: the data files this run checked against their ledger
+        self.checked: set[str] = set()
 
     def ledger(self, batch_id: int) -> LedgerRecord | None:
         self.reads += 1
@@ -163,7 +168,8 @@ def _audit_one(
     report.ledger_from = mark.ledger_from if mark is not None else None
     marks = dict(mark.marks) if mark is not None else _marks_before(io, start, report)
     clean_to, clean_marks = start - 1, dict(marks)
-    live = _live(manifest, latest, report) if manifest is not None and scope.whole else None
+    entries = _live(manifest, latest, report) if manifest is not None and scope.whole else None
+    live = None if entries is None else [p for p, _ in entries]
     newest = -1 if latest is None else latest
     for b in range(start, newest + 1):
         if b in claimed:
@@ -174,8 +180,12 @@ def _audit_one(
         if found and clean_to == b - 1:
             clean_to, clean_marks = b, dict(marks)
     _ahead(io, newest, claimed, report)
-    if manifest is not None and live is not None:
+    if manifest is not None and entries is not None and live is not None:
         _live_twice(live, report)
+        # files of batches audited before: still there, with their sizes
+        stored, calls = stored_file_violations(storage, [e for e in entries if "://" not in e[0]], io.checked, newest)
+        report.violations += stored
+        io.reads += calls
         _formats(storage, identity, manifest, newest, live, claimed, report)
     elif identity is not None and (identity.delta_app_id is not None or identity.iceberg is not None):
         report.skipped["formats"] = (
@@ -219,8 +229,8 @@ def _marks_before(io: _Counted, start: int, report: AuditReport) -> dict[str, in
     return marks
 
 
-def _live(manifest: ManifestLog, latest: int | None, report: AuditReport) -> list[str] | None:
-    """The live data files, table-relative (duplicates kept: a file listed twice is a finding)."""
+def _live(manifest: ManifestLog, latest: int | None, report: AuditReport) -> list[tuple[str, int]] | None:
+    """The live data files, table-relative, with their sizes (duplicates kept: a file listed twice is a finding)."""
     root = manifest.storage.root_uri
     if latest is None:
         return []
@@ -230,7 +240,7 @@ def _live(manifest: ManifestLog, latest: int | None, report: AuditReport) -> lis
         report.violations.append(Violation("files", None, f"The manifest cannot be read: {exc}"))
         return None
     report.reads += 1
-    return [_relative(root, e.path) for e in entries]
+    return [(_relative(root, e.path), e.size) for e in entries]
 
 
 def _relative(root: str, uri: str) -> str:
@@ -320,6 +330,7 @@ def _files(io: _Counted, manifest: ManifestLog, live: list[str] | None, ledger: 
 
 def _intact(io: _Counted, b: int, path: str, size: int, checksum: str, checksum_bytes: int, report: AuditReport) -> None:
     storage = io.storage
+    io.checked.add(path)
     try:
         info = storage.info(path)
     except FileNotFoundError:

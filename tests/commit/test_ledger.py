@@ -336,3 +336,25 @@ def test_a_byte_changed_inside_a_file_larger_than_the_footers_read_is_found(tmp_
     report = audit_table(storage, from_batch=0)
     assert [(v.check, v.path) for v in report.violations] == [("files", victim.path)] and "checksum" in report.violations[0].message
     assert (checksum_span(WHOLE_CHECKSUM), checksum_span(WHOLE_CHECKSUM + 1), checksum_span(0)) == (WHOLE_CHECKSUM, CHECKSUM_TAIL, CHECKSUM_TAIL)
+
+
+def test_a_file_of_an_audited_batch_deleted_or_cut_later_is_found_by_the_next_whole_run(tmp_path):
+    """Without --from: the run after the manifest's next compact file (the one that reads the
+    whole live listing anyway) lists the data directories and compares the live files' sizes."""
+    storage = open_storage(str(tmp_path / "t"))
+    c = make_committer(storage, compact_interval=5)
+    for b in range(3):
+        commit_batch(c, Q, b, ids_of(b))
+    c.janitor.drain()
+    assert audit_table(storage).passed
+    deleted, cut = read_ledger(storage, 0).files[0].path, read_ledger(storage, 1).files[1].path
+    (tmp_path / "t" / deleted).unlink()
+    (tmp_path / "t" / cut).write_bytes((tmp_path / "t" / cut).read_bytes()[:-1])
+    for b in range(3, 6):  # batch 4 writes the compact file
+        commit_batch(c, Q, b, ids_of(b))
+    c.janitor.drain()
+    c.close()
+    report = audit_table(storage)
+    assert report.audited_from == 3
+    found = {v.path: v.message for v in report.violations}
+    assert sorted(found) == sorted([deleted, cut]) and "missing from storage" in found[deleted] and "cut short" in found[cut], found
