@@ -178,8 +178,16 @@ def growth(
     at = {}
     for n in windows:
         if n <= versions:
-            chunk = delta_ms[max(0, n - window) : n]
-            at[str(n)] = {"delta_ms": summary(chunk), "commit_ms": summary(total_ms[max(0, n - window) : n])}
+            lo = max(0, n - window)
+            chunk = delta_ms[lo:n]
+            # versions k * interval - 1 also write a checkpoint and run the log cleanup (one delta-rs load each)
+            due = [v for v in range(lo, n) if (v + 1) % checkpoint_interval == 0]
+            at[str(n)] = {
+                "delta_ms": summary(chunk),
+                "commit_ms": summary(total_ms[lo:n]),
+                "delta_ms_checkpoint_versions": summary([delta_ms[v] for v in due]) if due else None,
+                "delta_ms_other_versions": summary([delta_ms[v] for v in range(lo, n) if v not in set(due)]),
+            }
     log_files = len(storage.list_dir("_delta_log")) if s3 else len(list((root / "_delta_log").iterdir()))
     return {
         "label": label,

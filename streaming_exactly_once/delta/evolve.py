@@ -1,12 +1,11 @@
-"""A Delta commit that also changes the table's schema, written as the Delta protocol says.
+"""A batch's Delta commit (every version after the table's first), written as the Delta protocol says.
 
-delta-rs 1.6 appends files with ``create_write_transaction(mode="append")`` and never writes a
-``metaData`` action in that mode (a wider schema given to it is silently dropped - measured
-here); its other schema operations are commits of their own (``alter.add_columns``) or replace
-the table (``mode="overwrite"``). A batch that adds columns must add them *and* its files in one
-Delta version - each version is one batch, and a reader must never see the files without their
-columns - so that one commit is written here: ``_delta_log/<v>.json`` created if absent, the
-Delta protocol's mutual exclusion between writers (delta-rs does the same with
+It is written here rather than by delta-rs: delta-rs 1.6 never writes a ``metaData`` action in
+an append (a wider schema given to it is silently dropped - measured here) nor ``remove``
+actions, and it lists ``_delta_log`` around each commit (``docs/design/delta.md``). A batch that
+adds columns adds them *and* its files in one Delta version - each version is one batch, and a
+reader must never see the files without their columns. ``_delta_log/<v>.json`` is created if
+absent, the Delta protocol's mutual exclusion between writers (delta-rs does the same with
 ``conditional_put`` on S3). One line each (shown shortened)::
 
     {"commitInfo":{"timestamp":1795313165300,"operation":"WRITE","operationParameters":{"mode":"Append",...},"seoBatchId":"7",...}}
@@ -30,9 +29,8 @@ same version).
 from __future__ import annotations
 
 import json
-import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -42,11 +40,7 @@ from .files import DeltaFile, partition_values
 from .schema import fields_of
 from .stats import stats_json
 
-log = logging.getLogger("streaming_exactly_once.delta")
-
 LOG_DIR = "_delta_log"
-#: delta.checkpointInterval where a table does not set it (delta-rs checkpoints every 100 versions then).
-DEFAULT_CHECKPOINT_INTERVAL = 100
 ENGINE = "streaming-exactly-once"
 #: What delta-rs leaves unencoded in a path segment (RFC 3986 ``pchar`` minus ``%``), besides ``/``.
 _SAFE = "/!$&'()*+,;=:@~"
@@ -183,17 +177,3 @@ def commit_lines(
 def write_commit(storage: Storage, version: int, data: bytes) -> None:
     """Create ``_delta_log/<version>.json``; ``FileExistsError`` if another commit took it."""
     storage.put_if_absent(f"{LOG_DIR}/{version:020d}.json", data)
-
-
-def checkpoint_if_due(load: Callable[[], Any], version: int, *, log_uri: str) -> None:
-    """After a commit written here: the checkpoint delta-rs's post-commit hook would have written,
-    at versions ``k * delta.checkpointInterval - 1``. ``load`` gives the table at its latest
-    version. A failure is logged, never raised: the batch is committed, a later checkpoint covers it."""
-    try:
-        table = load()
-        config = table.metadata().configuration or {}
-        interval = int(config.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
-        if interval > 0 and (version + 1) % interval == 0 and table.version() == version:
-            table.create_checkpoint()
-    except Exception as exc:
-        log.warning("Delta checkpoint of %s at version %d failed (the batch is committed): %s", log_uri, version, exc)

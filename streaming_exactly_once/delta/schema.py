@@ -136,6 +136,26 @@ def check_fits(
 
 #: Reader features a table may have: appended Parquet files still mean what they say.
 _READER_FEATURES_OK = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
+#: Writer features a table may have: the sink writes its commits itself (``evolve.commit_lines``),
+#: and these ask nothing of an append of Parquet files beyond what is checked here (constraints,
+#: generated, identity and mapped columns are refused by what they leave in the metadata). Any
+#: other (rowTracking, inCommitTimestamp, icebergCompat*, clustering, allowColumnDefaults, ...)
+#: asks a writer for more than it writes, and the table is refused.
+_WRITER_FEATURES_OK = {
+    "appendOnly",
+    "invariants",
+    "checkConstraints",
+    "changeDataFeed",
+    "generatedColumns",
+    "columnMapping",
+    "identityColumns",
+    "timestampNtz",
+    "domainMetadata",
+    "v2Checkpoint",
+    "vacuumProtocolCheck",
+    "typeWidening",
+    "variantType",
+}
 #: Schema metadata keys of features an append of files (that delta-rs does not look into) would break.
 _SCHEMA_MARKERS = ("delta.columnMapping", "delta.generationExpression", "delta.identity", "delta.invariants")
 
@@ -149,6 +169,9 @@ def check_appendable(table: Any, root: str) -> None:
         reasons.append(
             "it requires reader features " + (", ".join(sorted(reader_features - _READER_FEATURES_OK)) or "of reader version 2 (column mapping)")
         )
+    writer_features = set(protocol.writer_features or ()) - _WRITER_FEATURES_OK
+    if protocol.min_writer_version > 7 or writer_features:
+        reasons.append("it requires writer features " + (", ".join(sorted(writer_features)) or f"of writer version {protocol.min_writer_version}"))
     schema = table.schema().to_json()
     markers = [m for m in _SCHEMA_MARKERS if m in schema]
     if markers:

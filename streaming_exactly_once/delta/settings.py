@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field as dc_field
 
 from ..log.record_fields import json_field
 
 APP_ID_PREFIX = "streaming-exactly-once:"
+
+
+#: Seconds of each unit a Delta ``interval`` property may name (``interval 30 days``).
+_UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}
+_INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+)\s*(second|minute|hour|day|week)s?\s*$", re.IGNORECASE)
+
+
+def retention_seconds(value: str | None) -> float | None:
+    """A Delta interval property (``delta.logRetentionDuration``) in seconds; None if unset or in
+    a form not read here (the caller then assumes nothing of it)."""
+    found = _INTERVAL.match(value or "")
+    return None if found is None else int(found.group(1)) * _UNIT_SECONDS[found.group(2).lower()]
 
 
 def app_id(table_id: str) -> str:

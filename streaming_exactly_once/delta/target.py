@@ -19,11 +19,12 @@ from urllib.parse import unquote
 from ..errors import DeltaSchemaMismatchError, DeltaTableError, InvalidAsOfError
 from ..storage.base import Storage
 from .engine import deltalake, object_store_options, table_uri
-from .evolve import check_evolution, checkpoint_if_due, commit_lines, evolves, write_commit
+from .evolve import check_evolution, commit_lines, evolves, write_commit
 from .files import DeltaFile, add_actions
 from .log_actions import lost_race, ms_since_epoch, relative_to_root, root_spellings, txn_in_commit, txn_version
+from .log_snapshot import LogSnapshot
 from .schema import check_appendable, check_fits, check_partition_types, fields_of
-from .settings import APP_ID_PREFIX, DeltaSettings, app_id
+from .settings import APP_ID_PREFIX, DeltaSettings, app_id, retention_seconds
 
 log = logging.getLogger("streaming_exactly_once.delta")
 
@@ -33,6 +34,8 @@ BATCH_KEY = "seoBatchId"
 APP_KEY = "seoAppId"
 #: delta.checkpointInterval where a table does not set it (delta-rs checkpoints every 100 versions then).
 DELTA_DEFAULT_CHECKPOINT_INTERVAL = 100
+#: Longest time between two expired-log cleanups of one writer (``_cleanup_due``).
+CLEANUP_PERIOD_S = 3600.0
 #: Commits of one batch tried before giving up while other writers keep winning the race.
 COMMIT_ATTEMPTS = 8
 
@@ -70,6 +73,8 @@ class DeltaTarget:
         self.uri = table_uri(storage)
         self.options = object_store_options(storage)
         self._table: Any = None  # the loaded DeltaTable, brought up to date before each use
+        self._snapshot: LogSnapshot | None = None  # what the commit path reads, moved forward without listing
+        self._cleaned_at: float | None = None  # when this process last ran the expired-log cleanup
 
     @property
     def log_uri(self) -> str:
@@ -114,8 +119,30 @@ class DeltaTarget:
         return self._table
 
     def forget(self) -> None:
-        """Drop the cached snapshot (the next ``load`` reads the log afresh)."""
+        """Drop the cached snapshots (the next ``load`` or ``snapshot`` reads the log afresh)."""
         self._table = None
+        self._snapshot = None
+
+    def snapshot(self, *, refresh: bool = True) -> LogSnapshot | None:
+        """What a batch's commit needs of the newest version (``log_snapshot``), or None if there
+        is no Delta table yet. Loaded through delta-rs once, then moved forward by reading the
+        commit files after it: no listing of ``_delta_log`` per batch. ``refresh=False`` reuses it
+        as it is (within one commit step)."""
+        snap = self._snapshot
+        if snap is not None and not refresh:
+            return snap
+        if snap is not None:
+            try:
+                snap = snap.advanced(self.storage, self.app_id)
+            except (OSError, ValueError, TypeError, KeyError) as exc:  # a commit that does not parse
+                log.debug("Delta log %s read forward failed (%s); loading it through delta-rs", self.log_uri, exc)
+                snap = None
+            if snap is not None:
+                self._snapshot = snap
+                return snap
+        table = self.load()
+        self._snapshot = None if table is None else LogSnapshot.of_table(table, self.app_id)
+        return self._snapshot
 
     def damaged(self, exc: BaseException) -> DeltaTableError:
         text = " ".join(str(exc).split())[:300]
@@ -126,14 +153,14 @@ class DeltaTarget:
 
     def applied_batch(self, *, refresh: bool = True) -> int | None:
         """The newest manifest batch committed to the Delta table (its ``txn`` version), or None."""
-        table = self.load(refresh=refresh)
-        return None if table is None else txn_version(table, self.app_id)
+        snap = self.snapshot(refresh=refresh)
+        return None if snap is None else snap.transaction_version(self.app_id)
 
     def status(self) -> dict[str, Any]:
-        table = self.load()
-        if table is None:
+        snap = self.snapshot()
+        if snap is None:
             return {"version": None, "appId": self.app_id, "batchId": None}
-        return {"version": table.version(), "appId": self.app_id, "batchId": txn_version(table, self.app_id)}
+        return {"version": snap.version, "appId": self.app_id, "batchId": snap.transaction_version(self.app_id)}
 
     # -- before the WAL claim ----------------------------------------------------------------
 
@@ -141,7 +168,7 @@ class DeltaTarget:
         """Refuse, before anything is claimed, a batch the Delta commit could not take.
         ``table_schema``: the schema the batch gives the table (columns added), checked against
         Delta's rule for that (``evolve.check_evolution``) and then in place of the log's."""
-        table = self.load(refresh=refresh)
+        table = self.snapshot(refresh=refresh)
         if schema_json is None:
             if table is None:
                 raise DeltaSchemaMismatchError(
@@ -208,14 +235,14 @@ class DeltaTarget:
         )
         last: BaseException | None = None
         for attempt in range(COMMIT_ATTEMPTS):
-            table = self.load(refresh=attempt > 0 or not fresh)
-            done = None if table is None else txn_version(table, self.app_id)
+            snap = self.snapshot(refresh=attempt > 0 or not fresh)
+            done = None if snap is None else snap.transaction_version(self.app_id)
             if done is not None and done >= batch_id:
                 return self.version_committing(batch_id)
-            self._check_follows(batch_id, done, table, skipped)
-            base = -1 if table is None else table.version()
+            self._check_follows(batch_id, done, snap, skipped)
+            base = -1 if snap is None else snap.version
             try:
-                self._write(dl, batch, table, base)
+                version = self._write(dl, batch, snap, base)
             except DeltaTableError:
                 raise
             except Exception as exc:
@@ -231,10 +258,9 @@ class DeltaTarget:
                 last = exc
                 self.forget()
                 continue
-            version = self._version_written(batch_id, base)
             if version is None:
                 version = self.version_committing(batch_id)
-            self._clean_up_log(version)
+            self._checkpoint_if_due(version)
             return version
         raise DeltaTableError(
             f"Delta commit of manifest batch {batch_id} to {self.log_uri} lost {COMMIT_ATTEMPTS} races in a row to "
@@ -244,9 +270,36 @@ class DeltaTarget:
             batch_id=batch_id,
         )
 
-    def _write(self, dl: Any, batch: _Batch, table: Any, base: int) -> None:
-        """One attempt at the commit of ``batch`` as version ``base + 1``: the table's creation,
-        an append through delta-rs, or a commit written here (a schema change or a rewrite)."""
+    def _write(self, dl: Any, batch: _Batch, snap: LogSnapshot | None, base: int) -> int | None:
+        """One attempt at the commit of ``batch`` as version ``base + 1``: the table's creation
+        through delta-rs, or the commit written here (``evolve.commit_lines``, create-if-absent:
+        a lost race is a ``FileExistsError``, never a retry on another version). Returns the
+        version written (None if it cannot be told)."""
+        if snap is None:
+            self._create(dl, batch)
+            return self._version_written(batch.batch_id, base)
+        if batch.schema_json is not None:  # a table created meanwhile must fit too
+            self.check_batch(batch.schema_json, batch.partition_by, refresh=False, table_schema=batch.table_schema)
+        evolving = batch.table_schema is not None and evolves(snap.meta.schema_string, batch.table_schema)
+        data = commit_lines(
+            metadata=snap.meta,
+            table_schema=batch.table_schema if evolving else None,
+            app_id=self.app_id,
+            batch_id=batch.batch_id,
+            files=batch.files,
+            info=batch.info,
+            table=self.storage.root_uri,
+            removed=batch.removed,
+            rearranged=batch.rearranged,
+        )
+        write_commit(self.storage, base + 1, data)
+        self._snapshot = snap.applied(base + 1, data, self.app_id)
+        return base + 1
+
+    def _create(self, dl: Any, batch: _Batch) -> None:
+        """The table's first version: its schema, partitioning and properties, and the batch."""
+        if batch.schema_json is None:
+            self.check_batch(None, batch.partition_by, refresh=False)
         tx = dl.transaction
         properties = tx.CommitProperties(
             custom_metadata=batch.info,
@@ -254,35 +307,11 @@ class DeltaTarget:
             # lastUpdated: delta-spark drops a txn without one where delta.setTransactionRetentionDuration is set
             app_transactions=[tx.Transaction(self.app_id, batch.batch_id, last_updated=int(time.time() * 1000))],
         )
-        # delta-rs would list the whole _delta_log after every commit for its expired-log cleanup;
-        # ``_clean_up_log`` runs it at checkpoints only (see there)
         hooks = tx.PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
-        if table is None:
-            self._create(dl, batch, properties, hooks)
-            return
-        if batch.schema_json is not None:  # a table created meanwhile must fit too
-            self.check_batch(batch.schema_json, batch.partition_by, refresh=False, table_schema=batch.table_schema)
-        evolving = batch.table_schema is not None and evolves(table.schema().to_json(), batch.table_schema)
-        if evolving or batch.removed or batch.rearranged:
-            self._write_own_commit(batch, table, base, evolving)
-        else:
-            table.create_write_transaction(
-                batch.actions,
-                mode="append",
-                schema=table.schema(),
-                partition_by=list(table.metadata().partition_columns) or None,
-                commit_properties=properties,
-                post_commithook_properties=hooks,
-            )
-
-    def _create(self, dl: Any, batch: _Batch, properties: Any, hooks: Any) -> None:
-        """The table's first version: its schema, partitioning and properties, and the batch."""
-        if batch.schema_json is None:
-            self.check_batch(None, batch.partition_by, refresh=False)
         # delta-rs makes the directory without syncing its name into the table's: made
         # here first, durably, a power cut cannot take the whole log with it
         self.storage.makedirs(LOG_DIR)
-        dl.transaction.create_table_with_add_actions(
+        tx.create_table_with_add_actions(
             self.uri,
             dl.Schema.from_json(batch.table_schema or batch.schema_json),
             batch.actions,
@@ -293,27 +322,9 @@ class DeltaTarget:
             commit_properties=properties,
             post_commithook_properties=hooks,
         )
+        self._snapshot = None  # read through delta-rs at the next use
 
-    def _write_own_commit(self, batch: _Batch, table: Any, base: int, evolving: bool) -> None:
-        """delta-rs writes no metaData in an append, and no remove: the one commit is written here."""
-        write_commit(
-            self.storage,
-            base + 1,
-            commit_lines(
-                metadata=table.metadata(),
-                table_schema=batch.table_schema if evolving else None,
-                app_id=self.app_id,
-                batch_id=batch.batch_id,
-                files=batch.files,
-                info=batch.info,
-                table=self.storage.root_uri,
-                removed=batch.removed,
-                rearranged=batch.rearranged,
-            ),
-        )
-        checkpoint_if_due(self.load, base + 1, log_uri=self.log_uri)
-
-    def _check_follows(self, batch_id: int, done: int | None, table: Any, skipped: Callable[[int], bool] | None = None) -> None:
+    def _check_follows(self, batch_id: int, done: int | None, snap: LogSnapshot | None, skipped: Callable[[int], bool] | None = None) -> None:
         """Refuse to commit batch ``M`` unless the log's ``txn`` is ``M - 1`` (none for ``M = 0``),
         or an earlier batch when every batch after it holds no file (``skipped``).
 
@@ -327,7 +338,7 @@ class DeltaTarget:
         held = -1 if done is None else done
         if held == expected or (held < expected and skipped is not None and skipped(held)):
             return
-        where = "has no Delta log" if table is None else f"is at Delta version {table.version()}"
+        where = "has no Delta log" if snap is None else f"is at Delta version {snap.version}"
         holds = "no batch of this table" if done is None else f"batches up to {done}"
         raise DeltaTableError(
             f"Delta commit of manifest batch {batch_id}: the Delta log {self.log_uri} {where} and holds {holds} "
@@ -355,29 +366,48 @@ class DeltaTarget:
             log.debug("Delta commit %d of %s unreadable: %s", version, self.log_uri, exc)
             return None
 
-    def _clean_up_log(self, version: int | None) -> None:
-        """Delta's expired-log cleanup, at checkpoint versions only (as delta-spark runs it).
+    def _checkpoint_if_due(self, version: int | None) -> None:
+        """At versions ``k * delta.checkpointInterval - 1``: the checkpoint delta-rs's post-commit
+        hook would write, then Delta's expired-log cleanup (as delta-spark runs it, at checkpoints).
 
-        delta-rs 1.6 runs it after *every* commit when the table allows it, and it lists all of
-        ``_delta_log`` each time (measured: 27 ms instead of 15 ms per commit at 2,000 versions
-        on local disk; on S3 a full listing per batch). It deletes only commits older than
-        ``delta.logRetentionDuration`` that a newer checkpoint covers, so running it when a
-        checkpoint was just written removes the same files. A failure is logged, never raised:
-        the batch is committed.
+        Both go through one table delta-rs loads (from the latest checkpoint, listing
+        ``_delta_log`` once): once per interval, not per batch. The cleanup deletes only commits older than ``delta.logRetentionDuration`` that a
+        newer checkpoint covers. A failure is logged, never raised: the batch is committed, and a
+        later checkpoint covers it.
         """
-        table = self._table
-        if table is None or version is None:
+        snap = self._snapshot
+        if snap is None or version is None:
             return
+        config = snap.meta.configuration
         try:
-            config = table.metadata().configuration or {}
-            if str(config.get("delta.enableExpiredLogCleanup", "true")).lower() == "false":
-                return
             interval = int(config.get("delta.checkpointInterval", DELTA_DEFAULT_CHECKPOINT_INTERVAL))
-            if interval > 0 and (version + 1) % interval == 0:  # delta-rs checkpoints versions k*interval - 1
-                table = self.load()  # the snapshot that sees the new checkpoint
+            if interval <= 0 or (version + 1) % interval != 0:
+                return
+            self._table = None  # loaded afresh: the latest checkpoint and the commits after it
+            table = self.load()
+            if table is None or table.version() != version:
+                return
+            table.create_checkpoint()
+            if self._cleanup_due(config):
+                # this snapshot does not see the checkpoint just written: the cleanup keeps what
+                # the one before covers, and the next cleanup removes the rest
                 table.cleanup_metadata()
+                self._cleaned_at = time.monotonic()
         except Exception as exc:
-            log.warning("Delta log cleanup of %s failed (the batch is committed): %s", self.log_uri, exc)
+            log.warning("Delta checkpoint or log cleanup of %s at version %s failed (the batch is committed): %s", self.log_uri, version, exc)
+
+    def _cleanup_due(self, config: dict[str, str]) -> bool:
+        """Whether a checkpoint is also the time for the expired-log cleanup: at the first one of
+        this process, then once ``CLEANUP_PERIOD_S`` (or the table's log retention, if shorter)
+        has passed. The cleanup lists the whole log and deletes only what the retention expired:
+        a log retained for 30 days gains nothing from running it every few seconds."""
+        if str(config.get("delta.enableExpiredLogCleanup", "true")).lower() == "false":
+            return False
+        if self._cleaned_at is None:
+            return True
+        retention = retention_seconds(config.get("delta.logRetentionDuration"))
+        period = CLEANUP_PERIOD_S if retention is None else min(CLEANUP_PERIOD_S, retention)
+        return time.monotonic() - self._cleaned_at >= period
 
     def commit_files(self, version: int) -> list[str]:
         """The files delta-rs wrote for ``version``: its JSON, and the checkpoint it made there."""
@@ -408,10 +438,10 @@ class DeltaTarget:
         delta-rs writes them). Not ``DeltaTable.history()``: delta-rs 1.x's history never
         returned against an S3 endpoint here (moto's server), and the answer is informational.
         """
-        table = self.load()
-        if table is None:
+        snap = self.snapshot()
+        if snap is None:
             return None
-        latest = table.version()
+        latest = snap.version
         for version in range(latest, max(-1, latest - search), -1):
             data = self._read_commit(version)
             if data is None:
