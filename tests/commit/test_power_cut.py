@@ -86,6 +86,7 @@ DURABLE_WRITES = {
     "sources compact file": ("file", r"^_seo/sources/\.\d+\.compact\.[0-9a-f]{32}\.tmp$", lambda k: not k.compacted),
     **{f"{log} record synced afterwards": ("file", rf"^_seo/{log}/\d+(\.compact)?$", ANY) for log in ("commits", "offsets", "sources", "ledger")},
     "sources compaction work file": ("file", r"^_seo/sources/\.\d+\.compact\.e\d+\.prep$", ANY),
+    "Delta commit written (create-if-absent)": ("file", rf"^_delta_log/\.\d{{20}}\.json{TMP}", DELTA),
     "Delta commit synced before the commit record": ("file", r"^_delta_log/\d{20}\.json$", DELTA),
     "Delta checkpoint synced before the commit record": ("file", r"^_delta_log/(\d{20}\.checkpoint\.parquet|_last_checkpoint)$", DELTA),
     "schema record": ("file", rf"^_seo/schema/\.\d+{TMP}", PARQUET),  # the Parquet helper gives the batch's schema
