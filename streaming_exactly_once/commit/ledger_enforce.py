@@ -17,7 +17,7 @@ from ..storage.base import Storage
 from ..storage.io_threads import map_waiting
 from ..table.ledger import Compaction, LedgerRecord
 from ..table.ledger_checks import batch_violations
-from ..table.source_offsets import merged_ends
+from ..table.source_offsets import merged_ends, read_by_several
 from .groups.group_members import MemberBatch
 from .protocol.attempt import BatchAttempt, elapsed_ms
 from .protocol.steps import MemberPublish
@@ -67,7 +67,11 @@ def batch_ledger(
     marks = writer.offset_marks() if merged_ends(offsets) else {}
     reason = gap_reason(writer, attempt.query_id, attempt.spark_batch_id)
     resets = frozenset(name for name, at in attempt.offsets.offset_resets.items() if at == attempt.batch_id)
-    partitions = coverage(offsets, attempt.ledger.start, marks, gap_reason=reason, dropped_below=attempt.ledger.dropped_below, resets=resets)
+    previous = writer.query_offsets(attempt.query_id) if merged_ends(offsets) else None
+    several = read_by_several(offsets, previous.source_offsets if previous is not None else None)
+    partitions = coverage(
+        offsets, attempt.ledger.start, marks, gap_reason=reason, dropped_below=attempt.ledger.dropped_below, resets=resets, several=several
+    )
     rewritten = [(r.staged, r.rewrite.final, r.rewrite.size, r.rewrite.rows) for r in rewrites.staged]
     return build_ledger(
         storage,

@@ -4,10 +4,10 @@ A batch of a partitioned source (Kafka) carries each record's coordinate - topic
 offset - as columns, and the sink writes them into the data files. A Parquet footer holds, per
 row group, the lowest and highest value and the count of nulls of each column, so a file whose
 rows all come from one partition says, without a read of its data, how many records of that
-partition it holds and the span of their offsets. A Kafka offset holds one record: more records
-of a partition than offsets in their span means some are there twice - the trace of a query
-that reads one partition twice (a union of two subscriptions of one topic), which no offset
-range shows (the ledger's ``rows``/``rowOffsets``; ``table.ledger_checks``).
+partition it holds and the span of their offsets (the ledger's ``rows``/``rowOffsets``). A Kafka
+offset holds one record, so more rows than offsets in their span are records there twice - or
+one record made into several rows (an explode that keeps the offset): recorded for whoever
+reads the ledger, not judged by the audit alone.
 
 A file mixing partitions, without the columns (a ``partitionBy`` column is read from the file's
 directory, ``name=value``), or not Parquet says nothing: its rows are not counted.

@@ -62,6 +62,9 @@ class PartitionCoverage:
     #: partition's, from the footers: ``table.file_coordinates``) and ``[low, high)`` of their offsets
     rows: int | None = None
     row_offsets: tuple[int, int] | None = None
+    #: how many of the query's sources read the partition in this batch (more than one: each
+    #: record of it reached the batch that many times - ``table.source_offsets.read_by_several``)
+    sources: int = 1
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"partition": self.partition, "ranges": [list(r) for r in self.ranges]}
@@ -75,6 +78,8 @@ class PartitionCoverage:
         if self.gap_from is not None:
             out["gapFrom"] = self.gap_from
             out["gapReason"] = self.gap_reason
+        if self.sources > 1:
+            out["sources"] = self.sources
         if self.rows is not None and self.row_offsets is not None:
             out["rows"] = self.rows
             out["rowOffsets"] = list(self.row_offsets)
@@ -91,6 +96,7 @@ class PartitionCoverage:
             gap_reason=obj.get("gapReason"),
             end=None if obj.get("end") is None else int(obj["end"]),
             reset=bool(obj.get("reset", False)),
+            sources=int(obj.get("sources", 1)),
             rows=None if obj.get("rows") is None else int(obj["rows"]),
             row_offsets=None if obj.get("rowOffsets") is None else _pairs([obj["rowOffsets"]], "rowOffsets")[0],
         )

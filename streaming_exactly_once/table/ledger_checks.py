@@ -114,21 +114,26 @@ def offset_violations(record: LedgerRecord, marks: MutableMapping[str, int]) -> 
 
 
 def _twice_in_batch(m: int, part: PartitionCoverage) -> list[Violation]:
-    """More records of a partition in the batch's files than offsets in their span: a Kafka
-    offset holds one record, so some are there twice (the partition read twice by one query)."""
-    if part.rows is None or part.row_offsets is None:
+    """A partition several sources of the batch's query read (one topic subscribed twice, a
+    union): each of its records reached the batch once per source, above every mark, so no
+    offset guard dropped them. (More rows than offsets in ``rowOffsets`` alone is no proof: a
+    query may turn one record into several rows, an explode, keeping its offset.)"""
+    if part.sources < 2:
         return []
-    low, high = part.row_offsets
-    if part.rows <= high - low:
-        return []
+    if part.row_offsets is not None:
+        where = f"[{part.row_offsets[0]}, {part.row_offsets[1]})"
+    elif part.ranges:
+        where = ", ".join(f"[{low}, {high})" for low, high in part.ranges)
+    else:
+        where = f"up to {part.end}"
+    held = f" ({part.rows} rows for offsets {where})" if part.rows is not None else ""
     return [
         Violation(
             "offsets",
             m,
-            f"Batch {m} wrote {part.rows} records of {part.partition} whose offsets all lie in [{low}, {high}) - {high - low} "
-            f"offsets, and an offset holds one record: at least {part.rows - (high - low)} of them are in the batch twice. "
-            "The query reads the partition more than once (a union of two subscriptions of one topic?); read each "
-            "partition once per query.",
+            f"Batch {m} reads {part.partition} through {part.sources} sources of its query: its records {where} are in the "
+            f"batch {part.sources} times each{held}. The query subscribes the topic more than once (a union of two "
+            "subscriptions of one topic?); read each partition through one source.",
             partition=part.partition,
         )
     ]

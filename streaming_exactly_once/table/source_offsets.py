@@ -74,6 +74,21 @@ def merged_ends(source_offsets: Sequence[str | None]) -> PartitionOffsetMap:
     return out
 
 
+def read_by_several(source_offsets: Sequence[str | None], previous: Sequence[str | None] | None) -> dict[str, int]:
+    """Partitions more than one source of the batch read - one topic subscribed twice in one
+    query (a union): each of its records reaches the batch once per source. A source read a
+    partition when its end moved past its end in ``previous`` (the query's last committed
+    batch's offsets, by source), or when there is none to compare with. Partition -> sources."""
+    before = source_partitions(previous or [])
+    counts: dict[str, int] = {}
+    for index, parts in source_partitions(source_offsets).items():
+        for name, end in parts.items():
+            start = before.get(index, {}).get(name)
+            if start is None or end > start:
+                counts[name] = counts.get(name, 0) + 1
+    return {name: n for name, n in counts.items() if n > 1}
+
+
 def merged_starts(source_offsets: Iterable[str | None]) -> PartitionOffsetMap:
     """Where a batch starts in each partition, from its sources' start offsets: a partition two
     sources read starts at the lower of the two."""

@@ -358,3 +358,21 @@ def test_a_file_of_an_audited_batch_deleted_or_cut_later_is_found_by_the_next_wh
     assert report.audited_from == 3
     found = {v.path: v.message for v in report.violations}
     assert sorted(found) == sorted([deleted, cut]) and "missing from storage" in found[deleted] and "cut short" in found[cut], found
+
+
+def test_a_partition_two_sources_of_a_batch_read_breaks_the_offsets_check_and_an_explode_does_not():
+    from streaming_exactly_once.table.ledger import LedgerRecord, PartitionCoverage
+    from streaming_exactly_once.table.ledger_checks import batch_violations
+    from streaming_exactly_once.table.source_offsets import read_by_several
+
+    t = '{"t":{"0":10,"1":4}}'
+    assert read_by_several([t, t], None) == {"t/0": 2, "t/1": 2}  # a new query's union of two subscriptions
+    assert read_by_several([t, t], ['{"t":{"0":5,"1":4}}'] * 2) == {"t/0": 2}  # t/1: no source moved
+    assert read_by_several([t, '{"u":{"0":3}}'], None) == {}  # two topics
+    twice = LedgerRecord(0, Q, 0, partitions=(PartitionCoverage("t/0", ((0, 10),), sources=2),))
+    assert LedgerRecord.from_json(json.loads(json.dumps(twice.to_json()))) == twice
+    [v] = batch_violations(twice, {})
+    assert (v.check, v.partition) == ("offsets", "t/0") and "[0, 10) are in the batch 2 times" in v.message
+    # one source, more rows than offsets: one record made several rows (an explode) - no proof of a duplicate
+    exploded = LedgerRecord(0, Q, 0, partitions=(PartitionCoverage("t/0", ((0, 10),), rows=30, row_offsets=(0, 10)),))
+    assert batch_violations(exploded, {}) == []

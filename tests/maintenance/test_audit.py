@@ -182,14 +182,14 @@ def test_a_partition_read_twice_in_one_batch_is_refused_by_enforce_and_named_by_
         cause = cause.__cause__ or cause.__context__
     assert isinstance(cause, AuditViolationError), repr(refused.value)
     assert cause.violations[0]["check"] == "offsets" and cause.violations[0]["partition"] == "t/0", cause.violations
-    assert "20 records of t/0 whose offsets all lie in [0, 10)" in str(cause), str(cause)
+    assert "reads t/0 through 2 sources of its query: its records [0, 10) are in the batch 2 times each" in str(cause), str(cause)
     storage = open_storage(str(table))
     assert ManifestLog(storage).latest_batch_id() is None and read_ledger(storage, 0) is None  # nothing published
     run_kafka(ExactlyOnceSink(str(table), audit="enforce"), kafka_stream(kafka, src), tmp_path / "c2")
     ids = [r.id for r in kafka.read.parquet(str(table)).collect()]
     assert sorted(ids) == sorted(f"t-0-{i}" for i in range(10))  # every record once
     first = read_ledger(storage, 0)
-    assert [(p.partition, p.rows, p.row_offsets) for p in first.partitions] == [("t/0", 10, (0, 10))]
+    assert [(p.partition, p.rows, p.row_offsets, p.sources) for p in first.partitions] == [("t/0", 10, (0, 10), 1)]
     code, doc = audit(table)
     assert code == 0, doc
     # recorded, not enforced: published, and the audit names it

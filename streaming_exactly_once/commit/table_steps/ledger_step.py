@@ -89,17 +89,20 @@ def coverage(
     gap_reason: str,
     dropped_below: Mapping[str, int] | None = None,
     resets: frozenset[str] = frozenset(),
+    several: Mapping[str, int] | None = None,
 ) -> tuple[PartitionCoverage, ...]:
     """Per partition the batch read: ``[start, end)``; below the mark the sink dropped rows by
     (``dropped_below``) an exception - only there: a batch that wrote rows below the table's
     mark overlaps it, which the audit reports; above the mark the gap, with ``gap_reason``.
-    ``resets``: partitions whose offsets restarted at this batch (no mark before it)."""
+    ``resets``: partitions whose offsets restarted at this batch (no mark before it);
+    ``several``: partitions more than one of the batch's sources read, with how many."""
+    several = several or {}
     out = []
     for name, high in sorted(merged_ends(source_offsets).items()):
         mark = None if name in resets else marks.get(name)
         low = (start or {}).get(name, mark)
         if low is None:  # a partition the table never read, from where the source does not say
-            out.append(PartitionCoverage(name, (), end=high, reset=name in resets))
+            out.append(PartitionCoverage(name, (), end=high, reset=name in resets, sources=several.get(name, 1)))
             continue
         exceptions: tuple[tuple[int, int], ...] = ()
         gap_from = None
@@ -117,6 +120,7 @@ def coverage(
                 gap_from,
                 gap_reason if gap_from is not None else None,
                 reset=name in resets,
+                sources=several.get(name, 1),
             )
         )
     return tuple(out)
