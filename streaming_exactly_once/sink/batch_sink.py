@@ -44,7 +44,7 @@ from ..storage import open_storage
 from ..storage.base import Storage
 from ..storage.local_errors import file_root_error
 from ..table.source_offsets import kafka_json, merged_ends
-from .input_filter import BatchFilters, CommittedInputFilter, warn_reread_inputs
+from .input_filter import BatchFilters, CommittedInputFilter, file_rows_keep_names, warn_reread_inputs
 from .live_sinks import LiveSinks
 from .observing import ObservedSink
 from .offset_guard import OffsetColumns, guard_batch
@@ -589,6 +589,7 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
                 batch_id=batch_id,
                 query_id=qid,
                 attributed=attributed.attributed() if not attributed.missing(df) else None,
+                keeps_names=lambda: file_rows_keep_names(df),
             )
             # the table's first batch of a query records it, rows or not: from then on the query is
             # known (its gaps are its own), its offsets raise the marks, its earlier inputs count

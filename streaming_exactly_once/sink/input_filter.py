@@ -9,7 +9,10 @@ is a committed file, in the same pass as the write.
 If rows cannot be attributed to a file (``input_file_name()`` is empty, e.g. after an
 aggregation or a join), the batch fails with ``DuplicateInputError`` rather than risk a duplicate
 - unless they carry a partitioned source's coordinates (a Kafka stream unioned with a file source:
-the offset guard answers for those rows).
+the offset guard answers for those rows), or the batch's RDD lineage shows that every file row
+keeps its name (``file_rows_keep_names``: only scans, narrow maps and unions), so the nameless
+rows are another source's (a rate, socket or custom source in a union): they are
+written as that source alone would have them written.
 ``BatchFilters`` pairs this filter with the offset guard (``sink.offset_guard``); ``reread_inputs``
 names the input files Spark itself reads more than once.
 """
@@ -17,6 +20,8 @@ names the input files Spark itself reads more than once.
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
@@ -47,9 +52,12 @@ class CommittedInputFilter:
         batch_id: int,
         query_id: str,
         attributed: Column | None = None,
+        keeps_names: Callable[[], bool] = lambda: False,
     ) -> None:
         """``attributed``: true for a row another mechanism traces (a partitioned source's
-        record, with its topic, partition and offset)."""
+        record, with its topic, partition and offset). ``keeps_names``: whether every file row of
+        the batch keeps its input file's name (``file_rows_keep_names`` of the batch as Spark
+        handed it over), asked only when the batch re-reads committed files."""
         self.new_inputs: list[InputFile] = []
         self.already_committed: list[InputFile] = []
         for item in inputs:
@@ -59,6 +67,7 @@ class CommittedInputFilter:
         self.query_id = query_id
         self.df = df
         self._observation: BatchObservation | None = None
+        self._plan_keeps_names = False
         self._skipped: int | None = None
         if self.already_committed:
             paths = sorted({f.path for f in self.already_committed} | {normalize_uri(f.path) for f in self.already_committed})
@@ -71,6 +80,7 @@ class CommittedInputFilter:
                 "skippedRows": F.sum(F.when(skip, 1).otherwise(0)),
                 "unattributedRows": F.sum(F.when(unattributed, 1).otherwise(0)),
             }
+            self._plan_keeps_names = keeps_names()
             self._observation = BatchObservation(())
             tagged = df.withColumn(INPUT_FILE_COLUMN, F.input_file_name())
             self.df = self._observation.attach(tagged, extra=counts).filter(~skip).drop(INPUT_FILE_COLUMN)
@@ -84,14 +94,21 @@ class CommittedInputFilter:
             return self._skipped
         _, _, dedup = self._observation.result()
         unattributed = int(dedup.get("unattributedRows") or 0)
-        if unattributed > 0:
+        if unattributed > 0 and self._plan_keeps_names:
+            log.info(
+                "batch %d of query %s: %d row(s) without an input file come from a source of the union that is not a file source; they are written",
+                self.batch_id,
+                self.query_id,
+                unattributed,
+            )
+        elif unattributed > 0:
             raise DuplicateInputError(
                 f"Batch {self.batch_id} of query {self.query_id} re-reads {len(self.already_committed)} input file(s) "
                 f"the table already committed (was the checkpoint recreated?), but {unattributed} of its rows cannot be "
-                "traced to an input file or to Kafka-style offsets: they come from another source of the query (a union "
-                "with a rate, socket or custom source) or input_file_name() is empty (after aggregations or joins), so "
-                "the sink cannot tell re-read rows from new ones. Nothing was published. Restore the old checkpoint, or "
-                "move the committed files out of the input directory, then restart.",
+                "traced to an input file or to Kafka-style offsets, and the batch's plan may lose input_file_name() for "
+                "file rows (an aggregation, join or repartition before the sink, or a Spark Connect query, whose plan "
+                "the sink cannot see), so the sink cannot tell re-read rows from new ones. Nothing was published. "
+                "Restore the old checkpoint, or move the committed files out of the input directory, then restart.",
                 batch_id=self.batch_id,
                 unattributed_rows=unattributed,
             )
@@ -104,6 +121,31 @@ class CommittedInputFilter:
             len(self.already_committed),
         )
         return self._skipped
+
+
+#: The RDDs of a micro-batch that run each row in the task that read it, so a file row keeps its
+#: ``input_file_name()``: the scans, narrow maps and unions. Any other (a shuffle of an
+#: aggregation, a join or a repartition, a state store, a coalesce) may lose the name.
+NAME_KEEPING_RDDS = frozenset({"SQLExecutionRDD", "MapPartitionsRDD", "UnionRDD", "FileScanRDD", "DataSourceRDD", "ParallelCollectionRDD"})
+
+
+def file_rows_keep_names(df: DataFrame) -> bool:
+    """Whether every file row of the batch ``df`` (as ``foreachBatch`` hands it over: a
+    ``LogicalRDD`` over the batch's RDD) keeps its ``input_file_name()``: its RDD lineage holds
+    only ``NAME_KEEPING_RDDS``. False when that cannot be told: a Spark Connect DataFrame (no JVM
+    plan here), another plan, an RDD outside the list."""
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        return False
+    try:
+        plan = jdf.queryExecution().analyzed()
+        if plan.getClass().getSimpleName() != "LogicalRDD":
+            return False
+        lineage = str(plan.rdd().toDebugString())
+    except Exception:  # the plan could not be read: the batch is refused as before
+        return False
+    names = re.findall(r"(\w+RDD)\[\d+\]", lineage)
+    return bool(names) and all(n in NAME_KEEPING_RDDS for n in names)
 
 
 #: Characters that make Hadoop take a path for a glob pattern (Spark's ``SparkHadoopUtil.isGlobPath``).

@@ -33,13 +33,6 @@ class Known:
 
 KNOWN: list[Known] = [
     Known(
-        "X05",
-        "files unioned with rate, checkpoint lost, restarted as documented: DuplicateInputError",
-        "unexpected-refusal",
-        r"DuplicateInputError",
-        lambda s: "files" in s.sources and "rate" in s.sources,
-    ),
-    Known(
         "X03",
         "a downstream readStream of a partitioned Iceberg table: Spark refuses it at load (CONFLICTING_DIRECTORY_STRUCTURES), "
         "a stated limit (docs/iceberg.md): the generator asks for none, a saved program still shows it",
