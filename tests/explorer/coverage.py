@@ -60,6 +60,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "maint:gc",
         "maint:verify",
         "maint:compact",
+        "maint:audit",
         "maint:in-stream-compaction",
         "downstream:registered",
         "downstream:unregistered",
