@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from tests.explorer import readers
 from tests.explorer.model import Failure, compare
 from tests.explorer.state import DOWNSTREAM_MAX_FILE_AGE
-from tests.explorer.tables import TableSpec, is_bad, is_poison, tables_of
+from tests.explorer.tables import TableSpec, has_manifest, is_bad, is_poison, tables_of
 
 if TYPE_CHECKING:
     from tests.explorer.interpreter import Interpreter
@@ -43,10 +43,41 @@ class History:
     format_ack: dict[str, set[str]] = field(default_factory=lambda: {"delta": set(), "iceberg": set()})
 
 
+class CachedReaders:
+    """The readers of ``readers``, each answer kept while nothing under the table directory
+    changed (``readers.stamp``): a step that leaves the table alone (new input, an idle period,
+    an option change) re-checks the same answers against the model without reading again."""
+
+    def __init__(self) -> None:
+        self._stamp: object = None
+        self._answers: dict[tuple[Any, ...], Any] = {}
+
+    @property
+    def stamp_now(self) -> object:
+        return self._stamp
+
+    def expire_unless(self, stamp: object) -> None:
+        if stamp != self._stamp:
+            self._stamp, self._answers = stamp, {}
+
+    def __getattr__(self, name: str) -> Any:
+        read = getattr(readers, name)
+
+        def cached(*args: Any, **kwargs: Any) -> Any:
+            key = (name, *args, *sorted(kwargs.items()))
+            if key not in self._answers:
+                self._answers[key] = read(*args, **kwargs)
+            answer = self._answers[key]
+            return answer.copy() if isinstance(answer, (Counter, list)) else answer
+
+        return cached
+
+
 class Checker:
     def __init__(self, it: Interpreter) -> None:
         self.it = it
         self.history: dict[str, History] = {}
+        self.read = CachedReaders()
 
     @property
     def formats(self) -> set[str]:
@@ -55,7 +86,8 @@ class Checker:
 
     def after_step(self, *, full: bool = False, complete: bool | None = None) -> list[Failure]:
         it = self.it
-        if not readers.readable(it.world.table):
+        self.read.expire_unless(readers.stamp(it.world.table))
+        if not has_manifest(it):
             return self._no_table(it.step)
         failures: list[Failure] = []
         for spec in tables_of(it):
@@ -65,8 +97,9 @@ class Checker:
     def _table(self, spec: TableSpec, *, full: bool, complete: bool | None) -> list[Failure]:
         it, step = self.it, self.it.step
         table = spec.path
-        latest = readers.arrow(table) if readers.readable(table) else Counter()
-        quarantined = [readers.arrow(q) if readers.readable(q) else Counter() for q in spec.quarantine or ()]
+        with it.timed("check:arrow"):
+            latest = self.read.arrow(table) if readers.readable(table) else Counter()
+            quarantined = [self.read.arrow(q) if readers.readable(q) else Counter() for q in spec.quarantine or ()]
         union = sum(quarantined, Counter(latest))
         it.feature("reader:arrow")
         name = "arrow" if spec.name == "table" else f"arrow {spec.name}"
@@ -76,13 +109,17 @@ class Checker:
             created = it.table.created or it.setup
             if not created.private_manifest:
                 fmt = "json" if created.format == "json" else "parquet"
-                failures += compare(f"spark.read {spec.name}", readers.vanilla(it.spark, table, fmt), latest, step)
+                with it.timed("check:spark.read"):
+                    failures += compare(f"spark.read {spec.name}", self.read.vanilla(it.spark, table, fmt), latest, step)
                 it.feature("reader:spark.read")
             history = self.history.setdefault(spec.name, History())
-            failures += self._formats_latest(spec, history, latest, step)
-            failures += self._time_travel(spec, history, latest, step, full=full)
+            with it.timed("check:formats"):
+                failures += self._formats_latest(spec, history, latest, step)
+            with it.timed("check:history"):
+                failures += self._time_travel(spec, history, latest, step, full=full)
             if it.downstream is not None and spec.main and not created.private_manifest:
-                failures += it.downstream.catch_up(it, latest, step)
+                with it.timed("check:downstream"):
+                    failures += it.downstream.catch_up(it, latest, step, self.read.stamp_now)
         if not failures:
             it.model.observe(spec.name, union)
         return failures
@@ -115,7 +152,7 @@ class Checker:
         it = self.it
         if not it.setup.foreign_files:
             return []
-        got = readers.vanilla(it.spark, it.world.table, "parquet")
+        got = self.read.vanilla(it.spark, it.world.table, "parquet")
         foreign = Counter(r.id for r in it.world.records.values() if r.source == "foreign")
         return compare("spark.read (no table yet)", got, foreign, step, kind="lost")
 
@@ -124,12 +161,12 @@ class Checker:
         out: list[Failure] = []
         views = {}
         if "delta" in self.formats and (table / "_delta_log").is_dir():
-            views["delta"] = readers.delta(table)
+            views["delta"] = self.read.delta(table)
         if "iceberg" in self.formats and (table / "metadata" / "version-hint.text").exists():
-            views["iceberg"] = readers.iceberg(table)
+            views["iceberg"] = self.read.iceberg(table)
         if not views:
             return out
-        behind = _previous_batch(table)
+        behind = self._previous_batch(table)
         for name, got in views.items():
             it.feature("reader:delta-rs" if name == "delta" else "reader:pyiceberg")
             reader = f"{name} {spec.name}"
@@ -145,24 +182,24 @@ class Checker:
     def _time_travel(self, spec: TableSpec, history: History, latest: Counter, step: int, *, full: bool) -> list[Failure]:
         it, table = self.it, spec.path
         out: list[Failure] = []
-        batches = readers.retained_batches(table)
+        batches = self.read.retained_batches(table)
         todo = batches if full else [b for b in batches if b not in history.as_of][-3:]
         if todo:
             it.feature("reader:as_of")
         if it.setup.compaction and batches and batches[-1] + 1 >= it.setup.compact_interval:
             it.feature("maint:in-stream-compaction")
-        out += _chain(it, f"arrow {spec.name} as_of", batches, todo, lambda b: readers.arrow(table, as_of=b), history.as_of, spec, step)
+        out += _chain(it, f"arrow {spec.name} as_of", batches, todo, lambda b: self.read.arrow(table, as_of=b), history.as_of, spec, step)
         if batches and frozenset(latest) != history.as_of.get(batches[-1], frozenset(latest)):
             out.append(Failure("as_of-latest", f"arrow {spec.name}", _diff(history.as_of[batches[-1]], frozenset(latest)), step))
         if "delta" in self.formats:
-            versions = readers.delta_versions(table)
+            versions = self.read.delta_versions(table)
             todo_v = versions if full else [v for v in versions if v not in history.delta]
-            out += _chain(it, f"delta {spec.name}@", versions, todo_v, lambda v: readers.delta(table, v), history.delta, spec, step)
+            out += _chain(it, f"delta {spec.name}@", versions, todo_v, lambda v: self.read.delta(table, v), history.delta, spec, step)
             out += self._batch_versions("delta", spec, history, batches, todo, step)
         if "iceberg" in self.formats:
-            snaps = [s for s, _ in readers.iceberg_snapshots(table)]
+            snaps = [s for s, _ in self.read.iceberg_snapshots(table)]
             todo_s = snaps if full else [s for s in snaps if s not in history.iceberg]
-            out += _chain(it, f"iceberg {spec.name}@", snaps, todo_s, lambda s: readers.iceberg(table, s), history.iceberg, spec, step)
+            out += _chain(it, f"iceberg {spec.name}@", snaps, todo_s, lambda s: self.read.iceberg(table, s), history.iceberg, spec, step)
             out += self._batch_versions("iceberg", spec, history, batches, todo, step)
         return out
 
@@ -172,10 +209,10 @@ class Checker:
         for b in todo:
             try:
                 if name == "delta":
-                    v = readers.delta_version_of(table, b)
-                    got = readers.delta(table, v) if v is not None else None
+                    v = self.read.delta_version_of(table, b)
+                    got = self.read.delta(table, v) if v is not None else None
                 else:
-                    got = readers.iceberg(table, readers.iceberg_snapshot_of(table, b))
+                    got = self.read.iceberg(table, self.read.iceberg_snapshot_of(table, b))
             except Exception as exc:
                 if b == batches[-1] and not it.model.settled:
                     continue  # its table-format step may still be pending after a kill
@@ -184,6 +221,10 @@ class Checker:
             if got is not None and frozenset(got) != history.as_of.get(b):
                 out.append(Failure("time-travel", f"{name} {spec.name} of batch {b}", _diff(history.as_of.get(b, frozenset()), frozenset(got)), step))
         return out
+
+    def _previous_batch(self, table: Path) -> Counter:
+        batches = self.read.retained_batches(table)
+        return self.read.arrow(table, as_of=batches[-2]) if len(batches) > 1 else Counter()
 
     def foreign_files(self) -> None:
         """Before the first action: Parquet files another tool wrote in the table directory, in
@@ -232,11 +273,6 @@ def _chain(
     return out
 
 
-def _previous_batch(table: Path) -> Counter:
-    batches = readers.retained_batches(table)
-    return readers.arrow(table, as_of=batches[-2]) if len(batches) > 1 else Counter()
-
-
 def _diff(want: frozenset[str], got: frozenset[str]) -> str:
     return f"missing {sorted(want - got)[:6]}, extra {sorted(got - want)[:6]}"
 
@@ -245,25 +281,39 @@ class Downstream:
     """A downstream ``spark.readStream`` of the table (file source), run to the end of what the
     table holds after every step on its own checkpoint, collecting every row it reads."""
 
-    def __init__(self, checkpoint: Path) -> None:
+    def __init__(self, checkpoint: Path, max_files: int = 0) -> None:
         self.checkpoint = checkpoint
         self.seen: Counter = Counter()
         #: its next batch raises in ``foreachBatch`` (``do_downstream_fail``): planned, not committed
         self.fail_next = False
+        #: the table's ``readers.stamp`` when it last ran to the end with no batch left planned
+        self.caught_up_at: object = None
+        #: the failing batch is the one after this many batches of its run committed
+        self.fail_after = 0
+        #: stopped (``do_downstream_pause``): no catch-up until it comes back
+        self.paused = False
+        #: its ``maxFilesPerTrigger`` (0: none)
+        self.max_files = max_files
 
-    def catch_up(self, it: Interpreter, latest: Counter, step: int) -> list[Failure]:
-        if not latest:
+    def catch_up(self, it: Interpreter, latest: Counter, step: int, stamp: object = None) -> list[Failure]:
+        if not latest or self.paused:
             return []
+        if stamp is not None and stamp == self.caught_up_at and not self.fail_next:
+            return self._compare(it, latest, step)  # the table did not change: no new batch to read
         created = it.table.created or it.setup
         table = tables_of(it)[0].path
         reader = it.spark.readStream.schema("id STRING").option("maxFileAge", DOWNSTREAM_MAX_FILE_AGE)
         reader = reader.format("json" if created.format == "json" else "parquet")
+        if self.max_files:
+            reader = reader.option("maxFilesPerTrigger", self.max_files)
         got: list[str] = []
+        batches: list[int] = []
 
-        def collect(df: Any, _batch: int) -> None:
-            if self.fail_next:
+        def collect(df: Any, batch: int) -> None:
+            if self.fail_next and len(batches) >= self.fail_after:
                 raise RuntimeError(DOWNSTREAM_FAILURE)
             got.extend(r.id for r in df.select("id").collect())
+            batches.append(batch)
 
         try:
             query = reader.load(str(table)).writeStream.foreachBatch(collect).option("checkpointLocation", str(self.checkpoint))
@@ -271,7 +321,9 @@ class Downstream:
             query.awaitTermination(240)
         except Exception as exc:
             if self.fail_next and DOWNSTREAM_FAILURE in str(exc):  # its rows are read again at the restart
+                self.seen.update(got)  # the batches before it committed
                 self.fail_next = False
+                self.caught_up_at = None
                 it.feature("downstream:failed-batch")
                 return []
             text = str(exc).strip().splitlines()
@@ -280,6 +332,10 @@ class Downstream:
             query.stop()
             return [Failure("downstream", "readStream", "the downstream query did not finish in time", step)]
         self.seen.update(got)
+        self.caught_up_at = stamp
+        return self._compare(it, latest, step)
+
+    def _compare(self, it: Interpreter, latest: Counter, step: int) -> list[Failure]:
         it.feature(f"downstream:{it.setup.downstream}", "reader:readStream")
         out = it.model.check_subset("downstream readStream", self.seen, step)
         out += compare("downstream readStream", Counter(set(self.seen)), Counter(set(latest)), step, kind="downstream")

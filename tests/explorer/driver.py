@@ -1,6 +1,7 @@
 """The explorer's query in a driver process of its own, so that it can be killed for real.
 
     python -m tests.explorer.driver SPEC.json
+    python -m tests.explorer.driver --wait      (a spare: ``lifecycle.prewarm``)
 
 ``SPEC.json`` is a ``tests.explorer.query.RunSpec``: the same query the explorer runs in its own
 process. Faults come from the environment (``SEO_CRASH_AT``, ``SEO_FAIL_AT``, ``SEO_PAUSE_AT``:
@@ -12,6 +13,11 @@ With ``connect`` in the spec the driver is a Spark Connect client of a local ser
 (``remote("local[1]")``): the sink runs in the server's ``foreachBatch`` worker, which inherits
 this environment and kills itself at a crash boundary; the driver then kills its whole process
 group (client, server, worker), as a crashed machine would.
+
+With ``--wait`` the driver starts its SparkSession first (the JVM start is most of a driver's
+cost), prints ``READY``, and then reads one line from stdin: ``{"spec": PATH, "env": {...}}``.
+The environment (the fault to inject) is set before the sink is built, so the run is the one a
+fresh ``driver SPEC.json`` with that environment would make. Never for Spark Connect specs.
 """
 
 from __future__ import annotations
@@ -46,12 +52,21 @@ def main(argv: list[str] | None = None) -> int:
     from tests.explorer.outcome import classify
     from tests.explorer.query import RunSpec, build_sink, start_query, stop, stop_when_drained
 
+    spark = None
+    if args[0] == "--wait":
+        import json
+
+        spark = session(False)
+        print("READY", flush=True)
+        order = json.loads(sys.stdin.readline())
+        os.environ.update(order["env"])
+        args = [order["spec"]]
     spec = RunSpec.loads(Path(args[0]).read_text())
     try:
         sink = build_sink(spec)
         if not spec.connect:
             sink.open()  # the lease first: a second writer fails before Spark starts
-        query = start_query(session(spec.connect), sink, spec)
+        query = start_query(spark or session(spec.connect), sink, spec)
         print("STARTED", flush=True)
         if spec.endless:
             stop_when_drained(query, spec, 600)

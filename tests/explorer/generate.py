@@ -61,7 +61,8 @@ def generate(seed: int, profile: Profile = EVERYTHING) -> Program:
     actions = [produce(rng, setup, files=(1, 3), rows=(2, 6), kafka=(2, 8)), Action.of("run", sink="new", max_files=2)]
     while len(actions) < n:
         actions.append(make_action(rng, setup, profile))
-    return Program(seed, setup, tuple(downstream_failure(seed, setup, actions)))
+    setup, actions = lagging_consumer(seed, setup, downstream_failure(seed, setup, actions))
+    return Program(seed, setup, tuple(actions))
 
 
 def downstream_failure(seed: int, setup: Setup, actions: list[Action]) -> list[Action]:
@@ -73,6 +74,26 @@ def downstream_failure(seed: int, setup: Setup, actions: list[Action]) -> list[A
         return actions
     at = rng.randint(2, len(actions))  # after the first run
     return [*actions[:at], Action.of("downstream_fail"), *actions[at:]]
+
+
+def lagging_consumer(seed: int, setup: Setup, actions: list[Action]) -> tuple[Setup, list[Action]]:
+    """A registered consumer of a partitioned Parquet table that reads a few files per batch
+    falls behind (stopped while two runs commit), comes back, commits its first batch and fails
+    in its second - planned over files of both runs - and then ``seo compact`` and a ``seo gc``
+    that keeps one batch for time travel run before it restarts. Compaction must leave the
+    planned batch's files alone (its restart reads them by path). From a random source of its
+    own: the programs of every other seed stay as they were."""
+    rng = random.Random(seed * 15485863 + 11)
+    eligible = setup.downstream == "registered" and setup.format == "parquet" and setup.partitioned and not setup.connect
+    if not eligible or rng.random() >= 0.7:
+        return setup, actions
+    at = rng.randint(2, len(actions))  # after the first run
+    rows = {"files": 1, "rows": 6} if "files" in setup.sources else {}
+    rows |= {"kafka": 6} if "kafka" in setup.sources else {}
+    snippet = [Action.of("downstream_pause")]
+    snippet += [Action.of("produce", **rows), Action.of("run", sink="new", max_files=2), Action.of("idle", seconds=2)] * 2
+    snippet += [Action.of("downstream_fail", after=1), Action.of("maintain", cmd="compact"), Action.of("maintain", cmd="gc-short")]
+    return replace(setup, downstream_max_files=2), [*actions[:at], *snippet, *actions[at:]]
 
 
 def make_setup(rng: random.Random, profile: Profile) -> Setup:

@@ -8,10 +8,13 @@ program's result lists that failure, the features the program exercised and its 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import shutil
 import time
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,8 @@ class ProgramResult:
     steps: int = 0
     kills: int = 0
     wall_s: float = 0.0
+    #: wall seconds by phase (``Interpreter.timed``): where a program's time goes
+    phases: Counter = field(default_factory=Counter)
 
     @property
     def ok(self) -> bool:
@@ -72,7 +77,7 @@ class Interpreter:
         #: Kafka topics deleted and recreated since the last run read them (``runs.recreated``)
         self.recreated: set[str] = set()
         self.marks_before_reset: dict[str, int] = {}
-        self.downstream = checks.Downstream(work / "downstream-checkpoint") if program.setup.downstream else None
+        self.downstream = checks.Downstream(work / "downstream-checkpoint", program.setup.downstream_max_files) if program.setup.downstream else None
         self.checker = checks.Checker(self)
         self._log = log
 
@@ -82,6 +87,7 @@ class Interpreter:
         t0 = time.time()
         logging.getLogger("streaming_exactly_once").setLevel(logging.CRITICAL)
         try:
+            lifecycle.prewarm(self)
             if self.setup.foreign_files:
                 self.checker.foreign_files()
             for action in self.program.actions:
@@ -92,14 +98,16 @@ class Interpreter:
                 if self.result.failures:
                     break
                 t_check = time.time()
-                self.fail_with(self.checker.after_step(full=action.kind in ("maintain", "lose_checkpoint")))
+                with self.timed("checks"):
+                    self.fail_with(self.checker.after_step(full=action.kind in ("maintain", "lose_checkpoint")))
                 self.say(f"    ({t_check - t_act:.1f}s + checks {time.time() - t_check:.1f}s)")
                 if self.result.failures:
                     break
             if not self.result.failures:
                 self.step += 1
                 self.say(f"{self.step:2d}. (drain)")
-                self.drain()
+                with self.timed("drain"):
+                    self.drain()
         except Exception as exc:  # the explorer's own failure: reported, never swallowed
             import traceback
 
@@ -119,6 +127,8 @@ class Interpreter:
     def drain(self) -> None:
         """The end of every program: the user fixes what was refused and runs the query to the
         end of its input; then every record must be there once, and ``seo verify`` clean."""
+        if self.downstream is not None:
+            self.downstream.paused = False
         for _attempt in range(5):
             outcome = runs.run_query(self, sink="new", drain=True)
             if outcome == "ok" and self.model.settled:
@@ -143,6 +153,15 @@ class Interpreter:
         self.result.transcript.append(text)
         if self._log:
             print(f"[explore {self.program.seed}] {text}", flush=True)
+
+    @contextlib.contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        """Adds the wall time of the block to ``phase`` (a phase inside another counts in both)."""
+        t0 = time.time()
+        try:
+            yield
+        finally:
+            self.result.phases[phase] += time.time() - t0
 
     def feature(self, *names: str) -> None:
         self.result.features.update(names)
@@ -271,9 +290,18 @@ class Interpreter:
         batch's files for its restart, which reads them by path."""
         if self.downstream is not None:
             self.downstream.fail_next = True
+            self.downstream.fail_after = action.arg("after", 0)
+            self.downstream.paused = False
+
+    def do_downstream_pause(self, action: Action) -> None:
+        """The downstream query stops (no catch-up after the steps that follow) until its next
+        ``downstream_fail``, or the drain: it falls behind the table."""
+        if self.downstream is not None:
+            self.downstream.paused = True
 
     def do_idle(self, action: Action) -> None:
-        time.sleep(float(action.arg("seconds", 2)))
+        with self.timed("idle"):
+            time.sleep(float(action.arg("seconds", 2)))
         self.feature("life:idle")
 
     # -- actions: changes ------------------------------------------------------------------

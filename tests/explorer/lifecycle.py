@@ -8,6 +8,8 @@ the drain) must leave every record there once.
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
 import signal
 import subprocess
@@ -25,22 +27,66 @@ if TYPE_CHECKING:
 DRIVER_TIMEOUT_S = 300.0
 
 
-def launch(it: Interpreter, spec: runs.RunSpec, env_extra: dict[str, str]) -> subprocess.Popen:
-    path = it.work / f"spec-{it.step}.json"
-    path.write_text(spec.dumps())
+#: a driver process started ahead of need, its SparkSession up (``driver --wait``): a kill's
+#: driver then costs its query, not a JVM start (about half of a program's time before)
+_spare: subprocess.Popen | None = None
+
+
+def _popen(args: list[str], env_extra: dict[str, str]) -> subprocess.Popen:
     env = dict(os.environ)
     for key in ("SEO_CRASH_AT", "SEO_FAIL_AT", "SEO_PAUSE_AT"):
         env.pop(key, None)
     env.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell")
     env.update(env_extra)
-    cmd = [sys.executable, "-m", "tests.explorer.driver", str(path)]
-    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    cmd = [sys.executable, "-m", "tests.explorer.driver", *args]
+    stdin = subprocess.PIPE if args == ["--wait"] else subprocess.DEVNULL
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def prewarm(it: Interpreter) -> None:
+    """Start a spare driver when an action after the current step runs one (a kill or a frozen
+    writer, not in a Spark Connect program); it warms up while the steps before it run."""
+    global _spare
+    later = it.program.actions[it.step :]
+    if it.setup.connect or not any(a.kind in ("kill", "zombie") for a in later):
+        return
+    if _spare is None or _spare.poll() is not None:
+        _spare = _popen(["--wait"], {})
+        atexit.register(_drop_spare)
+
+
+def _drop_spare() -> None:
+    global _spare
+    if _spare is not None:
+        kill_group(_spare)
+        _spare.wait()
+        _spare = None
+
+
+def launch(it: Interpreter, spec: runs.RunSpec, env_extra: dict[str, str]) -> subprocess.Popen:
+    global _spare
+    path = it.work / f"spec-{it.step}.json"
+    path.write_text(spec.dumps())
+    proc, _spare = (_spare, None) if _spare is not None and _spare.poll() is None and not spec.connect else (None, _spare)
+    if proc is None:
+        proc = _popen([str(path)], env_extra)
+    else:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({"spec": str(path), "env": env_extra}) + "\n")
+        proc.stdin.close()
+    prewarm(it)
+    return proc
 
 
 def drive(it: Interpreter, spec: runs.RunSpec, env: dict[str, str], *, delay: float | None = None) -> tuple[int | None, str]:
     """Run the query in a driver process to its end, or kill it ``delay`` seconds after it
     started; returns its exit code (None: it hung and was killed) and its output."""
     runs.close_sink(it)  # this process lets the table go: the driver takes it at once
+    with it.timed("driver"):
+        return _drive(it, spec, env, delay)
+
+
+def _drive(it: Interpreter, spec: runs.RunSpec, env: dict[str, str], delay: float | None) -> tuple[int | None, str]:
     proc = launch(it, spec, env)
     try:
         lines = TortureRun.wait_started(proc, DRIVER_TIMEOUT_S if delay is not None else 0)  # its pump drains the pipe
@@ -134,8 +180,6 @@ def zombie(it: Interpreter, boundary: str) -> None:
     run in this process on the same checkpoint - takes the table and runs to the end; then the
     frozen driver is woken (``SIGCONT``). It must stop without publishing: fenced
     (``WriterFencedError``), or at Spark's guard of the checkpoint the successor moved on."""
-    from tests.torture.harness import process_state
-
     spec = runs.spec_of(it)
     if spec.starting == "table":
         spec = runs._resolve_table_start(it, spec)
@@ -145,6 +189,13 @@ def zombie(it: Interpreter, boundary: str) -> None:
     ends = runs.kafka_ends(it)
     runs.recreated(it, spec)
     runs.close_sink(it)
+    with it.timed("zombie"):
+        _zombie(it, spec, boundary, ends)
+
+
+def _zombie(it: Interpreter, spec: runs.RunSpec, boundary: str, ends: dict[str, int]) -> None:
+    from tests.torture.harness import process_state
+
     proc = launch(it, spec, {"SEO_PAUSE_AT": boundary})
     try:
         TortureRun.wait_started(proc, 0)

@@ -15,9 +15,9 @@ import io
 import json
 from typing import TYPE_CHECKING, Any
 
-from tests.explorer import readers
 from tests.explorer.model import Failure
 from tests.explorer.state import COMPACTION, DOWNSTREAM_MAX_FILE_AGE
+from tests.explorer.tables import has_manifest
 
 if TYPE_CHECKING:
     from tests.explorer.interpreter import Interpreter
@@ -41,11 +41,13 @@ def seo(*args: str) -> tuple[int, str, str]:
 
 def command(it: Interpreter, cmd: str) -> None:
     table = str(it.world.table)
-    exists = readers.readable(it.world.table)
+    exists = has_manifest(it)
     if cmd == "verify":
         args = ["verify", table, "--json"]
     elif cmd == "gc":
         args = ["gc", table, "--older-than", "0s", "--json"]
+    elif cmd == "gc-short":  # time travel kept for one batch: what compaction replaced goes
+        args = ["gc", table, "--older-than", "0s", "--min-batches-to-retain", "1", "--json"]
     elif cmd == "gc-dry":
         args = ["gc", table, "--dry-run", "--older-than", "0s", "--json"]
     elif cmd == "recover":
@@ -56,7 +58,8 @@ def command(it: Interpreter, cmd: str) -> None:
         args = ["audit", table, "--json"]
     else:
         raise ValueError(cmd)
-    code, out, err = seo(*args)
+    with it.timed("seo"):
+        code, out, err = seo(*args)
     it.feature(f"maint:{cmd.split('-')[0]}")
     it.say(f"    seo {' '.join(args[:1])} -> {code} {err.strip()[:200]}")
     allowed = {0, 3} if cmd == "verify" else {0}
@@ -79,9 +82,10 @@ def compact_args(it: Interpreter) -> list[str]:
 
 def verify_clean(it: Interpreter) -> list[Failure]:
     """The end of a program: ``seo verify`` finds no error (warnings are fine)."""
-    if not readers.readable(it.world.table):
+    if not has_manifest(it):
         return []
-    code, out, err = seo("verify", str(it.world.table), "--json")
+    with it.timed("seo"):
+        code, out, err = seo("verify", str(it.world.table), "--json")
     it.feature("maint:verify")
     if code in (0, 3):
         return []
@@ -91,9 +95,10 @@ def verify_clean(it: Interpreter) -> list[Failure]:
 def audit_clean(it: Interpreter) -> list[Failure]:
     """The end of a program: ``seo audit`` from batch 0 finds every batch's ledger consistent with
     the table (each offset and row once, every live file intact, the formats in step)."""
-    if not readers.readable(it.world.table):
+    if not has_manifest(it):
         return []
-    code, out, err = seo("audit", str(it.world.table), "--from", "0", "--no-record", "--json")
+    with it.timed("seo"):
+        code, out, err = seo("audit", str(it.world.table), "--from", "0", "--no-record", "--json")
     it.feature("maint:audit")
     if code == 0:
         return []

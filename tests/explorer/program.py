@@ -40,6 +40,10 @@ class Setup:
     #: a downstream ``readStream`` of the table: ``None``, ``"registered"`` (a compaction
     #: consumer) or ``"unregistered"``; caught up after every step
     downstream: str | None = None
+    #: the downstream query's ``maxFilesPerTrigger`` (0: Spark's default, every new file in one
+    #: batch): with a few, one of its catch-ups is several batches, and a later one can fail
+    #: after an earlier one committed
+    downstream_max_files: int = 0
     #: the Kafka-like source's ``failOnDataLoss``
     fail_on_data_loss: bool = False
     #: the table directory already holds a Parquet file another tool wrote before the first run
@@ -65,6 +69,7 @@ class Setup:
             "query_id": self.query_id,
             "filter": self.filter,
             f"downstream={self.downstream}": self.downstream is not None,
+            f"downstream-maxFilesPerTrigger={self.downstream_max_files}": self.downstream_max_files > 0,
             "failOnDataLoss": self.fail_on_data_loss,
             "foreign-files": self.foreign_files,
             "foreachBatch": self.attach == "foreachBatch",

@@ -102,7 +102,9 @@ def build_stream(spark: Any, spec: RunSpec) -> Any:
 def _kafka(spark: Any, spec: RunSpec) -> Any:
     from streaming_exactly_once.testing.fake_kafka import FakeKafka
 
-    spark.dataSource.register(FakeKafka)
+    if not getattr(spark, "_seo_fake_kafka", False):  # once per session (half a second each)
+        spark.dataSource.register(FakeKafka)
+        spark._seo_fake_kafka = True
     raw = (
         spark.readStream.format("fakekafka")
         .option("path", spec.kafka)

@@ -9,6 +9,7 @@ library's writer side.
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,18 @@ def readable(table: Path) -> bool:
     """The table has a manifest its readers open: a batch was committed. A table whose first
     run failed holds its identity only, and readers and ``seo`` say there is no table."""
     return has_table(table) and ((table / "_spark_metadata").is_dir() or (table / "_seo" / "manifest").is_dir())
+
+
+def stamp(table: Path) -> tuple[tuple[str, int, int], ...]:
+    """Every file under the table directory with its size and modification time (writers'
+    heartbeats left out): equal stamps, equal answers from every reader."""
+    out = []
+    for root, dirs, files in os.walk(table):
+        dirs[:] = [d for d in dirs if d != "heartbeats"]
+        for name in files:
+            st = os.stat(os.path.join(root, name))
+            out.append((os.path.join(root, name), st.st_size, st.st_mtime_ns))
+    return tuple(sorted(out))
 
 
 def vanilla(spark: Any, table: Path, fmt: str) -> Ids:

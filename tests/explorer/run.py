@@ -68,6 +68,7 @@ def record(program, result, known_id: str | None) -> dict:
         "steps": result.steps,
         "kills": result.kills,
         "wall_s": round(result.wall_s, 1),
+        "phases": {k: round(v, 1) for k, v in sorted(result.phases.items())},
         "setup": program.setup.describe(),
         **({} if result.ok else {"program": program.to_json(), "transcript": result.transcript[-60:]}),
     }

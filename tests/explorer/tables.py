@@ -62,6 +62,14 @@ def tables_of(it: Interpreter) -> list[TableSpec]:
     return out
 
 
+def has_manifest(it: Interpreter) -> bool:
+    """A batch was committed: the table's, or for a group one of its outputs' (the group's root
+    holds no manifest of its own)."""
+    from tests.explorer.readers import readable
+
+    return any(readable(spec.path) for spec in tables_of(it))
+
+
 def _route(p: str) -> Callable[[Record], bool]:
     return lambda r: r.p == p
 
