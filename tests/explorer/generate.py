@@ -77,23 +77,25 @@ def downstream_failure(seed: int, setup: Setup, actions: list[Action]) -> list[A
 
 
 def lagging_consumer(seed: int, setup: Setup, actions: list[Action]) -> tuple[Setup, list[Action]]:
-    """A registered consumer of a partitioned Parquet table that reads a few files per batch
-    falls behind (stopped while two runs commit), comes back, commits its first batch and fails
-    in its second - planned over files of both runs - and then ``seo compact`` and a ``seo gc``
-    that keeps one batch for time travel run before it restarts. Compaction must leave the
-    planned batch's files alone (its restart reads them by path). From a random source of its
-    own: the programs of every other seed stay as they were."""
+    """A registered consumer of an unpartitioned Parquet table that reads two files per batch
+    falls behind (stopped while four runs commit one file each, seconds apart), comes back,
+    commits its first batch and fails in its second - planned over files of different ages -
+    and stops again; then ``seo compact``, a few batches (the table keeps one batch of history)
+    and ``seo gc`` run before it restarts. Compaction must leave the planned batch's files alone (its restart reads them by
+    path). From a random source of its own: the programs of every other seed stay as they were."""
     rng = random.Random(seed * 15485863 + 11)
-    eligible = setup.downstream == "registered" and setup.format == "parquet" and setup.partitioned and not setup.connect
+    eligible = setup.downstream == "registered" and setup.format == "parquet" and "rate" not in setup.sources and not setup.connect
     if not eligible or rng.random() >= 0.7:
         return setup, actions
     at = rng.randint(2, len(actions))  # after the first run
-    rows = {"files": 1, "rows": 6} if "files" in setup.sources else {}
-    rows |= {"kafka": 6} if "kafka" in setup.sources else {}
+    rows = {"files": 1, "rows": 4} if "files" in setup.sources else {}
+    rows |= {"kafka": 4} if "kafka" in setup.sources else {}
     snippet = [Action.of("downstream_pause")]
-    snippet += [Action.of("produce", **rows), Action.of("run", sink="new", max_files=2), Action.of("idle", seconds=2)] * 2
-    snippet += [Action.of("downstream_fail", after=1), Action.of("maintain", cmd="compact"), Action.of("maintain", cmd="gc-short")]
-    return replace(setup, downstream_max_files=2), [*actions[:at], *snippet, *actions[at:]]
+    snippet += [Action.of("produce", **rows), Action.of("run", sink="new", max_files=2), Action.of("idle", seconds=2)] * 4
+    snippet += [Action.of("downstream_fail", after=1), Action.of("downstream_pause"), Action.of("maintain", cmd="compact")]
+    snippet += [Action.of("produce", **rows), Action.of("run", sink="new", max_files=2)] * 3  # the history moves past the rewrite
+    snippet += [Action.of("maintain", cmd="gc-short"), Action.of("downstream_resume")]
+    return replace(setup, partitioned=False, downstream_max_files=2, history=1), [*actions[:at], *snippet, *actions[at:]]
 
 
 def make_setup(rng: random.Random, profile: Profile) -> Setup:

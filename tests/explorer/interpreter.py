@@ -293,9 +293,13 @@ class Interpreter:
             self.downstream.fail_after = action.arg("after", 0)
             self.downstream.paused = False
 
+    def do_downstream_resume(self, action: Action) -> None:
+        if self.downstream is not None:
+            self.downstream.paused = False
+
     def do_downstream_pause(self, action: Action) -> None:
         """The downstream query stops (no catch-up after the steps that follow) until its next
-        ``downstream_fail``, or the drain: it falls behind the table."""
+        ``downstream_fail``, ``downstream_resume`` or the drain: it falls behind the table."""
         if self.downstream is not None:
             self.downstream.paused = True
 

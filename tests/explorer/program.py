@@ -44,6 +44,9 @@ class Setup:
     #: batch): with a few, one of its catch-ups is several batches, and a later one can fail
     #: after an earlier one committed
     downstream_max_files: int = 0
+    #: the table's ``min_batches_to_retain`` with no ``cleanup_delay`` (0: the defaults, 100
+    #: batches): a short history lets ``seo gc`` delete what compaction replaced
+    history: int = 0
     #: the Kafka-like source's ``failOnDataLoss``
     fail_on_data_loss: bool = False
     #: the table directory already holds a Parquet file another tool wrote before the first run
@@ -70,6 +73,7 @@ class Setup:
             "filter": self.filter,
             f"downstream={self.downstream}": self.downstream is not None,
             f"downstream-maxFilesPerTrigger={self.downstream_max_files}": self.downstream_max_files > 0,
+            f"history={self.history}": self.history > 0,
             "failOnDataLoss": self.fail_on_data_loss,
             "foreign-files": self.foreign_files,
             "foreachBatch": self.attach == "foreachBatch",

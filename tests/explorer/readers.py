@@ -30,12 +30,16 @@ def readable(table: Path) -> bool:
 
 def stamp(table: Path) -> tuple[tuple[str, int, int], ...]:
     """Every file under the table directory with its size and modification time (writers'
-    heartbeats left out): equal stamps, equal answers from every reader."""
+    heartbeats left out): equal stamps, equal answers from every reader. An open sink may still
+    work in the background (compaction, log cleanup): a file gone while listed is left out."""
     out = []
     for root, dirs, files in os.walk(table):
         dirs[:] = [d for d in dirs if d != "heartbeats"]
         for name in files:
-            st = os.stat(os.path.join(root, name))
+            try:
+                st = os.stat(os.path.join(root, name))
+            except FileNotFoundError:  # a writer's temp file, gone since the listing
+                continue
             out.append((os.path.join(root, name), st.st_size, st.st_mtime_ns))
     return tuple(sorted(out))
 

@@ -92,6 +92,8 @@ def sink_options(setup: Setup, query: QueryState, downstream_checkpoint: Path | 
         if setup.downstream == "registered" and downstream_checkpoint is not None:
             compaction["consumers"] = {str(downstream_checkpoint): DOWNSTREAM_MAX_FILE_AGE}
         opts["compaction"] = compaction
+    if setup.history:
+        opts.update(min_batches_to_retain=setup.history, cleanup_delay="0s")
     if query.allow_offset_gaps:
         opts["allow_offset_gaps"] = True
     if query.record_columns:
