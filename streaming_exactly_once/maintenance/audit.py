@@ -41,7 +41,7 @@ from ..table.identity import TableIdentity, read_identity
 from ..table.ledger import LedgerRecord, read_ledger
 from ..table.ledger_checks import Violation, offset_violations, row_violations
 from ..table.table_logs import TableLogs
-from .audit_scope import manifest_scope
+from .audit_scope import manifest_scope, own_entries
 from .audit_storage import stored_file_violations
 from .group_tables import group_tables_at
 from .pending import pending_commits
@@ -288,9 +288,12 @@ def _files(io: _Counted, manifest: ManifestLog, live: list[str] | None, ledger: 
     b = ledger.batch_id
     root = manifest.storage.root_uri
     recorded = {f.path for f in ledger.files}
+    compaction = is_compaction_batch(b, manifest.interval)
     try:
         io.reads += 1
-        entries = manifest.get(b)
+        entries = own_entries(manifest, b, len(ledger.files)) if compaction else None
+        if entries is None or not recorded <= {_relative(root, e.path) for e in entries}:
+            entries = manifest.get(b)  # another order than the batch's own files last: read it all
     except ExactlyOnceError:
         entries = None
     published: set[str] = set()
@@ -309,7 +312,7 @@ def _files(io: _Counted, manifest: ManifestLog, live: list[str] | None, ledger: 
                     )
                 )
         missing = sorted(recorded - published)
-        extra = sorted(published - recorded) if not is_compaction_batch(b, manifest.interval) else []
+        extra = sorted(published - recorded) if not compaction else []
         for path in missing:
             report.violations.append(Violation("files", b, f"Batch {b}'s ledger names {path}, which its manifest batch does not list.", path=path))
         for path in extra:

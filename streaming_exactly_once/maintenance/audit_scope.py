@@ -17,7 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import LogCorruptError
 from ..log.compactible_log import CompactibleLog
+from ..log.version import encode_file
+from ..manifest.entry import ManifestEntry
+from ..manifest.manifest_log import ManifestLog
 from ..table.audit_mark import AuditMark, ManifestSeen
 
 
@@ -64,3 +68,25 @@ def manifest_scope(manifest: CompactibleLog[Any], mark: AuditMark | None, *, fro
     now = ManifestSeen(interval=interval, compact=compact, compact_size=size, compact_mtime_ms=mtime)
     whole = not probed or seen != now
     return Scope(latest=latest, whole=whole, seen=now, ops=ops)
+
+
+def own_entries(manifest: ManifestLog, batch_id: int, count: int) -> list[ManifestEntry] | None:
+    """The last ``count`` entries of compact file ``batch_id``, read from its tail: a compact file
+    is the entries kept from before it, then the batch's own (``CompactibleLog.fold``), so a
+    compaction batch's own files end it. Reading the whole file for each compaction batch made a
+    full audit O(batches x live files / interval). None: not found, or the tail does not hold
+    ``count`` whole lines (then the caller reads the file)."""
+    if count == 0:
+        return []
+    want = max(64 * 1024, 4096 * count)
+    try:
+        data = manifest.storage.read_tail(manifest.path(batch_id), want).rstrip(b"\n")
+    except FileNotFoundError:
+        return None
+    lines = data.split(b"\n")
+    if len(lines) < count + 1:  # the first piece may be a cut line (or the header)
+        return None
+    try:
+        return manifest.decode(encode_file(manifest.version, lines[-count:]), batch_id=batch_id)
+    except LogCorruptError:
+        return None

@@ -376,3 +376,32 @@ def test_a_partition_two_sources_of_a_batch_read_breaks_the_offsets_check_and_an
     # one source, more rows than offsets: one record made several rows (an explode) - no proof of a duplicate
     exploded = LedgerRecord(0, Q, 0, partitions=(PartitionCoverage("t/0", ((0, 10),), rows=30, row_offsets=(0, 10)),))
     assert batch_violations(exploded, {}) == []
+
+
+def test_a_full_audit_reads_each_compaction_batchs_own_entries_from_the_tail_of_its_compact_file(tmp_path):
+    """A compact file holds every live file; read whole for each compaction batch, a full audit
+    cost O(batches x live files / interval). Only the newest one is read whole (the live listing)."""
+    from streaming_exactly_once.testing.faults import FaultInjectingStorage
+
+    whole: list[str] = []
+
+    class Counting(FaultInjectingStorage):
+        def _at(self, op, path, when):
+            if when == "before" and op == "read_bytes" and path.endswith(".compact"):
+                whole.append(path)
+
+    storage = open_storage(str(tmp_path / "t"))
+    c = make_committer(storage, compact_interval=5)
+    for b in range(32):
+        commit_batch(c, Q, b, ids_of(b))
+    c.janitor.drain()
+    c.close()
+    report = audit_table(Counting(storage), from_batch=0, record=False)
+    assert report.passed and report.audited_to == 31, report.to_json()
+    assert whole == ["_spark_metadata/29.compact"], whole
+    # a compaction batch whose file is missing from its compact file is still named
+    compact = "_spark_metadata/19.compact"
+    lines = storage.read_bytes(compact).decode().split("\n")
+    storage.atomic_write(compact, "\n".join(lines[:-1]).encode())
+    report = audit_table(storage, from_batch=0, record=False)
+    assert [(v.check, v.batch_id) for v in report.violations] == [("files", 19)] and "does not list" in report.violations[0].message
