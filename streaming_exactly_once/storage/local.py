@@ -136,7 +136,9 @@ def forget_durable_dirs(path: str) -> None:
     if _DURABLE_DIRS.pop(path, None) is None:
         return  # a known directory's ancestors are known too (makedirs_durable): nothing below it is
     below = path.rstrip("/") + "/"
-    for directory in [d for d in _DURABLE_DIRS if d.startswith(below)]:
+    # list() copies the keys in one step: the janitor's thread and the commit's both get here,
+    # and iterating the dict itself while the other adds a directory raises RuntimeError
+    for directory in [d for d in list(_DURABLE_DIRS) if d.startswith(below)]:
         _DURABLE_DIRS.pop(directory, None)
 
 

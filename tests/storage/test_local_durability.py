@@ -138,3 +138,34 @@ def test_a_failed_fsync_of_a_new_directorys_parent_is_not_trusted_on_the_retry(d
     storage.put_if_absent("p=b/part-0", b"claim")
     report = disk.power_cut()
     assert (tmp_path / "root" / "p=b" / "part-0").read_bytes() == b"claim", report
+
+
+def test_forgetting_directories_while_another_thread_makes_some_does_not_raise(tmp_path):
+    """The janitor's thread forgets deleted staging directories while the commit's thread records
+    new durable ones: the forgetting must not iterate the record as it changes."""
+    import threading
+
+    from streaming_exactly_once.storage import local
+
+    errors: list[BaseException] = []
+
+    recording = threading.Thread(target=lambda: [local._DURABLE_DIRS.__setitem__(f"{tmp_path}/made/{i}", i) for i in range(200_000)])
+
+    def forget() -> None:
+        try:
+            while recording.is_alive():
+                local._DURABLE_DIRS[f"{tmp_path}/gone"] = 1
+                local.forget_durable_dirs(f"{tmp_path}/gone")
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    threads = [recording, threading.Thread(target=forget)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        for key in [k for k in list(local._DURABLE_DIRS) if k.startswith(str(tmp_path))]:
+            local._DURABLE_DIRS.pop(key, None)
+    assert errors == []
