@@ -88,7 +88,7 @@ DURABLE_WRITES = {
     "sources compaction work file": ("file", r"^_seo/sources/\.\d+\.compact\.e\d+\.prep$", ANY),
     "Delta commit written (create-if-absent)": ("file", rf"^_delta_log/\.\d{{20}}\.json{TMP}", DELTA),
     "Delta commit synced before the commit record": ("file", r"^_delta_log/\d{20}\.json$", DELTA),
-    "Delta checkpoint synced before the commit record": ("file", r"^_delta_log/(\d{20}\.checkpoint\.parquet|_last_checkpoint)$", DELTA),
+    "Delta checkpoint synced in the background": ("file", r"^_delta_log/(\d{20}\.checkpoint\.parquet|_last_checkpoint)$", DELTA),
     "schema record": ("file", rf"^_seo/schema/\.\d+{TMP}", PARQUET),  # the Parquet helper gives the batch's schema
     # pyiceberg writes through the table's storage, except a catalog's metadata file (its own FileIO)
     "Iceberg manifest": ("file", r"^metadata/[0-9a-f-]+-m\d+\.avro$", ICEBERG),

@@ -59,8 +59,9 @@ def test_each_batch_is_one_delta_commit_with_the_tables_transaction(tmp_path):
         assert version == b
         assert delta_ids(table, version=version) == Counter(read.arrow(str(table), as_of=b).column("id").to_pylist())
     # table properties of the first batch: checkpoints every 3 versions keep log replay short
-    log_files = os.listdir(table / "_delta_log")
-    assert "00000000000000000002.checkpoint.parquet" in log_files and "00000000000000000005.checkpoint.parquet" in log_files
+    # (written in the background: one behind the batches coalesces with the next one due)
+    checkpoints = sorted(int(name[:20]) for name in os.listdir(table / "_delta_log") if name.endswith(".checkpoint.parquet"))
+    assert checkpoints and checkpoints[-1] >= 5 and set(checkpoints) <= {2, 3, 4, 5, 6}, checkpoints
     # each add carries the row count of its file (from the Parquet footer)
     adds = [json.loads(line)["add"] for line in (table / "_delta_log" / "00000000000000000004.json").read_text().splitlines() if '"add"' in line]
     assert sorted(json.loads(a["stats"])["numRecords"] for a in adds) == [2, 2]

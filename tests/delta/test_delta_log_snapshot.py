@@ -23,7 +23,7 @@ def ids_of(batch: int) -> list[int]:
     return list(range(batch * 10, batch * 10 + 4))
 
 
-def test_batches_read_the_log_through_delta_rs_only_at_start_and_at_checkpoints(tmp_path, monkeypatch):
+def test_batches_never_read_the_log_through_delta_rs_after_the_first_and_checkpoints_are_made_in_the_background(tmp_path, monkeypatch):
     loads = []
     original = DeltaTarget.load
 
@@ -40,12 +40,13 @@ def test_batches_read_the_log_through_delta_rs_only_at_start_and_at_checkpoints(
     for b in range(5, 25):
         commit_batch(committer, Q, b, ids_of(b))
     committer.close()
-    # a load lists _delta_log: once at each of versions 9 and 19 (the checkpoint and the
-    # log cleanup), never for the other 18 batches
-    assert len(loads) == 2, len(loads)
+    # a load lists _delta_log: never on a batch's path; the checkpoints are written in the
+    # background (at versions 9 and 19, or a later one if the background ran behind)
+    assert loads == []
     log = tmp_path / "t" / "_delta_log"
-    assert sorted(p.name for p in log.glob("*.checkpoint.parquet")) == [f"{v:020d}.checkpoint.parquet" for v in (9, 19)]
-    assert json.loads((log / "_last_checkpoint").read_text())["version"] == 19
+    checkpoints = sorted(int(p.name[:20]) for p in log.glob("*.checkpoint.parquet"))
+    assert len(checkpoints) == 2 and 9 <= checkpoints[0] < 19 <= checkpoints[1], checkpoints
+    assert json.loads((log / "_last_checkpoint").read_text())["version"] == checkpoints[1]
     assert delta_ids(tmp_path / "t") == Counter(i for b in range(25) for i in ids_of(b))
     assert batch_commits(tmp_path / "t") == {b: b for b in range(25)}
 

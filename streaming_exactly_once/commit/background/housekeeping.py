@@ -95,13 +95,16 @@ class Housekeeping:
         """Queue what batch ``seq`` leaves to do: its claim's drop (registered first: the rule
         above) and then its staging directory's and the ``leftovers``' deletion, the next
         compactions' preparation (``prepare``), the manifest ``indexes`` a compaction batch gets,
-        and the ``retention`` of the logs it wrote."""
+        what its steps left to do (``StepContext.background``) and the ``retention`` of the logs
+        it wrote."""
         with self._lock:
             self._claims.append(ClaimToDrop(seq, ctx))
         self.janitor.submit(partial(self._drop_claim, seq.staging_dir, *leftovers))
         self.queue_preparation(prepare)
         for key, task in indexes:
             self.janitor.submit_latest(key, task)
+        for key, task in ctx.background:
+            self.janitor.submit_latest(key, partial(self._if_held, task))
         with self._lock:
             for log_, current in retention:
                 due = self._retention_due.get(id(log_))

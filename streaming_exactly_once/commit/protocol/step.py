@@ -61,6 +61,10 @@ class StepContext(MoveContext):
     iceberg_catalogs: dict[str, dict[str, str]] = dc_field(default_factory=dict)
     #: What steps learn while running that a later step records (e.g. ``deltaVersion``).
     notes: dict[str, Any] = dc_field(default_factory=dict)
+    #: Work a step leaves to do off the batch's path, by key (e.g. a Delta checkpoint): a fresh
+    #: commit's housekeeping runs it in the background (tasks of one key coalesce); a roll-forward
+    #: drops it, as the next batch that makes it due brings it back.
+    background: list[tuple[object, Callable[[], None]]] = dc_field(default_factory=list)
     #: The committer fsync'd every staged file of this attempt before its WAL claim (a fresh
     #: commit always does): a move only has to make the new names durable. False in a
     #: roll-forward, which syncs the bytes again (a no-op for bytes already on disk).

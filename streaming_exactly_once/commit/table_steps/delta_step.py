@@ -105,6 +105,8 @@ class CommitDelta(CommitStep):
         if version is not None:
             target.make_durable(version)  # before the commit record: the batch is acknowledged after it
             ctx.notes[_note_key(self.table)] = version
+            if target.checkpoint_due(version):
+                ctx.background.append((("delta checkpoint", self.table), target.write_checkpoint))
 
     def written(self, ctx: StepContext) -> list[tuple[Storage, str]]:
         target = self.target(ctx)
