@@ -1,6 +1,6 @@
 """``make bench [ARGS="full"]``: every benchmark in one process tree, then results and plots.
 
-    python -m benchmarks [small|full] [--only throughput,readers,commit,log,datasets,delta]
+    python -m benchmarks [small|full] [--only throughput,readers,commit,log,datasets,delta,audit]
 
 Writes ``benchmarks/results/results.json``, ``docs/benchmarks.md`` and PNG plots under
 ``docs/img/``. ``small`` takes a few minutes; ``full`` is what the README reports.
@@ -25,6 +25,7 @@ STEPS = (
     ("datasets", "dataset groups (Spark)"),
     ("throughput", "throughput (Spark)"),
     ("delta", "Delta target (Spark; log growth without Spark)"),
+    ("audit", "seo audit as the history grows (no Spark)"),
 )
 
 
@@ -32,6 +33,9 @@ def _run(name: str, size: str):
     from importlib import import_module
 
     module = import_module(f"benchmarks.bench_{name}")
+    if name == "audit":
+        marks = "100,1000,10000" if size == "full" else "100,1000"
+        return module.main(["--marks", marks, "--synthetic", "100000" if size == "full" else "0", "--out", str(RESULTS / "audit.json")])
     if name == "log":
         return module.main(["--entries", "1000000" if size == "full" else "100000", "--out", str(RESULTS / "log.json")])
     return module.main(size)

@@ -376,6 +376,11 @@ def write_report(results: dict[str, Any]) -> None:
     dl = results.get("delta")
     if dl:
         md += delta_section(dl)
+    au = results.get("audit")
+    if au:
+        from .bench_audit import report_lines
+
+        md += report_lines(au)
     lg = results.get("log")
     if lg:
         md += [
