@@ -170,6 +170,16 @@ def seed_manifest_s3(uri: str, storage_options: dict[str, Any], live_files: int,
     _build_index(uri, storage_options)
 
 
+def _sparse_files(root: Path, files: list[Any]) -> None:
+    """The batch's files on disk at their recorded sizes, as holes: the commit reads each file's
+    tail for its ledger checksum."""
+    for f in files:
+        path = root / f.final
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.truncate(f.size)
+
+
 def history(
     *,
     batches: int,
@@ -221,6 +231,8 @@ def history(
             StagedFile(final=f"day={(b // 1000) % 28}/part-{i:05d}-{b:08d}-6f1f4e1c-2d7e-4c1b.c000.snappy.parquet", size=1_000_000 + i, mtime_ms=now)
             for i in range(files_per_batch)
         ]
+        if not s3:
+            _sparse_files(root, files)
         t0 = time.perf_counter()
         c.commit(attempt, files, num_rows=10_000)
         ms = (time.perf_counter() - t0) * 1000

@@ -9,6 +9,8 @@ N live files (``bench_commit.seed_manifest``), then
 * ``prepared`` / ``unprepared``: 12 back-to-back batches of 10 files through the committer, one
   of them a compaction, with the next compact file prepared in the background or not (the
   index is built after the compaction, as the sink does);
+* ``spaced``: 30 batches of 10 files 1 s apart (a realistic trigger), prepared: three
+  compactions, each followed by the background index build and the copy for the next one;
 * ``read-index`` / ``read-json``: ``read.files`` of the table, with the compact file's Parquet
   index (built beforehand in another process, so its memory is not counted) or without one.
 
@@ -55,9 +57,19 @@ def _measure(what: str, entries: int) -> None:
         write_index(storage, max(log.list_batch_ids()), log)
         print(f"index build: peak RSS {_peak_mb():.0f} MB (after seeding {before:.0f} MB), {time.perf_counter() - t0:.2f} s")
         return
-    result = history(batches=12, files_per_batch=10, work=work, time_box_s=600, interval_s=0.0, seed_live_files=entries, prepare=what == "prepared")
+    spaced = what == "spaced"
+    result = history(
+        batches=30 if spaced else 12,
+        files_per_batch=10,
+        work=work,
+        time_box_s=600,
+        interval_s=1.0 if spaced else 0.0,
+        seed_live_files=entries,
+        prepare=what != "unprepared",
+    )
     compaction = ", ".join(f"{ms:.0f} ms" for _, ms in result["compaction_ms"])
-    print(f"commit, {what} compaction: peak RSS {result['peak_rss_mb']:.0f} MB, compaction batch {compaction}, {time.perf_counter() - t0:.1f} s")
+    name = "spaced 1 s, prepared" if spaced else what
+    print(f"commit, {name} compaction: peak RSS {result['peak_rss_mb']:.0f} MB, compaction batch {compaction}, {time.perf_counter() - t0:.1f} s")
 
 
 def _measure_read(table: Path, entries: int, *, index: bool) -> None:
@@ -84,13 +96,13 @@ def _measure_read(table: Path, entries: int, *, index: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--entries", type=int, default=1_000_000)
-    parser.add_argument("--only", choices=["index", "prepared", "unprepared", "read-index", "read-json"])
+    parser.add_argument("--only", choices=["index", "prepared", "unprepared", "spaced", "read-index", "read-json"])
     args = parser.parse_args(argv)
     if args.only:
         _measure(args.only, args.entries)
         return 0
     print(f"{args.entries:,} live files", flush=True)
-    for what in ("index", "prepared", "unprepared", "read-index", "read-json"):
+    for what in ("index", "prepared", "unprepared", "spaced", "read-index", "read-json"):
         cmd = [sys.executable, "-m", "benchmarks.memory_probe", "--entries", str(args.entries), "--only", what]
         subprocess.run(cmd, check=True)
     return 0
