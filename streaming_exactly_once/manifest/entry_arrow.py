@@ -73,7 +73,8 @@ def parse_entries_arrow(body: bytes) -> Any:  # a pyarrow Table or None
 
 #: How much of the compact file the index builder parses at a time: its memory is a few of these
 #: (Arrow's reader parses blocks in parallel), not the whole file - 230 MB at a million entries.
-BLOCK_BYTES = 4 << 20
+#: With 4 MB blocks the build's peak RSS at a million entries was 317 MB, with 1 MB 175 MB.
+BLOCK_BYTES = 1 << 20
 
 
 class _LineCountingReader(io.RawIOBase):

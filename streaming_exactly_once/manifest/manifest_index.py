@@ -7,8 +7,8 @@ second even with Arrow's multi-threaded JSON reader. The index is the same entri
     _seo/manifest-index/N.parquet
         columns:  path (string), size (int64), modificationTime (int64) - exactly these, in this
                   order, no nulls; one row per non-directory entry of N.compact, in its order
-                  (the path URI-encoded as in the manifest); one row group per parsed block,
-                  or of ``ROW_GROUP_ROWS`` when extended; zstd, no dictionary (every
+                  (the path URI-encoded as in the manifest); row groups of ``ROW_GROUP_ROWS``
+                  rows (the last one fewer; older builds: one per parsed block); zstd, no dictionary (every
                   path is distinct: one made the index larger and 2.5x slower to read)
         metadata: seo.index.version = "2", seo.source = "N.compact",
                   seo.source.size = <bytes of N.compact>, seo.source.mtime = <its mtime in ms>,
@@ -56,6 +56,7 @@ from __future__ import annotations
 import io
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from ..log.version import header
@@ -80,6 +81,9 @@ def index_schema() -> Any:  # a pyarrow.Schema
     return pa.schema([("path", pa.string()), ("size", pa.int64()), ("modificationTime", pa.int64())])
 
 
+#: Rows per row group of an index (module docstring).
+ROW_GROUP_ROWS = 1 << 17
+
 #: Set once ``warm_up`` has run in this process.
 WARMED_UP = threading.Event()
 
@@ -103,10 +107,10 @@ def warm_up() -> None:
 def write_index(storage: Storage, compact_id: int, log_: ManifestLog | None = None) -> bool:
     """Build the index of ``<compact_id>.compact``; False if pyarrow is missing or the file is bad.
 
-    The compact file is streamed: Arrow's JSON reader parses it a block at a time and each block
-    goes to the Parquet writer as it comes, so the file is never held whole (at a million
-    entries the build peaked at 868 MB of RSS, now about 300 MB). The index gets one row group
-    per block."""
+    The compact file is streamed: Arrow's JSON reader parses it a block at a time (``BLOCK_BYTES``)
+    and the blocks go to the Parquet writer ``ROW_GROUP_ROWS`` rows at a time, so the file is
+    never held whole (at a million entries the build peaked at 868 MB of RSS, then 317 MB with
+    4 MB blocks, now about 180 MB)."""
     try:
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -141,17 +145,27 @@ def write_index(storage: Storage, compact_id: int, log_: ManifestLog | None = No
                 return False
 
             rows = 0
+            held: list[Any] = []  # pyarrow RecordBatches: the rows of the next row group
+
+            def flush() -> None:
+                if held:
+                    group = pa.Table.from_batches(held, schema=schema)
+                    writer.write_table(group, row_group_size=max(1, group.num_rows))
+                    held.clear()
 
             def take(batch: Any) -> bool:  # a pyarrow.RecordBatch of every entry field
                 nonlocal rows
                 files = batch.filter(pc.invert(batch.column("isDir")))
-                writer.write_batch(pa.record_batch([files.column(n) for n in schema.names], schema=schema))
+                held.append(pa.record_batch([files.column(n) for n in schema.names], schema=schema))
                 rows += files.num_rows
+                if sum(b.num_rows for b in held) >= ROW_GROUP_ROWS:
+                    flush()
                 return True
 
             stats = StreamStats()
             if not stream_entries(source, take, stats=stats):
                 return False  # the strict parser refuses it, or names what is wrong
+            flush()
             crlf = stats.carriage_returns or b"\r" in head
             writer.add_key_value_metadata(
                 {"seo.source.entries": str(stats.entries), "seo.source.files": str(rows), "seo.source.line_ends": "crlf" if crlf else "lf"}
@@ -160,10 +174,6 @@ def write_index(storage: Storage, compact_id: int, log_: ManifestLog | None = No
         return False
     _put_replacing_unusable(storage, compact_id, buffer.getvalue(), info)
     return True
-
-
-#: Rows per row group of an extended index (module docstring, "Extended").
-ROW_GROUP_ROWS = 1 << 17
 
 
 def _extended_index(storage: Storage, compact_id: int, log_: ManifestLog, schema: Any, info: Any) -> bytes | None:
@@ -277,41 +287,68 @@ INDEX_BATCH_ROWS = 1 << 14
 INDEX_WHOLE_ROWS = 1 << 18
 
 
-def read_index(storage: Storage, compact_id: int, log_: ManifestLog, *, whole_rows: int = INDEX_WHOLE_ROWS) -> Any:  # a pyarrow Table or None
+def read_index(storage: Storage, compact_id: int, log_: ManifestLog, *, whole_rows: int | None = None) -> Any:  # a pyarrow Table or None
     """The index table if it exists, matches the compact file and is sound (module docstring),
-    else None: never an exception, never a table that could change an answer.
+    else None: never an exception, never a table that could change an answer (``read_index_batches``)."""
+    batches: list[Any] = []
+
+    def take(batch: Any) -> bool:
+        batches.append(batch)
+        return True
+
+    if not read_index_batches(storage, compact_id, log_, take, whole_rows=whole_rows):
+        return None
+    import pyarrow as pa
+
+    return pa.Table.from_batches(batches, schema=index_schema())
+
+
+def read_index_batches(storage: Storage, compact_id: int, log_: ManifestLog, take: Callable[[Any], bool], *, whole_rows: int | None = None) -> bool:
+    """Hand the index's rows to ``take`` a ``pyarrow.RecordBatch`` at a time, in order; True if
+    the index exists, matches the compact file, is sound (module docstring) and ``take``
+    accepted every batch. On False the caller discards what ``take`` got: never an exception.
 
     The match and the soundness of the footer are checked before any row is decoded, so a stale
-    or damaged index costs nothing; the rows of a large index are then decoded a batch at a time
-    on this thread, and the decoded table is checked again (the footer could be right and the
-    pages not)."""
+    or damaged index costs nothing; the file is read as it is decoded, not held whole, and the
+    rows of a large index are decoded a batch at a time on this thread - a reader maps each
+    batch and lets it go, so the index's absolute paths (90 MB at a million entries) are never
+    all held. Each batch is checked again (the footer could be right and the pages not)."""
     try:
-        import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
-        return None
+        return False
     uri = storage.uri(index_path(compact_id))
     try:
-        data = storage.read_bytes(index_path(compact_id))
+        fs, root = storage.filesystem()
         info = storage.info(f"{log_.directory}/{compact_id}.compact")
-        index = pq.ParquetFile(pa.BufferReader(data))
-        footer = index.metadata
-        stale = _stale(_read_footer(footer), compact_id, info)
-        if stale is not None:
-            log.debug("not using the manifest index %s: %s", uri, stale)
-            return None
-        problem = _damage(footer)
-        if problem is None:
-            if footer.num_rows <= whole_rows:
-                table = index.read()
-            else:
-                batches = index.iter_batches(batch_size=INDEX_BATCH_ROWS, use_threads=False)
-                table = pa.Table.from_batches(list(batches), schema=index.schema_arrow)
-            problem = _table_damage(table, footer.num_rows)
+        with fs.open(f"{root.rstrip('/')}/{index_path(compact_id)}", "rb") as fh:
+            index = pq.ParquetFile(fh)
+            footer = index.metadata
+            stale = _stale(_read_footer(footer), compact_id, info)
+            if stale is not None:
+                log.debug("not using the manifest index %s: %s", uri, stale)
+                return False
+            problem = _damage(footer)
             if problem is None:
-                return table
+                if footer.num_rows <= (INDEX_WHOLE_ROWS if whole_rows is None else whole_rows):
+                    batches: Any = index.read().to_batches()
+                else:
+                    batches = index.iter_batches(batch_size=INDEX_BATCH_ROWS, use_threads=False)
+                rows = 0
+                for batch in batches:
+                    problem = _table_damage(batch, batch.num_rows)
+                    if problem is not None:
+                        break
+                    rows += batch.num_rows
+                    if not take(batch):
+                        return False
+                    del batch
+                if problem is None and rows != footer.num_rows:
+                    problem = f"it decoded to {rows} rows, not {footer.num_rows}"
+                if problem is None:
+                    return True
     except FileNotFoundError:
-        return None
+        return False
     except Exception as exc:  # an unreadable cache is no cache
         problem = f"it cannot be read ({type(exc).__name__}: {str(exc)[:200]})"
     log.warning(
@@ -319,7 +356,7 @@ def read_index(storage: Storage, compact_id: int, log_: ManifestLog, *, whole_ro
         uri,
         problem,
     )
-    return None
+    return False
 
 
 def _read_footer(footer: Any) -> dict[str, str]:  # a pyarrow.parquet.FileMetaData
@@ -362,8 +399,8 @@ def _damage(footer: Any) -> str | None:  # a pyarrow.parquet.FileMetaData
     return None
 
 
-def _table_damage(table: Any, rows: int) -> str | None:  # a pyarrow.Table
-    """``_damage`` again on the decoded table: the columns, the rows, no nulls."""
+def _table_damage(table: Any, rows: int) -> str | None:  # a pyarrow.Table or RecordBatch
+    """``_damage`` again on the decoded table (or one batch of it): the columns, the rows, no nulls."""
     if not table.schema.equals(index_schema(), check_metadata=False):
         return "its decoded columns differ from its footer's"
     if table.num_rows != rows:

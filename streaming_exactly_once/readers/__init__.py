@@ -42,7 +42,7 @@ def files(
     verify: bool = False,
 ) -> list[str]:
     """URIs of the committed data files as of batch ``as_of`` (default: latest)."""
-    return committed_files(path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, verify=verify).uris()
+    return committed_files(path, as_of=as_of, storage_options=storage_options, allow_outside_root=allow_outside_root, verify=verify).pop_uris()
 
 
 __all__ = [

@@ -16,6 +16,8 @@ from ..table.identity import TableIdentity
 
 #: Rows of an Arrow column turned into Python objects at a time (``CommittedFiles.prefixed``).
 _SLICE_ROWS = 1 << 14
+#: Bytes of converted Arrow pieces after which ``CommittedFiles.pop_uris`` hands memory back.
+_RELEASE_BYTES = 8 << 20
 #: Columns up to this many rows are prefixed by Arrow at once (``CommittedFiles.prefixed``).
 _JOIN_IN_ARROW_ROWS = 1 << 18
 
@@ -109,6 +111,39 @@ class CommittedFiles:
 
     def uris(self) -> list[str]:
         return self.prefixed(self.storage.root_uri + "/") + list(self.outside)
+
+    def pop_uris(self) -> list[str]:
+        """``uris``, emptying this object: each Arrow piece of the relative paths is let go (and
+        its memory handed back) as soon as it is converted, so the list of a million strings
+        (about 160 MB) does not grow beside the 66 MB of columns it replaces."""
+        relative = self._columns["relative"]
+        if isinstance(relative, list) or len(relative) <= _JOIN_IN_ARROW_ROWS:
+            uris = self.uris()
+            self.set_columns([], [], [])
+            self.outside = []
+            return uris
+        self.set_columns([], [], [])
+        pieces = list(relative.chunks)
+        del relative
+        from .manifest_scan import release_arrow_memory
+
+        prefix = self.storage.root_uri + "/"
+        joined: list[str] = [""] * sum(len(piece) for piece in pieces)
+        start = freed = 0
+        pieces.reverse()  # popped from the end, in table order
+        while pieces:
+            piece = pieces.pop()
+            for offset in range(0, len(piece), _SLICE_ROWS):
+                part = piece.slice(offset, _SLICE_ROWS).to_pylist()
+                joined[start : start + len(part)] = [prefix + r for r in part]
+                start += len(part)
+            freed += piece.nbytes
+            del piece, part
+            if freed >= _RELEASE_BYTES:
+                release_arrow_memory()
+                freed = 0
+        outside, self.outside = self.outside, []
+        return joined + outside
 
     @property
     def total_bytes(self) -> int:

@@ -18,19 +18,24 @@ read the fast way is checked cheaply - one row per line, no negative size, no pa
 strict way, which raises the named error. Both ways accept exactly the same files.
 
 With pyarrow the result is Arrow arrays - chunked as read, never joined into one copy (
-at a million entries every copy of the paths is about 100 MB); without it, Python lists.
+at a million entries every copy of the paths is about 100 MB) - or, given a ``ColumnSink``, the
+pieces handed to it as they are read, so a reader maps each one and lets it go; without
+pyarrow, Python lists.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..log.codec import RecordError
 from ..log.compaction import is_compaction_batch
 from ..manifest.entry import SUSPICIOUS_PATH, check_entry_path
 from ..manifest.entry_arrow import HEADER_LINES, parse_entries_arrow, stream_entries
-from ..manifest.manifest_index import read_index
+from ..manifest.manifest_index import read_index_batches
 from ..manifest.manifest_log import ManifestLog
 
 
@@ -121,23 +126,22 @@ def _arrow_columns(pc: Any, data: bytes) -> tuple[Any, Any, Any] | None:  # pyar
     return table.column("path"), table.column("size"), table.column("modificationTime")
 
 
-def _streamed(log: ManifestLog, batch_id: int, *, whole_below: int = WHOLE_BELOW_BYTES) -> tuple[Any, Any, Any] | None:
-    """(paths, sizes, mtimes) of a compact file streamed through Arrow, each a chunked array -
-    or, when its body is shorter than ``whole_below``, read whole from the same stream and
-    parsed at once, which is faster and costs little memory at that size. None when the file
-    cannot be opened as a stream, does not start with a ``v1`` line (CRLF or not), or fails a check of
-    the module docstring - the caller then reads it whole, as before, and raises the same
-    errors."""
+def _stream_into(log: ManifestLog, batch_id: int, sink: ColumnSink, *, whole_below: int = WHOLE_BELOW_BYTES) -> bool:
+    """Feed ``sink`` the (paths, sizes, mtimes) of a compact file streamed through Arrow - or,
+    when its body is shorter than ``whole_below``, read whole from the same stream and parsed at
+    once, which is faster and costs little memory at that size. False when the file cannot be
+    opened as a stream, does not start with a ``v1`` line (CRLF or not), or fails a check of the
+    module docstring - the caller then rolls the sink back, reads the file whole, as before, and
+    raises the same errors."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    columns: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
     pending: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
 
-    def settle() -> None:  # the pending blocks' kept columns copied into one array each
-        for kept, parts in zip(columns, pending, strict=True):
-            if parts:
-                kept.append(pa.concat_arrays(parts))
+    def settle() -> None:  # the pending blocks' kept columns copied into one array each, handed on
+        if pending[0]:
+            sink.add(*(pa.concat_arrays(parts) for parts in pending))
+            for parts in pending:
                 parts.clear()
 
     def take(batch: Any) -> bool:  # every field of a block's entries, directories included
@@ -155,82 +159,183 @@ def _streamed(log: ManifestLog, batch_id: int, *, whole_below: int = WHOLE_BELOW
         with fs.open(f"{root.rstrip('/')}/{log.path(batch_id)}", "rb") as source:
             head = source.readline()
             if head not in HEADER_LINES:  # b"v1": the file ends there; CRLF line ends too (log.version)
-                return None
+                return False
             start = source.tell()
             body = source.read(whole_below)
             if len(body) < whole_below:
-                return _arrow_columns(pc, head + body)
+                parsed = _arrow_columns(pc, head + body)
+                if parsed is not None:
+                    sink.add(*parsed)
+                return parsed is not None
             del body
             source.seek(start)
             if not stream_entries(source, take, block_bytes=STREAM_BLOCK_BYTES):
-                return None
+                return False
     except OSError:  # absent or unreadable: the whole-file read raises the named error
-        return None
+        return False
     settle()
-    paths, sizes, mtimes = columns
-    return (
-        pa.chunked_array(paths, pa.string()),
-        pa.chunked_array(sizes, pa.int64()),
-        pa.chunked_array(mtimes, pa.int64()),
-    )
+    return True
+
+
+class ColumnSink(Protocol):
+    """Where a scan hands the columns of the entries it reads, a piece at a time, in table
+    order: a reader maps each piece and lets the absolute paths go (``table_roots.ChunkMapper``)."""
+
+    def add(self, paths: Any, sizes: Any, mtimes: Any) -> None: ...  # pyarrow arrays
+
+    def mark(self) -> int: ...
+
+    def rollback(self, mark: int) -> None:
+        """Forget what was added since ``mark``: a file's fast read failed half way and it is read again."""
+
+
+class _Collected:
+    """A ``ColumnSink`` keeping every piece (``file_columns``, ``scan_manifest``)."""
+
+    def __init__(self) -> None:
+        self.pieces: list[tuple[Any, Any, Any]] = []
+
+    def add(self, paths: Any, sizes: Any, mtimes: Any) -> None:
+        self.pieces.append((paths, sizes, mtimes))
+
+    def mark(self) -> int:
+        return len(self.pieces)
+
+    def rollback(self, mark: int) -> None:
+        del self.pieces[mark:]
+
+    def columns(self) -> tuple[Any, Any, Any]:  # each a chunked array, no copy
+        import pyarrow as pa
+
+        def column(i: int, kind: Any) -> Any:
+            arrays: list[Any] = []
+            for piece in self.pieces:
+                arrays.extend(piece[i].chunks if isinstance(piece[i], pa.ChunkedArray) else [piece[i]])
+            return pa.chunked_array(arrays, kind)
+
+        return column(0, pa.string()), column(1, pa.int64()), column(2, pa.int64())
+
+
+def _streamed(log: ManifestLog, batch_id: int, *, whole_below: int = WHOLE_BELOW_BYTES) -> tuple[Any, Any, Any] | None:
+    """``_stream_into`` collected: each column a chunked array, or None."""
+    collected = _Collected()
+    return collected.columns() if _stream_into(log, batch_id, collected, whole_below=whole_below) else None
+
+
+def feed_file(log: ManifestLog, batch_id: int, sink: ColumnSink, *, context: str) -> None:
+    """Hand ``sink`` the non-directory entries of one manifest file (needs pyarrow)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if is_compaction_batch(batch_id, log.interval):
+        mark = sink.mark()
+
+        def take(batch: Any) -> bool:
+            paths, sizes, mtimes = batch.column("path"), batch.column("size"), batch.column("modificationTime")
+            if not _looks_sound(pc, paths, sizes):
+                return False
+            sink.add(paths, sizes, mtimes)
+            return True
+
+        if read_index_batches(log.storage, batch_id, log, take):
+            return
+        sink.rollback(mark)
+        if _stream_into(log, batch_id, sink):
+            return
+        sink.rollback(mark)
+    data = _read(log, batch_id, context)
+    parsed = _arrow_columns(pc, data)
+    if parsed is None:
+        paths, sizes, mtimes = _python_columns(log, data, batch_id)
+        parsed = pa.array(paths, pa.string()), pa.array(sizes, pa.int64()), pa.array(mtimes, pa.int64())
+    sink.add(*parsed)
 
 
 def file_columns(log: ManifestLog, batch_id: int, *, context: str) -> tuple[Any, Any, Any]:
     """(paths, sizes, mtimes) of the non-directory entries of one manifest file."""
-    pa, pc = _pyarrow()
-    if pa is not None and is_compaction_batch(batch_id, log.interval):
-        index = read_index(log.storage, batch_id, log)
-        if index is not None:
-            columns = (index.column("path"), index.column("size"), index.column("modificationTime"))
-            if _looks_sound(pc, *columns[:2]):
-                return columns
-            del index, columns
-        streamed = _streamed(log, batch_id)
-        if streamed is not None:
-            return streamed
-    data = _read(log, batch_id, context)
-    if pa is not None:
-        parsed = _arrow_columns(pc, data)
-        if parsed is not None:
-            return parsed
-    paths, sizes, mtimes = _python_columns(log, data, batch_id)
-    if pa is not None:
-        return pa.array(paths, pa.string()), pa.array(sizes, pa.int64()), pa.array(mtimes, pa.int64())
-    return paths, sizes, mtimes
+    pa, _ = _pyarrow()
+    if pa is None:
+        return _python_columns(log, _read(log, batch_id, context), batch_id)
+    collected = _Collected()
+    feed_file(log, batch_id, collected, context=context)
+    return collected.columns()
 
 
 def release_arrow_memory() -> None:
-    """Hand the memory Arrow's allocator keeps after a scan back to the system.
+    """Hand the memory Arrow's allocators keep after a scan back to the system.
 
-    The manifest's raw columns are dropped once they are mapped, but Arrow's allocator keeps
-    the pages for reuse, and what comes next - a list of a million Python strings for
+    The manifest's raw columns are dropped once they are mapped, but the allocators keep the
+    pages for reuse, and what comes next - a list of a million Python strings for
     ``read.files``, a dataset for the engines - is allocated elsewhere: at a million entries
-    that was 80 MB of peak RSS."""
-    import pyarrow as pa
-
+    that was 80 MB of peak RSS. Arrow's ``release_unused`` of the system allocator does not
+    trim malloc's heap (66 MB kept at a million entries): ``malloc_trim`` does, where the C
+    library has it (glibc). Nothing to do without pyarrow."""
+    pa, _ = _pyarrow()
+    if pa is None:
+        return
     pa.default_memory_pool().release_unused()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
-def scan_manifest(log: ManifestLog, as_of: int | None = None) -> ManifestColumns:
-    """Every non-directory entry visible as of batch ``as_of`` (default: the latest)."""
+def _malloc_trim() -> Any:  # the C library's malloc_trim, or None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+_POOL_LOCK = threading.Lock()
+_POOL_DEPTH = 0
+_POOL_BEFORE: Any = None
+
+
+@contextmanager
+def scan_memory_pool() -> Iterator[None]:
+    """Arrow allocates from the system allocator (malloc) while a reader scans and maps the
+    manifest, then the process default again.
+
+    A scan allocates and frees a million entries' columns in pieces, and keeps the mapped ones:
+    Arrow's default allocator (mimalloc) kept the pages the freed pieces shared with the kept
+    ones, even after ``release_unused`` - 57 MB above the 66 MB of columns kept at a million
+    entries - where malloc kept 11 MB. The kept buffers remember their allocator, so nothing
+    changes for whoever uses them later; scans on several threads at once share one switch
+    (the last to finish puts the default back). Nothing to do without pyarrow."""
+    global _POOL_DEPTH, _POOL_BEFORE
+    pa, _ = _pyarrow()
+    if pa is None:
+        yield
+        return
+    with _POOL_LOCK:
+        if _POOL_DEPTH == 0:
+            _POOL_BEFORE = pa.default_memory_pool()
+            pa.set_memory_pool(pa.system_memory_pool())
+        _POOL_DEPTH += 1
+    try:
+        yield
+    finally:
+        with _POOL_LOCK:
+            _POOL_DEPTH -= 1
+            if _POOL_DEPTH == 0:
+                pa.set_memory_pool(_POOL_BEFORE)
+                _POOL_BEFORE = None
+
+
+def scan_manifest(log: ManifestLog, as_of: int | None = None, sink: ColumnSink | None = None) -> ManifestColumns:
+    """Every non-directory entry visible as of batch ``as_of`` (default: the latest); with pyarrow
+    and a ``sink``, handed to it a piece at a time (the columns returned are then empty)."""
     pa, _ = _pyarrow()
     ids = log.valid_batches(as_of)
-    chunks: list[tuple[Any, Any, Any]] = []
-    if ids:
-        context = f"needed to read the table as of batch {ids[-1]} (compact interval {log.interval})"
-        chunks = [file_columns(log, batch_id, context=context) for batch_id in ids]
+    context = f"needed to read the table as of batch {ids[-1]} (compact interval {log.interval})" if ids else ""
     if pa is None:
+        chunks = [_python_columns(log, _read(log, batch_id, context), batch_id) for batch_id in ids]
         return ManifestColumns([p for c in chunks for p in c[0]], [s for c in chunks for s in c[1]], [m for c in chunks for m in c[2]], False)
-
-    def concat(values: list[Any], kind: Any) -> Any:  # Arrow arrays of one type -> one chunked array, no copy
-        arrays: list[Any] = []
-        for v in values:
-            arrays.extend(v.chunks if isinstance(v, pa.ChunkedArray) else [v])
-        return pa.chunked_array(arrays, type=kind)
-
-    return ManifestColumns(
-        concat([c[0] for c in chunks], pa.string()),
-        concat([c[1] for c in chunks], pa.int64()),
-        concat([c[2] for c in chunks], pa.int64()),
-        True,
-    )
+    collected = _Collected()
+    for batch_id in ids:
+        feed_file(log, batch_id, sink or collected, context=context)
+    return ManifestColumns(*collected.columns(), True)

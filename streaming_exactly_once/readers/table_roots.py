@@ -224,3 +224,67 @@ def _map_arrow(
         keep = pc.starts_with(rel, sub)
         rel, sizes, mtimes = rel.filter(keep), sizes.filter(keep), mtimes.filter(keep)
     return MappedEntries(rel, sizes, mtimes, outside)
+
+
+class ChunkMapper:
+    """Maps manifest columns a piece at a time, as a scan reads them (a
+    ``manifest_scan.ColumnSink``): each piece's absolute paths can go as soon as it is mapped,
+    where mapping whole columns held both copies at once (at a million entries 90 MB of
+    absolute paths beside the 50 MB relative ones, and the intermediate arrays of the mapping).
+
+    An entry outside the table is raised from ``result``, after the whole scan, as when the
+    columns were mapped whole: an error of the scan (a missing or damaged manifest file) comes
+    first. ``roots`` come from the first entry (``table_roots``: a table without identity)."""
+
+    def __init__(self, storage: Storage, identity: TableIdentity | None, *, sub: str = "", allow_outside_root: bool = False) -> None:
+        self.storage = storage
+        self.identity = identity
+        self.sub = sub
+        self.allow_outside_root = allow_outside_root
+        self.roots: TableRoots | None = None
+        self._pieces: list[MappedEntries | None] = []  # None: a piece after an outside entry
+        self._error: tuple[int, ManifestEntryOutsideRootError] | None = None
+
+    def add(self, paths: Any, sizes: Any, mtimes: Any) -> None:  # pyarrow arrays
+        if self._error is not None or not len(paths):
+            self._pieces.append(None)
+            return
+        if self.roots is None:
+            self.roots = table_roots(self.storage, self.identity, paths[0].as_py())
+        try:
+            self._pieces.append(_map_arrow(paths, sizes, mtimes, self.roots, self.storage, self.sub, self.allow_outside_root))
+        except ManifestEntryOutsideRootError as exc:
+            self._error = (len(self._pieces), exc)
+            self._pieces.append(None)
+
+    def mark(self) -> int:
+        return len(self._pieces)
+
+    def rollback(self, mark: int) -> None:
+        del self._pieces[mark:]
+        if self._error is not None and self._error[0] >= mark:
+            self._error = None
+        if not any(piece is not None for piece in self._pieces):
+            self.roots = None
+
+    def result(self) -> MappedEntries:
+        """The pieces mapped, each column one chunked array (no copy); raises the first outside entry."""
+        import pyarrow as pa
+
+        if self._error is not None:
+            raise self._error[1]
+        pieces = [piece for piece in self._pieces if piece is not None]
+        self._pieces = []
+
+        def chunks(values: list[Any]) -> list[Any]:
+            out: list[Any] = []
+            for value in values:
+                out.extend(value.chunks if isinstance(value, pa.ChunkedArray) else [value])
+            return out
+
+        return MappedEntries(
+            pa.chunked_array(chunks([p.relative for p in pieces]), pa.string()),
+            pa.chunked_array(chunks([p.sizes for p in pieces]), pa.int64()),
+            pa.chunked_array(chunks([p.mtimes for p in pieces]), pa.int64()),
+            [uri for p in pieces for uri in p.outside],
+        )

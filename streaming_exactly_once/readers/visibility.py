@@ -10,9 +10,10 @@ One read, in order - each step is its own module::
     check_as_of (as_of)  ->  locate (table_location: root + partition sub-path, globs refused)
       ->  read_identity + open_manifest  ->  latest_batch (manifest_checks: stray or deleted
           manifest files are named errors)
-      ->  scan_manifest (manifest_scan: compact file + deltas as columns)
-      ->  map_entries (table_roots: entries under any root the table was written under, read
-          relative to the current root; entries outside refused unless allow_outside_root)
+      ->  scan_manifest (manifest_scan: compact file + deltas as columns, a piece at a time)
+      ->  ChunkMapper (table_roots: each piece as it is read - entries under any root the table
+          was written under, read relative to the current root; entries outside refused unless
+          allow_outside_root)
       ->  version_of_batch (delta_versions, format="delta") + schema_as_of (batch_schema)
       ->  check_present (file_checks, verify=True: missing, resized or linked-out files)
 
@@ -35,9 +36,9 @@ from .committed_files import CommittedFiles
 from .delta_versions import version_of_batch
 from .file_checks import check_present
 from .manifest_checks import latest_batch
-from .manifest_scan import release_arrow_memory, scan_manifest
+from .manifest_scan import release_arrow_memory, scan_manifest, scan_memory_pool
 from .table_location import locate
-from .table_roots import map_entries, table_roots
+from .table_roots import ChunkMapper, MappedEntries, map_entries, table_roots
 
 __all__ = ["committed_files"]
 
@@ -73,25 +74,22 @@ def committed_files(
     snapshot = latest if as_of is None else as_of
     result = CommittedFiles(storage=storage, as_of=snapshot, identity=identity, allow_outside_root=allow_outside_root)
     if snapshot is not None:
-        columns = scan_manifest(manifest, snapshot)
-        if len(columns.paths):
-            sample = columns.paths[0].as_py() if columns.arrow else columns.paths[0]
-            sub = location.sub_path.rstrip("/") + "/" if location.sub_path else ""
-            mapped = map_entries(
-                columns.paths,
-                columns.sizes,
-                columns.mtimes,
-                table_roots(storage, identity, sample),
-                storage,
-                sub=sub,
-                allow_outside_root=allow_outside_root,
-            )
-            result.set_columns(mapped.relative, mapped.sizes, mapped.mtimes)
-            result.outside = mapped.outside
-            del mapped
-        if columns.arrow:
-            del columns
-            release_arrow_memory()
+        sub = location.sub_path.rstrip("/") + "/" if location.sub_path else ""
+        mapper = ChunkMapper(storage, identity, sub=sub, allow_outside_root=allow_outside_root)
+        with scan_memory_pool():
+            columns = scan_manifest(manifest, snapshot, mapper)
+            if columns.arrow:
+                mapped = mapper.result()
+            elif len(columns.paths):  # Python lists: pyarrow is not installed
+                roots = table_roots(storage, identity, columns.paths[0])
+                mapped = map_entries(columns.paths, columns.sizes, columns.mtimes, roots, storage, sub=sub, allow_outside_root=allow_outside_root)
+            else:
+                mapped = MappedEntries([], [], [], [])
+        del columns, mapper
+        result.set_columns(mapped.relative, mapped.sizes, mapped.mtimes)
+        result.outside = mapped.outside
+        del mapped
+        release_arrow_memory()
     if identity is not None and identity.is_delta and snapshot is not None:
         result.delta_version = version_of_batch(storage, identity, snapshot, latest=as_of is None, commits=commits)
     schema, partitions = schema_as_of(commits, identity, result.as_of)

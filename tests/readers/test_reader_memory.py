@@ -18,10 +18,11 @@ import pytest
 from streaming_exactly_once import read
 from streaming_exactly_once.commit.background.compaction_preparation import preparation_of
 from streaming_exactly_once.errors import ExactlyOnceError
+from streaming_exactly_once.manifest import manifest_index
 from streaming_exactly_once.manifest.manifest_index import index_path, read_index, write_index
 from streaming_exactly_once.readers import manifest_scan
 from streaming_exactly_once.readers.committed_files import CommittedFiles
-from streaming_exactly_once.readers.table_roots import _map_arrow, _map_python, table_roots
+from streaming_exactly_once.readers.table_roots import ChunkMapper, _map_arrow, _map_python, table_roots
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.table.identity import read_identity
 from streaming_exactly_once.table.table_logs import open_manifest
@@ -232,12 +233,70 @@ def test_chunked_mapping_is_the_python_mapping(tmp_path, allow, sub):
     expected = outcome(lambda: _map_python(paths, sizes, mtimes, roots, storage, sub, allow))
     columns = chunked(paths, pa.string()), chunked(sizes, pa.int64()), chunked(mtimes, pa.int64())
     got = outcome(lambda: _map_arrow(*columns, roots, storage, sub, allow))
+    mapper = ChunkMapper(storage, None, sub=sub, allow_outside_root=allow)
+    for s in chunks:  # a piece at a time, as a scan hands them over; a piece read again is rolled back
+        mark = mapper.mark()
+        mapper.add(*(pa.array(values[s], kind) for values, kind in zip((paths, sizes, mtimes), (pa.string(), pa.int64(), pa.int64()), strict=True)))
+        mapper.add(pa.array(["file:///elsewhere/rolled-back"]), pa.array([0], pa.int64()), pa.array([0], pa.int64()))
+        mapper.rollback(mark)
+        mapper.add(*(pa.array(values[s], kind) for values, kind in zip((paths, sizes, mtimes), (pa.string(), pa.int64(), pa.int64()), strict=True)))
+    pieces = outcome(mapper.result)
     if expected[0] == "ok":
-        e, g = expected[1], got[1]
-        assert (g.relative.to_pylist(), g.sizes.to_pylist(), g.mtimes.to_pylist(), g.outside) == (e.relative, e.sizes, e.mtimes, e.outside)
+        e = expected[1]
+        for g in (got[1], pieces[1]):
+            assert (g.relative.to_pylist(), g.sizes.to_pylist(), g.mtimes.to_pylist(), g.outside) == (e.relative, e.sizes, e.mtimes, e.outside)
         assert len(e.relative) >= 2 and (not allow or len(e.outside) == 2)
     else:
-        assert got == expected and "outside the table root" in expected[2]
+        assert got == expected == pieces and "outside the table root" in expected[2]
+
+
+def test_the_index_is_mapped_a_batch_at_a_time_and_each_batch_let_go(tmp_path, monkeypatch):
+    """A reader maps the index a batch at a time and keeps no batch of absolute paths: what Arrow's
+    allocator holds stays flat over the scan (holding every batch beside the mapped paths was
+    the peak of read.files at a million entries)."""
+    from benchmarks.bench_commit import seed_manifest
+
+    root = tmp_path / "t"
+    seed_manifest(root, 20_000, index=False)
+    storage = open_storage(str(root))
+    log = open_manifest(storage, read_identity(storage))
+    assert write_index(storage, 9, log)
+    monkeypatch.setattr(manifest_index, "INDEX_WHOLE_ROWS", 0)
+    monkeypatch.setattr(manifest_index, "INDEX_BATCH_ROWS", 1000)
+    held: list[int] = []
+    lengths: list[int] = []
+
+    class Counting:  # a ColumnSink that keeps only what the pool holds as each piece comes
+        def add(self, paths, sizes, mtimes):
+            held.append(pa.total_allocated_bytes())
+            lengths.append(len(paths))
+
+        def mark(self):
+            return len(lengths)
+
+        def rollback(self, mark):
+            raise AssertionError("a sound index is not read again")
+
+    manifest_scan.scan_manifest(log, None, Counting())
+    all_paths = read_index(storage, 9, log).column("path").nbytes
+    assert lengths == [1000] * 20
+    assert max(held) - held[0] < all_paths / 4, (held, all_paths)  # flat: the pieces handed over are not kept
+    expected = reference(root)
+    assert read.files(str(root)) == expected and len(expected) == 20_000
+
+
+def test_the_scan_pool_is_put_back(tmp_path):
+    """read.files allocates from malloc while it scans, then Arrow's default again - also after
+    an error, and when scans overlap."""
+    default = pa.default_memory_pool().backend_name
+    with manifest_scan.scan_memory_pool():
+        with manifest_scan.scan_memory_pool():
+            assert pa.default_memory_pool().backend_name == "system"
+        assert pa.default_memory_pool().backend_name == "system"
+    assert pa.default_memory_pool().backend_name == default
+    with pytest.raises(ExactlyOnceError):
+        read.files(str(tmp_path / "missing"))
+    assert pa.default_memory_pool().backend_name == default
 
 
 @pytest.mark.parametrize("rows", [70_000, 300_000])  # joined by Arrow at once / sliced in Python
@@ -252,6 +311,10 @@ def test_uri_list_rows_and_arrow_sum(tmp_path, rows):
     assert files.uris() == [f"{storage.root_uri}/{r}" for r in relative]
     assert list(files.relative_sizes()) == list(zip(relative, sizes, strict=True))  # what file_checks walks
     assert files.relative == relative  # the Arrow column is still whole after the slices
+    files.set_columns(pa.chunked_array([pa.array(relative[:cut]), pa.array(relative[cut:])]), pa.array(sizes), pa.array(sizes))
+    files.outside = ["file:///elsewhere/x"]
+    assert files.pop_uris() == [f"{storage.root_uri}/{r}" for r in relative] + ["file:///elsewhere/x"]
+    assert len(files) == 0  # read.files keeps nothing of it
 
 
 def test_a_compact_file_of_many_blocks_streams_as_the_strict_parser_reads_it(tmp_path):
