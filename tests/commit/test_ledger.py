@@ -314,7 +314,7 @@ def test_the_incremental_audit_of_a_group_makes_the_same_storage_calls_after_7_a
 
 
 def test_a_byte_changed_inside_a_file_larger_than_the_footers_read_is_found(tmp_path):
-    """A file of a few hundred KiB is checksummed whole: a byte flipped in a data page, far from
+    """A file of a couple of hundred KiB is checksummed whole: a byte flipped in a data page, far from
     the last 64 KiB the footer read covers, is named; a file above WHOLE_CHECKSUM only by its tail."""
     import random
 
@@ -323,7 +323,7 @@ def test_a_byte_changed_inside_a_file_larger_than_the_footers_read_is_found(tmp_
     storage = open_storage(str(tmp_path / "t"))
     c = make_committer(storage)
     rng = random.Random(7)
-    commit_batch(c, Q, 0, [rng.getrandbits(62) for _ in range(40_000)])
+    commit_batch(c, Q, 0, [rng.getrandbits(62) for _ in range(28_000)])
     c.janitor.drain()
     c.close()
     victim = max(read_ledger(storage, 0).files, key=lambda f: f.size)
