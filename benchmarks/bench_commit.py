@@ -285,7 +285,8 @@ from streaming_exactly_once.storage import open_storage
 c = TableCommitter(open_storage({root!r}), CommitterOptions(heartbeat=False))
 report = c.open()
 attempt = c.begin({query!r}, {batch}, mode="direct")
-c.commit(attempt, [StagedFile(final="day=0/part-new.parquet", size=1, mtime_ms=1)], num_rows=1)
+c.storage.put_if_absent("day=0/part-new.parquet", b"x")  # the ledger reads the batch's file
+c.commit(attempt, [StagedFile(final="day=0/part-new.parquet", size=1, mtime_ms=c.storage.info("day=0/part-new.parquet").mtime_ms)], num_rows=1)
 first_commit = time.perf_counter() - t0  # the first new batch is published: what a restart waits for
 c.close()  # drains background work (preparing the next compaction), not part of the restart
 print(first_commit, report.rolled_forward)
@@ -306,7 +307,9 @@ def recovery(*, histories: list[int], work: Path) -> dict[str, Any]:
         c = _committer(str(root), faulty=True, cleanup_delay_ms=0)  # ``arm`` injects the crash below
         for b in range(h):
             attempt = c.begin(QUERY, b, mode="direct")
-            c.commit(attempt, [StagedFile(final=f"day=0/part-{b:08d}-{i}.parquet", size=10, mtime_ms=1) for i in range(10)], num_rows=10)
+            files = [StagedFile(final=f"day=0/part-{b:08d}-{i}.parquet", size=10, mtime_ms=1) for i in range(10)]
+            _sparse_files(root, files)  # the ledger reads each file
+            c.commit(attempt, files, num_rows=10)
         c.storage.arm(rules(fail_at="after-wal@1"))  # the crash: a claimed, unfinished batch
         attempt = c.begin(QUERY, h, mode="direct")
         # the crashed batch's file exists (a direct-mode claim naming a missing file is never
