@@ -137,7 +137,7 @@ def kill(it: Interpreter, boundary: str | None, *, delay: float | None = None) -
         runs.run_query(it, sink="new")
         return
     ends = runs.kafka_ends(it)
-    pending = runs.has_pending_batch(it.checkpoint)
+    pending = runs.has_pending_batch(it.checkpoint) and not spec.endless
     runs.recreated(it, spec)
     code, output = drive(it, spec, {"SEO_CRASH_AT": boundary} if boundary else {}, delay=None if boundary else (delay or 1.0))
     it.runs += 1
