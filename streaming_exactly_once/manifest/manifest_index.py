@@ -81,8 +81,10 @@ def index_schema() -> Any:  # a pyarrow.Schema
     return pa.schema([("path", pa.string()), ("size", pa.int64()), ("modificationTime", pa.int64())])
 
 
-#: Rows per row group of an index (module docstring).
-ROW_GROUP_ROWS = 1 << 17
+#: Rows per row group of an index (module docstring): the builder holds one row group, and the
+#: extension decodes the previous index a row group at a time - at a million entries a writer
+#: with row groups of 131,072 rows peaked at 239 MB of RSS, with 32,768 at 180 MB.
+ROW_GROUP_ROWS = 1 << 15
 
 #: Set once ``warm_up`` has run in this process.
 WARMED_UP = threading.Event()
