@@ -34,6 +34,8 @@ BATCH_KEY = "seoBatchId"
 APP_KEY = "seoAppId"
 #: delta.checkpointInterval where a table does not set it (delta-rs checkpoints every 100 versions then).
 DELTA_DEFAULT_CHECKPOINT_INTERVAL = 100
+#: Loads tried for one background checkpoint (``write_checkpoint``).
+CHECKPOINT_ATTEMPTS = 3
 #: Longest time between two expired-log cleanups of one writer (``_cleanup_due``).
 CLEANUP_PERIOD_S = 3600.0
 #: Commits of one batch tried before giving up while other writers keep winning the race.
@@ -384,21 +386,26 @@ class DeltaTarget:
         Both need the whole table state, which delta-rs loads (the latest checkpoint, one listing
         of ``_delta_log``, the commits after it): on the batch's path that was the one step of the
         commit growing with the log (58 ms at 100 versions, 644 ms at 10,000, local disk, loaded
-        machine). The table is loaded here afresh, never shared with the commit thread. The
+        machine). The table is loaded here afresh, never shared with the commit thread. Its listing
+        runs while the next batches write commits: a local directory read during a create may miss
+        an entry (delta-rs then refuses the gap), so the load is tried again. The
         cleanup deletes only commits older than ``delta.logRetentionDuration`` that a checkpoint
         covers. A failure is logged, never raised: the batches are committed, and a later
         checkpoint covers them.
         """
-        try:
-            table = deltalake().DeltaTable(self.uri, storage_options=self.options or None)
-            version = int(table.version())
-            table.create_checkpoint()
-            self.make_durable(version)
-            if self._cleanup_due(dict(table.metadata().configuration or {})):
-                table.cleanup_metadata()
-                self._cleaned_at = time.monotonic()
-        except Exception as exc:
-            log.warning("Delta checkpoint or log cleanup of %s failed (the batches are committed): %s", self.log_uri, exc)
+        for attempt in range(CHECKPOINT_ATTEMPTS):
+            try:
+                table = deltalake().DeltaTable(self.uri, storage_options=self.options or None)
+                version = int(table.version())
+                table.create_checkpoint()
+                self.make_durable(version)
+                if self._cleanup_due(dict(table.metadata().configuration or {})):
+                    table.cleanup_metadata()
+                    self._cleaned_at = time.monotonic()
+                return
+            except Exception as exc:  # e.g. a listing that missed a commit being written: read again
+                if attempt + 1 == CHECKPOINT_ATTEMPTS:
+                    log.warning("Delta checkpoint or log cleanup of %s failed (the batches are committed): %s", self.log_uri, exc)
 
     def _cleanup_due(self, config: dict[str, str]) -> bool:
         """Whether a checkpoint is also the time for the expired-log cleanup: at the first one of
