@@ -29,34 +29,30 @@ from functools import partial
 from typing import Any
 
 from ..checkpoint.reader import InputFile
-from ..delta.files import DeltaFile
 from ..errors import ConfigError
 from ..iceberg.engine import METADATA_DIR
-from ..iceberg.files import IcebergFile, staged_rows
 from ..log.compactible_log import CompactibleLog
 from ..log.compaction import all_valid_batches, is_compaction_batch
 from ..manifest.entry import ManifestEntry
 from ..manifest.manifest_index import delete_stale_indexes, index_matches, write_index
 from ..manifest.manifest_log import ManifestLog
 from ..storage.base import Storage
-from ..storage.io_threads import map_waiting
 from ..table.commits_log import CommitRecord
 from ..table.identity import TableSpec
 from ..table.ledger import LedgerRecord
 from ..table.schema_log import SchemaRecord
 from ..table.table_logs import TableLogs
-from .adoption import Adoption, check_for_iceberg, existing_files_error, plan_adoption, readable_files
+from .adoption import Adoption, existing_files_error, plan_adoption, readable_files
 from .background.compaction_preparation import preparation_of
 from .ledger_enforce import batch_ledger, enforce
 from .options import CommitterOptions
 from .protocol.attempt import BatchAttempt, CommitResult, StagedFile, elapsed_ms, sources_step
 from .protocol.recovery import INTENTS_SUBDIR, ManifestView, PublishedView, RecoveryReport
 from .protocol.step import CommitStep
-from .protocol.steps import CleanupStaging, FileMove, MoveFiles, PublishManifest, WriteCommit
+from .protocol.steps import CleanupStaging, MoveFiles, PublishManifest, WriteCommit
 from .rewrites.table_rewrites import BatchRewrites, TableRewrites, leftovers_of
+from .table_plan import TableBatchAsk, TableBatchPlan, TableFormats, plan_table_batch
 from .table_schema import TableSchema
-from .table_steps.delta_step import CommitDelta
-from .table_steps.iceberg_step import CommitIceberg
 from .table_steps.ledger_step import WriteLedger
 from .table_steps.schema_step import WriteSchema
 from .writer import Writer
@@ -227,40 +223,8 @@ class TableCommitter(Writer):
         t_plan = time.perf_counter()
         m = attempt.batch_id
         epoch = self.lease.epoch or 0
-        new_schema = self._schema_record(attempt, schema)
-        adoption = self._adoption_now(files) if m == 0 and self.adoption is not None else None
-        entries = [ManifestEntry.for_file(self.storage.uri(f.final), size=f.size, modification_time=f.mtime_ms) for f in files]
-        table_schema = new_schema.schema if new_schema is not None else None
-        delta_step = self._delta_step(attempt, files, schema, table_schema, adopted=adoption)
-        iceberg_step = self._iceberg_step(attempt, files, schema, table_schema, adopted=adoption)
-        if adoption is not None:  # in the same claim as the batch's own files
-            entries = adoption.entries(self.storage) + entries
-        elif m == 0 and (delta_step is not None or iceberg_step is not None):
-            entries = self._adopted_entries() + entries
-        rewrites = BatchRewrites() if self.rewrites is None else self.rewrites.for_batch(self.logs.require_manifest(), m, attempt.timings)
-        if not files and not rewrites:  # ``seo compact``'s empty batch: no Delta or Iceberg commit (``manifest.empty_batches``)
-            delta_step = iceberg_step = None
-        moves = [FileMove(f.staged or "", f.final, f.size) for f in files] if attempt.mode == "rename" else []
-        moves += rewrites.moves()
-        entries += rewrites.entries(self.storage)
-        if delta_step is not None and rewrites:
-            delta_step = replace(delta_step, rewrites=rewrites.rewrites)
-        if iceberg_step is not None and rewrites:
-            iceberg_step = replace(iceberg_step, rewrites=rewrites.rewrites)
-        steps: list[CommitStep] = []
-        if moves:
-            steps.append(MoveFiles(moves=moves))
-        if new_schema is not None:  # before the visibility point: who sees the batch finds its schema
-            steps.append(WriteSchema(record=new_schema))
-        steps.append(PublishManifest(batch_id=m, entries=entries, replaced=rewrites.replaced))
-        if delta_step is not None:
-            steps.append(delta_step)
-        if iceberg_step is not None:  # after Delta's: a crash between them rolls both forward
-            steps.append(iceberg_step)
-        ledger = self._ledger(attempt, files, rewrites, input_files, num_rows, num_skipped_rows, delta_step, iceberg_step)
-        steps.append(attempt.offsets_step(m))
-        steps.append(sources_step(m, input_files))
-        steps.append(WriteLedger(record=ledger))
+        plan, adoption = self._plan(attempt, files, schema)
+        ledger = self._ledger(attempt, files, plan, input_files, num_rows, num_skipped_rows)
         now_ms = int(time.time() * 1000)
         record = attempt.record(
             m,
@@ -274,11 +238,9 @@ class TableCommitter(Writer):
             source_files=len(input_files),
             schema=schema,
             table_rows=None if self._table_rows is None or num_rows is None else self._table_rows + num_rows + (adoption.rows if adoption else 0),
-            rewrites=rewrites.notes(),
+            rewrites=plan.rewrites.notes(),
         )
-        steps.append(WriteCommit(record=record))
-        if attempt.mode == "direct":
-            steps.append(CleanupStaging(path=f"{attempt.staging_dir}/{INTENTS_SUBDIR}"))
+        steps = self._steps(attempt, plan, ledger, record, input_files)
         seq = attempt.sequence(steps, epoch=epoch, now_ms=now_ms)
         indexed = self.options.build_manifest_index and is_compaction_batch(m, self.logs.require_manifest().interval)
         ctx = self._run(
@@ -287,13 +249,55 @@ class TableCommitter(Writer):
             t_plan,
             retention=[(log_, m) for log_ in self.logs.all_logs()],
             indexes=[("index", partial(index_compact, self.logs, m))] if indexed else (),
-            leftovers=leftovers_of([rewrites]),
+            leftovers=leftovers_of([plan.rewrites]),
         )
-        self.schemas.committed(new_schema, m)
+        self.schemas.committed(plan.new_schema, m)
         self.adoption = None
         result = self._finish(attempt, record, input_files, ctx)
         self._queue_rewrite()
         return result
+
+    def _plan(self, attempt: BatchAttempt, files: Sequence[StagedFile], schema: str | None) -> tuple[TableBatchPlan, Adoption | None]:
+        """The batch's plan (``commit.table_plan``), checked before the claim; and the existing
+        files a first batch adopts."""
+        new_schema = self._schema_record(attempt, schema)
+        adoption = self._adoption_now(files) if attempt.batch_id == 0 and self.adoption is not None else None
+        ask = TableBatchAsk(
+            storage=self.storage,
+            attempt=attempt,
+            batch_id=attempt.batch_id,
+            files=files,
+            schema=schema,
+            new_schema=new_schema,
+            partition_by=tuple(self.options.partition_by),
+            formats=TableFormats(self.delta, self.iceberg),
+            rewrites=partial(self._batch_rewrites, attempt.batch_id, attempt.timings),
+            moved=attempt.mode == "rename",
+            adoption=adoption,
+            format_entries=self._adopted_entries,
+            timings=attempt.timings,
+            count_rows=True,
+        )
+        return plan_table_batch(ask), adoption
+
+    @staticmethod
+    def _steps(
+        attempt: BatchAttempt, plan: TableBatchPlan, ledger: LedgerRecord, record: CommitRecord, input_files: Sequence[InputFile]
+    ) -> list[CommitStep]:
+        """The batch's sequence, in the order the module docstring shows."""
+        m = plan.batch_id
+        steps: list[CommitStep] = [MoveFiles(moves=plan.moves)] if plan.moves else []
+        if plan.new_schema is not None:  # before the visibility point: who sees the batch finds its schema
+            steps.append(WriteSchema(record=plan.new_schema))
+        steps += [PublishManifest(batch_id=m, entries=plan.entries, replaced=plan.rewrites.replaced), *plan.format_steps]
+        steps += [attempt.offsets_step(m), sources_step(m, input_files), WriteLedger(record=ledger), WriteCommit(record=record)]
+        if attempt.mode == "direct":
+            steps.append(CleanupStaging(path=f"{attempt.staging_dir}/{INTENTS_SUBDIR}"))
+        return steps
+
+    def _batch_rewrites(self, batch_id: int, timings: dict[str, float]) -> BatchRewrites:
+        """The rewrites compaction batch ``batch_id`` publishes (none: compaction off, or not such a batch)."""
+        return BatchRewrites() if self.rewrites is None else self.rewrites.for_batch(self.logs.require_manifest(), batch_id, timings)
 
     def _queue_rewrite(self, *, start: bool = False) -> None:
         """Plan the rewrites of the next compaction batch once the batch before it committed (or
@@ -305,12 +309,10 @@ class TableCommitter(Writer):
         self,
         attempt: BatchAttempt,
         files: Sequence[StagedFile],
-        rewrites: BatchRewrites,
+        plan: TableBatchPlan,
         input_files: Sequence[InputFile],
         num_rows: int | None,
         num_skipped_rows: int,
-        delta_step: CommitDelta | None,
-        iceberg_step: CommitIceberg | None,
     ) -> LedgerRecord:
         """The batch's ledger (``commit.table_steps.ledger_step``), built before the claim from the files in
         hand; under ``audit="enforce"`` checked too: a violation raises before anything is published."""
@@ -319,16 +321,13 @@ class TableCommitter(Writer):
             self,
             attempt,
             [(f.staged or f.final, f.final, f.size, f.rows) for f in files],
-            rewrites,
+            plan.rewrites,
             input_files=input_files,
             num_rows=num_rows,
             num_skipped_rows=num_skipped_rows,
         )
         published: dict[str, int | None] = {"manifest": attempt.batch_id}
-        if delta_step is not None:
-            published["delta"] = None
-        if iceberg_step is not None:
-            published["iceberg"] = None
+        published.update({name: None for name, yes in plan.published().items() if yes})
         ledger = replace(ledger, published=published)
         attempt.timings["ledgerBuild"] = elapsed_ms(t0)
         if self.options.audit == "enforce":
@@ -343,70 +342,6 @@ class TableCommitter(Writer):
         what = f"Batch {attempt.spark_batch_id} of query {attempt.query_id}"
         verdict = self.schemas.check_files(schema, self.options.partition_by, what=what)
         return self.schemas.record_for(verdict, attempt.batch_id, self.options.partition_by)
-
-    def _delta_step(
-        self,
-        attempt: BatchAttempt,
-        files: Sequence[StagedFile],
-        schema: str | None,
-        table_schema: str | None = None,
-        *,
-        adopted: Adoption | None = None,
-    ) -> CommitDelta | None:
-        """The batch's Delta commit, after checking (before any claim) that the table takes it.
-        ``table_schema``: the table's schema after the batch, when the batch changes it."""
-        target = self.delta
-        if target is None:
-            return None
-        t0 = time.perf_counter()
-        target.check_batch(schema, self.options.partition_by, table_schema=table_schema)
-        attempt.timings["deltaCheck"] = elapsed_ms(t0)
-        return CommitDelta(
-            batch_id=attempt.batch_id,
-            app_id=target.app_id,
-            files=(adopted.delta_files() if adopted else []) + [DeltaFile(f.final, f.size, f.mtime_ms) for f in files],
-            partition_by=tuple(self.options.partition_by),
-            schema=schema,
-            table_schema=table_schema,
-            settings=target.settings,
-            info=attempt.format_info(),
-        )
-
-    def _iceberg_step(
-        self,
-        attempt: BatchAttempt,
-        files: Sequence[StagedFile],
-        schema: str | None,
-        table_schema: str | None = None,
-        *,
-        adopted: Adoption | None = None,
-    ) -> CommitIceberg | None:
-        """The batch's Iceberg commit, after checking (before any claim) that the table takes it
-        and that every data file is one it can name (``iceberg.files.staged_rows``: its footer,
-        whose row count the step then uses)."""
-        target = self.iceberg
-        if target is None:
-            return None
-        t0 = time.perf_counter()
-        target.check_batch(schema, self.options.partition_by, table_schema=table_schema)
-        counted = map_waiting(
-            f"footers-{self.storage.root_uri}", lambda f: staged_rows(self.storage, f.staged or f.final, table=target.name), list(files)
-        )
-        if adopted is not None:
-            check_for_iceberg(self.storage, adopted, table=target.name)
-        attempt.timings["icebergCheck"] = elapsed_ms(t0)
-        return CommitIceberg(
-            batch_id=attempt.batch_id,
-            app_id=target.app_id,
-            files=(adopted.iceberg_files() if adopted else [])
-            + [IcebergFile(f.final, f.size, f.mtime_ms, rows) for f, rows in zip(files, counted, strict=True)],
-            partition_by=tuple(self.options.partition_by),
-            schema=schema,
-            table_schema=table_schema,
-            catalog=target.catalog_ref,
-            settings=target.settings,
-            info=attempt.format_info(),
-        )
 
     def _adopted_entries(self) -> list[ManifestEntry]:
         """Manifest batch 0 of a table adopted from an existing Delta or Iceberg table: its files

@@ -37,21 +37,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass
 from typing import Any
 
 from ...checkpoint.reader import InputFile
-from ...delta.files import DeltaFile
 from ...delta.target import DeltaSettings, DeltaTarget
 from ...errors import DeltaTableError, IcebergTableError, LogCorruptError
-from ...iceberg.files import IcebergFile
 from ...iceberg.leftovers import discard_leftovers
 from ...iceberg.settings import IcebergCatalogRef, IcebergSettings
 from ...iceberg.target import IcebergTarget
 from ...log.compactible_log import CompactibleLog
 from ...log.compaction import is_compaction_batch
 from ...manifest.empty_batches import holds_manifest
-from ...manifest.entry import ManifestEntry
 from ...storage.base import Storage
 from ...table.commits_log import CommitRecord
 from ...table.group_state import GroupState, TableBatch, advance, advance_sources, is_quarantine
@@ -65,18 +62,27 @@ from ..options import CommitterOptions
 from ..protocol.attempt import BatchAttempt, CommitResult, sources_step
 from ..protocol.recovery import PublishedView, RecoveryReport
 from ..protocol.step import CommitStep
-from ..protocol.steps import FileMove, MemberPublish, MoveFiles, PublishMembers, WriteCommit
+from ..protocol.steps import MemberPublish, MoveFiles, PublishMembers, WriteCommit
 from ..rewrites.group_rewrites import GroupRewrites
 from ..rewrites.table_rewrites import BatchRewrites, leftovers_of
+from ..table_plan import TableBatchAsk, TableBatchPlan, TableFormats, plan_table_batch
 from ..table_schema import TableSchema
-from ..table_steps.delta_step import CommitDelta
-from ..table_steps.iceberg_step import CommitIceberg
 from ..table_steps.ledger_step import WriteLedger
 from ..table_steps.schema_step import WriteSchema
 from ..writer import Writer
 from .group_members import CommitsView, Member, MemberBatch, state_of, table_formats, tables_in
 
 log = logging.getLogger("streaming_exactly_once.commit")
+
+
+@dataclass
+class _MemberPart:
+    """One table's part of a group batch: its batch, plan, manifest publish and ledger."""
+
+    mb: MemberBatch
+    plan: TableBatchPlan
+    publish: MemberPublish
+    ledger: WriteLedger
 
 
 class GroupCommitter(Writer):
@@ -281,24 +287,6 @@ class GroupCommitter(Writer):
             self.iceberg_targets[table] = target
         return target
 
-    def _iceberg_member_step(
-        self, attempt: BatchAttempt, mb: MemberBatch, identity: TableIdentity, batch_id: int, table_schema: str | None = None
-    ) -> CommitIceberg:
-        """An Iceberg table's batch: checked against the table before the claim, committed after the members."""
-        target = self._iceberg_target(mb.table, identity)
-        target.check_batch(mb.schema, mb.partition_by, table_schema=table_schema)
-        return CommitIceberg(
-            batch_id=batch_id,
-            app_id=target.app_id,
-            files=[IcebergFile(f.final, f.size, f.mtime_ms) for f in mb.files],
-            partition_by=tuple(mb.partition_by),
-            schema=mb.schema,
-            table_schema=table_schema,
-            table=mb.table,
-            settings=target.settings,
-            info=attempt.format_info(group=True),
-        )
-
     def _delta_target(self, table: str, identity: TableIdentity) -> DeltaTarget:
         assert identity.delta_app_id is not None
         target = self.delta_targets.get(table)
@@ -306,24 +294,6 @@ class GroupCommitter(Writer):
             target = DeltaTarget(self.storage.child(table), identity.delta_app_id, self.options.delta or DeltaSettings())
             self.delta_targets[table] = target
         return target
-
-    def _delta_member_step(
-        self, attempt: BatchAttempt, mb: MemberBatch, identity: TableIdentity, batch_id: int, table_schema: str | None = None
-    ) -> CommitDelta:
-        """A Delta table's batch: checked against the table before the claim, committed after the members."""
-        target = self._delta_target(mb.table, identity)
-        target.check_batch(mb.schema, mb.partition_by, table_schema=table_schema)
-        return CommitDelta(
-            batch_id=batch_id,
-            app_id=target.app_id,
-            files=[DeltaFile(f.final, f.size, f.mtime_ms) for f in mb.files],
-            partition_by=tuple(mb.partition_by),
-            schema=mb.schema,
-            table_schema=table_schema,
-            table=mb.table,
-            settings=target.settings,
-            info=attempt.format_info(group=True),
-        )
 
     # -- protocol ------------------------------------------------------------------------------
 
@@ -349,86 +319,13 @@ class GroupCommitter(Writer):
         g = attempt.batch_id
         epoch = self.lease.epoch or 0
         now_ms = int(time.time() * 1000)
-        moves: list[FileMove] = []
-        publishes: list[MemberPublish] = []
-        delta_steps: list[CommitDelta] = []
-        iceberg_steps: list[CommitIceberg] = []
-        schema_records: dict[str, SchemaRecord] = {}
-        table_batches: list[TableBatch] = []
-        published_rewrites: list[BatchRewrites] = []
-        ledgers: list[WriteLedger] = []
-        quarantine_latest = dict(self.state.quarantine)
-        for mb in members:
-            member = self._checked_member(mb.table)
-            identity = self._member_identity(mb)
-            child = self.storage.child(mb.table)
-            m = member.latest + 1
-            new_schema = self._member_schema_record(attempt, mb, m)
-            if new_schema is not None:
-                schema_records[mb.table] = new_schema
-            if identity.is_delta:
-                delta_steps.append(self._delta_member_step(attempt, mb, identity, m, new_schema.schema if new_schema else None))
-            if identity.is_iceberg:
-                iceberg_steps.append(self._iceberg_member_step(attempt, mb, identity, m, new_schema.schema if new_schema else None))
-            num_rows = mb.rows
-            entries = [ManifestEntry.for_file(child.uri(f.final), size=f.size, modification_time=f.mtime_ms) for f in mb.files]
-            moves += [FileMove(f.staged or "", f"{mb.table}/{f.final}", f.size) for f in mb.files]
-            rewrites = BatchRewrites(table=mb.table)
-            if self.rewrites is not None:
-                rewrites = self.rewrites.for_batch(mb.table, member.logs.require_manifest(), m, attempt.timings)
-            if rewrites:
-                published_rewrites.append(rewrites)
-                moves += rewrites.moves()
-                entries += rewrites.entries(child)
-                if identity.is_delta:
-                    delta_steps[-1] = replace(delta_steps[-1], rewrites=rewrites.rewrites)
-                if identity.is_iceberg:
-                    iceberg_steps[-1] = replace(iceberg_steps[-1], rewrites=rewrites.rewrites)
-            elif not mb.files:  # ``seo compact``'s empty batch of the table: no Delta or Iceberg commit (``manifest.empty_batches``)
-                if identity.is_delta:
-                    delta_steps.pop()
-                if identity.is_iceberg:
-                    iceberg_steps.pop()
-            record = attempt.record(
-                m,
-                epoch=epoch,
-                files=mb.files,
-                num_rows=num_rows,
-                now_ms=now_ms,
-                watermarks=mb.watermarks,
-                schema=mb.schema,
-                table_rows=member.table_rows + num_rows,
-                rewrites=rewrites.notes(),
-            )
-            publishes.append(MemberPublish(table=mb.table, batch_id=m, entries=entries, record=record, replaced=rewrites.replaced))
-            formats = {"delta": identity.is_delta and bool(mb.files or rewrites), "iceberg": identity.is_iceberg and bool(mb.files or rewrites)}
-            ledgers.append(member_ledger(self, attempt, mb, m, rewrites, formats))
-            set_aside = is_quarantine(mb.table)
-            if set_aside:
-                quarantine_latest[mb.table] = m
-            if not set_aside or mb.dataset is not None:
-                table_batches.append(
-                    TableBatch(
-                        table=mb.dataset or mb.table,
-                        status=mb.status,
-                        batch_id=m,
-                        rows=num_rows,
-                        files=len(mb.files),
-                        bytes=record.num_bytes,
-                        watermarks=mb.watermarks,
-                        checks=mb.checks,
-                        quarantined_rows=mb.quarantined_rows,
-                        maintenance=mb.maintenance,
-                    )
-                )
-        sources = advance_sources(self.state.sources, source_ends or {})
-        state = GroupState(advance(self.state.tables, table_batches, g, expected), quarantine_latest, sources)
+        parts = [self._plan_member(attempt, mb, epoch, now_ms) for mb in members]
+        state = self._next_state(parts, g, source_ends or {}, expected)
         total_rows = sum(mb.rows for mb in members if not is_quarantine(mb.table))
-        all_files = [f for mb in members for f in mb.files]
         group_record = attempt.record(
             g,
             epoch=epoch,
-            files=all_files,
+            files=[f for mb in members for f in mb.files],
             num_rows=total_rows,
             now_ms=now_ms,
             step_ms=dict(attempt.timings),
@@ -438,42 +335,122 @@ class GroupCommitter(Writer):
             datasets=state.datasets_json(),
             source_partitions=state.sources_json() if (source_ends or self.state.sources) else None,
         )
+        publishes = [p.publish for p in parts]
         steps: list[CommitStep] = [
-            MoveFiles(moves=moves),
+            MoveFiles(moves=[move for p in parts for move in p.plan.moves]),
             # before the members' manifests: who sees a table's batch finds its schema
-            *(WriteSchema(record=r, table=t) for t, r in schema_records.items()),
+            *(WriteSchema(record=p.plan.new_schema, table=p.publish.table) for p in parts if p.plan.new_schema is not None),
             PublishMembers(members=publishes),
-            *delta_steps,
-            *iceberg_steps,
+            *(s for p in parts for s in p.plan.format_steps if s.kind == "delta"),
+            *(s for p in parts for s in p.plan.format_steps if s.kind == "iceberg"),
             attempt.offsets_step(g),
             sources_step(g, input_files),
-            *ledgers,
+            *(p.ledger for p in parts),
             root_ledger(self, attempt, input_files, publishes),
             WriteCommit(record=group_record),
         ]
         seq = attempt.sequence(steps, epoch=epoch, now_ms=now_ms)
         self._touched = [p.table for p in publishes]
-        retention: list[tuple[CompactibleLog[Any], int]] = [(log_, g) for log_ in self.logs.all_logs()]
-        indexes = []
-        for p in publishes:
-            member_logs = self._members[p.table].logs
-            retention += [(log_, p.batch_id) for log_ in member_logs.all_logs()]
-            if self.options.build_manifest_index and is_compaction_batch(p.batch_id, member_logs.require_manifest().interval):
-                indexes.append((("index", p.table), functools.partial(index_compact, member_logs, p.batch_id)))
-        leftovers = leftovers_of(published_rewrites)
-        ctx = self._run(attempt, seq, t_plan, retention=retention, indexes=indexes, leftovers=leftovers)
-        for p in publishes:
-            member = self._members[p.table]
+        leftovers = leftovers_of([p.plan.rewrites for p in parts if p.plan.rewrites])
+        ctx = self._run(attempt, seq, t_plan, retention=self._retention(g, publishes), indexes=self._indexes(publishes), leftovers=leftovers)
+        for part in parts:
+            member = self._members[part.publish.table]
             if member.schema is not None:
-                member.schema.committed(schema_records.get(p.table), p.batch_id)
-            member.latest = p.batch_id
-            member.table_rows = p.record.table_rows or 0
+                member.schema.committed(part.plan.new_schema, part.plan.batch_id)
+            member.latest = part.plan.batch_id
+            member.table_rows = part.publish.record.table_rows or 0
         self.state = state
         result = self._finish(attempt, group_record, input_files, ctx)
         if self.rewrites is not None:
             for p in publishes:
                 self.rewrites.after_batch(p.table, self._members[p.table].logs.require_manifest(), p.batch_id, g + 1)
         return result
+
+    def _plan_member(self, attempt: BatchAttempt, mb: MemberBatch, epoch: int, now_ms: int) -> _MemberPart:
+        """One table's part of the group batch (``commit.table_plan``), checked before the claim."""
+        member = self._checked_member(mb.table)
+        identity = self._member_identity(mb)
+        m = member.latest + 1
+        formats = TableFormats(
+            self._delta_target(mb.table, identity) if identity.is_delta else None,
+            self._iceberg_target(mb.table, identity) if identity.is_iceberg else None,
+        )
+        ask = TableBatchAsk(
+            storage=self.storage.child(mb.table),
+            attempt=attempt,
+            batch_id=m,
+            files=mb.files,
+            schema=mb.schema,
+            new_schema=self._member_schema_record(attempt, mb, m),
+            partition_by=tuple(mb.partition_by),
+            formats=formats,
+            rewrites=functools.partial(self._member_rewrites, mb.table, member, m, attempt.timings),
+            table=mb.table,
+        )
+        plan = plan_table_batch(ask)
+        record = attempt.record(
+            m,
+            epoch=epoch,
+            files=mb.files,
+            num_rows=mb.rows,
+            now_ms=now_ms,
+            watermarks=mb.watermarks,
+            schema=mb.schema,
+            table_rows=member.table_rows + mb.rows,
+            rewrites=plan.rewrites.notes(),
+        )
+        publish = MemberPublish(table=mb.table, batch_id=m, entries=plan.entries, record=record, replaced=plan.rewrites.replaced)
+        return _MemberPart(mb, plan, publish, member_ledger(self, attempt, mb, m, plan.rewrites, plan.published()))
+
+    def _member_rewrites(self, table: str, member: Member, batch_id: int, timings: dict[str, float]) -> BatchRewrites:
+        if self.rewrites is None:
+            return BatchRewrites(table=table)
+        return self.rewrites.for_batch(table, member.logs.require_manifest(), batch_id, timings)
+
+    def _next_state(
+        self, parts: Sequence[_MemberPart], g: int, source_ends: dict[str, dict[str, int]], expected: dict[str, dict[str, int]] | None
+    ) -> GroupState:
+        """The group's state after batch ``g``: each dataset's table batch, the quarantine
+        tables' newest batches, the source partitions' ends."""
+        quarantine_latest = dict(self.state.quarantine)
+        table_batches: list[TableBatch] = []
+        for part in parts:
+            mb, m = part.mb, part.plan.batch_id
+            set_aside = is_quarantine(mb.table)
+            if set_aside:
+                quarantine_latest[mb.table] = m
+            if not set_aside or mb.dataset is not None:
+                table_batches.append(
+                    TableBatch(
+                        table=mb.dataset or mb.table,
+                        status=mb.status,
+                        batch_id=m,
+                        rows=mb.rows,
+                        files=len(mb.files),
+                        bytes=part.publish.record.num_bytes,
+                        watermarks=mb.watermarks,
+                        checks=mb.checks,
+                        quarantined_rows=mb.quarantined_rows,
+                        maintenance=mb.maintenance,
+                    )
+                )
+        sources = advance_sources(self.state.sources, source_ends)
+        return GroupState(advance(self.state.tables, table_batches, g, expected), quarantine_latest, sources)
+
+    def _retention(self, g: int, publishes: Sequence[MemberPublish]) -> list[tuple[CompactibleLog[Any], int]]:
+        retention: list[tuple[CompactibleLog[Any], int]] = [(log_, g) for log_ in self.logs.all_logs()]
+        for p in publishes:
+            retention += [(log_, p.batch_id) for log_ in self._members[p.table].logs.all_logs()]
+        return retention
+
+    def _indexes(self, publishes: Sequence[MemberPublish]) -> list[tuple[object, Callable[[], None]]]:
+        """The manifest indexes the batch's compaction batches of tables get built."""
+        indexes: list[tuple[object, Callable[[], None]]] = []
+        for p in publishes:
+            member_logs = self._members[p.table].logs
+            if self.options.build_manifest_index and is_compaction_batch(p.batch_id, member_logs.require_manifest().interval):
+                indexes.append((("index", p.table), functools.partial(index_compact, member_logs, p.batch_id)))
+        return indexes
 
     def tables(self) -> list[str]:
         """Every table of the group that exists (datasets with a published batch, quarantine
