@@ -16,14 +16,15 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from ..errors import DeltaSchemaMismatchError, DeltaTableError, InvalidAsOfError
+from ..errors import DeltaTableError, InvalidAsOfError
 from ..storage.base import Storage
+from .batch_fit import check_batch_fits
 from .engine import deltalake, object_store_options, table_uri
-from .evolve import check_evolution, commit_lines, evolves, write_commit
+from .evolve import commit_lines, evolves, write_commit
 from .files import DeltaFile, add_actions
 from .log_actions import lost_race, ms_since_epoch, relative_to_root, root_spellings, txn_in_commit, txn_version
 from .log_snapshot import LogSnapshot
-from .schema import check_appendable, check_fits, check_partition_types, fields_of
+from .schema import fields_of
 from .settings import APP_ID_PREFIX, DeltaSettings, app_id, retention_seconds
 
 log = logging.getLogger("streaming_exactly_once.delta")
@@ -170,33 +171,8 @@ class DeltaTarget:
         """Refuse, before anything is claimed, a batch the Delta commit could not take.
         ``table_schema``: the schema the batch gives the table (columns added), checked against
         Delta's rule for that (``evolve.check_evolution``) and then in place of the log's."""
-        table = self.snapshot(refresh=refresh)
-        if schema_json is None:
-            if table is None:
-                raise DeltaSchemaMismatchError(
-                    f"Delta table {self.storage.root_uri}: the batch came without a schema, and the first batch "
-                    "creates the table with the batch's schema.",
-                    table=self.storage.root_uri,
-                )
-            return
-        check_partition_types(schema_json, partition_by, table=self.storage.root_uri)
-        if table is None:
-            try:
-                deltalake().Schema.from_json(schema_json)
-            except Exception as exc:
-                raise DeltaSchemaMismatchError(
-                    f"Delta table {self.storage.root_uri}: the batch's schema cannot be a Delta schema "
-                    f"({' '.join(str(exc).split())[:200]}). Cast such columns (e.g. NULL-typed ones) to a real type.",
-                    table=self.storage.root_uri,
-                ) from None
-            return
-        check_appendable(table, self.storage.root_uri)
-        metadata = table.metadata()
-        current = table.schema().to_json()
-        if table_schema is not None and evolves(current, table_schema):
-            check_evolution(current, table_schema, table=self.storage.root_uri, log_uri=self.log_uri)
-            current = table_schema
-        check_fits(current, metadata.partition_columns, schema_json, partition_by, table=self.storage.root_uri, log_uri=self.log_uri)
+        root, table = self.storage.root_uri, self.snapshot(refresh=refresh)
+        check_batch_fits(table, schema_json, partition_by, root=root, log_uri=self.log_uri, table_schema=table_schema)
 
     # -- the commit of one batch ---------------------------------------------------------------
 

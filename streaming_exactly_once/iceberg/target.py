@@ -1,31 +1,13 @@
 """``IcebergTarget``: one Iceberg table, as the commit protocol, the readers and upkeep use it.
 
-Every manifest batch ``M`` of a ``format="iceberg"`` table becomes exactly one Iceberg snapshot:
-an ``append`` of the batch's data files, written with pyiceberg (no JVM). "Is batch M in the
-table?" is answered from the current metadata file alone, never from snapshots that expiry may
-remove: the same commit that adds the snapshot sets the table property
-``seo.batch-id.<app id>`` to ``M`` - a high-water mark that only grows, one batch per snapshot,
-and survives snapshot expiry. The snapshot's summary carries ``seo.app-id`` and ``seo.batch-id``
-too (with the query id and Spark batch id), for history and ``as_of``. The app id is
-``streaming-exactly-once:<table id>`` (``table.identity``), as for Delta.
-
-**Never twice.** ``commit`` asks the question first, then builds the snapshot on the version it
-read and commits it at the version after that: with the default path-based catalog by creating
-``metadata/v<N+1>.metadata.json`` create-if-absent, with a real catalog through its atomic swap
-(``catalogs``). A commit that lost the race is never rebased onto the winner (pyiceberg's own
-retry would do that, and so commit the batch twice): the table is read again, the batch counts
-as done if the winner carried it, and otherwise the commit is built afresh on the new version.
-A commit whose answer was lost (the process died) is found the same way.
-
-**In order.** Batch ``M`` is committed only on a table whose high-water mark is ``M - 1`` (none
-for ``M = 0``); anything else means the table lost commits it had (a restored older metadata
-file, a pointer moved back), and committing on top would hide that for good.
-
-**Creating and adopting.** The first batch of a table without Iceberg metadata creates it (schema,
-identity partition spec on ``partition_by``, table properties, name mapping, and the batch's
-snapshot, in version 1); ``check_batch`` (before the WAL claim) refuses a batch that does not fit
-an existing table (``schema``) or a table an append of our files would break (``schema.check_appendable``).
-The bytes are on ``docs/design/iceberg-format.md``.
+Every manifest batch ``M`` of a ``format="iceberg"`` table becomes exactly one Iceberg snapshot
+(an ``append``, written with pyiceberg, no JVM), whose commit also sets the table property
+``seo.batch-id.<app id>`` to ``M``: a high-water mark that only grows and survives snapshot
+expiry, so "is batch M in the table?" is answered from the current metadata file alone.
+``commit`` never commits a batch twice (a lost race is never rebased onto the winner: the table
+is read again and the commit built afresh) and only in order (batch ``M`` on a table whose mark
+is ``M - 1``). ``check_batch`` (before the WAL claim) refuses a batch the table would not take.
+``docs/design/iceberg-format.md`` has the argument and the bytes.
 """
 
 from __future__ import annotations
@@ -34,7 +16,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import IcebergSchemaMismatchError, IcebergTableError, InvalidAsOfError
+from ..errors import IcebergTableError, InvalidAsOfError
 from ..storage.base import Storage
 from .commit_names import batch_commit_uuid
 from .engine import require, table_location
@@ -199,38 +181,10 @@ class IcebergTarget:
         ``table_schema``: the table's Spark schema after the batch, when the batch adds columns
         (its commit adds them, ``evolve``). ``advice``: what to do instead of the stream's advice
         (the check again inside the commit, where the batch is published already)."""
-        from .evolve import added_columns, batch_view
-        from .schema import STREAM_ADVICE, check_appendable, check_fits, check_partition_types, iceberg_schema
+        from .batch_fit import check_batch_fits
 
         table = self.load(refresh=refresh)
-        if schema_json is None:
-            if table is None:
-                raise IcebergSchemaMismatchError(
-                    f"Iceberg table {self.name}: the batch came without a schema, and the first batch creates the table with the batch's schema.",
-                    table=self.storage.root_uri,
-                )
-            # a batch of no rows (``seo compact``'s): the table must take its commit all the same,
-            # checked against the table's own columns (a foreign writer may have changed its spec)
-            check_appendable(table.metadata, self.storage, name=self.name)
-            check_fits(
-                table.metadata,
-                table.schema(),
-                partition_by,
-                table=self.name,
-                metadata_file=table.metadata_location,
-                advice=advice
-                or "Another writer changed the table's partition spec or columns since this library's last batch: restore "
-                "them as this table's identity records them (_seo/table), or write to a new table.",
-            )
-            return
-        check_partition_types(schema_json, partition_by, table=self.name)
-        batch = iceberg_schema(schema_json, table=self.name)
-        if table is None:
-            return
-        check_appendable(table.metadata, self.storage, name=self.name)
-        if table_schema is not None:
-            batch = batch_view(batch, added_columns(table.schema(), table_schema, table=self.name))
-        check_fits(table.metadata, batch, partition_by, table=self.name, metadata_file=table.metadata_location, advice=advice or STREAM_ADVICE)
+        check_batch_fits(table, schema_json, partition_by, storage=self.storage, name=self.name, table_schema=table_schema, advice=advice)
 
     # -- the commit of one batch -------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, TypeVar
 
 from ..errors import LogConflictError, MissingBatchError
 from ..storage.base import ByteRange, Piece, Storage, composed_files, join
@@ -39,33 +39,10 @@ from .compaction import (
     is_compaction_batch,
     valid_batches_before_compaction,
 )
+from .preparation import NOT_PREPARED, Preparation
 from .version import encode_line, header, parse_version
 
 T = TypeVar("T")
-
-
-class Preparation(Protocol):
-    """A compact file built ahead of its batch: ``add`` publishes it instead of building one."""
-
-    def holds(self, compact_id: int) -> bool:
-        """Whether a file for compaction batch ``compact_id`` is under way."""
-        ...
-
-    def publish(self, compact_id: int, own_tail: bytes, *, context: str) -> bool | None:
-        """Publish it as compact file ``compact_id`` with the batch's own records (``own_tail``)
-        appended: True, or False if the file existed; None: build it from the logs after all."""
-        ...
-
-
-class _NotPrepared:
-    def holds(self, compact_id: int) -> bool:
-        return False
-
-    def publish(self, compact_id: int, own_tail: bytes, *, context: str) -> bool | None:
-        return None
-
-
-NOT_PREPARED: Preparation = _NotPrepared()
 
 
 def now_ms() -> int:

@@ -1,46 +1,13 @@
 """``gc``: delete what no reader can see and no writer still needs - never an in-flight batch.
 
-Deleted (or, with ``dry_run``, only listed):
-
-* **orphan data files**: in a table, outside ``_``/``.`` directories, named by *no* retained
-  manifest file (so no snapshot, not even a time-travel one, can read them), by no pending
-  commit and by no intent, that this sink retired - a compaction batch left them out of the
-  listing and recorded them (``maintenance.provenance``) - more than ``older_than`` ago (the
-  retired-files records that name no file left go too);
-* never a **foreign** file: one no record shows this sink wrote (another tool's, or a file that
-  was in the directory before the table) is reported in ``foreign`` and kept;
-* **stale staging directories**: no WAL entry refers to them and nothing in them is younger than
-  ``older_than`` (an attempt that died; its intents' data files go with it);
-* indexes of compact files that retention has deleted;
-* **temp and work files** a killed writer left in the metadata directories (``table.temp_files``:
-  ``.<name>.<uuid>.tmp``, ``.<N>.compact.e<K>.prep``) that are older than
-  ``older_than`` - and older than gc's own lease, whose holder's own files it never touches.
-  Under the lease no other writer is live: a fenced one whose file goes fails its write, it
-  never publishes something else. A writer removes them too when it takes the table; gc is for
-  a table no writer starts on again, and for the work file a clean stop leaves.
-
-What makes it safe:
-
-* **The lease.** gc takes the table's single-writer lease (a table of a dataset group: the
-  group's) and heartbeats it while it works, so no commit can publish behind its back; a live
-  writer makes it refuse (``ConcurrentWriterError``: stop the query first). A dry run takes no
-  lease and runs beside a live writer (it changes nothing; ``writer_live`` says one was there). Before every deletion gc checks that it
-  still holds the lease.
-* **Pending commits are kept whole** (``maintenance.pending``). The WAL is read *before* the
-  manifest: a commit that completes in between has published its manifest file before it
-  deleted its WAL entry, so its files are named by one or the other.
-* **Refusal instead of guessing** (``GcRefusedError``, nothing deleted): whenever a reader would
-  refuse the table - latest manifest file deleted while the commits log goes further, a manifest
-  file missing in between, a stray batch file, a manifest entry outside every root the table
-  was written under, a log file that does not parse - gc cannot tell garbage from committed
-  data. The checks are the readers' own (``readers.manifest_checks``, ``readers.table_roots``).
-  Every table is checked before anything is deleted.
-* **Dataset groups.** On a group root gc collects every table the group's newest commit record
-  names, each against its own manifest, plus the group's staging; nothing else under the root
-  is touched. On one table of a group it collects that table only, under the group's lease and
-  WAL. A table nested inside another is left to its own collection.
-
-Listing a table is O(files); this is a maintenance command, not part of any commit.
+Deleted (or, with ``dry_run``, only listed): orphan data files this sink retired more than
+``older_than`` ago (never a foreign file: one no record shows this sink wrote is reported and
+kept), stale staging directories, indexes of deleted compact files, and old temp and work files
+a killed writer left. Safe because gc holds the table's lease (a live writer makes it refuse),
+keeps pending commits whole (the WAL is read before the manifest), refuses instead of guessing
+(``GcRefusedError`` whenever a reader would refuse the table, nothing deleted) and collects a
+dataset group's tables each against its own manifest. ``docs/design/maintenance.md`` has the
+whole argument.
 """
 
 from __future__ import annotations

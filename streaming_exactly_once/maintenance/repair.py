@@ -26,6 +26,7 @@ from ..commit.committer import CommitterOptions
 from ..commit.protocol.attempt_verdict import ABORT, COMMIT, decide, overrule, read_verdict
 from ..commit.protocol.lease import Lease, writer_still_running
 from ..commit.protocol.recovery import RecoveryReport, claim_files_missing, discard_sequence, recover
+from ..commit.protocol.sequence import CommitSequence
 from ..commit.protocol.step import StepContext
 from ..commit.protocol.wal import CommitSequenceStore
 from ..errors import ExactlyOnceError, IcebergTableError, LogCorruptError, UnsupportedLogVersionError
@@ -140,37 +141,9 @@ def discard_wal(storage: Storage, batch_id: int, *, lease_timeout_ms: int = 60_0
             seq = wal.get(batch_id)
         except (LogCorruptError, UnsupportedLogVersionError):
             seq = None  # unreadable: nothing of it can have been published (checked above and below)
-        if seq is not None and not claim_files_missing(storage, seq):
-            # A claim with all its files can be completed, and may be completed right now: a
-            # frozen writer past its last fence check, or a recoverer, publishes it whatever we
-            # decide here. Deleting its files would make that publish name missing files.
-            raise ExactlyOnceError(
-                f"WAL entry {batch_id} of {storage.root_uri} (attempt {seq.attempt}, epoch {seq.epoch}) has every "
-                "data file it needs, so it is completed, not discarded: run `seo recover`. Nothing was deleted.",
-                batch_id=batch_id,
-            )
-        running = writer_still_running(storage, seq.epoch) if seq is not None else None
-        if seq is not None and running is not None:
-            # A frozen writer past its last fence check publishes its claim when it wakes up;
-            # files deleted now would be named by that manifest entry. (Across hosts this cannot
-            # be seen: the README's limits say to stop the writer before discarding.)
-            raise ExactlyOnceError(
-                f"WAL entry {batch_id} of {storage.root_uri} was claimed by writer epoch {seq.epoch} (pid {running.pid} "
-                f"on {running.host}), which is still running. Stop that process first. Nothing was deleted.",
-                batch_id=batch_id,
-            )
         if seq is not None:
-            if decide(storage, batch_id, seq.attempt, ABORT, epoch=epoch) == COMMIT:
-                held = read_verdict(storage, batch_id, seq.attempt)
-                if held is not None and held.epoch > epoch:
-                    raise ExactlyOnceError(
-                        f"Writer epoch {held.epoch} took {storage.root_uri} over while this command ran and is "
-                        f"rolling WAL entry {batch_id} forward. Nothing was deleted. Run `seo status`.",
-                        batch_id=batch_id,
-                    )
-                # an older recovery judged it 'commit' and then found it could not publish (the
-                # case this command exists for): the person's 'abort' replaces that verdict
-                overrule(storage, batch_id, seq.attempt, ABORT, epoch=epoch)
+            _refuse_completable(storage, batch_id, seq)
+            _record_abort(storage, batch_id, seq, epoch)
         lease.check_fence("discard")
         refuse_if_published(" (completed by another writer while this command ran)")
         if seq is not None:
@@ -195,6 +168,46 @@ def discard_wal(storage: Storage, batch_id: int, *, lease_timeout_ms: int = 60_0
         return f"discarded WAL entry {batch_id}"
     finally:
         lease.release()
+
+
+def _refuse_completable(storage: Storage, batch_id: int, seq: CommitSequence) -> None:
+    """Refuse to discard a claim someone may still complete: one with all its files, or one
+    whose writer still runs."""
+    if not claim_files_missing(storage, seq):
+        # A claim with all its files can be completed, and may be completed right now: a
+        # frozen writer past its last fence check, or a recoverer, publishes it whatever we
+        # decide here. Deleting its files would make that publish name missing files.
+        raise ExactlyOnceError(
+            f"WAL entry {batch_id} of {storage.root_uri} (attempt {seq.attempt}, epoch {seq.epoch}) has every "
+            "data file it needs, so it is completed, not discarded: run `seo recover`. Nothing was deleted.",
+            batch_id=batch_id,
+        )
+    running = writer_still_running(storage, seq.epoch)
+    if running is not None:
+        # A frozen writer past its last fence check publishes its claim when it wakes up;
+        # files deleted now would be named by that manifest entry. (Across hosts this cannot
+        # be seen: the README's limits say to stop the writer before discarding.)
+        raise ExactlyOnceError(
+            f"WAL entry {batch_id} of {storage.root_uri} was claimed by writer epoch {seq.epoch} (pid {running.pid} "
+            f"on {running.host}), which is still running. Stop that process first. Nothing was deleted.",
+            batch_id=batch_id,
+        )
+
+
+def _record_abort(storage: Storage, batch_id: int, seq: CommitSequence, epoch: int) -> None:
+    """Record the person's ``abort`` verdict, overruling an older recovery's ``commit`` (one that
+    then found it could not publish); refuse if a newer writer is rolling the claim forward."""
+    if decide(storage, batch_id, seq.attempt, ABORT, epoch=epoch) == COMMIT:
+        held = read_verdict(storage, batch_id, seq.attempt)
+        if held is not None and held.epoch > epoch:
+            raise ExactlyOnceError(
+                f"Writer epoch {held.epoch} took {storage.root_uri} over while this command ran and is "
+                f"rolling WAL entry {batch_id} forward. Nothing was deleted. Run `seo status`.",
+                batch_id=batch_id,
+            )
+        # an older recovery judged it 'commit' and then found it could not publish (the
+        # case this command exists for): the person's 'abort' replaces that verdict
+        overrule(storage, batch_id, seq.attempt, ABORT, epoch=epoch)
 
 
 @dataclass

@@ -21,7 +21,7 @@ Warnings (harmless, cleaned by ``recover``/``gc``):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from ..commit.protocol.wal import CommitSequenceStore
 from ..commit.table_schema import read_only_schema
@@ -118,16 +118,7 @@ def verify_table(
     report.in_flight = claimed
     _check_logs_parse(logs, identity, report, claimed)
     if identity is not None and latest is not None:
-        for log_, name in ((logs.commits, "commits"), (logs.sources, "sources")):
-            if log_ is None:  # a table of a dataset group: its input files are the group's
-                continue
-            last = log_.latest_batch_id(refresh=True)
-            if last != latest and latest >= identity.first_batch_id:
-                behind = range((-1 if last is None else last) + 1, latest + 1)
-                # a crash after the manifest, before the records: the pending claims complete them
-                # at the next start (reported as pending-wal); anything else is damage
-                if not (last is not None and last < latest and all(b in claimed for b in behind)):
-                    report.add("error", "log-mismatch", log_.uri(), f"{name} log ends at batch {last}, manifest at {latest}")
+        _check_records_reach(logs, identity, latest, claimed, report)
     # committed files exist with their recorded size
     try:
         current = committed_files(storage.root_uri, storage_options=storage.options(), allow_outside_root=True)
@@ -159,31 +150,60 @@ def verify_table(
     if identity is None or identity.kind != "member":
         _check_leftovers(storage, report)
     if check_orphans:
-        try:
-            referenced = referenced_relative_paths(storage, pending, table)
-        except ExactlyOnceError as exc:
-            report.add("error", "manifest-unreadable", logs.manifest.uri(), str(exc))
-            return report
-        tell("listing storage for orphan files")
-        referenced |= intent_targets(*_staging_owner(storage, identity, table))  # an attempt's files: its staging's
-        proven = provenance(storage, identity)
-        for uri in proven.unreadable:
-            report.add("warning", "retired-unreadable", uri, "a retired-files record does not parse: `seo gc` keeps the files it names")
-        for seen, info in enumerate(storage.walk_files(), 1):
-            if seen % 5000 == 0:
-                tell(f"listing storage for orphan files: {seen:,} seen")
-            if is_hidden(info.path) or info.path in referenced or info.path.startswith(skip):
-                continue
-            if proven.left_ms(info.path) is None:
-                report.add("warning", "foreign-file", storage.uri(info.path), FOREIGN.format(size=info.size))
-                continue
-            report.add(
-                "warning",
-                "orphan",
-                storage.uri(info.path),
-                f"{info.size} bytes this sink retired, in no retained manifest entry; `seo gc` deletes it",
-            )
+        _check_orphans(storage, identity, pending, table, skip, report, tell, logs.manifest.uri())
     return report
+
+
+def _check_records_reach(logs: TableLogs, identity: TableIdentity, latest: int, claimed: Collection[int], report: VerifyReport) -> None:
+    """The commits and sources logs end where the manifest does, or only pending claims lag."""
+    for log_, name in ((logs.commits, "commits"), (logs.sources, "sources")):
+        if log_ is None:  # a table of a dataset group: its input files are the group's
+            continue
+        last = log_.latest_batch_id(refresh=True)
+        if last != latest and latest >= identity.first_batch_id:
+            behind = range((-1 if last is None else last) + 1, latest + 1)
+            # a crash after the manifest, before the records: the pending claims complete them
+            # at the next start (reported as pending-wal); anything else is damage
+            if not (last is not None and last < latest and all(b in claimed for b in behind)):
+                report.add("error", "log-mismatch", log_.uri(), f"{name} log ends at batch {last}, manifest at {latest}")
+
+
+def _check_orphans(
+    storage: Storage,
+    identity: TableIdentity | None,
+    pending: PendingCommits,
+    table: str | None,
+    skip: tuple[str, ...],
+    report: VerifyReport,
+    tell: Callable[[str], None],
+    manifest_uri: str,
+) -> None:
+    """Files in the table that no retained manifest entry, pending claim or intent names: this
+    sink's retired files (``orphan``) and files of others (``foreign-file``), as warnings."""
+    try:
+        referenced = referenced_relative_paths(storage, pending, table)
+    except ExactlyOnceError as exc:
+        report.add("error", "manifest-unreadable", manifest_uri, str(exc))
+        return
+    tell("listing storage for orphan files")
+    referenced |= intent_targets(*_staging_owner(storage, identity, table))  # an attempt's files: its staging's
+    proven = provenance(storage, identity)
+    for uri in proven.unreadable:
+        report.add("warning", "retired-unreadable", uri, "a retired-files record does not parse: `seo gc` keeps the files it names")
+    for seen, info in enumerate(storage.walk_files(), 1):
+        if seen % 5000 == 0:
+            tell(f"listing storage for orphan files: {seen:,} seen")
+        if is_hidden(info.path) or info.path in referenced or info.path.startswith(skip):
+            continue
+        if proven.left_ms(info.path) is None:
+            report.add("warning", "foreign-file", storage.uri(info.path), FOREIGN.format(size=info.size))
+            continue
+        report.add(
+            "warning",
+            "orphan",
+            storage.uri(info.path),
+            f"{info.size} bytes this sink retired, in no retained manifest entry; `seo gc` deletes it",
+        )
 
 
 #: What ``verify`` says of a file no record shows this sink wrote (``maintenance.provenance``).

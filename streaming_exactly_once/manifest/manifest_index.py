@@ -16,39 +16,16 @@ second even with Arrow's multi-threaded JSON reader. The index is the same entri
                   seo.source.files = <its non-directory entries: the index's rows>,
                   seo.source.line_ends = "lf" | "crlf"
 
-The metadata is the Parquet footer's key-value metadata. The last three keys are known only once
-the compact file has been read, so they are added just before the footer is written and are not
-in the Arrow schema that Parquet also stores there: read the footer's own key-values
-(``_read_footer``).
+The metadata is the Parquet footer's key-value metadata; the last three keys are added just
+before the footer is written, so they are not in the stored Arrow schema (``_read_footer``).
 
-It is derived data, never a source of truth, and a cache must never change an answer nor raise.
-A compact file is written once and never changed, so an index whose recorded
-size and mtime match the compact file's was built from that file's content - it is *stale*
-otherwise, or when its version is not ``VERSION`` (version 1 recorded no row count). A matching
-index is used only if it is also *sound*: the exact columns above, no nulls, and as many rows as
-``seo.source.files`` says - checked on the footer (schema, row count, the statistics' null
-counts) before a row is decoded, and the decoded table again. A stale, damaged or unreadable
-index is ignored (logged at debug if stale, as a warning if damaged): readers parse the JSON as
-Spark does, and the next ``write_index`` of that compact file replaces it. The sink writes the
-index in the background after each compaction; ``seo index`` builds it for any table, replacing
-an old or damaged one. Needs pyarrow; without it nothing is written and readers parse JSON.
-
-``seo.source.line_ends`` says whether the compact file holds a ``\\r`` byte (``"crlf"``: Spark
-reads ``\\r\\n`` line ends, ``log.version``, but nothing of ours writes them). Readers use the
-index either way; the writer's compaction copies a compact file unread only when its index is
-usable and says ``"lf"`` (``index_matches``): a compaction writes plain ``\\n``, and a copy
-would not.
-
-Extended, not re-parsed (cost flat with history): parsing the whole compact file again
-after every compaction took 400 ms of CPU at 250k entries (1.6 s at a million), beside the
-commits. A compact file this writer wrote is the previous compact file + the deltas + its own
-records (``CompactibleLog.wrote_compact``), so its index is the previous compact file's usable
-``lf`` index + the deltas' and its own records, decoded by the strict parser: every line is
-still parsed once, when it is first written. The previous index is streamed a row group at a
-time into the new one. The bytes after the previous file's body and the deltas' must be whole
-records, decoded by the strict parser, and the file unchanged while read; else it is parsed
-whole as before. Row groups hold ``ROW_GROUP_ROWS`` rows, so they do not
-multiply with compactions.
+It is derived data, never a source of truth, and a cache must never change an answer nor raise:
+an index whose recorded size and mtime match its compact file, whose version is ``VERSION`` and
+whose shape is sound (checked on the footer before a row is decoded) is used; any other is
+ignored and readers parse the JSON as Spark does. The writer extends the previous compact
+file's index with the new records instead of parsing the whole file again, and copies a compact
+file unread only when its index is usable and says ``"lf"`` (``index_matches``).
+``docs/design/compaction.md`` has the whole argument.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 ``BatchSink`` is the ``foreachBatch`` callable's skeleton: one batch at a time (a lock), the
 query's identity (query id + checkpoint), the idempotence check, the input-file records and the
-abort of a failed attempt. Subclasses stage and commit: ``ExactlyOnceSink`` one table,
+abort of a failed attempt; the table's lease follows the query (``sink.query_lease``).
+Subclasses stage and commit: ``ExactlyOnceSink`` one table,
 ``DatasetSink`` a group of tables.
 
 **Configuration vs. process state.** A sink object is configuration (table, options,
@@ -10,13 +11,6 @@ checkpoint) plus state that only makes sense in one process: the storage client,
 with the table's lease and its heartbeat thread, the query it is writing for. The state is
 built on first use and never pickled, so the sink can be shipped to where ``foreachBatch`` runs
 - under Spark Connect a Python worker of the server - and it builds its own state there.
-
-**Following the query's life.** The sink holds the table's lease from the query's start (or
-its first batch) until the query ends, however it ends: ``query.stop()``, a failure, the end
-of an ``availableNow`` run or the session stopping. Spark tells us (``sink.query_watch``); the
-lease is released and the heartbeat stops, so the next query on the table - in this process
-or another - starts at once. A sink object may serve one query after another, never two at
-once.
 """
 
 from __future__ import annotations
@@ -28,7 +22,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming.query import StreamingQuery
@@ -37,33 +31,29 @@ from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import SparkCheckpoint
 from ..commit.protocol.attempt import BatchAttempt, CommitResult
 from ..commit.table_steps.ledger_step import LedgerInputs
-from ..commit.writer import Writer
 from ..config import parse_duration_ms, reject_unknown, spark_trigger
-from ..errors import ConcurrentWriterError, ConfigError, ExactlyOnceError, SinkInUseError
+from ..errors import ConfigError, ExactlyOnceError, SinkInUseError
 from ..storage import open_storage
 from ..storage.base import Storage
 from ..storage.local_errors import file_root_error
 from ..table.source_offsets import kafka_json, merged_ends
 from .input_filter import BatchFilters, CommittedInputFilter, file_rows_keep_names, warn_reread_inputs
 from .live_sinks import LiveSinks
-from .observing import ObservedSink
 from .offset_guard import OffsetColumns, guard_batch
 from .options import Duration, SinkOptions, StagingMode
 from .progress import batch_committed_event, observe_stream
 from .query_history import committed_under_another_id, knows_query, take_over, written_by_spark_sink
 from .query_identity import QueryIdentity, is_connect, local_query_id, local_run_marker, resolve_identity
+from .query_lease import CommitterT, QueryLease
 from .record_probe import RecordProbe
 from .surfacing import note_refusal, surfacing
+from .worker_moves import distribute_moves
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
 
-    from ..commit.protocol.steps import FileMove
 
 log = logging.getLogger("streaming_exactly_once.sink")
-
-#: The committer a sink drives: ``TableCommitter`` for one table, ``GroupCommitter`` for a group.
-CommitterT = TypeVar("CommitterT", bound=Writer)
 
 
 def wrap_storage(storage: Storage, spec: str) -> Storage:
@@ -88,7 +78,7 @@ def _spark_app_id(df: DataFrame) -> str | None:
         return None
 
 
-class BatchSink(ObservedSink, Generic[CommitterT]):
+class BatchSink(QueryLease[CommitterT]):
     """Skeleton of a ``foreachBatch`` sink; see the module docstring."""
 
     #: Attributes that belong to one process: rebuilt after unpickling, never shipped.
@@ -300,94 +290,8 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
         if self._observer is not None:
             self._observer.close()
 
-    # -- the table's lease follows the query ---------------------------------------------------
-
-    def _holds_table(self) -> bool:
-        return self._committer is not None and self._committer.lease.epoch is not None
-
-    def _query_running(self) -> bool:
-        if self._query is not None and self._query.isActive:
-            return True
-        return self._session is not None and self._active_query is not None and self._session.streams.get(self._active_query) is not None
-
-    def _take_table(self) -> None:
-        """Open the table for writing in this process (``start``, ``open``). A sink of this
-        process whose query has ended hands the lease over now (Spark's notice of the end may
-        still be on its way)."""
-        self._take_from_other_sinks()
-        with self._lock:
-            if self._active_query is not None and not self._query_running():
-                # Our own earlier query has ended, and Spark's notice of it may still be on its way:
-                # hand the lease over here, so that a late notice finds nothing left to release
-                # (it would otherwise free the lease this open just took).
-                self._release_now(only_for=None)
-            self.committer.ensure_open()
-            self._open_observer()
-
-    def _take_from_other_sinks(self) -> None:
-        root = self.storage.root_uri
-        for other in list(LIVE_SINKS):
-            if other is self or not other._holds_table() or other.storage.root_uri != root:
-                continue
-            if other._query_running():
-                raise ConcurrentWriterError(
-                    f"Table {root} is being written by query {other._active_query} in this process. Only one "
-                    "writer may write a table: stop the other query first.",
-                    table=root,
-                )
-            other._release(120.0)
-
-    def _adopt_query(self, query_id: str, session: Any, *, run_id: str | None = None) -> None:
-        """From now on this process commits batches of run ``run_id`` of ``query_id`` (and only of it)."""
-        if (self._active_query, self._active_run) == (query_id, run_id):
-            return
-        if self._active_query not in (None, query_id) and self._query_running():
-            raise SinkInUseError(
-                f"This sink already writes {self.table} for the running query {self._active_query}; query "
-                f"{query_id} called it too. One sink object serves one query at a time: give each query its "
-                "own sink (and its own table).",
-                table=self.table,
-            )
-        self._active_query = query_id
-        self._active_run = run_id
-        self._session = session
-        if self._observer is not None:
-            self._observer.query_started(query_id, self._query.name if self._query is not None else None)
-        if session is not None and run_id is not None:
-            from .query_watch import spark_context_running, watch_query_end
-
-            watch_query_end(session, run_id, self._query_ended)
-            # Stopping the session ends the query without telling listeners: the heartbeat asks.
-            self.committer.lease.holder_alive = spark_context_running
-
-    def _query_ended(self, run_id: str) -> None:
-        """Spark's notice that run ``run_id`` ended: only that run's lease is released - a late
-        notice of an earlier run of the same query finds the next run holding the table."""
-        if self._active_run == run_id:
-            self._release(120.0, only_for=run_id)
-
-    def _release(self, timeout_s: float, *, only_for: str | None = None) -> None:
-        """Release the lease once no batch is in flight (waits for one up to ``timeout_s``)."""
-        got = self._lock.acquire(timeout=timeout_s)
-        try:
-            self._release_now(only_for=only_for)
-        finally:
-            if got:
-                self._lock.release()
-
-    def _release_now(self, *, only_for: str | None) -> None:
-        """``_release`` with ``_lock`` held; ``only_for``: a run id, released only if still ours."""
-        if only_for is not None and self._active_run != only_for:
-            return
-        if self._query is not None and (only_for is None or str(self._query.runId) == only_for):
-            self._query = None
-        if self._observer is not None and self._active_query is not None:
-            self._observer.query_ended()
-        self._active_query = None
-        self._active_run = None
-        self._session = None
-        if self._committer is not None:
-            self._committer.close()
+    def _other_sinks(self) -> list[QueryLease[Any]]:
+        return [other for other in LIVE_SINKS if other is not self]
 
     # -- foreachBatch ------------------------------------------------------------------------
 
@@ -509,29 +413,11 @@ class BatchSink(ObservedSink, Generic[CommitterT]):
         (``SchemaMismatchError``); the projection that gives it the table's columns and types."""
         raise NotImplementedError
 
-    def _distribute_with(self, df: DataFrame) -> None:
-        """Let the commit run very large move lists on the cluster's workers."""
-        if self.committer.distribute is not None or is_connect(df):
-            return  # Spark Connect has no SparkContext: the driver's threads move
-        if not self.storage.usable_on_executors:
-            return  # e.g. hdfs:// through the driver's JVM: workers cannot use it
-        try:
-            sc = df.sparkSession.sparkContext
-        except Exception:
-            return
-        storage = self.storage
-
-        def distribute(fn: Callable[[Storage, list[FileMove]], None], items: list[FileMove]) -> None:
-            slices = max(1, min(len(items) // 500 + 1, sc.defaultParallelism * 4))
-            sc.parallelize(items, slices).foreachPartition(lambda part: fn(storage, list(part)))
-
-        self.committer.distribute = distribute
-
     def _process(self, df: DataFrame, batch_id: int) -> CommitResult:
         t_prepare = time.perf_counter()
         identity = self._identity(df)
         self._adopt_batch_query(identity, df)
-        self._distribute_with(df)
+        distribute_moves(self.committer, self.storage, df)
         qid = identity.query_id
         self.committer.ensure_open()
         checkpoint, spark_id = self._spark_checkpoint(identity.checkpoint, qid) if identity.checkpoint else (None, None)

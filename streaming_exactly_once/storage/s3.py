@@ -1,43 +1,12 @@
 """S3 (and S3-compatible) storage: conditional PUT for exclusive create, no atomic rename.
 
-* ``put_if_absent`` is one ``PutObject`` with ``If-None-Match: *`` (s3fs ``mode="create"``):
-  S3 itself arbitrates, so of concurrent writers exactly one gets 200 and the rest get
-  ``412 Precondition Failed`` -> ``FileExistsError``. PUT is atomic, so no reader sees a
-  partial object. Data is sent as a single PUT (up to 5 GiB) because conditional multipart
-  completion is not supported by every S3-compatible service.
-* ``rename`` is copy + delete: not atomic and O(size). The sink therefore defaults to the
-  rename-free ``direct`` staging mode on S3, where the manifest write is the only commit.
-* Listing caches are disabled (see ``fsspec_store``).
-* Not every S3-compatible service honours ``If-None-Match: *``; one that ignores it answers
-  200 to every create, and nothing would show it. ``check_exclusive_create`` proves the
-  endpoint once per process (per endpoint and bucket) by creating one probe object twice.
-
-* ``put_composed_if_absent`` (``ComposedFiles``; a ``.compact`` file that starts with the
-  previous one): one multipart upload whose first parts are server-side copies
-  (``UploadPartCopy``) of the range of the existing object and whose last part carries the new
-  bytes, completed with ``If-None-Match: *`` - a conditional ``CompleteMultipartUpload``, which
-  AWS S3 supports since 2024 - so it is exactly as exclusive as the PUT. The copied bytes never
-  leave the service. Every part but the last must be at least 5 MiB, so a range below that, a
-  layout other than "one range, then bytes", or an endpoint that does not refuse a second
-  conditional complete (probed once per process, endpoint and bucket, like
-  ``check_exclusive_create``; not refused means: not used, never a failure) gets today's single
-  conditional PUT of the gathered bytes. A failed upload is aborted, so nothing is left behind;
-  one cut short by a killed process is invisible (an object appears only when completed) and
-  is removed by the bucket's lifecycle rule for incomplete multipart uploads, if it has one.
-
-* ``begin_composed`` / ``complete_composed`` / ``abort_composed`` (``ComposedUploads``): the same
-  upload in two halves. ``begin_composed`` creates the upload and has the service copy the
-  range (the bulk of a ``.compact`` file); ``complete_composed`` sends the rest as the last part
-  and completes with ``If-None-Match: *``. The background preparation of the next compaction
-  (``commit.background.compaction_preparation``) begins it right after the previous compaction, so the
-  compaction batch sends a few KB and completes, instead of waiting for the copy. Between the
-  halves the upload is invisible; a writer killed there leaves an incomplete upload (see above).
-
-  **Off unless asked for** (storage option ``"seo_server_side_copy": True``): its exclusivity
-  is the store's - two writers completing at the same instant must not both win - and a probe
-  cannot show a race. AWS S3 arbitrates the conditional complete; moto's server (the test
-  endpoint here) does not: in a red-team run 2-3 of 6 racing completes won, where the single
-  conditional PUT had exactly one winner. Turn it on for a store known to arbitrate it.
+``put_if_absent`` is one ``PutObject`` with ``If-None-Match: *`` (S3 arbitrates: exactly one of
+concurrent creates wins, the rest get ``FileExistsError``); ``rename`` is copy + delete, so the
+sink defaults to the rename-free ``direct`` mode here. ``check_exclusive_create`` probes once per
+endpoint and bucket that the service honours the condition. ``put_composed_if_absent`` and the
+``begin/complete/abort_composed`` halves build a ``.compact`` file with server-side copies in
+one conditional multipart upload - off unless ``"seo_server_side_copy": True``, since its
+exclusivity is the store's. ``docs/design/storage.md`` has the details and why.
 
 URIs ``s3://``, ``s3a://`` and ``s3n://`` all map to s3fs; the scheme the user gave is kept in
 ``root_uri`` so that manifest entries carry the scheme their Spark readers use.

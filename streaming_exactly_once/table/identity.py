@@ -1,54 +1,16 @@
 """``<table>/_seo/table``: who this table is, written once when the sink first opens it.
 
-Bytes::
+Bytes (``docs/design/table-identity.md`` has every field and version with examples)::
 
     v1
     {"tableId":"5b0c...","rootUri":"file:///data/events","createdMs":1795313165250,"compactInterval":10,"format":"parquet","partitionBy":["day"],"firstBatchId":0,"writerOptions":{"compression":"zstd"}}
 
-* ``rootUri`` is the root the manifest's absolute paths were written under; readers use it to
-  read a table that was moved or copied to a new root (manifest paths are absolute URIs).
-* ``compactInterval`` is recorded so that our readers need not derive it from file names.
-* ``writerOptions`` are the Spark writer options of the data files (readers need ``header`` and
-  ``sep`` of CSV tables).
-* ``firstBatchId`` is the first manifest batch this sink wrote; earlier batches were written by
-  Spark's own file sink before the table was adopted, and have no commit records.
-* ``kind`` (absent = ``"table"``): ``"group"`` on the root of a dataset group, ``"member"`` on
-  each of its tables, which then also carry ``"group":"../.."`` (the way up to the root). A
-  member's identity is what keeps a single-table writer from writing it behind the group's back::
-
-    {"tableId":"...","rootUri":"file:///lake/orders","createdMs":...,"compactInterval":10,"format":"parquet","partitionBy":["day"],"firstBatchId":0,"writerOptions":{},"kind":"member","group":".."}
-
-* ``otherRootUris`` (absent = none): every *other* root a writer has written the table under
-  since ``rootUri`` - a symlinked path and the real one, the old and the new place of a moved
-  table. Manifest entries under any recorded root are inside the table (readers and ``seo gc``
-  treat them so; ``s3``/``s3a``/``s3n`` and ``file:/x``/``file:///x`` spellings of one root are
-  one root and are not recorded twice). The writer adds its root with ``note_root`` when it
-  opens the table; that is the only time the file is rewritten (atomically, by the lease
-  holder). Files without the field, and readers that ignore it, keep working::
-
-    {"tableId":"5b0c...","rootUri":"file:///data/events",...,"writerOptions":{},"otherRootUris":["file:///mnt/disk1/events"]}
-
-* ``delta`` (absent = none): the table is also a Delta table (``format="delta"``): every batch
-  is one Delta commit carrying the application transaction ``(appId, batch id)``
-  (``delta.target``). ``sparkManifest`` (absent = true): false when the manifest is kept under
-  ``_seo/manifest`` instead of ``_spark_metadata`` (``manifest.manifest_log``). A table with
-  either is written as ``v2``, so that a release that knows neither refuses it ("written by a
-  newer release") instead of writing batches that would be missing from its Delta log::
-
-    v2
-    {"tableId":"5b0c...","rootUri":"file:///data/events",...,"format":"parquet",...,"delta":{"appId":"streaming-exactly-once:5b0c..."},"sparkManifest":false}
-
-* ``iceberg`` (absent = none): the table is also an Iceberg table (``format="iceberg"``): every
-  batch is one Iceberg snapshot, and the table property ``seo.batch-id.<appId>`` its high-water
-  mark (``iceberg.target``). ``catalog`` (absent = the table's own metadata files, found by path
-  through ``metadata/version-hint.text``) names the pyiceberg catalog and the table in it - never
-  its properties or credentials. A table with ``iceberg`` is written as ``v3``: a release that
-  knows Delta but not Iceberg refuses it instead of writing batches the Iceberg table would miss.
-  ``delta`` and ``iceberg`` may both be there (``format=["delta", "iceberg"]``): every batch is
-  then one Delta commit and one Iceberg snapshot::
-
-    v3
-    {"tableId":"5b0c...",...,"format":"parquet",...,"delta":{"appId":"streaming-exactly-once:5b0c..."},"iceberg":{"appId":"streaming-exactly-once:5b0c...","catalog":{"name":"prod","identifier":"db.events"}}}
+Optional fields: ``kind`` (``"group"``/``"member"``, with ``group``: the way up to a member's
+group root), ``otherRootUris`` (other roots the table was written under; rewritten only by
+``note_root``), ``sparkManifest`` (false: the manifest is under ``_seo/manifest``), ``delta``
+(``{"appId"}``) and ``iceberg`` (``{"appId", "catalog"}``). A table with ``delta`` or
+``sparkManifest`` is written as ``v2``, one with ``iceberg`` as ``v3``, so that a release that
+knows neither refuses it instead of writing batches its formats would miss.
 
 The writer checks the identity against its configuration (``TableSpec.check``) before recovery
 reads a log or deletes anything: a restart with another format, another Iceberg catalog or

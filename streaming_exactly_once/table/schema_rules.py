@@ -2,50 +2,17 @@
 
 A table's schema is a Spark struct schema (``df.schema.json()``, partition columns included);
 ``compare`` judges a batch's schema against it and says, column by column, what happens. The
-rules follow what the readers of the table's files can read - verified on this project's
-versions (Spark 4.3, pyarrow 26, polars 2.1, duckdb 2.0; ``tests/table/test_schema_readers.py``
-repeats it):
+rules follow what the readers of the table's files can read (``docs/design/schema-rules.md``
+has the readers' table and the reasons; ``tests/table/test_schema_readers.py`` repeats it):
 
-=====================================  ==========  =============  =============  ==========
-files of one column disagree           Spark       Spark          Spark, schema  our readers
-                                       (default)   mergeSchema    given          (Arrow)
-=====================================  ==========  =============  =============  ==========
-a column only in newer files           dropped or  null in older  null in older  null in
-                                       not [#]_    files          files          older files
-int32 and int64 (float and double)     fails or    fails:         reads (wide)   reads (wide)
-                                       not [#]_    CANNOT_MERGE
-long and string                        fails       fails          fails          casts or fails
-=====================================  ==========  =============  =============  ==========
-
-.. [#] Without ``mergeSchema`` Spark takes the schema of the first data file by path order -
-   any batch's file - so the outcome depends on file names.
-
-Hence:
-
-* **same type** - written as is. Nullability of a column both have is never a reason to refuse:
-  Spark reads every file column as nullable, and nearly every streaming column is declared
-  nullable, so refusing a nullable batch column for a table column declared non-null would
-  refuse most streams. The table's column becomes nullable then - and so do its nested fields,
-  array elements and map values the batch may leave null (``relax``) - in every mode and every
-  format, recorded like an evolution: readers must not be told a column holds no nulls when it
-  may (a Delta or Iceberg table's own schema changes with the batch's commit).
-* **the batch's type is narrower** (``integer`` into a ``long`` column; ``WIDENINGS``) - the
-  batch is cast up before it is written (``casts``): the files keep the table's type, every
-  reader reads them.
-* **a table column the batch lacks** - nullable: written as nulls (``fills``); non-nullable:
-  refused (a reader would find nulls in it).
-* **a column the table lacks** - refused unless evolution adds columns; then added, nullable
-  (rows written before it read as null), after the table's columns - and written nullable
-  (``added``): Spark's ``mergeSchema`` takes a column one file has as required to be required
-  in every file, and fails on the older ones, which lack it.
-* **the batch's type is wider** (``long`` into an ``integer`` column) - refused unless
-  evolution widens (``add_and_widen``); then the table's type becomes the wider one. Only for
-  formats whose readers take a wider read type (``WIDENING_FORMATS``), never for Delta (whose
-  ``typeWidening`` table feature this library does not manage). Vanilla Spark needs the schema
-  given to read such a table (see ``docs/schema.md``).
-* **any other type change**, a nested type that differs in any way, a column whose name
-  differs from the table's only in case (Spark matches it, Arrow readers do not), other
-  partition columns - refused.
+* **same type** - written as is; the table's column becomes nullable if the batch's is (``relax``);
+* **narrower** (``WIDENINGS``) - cast up before it is written (``casts``);
+* **a table column the batch lacks** - nullable: written as nulls (``fills``); else refused;
+* **a column the table lacks** - refused unless evolution adds columns; then added, nullable,
+  after the table's columns (``added``);
+* **wider** - refused unless evolution widens (``add_and_widen``, ``WIDENING_FORMATS`` only,
+  never Delta); then the table's type becomes the wider one;
+* **any other change** (type, nested type, a name differing only in case, partition columns) - refused.
 """
 
 from __future__ import annotations
@@ -53,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 #: ``schema_evolution`` values: nothing changes the schema; new columns may be added; new
@@ -188,6 +155,68 @@ def _field(f: dict[str, Any]) -> str:
     return type_text(f["type"], bool(f.get("nullable", True)))
 
 
+@dataclass
+class _Judgement:
+    """What ``compare`` finds, column by column."""
+
+    mismatches: list[Mismatch] = field(default_factory=list)
+    result: list[dict[str, Any]] = field(default_factory=list)  # the table's columns after the batch
+    changes: list[str] = field(default_factory=list)
+    casts: list[str] = field(default_factory=list)
+    fills: list[str] = field(default_factory=list)
+
+
+def _judge_type(t: dict[str, Any], b: dict[str, Any], j: _Judgement, *, widens: bool, delta: bool, file_format: str) -> None:
+    """A column both have: the table's column after the batch, or why the batch is refused."""
+    name = t["name"]
+    old, new = shape(t["type"]), shape(b["type"])
+    pair = (old, new) if isinstance(old, str) and isinstance(new, str) else None  # atomic types only widen
+    refused = len(j.mismatches)
+    if old == new:
+        inside = relax(t["type"], b["type"])
+        if inside != t["type"]:
+            j.changes.append(f"nested fields of {name!r} may hold nulls")
+        j.result.append(t if inside == t["type"] else {**t, "type": inside})
+    elif pair is not None and (new, old) in WIDENINGS:
+        j.casts.append(name)  # narrower than the table: cast up, the files keep the table's type
+        j.result.append(t)
+    elif pair is not None and pair in WIDENINGS and widens:
+        j.changes.append(f"widened {name!r}: {old} -> {new}")
+        j.result.append({**t, "type": b["type"]})
+    elif pair is not None and pair in WIDENINGS:
+        why = (
+            "Delta tables are not widened by this library (Delta's typeWidening feature)"
+            if delta
+            else f"{file_format} files are not widened"
+            if file_format not in WIDENING_FORMATS
+            else "a wider type needs schema_evolution='add_and_widen'"
+        )
+        j.mismatches.append(Mismatch(name, _field(t), _field(b), why, "widen"))
+        j.result.append(t)
+    else:
+        j.mismatches.append(Mismatch(name, _field(t), _field(b), "another type: readers cannot read both", "type"))
+        j.result.append(t)
+    if len(j.mismatches) == refused and not t.get("nullable", True) and b.get("nullable", True):
+        j.changes.append(f"{name!r} may hold nulls")  # the table says what its rows may hold
+        j.result[-1] = {**j.result[-1], "nullable": True}
+
+
+def _new_columns(batch: list[dict[str, Any]], known: set[str], j: _Judgement, *, adds: bool, evolution: str, file_format: str) -> list[str]:
+    """The batch's columns the table lacks: added (their names), or why the batch is refused."""
+    added: list[str] = []
+    for b in batch:
+        if b["name"].lower() in known:
+            continue
+        if adds:
+            j.changes.append(f"added column {b['name']!r} ({type_text(b['type'])})")
+            j.result.append({**b, "nullable": True})
+            added.append(b["name"])
+        else:
+            why = f"{file_format} tables do not add columns" if evolution != "none" else "a new column needs schema_evolution='add_columns'"
+            j.mismatches.append(Mismatch(b["name"], "-", _field(b), why, "added"))
+    return added
+
+
 def compare(
     table_schema: str | None,
     table_partitions: Sequence[str],
@@ -207,7 +236,8 @@ def compare(
     if table_schema is None:
         return Verdict(schema=struct_json(batch), changed=True, changes=("created",))
     table = fields_of(table_schema)
-    mismatches: list[Mismatch] = []
+    j = _Judgement()
+    mismatches, result, changes, casts, fills = j.mismatches, j.result, j.changes, j.casts, j.fills
     if list(table_partitions) != list(partition_by):
         mismatches.append(
             Mismatch(
@@ -222,10 +252,6 @@ def compare(
     widens = evolution == "add_and_widen" and not delta and file_format in WIDENING_FORMATS
     by_name = {f["name"]: f for f in batch}
     by_lower = {f["name"].lower(): f for f in batch}
-    result: list[dict[str, Any]] = []
-    changes: list[str] = []
-    casts: list[str] = []
-    fills: list[str] = []
     for t in table:
         name = t["name"]
         b = by_name.get(name)
@@ -249,48 +275,8 @@ def compare(
                 fills.append(name)
             result.append(t)
             continue
-        old, new = shape(t["type"]), shape(b["type"])
-        pair = (old, new) if isinstance(old, str) and isinstance(new, str) else None  # atomic types only widen
-        refused = len(mismatches)
-        if old == new:
-            inside = relax(t["type"], b["type"])
-            if inside != t["type"]:
-                changes.append(f"nested fields of {name!r} may hold nulls")
-            result.append(t if inside == t["type"] else {**t, "type": inside})
-        elif pair is not None and (new, old) in WIDENINGS:
-            casts.append(name)  # narrower than the table: cast up, the files keep the table's type
-            result.append(t)
-        elif pair is not None and pair in WIDENINGS and widens:
-            changes.append(f"widened {name!r}: {old} -> {new}")
-            result.append({**t, "type": b["type"]})
-        elif pair is not None and pair in WIDENINGS:
-            why = (
-                "Delta tables are not widened by this library (Delta's typeWidening feature)"
-                if delta
-                else f"{file_format} files are not widened"
-                if file_format not in WIDENING_FORMATS
-                else "a wider type needs schema_evolution='add_and_widen'"
-            )
-            mismatches.append(Mismatch(name, _field(t), _field(b), why, "widen"))
-            result.append(t)
-        else:
-            mismatches.append(Mismatch(name, _field(t), _field(b), "another type: readers cannot read both", "type"))
-            result.append(t)
-        if len(mismatches) == refused and not t.get("nullable", True) and b.get("nullable", True):
-            changes.append(f"{name!r} may hold nulls")  # the table says what its rows may hold
-            result[-1] = {**result[-1], "nullable": True}
-    known = {t["name"].lower() for t in table}
-    added: list[str] = []
-    for b in batch:
-        if b["name"].lower() in known:
-            continue
-        if adds:
-            changes.append(f"added column {b['name']!r} ({type_text(b['type'])})")
-            result.append({**b, "nullable": True})
-            added.append(b["name"])
-        else:
-            why = f"{file_format} tables do not add columns" if evolution != "none" else "a new column needs schema_evolution='add_columns'"
-            mismatches.append(Mismatch(b["name"], "-", _field(b), why, "added"))
+        _judge_type(t, b, j, widens=widens, delta=delta, file_format=file_format)
+    added = _new_columns(batch, {t["name"].lower() for t in table}, j, adds=adds, evolution=evolution, file_format=file_format)
     order = [f["name"] for f in result]
     reordered = [f["name"] for f in batch] != order
     return Verdict(

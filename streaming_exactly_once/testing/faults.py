@@ -2,89 +2,21 @@
 at a storage call, the way Spark's ``FailureInjectionCheckpointFileManager`` does.
 
 ``FaultInjectingStorage`` implements ``Storage`` by delegation and checks every call against
-its ``Rule``s: a storage operation, a path pattern (relative to the wrapped root; a dataset
-group's member tables are seen with their path under the group root), ``before`` or ``after``
-the call, and the n-th matching call. Nothing in the sink or the committer knows about it:
-a sink gets it through its neutral ``storage_wrapper`` option (``from_env`` below), a
+its ``Rule``s: a storage operation, a path pattern (relative to the wrapped root), ``before``
+or ``after`` the call, and the n-th matching call. Nothing in the sink or the committer knows
+about it: a sink gets it through its neutral ``storage_wrapper`` option (``from_env``), a
 committer by being built on a wrapped storage. A pickled copy (a Spark task's share of the
 work) is the plain inner storage: faults hit the process that built the wrapper, never a worker.
 
-Actions: ``crash`` kills this very process with SIGKILL (no cleanup, no finally blocks: what a
-power cut or an OOM kill does); ``fail`` raises ``InjectedFailure`` (what an exception from
-storage would do); ``pause`` stops the process with SIGSTOP (a writer frozen by a long GC pause
-or a suspended VM, which a test then resumes with SIGCONT); ``call`` runs a test's function
-there (e.g. a takeover while the writer "pauses").
+Actions: ``crash`` (SIGKILL of this process), ``fail`` (raises ``InjectedFailure``), ``pause``
+(SIGSTOP, resumed by the test with SIGCONT), ``call`` (a test's function).
 
-**Named boundaries.** The torture suite, the tests and the docs name points of the commit
-protocol; each is one storage rule here (``BOUNDARY_RULES``). ``M`` is a batch number::
-
-    after-intent      before ``makedirs(_seo/staging/<attempt>)``: the sink creates the attempt's
-                      staging directory right before handing it to the writer; nothing of the
-                      batch exists (begin writes nothing of its own since the offsets record moved
-                      after the manifest, so this is the instant after it)
-    before-stage      after that ``makedirs``: an empty staging directory, no data yet
-    after-stage       before the create of ``_seo/wal/M``: everything staged, nothing claimed.
-                      Spark's writer and the driver's checks after it (fence, Delta schema) only
-                      read, so on disk this is the instant before-wal is
-    after-rewrite     after the create of a rewrite's new file under
-                      ``_seo/staging/<M>-rw<uid>-e<epoch>/rewrite/`` (``commit.rewrites.rewrite_preparation``):
-                      in the background before compaction batch M, nothing claimed; only
-                      tables with compaction on reach it
-    before-wal        before the create of ``_seo/wal/M`` (after the fence check)
-    after-wal         after it
-    mid-move          after the first rename out of ``_seo/staging/`` of a batch (its other files
-                      still staged; with one file, the instant after-move is)
-    after-move        after the ``sync`` of the moved files (before the first manifest write;
-                      not the sync of the staged files that overlaps the WAL claim, nor any
-                      sync of ``_seo/``)
-    after-schema      after the create of ``_seo/schema/M`` (a group's table: ``<table>/_seo/schema/N``),
-                      the instant before the manifest entry of a batch that creates or changes its
-                      table's schema; only such batches reach it (the first batch of a table, an
-                      evolving one)
-
-                      (a move list long enough for ``worker_moves_from`` is renamed and synced by
-                      Spark tasks, whose pickled storage is the plain one: neither mid-move nor
-                      after-move is reached then)
-    after-retired     after the create of ``_seo/retired/M`` (a group's table: ``<table>/_seo/retired/N``):
-                      the entries compaction batch M's compact file leaves out are recorded, the
-                      compact file is not written yet (``manifest.retired``); only compaction
-                      batches that drop entries (a rewrite's replaced files, ``retention``) reach it
-    after-manifest    after the create of ``_spark_metadata/M`` (or ``.compact``, or the private
-                      ``_seo/manifest``) - the instant before a Delta table's Delta commit
-    after-delta       before the create of ``_seo/offsets/M``, the step after the Delta commit
-                      (delta-rs writes ``_delta_log`` itself, not through this storage); the
-                      offsets, sources and commit records are written concurrently, so the
-                      other two may be under way already
-    before-iceberg    before the first manifest file (``metadata/*.avro``) of a batch's Iceberg commit
-                      (path-based tables): with ``format=["delta", "iceberg"]`` the instant between
-                      the Delta commit and the Iceberg one
-    before-iceberg-publish  before the create of ``metadata/v<N>.metadata.json``: the commit's
-                      manifests and manifest list are written, nothing names them yet
-    mid-iceberg       after the create of ``metadata/v<N>.metadata.json`` - the Iceberg commit's
-                      point of no return - and before ``version-hint.text`` names it
-    after-iceberg     before the create of ``_seo/offsets/M``, the step after the Iceberg commit
-                      (the same instant as after-delta: the records follow the last table format)
-    after-sources     after the create of ``_seo/sources/M[.compact]``
-    after-commit      after the create of ``_seo/commits/M[.compact]``
-    after-cleanup     after ``delete_tree(_seo/staging/<attempt>/intents)`` (direct mode)
-    after-records-sync  after the janitor's sync of ``_seo/offsets/M``, ``_seo/sources/M`` and ``_seo/ledger/M``,
-                      which the commit wrote without waiting for the disk, and before it deletes
-                      ``_seo/wal/M`` (on the janitor's thread, as after-wal-delete)
-    after-wal-delete  after the delete of ``_seo/wal/M``
-    mid-members       after the first member table's ``<table>/_seo/commits/N`` of a group batch
-    after-members     before the create of the group's ``_seo/offsets/M`` (the step after the
-                      members; with Delta member tables, after their Delta commits too)
-
-"Create" is ``put_if_absent``, a clean exit from ``open_exclusive``, ``put_composed_if_absent``
-(a compact file whose bulk the storage copies) or ``publish_prepared`` (a compact file built in
-the background). "Of a batch" (mid-move, mid-members): the first
-matching call after each WAL entry is created or read (a commit or a recovery roll-forward).
-Step boundaries fire during a recovery's roll-forward too, as they always did.
-
-The spec is ``<boundary>[@<n>][+<ms>ms]``: at the n-th time the boundary is reached in this
-process (default 1st), optionally ``ms`` milliseconds *after* it while the process carries on
-(crash only: to hit the instants just after the manifest entry appears). ``from_env`` reads
-specs from ``SEO_CRASH_AT``/``SEO_FAIL_AT``/``SEO_PAUSE_AT``.
+**Named boundaries** of the commit protocol (``after-wal``, ``after-manifest``, ``mid-iceberg``,
+...) are one storage rule each (``BOUNDARY_RULES``); ``docs/design/fault-injection.md`` says
+where each one is. The spec is ``<boundary>[@<n>][+<ms>ms]``: at the n-th time the boundary is
+reached in this process (default 1st), optionally ``ms`` milliseconds *after* it while the
+process carries on (crash only). ``from_env`` reads specs from
+``SEO_CRASH_AT``/``SEO_FAIL_AT``/``SEO_PAUSE_AT``.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from streaming_exactly_once import Check, DatasetSink, ExactlyOnceSink, Output, 
 from streaming_exactly_once.errors import BatchRejectedError, ConfigError
 from streaming_exactly_once.manifest.manifest_log import ManifestLog
 from streaming_exactly_once.sink.outputs import dataset_dir_name
+from streaming_exactly_once.sink.worker_moves import distribute_moves
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.table.identity import read_identity
 from streaming_exactly_once.table.layout import STAGING_DIR, WAL_DIR, is_hidden
@@ -240,7 +241,7 @@ def test_very_large_move_lists_run_on_the_workers(spark, tmp_path, kind):
         sink = ExactlyOnceSink(str(root), partition_by=["p"], worker_moves_from=1)
     else:
         sink = DatasetSink(str(root), dataset_column="p", partition_by=["k"], worker_moves_from=1)
-    sink._distribute_with(spark.range(1))
+    distribute_moves(sink.committer, sink.storage, spark.range(1))
     real, calls = sink.committer.distribute, []
 
     def counting(fn, items):

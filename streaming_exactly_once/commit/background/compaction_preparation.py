@@ -165,65 +165,13 @@ class CompactionPreparation:
         with self._lock:
             work = self._work
             started = work is None or work.compact_id != target
-            if work is None or started:
-                if work is not None:
-                    storage.delete(work.path)  # an earlier target's file the log no longer needs
-                    self._work = None
-                if self._skipped_target == target or storage.exists(log.path(target)):
-                    # (the second: published meanwhile - a task that read ``latest`` before the
-                    # compaction batch was noted must neither copy for it nor use up a skip)
+            if started:
+                work = self._start(store, target, latest)
+                if work is None:
                     return
-                if self._skip > 0:  # backing off: compaction batch ``target`` builds its file itself
-                    self._skip -= 1
-                    self._skipped_target = target
-                    return
-                work = _WorkFile(target, self._path(target))
-                # The previous compact file - nearly all of the work file - is copied by the
-                # storage where it can (``CompactibleLog.compact_range`` says what is checked).
-                first = valid_batches_before_compaction(target, log.interval)[0]
-                copied = log.compact_range(first, context=f"needed to prepare compact batch {target}") if first <= latest else None
-                with store.open_prepared(work.path, append=False) as fh:
-                    if copied is None:
-                        fh.write(header(log.version))
-                work.size = 0 if copied is not None else len(header(log.version))
-                self._work = work
-                if copied is not None:
-                    try:
-                        self._copy_paced(store, work.path, copied, target)
-                    except (FileNotFoundError, _Obsolete):
-                        # The work file was removed by a writer that took over, or the file
-                        # being copied by retention: start afresh next time. The work file is
-                        # this writer's alone (its name has the lease epoch), so it goes.
-                        self._work = None
-                        storage.delete(work.path)
-                        return
-                    except BaseException:
-                        self._work = None  # a half-copied work file is never appended to
-                        storage.delete(work.path)
-                        raise
-                    work.size += copied.length
-                    work.included.append(first)
-            needed = [b for b in valid_batches_before_compaction(target, log.interval) if b not in work.included]
-            context = f"needed to prepare compact batch {target}"
-            try:
-                with store.open_prepared(work.path, append=True) as fh:
-                    for batch_id in needed:
-                        if batch_id > latest:
-                            break  # not written yet: the compaction batch appends it
-                        if work.included and batch_id != work.included[-1] + 1:
-                            break
-                        body = log.raw_body(batch_id, context=context)
-                        self._write_paced(store, fh, work.path, body, target)
-                        work.size += len(body)
-                        work.included.append(batch_id)
-            except (FileNotFoundError, _Obsolete):
-                self._work = None  # removed by a writer that took over, or no longer needed
-                storage.delete(work.path)
+            assert work is not None
+            if not self._append(store, work, target, latest):
                 return
-            except BaseException:
-                self._work = None  # its size no longer says what is in it: never appended to again
-                storage.delete(work.path)
-                raise
             # Flush the big copy (the previous compact) now and the rest just before the
             # compaction batch, not at publish time; the small deltas in between need no fsync
             # of their own (publishing syncs the file anyway), which keeps this thread off the
@@ -238,6 +186,76 @@ class CompactionPreparation:
                     self._work = None
                     storage.delete(work.path)
                     raise
+
+    def _start(self, store: PreparedFiles, target: int, latest: int) -> _WorkFile | None:
+        """A new work file for compaction batch ``target``, the previous compact file copied into
+        it (None: none is prepared for ``target`` now). Called holding ``_lock``."""
+        log, storage = self.log, self.log.storage
+        if self._work is not None:
+            storage.delete(self._work.path)  # an earlier target's file the log no longer needs
+            self._work = None
+        if self._skipped_target == target or storage.exists(log.path(target)):
+            # (the second: published meanwhile - a task that read ``latest`` before the
+            # compaction batch was noted must neither copy for it nor use up a skip)
+            return None
+        if self._skip > 0:  # backing off: compaction batch ``target`` builds its file itself
+            self._skip -= 1
+            self._skipped_target = target
+            return None
+        work = _WorkFile(target, self._path(target))
+        # The previous compact file - nearly all of the work file - is copied by the
+        # storage where it can (``CompactibleLog.compact_range`` says what is checked).
+        first = valid_batches_before_compaction(target, log.interval)[0]
+        copied = log.compact_range(first, context=f"needed to prepare compact batch {target}") if first <= latest else None
+        with store.open_prepared(work.path, append=False) as fh:
+            if copied is None:
+                fh.write(header(log.version))
+        work.size = 0 if copied is not None else len(header(log.version))
+        self._work = work
+        if copied is not None:
+            try:
+                self._copy_paced(store, work.path, copied, target)
+            except (FileNotFoundError, _Obsolete):
+                # The work file was removed by a writer that took over, or the file
+                # being copied by retention: start afresh next time. The work file is
+                # this writer's alone (its name has the lease epoch), so it goes.
+                self._work = None
+                storage.delete(work.path)
+                return None
+            except BaseException:
+                self._work = None  # a half-copied work file is never appended to
+                storage.delete(work.path)
+                raise
+            work.size += copied.length
+            work.included.append(first)
+        return work
+
+    def _append(self, store: PreparedFiles, work: _WorkFile, target: int, latest: int) -> bool:
+        """Append to ``work`` the deltas it lacks that exist, in order (False: the work file is
+        gone, start afresh next time). Called holding ``_lock``."""
+        log, storage = self.log, self.log.storage
+        needed = [b for b in valid_batches_before_compaction(target, log.interval) if b not in work.included]
+        context = f"needed to prepare compact batch {target}"
+        try:
+            with store.open_prepared(work.path, append=True) as fh:
+                for batch_id in needed:
+                    if batch_id > latest:
+                        break  # not written yet: the compaction batch appends it
+                    if work.included and batch_id != work.included[-1] + 1:
+                        break
+                    body = log.raw_body(batch_id, context=context)
+                    self._write_paced(store, fh, work.path, body, target)
+                    work.size += len(body)
+                    work.included.append(batch_id)
+        except (FileNotFoundError, _Obsolete):
+            self._work = None  # removed by a writer that took over, or no longer needed
+            storage.delete(work.path)
+            return False
+        except BaseException:
+            self._work = None  # its size no longer says what is in it: never appended to again
+            storage.delete(work.path)
+            raise
+        return True
 
     def _advance_upload(self, uploads: ComposedUploads) -> None:
         """Begin the next compact file as an upload whose first part the storage copies from

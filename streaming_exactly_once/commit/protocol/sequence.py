@@ -17,34 +17,15 @@ whether a claim may still roll forward, see ``commit.protocol.recovery``); each 
 whose ``verify()`` says they are done and executes the rest, retrying a failing step a bounded
 number of times.
 
-A ``format="delta"`` table's entry has a ``delta`` step right after ``manifest``
-(``commit.table_steps.delta_step`` shows its line) and is written as ``v4``::
-
-    v4
-    {"batchId":12,...}
-    {"kind":"move",...}
-    {"kind":"manifest",...}
-    {"kind":"delta","batchId":12,"appId":"streaming-exactly-once:5b0c...","partitionBy":["day"],"schema":"...","files":[...],...}
-    {"kind":"offsets",...}
-    ...
-
-Versions: ``v1`` entries (before the ``offsets`` step existed; the offsets record was written
-before staging) and ``v2`` entries (before attempt verdicts) are still read and rolled forward.
-``v3`` is written for every entry without a ``delta`` step. Its bytes are those of ``v2``; the
-bump is for older releases: they know nothing of ``_seo/verdicts`` and would roll forward a late
-claim whose data a recovery of this release aborted (publishing missing files), so they must
-refuse the entry with "upgrade" instead. ``v4`` is written only for entries with a ``delta``
-step, which a release without Delta support refuses the same way - it must never finish such a
-batch without its Delta commit. ``v5`` is written for entries with a ``schema`` step (a batch
-that creates or changes its table's schema, ``commit.table_steps.schema_step``), right before ``manifest``
-(a group's: before ``members``); a release that enforces no table schema must not publish such a
-batch without its schema record. ``v6`` is written for entries with an ``iceberg`` step
-(``commit.table_steps.iceberg_step``, right after ``manifest`` or ``delta``): a release without Iceberg
-support must never finish such a batch without its Iceberg snapshot. ``v7`` is written for
-entries that publish a compaction's rewrites (``replaced`` on a ``manifest`` or ``members`` step,
-``rewrites`` on a ``delta`` step; ``commit.rewrites.data_compaction``): a release without compaction
-ignores fields it does not know, and would publish the replaced files beside the new one. A step
-kind this release does not know means a newer release wrote the entry; that is refused the same way.
+A table format's step follows ``manifest`` (``commit.table_steps.delta_step`` and
+``iceberg_step`` show their lines). The first line is the version: ``v1`` (before the
+``offsets`` step) and ``v2`` (before attempt verdicts) are still read and rolled forward; ``v3``
+is written for an entry with none of the steps below (bytes of ``v2``; the bump makes releases
+without ``_seo/verdicts`` refuse it); ``v4`` with a ``delta`` step, ``v5`` with a ``schema``
+step, ``v6`` with an ``iceberg`` step, ``v7`` when it publishes a compaction's rewrites - each
+so that a release without that feature refuses the entry ("upgrade") instead of finishing the
+batch without it. An unknown step kind means a newer release wrote the entry: refused the same
+way. ``docs/design/commit-protocol.md`` has the full bytes and why each version exists.
 """
 
 from __future__ import annotations
