@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from streaming_exactly_once.commit.protocol.step import StepContext
-from streaming_exactly_once.commit.table_steps.iceberg_step import CommitIceberg
+from streaming_exactly_once.commit.table_steps.format_step import CommitIceberg
 from streaming_exactly_once.iceberg import IcebergFile, app_id
 from streaming_exactly_once.storage import open_storage
 

@@ -30,9 +30,9 @@ class CommitterOptions:
     build_manifest_index: bool = True
     prepare_compactions: bool = True
     worker_moves_from: int = 5_000  # move lists this long run on the workers (when a sink gives them)
-    #: ``format="delta"``: every batch is also one Delta commit (``commit.table_steps.delta_step``); None: no Delta log
+    #: ``format="delta"``: every batch is also one Delta commit (``commit.table_steps.format_step``); None: no Delta log
     delta: DeltaSettings | None = None
-    #: ``format="iceberg"``: every batch is also one Iceberg snapshot (``commit.table_steps.iceberg_step``);
+    #: ``format="iceberg"``: every batch is also one Iceberg snapshot (``commit.table_steps.format_step``);
     #: None: no Iceberg table
     iceberg: IcebergSettings | None = None
     #: where the Iceberg table is recorded (default: its own metadata files, found by path)

@@ -25,8 +25,7 @@ from .adoption import Adoption, check_for_iceberg
 from .protocol.attempt import BatchAttempt, StagedFile, elapsed_ms
 from .protocol.steps import FileMove
 from .rewrites.table_rewrites import BatchRewrites
-from .table_steps.delta_step import CommitDelta
-from .table_steps.iceberg_step import CommitIceberg
+from .table_steps.format_step import CommitDelta, CommitIceberg
 
 #: A table format's commit step of one table batch.
 FormatStep = CommitDelta | CommitIceberg

@@ -3,7 +3,7 @@
 Sits beside ``manifest``: the manifest is the table's publication for Spark's file-source
 readers (``_spark_metadata``), the Delta log its publication for every Delta reader. Both name
 the same Parquet files; the commit layer publishes a batch in one, then the other
-(``commit.table_steps.delta_step``). Nothing here imports ``deltalake`` at import time.
+(``commit.table_steps.format_step``). Nothing here imports ``deltalake`` at import time.
 """
 
 from .files import DeltaFile

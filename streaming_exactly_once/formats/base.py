@@ -7,8 +7,8 @@ what it holds, which files its retained versions read (``gc`` keeps them), its s
 ``seo status``, and a named error when its table does not load. The format packages
 implement this structurally (``delta.target.DeltaTarget``, ``iceberg.target.IcebergTarget``);
 ``formats.delta``/``formats.iceberg`` check that they do (mypy --strict). The commit itself
-stays each format's own (its WAL step, ``commit.table_steps.delta_step``/``commit.table_steps.iceberg_step``): the two
-take different settings, and their WAL bytes are fixed.
+is one WAL step with a kind per format (``commit.table_steps.format_step``): the formats take
+different settings, and their WAL bytes are fixed.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Sits beside ``delta``: the manifest is the table's publication for Spark's file-source readers
 (``_spark_metadata``), the Iceberg metadata its publication for every Iceberg reader. Both name
 the same Parquet files; the commit layer publishes a batch in one, then the other
-(``commit.table_steps.iceberg_step``). Nothing here imports ``pyiceberg`` at import time: ``target`` and
+(``commit.table_steps.format_step``). Nothing here imports ``pyiceberg`` at import time: ``target`` and
 ``files`` import it inside their calls, after ``engine.require()``; the other modules
 (``fileio``, ``catalogs``, ``schema``, ``datafiles``, ``history``) import it at the top and are
 only imported from there.

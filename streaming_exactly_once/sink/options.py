@@ -9,14 +9,14 @@ Every option is keyword-only on the sinks, with the same name here - the public 
 ``retention_ms``). Durations accept ``"30s"``, ``"10m"``, ``"500ms"`` or seconds as a number.
 
 ``format="delta"`` writes Parquet data files and makes each batch one Delta commit too
-(``commit.table_steps.delta_step``); its options: ``spark_manifest`` (default true: keep publishing
+(``commit.table_steps.format_step``); its options: ``spark_manifest`` (default true: keep publishing
 ``_spark_metadata`` for Spark's file-source readers), ``delta_checkpoint_interval`` (a Delta
 checkpoint every N versions, default 10) and ``delta_log_retention`` (how long Delta keeps log
 entries, i.e. how far back Delta time travel reaches; default Delta's 30 days). The last two
 are table properties, set when the first batch creates the Delta table.
 
 ``format="iceberg"`` writes Parquet data files and makes each batch one Iceberg snapshot
-(``commit.table_steps.iceberg_step``); its options: ``spark_manifest``, ``iceberg_catalog`` and
+(``commit.table_steps.format_step``); its options: ``spark_manifest``, ``iceberg_catalog`` and
 ``iceberg_table`` (a pyiceberg catalog recording the table; default: the table's own metadata
 files, found by path), ``iceberg_catalog_properties`` (that catalog's properties, at run time
 only) and ``iceberg_snapshots_to_keep`` (snapshot expiry in each commit). ``format=["delta",

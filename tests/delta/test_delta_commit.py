@@ -21,7 +21,7 @@ import pytest
 from streaming_exactly_once import read
 from streaming_exactly_once.commit.protocol.sequence import CommitSequence
 from streaming_exactly_once.commit.protocol.step import StepContext
-from streaming_exactly_once.commit.table_steps.delta_step import CommitDelta
+from streaming_exactly_once.commit.table_steps.format_step import CommitDelta
 from streaming_exactly_once.delta.files import DeltaFile
 from streaming_exactly_once.delta.target import DeltaSettings, DeltaTarget
 from streaming_exactly_once.errors import ConfigError, DeltaSchemaMismatchError, DeltaTableError, LogCorruptError

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from streaming_exactly_once.commit.protocol.step import REGISTRY
-from streaming_exactly_once.commit.table_steps.iceberg_step import CommitIceberg, iceberg_snapshot_note
+from streaming_exactly_once.commit.table_steps.format_step import CommitIceberg, iceberg_snapshot_note
 from streaming_exactly_once.errors import IcebergTableError, InvalidAsOfError
 from streaming_exactly_once.iceberg import IcebergFile, batch_property
 from streaming_exactly_once.storage import open_storage

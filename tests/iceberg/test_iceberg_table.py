@@ -263,7 +263,7 @@ def test_both_table_formats_get_every_batch_and_a_crash_between_them_rolls_both_
 
 
 def test_wal_entries_with_an_iceberg_step_are_v6_and_read_back(tmp_path):
-    from streaming_exactly_once.commit.table_steps.iceberg_step import CommitIceberg
+    from streaming_exactly_once.commit.table_steps.format_step import CommitIceberg
     from streaming_exactly_once.iceberg import IcebergFile, IcebergSettings
     from streaming_exactly_once.table.attempt_key import AttemptKey
 

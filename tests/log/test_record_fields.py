@@ -26,7 +26,7 @@ from streaming_exactly_once.commit.protocol.steps import (
     WriteSources,
 )
 from streaming_exactly_once.commit.rewrites.data_compaction import Rewrite
-from streaming_exactly_once.commit.table_steps.delta_step import CommitDelta
+from streaming_exactly_once.commit.table_steps.format_step import CommitDelta
 from streaming_exactly_once.delta.files import DeltaFile
 from streaming_exactly_once.delta.target import DeltaSettings
 from streaming_exactly_once.log.codec import RecordError, non_negative, path_value

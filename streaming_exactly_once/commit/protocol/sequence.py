@@ -17,8 +17,8 @@ whether a claim may still roll forward, see ``commit.protocol.recovery``); each 
 whose ``verify()`` says they are done and executes the rest, retrying a failing step a bounded
 number of times.
 
-A table format's step follows ``manifest`` (``commit.table_steps.delta_step`` and
-``iceberg_step`` show their lines). The first line is the version: ``v1`` (before the
+A table format's step follows ``manifest`` (``commit.table_steps.format_step`` shows its
+fields). The first line is the version: ``v1`` (before the
 ``offsets`` step) and ``v2`` (before attempt verdicts) are still read and rolled forward; ``v3``
 is written for an entry with none of the steps below (bytes of ``v2``; the bump makes releases
 without ``_seo/verdicts`` refuse it); ``v4`` with a ``delta`` step, ``v5`` with a ``schema``
@@ -244,5 +244,5 @@ def commit_ms(step_ms: Mapping[str, float]) -> float:
 
 
 # Every step kind a WAL entry may hold is registered before any entry is read.
-from ..table_steps import delta_step, iceberg_step, ledger_step, schema_step  # noqa: E402,F401
+from ..table_steps import format_step, ledger_step, schema_step  # noqa: E402,F401
 from . import steps  # noqa: E402,F401

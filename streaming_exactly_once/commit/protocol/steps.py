@@ -11,7 +11,7 @@ kind                    effect (and how ``verify`` knows it is done)
                         file (``commit.rewrites.data_compaction``)
 ``delta``               ``format="delta"``: one Delta commit with the batch's files and the
                         transaction (app id, M) - Delta readers' visibility point (the log's
-                        transaction version is >= M); ``commit.table_steps.delta_step``
+                        transaction version is >= M); ``commit.table_steps.format_step``
 ``offsets``             ``_seo/offsets/M`` written: the query, Spark batch and source offsets of
                         M (the file holds M's record). Written after the manifest: nothing
                         needs it before the batch is visible, and a writer that loses an
