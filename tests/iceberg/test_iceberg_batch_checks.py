@@ -82,13 +82,13 @@ def test_a_batch_published_with_int96_files_is_committed_by_seo_recover_accept_i
     """An earlier release checked INT96 only in the Iceberg step, after the manifest: batch 1 is
     published there and its Iceberg commit refused for good. The refusal names the way out, and
     it works: the batch's files go into the Iceberg table as they are, and the stream goes on."""
-    from streaming_exactly_once.commit import committer as committer_module
+    from streaming_exactly_once.commit import table_plan
 
     table = tmp_path / "t"
     committer = iceberg_committer(open_storage(str(table)))
     commit_ts(committer, 0, [0, 1], int96=False)
     with monkeypatch.context() as m:  # the earlier release: no footer check before the claim
-        m.setattr(committer_module, "staged_rows", lambda storage, path, table: None)
+        m.setattr(table_plan, "staged_rows", lambda storage, path, table: None)
         with pytest.raises(IcebergTableError, match="published in the table's manifest already"):
             commit_ts(committer, 1, [10, 11], int96=True)
     committer.close()

@@ -87,23 +87,6 @@ def test_polars_reads_the_table_through_its_metadata_file(tmp_path):
     assert set(frame["p"].to_list()) == {"a"}
 
 
-def test_a_replayed_batch_adds_no_snapshot_and_no_row(tmp_path):
-    storage = open_storage(str(tmp_path / "t"))
-    ctx = context(storage)
-    for b in range(3):
-        run(step(b, batch_files(storage, b)), ctx)
-    before = metadata_json(tmp_path / "t")
-    # the same batch again, with other files (a replay after a lost checkpoint), in a fresh context
-    again = step(1, batch_files(storage, 1, tag="-replay"))
-    fresh = context(storage)
-    assert again.verify(fresh)
-    again.execute(fresh)  # a roll-forward executes a step verify found done: it adds nothing
-    target(storage).commit(1, again.files, schema_json=SCHEMA, partition_by=["p"], metadata={})
-    after = metadata_json(tmp_path / "t")
-    assert after["current-snapshot-id"] == before["current-snapshot-id"] and len(after["snapshots"]) == 3
-    assert iceberg_ids(str(tmp_path / "t")) == rows(range(3))
-
-
 def test_batches_reach_the_table_in_order_and_a_lost_commit_stops_the_next(tmp_path):
     storage = open_storage(str(tmp_path / "t"))
     ctx = context(storage)
