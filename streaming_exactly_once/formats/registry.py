@@ -13,9 +13,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
-from ..errors import DeltaTableError, ExactlyOnceError, IcebergTableError
+from ..errors import CatalogNotConfiguredError, DeltaTableError, ExactlyOnceError, IcebergTableError, MissingDependencyError
 from ..extras import require
 from ..storage.base import Storage
 from ..table.identity import TableIdentity
@@ -40,6 +40,10 @@ class FormatSpec:
     #: the directory of the format's own files under the table (kept whole by ``seo verify``
     #: when its table does not load: which of them it needs is unknown then)
     metadata_dir: str
+    #: the app id the table commits to the format under, by its identity
+    app_id: Callable[[TableIdentity], str | None]
+    #: what ``seo status`` shows of the format beside its ``TableFormat.status`` (e.g. a catalog)
+    labels: Callable[[TableIdentity], dict[str, str]] = lambda identity: {}
 
     def open(self, storage: Storage, identity: TableIdentity) -> TableFormat:
         """The format's table next to the manifest at ``storage``."""
@@ -57,11 +61,48 @@ def _is_iceberg(identity: TableIdentity) -> bool:
     return identity.iceberg is not None
 
 
+def _delta_app(identity: TableIdentity) -> str | None:
+    return identity.delta_app_id
+
+
+def _iceberg_app(identity: TableIdentity) -> str | None:
+    return identity.iceberg.app_id if identity.iceberg is not None else None
+
+
+def _iceberg_labels(identity: TableIdentity) -> dict[str, str]:
+    catalog = identity.iceberg.catalog if identity.iceberg is not None else None
+    return {"catalog": f"{catalog.name}:{catalog.identifier}"} if catalog is not None and catalog.name is not None else {}
+
+
 #: In commit order: a ``format="delta"`` table with ``iceberg=`` commits to Delta first.
 FORMATS: dict[str, FormatSpec] = {
-    "delta": FormatSpec("delta", "delta", "streaming_exactly_once.formats.delta:open_table", DeltaTableError, _is_delta, "_delta_log"),
-    "iceberg": FormatSpec("iceberg", "iceberg", "streaming_exactly_once.formats.iceberg:open_table", IcebergTableError, _is_iceberg, "metadata"),
+    "delta": FormatSpec("delta", "delta", "streaming_exactly_once.formats.delta:open_table", DeltaTableError, _is_delta, "_delta_log", _delta_app),
+    "iceberg": FormatSpec(
+        "iceberg",
+        "iceberg",
+        "streaming_exactly_once.formats.iceberg:open_table",
+        IcebergTableError,
+        _is_iceberg,
+        "metadata",
+        _iceberg_app,
+        _iceberg_labels,
+    ),
 }
+
+
+def format_status(spec: FormatSpec, storage: Storage, identity: TableIdentity) -> dict[str, Any]:
+    """``seo status`` of one format of the table: its ``TableFormat.status``, or the error that
+    stops it - a missing extra or catalog configuration says this environment cannot read it
+    (the table is not broken)."""
+    labels = spec.labels(identity)
+    try:
+        return {**spec.open(storage, identity).status(), **labels}
+    except MissingDependencyError as exc:
+        return {"appId": spec.app_id(identity), **labels, "error": str(exc), "missingExtra": exc.extra}
+    except CatalogNotConfiguredError as exc:
+        return {"appId": spec.app_id(identity), **labels, "error": str(exc), "missingCatalog": exc.catalog}
+    except ExactlyOnceError as exc:
+        return {"appId": spec.app_id(identity), **labels, "error": str(exc)}
 
 
 def formats_of(identity: TableIdentity) -> list[FormatSpec]:

@@ -19,9 +19,9 @@ stored.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ..errors import CatalogNotConfiguredError, ExactlyOnceError, MissingDependencyError
+from ..errors import ExactlyOnceError
 from ..storage.base import Storage
 from ..table.identity import IcebergIdentity
 
@@ -35,19 +35,6 @@ def _target(storage: Storage, iceberg: IcebergIdentity) -> IcebergTarget:
     from ..iceberg.target import IcebergTarget
 
     return IcebergTarget(storage, iceberg.app_id, catalog=iceberg.catalog)
-
-
-def iceberg_status(storage: Storage, iceberg: IcebergIdentity) -> dict[str, Any]:
-    """``seo status``: the Iceberg table next to the manifest."""
-    catalog = {"catalog": f"{iceberg.catalog.name}:{iceberg.catalog.identifier}"} if iceberg.catalog.name is not None else {}
-    try:
-        return {**_target(storage, iceberg).status(), **catalog}
-    except MissingDependencyError as exc:  # the table is not broken: this environment cannot read it
-        return {"appId": iceberg.app_id, **catalog, "error": str(exc), "missingExtra": exc.extra}
-    except CatalogNotConfiguredError as exc:  # nor here: this environment lacks the catalog's configuration
-        return {"appId": iceberg.app_id, **catalog, "error": str(exc), "missingCatalog": exc.catalog}
-    except ExactlyOnceError as exc:
-        return {"appId": iceberg.app_id, **catalog, "error": str(exc)}
 
 
 def check_iceberg(

@@ -7,7 +7,8 @@ from typing import Any
 
 from ..commit.protocol.lease import read_lease_state
 from ..commit.protocol.wal import CommitSequenceStore
-from ..errors import ExactlyOnceError, MissingDependencyError
+from ..errors import ExactlyOnceError
+from ..formats.registry import format_status, formats_of
 from ..readers.history import batches
 from ..readers.visibility import committed_files
 from ..storage.base import Storage
@@ -20,7 +21,6 @@ from ..table.schema_log import schema_history
 from ..table.schema_rules import fields_of, type_text
 from ..table.source_offsets import table_marks
 from ..table.table_logs import TableLogs
-from .iceberg_checks import iceberg_status
 
 
 def table_status(storage: Storage) -> dict[str, Any]:
@@ -41,10 +41,8 @@ def table_status(storage: Storage) -> dict[str, Any]:
             out["writtenAt"] = identity.root_uri
         if not identity.spark_manifest:
             out["manifest"] = identity.manifest_dir
-        if identity.delta_app_id is not None:
-            out["delta"] = delta_status(storage, identity.delta_app_id)
-        if identity.iceberg is not None:
-            out["iceberg"] = iceberg_status(storage, identity.iceberg)
+        for spec in formats_of(identity):  # Delta's, then Iceberg's
+            out[spec.name] = format_status(spec, storage, identity)
     else:
         out["writer"] = "Spark file sink (no _seo/ metadata)"
     try:
@@ -98,18 +96,6 @@ def schema_status(storage: Storage, latest: int | None) -> dict[str, Any]:
         "schema": {"batchId": current.batch_id, "reason": current.reason, "partitionBy": list(current.partition_by), "columns": columns},
         "schemaHistory": [{"batchId": r.batch_id, "reason": r.reason, "changes": list(r.changes)} for r in history],
     }
-
-
-def delta_status(storage: Storage, app_id: str) -> dict[str, Any]:
-    """The Delta log next to the manifest: its version, and the newest batch it holds (our txn)."""
-    from ..delta.target import DeltaTarget
-
-    try:
-        return DeltaTarget(storage, app_id).status()
-    except MissingDependencyError as exc:  # the table is not broken: this environment cannot read it
-        return {"appId": app_id, "error": str(exc), "missingExtra": exc.extra}
-    except ExactlyOnceError as exc:
-        return {"appId": app_id, "error": str(exc)}
 
 
 def group_status(storage: Storage) -> dict[str, Any]:
