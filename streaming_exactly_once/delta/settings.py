@@ -22,6 +22,24 @@ def retention_seconds(value: str | None) -> float | None:
     return None if found is None else int(found.group(1)) * _UNIT_SECONDS[found.group(2).lower()]
 
 
+#: Longest time between two expired-log cleanups of one writer (``cleanup_due``).
+CLEANUP_PERIOD_S = 3600.0
+
+
+def cleanup_due(config: dict[str, str], cleaned_at: float | None, now: float) -> bool:
+    """Whether a checkpoint is also the time for the expired-log cleanup: at the first one of
+    this process (``cleaned_at`` None), then once ``CLEANUP_PERIOD_S`` (or the table's log
+    retention, if shorter) has passed. The cleanup lists the whole log and deletes only what the
+    retention expired: a log retained for 30 days gains nothing from running it every few seconds."""
+    if str(config.get("delta.enableExpiredLogCleanup", "true")).lower() == "false":
+        return False
+    if cleaned_at is None:
+        return True
+    retention = retention_seconds(config.get("delta.logRetentionDuration"))
+    period = CLEANUP_PERIOD_S if retention is None else min(CLEANUP_PERIOD_S, retention)
+    return now - cleaned_at >= period
+
+
 def app_id(table_id: str) -> str:
     """The Delta application id of the table with this identity (``table.identity``)."""
     return APP_ID_PREFIX + table_id

@@ -25,7 +25,7 @@ from .files import DeltaFile, add_actions
 from .log_actions import lost_race, ms_since_epoch, relative_to_root, root_spellings, txn_in_commit, txn_version
 from .log_snapshot import LogSnapshot
 from .schema import fields_of
-from .settings import APP_ID_PREFIX, DeltaSettings, app_id, retention_seconds
+from .settings import APP_ID_PREFIX, DeltaSettings, app_id, cleanup_due
 
 log = logging.getLogger("streaming_exactly_once.delta")
 
@@ -37,8 +37,6 @@ APP_KEY = "seoAppId"
 DELTA_DEFAULT_CHECKPOINT_INTERVAL = 100
 #: Loads tried for one background checkpoint (``write_checkpoint``).
 CHECKPOINT_ATTEMPTS = 3
-#: Longest time between two expired-log cleanups of one writer (``_cleanup_due``).
-CLEANUP_PERIOD_S = 3600.0
 #: Commits of one batch tried before giving up while other writers keep winning the race.
 COMMIT_ATTEMPTS = 8
 
@@ -357,7 +355,7 @@ class DeltaTarget:
 
     def write_checkpoint(self) -> None:
         """A checkpoint of the newest version, made durable, then Delta's expired-log cleanup when
-        due (``_cleanup_due``). Runs in the background, after the batch that made it due.
+        due (``settings.cleanup_due``). Runs in the background, after the batch that made it due.
 
         Both need the whole table state, which delta-rs loads (the latest checkpoint, one listing
         of ``_delta_log``, the commits after it): on the batch's path that was the one step of the
@@ -375,26 +373,13 @@ class DeltaTarget:
                 version = int(table.version())
                 table.create_checkpoint()
                 self.make_durable(version)
-                if self._cleanup_due(dict(table.metadata().configuration or {})):
+                if cleanup_due(dict(table.metadata().configuration or {}), self._cleaned_at, time.monotonic()):
                     table.cleanup_metadata()
                     self._cleaned_at = time.monotonic()
                 return
             except Exception as exc:  # e.g. a listing that missed a commit being written: read again
                 if attempt + 1 == CHECKPOINT_ATTEMPTS:
                     log.warning("Delta checkpoint or log cleanup of %s failed (the batches are committed): %s", self.log_uri, exc)
-
-    def _cleanup_due(self, config: dict[str, str]) -> bool:
-        """Whether a checkpoint is also the time for the expired-log cleanup: at the first one of
-        this process, then once ``CLEANUP_PERIOD_S`` (or the table's log retention, if shorter)
-        has passed. The cleanup lists the whole log and deletes only what the retention expired:
-        a log retained for 30 days gains nothing from running it every few seconds."""
-        if str(config.get("delta.enableExpiredLogCleanup", "true")).lower() == "false":
-            return False
-        if self._cleaned_at is None:
-            return True
-        retention = retention_seconds(config.get("delta.logRetentionDuration"))
-        period = CLEANUP_PERIOD_S if retention is None else min(CLEANUP_PERIOD_S, retention)
-        return time.monotonic() - self._cleaned_at >= period
 
     def commit_files(self, version: int) -> list[str]:
         """The files delta-rs wrote for ``version``: its JSON, and the checkpoint it made there."""
