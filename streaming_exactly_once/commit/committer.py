@@ -47,6 +47,7 @@ from .background.compaction_preparation import preparation_of
 from .ledger_enforce import batch_ledger, enforce
 from .options import CommitterOptions
 from .protocol.attempt import BatchAttempt, CommitResult, StagedFile, elapsed_ms, sources_step
+from .protocol.lease import fenced_cause
 from .protocol.recovery import INTENTS_SUBDIR, ManifestView, PublishedView, RecoveryReport
 from .protocol.step import CommitStep
 from .protocol.steps import CleanupStaging, MoveFiles, PublishManifest, WriteCommit
@@ -317,15 +318,21 @@ class TableCommitter(Writer):
         """The batch's ledger (``commit.table_steps.ledger_step``), built before the claim from the files in
         hand; under ``audit="enforce"`` checked too: a violation raises before anything is published."""
         t0 = time.perf_counter()
-        ledger = batch_ledger(
-            self,
-            attempt,
-            [(f.staged or f.final, f.final, f.size, f.rows) for f in files],
-            plan.rewrites,
-            input_files=input_files,
-            num_rows=num_rows,
-            num_skipped_rows=num_skipped_rows,
-        )
+        try:
+            ledger = batch_ledger(
+                self,
+                attempt,
+                [(f.staged or f.final, f.final, f.size, f.rows) for f in files],
+                plan.rewrites,
+                input_files=input_files,
+                num_rows=num_rows,
+                num_skipped_rows=num_skipped_rows,
+            )
+        except FileNotFoundError as exc:  # it reads the staged files: a successor's recovery removed them
+            fenced = fenced_cause(self.storage, self.lease.epoch, "stage")
+            if fenced is not None:
+                raise fenced from exc
+            raise
         published: dict[str, int | None] = {"manifest": attempt.batch_id}
         published.update({name: None for name, yes in plan.published().items() if yes})
         ledger = replace(ledger, published=published)

@@ -353,9 +353,12 @@ class _Child:
             if self.p.get("group"):
                 return c.commit_group(attempt, staged, input_files=inputs)
             return c.commit(attempt, staged, input_files=inputs, num_rows=num_rows, schema=self._schema())
-        except BaseException:
-            c.abort(attempt)
+        except BaseException as exc:  # as the sink's ``committer.batch`` does: the ledger reads the
+            c.abort(attempt)  # staged files before the claim, which a successor may have removed
             c.invalidate()
+            fenced = c.fenced_cause_of(exc)
+            if fenced is not None:
+                raise fenced from exc
             raise
 
     def _schema(self) -> str | None:

@@ -12,7 +12,7 @@ import pytest
 from streaming_exactly_once.commit.protocol.wal import CommitSequenceStore
 from streaming_exactly_once.commit.rewrites.data_compaction import CompactionPolicy
 from streaming_exactly_once.commit.table_steps.ledger_step import CHECKSUM_TAIL, WHOLE_CHECKSUM, checksum_of
-from streaming_exactly_once.errors import AuditViolationError, ExactlyOnceError
+from streaming_exactly_once.errors import AuditViolationError, ExactlyOnceError, WriterFencedError
 from streaming_exactly_once.maintenance.audit import audit_table
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.table.ledger import ledger_path, read_ledger
@@ -405,3 +405,27 @@ def test_a_full_audit_reads_each_compaction_batchs_own_entries_from_the_tail_of_
     storage.atomic_write(compact, "\n".join(lines[:-1]).encode())
     report = audit_table(storage, from_batch=0, record=False)
     assert [(v.check, v.batch_id) for v in report.violations] == [("files", 19)] and "does not list" in report.violations[0].message
+
+
+def test_a_writer_woken_after_a_takeover_is_fenced_when_the_ledger_finds_its_staged_files_gone(tmp_path):
+    """The ledger reads the batch's staged files before the claim: a frozen writer whose staging
+    the successor's recovery removed fails there with ``WriterFencedError``, not the storage's
+    FileNotFoundError, even when it calls ``commit`` outside ``committer.batch``."""
+    from tests.commit.helpers import stage_file
+    from tests.delta.helpers import parquet
+
+    storage = open_storage(str(tmp_path / "t"))
+    clock = [1000.0]
+    zombie = make_committer(storage, timeout_ms=5_000)
+    zombie.lease.clock = lambda: clock[0]
+    commit_batch(zombie, Q, 0, ids_of(0))
+    attempt = zombie.begin(Q, 1, mode="rename")
+    staged = stage_file(storage, attempt, "p=a/part-00000.parquet", parquet(ids_of(1)))
+    successor = make_committer(storage, timeout_ms=5_000)
+    successor.lease.clock = lambda: clock[0]
+    clock[0] += 10  # frozen past its lease
+    successor.open()  # its recovery aborts the zombie's attempt: the staged file is gone
+    with pytest.raises(WriterFencedError) as fenced:
+        zombie.commit(attempt, [staged], num_rows=10)
+    assert isinstance(fenced.value.__cause__, FileNotFoundError)
+    successor.close()
