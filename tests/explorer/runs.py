@@ -248,14 +248,16 @@ def _run(it: Interpreter, spec: RunSpec, sink_kind: str, fail_at: str | None) ->
     if fail_at:
         os.environ["SEO_FAIL_AT"] = fail_at
     try:
-        sink = it.sink if sink_kind == "same" and it.sink is not None and it.sink_options == spec.sink else None
+        # the same object only while it is the same sink: its options, and a group's checks (a lifted gate)
+        built_as = {"sink": spec.sink, "group": spec.group}
+        sink = it.sink if sink_kind == "same" and it.sink is not None and it.sink_options == built_as else None
         if sink is None:
             close_sink(it)
             try:
                 sink = build_sink(spec)
             except Exception as exc:  # options the sink refuses at once
                 return _outcome(it, exc)
-        it.sink, it.sink_options = sink, spec.sink
+        it.sink, it.sink_options = sink, built_as
         try:
             query = start_query(it.spark, sink, spec)
         except Exception as exc:
