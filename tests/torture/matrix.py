@@ -28,7 +28,8 @@ at random, each a process of its own; then the check: every row of every committ
 writer reported it, or the commits log records it) is read exactly once by an independent parse
 of the manifest, by the library's reader and, for Delta, by delta-rs; any other batch is all or
 nothing; no listed file is missing; verify finds no error (warnings are what a crash leaves
-until recovery). At the end a clean writer drains the query, then recover, gc and verify run:
+until recovery); ``seo audit --from 0`` finds no violation in the batches' ledgers (a pending
+claim's batches are in flight). At the end a clean writer drains the query, then recover, gc and verify run:
 verify must report nothing, and every batch must be read exactly once.
 
 The JSON summary (stdout, and ``--out``) has per combination: kills, boundaries hit (and not
@@ -58,7 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.commit.processes import QA, Writer, batch_rows, stop_all
-from tests.torture.matrix_checks import changes, judge, read_rows, recorded_batches, seo, snapshot, verify_problems
+from tests.torture.matrix_checks import audit_problems, changes, judge, read_rows, recorded_batches, seo, snapshot, verify_problems
 from tests.torture.matrix_combos import BY_NAME, CLAIMED, COMBOS, COMPACTION, UNSUPPORTED, Combo
 
 ROWS, FILES = 4, 2
@@ -77,6 +78,7 @@ class Stats:
     losses: int = 0
     missing_files: int = 0
     final_verify: str = ""
+    final_audit: str = ""
     problems: list[str] = field(default_factory=list)
     wall_s: float = 0.0
 
@@ -290,8 +292,9 @@ class Campaign:
         return done
 
     def check(self, *, final: bool = False) -> None:
-        """The rows (see the module docstring), and verify's report: no error after any cycle
-        (warnings - a pending claim, staging, orphans - are what a crash leaves until recovery)."""
+        """The rows (see the module docstring), verify's report: no error after any cycle
+        (warnings - a pending claim, staging, orphans - are what a crash leaves until recovery),
+        and the audit's: no violation (a pending claim's batches are in flight)."""
         from streaming_exactly_once.maintenance.verify import verify_table
 
         try:
@@ -300,6 +303,11 @@ class Campaign:
             errors = [f"{type(exc).__name__}: {str(exc)[:200]}"]
         if errors:
             self._problem(f"verify finds errors: {errors[:4]}")
+        audit = audit_problems(self.storage)
+        for text in audit:
+            self._problem(f"seo audit --from 0: {text}")
+        if final:
+            self.stats.final_audit = "clean" if not audit else f"{len(audit)} violation(s): {audit[:3]}"
         recorded = recorded_batches(self.storage)
         committed = {b: batch_rows(0, b, ROWS) for b in self.acked | recorded}
         # a killed writer's in-flight batch reported nothing: up to two beyond the last report

@@ -6,6 +6,8 @@
   the library's ``read.arrow`` and, for Delta, delta-rs. Missing listed files are counted.
 * ``recorded_batches`` - the Spark batches the commits log records (parsed with ``json``).
 * ``judge`` - every row of a committed batch once; any other batch all or nothing; nothing else.
+* ``audit_problems`` - ``seo audit --from 0`` of the table (a group: its root and tables), in
+  this process: every violation its ledgers show, named.
 * ``seo`` - the CLI as an operator runs it: a process of its own, ``--json``.
 * ``snapshot`` - every file's bytes (digest), for "a refused restart changed nothing".
 """
@@ -196,6 +198,19 @@ def judge(rows: Rows, committed: dict[int, list[int]], others: dict[int, list[in
     if rows.missing_files:
         out.append(f"{len(rows.missing_files)} listed files missing, e.g. {rows.missing_files[:2]}")
     return out
+
+
+def audit_problems(storage) -> list[str]:
+    """The violations a full audit (from batch 0, no mark saved) finds, each with its table,
+    check and message (batch, file or offsets); batches a pending claim completes are in flight,
+    not violations."""
+    from streaming_exactly_once.maintenance.audit import audit_table
+
+    try:
+        report = audit_table(storage, from_batch=0, record=False)
+    except Exception as exc:  # noqa: BLE001 - a table the audit cannot read is the finding
+        return [f"{type(exc).__name__}: {str(exc)[:300]}"]
+    return [f"{table.rsplit('/', 1)[-1]} {v.check}: {v.message[:300]}" for table, v in report.all_violations()]
 
 
 def seo(*args: str, storage_options: dict | None = None, timeout: float = 180.0) -> tuple[int, str]:

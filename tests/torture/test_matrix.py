@@ -5,7 +5,8 @@ format x table or dataset group x local disk or moto's S3) once, killed at the p
 likely to break (``LIKELY``: the claim, the moves, the manifest, Delta and Iceberg steps, the
 commit record, the janitor's record sync, a group's members; ``bounded_plan`` spreads them over the
 combinations, an Iceberg table's kills start with its own step's), a zombie takeover, a restart with a wrong configuration right after the first
-kill, maintenance commands after each cycle, and the final drain, recover, gc and verify. The combinations run two at a time in one fixture;
+kill, maintenance commands after each cycle, and the final drain, recover, gc and verify;
+``seo audit --from 0`` after every cycle. The combinations run two at a time in one fixture;
 each has its own test, which fails with that combination's problems. The long run is
 ``python -m tests.torture.matrix --kills 300``.
 """
@@ -64,6 +65,7 @@ def test_matrix_slice(matrix, combo):
     assert not stats["problems"], f"{combo.name}: {len(stats['problems'])} problems:\n" + "\n".join(stats["problems"])
     assert stats["duplicates"] == stats["losses"] == stats["missing_files"] == 0, stats
     assert stats["final_verify"] == "clean", stats["final_verify"]
+    assert stats["final_audit"] == "clean", stats["final_audit"]
     # a janitor boundary's passes can coalesce: a kill there is tried again, and must land once
     assert want <= set(stats["boundaries"]), f"kill points never reached: {want - set(stats['boundaries'])} ({stats['not_reached']})"
 
