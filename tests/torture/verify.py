@@ -6,7 +6,8 @@
 * Vanilla ``spark.read.parquet(table)`` and the library's ``read.arrow`` must return every id
   exactly once as well.
 Then the library's own view must agree: ``verify_table`` finds no problem at all (no orphans,
-no pending WAL, no staging left), and the commit records match the data they describe.
+no pending WAL, no staging left), ``seo audit --from 0`` no violation in the batches' ledgers,
+and the commit records match the data they describe.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pyarrow.parquet as pq
+
+from tests.torture.matrix_checks import audit_problems
 
 
 def expected_ids(input_dir: Path) -> Counter:
@@ -89,6 +92,8 @@ def verify_tortured_table(
     storage = open_storage(str(table))
     report = verify_table(storage)
     assert report.problems == [], [p.to_json() for p in report.problems][:5]
+    violations = audit_problems(storage)
+    assert not violations, f"seo audit --from 0 of {table}: {violations[:5]}"
     # 3. commit records describe the data
     commits = CommitsLog(storage, interval=10)
     log = ManifestLog(storage, directory=manifest)
@@ -141,6 +146,8 @@ def verify_tortured_group(root: Path, input_dir: Path, spark=None) -> dict:
         assert dup == 0 and lost == 0 and extra == 0, f"{name}: {result[name]}"
     report = verify_table(open_storage(str(root)))
     assert report.problems == [], [p.to_json() for p in report.problems][:5]
+    violations = audit_problems(open_storage(str(root)))
+    assert not violations, f"seo audit --from 0 of the group {root}: {violations[:5]}"
     result["expected_rows"] = sum(expected.values())
     result["vanilla_spark"] = (
         {k: result["raw"]["vanilla_spark"][k] + result["byp_vanilla_spark"][k] for k in ("duplicates", "losses")}
