@@ -54,7 +54,7 @@ from .protocol.steps import CleanupStaging, MoveFiles, PublishManifest, WriteCom
 from .rewrites.table_rewrites import BatchRewrites, TableRewrites, leftovers_of
 from .table_plan import TableBatchAsk, TableBatchPlan, TableFormats, plan_table_batch
 from .table_schema import TableSchema
-from .table_steps.ledger_step import WriteLedger
+from .table_steps.ledger_step import WriteLedger, file_entry
 from .table_steps.schema_step import WriteSchema
 from .writer import Writer
 
@@ -225,7 +225,7 @@ class TableCommitter(Writer):
         m = attempt.batch_id
         epoch = self.lease.epoch or 0
         plan, adoption = self._plan(attempt, files, schema)
-        ledger = self._ledger(attempt, files, plan, input_files, num_rows, num_skipped_rows)
+        ledger = self._ledger(attempt, files, plan, input_files, num_rows, num_skipped_rows, adoption)
         now_ms = int(time.time() * 1000)
         record = attempt.record(
             m,
@@ -314,6 +314,7 @@ class TableCommitter(Writer):
         input_files: Sequence[InputFile],
         num_rows: int | None,
         num_skipped_rows: int,
+        adoption: Adoption | None = None,
     ) -> LedgerRecord:
         """The batch's ledger (``commit.table_steps.ledger_step``), built before the claim from the files in
         hand; under ``audit="enforce"`` checked too: a violation raises before anything is published."""
@@ -336,6 +337,8 @@ class TableCommitter(Writer):
         published: dict[str, int | None] = {"manifest": attempt.batch_id}
         published.update({name: None for name, yes in plan.published().items() if yes})
         ledger = replace(ledger, published=published)
+        if adoption is not None:  # named, with their checksums, apart from the batch's own rows
+            ledger = replace(ledger, adopted=tuple(file_entry(self.storage, f.path, f.path, f.size, f.rows) for f in adoption.files))
         attempt.timings["ledgerBuild"] = elapsed_ms(t0)
         if self.options.audit == "enforce":
             enforce(ledger, self.offset_marks(), table=self.storage.root_uri)

@@ -288,6 +288,7 @@ def _files(io: _Counted, manifest: ManifestLog, live: list[str] | None, ledger: 
     b = ledger.batch_id
     root = manifest.storage.root_uri
     recorded = {f.path for f in ledger.files}
+    adopted = {f.path for f in ledger.adopted}
     compaction = is_compaction_batch(b, manifest.interval)
     try:
         io.reads += 1
@@ -312,7 +313,7 @@ def _files(io: _Counted, manifest: ManifestLog, live: list[str] | None, ledger: 
                     )
                 )
         missing = sorted(recorded - published)
-        extra = sorted(published - recorded) if not compaction else []
+        extra = sorted(published - recorded - adopted) if not compaction else []
         for path in missing:
             report.violations.append(Violation("files", b, f"Batch {b}'s ledger names {path}, which its manifest batch does not list.", path=path))
         for path in extra:
@@ -326,7 +327,7 @@ def _files(io: _Counted, manifest: ManifestLog, live: list[str] | None, ledger: 
                 )
             )
     live_set = set(live) if live is not None else (published if entries is not None else recorded)
-    for f in ledger.files:
+    for f in (*ledger.files, *ledger.adopted):
         if f.path in live_set:
             _intact(io, b, f.path, f.size, f.checksum, f.checksum_bytes, report)
 

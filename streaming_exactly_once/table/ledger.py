@@ -179,6 +179,9 @@ class LedgerRecord:
     #: what each format published: ``manifest`` (batch id), ``delta`` (version), ``iceberg`` (snapshot id)
     published: dict[str, int | None] = field(default_factory=dict)
     compaction: Compaction | None = None
+    #: files batch 0 took over from the directory it was started on (``adopt_existing_files``):
+    #: published by the batch, written by another tool, so outside its rows
+    adopted: tuple[LedgerFile, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -199,6 +202,8 @@ class LedgerRecord:
         }
         if self.compaction is not None:
             out["compaction"] = self.compaction.to_json()
+        if self.adopted:
+            out["adopted"] = [f.to_json() for f in self.adopted]
         return out
 
     @classmethod
@@ -226,6 +231,7 @@ class LedgerRecord:
             files=tuple(LedgerFile.from_json(f) for f in obj["files"]),
             published={str(k): (None if v is None else int(v)) for k, v in obj.get("published", {}).items()},
             compaction=None if compaction is None else Compaction.from_json(compaction),
+            adopted=tuple(LedgerFile.from_json(f) for f in obj.get("adopted", [])),
         )
 
     def to_bytes(self) -> bytes:

@@ -20,9 +20,11 @@ import pytest
 
 from streaming_exactly_once import read
 from streaming_exactly_once.errors import ConfigError, ExistingFilesError, SchemaMismatchError
+from streaming_exactly_once.maintenance.audit import audit_table
 from streaming_exactly_once.maintenance.gc import collect_garbage
 from streaming_exactly_once.maintenance.verify import verify_table
 from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.table.ledger import read_ledger
 from streaming_exactly_once.table.schema_log import read_schema
 from streaming_exactly_once.testing.faults import InjectedFailure
 from tests.commit.helpers import make_committer, stage_file
@@ -112,6 +114,16 @@ def test_the_first_batch_adopts_the_files_with_its_own_rows_once(tmp_path):
     record = read_schema(open_storage(str(root)), 0)
     assert record is not None and record.reason == "adopt" and [f["name"] for f in json.loads(record.schema)["fields"]] == ["id", "p"]
     assert verify_table(open_storage(str(root))).problems == []
+    # batch 0's ledger names the adopted files apart from its rows, and the audit holds them
+    ledger = read_ledger(open_storage(str(root)), 0)
+    assert ledger is not None and sorted(f.path.split("/")[0] for f in ledger.adopted) == ["p=old", "p=older"]
+    assert ledger.rows_written == 2 and all(f.checksum.startswith("crc32:") for f in ledger.adopted)
+    assert audit_table(open_storage(str(root)), from_batch=0, record=False).violations == []
+    adopted = root / ledger.adopted[0].path
+    original = adopted.read_bytes()
+    adopted.write_bytes(b"changed")  # a change to an adopted file is named
+    assert [v.path for v in audit_table(open_storage(str(root)), from_batch=0, record=False).violations] == [ledger.adopted[0].path]
+    adopted.write_bytes(original)
     # a restart with the option still on adopts nothing twice, and a file put there now is foreign
     _pandas_files(root, {"p=late": [5000]})
     c = make_committer(open_storage(str(root)), partition_by=("p",), adopt_existing_files=True)

@@ -33,14 +33,6 @@ class Known:
 
 KNOWN: list[Known] = [
     Known(
-        "X07",
-        "a table that adopted another tool's files (adopt_existing_files=True): seo audit fails, its manifest batch lists the "
-        "adopted file, which the batch's ledger does not name (a violation audit reports for a file published outside a commit)",
-        "seo-audit",
-        r"which the batch's ledger does not name",
-        lambda s: s.foreign_files,
-    ),
-    Known(
         "X03",
         "a downstream readStream of a partitioned Iceberg table: Spark refuses it at load (CONFLICTING_DIRECTORY_STRUCTURES), "
         "a stated limit (docs/iceberg.md): the generator asks for none, a saved program still shows it",
