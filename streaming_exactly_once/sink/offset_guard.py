@@ -140,6 +140,11 @@ class OffsetGuard:
             rows = self._batch_rows(df, columns, relevant, probe, need_low=bool(unknown))
         starts = {name: start[name] if name in start else rows.low.get(name) for name in relevant}
         self.start.update({name: s for name, s in starts.items() if s is not None})
+        # a partition the query had read that its previous batch no longer names (the topic deleted,
+        # the partition added back later): the source reads it anew from its first record - below
+        # the query's own last end, so as a start that went back (``behind``)
+        if known_query:
+            behind |= {n for n in unknown if n in own_ends and (low := starts[n]) is not None and low < own_ends[n]}
         check = check_start({n: s for n, s in starts.items() if s is not None}, relevant)
         if not known_query:
             if check.gaps:
@@ -156,7 +161,7 @@ class OffsetGuard:
         went_back = {n for n in behind if verdicts.get(n) != SAME}  # no evidence of a re-read: the offsets decide
         if went_back:
             self.resets |= went_back
-            self._say_reset(went_back, start, end, own_ends, "the offsets went back")
+            self._say_reset(went_back, self.start, end, own_ends, "the offsets went back")
         for name in new | went_back:
             overlaps.pop(name, None)
         if overlaps:

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from streaming_exactly_once import ExactlyOnceSink
+from streaming_exactly_once import DatasetSink, ExactlyOnceSink
 from streaming_exactly_once.errors import OffsetResetError
 from streaming_exactly_once.testing.fake_kafka import FakeKafka, produce
 from tests.sink.test_kafka_offsets import assert_once, fill, records, run, stream
@@ -91,3 +91,21 @@ def test_records_that_agree_with_the_tables_in_some_columns_only_are_refused_unt
     produce(src, "t", 0, records("t", 0, 4, 1))
     assert run(ExactlyOnceSink(str(table), record_columns=["id"]), stamped(), tmp_path / "c3") is None
     assert_once(table, first + records("t", 0, 4, 1))
+
+
+@pytest.mark.parametrize("kind", ["table", "group"])
+def test_a_partition_of_a_recreated_topic_added_back_later_is_written_by_the_same_query(kafka, tmp_path, kind):
+    """The recreated topic has one partition where the old one had two; the second, added back
+    later, is new to Spark's source (read from offset 0), though the query had read the old one up
+    to 3: its records are new, not re-reads below the table's mark."""
+    src, root, checkpoint = tmp_path / "kafka", tmp_path / "t", tmp_path / "c"
+    sink = (lambda: ExactlyOnceSink(str(root))) if kind == "table" else (lambda: DatasetSink(str(root), dataset_column="topic"))
+    table = root if kind == "table" else root / "t"
+    old = fill(src, "t", 2, 0, 3)
+    assert run(sink(), stream(kafka, src, lose="false"), checkpoint) is None
+    recreate(src, "t", [f"gone-{i}" for i in range(3)])  # 0..2: not past the query's 3, skipped by Spark's source
+    assert run(sink(), stream(kafka, src, lose="false"), checkpoint) is None
+    added = ["added-0", "added-1"]
+    produce(src, "t", 1, added)  # kafka-topics --alter --partitions 2
+    assert run(sink(), stream(kafka, src, lose="false"), checkpoint) is None
+    assert_once(table, old + added)
