@@ -76,6 +76,8 @@ class DeltaTarget:
         self._table: Any = None  # the loaded DeltaTable, brought up to date before each use
         self._snapshot: LogSnapshot | None = None  # what the commit path reads, moved forward without listing
         self._cleaned_at: float | None = None  # when this process last ran the expired-log cleanup
+        #: the version whose commit this object wrote with ``put_if_absent``, durable already
+        self._written_durably: int | None = None
 
     @property
     def log_uri(self) -> str:
@@ -268,6 +270,7 @@ class DeltaTarget:
             rearranged=batch.rearranged,
         )
         write_commit(self.storage, base + 1, data)
+        self._written_durably = base + 1
         self._snapshot = snap.applied(base + 1, data, self.app_id)
         return base + 1
 
@@ -394,6 +397,10 @@ class DeltaTarget:
         is written again under a new inode rather than synced again: Linux marks the pages of a
         failed fsync clean, so a second sync could succeed with the bytes never written."""
         paths = [p for p in self.commit_files(version) if self.storage.exists(p)]
+        if version == self._written_durably:  # its JSON was synced by the create-if-absent that wrote it
+            paths = [p for p in paths if not p.endswith(".json")]
+        if not paths:
+            return
         try:
             self.storage.sync(paths)
         except FileNotFoundError:

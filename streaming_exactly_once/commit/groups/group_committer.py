@@ -255,29 +255,28 @@ class GroupCommitter(Writer):
         identity = ensure_identity(child, spec)
         identity = note_root(child, identity)
         if is_delta:
-            applied = self._delta_target(mb.table, identity).applied_batch()
-            if not holds_manifest(applied, member.latest, member.logs.require_manifest()):
-                self.lease.check_fence("stage")  # a writer whose lease was taken over sees its successor's batches
-                raise DeltaTableError(
-                    f"The Delta log of table {child.root_uri} holds batches up to {applied}, but its manifest holds "
-                    f"batches up to {member.latest} and no commit is pending: Delta readers and manifest readers would "
-                    "see different data. Restore the Delta log (or the manifest) from a backup.",
-                    table=child.root_uri,
-                )
+            self._check_format_reaches(self._delta_target(mb.table, identity).applied_batch(), member, child, "Delta")
         if is_iceberg:
-            applied = self._iceberg_target(mb.table, identity).applied_batch()
-            if not holds_manifest(applied, member.latest, member.logs.require_manifest()):
-                self.lease.check_fence("stage")  # a writer whose lease was taken over sees its successor's batches
-                raise IcebergTableError(
-                    f"The Iceberg table {child.root_uri} holds batches up to {applied}, but its manifest holds batches up to "
-                    f"{member.latest} and no commit is pending: Iceberg readers and manifest readers would see different data. "
-                    "Restore the Iceberg metadata (or the manifest) from a backup.",
-                    table=child.root_uri,
-                )
+            self._check_format_reaches(self._iceberg_target(mb.table, identity).applied_batch(), member, child, "Iceberg")
             if member.latest >= 0:  # what commits killed by earlier writers left
                 discard_leftovers(self._iceberg_target(mb.table, identity), member.latest)
         member.identity = identity
         return identity
+
+    def _check_format_reaches(self, applied: int | None, member: Member, child: Storage, name: str) -> None:
+        """Refuse a member table whose Delta log or Iceberg table does not hold its manifest's batches."""
+        if holds_manifest(applied, member.latest, member.logs.require_manifest()):
+            return
+        self.lease.check_fence("stage")  # a writer whose lease was taken over sees its successor's batches
+        error = DeltaTableError if name == "Delta" else IcebergTableError
+        where = "The Delta log of table" if name == "Delta" else "The Iceberg table"
+        restore = "the Delta log" if name == "Delta" else "the Iceberg metadata"
+        raise error(
+            f"{where} {child.root_uri} holds batches up to {applied}, but its manifest holds batches up to {member.latest} "
+            f"and no commit is pending: {name} readers and manifest readers would see different data. Restore {restore} "
+            "(or the manifest) from a backup.",
+            table=child.root_uri,
+        )
 
     def _iceberg_target(self, table: str, identity: TableIdentity) -> IcebergTarget:
         assert identity.iceberg is not None
