@@ -34,7 +34,8 @@ from ..commit.table_steps.ledger_step import checksum_of
 from ..errors import ExactlyOnceError, LogCorruptError, TableNotFoundError
 from ..log.compaction import is_compaction_batch
 from ..manifest.manifest_log import ManifestLog
-from ..manifest.paths import decode_uri, relative_to_root
+from ..manifest.paths import decode_uri
+from ..readers.table_roots import TableRoots, relative_path, table_roots
 from ..storage.base import Storage
 from ..table.audit_mark import AuditMark, read_mark, write_mark
 from ..table.identity import TableIdentity, read_identity
@@ -168,18 +169,22 @@ def _audit_one(
     report.ledger_from = mark.ledger_from if mark is not None else None
     marks = dict(mark.marks) if mark is not None else _marks_before(io, start, report)
     clean_to, clean_marks = start - 1, dict(marks)
-    entries = _live(manifest, latest, report) if manifest is not None and scope.whole else None
+    # every root the table has had: a moved or copied table's manifest names its old one
+    roots = table_roots(storage, identity)
+    entries = _live(manifest, roots, latest, report) if manifest is not None and scope.whole else None
     live = None if entries is None else [p for p, _ in entries]
     newest = -1 if latest is None else latest
     for b in range(start, newest + 1):
         if b in claimed:
             report.in_flight = sorted(c for c in claimed if c >= b)
             break
-        found = _batch(io, manifest, live, b, newest, marks, report)
+        found = _batch(io, manifest, roots, live, b, newest, marks, report)
         report.audited_to = b
         if found and clean_to == b - 1:
             clean_to, clean_marks = b, dict(marks)
     _ahead(io, newest, claimed, report)
+    again = sorted({*scope.changed, *(mark.recheck if mark is not None else ())})
+    failed = _recheck(io, manifest, roots, live, [b for b in again if b < start and b not in claimed], newest, report) if manifest is not None else ()
     if manifest is not None and entries is not None and live is not None:
         _live_twice(live, report)
         # files of batches audited before: still there, with their sizes
@@ -208,9 +213,30 @@ def _audit_one(
                 detail=first[:500],
                 # after a violation the next run reads the whole table again
                 manifest=None if report.violations else scope.seen,
+                recheck=failed,
             ),
         )
     return report
+
+
+def _recheck(
+    io: _Counted, manifest: ManifestLog, roots: TableRoots, live: list[str] | None, batches: list[int], latest: int, report: AuditReport
+) -> tuple[int, ...]:
+    """Check again the files of audited batches whose manifest file changed since their audit (or
+    that failed this last time); returns those that fail, for the next run to check again."""
+    failed: list[int] = []
+    for b in batches:
+        before = len(report.violations)
+        try:
+            ledger = io.ledger(b)
+        except LogCorruptError as exc:
+            report.violations.append(Violation("ledger", b, f"The ledger of batch {b} cannot be read: {exc}"))
+            ledger = None
+        if ledger is not None:
+            _files(io, manifest, roots, live, ledger, latest, report)
+        if len(report.violations) > before:
+            failed.append(b)
+    return tuple(failed)
 
 
 def _marks_before(io: _Counted, start: int, report: AuditReport) -> dict[str, int]:
@@ -229,9 +255,8 @@ def _marks_before(io: _Counted, start: int, report: AuditReport) -> dict[str, in
     return marks
 
 
-def _live(manifest: ManifestLog, latest: int | None, report: AuditReport) -> list[tuple[str, int]] | None:
+def _live(manifest: ManifestLog, roots: TableRoots, latest: int | None, report: AuditReport) -> list[tuple[str, int]] | None:
     """The live data files, table-relative, with their sizes (duplicates kept: a file listed twice is a finding)."""
-    root = manifest.storage.root_uri
     if latest is None:
         return []
     try:
@@ -240,18 +265,25 @@ def _live(manifest: ManifestLog, latest: int | None, report: AuditReport) -> lis
         report.violations.append(Violation("files", None, f"The manifest cannot be read: {exc}"))
         return None
     report.reads += 1
-    return [(_relative(root, e.path), e.size) for e in entries]
+    return [(_relative(roots, e.path), e.size) for e in entries]
 
 
-def _relative(root: str, uri: str) -> str:
-    """A manifest path (encoded, as Hadoop prints it) relative to the table root (unencoded)."""
-    decoded = decode_uri(uri)
-    rel = relative_to_root(root, decoded)
-    return rel if rel is not None else decoded
+def _relative(roots: TableRoots, uri: str) -> str:
+    """A manifest path (encoded, as Hadoop prints it) relative to the table root (unencoded),
+    under whichever of the table's roots it was written; an entry outside them stays a URI."""
+    rel = relative_path(roots, uri)
+    return rel if rel is not None else decode_uri(uri)
 
 
 def _batch(
-    io: _Counted, manifest: ManifestLog | None, live: list[str] | None, b: int, latest: int, marks: dict[str, int], report: AuditReport
+    io: _Counted,
+    manifest: ManifestLog | None,
+    roots: TableRoots,
+    live: list[str] | None,
+    b: int,
+    latest: int,
+    marks: dict[str, int],
+    report: AuditReport,
 ) -> bool:
     """Check batch ``b``; True if it passed (or is unaudited)."""
     before = len(report.violations)
@@ -278,28 +310,29 @@ def _batch(
     report.violations += row_violations(ledger)
     report.violations += offset_violations(ledger, marks)
     if manifest is not None:
-        _files(io, manifest, live, ledger, latest, report)
+        _files(io, manifest, roots, live, ledger, latest, report)
     return len(report.violations) == before
 
 
-def _files(io: _Counted, manifest: ManifestLog, live: list[str] | None, ledger: LedgerRecord, latest: int, report: AuditReport) -> None:
+def _files(
+    io: _Counted, manifest: ManifestLog, roots: TableRoots, live: list[str] | None, ledger: LedgerRecord, latest: int, report: AuditReport
+) -> None:
     """The manifest batch holds the ledger's files (each once); the live ones are intact (``live``
     None: between compact files, where a batch's own files are all live)."""
     b = ledger.batch_id
-    root = manifest.storage.root_uri
     recorded = {f.path for f in ledger.files}
     adopted = {f.path for f in ledger.adopted}
     compaction = is_compaction_batch(b, manifest.interval)
     try:
         io.reads += 1
         entries = own_entries(manifest, b, len(ledger.files)) if compaction else None
-        if entries is None or not recorded <= {_relative(root, e.path) for e in entries}:
+        if entries is None or not recorded <= {_relative(roots, e.path) for e in entries}:
             entries = manifest.get(b)  # another order than the batch's own files last: read it all
     except ExactlyOnceError:
         entries = None
     published: set[str] = set()
     if entries is not None:
-        listed = Counter(_relative(root, e.path) for e in entries if not e.is_dir)
+        listed = Counter(_relative(roots, e.path) for e in entries if not e.is_dir)
         published = set(listed)
         for path, count in sorted(listed.items()):
             if count > 1:

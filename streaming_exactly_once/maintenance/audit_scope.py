@@ -8,7 +8,9 @@ when the newest compact file is not the one the mark saw (another batch, size or
 ``--from``, or without a usable mark. Between two compact files the new batches only add files
 (data compaction and retention act when a compact file is written), so the files of the new
 batches are all that became live, and each batch's own checks cover them. The whole checks thus
-run once per compact interval, when Spark's reader reads the same compact file anyway. A dataset
+run once per compact interval, when Spark's reader reads the same compact file anyway. The batch
+files after the compact file (fewer than the interval) are stat'ed on every run: one changed
+since the run that audited it (an entry added by hand) has its files checked again. A dataset
 group's root has no manifest: its commits log, which numbers the group batches, is probed alike.
 """
 
@@ -34,6 +36,8 @@ class Scope:
     seen: ManifestSeen
     #: storage operations this took
     ops: int
+    #: batches audited before whose manifest file changed since
+    changed: tuple[int, ...] = ()
 
 
 def manifest_scope(manifest: CompactibleLog[Any], mark: AuditMark | None, *, from_batch: int | None) -> Scope:
@@ -65,9 +69,21 @@ def manifest_scope(manifest: CompactibleLog[Any], mark: AuditMark | None, *, fro
             size, mtime = info.size, info.mtime_ms
         except FileNotFoundError:
             pass
-    now = ManifestSeen(interval=interval, compact=compact, compact_size=size, compact_mtime_ms=mtime)
-    whole = not probed or seen != now
-    return Scope(latest=latest, whole=whole, seen=now, ops=ops)
+    after: list[tuple[int, int, int]] = []
+    for b in range(0 if compact is None else compact + 1, (-1 if latest is None else latest) + 1):
+        ops += 1
+        try:
+            info = manifest.storage.info(manifest.path(b))
+        except FileNotFoundError:
+            continue
+        after.append((b, info.size, info.mtime_ms))
+    now = ManifestSeen(interval=interval, compact=compact, compact_size=size, compact_mtime_ms=mtime, after=tuple(after))
+    whole = not probed or seen is None or not seen.same_compact(now)
+    changed: tuple[int, ...] = ()
+    if seen is not None and mark is not None:
+        before = {b: (s, m) for b, s, m in seen.after}
+        changed = tuple(b for b, s, m in after if b <= mark.audited_to and b in before and before[b] != (s, m))
+    return Scope(latest=latest, whole=whole, seen=now, ops=ops, changed=changed)
 
 
 def own_entries(manifest: ManifestLog, batch_id: int, count: int) -> list[ManifestEntry] | None:

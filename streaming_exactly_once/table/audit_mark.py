@@ -8,7 +8,8 @@ Bytes (the second line shown wrapped)::
     v1
     {"auditedTo":41,"ledgerFrom":0,"marks":{"orders/0":1200},"passed":true,"timeMs":1795313165300,
       "latestBatchId":41,"violations":0,"detail":"",
-      "manifest":{"interval":10,"compact":39,"compactSize":48211,"compactMtimeMs":1795313165100}}
+      "manifest":{"interval":10,"compact":39,"compactSize":48211,"compactMtimeMs":1795313165100,
+      "after":[[40,1210,1795313165150],[41,1207,1795313165290]]},"recheck":[]}
 
 ``auditedTo``: the last batch up to which every batch passed (-1: none yet); ``marks``: per
 ``topic/partition`` the end of the offsets written up to it; ``ledgerFrom``: the first batch with
@@ -17,7 +18,10 @@ a ledger (null: none seen yet); ``passed``/``violations``/``detail``: the verdic
 manifest's compact interval and its newest compact file at ``latestBatchId`` (batch id or null,
 size, mtime). The next run probes for new batches from ``latestBatchId`` instead of listing the
 manifest, and reads the whole live listing only when that compact file changed
-(``maintenance.audit_scope``).
+(``maintenance.audit_scope``). ``after`` (optional, absent in older marks): ``[batch, size,
+mtimeMs]`` of each manifest batch file after that compact file; the next run checks an audited
+one again when its file changed (an entry added by hand after its audit). ``recheck``
+(optional): such batches that failed that check, checked again by the next run until they pass.
 """
 
 from __future__ import annotations
@@ -42,16 +46,38 @@ class ManifestSeen:
     compact: int | None
     compact_size: int | None = None
     compact_mtime_ms: int | None = None
+    #: (batch, size, mtime) of each manifest batch file after the compact file
+    after: tuple[tuple[int, int, int], ...] = ()
+
+    def same_compact(self, other: ManifestSeen) -> bool:
+        return (self.interval, self.compact, self.compact_size, self.compact_mtime_ms) == (
+            other.interval,
+            other.compact,
+            other.compact_size,
+            other.compact_mtime_ms,
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"interval": self.interval, "compact": self.compact, "compactSize": self.compact_size, "compactMtimeMs": self.compact_mtime_ms}
+        return {
+            "interval": self.interval,
+            "compact": self.compact,
+            "compactSize": self.compact_size,
+            "compactMtimeMs": self.compact_mtime_ms,
+            "after": [list(a) for a in self.after],
+        }
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> ManifestSeen:
         def opt(key: str) -> int | None:
             return None if obj.get(key) is None else int(obj[key])
 
-        return cls(interval=int(obj["interval"]), compact=opt("compact"), compact_size=opt("compactSize"), compact_mtime_ms=opt("compactMtimeMs"))
+        return cls(
+            interval=int(obj["interval"]),
+            compact=opt("compact"),
+            compact_size=opt("compactSize"),
+            compact_mtime_ms=opt("compactMtimeMs"),
+            after=tuple((int(b), int(size), int(mtime)) for b, size, mtime in obj.get("after", [])),
+        )
 
 
 @dataclass(frozen=True)
@@ -65,6 +91,8 @@ class AuditMark:
     violations: int = 0
     detail: str = ""
     manifest: ManifestSeen | None = None
+    #: audited batches whose changed manifest file failed its re-check: checked again next run
+    recheck: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -77,6 +105,7 @@ class AuditMark:
             "violations": self.violations,
             "detail": self.detail,
             "manifest": None if self.manifest is None else self.manifest.to_json(),
+            "recheck": list(self.recheck),
         }
 
     @classmethod
@@ -92,6 +121,7 @@ class AuditMark:
                 violations=int(obj.get("violations", 0)),
                 detail=str(obj.get("detail", "")),
                 manifest=None if obj.get("manifest") is None else ManifestSeen.from_json(obj["manifest"]),
+                recheck=tuple(int(b) for b in obj.get("recheck", [])),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise RecordError(f"not an audit mark: {exc!r}") from None
