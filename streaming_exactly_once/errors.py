@@ -276,8 +276,9 @@ class CatalogNotConfiguredError(IcebergTableError, ConfigError):
     catalog: str
 
 
-class IcebergSchemaMismatchError(IcebergTableError, ConfigError):
-    """A batch's columns do not fit the schema (or partition spec) of an existing Iceberg table."""
+class IcebergSchemaMismatchError(IcebergTableError, SchemaMismatchError):
+    """A batch's columns do not fit the schema (or partition spec) of an existing Iceberg table
+    (a ``SchemaMismatchError`` like a Delta table's)."""
 
 
 # --- readers -------------------------------------------------------------------------------

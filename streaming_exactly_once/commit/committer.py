@@ -53,7 +53,7 @@ from .protocol.step import CommitStep
 from .protocol.steps import CleanupStaging, MoveFiles, PublishManifest, WriteCommit
 from .rewrites.table_rewrites import BatchRewrites, TableRewrites, leftovers_of
 from .table_plan import TableBatchAsk, TableBatchPlan, TableFormats, plan_table_batch
-from .table_schema import TableSchema
+from .table_schema import TableSchema, table_format_of
 from .table_steps.ledger_step import WriteLedger, file_entry
 from .table_steps.schema_step import WriteSchema
 from .writer import Writer
@@ -75,7 +75,7 @@ class TableCommitter(Writer):
             storage,
             evolution=options.schema_evolution,
             file_format=options.format,
-            delta=options.delta is not None or options.iceberg is not None,  # a table format's schema: never widened
+            table_format=table_format_of(delta=options.delta is not None, iceberg=options.iceberg is not None),
         )
         #: small data files rewritten in the background for the compaction batches (None: compaction off)
         self.rewrites = None if options.compaction is None else TableRewrites(storage, self.housekeeping, options.compaction)

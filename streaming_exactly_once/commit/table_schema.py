@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from ..errors import DeltaSchemaMismatchError, SchemaMismatchError
+from ..errors import DeltaSchemaMismatchError, IcebergSchemaMismatchError, SchemaMismatchError
 from ..storage.base import Storage
 from ..table.commits_log import CommitsLog
 from ..table.identity import read_identity
@@ -33,11 +33,13 @@ log = logging.getLogger("streaming_exactly_once.commit")
 class TableSchema:
     """The schema of the table at ``storage`` and the rules its batches are judged by."""
 
-    def __init__(self, storage: Storage, *, evolution: str = "none", file_format: str = "parquet", delta: bool = False) -> None:
+    def __init__(self, storage: Storage, *, evolution: str = "none", file_format: str = "parquet", table_format: str | None = None) -> None:
         self.storage = storage
         self.evolution = evolution
         self.file_format = file_format
-        self.delta = delta
+        #: ``"delta"``, ``"iceberg"``, ``"delta+iceberg"`` (``table_format_of``) or None: a table
+        #: format's schema is never widened, and its errors name the format
+        self.table_format = table_format
         #: the newest record at or below the latest batch (None: the table has none yet)
         self.current: SchemaRecord | None = None
         #: where the schema comes from while there is no record: an existing Delta table's
@@ -113,7 +115,9 @@ class TableSchema:
         key = (table_schema, table_parts, batch_schema, tuple(partition_by), self.evolution if evolution is None else evolution)
         verdict = self._judged.get(key)
         if verdict is None:
-            verdict = compare(key[0], table_parts, batch_schema, partition_by, evolution=key[4], delta=self.delta, file_format=self.file_format)
+            verdict = compare(
+                key[0], table_parts, batch_schema, partition_by, evolution=key[4], table_format=self.table_format, file_format=self.file_format
+            )
             if len(self._judged) >= 4:
                 self._judged.clear()
             self._judged[key] = verdict
@@ -171,12 +175,16 @@ class TableSchema:
 
     # -- errors ------------------------------------------------------------------------------
 
+    @property
+    def is_delta(self) -> bool:
+        return "delta" in (self.table_format or "").split("+")
+
     def error(self, mismatches: Sequence[Mismatch], *, what: str) -> SchemaMismatchError:
         if self.current is not None:
             source = self.storage.uri(schema_path(self.current.batch_id))
         else:
-            source = self.delta_log or "the Delta log"
-        kind = "Delta table" if self.delta else "table"
+            source = self.delta_log or ("the Delta log" if self.is_delta else "the table's first batch")
+        kind = _TABLE_KIND.get(self.table_format or "", "table")
         message = (
             f"{what} does not fit the schema of {kind} {self.storage.root_uri} (schema in {source}): "
             + "; ".join(m.summary() for m in mismatches[:8])
@@ -184,16 +192,26 @@ class TableSchema:
             + ". Nothing was written.\n"
             + side_by_side(mismatches)
             + "\nTo write it: "
-            + advice(mismatches, delta=self.delta)
+            + advice(mismatches, table_format=self.table_format)
             + "."
         )
-        cls = DeltaSchemaMismatchError if self.delta else SchemaMismatchError
+        # a Delta table's (also when it is an Iceberg table too), an Iceberg table's, or the plain one
+        cls = DeltaSchemaMismatchError if self.is_delta else IcebergSchemaMismatchError if self.table_format else SchemaMismatchError
         return cls(
             message,
             table=self.storage.root_uri,
             mismatches=[m.to_json() for m in mismatches],
             problems=[m.summary() for m in mismatches],
         )
+
+
+#: how an error names the table, by its table format
+_TABLE_KIND = {"delta": "Delta table", "iceberg": "Iceberg table", "delta+iceberg": "Delta and Iceberg table"}
+
+
+def table_format_of(*, delta: bool, iceberg: bool) -> str | None:
+    """The ``table_format`` of a table published to Delta and/or Iceberg (None: neither)."""
+    return "+".join(name for name, on in (("delta", delta), ("iceberg", iceberg)) if on) or None
 
 
 def with_partition_columns(schema: str, batch_schema: str, partition_by: Sequence[str]) -> str:
@@ -217,12 +235,12 @@ def _newest_recorded_schema(commits: CommitsLog, latest: int, first_batch_id: in
     return None
 
 
-def read_only_schema(storage: Storage, *, evolution: str = "none", file_format: str = "parquet", delta: bool = False) -> TableSchema:
+def read_only_schema(storage: Storage, *, evolution: str = "none", file_format: str = "parquet", table_format: str | None = None) -> TableSchema:
     """The schema a writer of the table would load, read without its lease - nothing is written
     (no adoption, no clean-up): for checks before a writer holds the table (``start`` under
     Spark Connect). A table without a record gets its newest commit record's schema, or its
     Delta log's; a table without either, none (its first batch sets it)."""
-    guard = TableSchema(storage, evolution=evolution, file_format=file_format, delta=delta)
+    guard = TableSchema(storage, evolution=evolution, file_format=file_format, table_format=table_format)
     identity = read_identity(storage)
     if identity is None or identity.kind == "group":
         return guard

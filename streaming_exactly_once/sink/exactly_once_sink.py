@@ -34,7 +34,7 @@ from pyspark.sql.types import StructType
 
 from ..checkpoint.offset_seq import OffsetSeq
 from ..commit.committer import BatchAttempt, CommitResult, TableCommitter
-from ..commit.table_schema import read_only_schema
+from ..commit.table_schema import read_only_schema, table_format_of
 from ..errors import ConfigError
 from .batch_metrics import BatchObservation
 from .batch_sink import BatchSink
@@ -162,7 +162,7 @@ class ExactlyOnceSink(BatchSink[TableCommitter]):
                     self.storage,
                     evolution=options.schema_evolution,
                     file_format=options.format,
-                    delta=options.delta is not None or options.iceberg is not None,
+                    table_format=table_format_of(delta=options.delta is not None, iceberg=options.iceberg is not None),
                 )
             except Exception as exc:  # noqa: BLE001 - e.g. a store only the server reaches: the first batch checks
                 log.info("the table's schema could not be read before the query started (%s); its first batch is checked", exc)

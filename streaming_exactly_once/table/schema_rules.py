@@ -11,7 +11,7 @@ has the readers' table and the reasons; ``tests/table/test_schema_readers.py`` r
 * **a column the table lacks** - refused unless evolution adds columns; then added, nullable,
   after the table's columns (``added``);
 * **wider** - refused unless evolution widens (``add_and_widen``, ``WIDENING_FORMATS`` only,
-  never Delta); then the table's type becomes the wider one;
+  never a Delta or Iceberg table); then the table's type becomes the wider one;
 * **any other change** (type, nested type, a name differing only in case, partition columns) - refused.
 """
 
@@ -166,7 +166,15 @@ class _Judgement:
     fills: list[str] = field(default_factory=list)
 
 
-def _judge_type(t: dict[str, Any], b: dict[str, Any], j: _Judgement, *, widens: bool, delta: bool, file_format: str) -> None:
+#: why a table format's column is not widened, by ``table_format``
+_NOT_WIDENED = {
+    "delta": "Delta tables are not widened by this library (Delta's typeWidening feature)",
+    "iceberg": "Iceberg tables are not widened by this library (Iceberg's type promotion)",
+    "delta+iceberg": "Delta and Iceberg tables are not widened by this library",
+}
+
+
+def _judge_type(t: dict[str, Any], b: dict[str, Any], j: _Judgement, *, widens: bool, table_format: str | None, file_format: str) -> None:
     """A column both have: the table's column after the batch, or why the batch is refused."""
     name = t["name"]
     old, new = shape(t["type"]), shape(b["type"])
@@ -185,8 +193,8 @@ def _judge_type(t: dict[str, Any], b: dict[str, Any], j: _Judgement, *, widens: 
         j.result.append({**t, "type": b["type"]})
     elif pair is not None and pair in WIDENINGS:
         why = (
-            "Delta tables are not widened by this library (Delta's typeWidening feature)"
-            if delta
+            _NOT_WIDENED.get(table_format, _NOT_WIDENED["delta"])
+            if table_format
             else f"{file_format} files are not widened"
             if file_format not in WIDENING_FORMATS
             else "a wider type needs schema_evolution='add_and_widen'"
@@ -224,13 +232,14 @@ def compare(
     partition_by: Sequence[str],
     *,
     evolution: str = "none",
-    delta: bool = False,
+    table_format: str | None = None,
     file_format: str = "parquet",
 ) -> Verdict:
     """Judge ``batch_schema`` (partitioned by ``partition_by``) against the table (module docstring).
 
-    ``table_schema`` None: the table has none yet - the batch's becomes it. ``delta``: the
-    table is also a Delta table (never widened); ``file_format``: its files' format.
+    ``table_schema`` None: the table has none yet - the batch's becomes it. ``table_format``: the
+    table is also a Delta or Iceberg table (``"delta"``, ``"iceberg"``, ``"delta+iceberg"``:
+    never widened); ``file_format``: its files' format.
     """
     batch = fields_of(batch_schema)
     if table_schema is None:
@@ -249,7 +258,7 @@ def compare(
             )
         )
     adds = evolution in ("add_columns", "add_and_widen") and file_format in EVOLVING_FORMATS
-    widens = evolution == "add_and_widen" and not delta and file_format in WIDENING_FORMATS
+    widens = evolution == "add_and_widen" and not table_format and file_format in WIDENING_FORMATS
     by_name = {f["name"]: f for f in batch}
     by_lower = {f["name"].lower(): f for f in batch}
     for t in table:
@@ -275,7 +284,7 @@ def compare(
                 fills.append(name)
             result.append(t)
             continue
-        _judge_type(t, b, j, widens=widens, delta=delta, file_format=file_format)
+        _judge_type(t, b, j, widens=widens, table_format=table_format, file_format=file_format)
     added = _new_columns(batch, {t["name"].lower() for t in table}, j, adds=adds, evolution=evolution, file_format=file_format)
     order = [f["name"] for f in result]
     reordered = [f["name"] for f in batch] != order
@@ -311,14 +320,14 @@ def _example(mismatches: Sequence[Mismatch]) -> str:
     return ""
 
 
-def advice(mismatches: Sequence[Mismatch], *, delta: bool) -> str:
+def advice(mismatches: Sequence[Mismatch], *, table_format: str | None) -> str:
     """What to do about ``mismatches``, one sentence per kind of problem."""
     kinds = {m.kind for m in mismatches}
     out = []
     if kinds & {"type", "case"}:
         out.append(f"select and cast the stream's columns to the table's names and types{_example(mismatches)}, or write to a new table")
     if "widen" in kinds:
-        out.append("cast the column to the table's type" + ("" if delta else ", or pass schema_evolution='add_and_widen' to widen the table"))
+        out.append("cast the column to the table's type" + ("" if table_format else ", or pass schema_evolution='add_and_widen' to widen the table"))
     if "added" in kinds:
         out.append("drop the new column(s), or pass schema_evolution='add_columns' to add them (nullable)")
     if "dropped" in kinds:

@@ -138,6 +138,7 @@ def kill(it: Interpreter, boundary: str | None, *, delay: float | None = None) -
         return
     ends = runs.kafka_ends(it)
     pending = runs.has_pending_batch(it.checkpoint) and not spec.endless
+    batches = runs.table_batches(it)
     runs.recreated(it, spec)
     code, output = drive(it, spec, {"SEO_CRASH_AT": boundary} if boundary else {}, delay=None if boundary else (delay or 1.0))
     it.runs += 1
@@ -159,7 +160,7 @@ def kill(it: Interpreter, boundary: str | None, *, delay: float | None = None) -
     if code is None:
         it.fail("driver-hang", "driver", f"no exit in {DRIVER_TIMEOUT_S}s: {output[-1500:]}")
     elif outcome == "ok":
-        runs.after_success(it, spec, ends, settled=not pending)
+        runs.after_success(it, spec, ends, settled=not pending, wrote=runs.table_batches(it) != batches)
     elif expectation.admits(outcome):
         it.model.settled = False
         it.marks.attempt(ends)

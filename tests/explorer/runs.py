@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from tests.explorer.interpreter import Interpreter
 
 RUN_TIMEOUT_S = 240.0
+#: every refusal of a batch's schema: the plain one and each table format's own
+SCHEMA_REFUSALS = ("SchemaMismatchError", "DeltaSchemaMismatchError", "IcebergSchemaMismatchError")
 
 
 def spec_of(it: Interpreter, *, max_files: int = 2, drain: bool = False) -> RunSpec:
@@ -70,7 +72,7 @@ def expect(it: Interpreter, spec: RunSpec) -> Expectation:
         fixed = [o for o in FIXED_OPTIONS if not (it.setup.group and o == "private_manifest")]  # a group's outputs keep Spark's manifest
         changed = [o for o in fixed if getattr(created, o) != getattr(it.setup, o)]
         if changed:
-            e.refuse("ConfigError", "SchemaMismatchError", "DeltaSchemaMismatchError", reason=f"fixed option changed: {changed}")
+            e.refuse("ConfigError", *SCHEMA_REFUSALS, reason=f"fixed option changed: {changed}")
             return e
     if it.setup.foreign_files and created is None and not it.query.adopt:
         e.refuse("ExistingFilesError", reason="the table's directory holds another tool's files")
@@ -124,9 +126,18 @@ def _expect_schema(it: Interpreter, e: Expectation) -> None:
     new = query_columns(it.setup, it.query) - columns
     evolution = it.setup.schema_evolution
     if new and evolution == "none":
-        e.refuse("SchemaMismatchError", "DeltaSchemaMismatchError", reason=f"new columns {sorted(new)} without schema_evolution")
+        e.refuse(*schema_refusals(it.setup), reason=f"new columns {sorted(new)} without schema_evolution")
     if it.query.widen and not table.widened and evolution != "add_and_widen":
-        e.refuse("SchemaMismatchError", "DeltaSchemaMismatchError", reason="v widened to long without add_and_widen")
+        e.refuse(*schema_refusals(it.setup), reason="v widened to long without add_and_widen")
+
+
+def schema_refusals(setup: Any) -> tuple[str, ...]:
+    """The refusals a batch that does not fit the table's schema may get (docs/schema.md): the
+    plain one, or the table format's own - never another format's (a Delta table's error on an
+    Iceberg table was a finding)."""
+    formats = setup.format.split("+")
+    own = "DeltaSchemaMismatchError" if "delta" in formats else "IcebergSchemaMismatchError" if "iceberg" in formats else None
+    return ("SchemaMismatchError",) + ((own,) if own else ())
 
 
 def _expect_offsets(it: Interpreter, spec: RunSpec, e: Expectation) -> None:
@@ -174,14 +185,15 @@ def run_query(it: Interpreter, *, sink: str, max_files: int = 2, fail_at: str | 
     recreated(it, spec)
     main = tables_of(it)[0].path
     before = readers.arrow(main) if readers.readable(main) and it.table.columns is not None else None
-    batches = readers.retained_batches(main) if readers.readable(main) else []
+    batches = table_batches(it)
     with it.timed("query"):
         outcome = _run(it, spec, sink, fail_at)
     it.runs += 1
     _features(it, spec, sink, outcome, fail_at)
     learn_rate(it, spec)
     allowed = expectation.admits(outcome) or (fail_at is not None and outcome == "InjectedFailure")
-    if not allowed and outcome == "ok" and spec.attach == "foreachBatch" and readers.readable(main) and readers.retained_batches(main) == batches:
+    wrote = table_batches(it) != batches
+    if not allowed and outcome == "ok" and spec.attach == "foreachBatch" and readers.readable(main) and not wrote:
         allowed = True  # no batch came: foreachBatch(sink) checks the options at a batch, and none ran
     if outcome.startswith("env:"):
         it.feature("env:" + outcome)
@@ -194,7 +206,7 @@ def run_query(it: Interpreter, *, sink: str, max_files: int = 2, fail_at: str | 
         it.fail(kind, "run", detail)
         return outcome
     if outcome == "ok":
-        after_success(it, spec, ends, settled=not pending)
+        after_success(it, spec, ends, settled=not pending, wrote=wrote)
     else:
         it.model.settled = False
         it.marks.attempt(ends)
@@ -323,12 +335,20 @@ def has_pending_batch(checkpoint: Path) -> bool:
     return bool(planned) and max(planned) > max(done, default=-1)
 
 
-def after_success(it: Interpreter, spec: RunSpec, ends: dict[str, int], *, settled: bool = True) -> None:
+def table_batches(it: Interpreter) -> list[int]:
+    """The batches the program's (first) table holds now: a run that changed them wrote one."""
+    main = tables_of(it)[0].path
+    return readers.retained_batches(main) if readers.readable(main) else []
+
+
+def after_success(it: Interpreter, spec: RunSpec, ends: dict[str, int], *, settled: bool = True, wrote: bool = True) -> None:
     """A run that ended without error read everything its sources held when it started - unless
-    it started with a batch Spark had planned and not committed (``has_pending_batch``)."""
+    it started with a batch Spark had planned and not committed (``has_pending_batch``). The
+    query's columns are the table's only once a batch of the run (``wrote``) brought them: a run
+    that found nothing new checked no schema, and the table keeps its columns."""
     if readers.has_table(it.world.table) and it.table.created is None:
         it.table.created = it.setup
-    if _has_batches(it.world.table):
+    if wrote and _has_batches(it.world.table):
         cols = query_columns(it.setup, it.query)
         it.table.columns = cols if it.table.columns is None else it.table.columns | cols
         it.table.widened = it.table.widened or it.query.widen
@@ -348,11 +368,11 @@ def remedy(it: Interpreter, outcome: str) -> None:
     from dataclasses import replace
 
     q = it.query
-    if outcome in ("ConfigError", "SchemaMismatchError", "DeltaSchemaMismatchError") and it.table.created is not None:
+    if outcome in ("ConfigError", *SCHEMA_REFUSALS) and it.table.created is not None:
         fixed = {o: getattr(it.table.created, o) for o in ("format", "partitioned", "compact_interval", "private_manifest")}
         it.setup = replace(it.setup, **fixed)
         it.query = replace(q, extra_columns=_table_extra(it), widen=it.table.widened)
-    elif outcome in ("SchemaMismatchError", "DeltaSchemaMismatchError") and it.setup.foreign_files and q.adopt:
+    elif outcome in SCHEMA_REFUSALS and it.setup.foreign_files and q.adopt:
         it.query = replace(q, extra_columns=0, widen=False)  # the query fits the adopted files' schema again
     elif outcome == "OffsetGapError":
         if q.start == "latest":  # restart from where the table's records end
@@ -427,7 +447,7 @@ def _features(it: Interpreter, spec: RunSpec, sink: str, outcome: str, fail_at: 
             it.feature("change:add-column")
         if q.widen:
             it.feature("change:widen")
-    elif outcome in ("SchemaMismatchError", "DeltaSchemaMismatchError") and it.table.created is not None:
+    elif outcome in SCHEMA_REFUSALS and it.table.created is not None:
         it.feature("change:refused-batch")
     if it.pending_change is not None:
         it.feature("change:option-allowed" if outcome == "ok" else "change:option-refused")

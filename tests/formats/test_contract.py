@@ -16,7 +16,7 @@ import pytest
 from streaming_exactly_once import read
 from streaming_exactly_once.commit.protocol.sequence import CommitSequence
 from streaming_exactly_once.commit.protocol.step import StepContext
-from streaming_exactly_once.errors import LogCorruptError
+from streaming_exactly_once.errors import LogCorruptError, SchemaMismatchError
 from streaming_exactly_once.maintenance.status import table_status
 from streaming_exactly_once.maintenance.verify import verify_table
 from streaming_exactly_once.storage import open_storage
@@ -196,6 +196,24 @@ def test_a_batch_that_adds_a_column_adds_it_in_its_own_commit(fmt, tmp_path):
     assert fmt.columns(table, batch=1) == ["id", "p", "extra"]  # the commit of batch 1 is the one that added it
     assert fmt.ids(table) == rows(range(2))
     assert verify_table(storage).problems == []
+
+
+def test_a_batch_the_schema_refuses_gets_the_formats_own_error_naming_the_format(fmt, tmp_path):
+    """An Iceberg table's refusal is an ``IcebergSchemaMismatchError`` that says "Iceberg table"
+    (it was Delta's error, naming a Delta table); both are ``SchemaMismatchError``."""
+    table = tmp_path / "t"
+    storage = open_storage(str(table))
+    committer = fmt.committer(storage)
+    commit_batch(committer, Q, 0, ids_of(0))
+    wider = json.loads(SCHEMA)
+    wider["fields"].append({"name": "extra", "type": "string", "nullable": True, "metadata": {}})
+    with pytest.raises(SchemaMismatchError) as caught:
+        commit_batch(committer, Q, 1, ids_of(1), schema=json.dumps(wider))
+    committer.close()
+    assert isinstance(caught.value, fmt.error), type(caught.value).__name__
+    other = "Iceberg" if fmt.name == "delta" else "Delta"
+    assert f"schema of {fmt.name.capitalize()} table " in str(caught.value) and other not in str(caught.value)
+    assert fmt.ids(table) == rows(range(1)) and sorted(fmt.commits(table)) == [0]  # nothing of batch 1
 
 
 def test_a_wal_entry_with_the_format_step_is_versioned_and_reads_back(fmt):

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from streaming_exactly_once.commit.table_schema import TableSchema
-from streaming_exactly_once.errors import DeltaSchemaMismatchError, LogCorruptError, SchemaMismatchError
+from streaming_exactly_once.errors import DeltaSchemaMismatchError, IcebergSchemaMismatchError, LogCorruptError, SchemaMismatchError
 from streaming_exactly_once.table.commits_log import CommitsLog
 from streaming_exactly_once.table.schema_log import SchemaRecord, forget_after, schema_as_of, schema_path
 from streaming_exactly_once.table.schema_rules import advice, compare, fields_of
@@ -41,7 +41,7 @@ def test_a_nullable_batch_column_makes_a_non_nullable_table_column_nullable():
     assert verdict.fits and verdict.changes == ("'id' may hold nulls",)
     assert [f["nullable"] for f in fields_of(verdict.schema)] == [True, True]
     # a Delta or Iceberg table too: its own schema drops the NOT NULL in the batch's commit
-    assert compare(table, [], schema("id long", "v double"), [], delta=True).changes == ("'id' may hold nulls",)
+    assert compare(table, [], schema("id long", "v double"), [], table_format="delta").changes == ("'id' may hold nulls",)
 
 
 def test_nested_fields_elements_and_values_the_batch_may_leave_null_become_nullable():
@@ -53,7 +53,7 @@ def test_nested_fields_elements_and_values_the_batch_may_leave_null_become_nulla
         ]
         return json.dumps({"type": "struct", "fields": [{**f, "nullable": False, "metadata": {}} for f in fields]})
 
-    verdict = compare(nested(False), [], nested(True), [], delta=True)
+    verdict = compare(nested(False), [], nested(True), [], table_format="delta")
     assert verdict.fits and verdict.changes == tuple(f"nested fields of {c!r} may hold nulls" for c in "sam")
     assert fields_of(verdict.schema) == fields_of(nested(True))
     stricter = compare(nested(True), [], nested(False), [])  # a batch that promises more changes nothing
@@ -109,7 +109,7 @@ def test_wider_types_need_add_and_widen_and_never_widen_a_delta_table():
     verdict = compare(table, [], batch, [], evolution="add_and_widen")
     assert verdict.fits and verdict.changes == ("widened 'id': integer -> long", "widened 'v': float -> double")
     assert [f["type"] for f in fields_of(verdict.schema)] == ["long", "double"]
-    assert kinds(compare(table, [], batch, [], evolution="add_and_widen", delta=True)) == [("id", "widen"), ("v", "widen")]
+    assert kinds(compare(table, [], batch, [], evolution="add_and_widen", table_format="delta")) == [("id", "widen"), ("v", "widen")]
     assert kinds(compare(schema("id long"), [], schema("id double"), [], evolution="add_and_widen")) == [("id", "type")]  # lossy
 
 
@@ -132,21 +132,26 @@ def test_the_error_shows_both_sides_and_says_what_to_do(memory_storage):
     assert lines[2].split()[:3] == ["id", "long", "string"] and lines[3].split()[:3] == ["extra", "-", "long"]
     assert "cast('long')" in text and "schema_evolution='add_columns'" in text
     assert [m["kind"] for m in err.value.mismatches] == ["type", "added"]
-    guard.delta = True
+    guard.table_format = "delta"
     with pytest.raises(DeltaSchemaMismatchError):  # a SchemaMismatchError too
         guard.check(schema("id string", "v double", "p string"), ["p"], what="The stream")
+    guard.table_format = "iceberg"  # an Iceberg table's: its own error, naming the format
+    guard.current = SchemaRecord(0, "create", ("p",), schema("id integer", "p string"))
+    with pytest.raises(IcebergSchemaMismatchError, match="(?s)schema of Iceberg table .*Iceberg tables are not widened") as err:
+        guard.check(schema("id long", "p string"), ["p"], what="The stream")
+    assert "Delta" not in str(err.value)
 
 
 def test_the_example_fix_names_the_column_that_differs():
     table = schema("id long", "amount double", "Day string")
-    text = advice(compare(table, [], schema("id long", "amount string", "Day string"), []).mismatches, delta=False)
+    text = advice(compare(table, [], schema("id long", "amount string", "Day string"), []).mismatches, table_format=None)
     assert "df.withColumn('amount', col('amount').cast('double'))" in text and "'id'" not in text
-    text = advice(compare(table, [], schema("id long", "amount double", "day string"), []).mismatches, delta=False)
+    text = advice(compare(table, [], schema("id long", "amount double", "day string"), []).mismatches, table_format=None)
     assert "df.withColumnRenamed('day', 'Day')" in text
     nested = schema("id long", "amount double")
     array = {"type": "array", "elementType": "double", "containsNull": True}
     nested_batch = json.dumps({"type": "struct", "fields": [*json.loads(nested)["fields"][:1], {"name": "amount", "type": array, "nullable": True}]})
-    text = advice(compare(nested_batch, [], nested, []).mismatches, delta=False)
+    text = advice(compare(nested_batch, [], nested, []).mismatches, table_format=None)
     assert text.startswith("select and cast") and "e.g." not in text  # no short cast for a nested type
 
 

@@ -66,7 +66,7 @@ from ..protocol.steps import MemberPublish, MoveFiles, PublishMembers, WriteComm
 from ..rewrites.group_rewrites import GroupRewrites
 from ..rewrites.table_rewrites import BatchRewrites, leftovers_of
 from ..table_plan import TableBatchAsk, TableBatchPlan, TableFormats, plan_table_batch
-from ..table_schema import TableSchema
+from ..table_schema import TableSchema, table_format_of
 from ..table_steps.ledger_step import WriteLedger
 from ..table_steps.schema_step import WriteSchema
 from ..writer import Writer
@@ -159,7 +159,8 @@ class GroupCommitter(Writer):
         if member.schema is None:
             child = self.storage.child(table)
             is_delta, is_iceberg, files = table_formats(format)
-            guard = TableSchema(child, evolution=self.options.schema_evolution, file_format=files, delta=is_delta or is_iceberg)
+            table_format = table_format_of(delta=is_delta, iceberg=is_iceberg)
+            guard = TableSchema(child, evolution=self.options.schema_evolution, file_format=files, table_format=table_format)
             identity = member.identity or read_identity(child)
             adopting = is_delta and identity is not None and identity.delta_app_id is not None and member.latest < 0
             target = self._delta_target(table, identity) if adopting and identity is not None else None
