@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .growth_charts import iceberg_step_section, throughput_chart
+
 DOCS = Path("docs")
 IMG = DOCS / "img"
 
@@ -162,6 +164,7 @@ def write_report(results: dict[str, Any]) -> None:
             f"Commit overhead of this sink inside those runs (everything but the Spark write): median "
             f"{tp['commit_overhead_ms']['median']:.1f} ms, p99 {tp['commit_overhead_ms']['p99']:.1f} ms.",
             "",
+            *throughput_chart(results),
         ]
         tiny = t.get("tiny_batches")
         if tiny:
@@ -379,6 +382,7 @@ def write_report(results: dict[str, Any]) -> None:
     if dl:
         md += delta_section(dl)
         md += delta_growth_section(Path("benchmarks/results/delta_growth.json"))
+        md += iceberg_step_section()
     au = results.get("audit")
     if au:
         from .bench_audit import report_lines
