@@ -66,9 +66,11 @@ def row_violations(record: LedgerRecord) -> list[Violation]:
     return out
 
 
-def offset_violations(record: LedgerRecord, marks: MutableMapping[str, int]) -> list[Violation]:
+def offset_violations(record: LedgerRecord, marks: MutableMapping[str, int], *, gaps_known: bool = True) -> list[Violation]:
     """Per partition: what the batch wrote starts exactly at the table's mark (no overlap, no
-    gap unless recorded as allowed); ``marks`` is then raised to the batch's ends."""
+    gap unless recorded as allowed); ``marks`` is then raised to the batch's ends.
+    ``gaps_known`` False: the batch before has no ledger (a violation of its own), so what lies
+    between the mark and this batch's start is that batch's, unknown - not a gap."""
     out = []
     m = record.batch_id
     for part in record.partitions:
@@ -92,7 +94,7 @@ def offset_violations(record: LedgerRecord, marks: MutableMapping[str, int]) -> 
                     partition=part.partition,
                 )
             )
-        elif mark is not None and first > mark:
+        elif mark is not None and first > mark and gaps_known:
             allowed = part.gap_from == mark and part.gap_reason in ALLOWED_GAPS
             if not allowed:
                 out.append(

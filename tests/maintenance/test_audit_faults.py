@@ -197,3 +197,10 @@ def test_the_audit_names_each_planted_fault_in_each_format(tmp_path, fault, fmt)
     for check, batch, text in wanted:
         named = [v for v in violations if v["check"] == check and v["batchId"] == batch and text in v["message"]]
         assert named, (check, batch, text, violations)
+
+
+@pytest.mark.parametrize("fmt", ["parquet"])
+def test_a_batch_without_its_ledger_is_one_violation_and_not_also_a_gap_at_the_next_batch(tmp_path, fmt):
+    storage, wanted = batch_without_ledger(tmp_path, fmt)
+    code, violations = audit(storage)
+    assert code == 1 and [(v["check"], v["batchId"]) for v in violations] == [(check, batch) for check, batch, _ in wanted], violations
