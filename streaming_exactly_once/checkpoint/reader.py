@@ -42,6 +42,21 @@ class SparkCheckpoint:
         self.offset_log = OffsetSeqLog(storage)
         self.commit_log = CommitMarkerLog(storage)
         self._source_logs: dict[str, FileSourceLog] = {}
+        #: within one run of the query (``begin_batch``): the offsets files read (a batch reads its
+        #: own and the one before it's, which the batch before read as its own) and the sources
+        #: listed; None: no run known, every call reads the checkpoint
+        self._run_reads: dict[object, object] | None = None
+        self._run: str | None = None
+
+    def begin_batch(self, run: str | None) -> None:
+        """A batch of the query starts: what this reader read during ``run`` stays known, as Spark
+        writes a batch's offsets file once in a run and a run keeps its sources. Another run
+        (``None``: not known to be the same run) may read a checkpoint rewritten meanwhile -
+        restored from a copy, batches deleted to run them again - so it reads everything anew;
+        within one batch a file is read once all the same."""
+        if run is None or run != self._run or self._run_reads is None:
+            self._run_reads = {}
+        self._run = run
 
     @property
     def uri(self) -> str:
@@ -64,7 +79,18 @@ class SparkCheckpoint:
         return meta.id
 
     def offsets(self, batch_id: int) -> OffsetSeq | None:
-        return self.offset_log.offsets(batch_id)
+        reads = self._run_reads
+        if reads is None:
+            return self.offset_log.offsets(batch_id)
+        held = reads.get(batch_id)
+        if isinstance(held, OffsetSeq):
+            return held
+        found = self.offset_log.offsets(batch_id)
+        if found is not None:  # a batch whose file is not there yet may get it later
+            for old in [b for b in reads if isinstance(b, int) and b < batch_id - 1]:
+                del reads[old]  # the batches before the one before: no batch reads them again
+            reads[batch_id] = found
+        return found
 
     def start_offsets(self, batch_id: int) -> dict[str, str] | None:
         """Where batch ``batch_id`` starts, per source key (``OffsetSeq.by_source``): the
@@ -102,8 +128,15 @@ class SparkCheckpoint:
     def file_sources(self) -> list[str]:
         """Keys of the sources that keep a log under ``sources/<key>/`` (ordinals, or the names of
         Spark 4.x's named sources), ordinals first."""
+        reads = self._run_reads
+        held = reads.get("sources") if reads is not None else None
+        if isinstance(held, list):
+            return held
         names = [e.name for e in self.storage.list_dir("sources") if e.is_dir]
-        return sorted(names, key=lambda name: (not name.isdigit(), int(name) if name.isdigit() else 0, name))
+        found = sorted(names, key=lambda name: (not name.isdigit(), int(name) if name.isdigit() else 0, name))
+        if reads is not None:
+            reads["sources"] = found
+        return found
 
     def input_files(self, batch_id: int) -> list[InputFile] | None:
         """Files newly read by batch ``batch_id`` from every file source, or None if unknowable.

@@ -318,7 +318,17 @@ class BatchSink(QueryLease[CommitterT]):
             if observer is not None:
                 observer.batch_done(result, rejected_rows_so_far=self.counters.get("quarantined_rows", 0), lease=self.committer.lease)
 
-    def _identity(self, df: DataFrame) -> QueryIdentity:
+    def _same_run(self, run: str | None) -> bool:
+        """Whether the batch's run marker (``local_run_marker``) is the run this sink adopted:
+        Spark names a batch's job group after its run's id, which is of one query (a marker of
+        the user's own job group never equals a run id)."""
+        return run is not None and run == self._active_run
+
+    def _identity(self, df: DataFrame, run: str | None) -> QueryIdentity:
+        if self.options.query_id is None and self._active_query is not None and self._same_run(run):
+            known = self._identities.get(self._active_query)
+            if known is not None:  # the run's query: its id need not be asked again
+                return known
         key = self.options.query_id or local_query_id(df) or f"checkpoint:{self._checkpoint}"
         cached = self._identities.get(key)
         if cached is not None:
@@ -356,10 +366,8 @@ class BatchSink(QueryLease[CommitterT]):
     def _checkpoint_query_id(self, location: str) -> str:
         return SparkCheckpoint(open_storage(location)).query_id()
 
-    def _adopt_batch_query(self, identity: QueryIdentity, df: DataFrame) -> None:
-        if self._active_query == identity.query_id and (
-            is_connect(df) or self.options.query_id is not None or local_run_marker(df) == self._active_run
-        ):
+    def _adopt_batch_query(self, identity: QueryIdentity, df: DataFrame, run: str | None) -> None:
+        if self._active_query == identity.query_id and (is_connect(df) or self.options.query_id is not None or run == self._active_run):
             # the same run as the last batch: Spark names a batch's job group after its run (a
             # user's own job group only costs the look-up below at every batch); under Connect,
             # or with an explicit query_id, no run id is known
@@ -415,12 +423,15 @@ class BatchSink(QueryLease[CommitterT]):
 
     def _process(self, df: DataFrame, batch_id: int) -> CommitResult:
         t_prepare = time.perf_counter()
-        identity = self._identity(df)
-        self._adopt_batch_query(identity, df)
+        run = local_run_marker(df)  # one look-up a batch: it also tells the query (``_identity``)
+        identity = self._identity(df, run)
+        self._adopt_batch_query(identity, df, run)
         distribute_moves(self.committer, self.storage, df)
         qid = identity.query_id
         self.committer.ensure_open()
         checkpoint, spark_id = self._spark_checkpoint(identity.checkpoint, qid) if identity.checkpoint else (None, None)
+        if checkpoint is not None:
+            checkpoint.begin_batch(run if self._same_run(run) else None)
         known = knows_query(self.committer, qid, spark_id, identity.checkpoint)
         if known and self.committer.is_committed(qid, batch_id):
             log.info("skipping batch %d of query %s: already committed", batch_id, qid)

@@ -88,3 +88,65 @@ def test_a_long_lived_reader_reads_deltas_by_name_without_listing_the_log(tmp_pa
         storage.put_if_absent(f"sources/0/{batch}", f"v1\n{_source_line(f'f{batch}.csv', batch)}".encode())
         assert [e.path for e in log.entries_between(batch - 1, batch)] == [f"file:///in/f{batch}.csv"]
     assert CountingStorage.listings == 0
+
+
+def _write_checkpoint(storage, log_offsets: list[int], source_batches: int, stamp: int) -> None:
+    """A file source's checkpoint: stream batch ``b`` ends at source-log batch ``log_offsets[b]``;
+    one file a source-log batch, named after ``stamp`` (which run of the test wrote it)."""
+    storage.atomic_write("metadata", b'{"id":"5d0c44a4-0000-4000-8000-00000000cafe"}\n')
+    for batch in range(source_batches):
+        storage.atomic_write(f"sources/0/{batch}", f"v1\n{_source_line(f's{stamp}-{batch}.csv', batch)}".encode())
+    for batch, end in enumerate(log_offsets):
+        meta = '{"batchWatermarkMs":0,"batchTimestampMs":%d,"conf":{}}' % (stamp * 1000 + batch)
+        storage.atomic_write(f"offsets/{batch}", f'v1\n{meta}\n{{"logOffset":{end}}}'.encode())
+
+
+def test_a_checkpoint_recreated_at_the_same_path_is_read_afresh_by_the_next_run(tmp_path):
+    """The reader keeps what it read during a run of the query (a batch reads its own offsets and
+    the one before it's, which the batch before read). A checkpoint deleted and recreated at the
+    same path - here with the same query id, as a restored copy has - is read by another run:
+    batch 2's files are the new checkpoint's, not those the old offsets of batch 1 would give."""
+    import shutil
+
+    storage = open_storage(str(tmp_path / "ckpt"))
+    _write_checkpoint(storage, [0, 1, 2], source_batches=3, stamp=1)
+    ckpt = SparkCheckpoint(storage)
+    for batch in range(3):  # one run: batches 0, 1, 2
+        ckpt.begin_batch("run-1")
+        assert ckpt.offsets(batch).batch_timestamp_ms == 1000 + batch
+        assert [f.path for f in ckpt.input_files(batch)] == [f"file:///in/s1-{batch}.csv"]
+    shutil.rmtree(tmp_path / "ckpt")
+    _write_checkpoint(storage, [0, 2, 3], source_batches=4, stamp=2)  # batch 1 read two source batches
+    ckpt.begin_batch("run-2")  # the query started again on the recreated checkpoint
+    assert ckpt.offsets(1).batch_timestamp_ms == 2001
+    assert [f.path for f in ckpt.input_files(2)] == ["file:///in/s2-3.csv"]
+
+
+def test_within_a_run_each_offsets_file_is_read_once(tmp_path):
+    from streaming_exactly_once.storage.local import LocalStorage
+
+    class CountingStorage(LocalStorage):
+        reads: list[str] = []
+
+        def read_bytes(self, path):  # type: ignore[no-untyped-def]
+            CountingStorage.reads.append(path)
+            return super().read_bytes(path)
+
+    storage = CountingStorage(str(tmp_path))
+    _write_checkpoint(storage, list(range(6)), source_batches=6, stamp=1)
+    ckpt = SparkCheckpoint(storage)
+
+    def batch(run, b):  # what the sink reads for a batch
+        ckpt.begin_batch(run)
+        ckpt.offsets(b)
+        ckpt.input_files(b)
+        ckpt.start_offsets(b)
+
+    for b in range(3):
+        batch("run-1", b)
+    assert [p for p in CountingStorage.reads if p.startswith("offsets/")] == ["offsets/0", "offsets/1", "offsets/2"]
+    CountingStorage.reads.clear()
+    for b in range(3, 6):  # no run known (Spark Connect): within a batch still once
+        batch(None, b)
+    read = sorted(p for p in CountingStorage.reads if p.startswith("offsets/"))
+    assert read == ["offsets/2", "offsets/3", "offsets/3", "offsets/4", "offsets/4", "offsets/5"]

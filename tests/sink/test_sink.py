@@ -108,6 +108,36 @@ def test_recreated_checkpoint_neither_duplicates_nor_loses(spark, tmp_path):
     assert_table_clean(table)
 
 
+def test_one_sink_reads_a_checkpoint_recreated_under_it_afresh(spark, tmp_path):
+    """The sink keeps what it read of a query's checkpoint while the query runs; the same sink
+    object writing the query that recreated the checkpoint at the same path reads it anew: each
+    batch records the new checkpoint's offsets and input files, each row lands once."""
+    from streaming_exactly_once.checkpoint import SparkCheckpoint
+    from streaming_exactly_once.storage import open_storage
+    from streaming_exactly_once.table.identity import read_identity
+    from streaming_exactly_once.table.table_logs import TableLogs
+
+    first = write_csv_files(tmp_path / "in", n_files=3, rows_per_file=4)
+    table, ckpt = tmp_path / "t", tmp_path / "ckpt"
+    sink = ExactlyOnceSink(str(table), partition_by=["p"])
+    sink.start(stream(spark, tmp_path / "in", 1), checkpoint_location=str(ckpt), trigger={"availableNow": True}).awaitTermination()
+    shutil.rmtree(ckpt)
+    second = write_csv_files(tmp_path / "in", n_files=2, rows_per_file=4, start_file=3)
+    query = sink.start(stream(spark, tmp_path / "in", 2), checkpoint_location=str(ckpt), trigger={"availableNow": True})
+    query.awaitTermination()
+    sink.close()
+    assert_exactly_once(spark, table, first + second)
+    assert sink.counters["skipped_rows"] == len(first)
+    storage = open_storage(str(table))
+    offsets_log = TableLogs.for_identity(storage, read_identity(storage)).require_offsets()
+    records = [r for m in range(sink.committer.latest_batch_id + 1) for r in offsets_log.get(m) or [] if r.query_id == str(query.id)]
+    spark_ckpt = SparkCheckpoint(open_storage(str(ckpt)))
+    # 5 files, 2 a batch: batch 0 re-read two old files only (nothing to write), 1 and 2 hold the new rows
+    assert [r.spark_batch_id for r in records] == [1, 2]
+    for record in records:
+        assert list(record.source_offsets) == spark_ckpt.offsets(record.spark_batch_id).offsets
+
+
 def test_second_writer_fails_fast_and_first_continues(spark, tmp_path):
     ids = write_csv_files(tmp_path / "in", n_files=4, rows_per_file=5)
     table = tmp_path / "t"
