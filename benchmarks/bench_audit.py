@@ -237,8 +237,9 @@ def report_lines(a: dict[str, Any]) -> list[str]:
         f"its CRC-32, the footer parse): median {ledger['median']:.3f} ms, p99 {ledger['p99']:.3f} ms per batch over "
         f"{ledger['n']:,} batches; nothing durable is written for it beyond the WAL claim.",
         "",
-        "The one-new-batch run reads the mark, probes the manifest from it (no listing), and reads the new batch's "
-        "ledger, manifest file and data file: the same calls at every size. A whole run - once per compact interval, "
+        "The one-new-batch run reads the mark, probes the manifest from it (no listing), stats the manifest batch files "
+        "after the newest compact file (fewer than the compact interval: an audited one that changed is checked again), and "
+        "reads the new batch's ledger, manifest file and data file: the same calls at every size. A whole run - once per compact interval, "
         "when the manifest's newest compact file changed - also reads the live listing and lists the data "
         "directories, so it grows with the live files (here one per batch); data compaction bounds them.",
         "",

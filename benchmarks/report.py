@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -383,7 +384,8 @@ def write_report(results: dict[str, Any]) -> None:
         md += delta_section(dl)
         md += delta_growth_section(Path("benchmarks/results/delta_growth.json"))
         md += iceberg_step_section()
-    au = results.get("audit")
+    audit_json = Path("benchmarks/results/audit.json")  # bench_audit's own file when the run did not include it
+    au = results.get("audit") or (json.loads(audit_json.read_text()) if audit_json.exists() else None)
     if au:
         from .bench_audit import report_lines
 
