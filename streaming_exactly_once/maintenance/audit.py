@@ -335,6 +335,7 @@ def _files(
     except ExactlyOnceError:
         entries = None
     published: set[str] = set()
+    where = manifest.storage.uri(manifest.path(b))
     if entries is not None:
         listed = Counter(_relative(roots, e.path) for e in entries if not e.is_dir)
         published = set(listed)
@@ -344,22 +345,31 @@ def _files(
                     Violation(
                         "files",
                         b,
-                        f"Manifest batch {b} lists {path} {count} times: every reader reads its rows {count} times. Remove the "
-                        "duplicate entry (seo recover rebuilds the batch's manifest file).",
+                        f"Manifest batch {b} lists {path} {count} times: every reader reads its rows {count} times. Delete the "
+                        f"repeated line from {where} (or restore that file from a backup); the next audit checks the batch again.",
                         path=path,
                     )
                 )
         missing = sorted(recorded - published)
         extra = sorted(published - recorded - adopted) if not compaction else []
         for path in missing:
-            report.violations.append(Violation("files", b, f"Batch {b}'s ledger names {path}, which its manifest batch does not list.", path=path))
+            report.violations.append(
+                Violation(
+                    "files",
+                    b,
+                    f"Batch {b}'s ledger names {path}, which its manifest batch does not list: no reader sees its rows. Restore "
+                    f"{where} from a backup (seo log --batch {b} shows what the batch wrote).",
+                    path=path,
+                )
+            )
         for path in extra:
             report.violations.append(
                 Violation(
                     "files",
                     b,
                     f"Manifest batch {b} lists {path}, which the batch's ledger does not name: a file published outside the sink's "
-                    "commit (a hand-edited or duplicated manifest entry). Remove the entry with seo recover, or restore the manifest file.",
+                    f"commit (a hand-edited or duplicated manifest entry). Delete its line from {where}, or restore that file from "
+                    "a backup; the next audit checks the batch again.",
                     path=path,
                 )
             )
@@ -435,8 +445,9 @@ def _live_twice(live: list[str], report: AuditReport) -> None:
                 Violation(
                     "files",
                     None,
-                    f"Data file {path} is live {count} times in the manifest: every reader reads its rows {count} times. Remove the "
-                    "duplicate entry (seo recover rebuilds a compact file from the batches).",
+                    f"Data file {path} is live {count} times in the manifest: every reader reads its rows {count} times. Delete the "
+                    "repeated line from the newest compact file of _spark_metadata or a batch file after it (or restore them from a "
+                    "backup).",
                     path=path,
                 )
             )

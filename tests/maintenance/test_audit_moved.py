@@ -67,6 +67,7 @@ def test_an_entry_added_by_hand_to_an_audited_batch_file_is_found_by_the_next_in
         named = [v for v in violations if (v["check"], v["batchId"]) == ("files", 3)]
         assert code == 1 and len(named) == 1, violations
         assert path in named[0]["message"] and "does not name" in named[0]["message"]
+        assert "Delete its line from " + storage.uri("_spark_metadata/3") in named[0]["message"]  # what to do, and where
     storage.atomic_write("_spark_metadata/3", original)
     assert audit(root) == (0, [])
     assert audit(root) == (0, [])
