@@ -45,6 +45,17 @@ def session(connect: bool):  # -> SparkSession
     return spark
 
 
+def _warm(spark) -> None:  # noqa: ANN001 - a SparkSession
+    """What every run of a spare needs before its spec comes, done while it waits: the library's
+    sink modules imported and the Kafka stand-in registered (its Python worker started) - some
+    seconds each that a kill's driver no longer spends after it got its spec."""
+    import streaming_exactly_once.sink  # noqa: F401
+    from streaming_exactly_once.testing.fake_kafka import FakeKafka
+
+    spark.dataSource.register(FakeKafka)
+    spark._seo_fake_kafka = True  # query._kafka: registered once per session
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     repo = str(Path(__file__).resolve().parents[2])  # Spark's Python workers import this checkout
@@ -57,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         import json
 
         spark = session(False)
+        _warm(spark)
         print("READY", flush=True)
         order = json.loads(sys.stdin.readline())
         os.environ.update(order["env"])

@@ -142,16 +142,24 @@ def guided_seeds(first: int, count: int, results: list[dict], profile: str, skip
     return chosen + [next(rest) for _ in range(count - len(chosen))]
 
 
+def earlier_results(jsonl: Path) -> list[dict]:
+    """This run's results so far and those of the long runs on the coverage page
+    (``coverage.PAGE_RESULTS``): a guided run looks for the pairs none of them covered, with
+    seeds none of them ran."""
+    from tests.explorer.coverage import PAGE_RESULTS, load
+
+    paths = {jsonl.resolve()} | {(REPO / r).resolve() for r in PAGE_RESULTS}
+    return load(sorted(p for p in paths if p.exists()))
+
+
 def _skipped(seed: int, profile: str, skip: tuple[str, ...]) -> bool:
     return bool(skip) and any(source in skip for source in program_of(str(seed), profile).setup.sources)
 
 
 def long_run(args: argparse.Namespace) -> int:
-    from tests.explorer.coverage import load
-
     jsonl = RESULTS / f"explore-{args.out}.jsonl"
     if args.guided:
-        seeds = guided_seeds(args.seed, args.programs, load([jsonl]) if jsonl.exists() else [], args.profile, tuple(args.skip_source))
+        seeds = guided_seeds(args.seed, args.programs, earlier_results(jsonl), args.profile, tuple(args.skip_source))
     else:
         seeds = [s for s in range(args.seed, args.seed + args.programs) if not _skipped(s, args.profile, tuple(args.skip_source))]
     todo = [s for s in seeds if s not in done_seeds(jsonl)]

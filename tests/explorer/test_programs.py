@@ -104,3 +104,15 @@ def test_the_coverage_matrix_marks_uncovered_and_impossible_pairs():
     row = next(line for line in page.splitlines() if line.startswith("| `source:files` |") and "n/a" not in line and line.count("|") > 8)
     assert " 1 |" in row and "**0**" in row
     assert "n/a" in page and "delta-rs reads Delta tables" in page
+
+
+def test_a_guided_run_picks_seeds_no_earlier_long_run_ran():
+    """``--guided`` counts the pairs and seeds of the long runs on the coverage page as covered
+    and done, so a new session's programs are new ones."""
+    from tests.explorer.run import RESULTS, earlier_results, guided_seeds
+
+    earlier = earlier_results(RESULTS / "explore-no-such-run.jsonl")
+    done = {r["seed"] for r in earlier}
+    assert done, "the coverage page's long runs are committed"
+    seeds = guided_seeds(min(done), 4, earlier, "everything")
+    assert len(seeds) == 4 and not set(seeds) & done
