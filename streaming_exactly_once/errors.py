@@ -267,6 +267,12 @@ class IcebergTableError(ExactlyOnceError, TerminalError):
     does not load, it uses features an append of our files would break, or a commit failed."""
 
 
+class IcebergLocationOutsideRootError(IcebergTableError, FileNotFoundError):
+    """The Iceberg metadata names a file outside the table's root: Iceberg records absolute
+    locations, so a table copied or moved without rewriting them still points at its old place.
+    A ``FileNotFoundError`` too, as pyiceberg expects of a file it cannot open."""
+
+
 class CatalogNotConfiguredError(IcebergTableError, ConfigError):
     """The table's Iceberg side lives in a pyiceberg catalog this environment has no
     configuration of (no properties given, no ``PYICEBERG_CATALOG__<NAME>__*`` variables, no

@@ -16,7 +16,12 @@ from .printer import Printer
 @click.command()
 @click.argument("table")
 @click.option(
-    "--from", "from_batch", type=int, default=None, metavar="BATCH", help="Audit again from this batch (default: after the last audit's mark)."
+    "--from",
+    "from_batch",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="BATCH",
+    help="Audit again from this batch (default: after the last audit's mark).",
 )
 @click.option("--no-record", is_flag=True, help="Do not save the audited-up-to mark and verdict in the table.")
 @json_option

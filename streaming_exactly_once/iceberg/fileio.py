@@ -20,6 +20,7 @@ from types import TracebackType
 
 from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile, OutputStream
 
+from ..errors import IcebergLocationOutsideRootError
 from ..manifest.paths import spellings
 from ..storage.base import Storage
 
@@ -113,7 +114,12 @@ class StorageFileIO(FileIO):
     def path_of(self, location: str) -> str:
         path = relative_to(location, self.roots)
         if path is None:
-            raise FileNotFoundError(f"{location} is not under the table root {self.storage.root_uri}")
+            raise IcebergLocationOutsideRootError(
+                f"{location} is not under the table root {self.storage.root_uri}: Iceberg metadata records absolute "
+                "locations, so a copied or moved table still names its old place (Iceberg engines read the table there). "
+                "Keep the table where its metadata says, or copy it with a tool that rewrites the paths (Iceberg's "
+                "rewrite_table_path); readers of the manifest and of Delta are not affected."
+            )
         return path
 
     def location_of(self, path: str) -> str:

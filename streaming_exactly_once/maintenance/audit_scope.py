@@ -25,6 +25,7 @@ from ..log.version import encode_file
 from ..manifest.entry import ManifestEntry
 from ..manifest.manifest_log import ManifestLog
 from ..table.audit_mark import AuditMark, ManifestSeen
+from ..table.ledger_checks import Violation
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,27 @@ class Scope:
     ops: int
     #: batches audited before whose manifest file changed since
     changed: tuple[int, ...] = ()
+    #: the URI of the next batch's file written under the wrong kind's name (probed runs)
+    misnamed: str | None = None
+
+    def misnamed_violations(self, batch_id: int) -> list[Violation]:
+        if self.misnamed is None:
+            return []
+        return [
+            Violation(
+                "files",
+                batch_id,
+                f"Manifest batch {batch_id} is written as {self.misnamed}, a name its kind (compact interval {self.seen.interval}) "
+                "does not have: every reader fails on it, and no commit of this library wrote it. Remove it (keep a copy), then "
+                "run seo verify.",
+            )
+        ]
 
 
 def manifest_scope(manifest: CompactibleLog[Any], mark: AuditMark | None, *, from_batch: int | None) -> Scope:
     seen = mark.manifest if mark is not None and from_batch is None else None
     ops = 0
+    misnamed = None
     latest: int | None = None
     probed = False
     if seen is not None and mark is not None and mark.latest_batch_id is not None:
@@ -55,6 +72,8 @@ def manifest_scope(manifest: CompactibleLog[Any], mark: AuditMark | None, *, fro
                 if not manifest.storage.exists(manifest.path(latest + 1)):
                     break
                 latest += 1
+            ops += 1
+            misnamed = _misnamed(manifest, latest + 1)
     if not probed:
         ops += 1
         latest = manifest.latest_batch_id(refresh=True)
@@ -83,7 +102,16 @@ def manifest_scope(manifest: CompactibleLog[Any], mark: AuditMark | None, *, fro
     if seen is not None and mark is not None:
         before = {b: (s, m) for b, s, m in seen.after}
         changed = tuple(b for b, s, m in after if b <= mark.audited_to and b in before and before[b] != (s, m))
-    return Scope(latest=latest, whole=whole, seen=now, ops=ops, changed=changed)
+    return Scope(latest=latest, whole=whole, seen=now, ops=ops, changed=changed, misnamed=misnamed)
+
+
+def _misnamed(manifest: CompactibleLog[Any], batch_id: int) -> str | None:
+    """The next batch's file under the other kind's name (``N`` where the interval makes it
+    ``N.compact``, or the reverse): readers list the directory, find it and fail on it, while
+    the probe for the right name finds nothing."""
+    right = manifest.path(batch_id)
+    other = right.removesuffix(".compact") if right.endswith(".compact") else right + ".compact"
+    return manifest.storage.uri(other) if manifest.storage.exists(other) else None
 
 
 def own_entries(manifest: ManifestLog, batch_id: int, count: int) -> list[ManifestEntry] | None:

@@ -26,6 +26,8 @@ from ..storage.base import Storage
 from .layout import LEDGER_DIR
 
 VERSION = 1
+#: ``LedgerRecord.manifest_retention_ms`` of a ledger written before the field existed
+NOT_RECORDED = -1
 HINT = (
     "The ledger is the record `seo audit` checks a batch against; nothing reads it to decide what is visible. "
     "`seo audit <table>` reports a batch whose ledger is missing or unreadable."
@@ -182,6 +184,10 @@ class LedgerRecord:
     #: files batch 0 took over from the directory it was started on (``adopt_existing_files``):
     #: published by the batch, written by another tool, so outside its rows
     adopted: tuple[LedgerFile, ...] = ()
+    #: the manifest's entry retention (Spark's ``retention``) when the batch was written: None for
+    #: none, so a compact file drops only what compactions replaced; ``NOT_RECORDED`` in ledgers
+    #: of writers before the field (the audit then cannot tell an expired entry from a lost one)
+    manifest_retention_ms: int | None = NOT_RECORDED
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -204,6 +210,8 @@ class LedgerRecord:
             out["compaction"] = self.compaction.to_json()
         if self.adopted:
             out["adopted"] = [f.to_json() for f in self.adopted]
+        if self.manifest_retention_ms != NOT_RECORDED:
+            out["manifestRetentionMs"] = self.manifest_retention_ms
         return out
 
     @classmethod
@@ -232,10 +240,18 @@ class LedgerRecord:
             published={str(k): (None if v is None else int(v)) for k, v in obj.get("published", {}).items()},
             compaction=None if compaction is None else Compaction.from_json(compaction),
             adopted=tuple(LedgerFile.from_json(f) for f in obj.get("adopted", [])),
+            manifest_retention_ms=_retention(obj),
         )
 
     def to_bytes(self) -> bytes:
         return encode_record(self.to_json(), version=VERSION)
+
+
+def _retention(obj: dict[str, Any]) -> int | None:
+    if "manifestRetentionMs" not in obj:
+        return NOT_RECORDED
+    value = obj["manifestRetentionMs"]
+    return None if value is None else int(value)
 
 
 def ledger_path(batch_id: int) -> str:

@@ -71,3 +71,37 @@ def test_an_entry_added_by_hand_to_an_audited_batch_file_is_found_by_the_next_in
     storage.atomic_write("_spark_metadata/3", original)
     assert audit(root) == (0, [])
     assert audit(root) == (0, [])
+
+
+def test_a_copied_iceberg_table_gets_a_verdict_naming_its_absolute_metadata_paths_not_a_crash(tmp_path):
+    pytest.importorskip("pyiceberg")
+    table(tmp_path / "w", "iceberg")
+    copy = tmp_path / "copy"
+    shutil.copytree(tmp_path / "w" / "iceberg", copy)
+    code, violations = audit(str(copy), "--from", "0", "--no-record")
+    assert code == 1, violations
+    [v] = [v for v in violations if v["check"] == "formats"]
+    assert "Iceberg metadata records absolute locations" in v["message"] and "rewrite_table_path" in v["message"], v
+    assert [v for v in violations if v["check"] != "formats"] == []  # the manifest side of the copy is clean
+
+
+def test_an_older_copy_restored_under_a_newer_audit_mark_is_audited_in_full(tmp_path):
+    from tests.maintenance.test_audit_faults import commit, committer
+
+    storage = open_storage(str(tmp_path / "t"))
+    c = committer(storage, "parquet", compact_interval=3)
+    for b in range(2):
+        commit(c, b, start=10 * b, end=10 * b + 10)
+    c.janitor.drain()
+    shutil.copytree(tmp_path / "t", tmp_path / "old")  # a backup of batches 0-1
+    for b in range(2, 6):
+        commit(c, b, start=10 * b, end=10 * b + 10)
+    c.janitor.drain()
+    c.close()
+    assert audit(storage.root_uri) == (0, [])  # the mark: audited to batch 5
+    old = tmp_path / "old"
+    shutil.copy(tmp_path / "t" / "_seo" / "audit", old / "_seo" / "audit")
+    lost = read_ledger(open_storage(str(old)), 1).files[0].path
+    (old / lost).unlink()
+    code, violations = audit(str(old))
+    assert code == 1 and [(v["check"], v["batchId"]) for v in violations] == [("files", 1)], violations
