@@ -37,6 +37,10 @@ def _pyarrow() -> tuple[Any, Any, Any]:  # the pyarrow, pyarrow.dataset and pyar
 
 #: The data file formats pyarrow reads (and so ``read.arrow``, ``pandas``, ``polars`` and ``duckdb``).
 ARROW_FORMATS = ("parquet", "orc", "csv", "json")
+#: text formats whose files Spark leaves empty (0 bytes) for a batch without rows - its own file
+#: sink publishes them, vanilla Spark reads them as no rows, Arrow's readers refuse them
+#: ("Empty JSON stream"): left out of the dataset
+EMPTY_FILE_FORMATS = ("csv", "json")
 
 
 def check_format(fmt: str | None) -> str | None:
@@ -127,6 +131,8 @@ def dataset_of(files: CommittedFiles, *, format: str | None = None, options: Map
     full_schema, partition_schema = table_schema(files.schema_json, files.partition_columns)
     filesystem, native_root = arrow_filesystem(files.storage)
     paths = files.prefixed(native_root + "/")
+    if fmt.lower() in EMPTY_FILE_FORMATS:  # a 0-byte file holds no rows, and Arrow refuses it
+        paths = [p for p, size in zip(paths, files.sizes, strict=True) if size]
     for uri in files.outside:  # allow_outside_root=True: same filesystem, absolute location
         paths.append(uri.split("://", 1)[1] if files.storage.scheme != "file" else normalize_uri(uri)[len("file://") :])
     partitioning = ds.HivePartitioning(partition_schema, segment_encoding="uri") if len(partition_schema) else None

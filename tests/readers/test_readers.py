@@ -325,3 +325,19 @@ def test_no_index_for_a_compact_file_the_strict_parser_refuses(tmp_path, damage)
     assert not storage.exists(index_path(2))
     with pytest.raises(LogCorruptError):
         read.files(str(tmp_path / "t"))
+
+
+def test_an_empty_json_file_of_a_batch_without_rows_reads_as_no_rows(tmp_path):
+    """Spark's JSON writer leaves a 0-byte file for a batch whose rows were all filtered out; the
+    manifest lists it, vanilla Spark reads it as no rows, and so do the Arrow readers (Arrow's
+    JSON reader refused it: "Empty JSON stream")."""
+    table = tmp_path / "t"
+    storage = open_storage(str(table))
+    log = ManifestLog(storage)
+    table.mkdir()
+    (table / "part-00000-a.json").write_text("")
+    (table / "part-00000-b.json").write_text('{"id":1}\n{"id":2}\n')
+    for batch, name in enumerate(("part-00000-a.json", "part-00000-b.json")):
+        log.add(batch, [ManifestEntry.for_file(storage.uri(name), size=os.path.getsize(table / name), modification_time=1)])
+    assert sorted(read.arrow(str(table), format="json").column("id").to_pylist()) == [1, 2]
+    assert read.arrow(str(table), format="json", as_of=0).num_rows == 0
