@@ -77,6 +77,9 @@ class Interpreter:
         #: Kafka topics deleted and recreated since the last run read them (``runs.recreated``)
         self.recreated: set[str] = set()
         self.marks_before_reset: dict[str, int] = {}
+        #: a run was killed or failed since the last run that ended ok: a writer's open may
+        #: complete its decided batch (``runs._unchanged_by_refusal``)
+        self.interrupted = False
         self.downstream = checks.Downstream(work / "downstream-checkpoint", program.setup.downstream_max_files) if program.setup.downstream else None
         self.checker = checks.Checker(self)
         self._log = log
@@ -221,6 +224,9 @@ class Interpreter:
             topic = action.arg("topic", "a")
             if topic not in self.world.partitions:
                 return
+            # the deleted topic's records no query read are gone with it (docs/kafka.md)
+            unread = {r.id for p in range(self.world.partitions[topic]) for r in self.world.kafka_records(topic, p)} - self.model.ack
+            self.model.lost_ok |= unread
             self.world.recreate_topic(topic)
             self.world.produce(topic, 0, 3)
             self.recreated.add(topic)

@@ -152,6 +152,7 @@ def kill(it: Interpreter, boundary: str | None, *, delay: float | None = None) -
         it.result.kills += 1
         it.feature("life:kill", f"kill:{(boundary or 'random').split('@')[0].split('+')[0]}")
         it.model.settled = False
+        it.interrupted = True
         it.marks.attempt(ends)
         it.say(f"    killed at {label}")
         return
