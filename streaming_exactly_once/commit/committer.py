@@ -251,6 +251,7 @@ class TableCommitter(Writer):
             retention=[(log_, m) for log_ in self.logs.all_logs()],
             indexes=[("index", partial(index_compact, self.logs, m))] if indexed else (),
             leftovers=leftovers_of([plan.rewrites]),
+            synced=frozenset(f.staged for f in files if f.staged is not None and f.read is not None),
         )
         self.schemas.committed(plan.new_schema, m)
         self.adoption = None
@@ -328,6 +329,7 @@ class TableCommitter(Writer):
                 input_files=input_files,
                 num_rows=num_rows,
                 num_skipped_rows=num_skipped_rows,
+                reads={f.staged: f.read for f in files if f.staged is not None and f.read is not None},
             )
         except FileNotFoundError as exc:  # it reads the staged files: a successor's recovery removed them
             fenced = fenced_cause(self.storage, self.lease.epoch, "stage")

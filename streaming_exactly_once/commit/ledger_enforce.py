@@ -22,7 +22,7 @@ from .groups.group_members import MemberBatch
 from .protocol.attempt import BatchAttempt, elapsed_ms
 from .protocol.steps import MemberPublish
 from .rewrites.table_rewrites import BatchRewrites
-from .table_steps.ledger_step import LedgerInputs, WriteLedger, build_ledger, coverage, file_entry
+from .table_steps.ledger_step import LedgerInputs, StagedRead, WriteLedger, build_ledger, coverage, file_entry
 from .writer import Writer
 
 
@@ -60,8 +60,10 @@ def batch_ledger(
     storage: Storage | None = None,
     batch_id: int | None = None,
     source_offsets: Sequence[str | None] | None = None,
+    reads: Mapping[str, StagedRead] | None = None,
 ) -> LedgerRecord:
-    """The ledger of ``attempt``'s batch (a group's table: its ``storage`` and ``batch_id``)."""
+    """The ledger of ``attempt``'s batch (a group's table: its ``storage`` and ``batch_id``);
+    ``reads``: the files the writer read already, by path."""
     storage = storage or writer.storage
     offsets = attempt.offsets.source_offsets if source_offsets is None else source_offsets
     marks = writer.offset_marks() if merged_ends(offsets) else {}
@@ -86,6 +88,7 @@ def batch_ledger(
         inputs=attempt.ledger,
         compaction=compaction_of(storage, rewrites),
         rewritten=rewritten,
+        reads=reads,
     )
     # what lets a compact file drop an entry besides a compaction: the audit needs to know
     return replace(record, manifest_retention_ms=writer.options.retention_ms)

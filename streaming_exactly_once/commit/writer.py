@@ -482,10 +482,13 @@ class Writer(ABC):
         retention: Iterable[tuple[CompactibleLog[Any], int]],
         indexes: Iterable[tuple[object, Callable[[], None]]] = (),
         leftovers: Callable[[], Iterable[str]] = tuple,
+        synced: frozenset[str] = frozenset(),
     ) -> StepContext:
         """Commit ``seq`` (the engine), then leave what follows to the housekeeping; ``leftovers``
-        (once the batch committed) names staging directories to delete after its claim."""
+        (once the batch committed) names staging directories to delete after its claim;
+        ``synced``: staged files whose bytes the writer synced already."""
         ctx = self._ctx()
+        ctx.staged_synced = synced
         ctx.pool = self.pool.get()
         ctx.defer_sync = True  # a fresh commit: the claim can rebuild the bookkeeping records
         ctx.timings.update(attempt.timings)

@@ -15,8 +15,8 @@ from importlib.util import find_spec
 from pyspark.sql import DataFrame
 
 from ..commit.committer import BatchAttempt, StagedFile
-from ..delta.stats import footer_rows
-from ..errors import CommitError
+from ..commit.table_steps.ledger_step import StagedRead, read_file
+from ..errors import CommitError, DataNotDurableError
 from ..storage.base import Storage
 from ..storage.io_threads import map_waiting
 from ..table.layout import is_hidden
@@ -30,20 +30,32 @@ def spark_path(storage: Storage, relative: str) -> str:
     return uri
 
 
-def staged_rows(storage: Storage, paths: list[str]) -> list[int]:
-    """Rows of each staged Parquet file, from its footer (``delta.stats.footer_rows``; read in
-    parallel, as each read waits on the disk)."""
+def read_staged(storage: Storage, files: list[StagedFile]) -> list[StagedFile]:
+    """Each staged Parquet file with its rows from its footer, read in the open that syncs its
+    bytes, and the checksum its ledger entry needs (``ledger_step.read_file``): one open a file
+    where the commit would open it three times. In parallel, as each read waits on the disk.
+    A failure fails the batch before its claim (Spark writes it again), a sync's failure as
+    ``DataNotDurableError``: its pages may be clean but unwritten, never to be synced again."""
 
-    def rows(path: str) -> int:
-        found = footer_rows(storage, path)
-        if found is None:
+    def read(f: StagedFile) -> StagedFile:
+        path = f.staged or ""
+        try:
+            found: StagedRead = read_file(storage, path, f.size, synced=True)
+        except FileNotFoundError:
+            raise  # a successor aborted this attempt (the committer tells)
+        except OSError as exc:
+            raise DataNotDurableError(
+                f"Reading and syncing staged file {storage.uri(path)} failed ({str(exc)[:300]}): the disk may not hold its "
+                "bytes. Nothing was published; the batch fails before its claim, and Spark writes it again.",
+            ) from exc
+        if found.footer is None:
             raise CommitError(
                 f"Staged file {storage.uri(path)} of this batch is not a complete Parquet file, although Spark's "
                 "writer finished. Nothing was published; the batch fails and Spark runs it again.",
             )
-        return found
+        return replace(f, rows=int(found.footer.num_rows), read=found)
 
-    return map_waiting(f"footers-{storage.root_uri}", rows, paths)
+    return map_waiting(f"footers-{storage.root_uri}", read, files)
 
 
 class RenameWriter:
@@ -71,6 +83,5 @@ class RenameWriter:
                 continue
             files.append(StagedFile(final=relative, size=info.size, mtime_ms=info.mtime_ms, staged=info.path))
         if self.counts_rows:
-            counted = staged_rows(self.storage, [f.staged or "" for f in files])
-            files = [replace(f, rows=n) for f, n in zip(files, counted, strict=True)]
+            files = read_staged(self.storage, files)
         return sorted(files, key=lambda f: f.final)

@@ -140,6 +140,13 @@ class Storage(ABC):
         """The last ``n`` bytes (the whole file if it is shorter)."""
         return self.read_bytes(path)[-n:]
 
+    def read_tail_synced(self, path: str, n: int) -> bytes:
+        """``read_tail`` of a file whose bytes are made durable too (``sync`` of its contents),
+        where the storage can in the same open; its name in its directory is left to ``sync``."""
+        data = self.read_tail(path, n)
+        self.sync([path])
+        return data
+
     def root_is_file(self) -> bool:
         """Whether the root itself is a file (a table path given as a file's): nothing can be
         written below it. False where the storage cannot tell (object stores: a key and a

@@ -233,6 +233,15 @@ class LocalStorage(Storage):
             return fh.read()
 
     @mapped("read")
+    def read_tail_synced(self, path: str, n: int) -> bytes:
+        with open(self._abs(path), "rb") as fh:
+            if self._durable:
+                _fsync_fd(fh.fileno())
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - n))
+            return fh.read()
+
+    @mapped("read")
     def info(self, path: str) -> FileInfo:
         st = os.stat(self._abs(path))
         return FileInfo(

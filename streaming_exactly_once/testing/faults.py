@@ -266,6 +266,10 @@ class FaultInjectingStorage(Storage):
         with self._around("read_tail", path):
             return self.inner.read_tail(path, n)
 
+    def read_tail_synced(self, path: str, n: int) -> bytes:
+        with self._around("read_tail", path):
+            return self.inner.read_tail_synced(path, n)
+
     def exists(self, path: str) -> bool:
         with self._around("exists", path):
             return self.inner.exists(path)

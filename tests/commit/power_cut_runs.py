@@ -130,7 +130,9 @@ def _committer(storage, kind: TableKind):
 
 def _commit(committer, kind: TableKind, batch: int):
     if kind.parquet:
-        result = commit_batch(committer, Q, batch, rows_of(batch), mode=kind.mode, spark_staging=True)
+        # rename mode: the staged files synced as the sink's writer reads their rows (one open),
+        # where a plain table's (raw bytes, no rows to read) are synced by the commit
+        result = commit_batch(committer, Q, batch, rows_of(batch), mode=kind.mode, spark_staging=True, read_as_sink=True)
     else:
         result = stage_and_commit(committer, Q, batch, rows_of(batch), mode=kind.mode, spark_staging=True)
     if kind.compacted:

@@ -228,6 +228,38 @@ def test_a_staged_file_whose_fsync_failed_is_not_published_on_a_second_fsync(tmp
     assert visible_rows(open_storage(str(root))) == list(range(30))
 
 
+def test_a_staged_file_whose_fsync_failed_as_the_writer_read_it_is_not_published(tmp_path):
+    """Rename mode with Parquet: the sink's writer reads each staged file's footer in the open
+    that syncs its bytes, and the commit does not sync them again. That fsync fails: the batch
+    fails before its claim; the files it synced for the batches before hold their rows after a
+    power cut."""
+    import pyarrow.parquet as pq
+
+    from streaming_exactly_once.manifest.manifest_log import ManifestLog
+    from tests.delta.helpers import commit_batch
+
+    root = tmp_path / "t"
+    with PowerCutDisk(root) as disk:
+        committer = make_committer(open_storage(str(root)))
+        for b in range(3):
+            ids = list(range(b * 10, b * 10 + 10))
+            if b == 2:
+                disk.fail_fsync(r"^_seo/staging/[^/]+/data/p=a/part-")
+                with pytest.raises(DataNotDurableError, match="Reading and syncing staged file"):
+                    commit_batch(committer, "q", b, ids, spark_staging=True, read_as_sink=True)
+                assert not (root / "_seo" / "wal" / "2").exists()  # nothing claimed
+            commit_batch(committer, "q", b, ids, spark_staging=True, read_as_sink=True)
+        committer.close()
+        assert disk.failed, "the staged file's fsync never failed"
+        disk.power_cut()
+    restarted = make_committer(open_storage(str(root)))
+    restarted.open()
+    restarted.close()
+    files = [e.uri.removeprefix("file://") for e in ManifestLog(open_storage(str(root))).files()]
+    rows = sorted(i for f in files for i in pq.read_table(f).column("id").to_pylist())
+    assert rows == list(range(30))
+
+
 def test_a_compaction_work_file_whose_fsync_failed_is_not_published(tmp_path):
     """The background preparation of ``9.compact``: its work file's fsync fails. The compaction
     batch must not publish that inode after a second fsync: the table would not open after a

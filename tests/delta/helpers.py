@@ -53,8 +53,11 @@ def commit_batch(
     partition="p=a",
     schema: str = SCHEMA,
     spark_staging: bool = False,
+    read_as_sink: bool = False,
 ):
-    """One batch of ``ids`` in two files, the way the sink stages them; None if already committed."""
+    """One batch of ``ids`` in two files, the way the sink stages them; None if already committed.
+    ``read_as_sink``: rename mode's files are read (and synced) as the sink's rename writer
+    reads them for their rows before the commit (``sink.rename_writer.read_staged``)."""
     committer.ensure_open()
     if committer.is_committed(query, spark_batch):
         return None
@@ -64,6 +67,10 @@ def commit_batch(
             for part, chunk in enumerate((ids[: len(ids) // 2], ids[len(ids) // 2 :])):
                 name = f"part-{part:05d}-{attempt.attempt}.c000.snappy.parquet"
                 files.append(stage_file(committer.storage, attempt, f"{partition}/{name}", parquet(chunk), spark_staging=spark_staging))
+            if read_as_sink and mode == "rename":
+                from streaming_exactly_once.sink.rename_writer import read_staged
+
+                files = read_staged(committer.storage, files)
             inputs = [InputFile(source=0, path=f"file:///in/{query[:4]}-{spark_batch}.csv", timestamp=1)]
             return committer.commit(attempt, files, input_files=inputs, num_rows=len(ids), schema=schema)
     except BaseException:

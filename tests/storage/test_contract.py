@@ -201,6 +201,14 @@ class TestPartialReads:
             storage.read_head("part/none", 1)
         with pytest.raises(FileNotFoundError):
             storage.read_tail("part/none", 1)
+        with pytest.raises(FileNotFoundError):
+            storage.read_tail_synced("part/none", 1)
+
+    def test_tail_synced_reads_the_tail(self, storage):
+        """``read_tail_synced``: the sink's rename writer reads a staged file's footer this way."""
+        storage.put_if_absent("part/s", b"0123456789")
+        assert storage.read_tail_synced("part/s", 3) == b"789"
+        assert storage.read_tail_synced("part/s", 100) == b"0123456789"
 
 
 class TestOpenWrite:

@@ -12,7 +12,7 @@ from ...table.attempt_key import AttemptKey, KeyedByAttempt
 from ...table.commits_log import CommitRecord
 from ...table.offsets_log import OffsetsRecord
 from ...table.sources_log import SourceFileRecord
-from ..table_steps.ledger_step import LedgerInputs
+from ..table_steps.ledger_step import LedgerInputs, StagedRead
 from .sequence import CommitSequence
 from .step import CommitStep
 from .steps import WriteOffsets, WriteSources
@@ -32,6 +32,9 @@ class StagedFile:
     staged: str | None = None
     #: rows in the file, where the writer knows them (``direct`` mode's tasks count them)
     rows: int | None = None
+    #: the staged file as the writer read it, its bytes synced in that open (``ledger_step.read_file``):
+    #: the commit neither syncs its bytes again nor reads it for its ledger
+    read: StagedRead | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass

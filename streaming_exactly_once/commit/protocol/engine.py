@@ -58,14 +58,16 @@ class CommitEngine:
         if not moves:
             return
         try:
+            synced = [m.src for m in moves if m.src in ctx.staged_synced]  # their bytes, by the writer
             if ctx.distribute is not None and len(moves) >= ctx.distribute_from:
                 ctx.distribute(sync_staged_on_worker, moves)
-            else:
-                self.storage.sync([m.src for m in moves])
+            elif len(synced) < len(moves):
+                self.storage.sync([m.src for m in moves if m.src not in ctx.staged_synced])
             # Spark's writer made the directories the files are in without syncing them either:
             # their names must be on disk too, or a claim found after a power cut names files
-            # that vanished with their directory (syncing a path syncs its parent directory)
-            self.storage.sync(_directories_below(seq.staging_dir, moves), contents=False)
+            # that vanished with their directory (syncing a path syncs its parent directory: a
+            # synced file's own directory is synced by naming the file)
+            self.storage.sync(synced + _directories_below(seq.staging_dir, moves), contents=False)
         except FileNotFoundError as exc:  # a successor aborted this attempt and deleted its files
             fenced = fenced_cause(self.storage, self.lease.epoch, "stage")
             if fenced is not None:

@@ -69,6 +69,8 @@ class StepContext(MoveContext):
     #: commit always does): a move only has to make the new names durable. False in a
     #: roll-forward, which syncs the bytes again (a no-op for bytes already on disk).
     staged_data_durable: bool = False
+    #: staged files whose bytes the writer synced already (``StagedFile.read``): only their names are
+    staged_synced: frozenset[str] = frozenset()
     #: The committer's own threads for work that overlaps (``CommitSequence.run``); None: one
     #: step after the other.
     pool: ThreadPoolExecutor | None = None

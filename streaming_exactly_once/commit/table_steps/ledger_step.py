@@ -57,14 +57,40 @@ def file_entry(storage: Storage, read_at: str, final: str, size: int, rows: int 
     return file_entry_and_rows(storage, read_at, final, size, rows)[0]
 
 
+@dataclass(frozen=True)
+class StagedRead:
+    """What a file's ledger entry needs of its bytes, read once (``read_file``): the checksum
+    over its last ``span`` bytes and its Parquet footer (None: not a complete Parquet file)."""
+
+    checksum: str
+    span: int
+    footer: Any  # a pyarrow FileMetaData, or None
+
+
+def read_file(storage: Storage, path: str, size: int, *, synced: bool = False) -> StagedRead:
+    """One read of ``path`` (``checksum_span``): its checksum and footer. ``synced``: its bytes
+    are made durable in the same open - the rename writer reads a staged file's footer for its
+    rows before the claim, when the commit would otherwise open it twice more (its sync, its ledger)."""
+    span = checksum_span(size)
+    tail = storage.read_tail_synced(path, span) if synced else storage.read_tail(path, span)
+    return StagedRead(checksum_of(tail), len(tail), footer_of_tail(storage, path, tail))
+
+
 def file_entry_and_rows(
-    storage: Storage, read_at: str, final: str, size: int, rows: int | None = None, offset_columns: Sequence[str] = ()
+    storage: Storage,
+    read_at: str,
+    final: str,
+    size: int,
+    rows: int | None = None,
+    offset_columns: Sequence[str] = (),
+    read: StagedRead | None = None,
 ) -> tuple[LedgerFile, PartitionRows | None]:
-    """``file_entry``, and the source partition's records the file holds (from the same footer)."""
-    tail = storage.read_tail(read_at, checksum_span(size))
-    metadata = footer_of_tail(storage, read_at, tail)
+    """``file_entry``, and the source partition's records the file holds (from the same footer);
+    ``read``: the file as the writer already read it."""
+    read = read if read is not None else read_file(storage, read_at, size)
+    metadata = read.footer
     footer_rows = None if metadata is None else int(metadata.num_rows)
-    entry = LedgerFile(final, size, footer_rows if footer_rows is not None else rows, checksum_of(tail), len(tail))
+    entry = LedgerFile(final, size, footer_rows if footer_rows is not None else rows, read.checksum, read.span)
     return entry, file_partition_rows(metadata, final, offset_columns) if offset_columns else None
 
 
@@ -141,12 +167,20 @@ def build_ledger(
     inputs: LedgerInputs,
     compaction: Compaction | None = None,
     rewritten: Sequence[tuple[str, str, int, int | None]] = (),
+    reads: Mapping[str, StagedRead] | None = None,
 ) -> LedgerRecord:
     """The ledger of a batch: ``files`` as (read at, final, size, rows known by the writer);
-    ``rewritten``: a compaction batch's new files, likewise."""
+    ``rewritten``: a compaction batch's new files, likewise; ``reads``: files the writer read
+    already (``read_file``), by where they were read."""
     pool = f"ledger-{storage.root_uri}"
     columns = inputs.offset_columns if partitions else ()
-    found = map_waiting(pool, lambda f: file_entry_and_rows(storage, *f, offset_columns=columns), list(files))
+    held = reads or {}
+
+    def entry(f: tuple[str, str, int, int | None]) -> tuple[LedgerFile, PartitionRows | None]:
+        return file_entry_and_rows(storage, *f, offset_columns=columns, read=held.get(f[0]))
+
+    in_hand = all(f[0] in held for f in files)  # nothing to read: no pool's round trips
+    found = [entry(f) for f in files] if in_hand else map_waiting(pool, entry, list(files))
     entries = [e for e, _ in found] + map_waiting(pool, lambda f: file_entry(storage, *f), list(rewritten))
     own = entries[: len(files)]
     counted = batch_partition_rows(r for _, r in found)
