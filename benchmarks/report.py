@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .bench_tiny_cost import section as tiny_cost_section
 from .growth_charts import iceberg_step_section, throughput_chart
 
 DOCS = Path("docs")
@@ -186,6 +187,7 @@ def write_report(results: dict[str, Any]) -> None:
                     parts = ", ".join(f"{phase} {p['first_window_median']:.1f} -> {p['last_window_median']:.1f}" for phase, p in s["phases"].items())
                     md += ["", f"{name.replace('_', ' ')}, by phase (median ms, first 10% -> last 10%): {parts}."]
             md += ["", f"![tiny batches]({img})" if img else "", ""]
+    md += tiny_cost_section()
     c = results.get("commit")
     if c:
         o = c["overhead"]
