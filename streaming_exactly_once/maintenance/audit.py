@@ -28,6 +28,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..commit.table_steps.ledger_step import checksum_of
@@ -42,7 +43,7 @@ from ..table.identity import TableIdentity, read_identity
 from ..table.ledger import LedgerRecord, read_ledger
 from ..table.ledger_checks import Violation, offset_violations, row_violations
 from ..table.table_logs import TableLogs
-from .audit_live import compact_violations, compacts_to_check
+from .audit_live import compact_violations, compacts_to_check, held_by_newest
 from .audit_scope import manifest_scope, own_entries
 from .audit_storage import stored_file_violations
 from .group_tables import group_tables_at
@@ -200,7 +201,7 @@ def _audit_one(
         report.violations += stored
         io.reads += calls
         seen = mark.manifest.compact if mark is not None and mark.manifest is not None and from_batch is None else None
-        _compacts(io, manifest, roots, compacts_to_check(manifest, latest, seen), report)
+        _compacts(io, manifest, roots, compacts_to_check(manifest, latest, seen), newest, live, report)
         _formats(storage, identity, manifest, newest, live, claimed, report)
     elif identity is not None and (identity.delta_app_id is not None or identity.iceberg is not None):
         report.skipped["formats"] = (
@@ -229,15 +230,17 @@ def _audit_one(
     return report
 
 
-def _compacts(io: _Counted, manifest: ManifestLog, roots: TableRoots, compacts: list[int], report: AuditReport) -> None:
+def _compacts(io: _Counted, manifest: ManifestLog, roots: TableRoots, compacts: list[int], latest: int, live: list[str], report: AuditReport) -> None:
     """Each compact file written since the last run against the files before it (``audit_live``)."""
+    relative = partial(_relative, roots)
     for c in compacts:
         try:
             ledger = io.ledger(c)
         except LogCorruptError:
             continue  # named by the batch's own check
         io.reads += 2
-        found, skipped = compact_violations(manifest, c, ledger, lambda path: _relative(roots, path))
+        held = held_by_newest(manifest, c, latest, live, relative) if c == compacts[-1] else None
+        found, skipped = compact_violations(manifest, c, ledger, relative, held)
         report.violations += found
         if skipped is not None:
             report.skipped["compact"] = skipped

@@ -36,16 +36,26 @@ def compacts_to_check(manifest: ManifestLog, newest: int | None, seen: int | Non
     return [c for c in range(max(first, k - 1), last + 1, k) if is_compaction_batch(c, k)]
 
 
+def held_by_newest(manifest: ManifestLog, compact: int, latest: int, live: list[str], relative: Callable[[str], str]) -> Counter[str]:
+    """What the newest compact file holds, from the live listing the run read: the live files
+    less those of the batch files after it (fewer than the interval) - one listing saved."""
+    held = Counter(live)
+    for b in range(compact + 1, latest + 1):
+        held.subtract(relative(e.path) for e in manifest.get(b) or [] if not e.is_dir)
+    return +held
+
+
 def compact_violations(
-    manifest: ManifestLog, compact: int, ledger: LedgerRecord | None, relative: Callable[[str], str]
+    manifest: ManifestLog, compact: int, ledger: LedgerRecord | None, relative: Callable[[str], str], held: Counter[str] | None = None
 ) -> tuple[list[Violation], str | None]:
-    """What compact file ``compact`` holds against the live files before it and its batch's
-    ledger; (violations, why the check could not run or None)."""
+    """What compact file ``compact`` holds (``held``: already known) against the live files
+    before it and its batch's ledger; (violations, why the check could not run or None)."""
     if ledger is None:
         return [], None  # the batch's missing ledger is a violation of its own
     try:
         before = Counter(relative(e.path) for e in manifest.files(as_of=compact - 1))
-        held = Counter(relative(e.path) for e in manifest.files(as_of=compact))
+        if held is None:
+            held = Counter(relative(e.path) for e in manifest.files(as_of=compact))
     except ExactlyOnceError as exc:
         return [], f"compact file {compact} was not compared with the files before it: {exc}"
     replaced = {path for path, _ in ledger.compaction.replaced} if ledger.compaction is not None else set()
