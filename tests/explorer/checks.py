@@ -150,7 +150,7 @@ class Checker:
     def _no_table(self, step: int) -> list[Failure]:
         """No table yet: the directory reads as whatever was there before the sink came."""
         it = self.it
-        if not it.setup.foreign_files:
+        if not it.setup.foreign_files or not it.model.foreign_kept:
             return []
         got = self.read.vanilla(it.spark, it.world.table, "parquet")
         foreign = Counter(r.id for r in it.world.records.values() if r.source == "foreign")

@@ -74,8 +74,10 @@ def expect(it: Interpreter, spec: RunSpec) -> Expectation:
         if changed:
             e.refuse("ConfigError", *SCHEMA_REFUSALS, reason=f"fixed option changed: {changed}")
             return e
-    if it.setup.foreign_files and created is None and not it.query.adopt:
+    if it.setup.foreign_files and it.model.foreign_kept and created is None and not it.query.adopt:
         e.refuse("ExistingFilesError", reason="the table's directory holds another tool's files")
+    elif adopting_into_json(it) and created is None:
+        e.refuse("ConfigError", reason="adopt_existing_files adopts Parquet files: a JSON table refuses them")
     _expect_schema(it, e)
     if "kafka" in it.setup.sources:
         _expect_offsets(it, spec, e)
@@ -119,7 +121,7 @@ def recreated(it: Interpreter, spec: RunSpec) -> None:
 def _expect_schema(it: Interpreter, e: Expectation) -> None:
     table = it.table
     columns = table.columns
-    if columns is None and it.setup.foreign_files and it.query.adopt:  # the adopted files' schema is the table's
+    if columns is None and it.setup.foreign_files and it.query.adopt and it.model.foreign_kept:  # the adopted files' schema
         columns = frozenset({"id", "p", "v"} | ({"topic", "partition", "offset"} if "kafka" in it.setup.sources else set()))
     if columns is None or (it.setup.group and it.setup.policy == "partial"):
         return  # a group under policy="partial" quarantines a table's batch that does not fit
@@ -381,7 +383,10 @@ def remedy(it: Interpreter, outcome: str) -> None:
     from dataclasses import replace
 
     q = it.query
-    if outcome in ("ConfigError", *SCHEMA_REFUSALS) and it.table.created is not None:
+    if outcome == "ConfigError" and adopting_into_json(it) and it.table.created is None:
+        forget_foreign_files(it)  # as the refusal says: the other tool's files move out of the directory
+        it.query = replace(q, adopt=False)
+    elif outcome in ("ConfigError", *SCHEMA_REFUSALS) and it.table.created is not None:
         fixed = {o: getattr(it.table.created, o) for o in ("format", "partitioned", "compact_interval", "private_manifest")}
         it.setup = replace(it.setup, **fixed)
         it.query = replace(q, extra_columns=_table_extra(it), widen=it.table.widened)
@@ -403,6 +408,23 @@ def remedy(it: Interpreter, outcome: str) -> None:
     elif outcome == "BatchRejectedError":  # the user lifts the check that rejected the batch
         it.query = replace(q, gate=False)
     it.say(f"    remedy for {outcome}: start={it.query.start} allow_gaps={it.query.allow_offset_gaps}")
+
+
+def adopting_into_json(it: Interpreter) -> bool:
+    """The user asked a JSON table to adopt the other tool's (Parquet) files: refused, the
+    library adopts Parquet files only (docs/migrating.md)."""
+    return it.setup.foreign_files and it.query.adopt and it.model.foreign_kept and it.setup.format == "json"
+
+
+def forget_foreign_files(it: Interpreter) -> None:
+    """The other tool's files leave the table directory: no reader may show their rows again."""
+    for f in it.world.table.rglob("part-00000-foreign.parquet"):
+        f.unlink()
+    it.model.foreign_kept = False
+    foreign = {r.id for r in it.world.records.values() if r.source == "foreign"}
+    for seen in it.model.acks.values():
+        seen -= foreign
+    it.say("    the other tool's files moved out of the table's directory")
 
 
 def _table_extra(it: Interpreter) -> int:
