@@ -240,8 +240,9 @@ def report_lines(a: dict[str, Any]) -> list[str]:
         "The one-new-batch run reads the mark, probes the manifest from it (no listing), stats the manifest batch files "
         "after the newest compact file (fewer than the compact interval: an audited one that changed is checked again), and "
         "reads the new batch's ledger, manifest file and data file: the same calls at every size. A whole run - once per compact interval, "
-        "when the manifest's newest compact file changed - also reads the live listing and lists the data "
-        "directories, so it grows with the live files (here one per batch); data compaction bounds them.",
+        "when the manifest's newest compact file changed - also reads the live listing and the one before the "
+        "compact file (to check the compact file against it) and lists the data directories, so it grows with the live "
+        "files (here one per batch); data compaction bounds them.",
         "",
     ]
     if s:
