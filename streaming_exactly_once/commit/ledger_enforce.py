@@ -75,7 +75,7 @@ def batch_ledger(
         offsets, attempt.ledger.start, marks, gap_reason=reason, dropped_below=attempt.ledger.dropped_below, resets=resets, several=several
     )
     rewritten = [(r.staged, r.rewrite.final, r.rewrite.size, r.rewrite.rows) for r in rewrites.staged]
-    record = build_ledger(
+    return build_ledger(
         storage,
         batch_id=attempt.batch_id if batch_id is None else batch_id,
         query_id=attempt.query_id,
@@ -89,9 +89,8 @@ def batch_ledger(
         compaction=compaction_of(storage, rewrites),
         rewritten=rewritten,
         reads=reads,
+        manifest_retention_ms=writer.options.retention_ms,
     )
-    # what lets a compact file drop an entry besides a compaction: the audit needs to know
-    return replace(record, manifest_retention_ms=writer.options.retention_ms)
 
 
 def member_ledger(writer: Writer, attempt: BatchAttempt, mb: MemberBatch, m: int, rewrites: BatchRewrites, formats: dict[str, bool]) -> WriteLedger:

@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 import time
 
-from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.table.ledger import read_ledger
-from tests.maintenance.test_audit_faults import BATCHES, commit, committer, manifest_lines, table
+from tests.maintenance.test_audit_faults import manifest_lines, table
 from tests.maintenance.test_audit_moved import audit
 
 
@@ -25,15 +24,11 @@ def named(violations, text):
 
 
 def test_a_live_file_left_out_of_a_compact_file_is_named_by_the_incremental_and_the_full_audit(tmp_path):
-    storage = open_storage(str(tmp_path / "a"))
-    c = committer(storage, "parquet", compact_interval=3)
-    for b in range(2):
-        commit(c, b, start=10 * b, end=10 * b + 10)
-    c.janitor.drain()
-    assert audit(storage.root_uri) == (0, [])  # the mark: batches 0-1, no compact file yet
-    commit(c, 2, start=20, end=30)
-    c.janitor.drain()
-    c.close()
+    def mark_after_batch_1(storage, b):
+        if b == 1:
+            assert audit(storage.root_uri) == (0, [])  # the mark: batches 0-1, no compact file yet
+
+    storage = table(tmp_path, "parquet", batches=3, between=mark_after_batch_1)
     lost = read_ledger(storage, 1).files[0].path
     rewrite_compact(storage, lambda line: lost not in line)
     for args in ((), ("--from", "0", "--no-record")):
@@ -51,13 +46,7 @@ def test_a_replaced_file_listed_again_in_a_compact_file_is_named(tmp_path):
 
 
 def test_entries_an_entry_retention_expired_are_not_called_lost(tmp_path):
-    storage = open_storage(str(tmp_path / "r"))
-    c = committer(storage, "parquet", compact_interval=3, retention_ms=1)
-    for b in range(BATCHES):
-        commit(c, b, start=10 * b, end=10 * b + 10)
-        c.janitor.drain()
-        time.sleep(0.01)
-    c.close()
+    storage = table(tmp_path, "parquet", retention_ms=1, between=lambda storage, b: time.sleep(0.01))
     compact = manifest_lines(storage, "2.compact")[1:]
     assert [json.loads(line)["path"] for line in compact if line] and len(compact) == 2  # batch 2's own two files: 0 and 1 expired
     assert read_ledger(storage, 2).manifest_retention_ms == 1
@@ -65,12 +54,7 @@ def test_entries_an_entry_retention_expired_are_not_called_lost(tmp_path):
 
 
 def test_a_batch_file_under_the_wrong_kinds_name_is_named_by_the_incremental_audit(tmp_path):
-    storage = open_storage(str(tmp_path / "n"))
-    c = committer(storage, "parquet", compact_interval=3)
-    for b in range(5):  # batches 0-4: 5 is a compaction batch, its file must be 5.compact
-        commit(c, b, start=10 * b, end=10 * b + 10)
-    c.janitor.drain()
-    c.close()
+    storage = table(tmp_path, "parquet", batches=5)  # batches 0-4: 5 is a compaction batch, its file must be 5.compact
     assert audit(storage.root_uri) == (0, [])
     storage.atomic_write("_spark_metadata/5", storage.read_bytes("_spark_metadata/4"))  # another tool's batch 5
     code, violations = audit(storage.root_uri)

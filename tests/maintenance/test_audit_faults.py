@@ -58,16 +58,20 @@ def commit(c, b: int, *, start: int, end: int) -> None:
         raise
 
 
-def table(tmp_path, fmt: str, *, compaction: bool = False, last: tuple[int, int] | None = None):
-    """A table of ``BATCHES`` batches (``last``: the last one's offsets instead of the next ten);
-    ``compaction``: batch 2 rewrites the four files of batches 0 and 1 into one."""
+def table(tmp_path, fmt: str, *, compaction: bool = False, last: tuple[int, int] | None = None, batches: int = BATCHES, between=None, **opts):
+    """A table of ``batches`` batches (``last``: the last one's offsets instead of the next ten);
+    ``compaction``: batch 2 rewrites the four files of batches 0 and 1 into one; ``between(storage,
+    b)``: called after each batch; ``opts``: more committer options."""
     storage = open_storage(str(tmp_path / fmt))
-    opts = {"compaction": CompactionPolicy(target_size=1 << 20, min_files=4, min_age_ms=0, max_bytes=1 << 20)} if compaction else {}
+    if compaction:
+        opts["compaction"] = CompactionPolicy(target_size=1 << 20, min_files=4, min_age_ms=0, max_bytes=1 << 20)
     c = committer(storage, fmt, compact_interval=3, **opts)
-    for b in range(BATCHES):
-        start, end = last if last is not None and b == BATCHES - 1 else (10 * b, 10 * b + 10)
+    for b in range(batches):
+        start, end = last if last is not None and b == batches - 1 else (10 * b, 10 * b + 10)
         commit(c, b, start=start, end=end)
         c.janitor.drain()
+        if between is not None:
+            between(storage, b)
     c.close()
     return storage
 

@@ -86,21 +86,14 @@ def test_a_copied_iceberg_table_gets_a_verdict_naming_its_absolute_metadata_path
 
 
 def test_an_older_copy_restored_under_a_newer_audit_mark_is_audited_in_full(tmp_path):
-    from tests.maintenance.test_audit_faults import commit, committer
+    def back_up_after_batch_1(storage, b):
+        if b == 1:
+            shutil.copytree(tmp_path / "parquet", tmp_path / "old")  # a backup of batches 0-1
 
-    storage = open_storage(str(tmp_path / "t"))
-    c = committer(storage, "parquet", compact_interval=3)
-    for b in range(2):
-        commit(c, b, start=10 * b, end=10 * b + 10)
-    c.janitor.drain()
-    shutil.copytree(tmp_path / "t", tmp_path / "old")  # a backup of batches 0-1
-    for b in range(2, 6):
-        commit(c, b, start=10 * b, end=10 * b + 10)
-    c.janitor.drain()
-    c.close()
+    storage = table(tmp_path, "parquet", batches=6, between=back_up_after_batch_1)
     assert audit(storage.root_uri) == (0, [])  # the mark: audited to batch 5
     old = tmp_path / "old"
-    shutil.copy(tmp_path / "t" / "_seo" / "audit", old / "_seo" / "audit")
+    shutil.copy(tmp_path / "parquet" / "_seo" / "audit", old / "_seo" / "audit")
     lost = read_ledger(open_storage(str(old)), 1).files[0].path
     (old / lost).unlink()
     code, violations = audit(str(old))

@@ -168,10 +168,12 @@ def build_ledger(
     compaction: Compaction | None = None,
     rewritten: Sequence[tuple[str, str, int, int | None]] = (),
     reads: Mapping[str, StagedRead] | None = None,
+    manifest_retention_ms: int | None = None,
 ) -> LedgerRecord:
     """The ledger of a batch: ``files`` as (read at, final, size, rows known by the writer);
     ``rewritten``: a compaction batch's new files, likewise; ``reads``: files the writer read
-    already (``read_file``), by where they were read."""
+    already (``read_file``), by where they were read; ``manifest_retention_ms``: the entry
+    retention that lets a compact file drop an entry besides a compaction (the audit's check)."""
     pool = f"ledger-{storage.root_uri}"
     columns = inputs.offset_columns if partitions else ()
     held = reads or {}
@@ -203,6 +205,7 @@ def build_ledger(
         rows_read=None if num_rows is None else num_rows + dropped + inputs.rows_rejected,
         rows_written=written,
         rows_rejected=inputs.rows_rejected,
+        manifest_retention_ms=manifest_retention_ms,
         rows_dropped=dropped,
         drop_reasons=reasons,
         files=tuple(entries),
