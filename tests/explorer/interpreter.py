@@ -88,7 +88,9 @@ class Interpreter:
 
     def execute(self) -> ProgramResult:
         t0 = time.time()
-        logging.getLogger("streaming_exactly_once").setLevel(logging.CRITICAL)
+        library_log = logging.getLogger("streaming_exactly_once")
+        level = library_log.level
+        library_log.setLevel(logging.CRITICAL)  # the program's own log says what happened; put back after
         try:
             lifecycle.prewarm(self)
             if self.setup.foreign_files:
@@ -117,6 +119,7 @@ class Interpreter:
             self.fail("explorer-error", type(exc).__name__, traceback.format_exc()[-1500:])
         finally:
             self.close()
+            library_log.setLevel(level)
         self.result.steps = self.step
         self.result.wall_s = time.time() - t0
         return self.result
