@@ -104,18 +104,25 @@ def readable_files(storage: Storage, *, skip: Sequence[str] = ()) -> list[FileIn
     return sorted(found, key=lambda f: f.path)
 
 
-def existing_files_error(storage: Storage, files: Sequence[FileInfo]) -> ExistingFilesError:
-    """The refusal of a directory holding ``files`` (module docstring)."""
+def existing_files_error(storage: Storage, files: Sequence[FileInfo], *, adoptable: bool = True) -> ExistingFilesError:
+    """The refusal of a directory holding ``files`` (module docstring); ``adoptable`` False for
+    a dataset group's root, which adopts no files (``DatasetSink`` refuses the option)."""
     first = storage.uri(files[0].path)
     more = [f.path for f in files[1 : 1 + _SHOWN]]
     others = f" (and {', '.join(more)}{', ...' if len(files) > 1 + _SHOWN else ''})" if more else ""
+    remedy = (
+        "To make them the table's first batch, pass adopt_existing_files=True (Parquet files laid out by the table's "
+        "partition columns; their schema is checked against the stream's); otherwise write the table to an empty "
+        "directory, or move the files away."
+        if adoptable
+        else "A dataset group adopts no files: move them away, or write the group to an empty directory (an "
+        "ExactlyOnceSink adopts Parquet files into a table of their own)."
+    )
     return ExistingFilesError(
         f"Table {storage.root_uri} has no batch yet, but its directory holds {len(files)} file(s) that readers of it "
         f"would read, e.g. {first}{others}: another tool's, or a batch job's output. The table's manifest would hide "
         "their rows from every reader of the table, vanilla Spark included, and nothing would show them to be data. "
-        "Nothing was written. To make them the table's first batch, pass adopt_existing_files=True (Parquet files laid "
-        "out by the table's partition columns; their schema is checked against the stream's); otherwise write the "
-        "table to an empty directory, or move the files away.",
+        f"Nothing was written. {remedy}",
         table=storage.root_uri,
         files=len(files),
         example=first,

@@ -62,6 +62,9 @@ log = logging.getLogger("streaming_exactly_once.commit")
 class Writer(ABC):
     """One process's hold on a root, exactly once per (query id, Spark batch id)."""
 
+    #: whether ``adopt_existing_files`` can take a new root's existing files (a group's cannot)
+    ADOPTS_FILES = True
+
     def __init__(self, storage: Storage, options: CommitterOptions) -> None:
         self.storage = storage
         self.options = options
@@ -134,7 +137,7 @@ class Writer(ABC):
             return  # ours, Spark's own sink's, or a table format's: the check under the lease knows more
         files = readable_files(self.storage)
         if files and not self._adopts():
-            raise existing_files_error(self.storage, files)
+            raise existing_files_error(self.storage, files, adoptable=self.ADOPTS_FILES)
 
     def _check_directory(self) -> None:
         """Under the lease, after recovery: a root without a batch whose directory holds files
@@ -142,7 +145,7 @@ class Writer(ABC):
         if self.latest_batch_id < 0:
             files = readable_files(self.storage)
             if files:
-                raise existing_files_error(self.storage, files)
+                raise existing_files_error(self.storage, files, adoptable=self.ADOPTS_FILES)
 
     def _adopts(self) -> bool:
         """Whether this writer makes a new table's existing files its first batch."""

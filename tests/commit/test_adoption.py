@@ -75,6 +75,22 @@ def test_a_directory_of_pandas_files_is_refused_and_nothing_is_written(tmp_path)
     assert pd.read_parquet(root)["id"].tolist() == [1, 2]
 
 
+def test_a_dataset_groups_root_holding_files_is_refused_saying_to_move_them_away(tmp_path):
+    """A group adopts no files (``DatasetSink`` refuses ``adopt_existing_files``): its refusal
+    says to move them, not to pass the option."""
+    from streaming_exactly_once.commit.committer import CommitterOptions
+    from streaming_exactly_once.commit.groups.group_committer import GroupCommitter
+
+    root = tmp_path / "g"
+    _pandas_files(root, {"p=old": [1, 2]})
+    before = sorted(os.listdir(root))
+    with pytest.raises(ExistingFilesError) as caught:
+        GroupCommitter(open_storage(str(root)), CommitterOptions(heartbeat=False)).open()
+    assert "A dataset group adopts no files: move them away" in str(caught.value)
+    assert "pass adopt_existing_files=True" not in str(caught.value) and "Nothing was written" in str(caught.value)
+    assert sorted(os.listdir(root)) == before
+
+
 def test_files_that_appear_before_the_first_batch_are_refused_under_the_lease_too(tmp_path):
     """A table of ours without a batch yet (an earlier start that wrote nothing): the check runs
     again under the lease, after recovery."""

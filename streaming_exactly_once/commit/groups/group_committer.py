@@ -88,6 +88,8 @@ class _MemberPart:
 class GroupCommitter(Writer):
     """Commits group batches: every table of a batch, or none, per (query id, Spark batch id)."""
 
+    ADOPTS_FILES = False  # DatasetSink refuses adopt_existing_files: existing files are moved away
+
     def __init__(self, storage: Storage, options: CommitterOptions) -> None:
         self._members: dict[str, Member] = {}
         self._members_lock = threading.Lock()
