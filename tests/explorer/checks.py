@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tests.explorer import readers
+from tests.explorer.foreign import FOREIGN_NAME
 from tests.explorer.model import Failure, compare
 from tests.explorer.state import DOWNSTREAM_MAX_FILE_AGE
 from tests.explorer.tables import TableSpec, has_manifest, is_bad, is_poison, tables_of
@@ -245,7 +246,7 @@ class Checker:
             data = {"id": [r.id for r in rows], "p": [r.p for r in rows], "v": [r.v for r in rows]}
             data.update({c: [None] * len(rows) for c in columns if c not in data})
             table = pa.table({c: pa.array(values, columns[c]) for c, values in data.items()})
-            pq.write_table(table.drop_columns(["p"]) if p else table, where / "part-00000-foreign.parquet")
+            pq.write_table(table.drop_columns(["p"]) if p else table, where / FOREIGN_NAME)
         it.model.observe("table", Counter(r.id for r in records))
         it.feature("table:pre-existing-files")
 

@@ -97,7 +97,18 @@ _impossible(
     ["source:files", "source:rate"],
     "a Kafka event in a program without the Kafka-like source",
 )
-_impossible(["change:widen"], ["table:delta", "table:iceberg", "table:delta+iceberg"], "add_and_widen is refused for Delta and Iceberg tables")
+_impossible(
+    ["change:widen"],
+    # delta-rs, pyiceberg and a private manifest exist only for Delta and Iceberg tables
+    ["table:delta", "table:iceberg", "table:delta+iceberg", "reader:delta-rs", "reader:pyiceberg", "table:private-manifest"],
+    "add_and_widen is refused for Delta and Iceberg tables",
+)
+_impossible(
+    ["table:adopted"],
+    ["group", "group:quarantine", "group:gate"],
+    "adopt_existing_files is an ExactlyOnceSink option: DatasetSink refuses it (ConfigError)",
+)
+_impossible(["table:adopted"], ["table:json"], "adopt_existing_files adopts Parquet files: a JSON table refuses it (ConfigError)")
 _impossible(
     ["group", "group:quarantine", "group:gate"],
     ["staging:direct", "table:private-manifest"],

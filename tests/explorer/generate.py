@@ -55,14 +55,23 @@ def generate(seed: int, profile: Profile = EVERYTHING) -> Program:
     rng = random.Random(seed * 7919 + 17)
     setup = make_setup(rng, profile)
     n = rng.randint(profile.min_actions, profile.max_actions)
-    if rng.random() < profile.connect:  # every run starts a Connect server: short programs, no rate source
-        setup = replace(setup, connect=True, sources=tuple(s for s in setup.sources if s != "rate") or ("files",))
+    if rng.random() < profile.connect:  # every run starts a Connect server: short programs
+        setup = connect_setup(seed, setup)
         n = min(n, 4)
     actions = [produce(rng, setup, files=(1, 3), rows=(2, 6), kafka=(2, 8)), Action.of("run", sink="new", max_files=2)]
     while len(actions) < n:
         actions.append(make_action(rng, setup, profile))
     setup, actions = lagging_consumer(seed, setup, downstream_failure(seed, setup, actions))
     return Program(seed, setup, tuple(actions))
+
+
+def connect_setup(seed: int, setup: Setup) -> Setup:
+    """A Spark Connect program: most leave the rate source out (a rate query runs batches until
+    it is stopped, each in the server's worker), and compaction comes at every second batch, so
+    a program of four actions reaches it. From a random source of its own."""
+    rng = random.Random(seed * 32452843 + 7)
+    sources = setup.sources if rng.random() < 0.4 else tuple(s for s in setup.sources if s != "rate") or ("files",)
+    return replace(setup, connect=True, sources=sources, compact_interval=2 if setup.compaction else setup.compact_interval)
 
 
 def downstream_failure(seed: int, setup: Setup, actions: list[Action]) -> list[Action]:
@@ -104,8 +113,8 @@ def make_setup(rng: random.Random, profile: Profile) -> Setup:
     table_format = fmt in ("delta", "iceberg", "delta+iceberg")
     compaction = fmt in COMPACTABLE and rng.random() < 0.35
     private = table_format and rng.random() < 0.25
-    evolutions = ["none"] if "iceberg" in fmt else ["none", "add_columns"] if fmt == "delta" else ["none", "add_columns", "add_and_widen"]
-    group = fmt in ("parquet", "json", "delta") and rng.random() < 0.18
+    evolutions = ["none", "add_columns"] if table_format else ["none", "add_columns", "add_and_widen"]
+    group = rng.random() < 0.18  # a group's outputs take every format (docs/datasets.md, docs/iceberg.md)
     private = private and not group
     downstream = None if private else pick(rng, [(None, 60), ("unregistered", 22), ("registered", 18 if compaction else 0)])
     setup = Setup(
@@ -121,7 +130,7 @@ def make_setup(rng: random.Random, profile: Profile) -> Setup:
         filter=rng.random() < 0.3,
         downstream=downstream,  # type: ignore[arg-type]
         fail_on_data_loss="kafka" in sources and rng.random() < 0.3,  # type: ignore[operator]
-        foreign_files=not group and rng.random() < 0.08,
+        foreign_files=rng.random() < 0.08,  # a group's root refuses them, and adopts none
         attach="foreachBatch" if rng.random() < 0.25 else "start",
         group=group,
         gate=group and rng.random() < 0.6,
@@ -214,8 +223,8 @@ def make_change(rng: random.Random, setup: Setup) -> Action:
     allowed = [("query_id", not setup.query_id)] + ([] if setup.group else [("staging", "direct" if setup.staging == "rename" else "rename")])
     if setup.format in COMPACTABLE:
         allowed.append(("compaction", not setup.compaction))
-    if "iceberg" not in setup.format and setup.format != "delta":
-        allowed.append(("schema_evolution", rng.choice(["none", "add_columns", "add_and_widen"])))
+    evolutions = ["none", "add_columns"] if setup.format in ("delta", "iceberg", "delta+iceberg") else ["none", "add_columns", "add_and_widen"]
+    allowed.append(("schema_evolution", rng.choice(evolutions)))
     refused = [("partitioned", not setup.partitioned), ("compact_interval", setup.compact_interval + 1)]
     refused.append(("format", rng.choice([f for f in FORMATS if f != setup.format])))
     if setup.format in ("delta", "iceberg", "delta+iceberg"):
@@ -237,6 +246,7 @@ def program_features(program: Program) -> set[str]:
         "query:filter": s.filter,
         "query_id": s.query_id,
         "table:pre-existing-files": s.foreign_files,
+        "table:adopted": s.foreign_files and not s.group and s.format != "json",  # after ExistingFilesError
         "life:foreachBatch": s.attach == "foreachBatch",
         "group": s.group,
         "life:connect": s.connect,
@@ -275,5 +285,5 @@ def _action_features(a: Action, s: Setup, runs: int) -> set[str]:
     if a.kind == "kafka":
         return {{"grow": "kafka:grow-partition", "recreate": "kafka:recreate-topic"}.get(a.arg("op"), "kafka:expire")}
     if a.kind == "produce":
-        return ({"group:quarantine"} if a.arg("bad") else set()) | ({"group:gate"} if a.arg("poison") else set())
+        return ({"group:quarantine"} if a.arg("bad") else set()) | ({"group:gate"} if a.arg("poison") and s.gate else set())
     return set()

@@ -26,10 +26,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tests.explorer.program import Program
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "benchmarks" / "results"
 CHUNK = 25
+#: how many seeds a guided long run considers (generating 3,000 programs takes about half a second)
+GUIDED_SPAN = 40_000
 
 
 def program_of(ref: str, profile_name: str = "everything"):  # -> Program
@@ -118,28 +124,41 @@ def done_seeds(jsonl: Path) -> set[int]:
     return {json.loads(line)["seed"] for line in jsonl.read_text().splitlines() if line.strip()}
 
 
-def guided_seeds(first: int, count: int, results: list[dict], profile: str, skip: tuple[str, ...] = ()) -> list[int]:
-    """``count`` seeds from ``first`` on: first, greedily, the seed whose program asks for the
-    most feature pairs that neither the results so far nor the seeds chosen before it cover
-    (among ``first`` .. ``first + max(3000, 2 * count)``); once no seed adds a pair, the next
-    seeds in order. Every program is still its seed's, so a short run covers the most pairs."""
+def guided_seeds(first: int, count: int, results: list[dict], profile: str, skip: tuple[str, ...] = (), span: int = 3000) -> list[int]:
+    """``count`` seeds from ``first`` on, for the feature pairs no result so far covers (among
+    ``first`` .. ``first + max(span, 2 * count)``; a long run looks at ``GUIDED_SPAN`` seeds, a
+    few seconds, so that pairs only rare programs ask for are found). Greedily, the seed whose
+    program asks for the most of those pairs that the seeds chosen before it do not, per action
+    (a short program first; a Connect program's runs cost a server each). A program asks for
+    more than it may do (a kill that finds nothing to commit), so once no seed adds a pair, a
+    new round looks for each pair again with other seeds; once a round adds nothing, the next
+    seeds in order. Every program is still its seed's."""
     from tests.explorer.coverage import all_pairs, pairs_of
     from tests.explorer.generate import program_features
 
     covered = set().union(*(pairs_of(r.get("features", [])) for r in results)) if results else set()
-    wanted = all_pairs() - covered
+    target = all_pairs() - covered
     done = {r["seed"] for r in results}
-    pool = {s: pairs_of(program_features(program_of(str(s), profile))) & wanted for s in range(first, first + max(3000, 2 * count)) if s not in done}
-    pool = {s: pairs for s, pairs in pool.items() if not _skipped(s, profile, skip)}
+    programs = {s: program_of(str(s), profile) for s in range(first, first + max(span, 2 * count)) if s not in done}
+    pool = {s: (pairs_of(program_features(p)) & target, _cost(p)) for s, p in programs.items() if target and not _skipped(s, profile, skip)}
     chosen: list[int] = []
+    wanted = set(target)
     while len(chosen) < count and pool:
-        seed = max(pool, key=lambda s: (len(pool[s] & wanted), -s))
-        if not pool[seed] & wanted:
-            break
+        seed = max(pool, key=lambda s: (len(pool[s][0] & wanted) / pool[s][1], -s))
+        if not pool[seed][0] & wanted:
+            if wanted == target:
+                break
+            wanted = set(target)  # the next round
+            continue
         chosen.append(seed)
-        wanted -= pool.pop(seed)
+        wanted -= pool.pop(seed)[0]
     rest = (s for s in range(first, first + 100 * count) if s not in done and s not in chosen and not _skipped(s, profile, skip))
     return chosen + [next(rest) for _ in range(count - len(chosen))]
+
+
+def _cost(program: Program) -> float:
+    """A program's rough cost in actions (a Connect program's runs each start a server)."""
+    return (len(program.actions) + 4) * (3 if program.setup.connect else 1)
 
 
 def earlier_results(jsonl: Path) -> list[dict]:
@@ -159,7 +178,7 @@ def _skipped(seed: int, profile: str, skip: tuple[str, ...]) -> bool:
 def long_run(args: argparse.Namespace) -> int:
     jsonl = RESULTS / f"explore-{args.out}.jsonl"
     if args.guided:
-        seeds = guided_seeds(args.seed, args.programs, earlier_results(jsonl), args.profile, tuple(args.skip_source))
+        seeds = guided_seeds(args.seed, args.programs, earlier_results(jsonl), args.profile, tuple(args.skip_source), GUIDED_SPAN)
     else:
         seeds = [s for s in range(args.seed, args.seed + args.programs) if not _skipped(s, args.profile, tuple(args.skip_source))]
     todo = [s for s in seeds if s not in done_seeds(jsonl)]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tests.explorer import readers
+from tests.explorer.foreign import adopting_into_json, remedy_existing_files, remedy_json_adoption
 from tests.explorer.outcome import Expectation, classify
 from tests.explorer.query import RunSpec, build_sink, start_query, stop, stop_when_drained
 from tests.explorer.state import FIXED_OPTIONS, query_columns, sink_options
@@ -384,8 +385,7 @@ def remedy(it: Interpreter, outcome: str) -> None:
 
     q = it.query
     if outcome == "ConfigError" and adopting_into_json(it) and it.table.created is None:
-        forget_foreign_files(it)  # as the refusal says: the other tool's files move out of the directory
-        it.query = replace(q, adopt=False)
+        remedy_json_adoption(it)  # as the refusal says: the other tool's files move out of the directory
     elif outcome in ("ConfigError", *SCHEMA_REFUSALS) and it.table.created is not None:
         fixed = {o: getattr(it.table.created, o) for o in ("format", "partitioned", "compact_interval", "private_manifest")}
         it.setup = replace(it.setup, **fixed)
@@ -399,8 +399,8 @@ def remedy(it: Interpreter, outcome: str) -> None:
             it.query = replace(q, allow_offset_gaps=True)
     elif outcome == "OffsetColumnsMissingError":  # keep the source's offset columns in the batch
         it.query = replace(q, drop_offsets=False)
-    elif outcome == "ExistingFilesError":  # the user asks the sink to adopt the files
-        it.query = replace(q, adopt=True)
+    elif outcome == "ExistingFilesError":  # the user asks the sink to adopt the files (a group: moves them out)
+        remedy_existing_files(it)
     elif outcome == "OffsetResetError":  # name the columns that make a record (docs/kafka.md)
         it.query = replace(q, record_columns=True)
     elif outcome == "DataLoss":
@@ -408,23 +408,6 @@ def remedy(it: Interpreter, outcome: str) -> None:
     elif outcome == "BatchRejectedError":  # the user lifts the check that rejected the batch
         it.query = replace(q, gate=False)
     it.say(f"    remedy for {outcome}: start={it.query.start} allow_gaps={it.query.allow_offset_gaps}")
-
-
-def adopting_into_json(it: Interpreter) -> bool:
-    """The user asked a JSON table to adopt the other tool's (Parquet) files: refused, the
-    library adopts Parquet files only (docs/migrating.md)."""
-    return it.setup.foreign_files and it.query.adopt and it.model.foreign_kept and it.setup.format == "json"
-
-
-def forget_foreign_files(it: Interpreter) -> None:
-    """The other tool's files leave the table directory: no reader may show their rows again."""
-    for f in it.world.table.rglob("part-00000-foreign.parquet"):
-        f.unlink()
-    it.model.foreign_kept = False
-    foreign = {r.id for r in it.world.records.values() if r.source == "foreign"}
-    for seen in it.model.acks.values():
-        seen -= foreign
-    it.say("    the other tool's files moved out of the table's directory")
 
 
 def _table_extra(it: Interpreter) -> int:
@@ -487,5 +470,7 @@ def _features(it: Interpreter, spec: RunSpec, sink: str, outcome: str, fail_at: 
     if it.pending_change is not None:
         it.feature("change:option-allowed" if outcome == "ok" else "change:option-refused")
         it.pending_change = None
+    if outcome == "BatchRejectedError":  # the gate rejected the batch (policy="full")
+        it.feature("group:gate")
     if outcome not in ("ok", "InjectedFailure"):
         it.feature(f"refused:{outcome}")
