@@ -257,8 +257,12 @@ def program_features(program: Program) -> set[str]:
         "reader:readStream": s.downstream is not None,
     }
     out |= {k for k, v in flags.items() if v}
-    runs = 0
+    runs, topics = 0, {"a"}
     for a in program.actions:
+        if a.kind == "kafka" and a.arg("op") == "recreate" and a.arg("topic") not in topics:
+            continue  # a topic nobody created yet: nothing to delete (``do_kafka``)
+        if a.kind == "kafka" and a.arg("op") == "grow":
+            topics.add(a.arg("topic"))
         out |= _action_features(a, s, runs)
         runs += a.kind in ("run", "kill", "fail", "zombie")
     return out
