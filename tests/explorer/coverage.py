@@ -185,6 +185,7 @@ PAGE_RESULTS = (
     "benchmarks/results/explore-session2.jsonl",
     "benchmarks/results/explore-session3.jsonl",
     "benchmarks/results/explore-session4.jsonl",
+    "benchmarks/results/explore-session5.jsonl",
 )
 PAGE = "docs/explorer-coverage.md"
 _PAGE_HEAD = """# Scenario explorer: feature pairs covered
