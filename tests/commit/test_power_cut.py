@@ -204,57 +204,49 @@ def test_a_power_cut_at_a_commit_boundary_loses_no_acknowledged_batch(recordings
 # -- the failed fsyncs and the resurrected intents, each case alone --------------------------------
 
 
-def test_a_staged_file_whose_fsync_failed_is_not_published_on_a_second_fsync(tmp_path):
-    """Rename mode: the fsync of a staged file (Spark wrote it, unsynced) fails before the claim;
-    the commit must not publish that inode after a second, successful fsync - its pages were
-    marked clean, its bytes are lost at the power cut. The batch fails before its claim, and
-    Spark's retry writes new files."""
-    root = tmp_path / "t"
-    with PowerCutDisk(root) as disk:
-        committer = make_committer(open_storage(str(root)))
-        for b in range(3):
-            if b == 2:
-                disk.fail_fsync(r"^_seo/staging/[^/]+/data/p=a/part-")
-                with pytest.raises(DataNotDurableError):
-                    stage_and_commit(committer, "q", b, list(range(b * 10, b * 10 + 10)), mode="rename", spark_staging=True)
-                assert not (root / "_seo" / "wal" / "2").exists()  # nothing claimed
-            stage_and_commit(committer, "q", b, list(range(b * 10, b * 10 + 10)), mode="rename", spark_staging=True)
-        committer.close()
-        assert disk.failed, "the staged file's fsync never failed"
-        disk.power_cut()
-    restarted = make_committer(open_storage(str(root)))
-    restarted.open()
-    restarted.close()
-    assert visible_rows(open_storage(str(root))) == list(range(30))
-
-
-def test_a_staged_file_whose_fsync_failed_as_the_writer_read_it_is_not_published(tmp_path):
-    """Rename mode with Parquet: the sink's writer reads each staged file's footer in the open
-    that syncs its bytes, and the commit does not sync them again. That fsync fails: the batch
-    fails before its claim; the files it synced for the batches before hold their rows after a
-    power cut."""
-    import pyarrow.parquet as pq
-
-    from streaming_exactly_once.manifest.manifest_log import ManifestLog
-    from tests.delta.helpers import commit_batch
-
-    root = tmp_path / "t"
+def _third_batchs_staged_fsync_fails(root, commit, match: str | None = None) -> None:
+    """Rename mode: batches 0-2 of ten rows each, the third's staged-file fsync failing once; it
+    must fail before its claim (nothing in the WAL), Spark's retry then commits it; a power cut,
+    and a restart that rolls nothing wrong forward."""
     with PowerCutDisk(root) as disk:
         committer = make_committer(open_storage(str(root)))
         for b in range(3):
             ids = list(range(b * 10, b * 10 + 10))
             if b == 2:
                 disk.fail_fsync(r"^_seo/staging/[^/]+/data/p=a/part-")
-                with pytest.raises(DataNotDurableError, match="Reading and syncing staged file"):
-                    commit_batch(committer, "q", b, ids, spark_staging=True, read_as_sink=True)
+                with pytest.raises(DataNotDurableError, match=match):
+                    commit(committer, b, ids)
                 assert not (root / "_seo" / "wal" / "2").exists()  # nothing claimed
-            commit_batch(committer, "q", b, ids, spark_staging=True, read_as_sink=True)
+            commit(committer, b, ids)
         committer.close()
         assert disk.failed, "the staged file's fsync never failed"
         disk.power_cut()
     restarted = make_committer(open_storage(str(root)))
     restarted.open()
     restarted.close()
+
+
+def test_a_staged_file_whose_fsync_failed_is_not_published_on_a_second_fsync(tmp_path):
+    """The fsync of a staged file (Spark wrote it, unsynced) fails before the claim; the commit
+    must not publish that inode after a second, successful fsync - its pages were marked clean,
+    its bytes are lost at the power cut. Spark's retry writes new files."""
+    root = tmp_path / "t"
+    _third_batchs_staged_fsync_fails(root, lambda c, b, ids: stage_and_commit(c, "q", b, ids, mode="rename", spark_staging=True))
+    assert visible_rows(open_storage(str(root))) == list(range(30))
+
+
+def test_a_staged_file_whose_fsync_failed_as_the_writer_read_it_is_not_published(tmp_path):
+    """With Parquet the sink's writer reads each staged file's footer in the open that syncs its
+    bytes, and the commit does not sync them again. That fsync fails: the files it synced for the
+    batches before hold their rows after a power cut."""
+    import pyarrow.parquet as pq
+
+    from streaming_exactly_once.manifest.manifest_log import ManifestLog
+    from tests.delta.helpers import commit_batch
+
+    root = tmp_path / "t"
+    as_sink = lambda c, b, ids: commit_batch(c, "q", b, ids, spark_staging=True, read_as_sink=True)  # noqa: E731
+    _third_batchs_staged_fsync_fails(root, as_sink, match="Reading and syncing staged file")
     files = [e.uri.removeprefix("file://") for e in ManifestLog(open_storage(str(root))).files()]
     rows = sorted(i for f in files for i in pq.read_table(f).column("id").to_pylist())
     assert rows == list(range(30))
