@@ -18,7 +18,7 @@ their size distribution at the end, commit latency (median, p99, max) for this s
 readers at the end - Spark's planning (``inputFiles()``) and ``count()``, medians of three.
 Every row is counted once in every table.
 
-    python -m benchmarks.bench_compaction_stream WORK [--batches 10000] [--chunk 500] [--until T]
+    python -m benchmarks.bench_compaction_stream WORK [--batches 10000] [--chunk 500] [--until T] [--out FILE]
     python -m benchmarks.bench_compaction_stream WORK --report
 
 Whoever runs other work on the machine meanwhile notes it in ``WORK/busy.txt`` (``START END
@@ -214,6 +214,7 @@ def report(state: dict[str, Any], chunk: int, busy: Sequence[tuple[float, float]
             entry["readers"] = state["readers"][name]
         table[name] = entry
     return {
+        "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         "input": {"batches": len(rounds) * chunk, "rows_per_batch": ROWS, "partitions": 4, "chunk": chunk},
         "rounds": len(rounds),
         "measured_rounds": len(measured),
@@ -231,14 +232,15 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=500)
     parser.add_argument("--until", help="stop before a round that would start after this UTC time (ISO)")
     parser.add_argument("--report", action="store_true", help="only report the rounds done so far")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/compaction-stream-scale.json"), help="the results file")
     args = parser.parse_args()
     if args.report:
         result = report(_state(args.work), args.chunk, _busy_windows(args.work))
     else:
         run(args.work, args.batches, args.chunk, _epoch(args.until) if args.until else None)
         result = report(_state(args.work), args.chunk, _busy_windows(args.work))
-    Path("benchmarks/results").mkdir(parents=True, exist_ok=True)
-    Path("benchmarks/results/compaction-stream-scale.json").write_text(json.dumps(result, indent=1))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1))
     print(json.dumps({k: v for k, v in result.items() if k != "writers"}, indent=1))
     for name, entry in result["writers"].items():
         print(name, json.dumps({k: v for k, v in entry.items() if k != "live_files_per_round"}))

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .bench_targets import section as targets_section
 from .bench_tiny_cost import section as tiny_cost_section
 from .growth_charts import iceberg_step_section, throughput_chart
 
@@ -151,6 +152,7 @@ def write_report(results: dict[str, Any]) -> None:
         "Medians and tail percentiles over repetitions; ratios are against the anchor measured in the same run.",
         "",
     ]
+    md += targets_section()
     t = results.get("throughput")
     if t:
         tp = t["throughput"]
