@@ -2,7 +2,8 @@
 
 A fixed finding's program must pass. An open one (its fix not landed yet) must still fail, as an
 expected failure: once it passes, the test says so, and its file is marked fixed (``"open":
-false``). The open ones run in ``make test-long``.
+false``). The open ones run in ``make test-long``, and so do the slowest fixed ones (``"long"``:
+why, e.g. the test in ``make test`` that proves the library's fix).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ def _params() -> list:
     for path in regressions.saved():
         data, _program = regressions.load(path)
         marks = [pytest.mark.long, pytest.mark.xfail(strict=True, reason=f"open finding {data['finding']}: {data['title']}")] if data["open"] else []
+        if data.get("long") and not data["open"]:
+            marks = [pytest.mark.long]
         out.append(pytest.param(path, id=path.stem, marks=marks))
     return out
 

@@ -4,8 +4,9 @@ Every supported combination (``matrix_combos.COMBOS``: staging mode x manifest l
 format x table or dataset group x local disk or moto's S3) once, killed at the points most
 likely to break (``LIKELY``: the claim, the moves, the manifest, Delta and Iceberg steps, the
 commit record, the janitor's record sync, a group's members; ``bounded_plan`` spreads them over the
-combinations, an Iceberg table's kills start with its own step's), a zombie takeover, a restart with a wrong configuration right after the first
-kill, maintenance commands after each cycle, and the final drain, recover, gc and verify;
+combinations, an Iceberg table's kills start with its own step's), then a zombie takeover or a
+restart with a wrong configuration right after the kill (turn about), maintenance commands after
+each cycle, and the final drain, recover, gc and verify;
 ``seo audit --from 0`` after every cycle. The combinations run two at a time in one fixture;
 each has its own test, which fails with that combination's problems. The long run is
 ``python -m tests.torture.matrix --kills 300``.
@@ -24,9 +25,10 @@ pytestmark = [pytest.mark.torture, pytest.mark.slow, pytest.mark.s3]
 
 
 def bounded_plan(combo: Combo, index: int) -> list[tuple[str, str]]:
-    """Local: two of the likely kill points (the window moves along the list from one
-    combination to the next), a zombie, a wrong configuration. S3 (each cycle there costs about
-    three times as much): one kill, a wrong configuration, a zombie in every other combination."""
+    """One kill at one of the likely points (the window moves along the list from one combination
+    to the next), then a zombie or a wrong configuration, turn about. An Iceberg table: two kills
+    (its own step has three likely points and two combinations share them) and a wrong
+    configuration. Every likely point is killed somewhere; the long run kills at every boundary."""
     likely = [b for b in LIKELY if b in combo.boundaries]
     if combo.iceberg:  # its own step's boundaries first: before it (with Delta: between the two steps) and inside it
         likely = [b for b in likely if "iceberg" in b] + [b for b in likely if "iceberg" not in b and b != "after-delta"]
@@ -35,15 +37,16 @@ def bounded_plan(combo: Combo, index: int) -> list[tuple[str, str]]:
     elif combo.group:  # likewise a group's members first
         likely = [b for b in likely if "members" in b] + [b for b in likely if "members" not in b]
         index = [c for c in COMBOS if c.group].index(combo)
-    local = combo.store == "local"
-    kills = [likely[(2 * index + i) % len(likely)] for i in range(2 if local else 1)]
     wrong = sorted(combo.wrong_configs())
     if combo.iceberg:  # a restart without one of its table formats (with Delta: the other one)
         wrong = sorted((w for w in wrong if "format" in w), reverse=combo.delta)
-    plan = [("kill", kills[0]), ("wrong", wrong[index % len(wrong)])]
-    if local or index % 2 == 0:
-        plan.append(("zombie", likely[(index + 1) % len(likely)]))
-    return plan + [("kill", b) for b in kills[1:]]
+        kills = [likely[(2 * index + i) % len(likely)] for i in range(2)]
+        return [("kill", kills[0]), ("wrong", wrong[index % len(wrong)]), ("kill", kills[1])]
+    # every other compacted combination is killed where only compaction batches go
+    kill = ("kill", "after-rewrite" if combo.compaction and index % 2 == 0 and "after-rewrite" in likely else likely[index % len(likely)])
+    if index % 2:
+        return [kill, ("zombie", likely[(index + 1) % len(likely)])]
+    return [kill, ("wrong", wrong[(index // 2) % len(wrong)])]
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +62,10 @@ def matrix(tmp_path_factory, moto_endpoint):
 @pytest.mark.parametrize("combo", COMBOS, ids=lambda c: c.name)
 def test_matrix_slice(matrix, combo):
     stats = matrix["per_combination"][combo.name]
-    want = {b for what, b in bounded_plan(combo, COMBOS.index(combo)) if what == "kill"}
-    assert stats["wrong_configs"], stats
-    assert stats["zombies"] or not any(what == "zombie" for what, _ in bounded_plan(combo, COMBOS.index(combo))), stats
+    plan = bounded_plan(combo, COMBOS.index(combo))
+    want = {b for what, b in plan if what == "kill"}
+    assert stats["wrong_configs"] or not any(what == "wrong" for what, _ in plan), stats
+    assert stats["zombies"] or not any(what == "zombie" for what, _ in plan), stats
     assert not stats["problems"], f"{combo.name}: {len(stats['problems'])} problems:\n" + "\n".join(stats["problems"])
     assert stats["duplicates"] == stats["losses"] == stats["missing_files"] == 0, stats
     assert stats["final_verify"] == "clean", stats["final_verify"]
