@@ -53,8 +53,9 @@ def _memory(rows: list[tuple[str, ...]]) -> None:
     mem = _load(RESULTS / "memory.json")
     if not mem:
         return
-    at_1m = mem["columns"].index("1M after")
-    at_100k = mem["columns"].index("100k after")
+    # the newest columns of each size (runs are added as columns, oldest first)
+    at_1m = max(i for i, c in enumerate(mem["columns"]) if c.startswith("1M"))
+    at_100k = max(i for i, c in enumerate(mem["columns"]) if c.startswith("100k"))
     peak = max(case[1 + at_1m] for case in mem["cases"])
     growth = ", ".join(f"{case[0]} {case[1 + at_100k]} -> {case[1 + at_1m]}" for case in mem["cases"])
     rows.append(

@@ -172,6 +172,14 @@ class Storage(ABC):
             else:
                 yield entry
 
+    def hidden_files(self, path: str = "", *, recursive: bool = True) -> Iterator[FileInfo]:
+        """The files below ``path`` (or directly in it) whose names start with ``.``: the temp and
+        work files a killed writer leaves. A backend that can list names without their sizes and
+        times (local disk) asks only for these files', so the cost of a directory holding a
+        file per batch stays a name listing."""
+        files = self.walk_files(path) if recursive else (e for e in self.list_dir(path) if not e.is_dir)
+        return (e for e in files if e.name.startswith("."))
+
     # -- writes ------------------------------------------------------------------------------
 
     @abstractmethod

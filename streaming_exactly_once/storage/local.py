@@ -272,9 +272,17 @@ class LocalStorage(Storage):
         return out
 
     def walk_files(self, path: str = "") -> Iterator[FileInfo]:
-        base = self._abs(path)
-        for dirpath, _dirs, files in os.walk(base):
+        return self._walk(path, hidden_only=False, recursive=True)
+
+    def hidden_files(self, path: str = "", *, recursive: bool = True) -> Iterator[FileInfo]:
+        return self._walk(path, hidden_only=True, recursive=recursive)
+
+    def _walk(self, path: str, *, hidden_only: bool, recursive: bool) -> Iterator[FileInfo]:
+        """The files below ``path``; each stat'd only once its name is kept (``hidden_only``)."""
+        for dirpath, _dirs, files in os.walk(self._abs(path)):
             for name in files:
+                if hidden_only and not name.startswith("."):
+                    continue
                 full = os.path.join(dirpath, name)
                 try:
                     st = os.stat(full)
@@ -282,6 +290,8 @@ class LocalStorage(Storage):
                     continue
                 rel = os.path.relpath(full, self._root).replace(os.sep, "/")
                 yield FileInfo(rel, st.st_size, st.st_mtime_ns // 1_000_000, False)
+            if not recursive:
+                return
 
     @mapped("write")
     def put_if_absent(self, path: str, data: bytes) -> None:

@@ -51,13 +51,15 @@ def lease_taken_ms(storage: Storage, epoch: int) -> int:
     return storage.info(f"{EPOCHS_DIR}/{epoch}").mtime_ms
 
 
-def _metadata_files(storage: Storage) -> Iterator[FileInfo]:
-    yield from (entry for entry in storage.list_dir(SPARK_MANIFEST_DIR) if not entry.is_dir)
+def _hidden_metadata_files(storage: Storage) -> Iterator[FileInfo]:
+    """The hidden files of the metadata directories (both kinds are hidden), sized and timed
+    alone: ``_seo/ledger`` holds a file per batch, which a restart must not stat one by one."""
+    yield from storage.hidden_files(SPARK_MANIFEST_DIR, recursive=False)
     for entry in storage.list_dir(SEO_DIR):
         if not entry.is_dir:
-            yield entry
+            yield from ([entry] if entry.name.startswith(".") else [])
         elif entry.path != STAGING_DIR:
-            yield from storage.walk_files(entry.path)
+            yield from storage.hidden_files(entry.path)
 
 
 def _owned_by(info: FileInfo, epoch: int | None) -> bool:
@@ -86,7 +88,7 @@ def temp_and_work_files(storage: Storage) -> list[FileInfo]:
     Lists those directories; nothing on a storage that writes neither kind (object stores)."""
     if _writes_neither(storage):
         return []
-    return [info for info in _metadata_files(storage) if temp_sibling_target(info.name) is not None or is_work_file(info.name)]
+    return [info for info in _hidden_metadata_files(storage) if temp_sibling_target(info.name) is not None or is_work_file(info.name)]
 
 
 def leftover_files(storage: Storage, *, written_before_ms: int, own_epoch: int | None) -> list[FileInfo]:

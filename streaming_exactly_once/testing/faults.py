@@ -282,6 +282,10 @@ class FaultInjectingStorage(Storage):
         with self._around("walk_files", path):
             return iter(list(self.inner.walk_files(path)))
 
+    def hidden_files(self, path: str = "", *, recursive: bool = True) -> Iterator[FileInfo]:
+        with self._around("walk_files", path):
+            return iter(list(self.inner.hidden_files(path, recursive=recursive)))
+
     # -- writes ------------------------------------------------------------------------------------
 
     def put_if_absent(self, path: str, data: bytes) -> None:

@@ -143,6 +143,13 @@ class TestReadsAndListing:
         walked = {e.path: e.size for e in storage.walk_files("t")}
         assert walked == {"t/a": 3, "t/sub/b": 5}
 
+    def test_hidden_files_lists_only_names_starting_with_a_dot(self, storage):
+        for path in ("h/a", "h/.a.tmp", "h/sub/b", "h/sub/.b.prep"):
+            storage.put_if_absent(path, b"123")
+        assert {e.path: e.size for e in storage.hidden_files("h")} == {"h/.a.tmp": 3, "h/sub/.b.prep": 3}
+        assert [e.path for e in storage.hidden_files("h", recursive=False)] == ["h/.a.tmp"]
+        assert list(storage.hidden_files("no/such/dir")) == []
+
     def test_info_has_a_real_mtime(self, storage):
         before = int(time.time() * 1000) - 60_000
         storage.put_if_absent("m/f", b"x")
