@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 import tempfile
@@ -204,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             shutil.rmtree(work, ignore_errors=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1, default=lambda v: None if isinstance(v, float) and math.isnan(v) else str(v)))
+    args.out.write_text(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

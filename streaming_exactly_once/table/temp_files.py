@@ -56,10 +56,10 @@ def _hidden_metadata_files(storage: Storage) -> Iterator[FileInfo]:
     alone: ``_seo/ledger`` holds a file per batch, which a restart must not stat one by one."""
     yield from storage.hidden_files(SPARK_MANIFEST_DIR, recursive=False)
     for entry in storage.list_dir(SEO_DIR):
-        if not entry.is_dir:
-            yield from ([entry] if entry.name.startswith(".") else [])
-        elif entry.path != STAGING_DIR:
+        if entry.is_dir and entry.path != STAGING_DIR:
             yield from storage.hidden_files(entry.path)
+        elif not entry.is_dir and entry.name.startswith("."):
+            yield entry
 
 
 def _owned_by(info: FileInfo, epoch: int | None) -> bool:

@@ -233,6 +233,10 @@ class ListingSpy:
         self.listed.append(path + "/**")
         return self._inner.walk_files(path)
 
+    def hidden_files(self, path="", *, recursive=True):
+        self.listed.append(path + ("/**" if recursive else ""))
+        return self._inner.hidden_files(path, recursive=recursive)
+
     def child(self, path):
         return ListingSpy(self._inner.child(path))
 
