@@ -64,9 +64,14 @@ class QueryLease(ObservedSink, Generic[CommitterT]):
             self._open_observer()
 
     def _take_from_other_sinks(self) -> None:
+        """Another sink of this process on the same table hands it over if its query has ended.
+        Asked of every such sink, not only one holding an epoch: a release Spark's notice started
+        on the listener thread gives the epoch up before its "released" heartbeat is written, and
+        ``_release`` waits for it (it holds the other sink's lock) instead of reading a lease that
+        still looks alive."""
         root = self.storage.root_uri
         for other in self._other_sinks():
-            if not other._holds_table() or other.storage.root_uri != root:
+            if other._committer is None or other.storage.root_uri != root:
                 continue
             if other._query_running():
                 raise ConcurrentWriterError(

@@ -57,6 +57,39 @@ def test_query_stop_then_a_new_sink_starts_at_once(spark, tmp_path):
     assert_table_clean(table)
 
 
+def test_a_new_sink_waits_for_a_release_spark_s_notice_has_under_way(spark, tmp_path, monkeypatch):
+    """The release Spark's notice starts gives the epoch up before its "released" heartbeat is
+    written; a new sink starting in that window waits for the write instead of finding the lease
+    alive and refusing the table (seen in CI as an intermittent ConcurrentWriterError)."""
+    from streaming_exactly_once.commit.protocol.lease import Lease
+
+    write = Lease._write_heartbeat
+
+    def slow_release(self, epoch, *, released=False):
+        if released:
+            time.sleep(1.5)
+        write(self, epoch, released=released)
+
+    monkeypatch.setattr(Lease, "_write_heartbeat", slow_release)
+    ids = write_csv_files(tmp_path / "in", n_files=4, rows_per_file=5)
+    table, ckpt = tmp_path / "t", tmp_path / "ckpt"
+    first = ExactlyOnceSink(str(table), partition_by=["p"])
+    q = first.start(stream(spark, tmp_path / "in", 1), checkpoint_location=str(ckpt), trigger={"processingTime": "50 milliseconds"})
+    while first.counters["committed"] < 1:
+        assert q.exception() is None
+        time.sleep(0.05)
+    q.stop()
+    deadline = time.time() + 30
+    while first._committer.lease.epoch is not None:  # the release is under way, its write not done
+        assert time.time() < deadline, "Spark's notice of the end never released the table"
+        time.sleep(0.01)
+    assert read_lease_state(open_storage(str(table))).alive
+    second = ExactlyOnceSink(str(table), partition_by=["p"])
+    second.start(stream(spark, tmp_path / "in", 2), checkpoint_location=str(ckpt), trigger={"availableNow": True}).awaitTermination()
+    _wait_released(table)
+    assert_exactly_once(spark, table, ids)
+
+
 def test_the_end_watch_reads_no_progress_event_and_still_releases_the_table(spark, tmp_path, monkeypatch):
     """The listener the sink registers ignores progress events at the py4j boundary (pyspark's
     own wrapper would convert each one: about 450 py4j calls and 30 ms of CPU a batch, for every
