@@ -1,5 +1,5 @@
 """What a compaction plans: ``min_age`` measured on the table's own clock (the newest live file's
-timestamp, which a caught-up file-source reader's horizon follows), and a table copied or moved
+timestamp, which a caught-up file-source reader's horizon follows, less the table's pauses), and a table copied or moved
 to a new root compacted like the original."""
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ def _entries(storage, stamps: list[int]) -> list[ManifestEntry]:
 def test_min_age_is_measured_from_the_newest_live_file_not_from_the_clock(tmp_path):
     """Files written 30 days ago, by the clock, when the table has had no file since: none is
     min_age (8 days) older than the newest file, so none is rewritten - a caught-up downstream
-    query (maxFileAge 7 days) would read the new file as new. Once a file 9 days newer arrives,
-    the old ones are rewritten and the new one is not."""
+    query (maxFileAge 7 days) would read the new file as new."""
     storage = open_storage(str(tmp_path / "t"))
     now = 1_800_000_000_000
     t0 = now - 30 * DAY_MS
@@ -46,14 +45,38 @@ def test_min_age_is_measured_from_the_newest_live_file_not_from_the_clock(tmp_pa
     assert plan(storage, idle, policy, now_ms=now, notes=notes) == []
     assert (notes.small, notes.too_young, notes.newest_ms) == (4, 4, t0 + 3000)
     assert "before the table's newest file" in notes.why_nothing(policy)
-    newer = _entries(storage, [t0, t0 + 1000, t0 + 2000, t0 + 3000, t0 + 9 * DAY_MS])
-    (candidate,) = plan(storage, newer, policy, now_ms=now)
-    assert [entry.modification_time for entry, _ in candidate.files] == [t0, t0 + 1000, t0 + 2000, t0 + 3000]
-    # a file exactly min_age below the newest is old enough; one a millisecond younger is not
-    exact = _entries(storage, [t0, t0 + 1, t0 + 2, t0 + 2 + 8 * DAY_MS])
-    assert [len(c.files) for c in plan(storage, exact, policy, now_ms=now)] == [3]
-    short = _entries(storage, [t0, t0 + 1, t0 + 2, t0 + 1 + 8 * DAY_MS])
-    assert plan(storage, short, policy, now_ms=now) == []
+
+
+def test_a_pause_is_added_to_min_age_until_it_is_min_age_old(tmp_path):
+    """The table pauses 9 days after four files, then resumes. A query (maxFileAge 7 days) that
+    read the four files and has not run since the first file after the pause has a horizon of
+    the fourth file: a rewrite of the four, stamped as the fourth, is new to it (the explorer's
+    finding: its rows read twice). So the floor is lowered by the pause while the pause is less
+    than min_age before the newest file; once it is older, the four are rewritten."""
+    storage = open_storage(str(tmp_path / "t"))
+    now = 1_800_000_000_000
+    t0 = now - 30 * DAY_MS
+    policy = CompactionPolicy(target_size=1 << 20, min_files=3, min_age_ms=8 * DAY_MS, max_bytes=1 << 30)
+    before = [t0, t0 + 1000, t0 + 2000, t0 + 3000]
+    notes = PlanNotes()
+    resumed = _entries(storage, [*before, t0 + 9 * DAY_MS])
+    assert plan(storage, resumed, policy, now_ms=now, notes=notes) == []
+    assert notes.gap_ms == 9 * DAY_MS - 3000 and notes.too_young == 5
+    assert "longest pause in that time (777597s)" in notes.why_nothing(policy)
+    later = _entries(storage, [*before, t0 + 9 * DAY_MS, t0 + 17 * DAY_MS])
+    (candidate,) = plan(storage, later, policy, now_ms=now)
+    assert [entry.modification_time for entry, _ in candidate.files] == before
+
+
+def test_the_floor_is_min_age_and_the_longest_gap_below_the_newest_file(tmp_path):
+    """A file a millisecond apart from the next: the floor is newest - min_age - 1 ms, exactly."""
+    storage = open_storage(str(tmp_path / "t"))
+    t0 = 1_700_000_000_000
+    policy = CompactionPolicy(target_size=1 << 20, min_files=3, min_age_ms=10, max_bytes=1 << 30)
+    for newest, rewritten in ((20, 10), (21, 11)):
+        (candidate,) = plan(storage, _entries(storage, [t0 + n for n in range(newest + 1)]), policy, now_ms=t0)
+        assert len(candidate.files) == rewritten
+        assert max(entry.modification_time for entry, _ in candidate.files) == t0 + newest - 10 - 1
 
 
 def test_seo_compact_rewrites_a_table_copied_to_a_new_root(tmp_path):

@@ -40,15 +40,6 @@ KNOWN: list[Known] = [
         r"CONFLICTING_DIRECTORY_STRUCTURES",
         lambda s: "iceberg" in s.format,  # partitioned by the setup, or by an option set before the first batch
     ),
-    Known(
-        "X17",
-        "a compaction batch after a pause longer than min_age - maxFileAge rewrites files an unregistered downstream "
-        "readStream read; the new file is stamped as its own latestTimestamp, so it reads those rows again",
-        "duplicate",
-        r"ids read more than once",
-        lambda s: s.compaction and s.downstream == "unregistered",
-        reader=r"downstream readStream",
-    ),
 ]
 
 

@@ -67,7 +67,7 @@ def test_a_downstream_file_source_query_sees_each_row_once_when_its_max_file_age
     spark, tmp_path, max_file_age, registered, exactly_once
 ):
     """A downstream query reads the table as a file source and is caught up when the compaction
-    lands. With ``maxFileAge`` (1s) well below the compaction's ``min_age`` (10s) it skips the new
+    lands. With ``maxFileAge`` (1s) below the compaction's ``min_age`` (4s) it skips the new
     file: its timestamp is the newest of the files it replaces, older than the newest file the
     query has read minus ``maxFileAge``. With Spark's default ``maxFileAge`` (7 days) it reads the
     new file as new data - the limit the compaction page states. Registered as a consumer, its
@@ -75,7 +75,7 @@ def test_a_downstream_file_source_query_sees_each_row_once_when_its_max_file_age
     still lands (``test_data_compaction`` shows the files it holds back)."""
     inputs, table = tmp_path / "in", tmp_path / "t"
     inputs.mkdir()
-    policy = {"target_size": "1MB", "min_files": 3, "min_age": "10s"}
+    policy = {"target_size": "1MB", "min_files": 3, "min_age": "4s"}
     if registered:
         policy["consumers"] = {str(tmp_path / "down"): max_file_age}
     sink = ExactlyOnceSink(str(table), partition_by=["p"], compact_interval=3, compaction=policy)
@@ -86,9 +86,14 @@ def test_a_downstream_file_source_query_sees_each_row_once_when_its_max_file_age
     try:
         ids = write_csv_files(inputs, n_files=3, rows_per_file=8)
         _wait(lambda: len(_live(table)) >= 12, "batches 0-2")  # 4 partitions each; too young to be rewritten at batch 2
-        time.sleep(12)
-        ids += write_csv_files(inputs, n_files=2, rows_per_file=8, start_file=3)
-        _wait(lambda: len(_live(table)) >= 20, "batches 3-4")
+        # batch 3 after a pause, batch 4 after another: batches 0-2 are min_age below batch 4's
+        # file less the longest pause (a query may not have run since the first file after it)
+        time.sleep(5.5)
+        ids += write_csv_files(inputs, n_files=1, rows_per_file=8, start_file=3)
+        _wait(lambda: len(_live(table)) >= 16, "batch 3")
+        time.sleep(5.5)
+        ids += write_csv_files(inputs, n_files=1, rows_per_file=8, start_file=4)
+        _wait(lambda: len(_live(table)) >= 20, "batch 4")
         reader = spark.readStream.schema("id LONG, p STRING, v DOUBLE, ts TIMESTAMP").option("maxFileAge", max_file_age)
         downstream = (
             reader.parquet(str(table))

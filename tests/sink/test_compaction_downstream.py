@@ -1,7 +1,7 @@
 """A downstream ``readStream.parquet(table)`` that is caught up and runs throughout reads every row
 once through compactions of an *idle* table: ``seo compact`` of a table stopped for longer than
-``min_age``, and a writer that restarts after such a pause and publishes a rewrite at its first
-compaction batch. Spark's file source skips the new file only if its timestamp is below the
+``min_age``, and a writer that restarts after such a pause (a query that has not run since the
+first batch after it has the last file before the pause as its horizon). Spark's file source skips the new file only if its timestamp is below the
 newest file it has read minus its ``maxFileAge``; ``min_age`` is therefore measured on the
 table's own clock (the newest live file's timestamp), never on the wall clock - an idle table's
 files do not age. Once newer files arrive the old ones are rewritten, and still read once."""
@@ -81,9 +81,18 @@ def test_seo_compact_of_an_idle_table_is_read_once_by_a_caught_up_downstream_que
         _settle(seen, acked)
         assert report.rewrites == [] and not _compacted(table), report
         assert report.why_nothing is not None and "before the table's newest file" in report.why_nothing, report.why_nothing
-        # newer data arrives: the old files are now min_age older than the newest one, and rewritten
+        # newer data arrives after the pause: the old files are min_age older than the newest one,
+        # but the pause is not yet min_age old - a query may not have run since batch 3
         sink = ExactlyOnceSink(str(table), partition_by=["p"], compact_interval=3, query_id=Q)
         _batch(spark, sink, 3, acked)
+        sink.close()
+        _caught_up(seen, acked)
+        report = compact_table(open_storage(str(table)), policy)
+        assert report.rewrites == [] and report.why_nothing is not None and "longest pause" in report.why_nothing, report
+        # once batch 3 is min_age below the newest file, the files before the pause are rewritten
+        time.sleep(MIN_AGE_S + 1)
+        sink = ExactlyOnceSink(str(table), partition_by=["p"], compact_interval=3, query_id=Q)
+        _batch(spark, sink, 4, acked)
         sink.close()
         _caught_up(seen, acked)
         report = compact_table(open_storage(str(table)), policy)
@@ -95,6 +104,10 @@ def test_seo_compact_of_an_idle_table_is_read_once_by_a_caught_up_downstream_que
 
 
 def test_a_writer_restarting_after_a_pause_publishes_no_rewrite_a_caught_up_query_would_read_again(spark, tmp_path):
+    """Batches 0-3, a pause longer than min_age, batch 4 and compaction batch 5 before the
+    downstream query runs again (stopped here; a slow trigger is the same): its horizon is batch
+    3's file, so a rewrite of batches 0-3 (stamped as batch 3's file) would be new to it. None is
+    published until the pause is min_age old; then batch 8 rewrites them, read once."""
     table, acked, seen = tmp_path / "t", [], []
     options = {
         "partition_by": ["p"],
@@ -103,29 +116,35 @@ def test_a_writer_restarting_after_a_pause_publishes_no_rewrite_a_caught_up_quer
         "compaction": {"min_files": 2, "min_age": f"{MIN_AGE_S}s", "target_size": "1MB"},
     }
     sink = ExactlyOnceSink(str(table), **options)
-    _batch(spark, sink, 0, acked)
-    _batch(spark, sink, 1, acked)
+    for b in range(4):  # batch 2 compacts nothing: every file is younger than min_age
+        _batch(spark, sink, b, acked)
     sink.close()
     query = _downstream(spark, table, tmp_path / "down", seen)
+    _caught_up(seen, acked)
+    query.processAllAvailable()  # its last batch committed: a stop inside it would replay it
+    query.stop()
+    query = None
     try:
-        _caught_up(seen, acked)
         time.sleep(MIN_AGE_S + 1)
         sink = ExactlyOnceSink(str(table), **options)
-        sink.open()
-        time.sleep(1.5)  # the start's planning has run
-        _batch(spark, sink, 2, acked)  # compaction batch 2: batches 0-1 are not min_age older than the newest file
-        _settle(seen, acked)
+        _batch(spark, sink, 4, acked)
+        time.sleep(1.5)  # a rewrite planned after batch 4 would be written by now
+        _batch(spark, sink, 5, acked)  # compaction batch: batches 0-3 are min_age below batch 4, the pause is not
         assert not _compacted(table)
-        for b in (3, 4):
+        query = _downstream(spark, table, tmp_path / "down", seen)
+        _settle(seen, acked)
+        time.sleep(MIN_AGE_S + 1)
+        for b in (6, 7):
             _batch(spark, sink, b, acked)
         _caught_up(seen, acked)
-        time.sleep(1.5)  # the rewrite planned after batch 4 is written
-        _batch(spark, sink, 5, acked)  # compaction batch 5: batches 0-1 are min_age older than batch 4's file
+        time.sleep(1.5)  # the rewrite planned after batch 7 is written
+        _batch(spark, sink, 8, acked)  # compaction batch: batch 5 is min_age below batch 7, the pause too
         sink.close()
         assert len(_compacted(table)) == 1, _compacted(table)
         _settle(seen, acked)
     finally:
-        query.stop()
+        if query is not None:
+            query.stop()
     assert_exactly_once(spark, table, acked)
 
 

@@ -10,10 +10,10 @@ instead of the files it replaces, and a Delta commit removes them and adds it wi
 
 What is rewritten (``plan``): Parquet files of one directory (a partition) that received no
 file for ``quiet_period_ms``, each smaller than half the target size and stamped at least
-``min_age_ms`` before the newest live file of the table (by the entries' ``modificationTime``:
-the table's own clock, not the wall clock - a caught-up file-source reader skips the new file
-only if its timestamp is below the newest file it read minus its ``maxFileAge``, and an idle
-table's files do not age), at least ``min_files`` of them, oldest first, up to the target size
+``min_age_ms`` before the newest live file of the table, less the table's longest pause since
+(``age_floor``: by the entries' ``modificationTime``, the table's own clock, not the wall clock -
+a caught-up file-source reader skips the new file only if its timestamp is below the newest file
+it read minus its ``maxFileAge``, and an idle table's files do not age), at least ``min_files`` of them, oldest first, up to the target size
 per new file and ``max_bytes`` per compaction batch. The caller leaves out files the manifest's
 ``retention`` is about to drop. Entries under an earlier root of a table that was moved or
 copied (``TableIdentity.root_uris``) are rewritten like the others.
@@ -36,6 +36,7 @@ its ``move`` step moves the new files, and a Delta table's ``delta`` step carrie
 from __future__ import annotations
 
 import datetime
+import itertools
 import logging
 import posixpath
 import uuid
@@ -158,6 +159,8 @@ class PlanNotes:
 
     #: the newest timestamp of any live file: the table's own clock, which ``min_age`` is measured on
     newest_ms: int | None = None
+    #: the longest gap between live files' timestamps that the age floor was lowered by (``age_floor``)
+    gap_ms: int = 0
     small: int = 0
     too_young: int = 0
     not_eligible: int = 0
@@ -172,10 +175,11 @@ class PlanNotes:
             return f"no live Parquet file is smaller than half the target size ({policy.target_size} bytes)"
         parts = [f"of {self.small} small file(s)"]
         if self.too_young:
+            pause = f" plus the table's longest pause in that time ({_seconds(self.gap_ms)})" if self.gap_ms else ""
             parts.append(
-                f"{self.too_young} were written less than min_age ({_seconds(policy.min_age_ms)}) before the table's newest file, "
-                f"{_utc(self.newest_ms)} (min_age is measured between the files' own timestamps, not on the clock: the files of an "
-                "idle table do not age; a smaller min_age is safe when no downstream query reads the table as a file source)"
+                f"{self.too_young} were written less than min_age ({_seconds(policy.min_age_ms)}){pause} before the table's newest "
+                f"file, {_utc(self.newest_ms)} (min_age is measured between the files' own timestamps, not on the clock: the files "
+                "of an idle table do not age; a smaller min_age is safe when no downstream query reads the table as a file source)"
             )
         if self.not_eligible:
             parts.append(f"{self.not_eligible} are held back by a registered consumer or were left alone as unmergeable")
@@ -207,6 +211,26 @@ def table_relative(roots: Sequence[str], uri: str) -> str | None:
     return None
 
 
+def age_floor(stamps: Sequence[int], min_age_ms: int, notes: PlanNotes) -> int | None:
+    """The newest timestamp a rewritten file may carry (None: no file may be rewritten).
+
+    On the table's own clock: a downstream file-source query skips the new file only if its
+    timestamp is below (the newest file it read - its maxFileAge), whatever time it is. A query
+    whose ``maxFileAge`` is ``m < min_age`` and that keeps up has read every file stamped up to
+    ``newest - (min_age - m)``; its horizon is the newest such file, which is ``newest - min_age
+    + m`` only if the table has a file there. A pause leaves none: the horizon falls back to the
+    last file before it. So the floor is ``newest - min_age`` less the longest gap between
+    consecutive live files from the last file at or below ``newest - min_age`` on
+    (``docs/design/data-compaction.md`` derives it for every ``m``)."""
+    start = max(stamps) - min_age_ms
+    below = max((ts for ts in stamps if ts <= start), default=None)
+    if below is None:
+        return None
+    window = sorted({below, *(ts for ts in stamps if ts > start)})
+    notes.gap_ms = max((b - a for a, b in itertools.pairwise(window)), default=0)
+    return start - notes.gap_ms
+
+
 def plan(
     storage: Storage,
     live: Sequence[ManifestEntry],
@@ -225,10 +249,8 @@ def plan(
     files_only = [entry for entry in live if not entry.is_dir]
     if not files_only:
         return []
-    # min_age on the table's own clock: a caught-up file-source reader skips the new file only
-    # if its timestamp is below (the newest file it read - its maxFileAge), whatever time it is
     notes.newest_ms = max(entry.modification_time for entry in files_only)
-    floor = notes.newest_ms - policy.min_age_ms
+    floor = age_floor([entry.modification_time for entry in files_only], policy.min_age_ms, notes)
     small = policy.target_size // 2
     by_dir: dict[str, list[tuple[ManifestEntry, str]]] = {}
     newest: dict[str, int] = {}  # per directory, its newest file of any size
@@ -244,7 +266,7 @@ def plan(
         if entry.size >= small:
             continue
         notes.small += 1
-        if entry.modification_time > floor:
+        if floor is None or entry.modification_time > floor:
             notes.too_young += 1
         elif eligible is not None and not eligible(entry):
             notes.not_eligible += 1
