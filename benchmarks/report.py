@@ -427,7 +427,8 @@ def memory_section(path: Path) -> list[str]:
         "",
         '"Before" is the code before the reader scan mapped the manifest a piece at a time; the benchmark\'s synthetic files are '
         "written first in both, so the ledger can read them. The 455 MB of the spaced run in the commit benchmark was that process's "
-        "peak over every run before it (`bench_commit.main` runs the seeded 1M-file cases in the same process).",
+        "peak over every run before it (`bench_commit.main` runs the seeded 1M-file cases in the same process). The last two "
+        "columns are the same runs after the audit ledger (a ledger written per batch) and the scenario explorer landed.",
         "",
         "| case | " + " | ".join(f"{c} (MB)" for c in m["columns"]) + " |",
         "|---|" + "---|" * len(m["columns"]),

@@ -16,10 +16,11 @@ What it shares with Kafka's source: rows with ``key``, ``value``, ``topic``, ``p
 partition); ``startingOffsets`` (``earliest``, ``latest`` or that JSON) applied only when a
 query starts on an empty checkpoint; partitions that appear while a query runs (read from their
 first record); records that expire (``expire``), which a query then skips silently with
-``failOnDataLoss=false`` and fails on otherwise. What it lacks: brokers, consumer groups,
-transaction markers (offsets here are dense), and the initial-offsets file Kafka's source writes
-to ``<checkpoint>/sources/<i>/0`` - so for a checkpoint's first batch the sink reads the start
-from the rows, as it does for any source that records none.
+``failOnDataLoss=false`` and fails on otherwise, and so are a planned range's records that are
+gone (a deleted or recreated topic's partition, or fewer records than planned). What it lacks:
+brokers, consumer groups, transaction markers (offsets here are dense), and the initial-offsets
+file Kafka's source writes to ``<checkpoint>/sources/<i>/0`` - so for a checkpoint's first batch
+the sink reads the start from the rows, as it does for any source that records none.
 
 A topic is a directory under ``path``; a partition a file of one record per line; ``<p>.earliest``
 holds the partition's first offset still retained.
@@ -110,11 +111,15 @@ class _Reader(DataSourceStreamReader):
         for topic, parts in end.items():
             for p, stop in parts.items():
                 begin = start.get(topic, {}).get(p, 0)  # a new partition: from its first record
-                earliest = state.get(topic, {}).get(p, (0, 0))[0]
-                if begin < earliest:
+                # a planned range whose records are gone - expired, or the topic was deleted or
+                # recreated with fewer partitions or records - is data loss, as Kafka reports it
+                earliest, now_end = state.get(topic, {}).get(p, (stop, 0))
+                if begin < earliest or stop > now_end:
                     if self.fail_on_data_loss:
-                        raise RuntimeError(f"offsets {begin}..{earliest} of {topic}/{p} expired (failOnDataLoss=true)")
-                    begin = earliest
+                        raise RuntimeError(
+                            f"offsets {begin}..{stop} of {topic}/{p} are no longer all there (retained: {earliest}..{now_end}; failOnDataLoss=true)"
+                        )
+                    begin, stop = max(begin, earliest), min(stop, now_end)
                 if stop > begin:
                     ranges.append(_Range(topic, int(p), begin, stop))
         return ranges
