@@ -354,12 +354,14 @@ class Campaign:
 
     def run(self, plan: list[tuple[str, str]], *, max_commands: int = 3, log=None) -> Stats:
         """``plan``: ("kill", boundary), ("zombie", boundary) or ("wrong", name or "") cycles, in
-        order; a wrong configuration right after a kill (before anything repairs the table)."""
+        order. A wrong configuration right after a kill restarts on the crash as it was: no
+        maintenance and no check in between (the refused restart changes nothing, so the check
+        after it sees what the kill left)."""
         t0 = time.time()
         self.start()
         seen = len(self.stats.problems)
         failed_in_a_row = 0
-        for what, boundary in plan:
+        for i, (what, boundary) in enumerate(plan):
             if failed_in_a_row >= 3:
                 self._problem("no writer can open the table any more: the rest of the plan is skipped")
                 break
@@ -370,6 +372,10 @@ class Campaign:
                         break
                     outcome = self.kill(boundary)
                 failed_in_a_row = failed_in_a_row + 1 if outcome == "failed" else 0
+                if i + 1 < len(plan) and plan[i + 1][0] == "wrong":
+                    if log is not None:
+                        log(f"[{self.combo.name}] {self.cycle}: then the restart")
+                    continue
             elif what == "zombie":
                 self.zombie(boundary)
             else:
