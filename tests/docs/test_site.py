@@ -1,6 +1,6 @@
 """The documentation site: a strict MkDocs build, every page opened in a real headless Chromium
 (it renders, its title and content are there, no internal link is broken), and the options
-reference has a meaning for every option."""
+reference has a meaning for every option. One Chromium opens every page (``tests.docs.browser``)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import pytest
+
+from tests.docs.browser import Browser
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM_FLAGS = [
@@ -164,15 +166,19 @@ def server(site):
     httpd.shutdown()
 
 
-def _render(url: str, profile: str, screenshot: Path | None = None) -> str:
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """One headless Chromium for the module's pages (``tests.docs.browser``)."""
+    found = chromium()
+    if found is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium; make test installs it)")
+    with Browser(found, CHROMIUM_FLAGS, str(tmp_path_factory.mktemp("chromium-profile"))) as opened:
+        yield opened
+
+
+def _screenshot(url: str, profile: str, screenshot: Path) -> None:
     args = [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=3000"]
-    if screenshot is not None:
-        args += [f"--screenshot={screenshot}", "--window-size=1280,1600", url]
-        subprocess.run(args, capture_output=True, timeout=60, check=False)
-        return ""
-    done = subprocess.run([*args, "--dump-dom", url], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+    subprocess.run([*args, f"--screenshot={screenshot}", "--window-size=1280,1600", url], capture_output=True, timeout=60, check=False)
 
 
 #: Injected into a copy of a page: once it has loaded, what the layout did goes to ``data-probe``.
@@ -191,26 +197,23 @@ window.addEventListener("load", () => {
 </script>"""
 
 
-def _layout(site: Path, server: str, page: str, width: int, profile: str) -> dict:
+def _layout(site: Path, server: str, page: str, width: int, browser: Browser) -> dict:
     """What the layout of ``page`` (a directory of the site) looks like in a window ``width`` wide."""
     import json
     from html import unescape
 
     probe = site / page / "probe.html"
     probe.write_text((site / page / "index.html").read_text().replace("</body>", PROBE + "</body>"))
-    args = [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=3000", f"--window-size={width},1200"]
-    done = subprocess.run([*args, "--dump-dom", urljoin(server, f"{page}/probe.html")], capture_output=True, text=True, timeout=60)
-    found = re.search(r'data-probe="([^"]*)"', done.stdout)
-    assert found, (page, done.stderr[-2000:])
+    dom = browser.dom(urljoin(server, f"{page}/probe.html"), width=width)
+    found = re.search(r'data-probe="([^"]*)"', dom)
+    assert found, (page, dom[:2000])
     return json.loads(unescape(found.group(1)))
 
 
 @pytest.mark.parametrize("width", [1280, 800])
-def test_option_names_never_break_in_the_options_tables(site, server, tmp_path, width):
-    if chromium() is None:
-        pytest.skip("chromium is not installed (Debian: apt-get install chromium; make test installs it)")
+def test_option_names_never_break_in_the_options_tables(site, server, browser, width):
     for page, kind in (("writing", "sink"), ("datasets", "group")):
-        layout = _layout(site, server, page, width, tempfile.mkdtemp(dir=tmp_path))
+        layout = _layout(site, server, page, width, browser)
         assert layout["names"] == len(_options_hook().declared_options(kind))
         assert layout["brokenNames"] == [], (page, width)
 
@@ -223,23 +226,19 @@ CODE_PAGES = [
 ]  # fmt: skip
 
 
-def test_no_code_block_scrolls_sideways_in_a_1280_pixel_window(site, server, tmp_path):
+def test_no_code_block_scrolls_sideways_in_a_1280_pixel_window(site, server, browser):
     """Code of 100 columns (tests/docs/test_readable.py) fits the content column: without the
     site's wider grid and smaller code font, lines from about 83 columns scroll."""
-    if chromium() is None:
-        pytest.skip("chromium is not installed (Debian: apt-get install chromium; make test installs it)")
     for page in CODE_PAGES:
-        layout = _layout(site, server, page, 1280, tempfile.mkdtemp(dir=tmp_path))
+        layout = _layout(site, server, page, 1280, browser)
         assert layout["codeBlocks"] > 0 and layout["clippedCode"] == [], (page, layout["clippedCode"])
 
 
-def test_the_site_opened_as_a_file_says_how_to_get_search(site, server, tmp_path):
+def test_the_site_opened_as_a_file_says_how_to_get_search(site, server, browser):
     """From disk the search box is missing (browsers do not let the page load its index); the
     banner naming ``make docs-serve`` shows there, and only there."""
-    if chromium() is None:
-        pytest.skip("chromium is not installed (Debian: apt-get install chromium; make test installs it)")
-    as_file = _render((site / "index.html").as_uri(), tempfile.mkdtemp(dir=tmp_path))
-    served = _render(server, tempfile.mkdtemp(dir=tmp_path))
+    as_file = browser.dom((site / "index.html").as_uri())
+    served = browser.dom(server)
     assert re.search(r'<html[^>]*class="[^"]*seo-file', as_file) and "make docs-serve" in as_file
     assert 'class="md-search' in served and not re.search(r'<html[^>]*class="[^"]*seo-file', served)
     css = (site / "css" / "site.css").read_text()
@@ -260,15 +259,13 @@ def test_the_header_shows_the_version_and_the_repository(site, monkeypatch):
     assert config["repo_url"] == "https://git.example.org/seo" and config["repo_name"] == "streaming-exactly-once"
 
 
-def test_every_page_renders_in_chromium_without_broken_links(site, server, tmp_path):
-    if chromium() is None:
-        pytest.skip("chromium is not installed (Debian: apt-get install chromium; make test installs it)")
+def test_every_page_renders_in_chromium_without_broken_links(site, server, browser, tmp_path):
     import urllib.request
 
     checked: dict[str, int] = {}
     for page in _pages(site):
         url = urljoin(server, page.removesuffix("index.html"))
-        dom = _render(url, tempfile.mkdtemp(dir=tmp_path))
+        dom = browser.dom(url)
         title = re.search(r"<title>(.*?)</title>", dom, re.S)
         assert title and "streaming-exactly-once" in title.group(1), (page, dom[:500])
         assert re.search(r"<h1[^>]*>", dom), page
@@ -291,4 +288,4 @@ def test_every_page_renders_in_chromium_without_broken_links(site, server, tmp_p
         shot_dir = Path(os.environ["SEO_DOCS_SCREENSHOTS"])
         shot_dir.mkdir(parents=True, exist_ok=True)
         for page in ("", "getting-started/", "writing/", "operations/"):
-            _render(urljoin(server, page), tempfile.mkdtemp(dir=tmp_path), shot_dir / f"{page.strip('/') or 'index'}.png")
+            _screenshot(urljoin(server, page), tempfile.mkdtemp(dir=tmp_path), shot_dir / f"{page.strip('/') or 'index'}.png")
