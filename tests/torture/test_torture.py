@@ -1,11 +1,13 @@
-"""The bounded torture run of the default test suite: real SIGKILLs of Spark drivers at every
-commit boundary, checkpoint deletions, replays, a second writer - then an independent count.
+"""The bounded torture run of the default test suite: real SIGKILLs of Spark drivers at the
+commit boundaries, checkpoint deletions, replays, a second writer - then an independent count.
 
-Two tables are tortured at once: one harness kills at the rename-mode-only boundaries and half
-of the shared ones, the other at the direct-mode-only ones and the other half; each also runs
-the other mode. Each kill costs a Spark driver start-up, so every boundary is killed once here;
-the commit-layer matrix (``test_matrix``) kills each in both modes, and ``make torture`` runs
-the long mix.
+Two tables are tortured at once: one harness kills in rename mode, the other in direct mode, and
+each also runs the other mode. Each kill costs a Spark driver start-up, so ``make test`` kills
+each table at one boundary of every class (``CLASSES``: before the claim, while the claimed
+batch's files move, at its publication, in the janitor's steps after the commit) - the mode's
+own boundaries among them; ``test_torture_kills_at_every_boundary`` (``long``) kills at every
+boundary of both modes, the commit-layer matrix (``test_matrix``) kills each in both modes, and
+``make torture`` runs the long mix.
 """
 
 from __future__ import annotations
@@ -19,11 +21,22 @@ from tests.torture.verify import verify_tortured_delta, verify_tortured_group, v
 
 pytestmark = [pytest.mark.spark, pytest.mark.torture]
 
+#: a single table's commit boundaries by what a kill there leaves for the next run to do
+CLASSES = {
+    "before the claim: the batch is written again": ("before-stage", "after-stage", "after-intent", "before-wal"),
+    "claimed, its files on their way: rolled forward": ("after-wal", "mid-move", "after-move"),
+    "at and after its publication: nothing to redo": ("after-manifest", "after-manifest+3ms", "after-sources", "after-commit"),
+    "the janitor's steps after the commit": ("after-cleanup", "after-records-sync", "after-wal-delete"),
+}
+#: one boundary of every class per mode (the modes' own: mid-move, after-cleanup)
+BOUNDED_RENAME = ("after-intent", "mid-move", "after-manifest+3ms", "after-wal-delete")
+BOUNDED_DIRECT = ("before-wal", "after-wal", "after-commit", "after-cleanup")
 
-def test_bounded_torture(spark, tmp_path):
-    shared = [b for b in RENAME_BOUNDARIES if b in DIRECT_BOUNDARIES]
-    rename_kills = tuple(b for b in RENAME_BOUNDARIES if b not in DIRECT_BOUNDARIES) + tuple(shared[::2])
-    direct_kills = tuple(b for b in DIRECT_BOUNDARIES if b not in RENAME_BOUNDARIES) + tuple(shared[1::2])
+
+def torture_two_tables(spark, tmp_path, rename_kills: tuple[str, ...], direct_kills: tuple[str, ...]) -> list[TortureRun]:
+    """A rename-mode harness killing at ``rename_kills`` (with a checkpoint deletion, a replay and
+    a second writer) beside a direct-mode one killing at ``direct_kills`` (a checkpoint deletion
+    and a replay), each running the other mode once; every row read once by vanilla Spark."""
     configs = [
         TortureConfig(
             work=tmp_path / "a",
@@ -65,22 +78,46 @@ def test_bounded_torture(spark, tmp_path):
     for t in threads:
         t.join()
     assert not errors, errors
-    kills = sum(r.stats.kills for r in runs)
-    hit = set().union(*(r.stats.boundary_kills for r in runs))
-    print(f"torture: {kills} kills, {[r.stats for r in runs]}")
     stats = [r.stats for r in runs]
-    # every boundary once, in a mode that reaches it (the commit-layer matrix kills each in both
-    # modes), the other mode once; `make torture` runs the long mix
-    assert kills >= len(rename_kills) + len(direct_kills), stats
-    never_hit = (set(RENAME_BOUNDARIES) | set(DIRECT_BOUNDARIES)) - hit
-    assert not never_hit, f"boundaries never hit: {never_hit}; {stats}"
-    assert sum(r.stats.checkpoint_deletions for r in runs) == 2 and sum(r.stats.replays for r in runs) >= 1, stats
-    assert sum(r.stats.concurrent_rejected for r in runs) == 1, stats
+    print(f"torture: {sum(s.kills for s in stats)} kills, {stats}")
+    assert sum(s.kills for s in stats) >= len(rename_kills) + len(direct_kills), stats
+    for run, kills in zip(runs, (rename_kills, direct_kills), strict=True):
+        never_hit = set(kills) - set(run.stats.boundary_kills)
+        assert not never_hit, f"{run.c.name}: boundaries never hit: {never_hit}; {run.stats}"
+    assert sum(s.checkpoint_deletions for s in stats) == 2 and sum(s.replays for s in stats) >= 1, stats
+    assert sum(s.concurrent_rejected for s in stats) == 1, stats
     for run in runs:
         assert run.stats.mode_runs.get("rename") and run.stats.mode_runs.get("direct"), run.stats.mode_runs
         result = verify_tortured_table(run.table, run.input, spark)
         print(f"verification {run.c.name}: {result}")
         assert result["vanilla_spark"]["duplicates"] == 0 and result["vanilla_spark"]["losses"] == 0
+    return runs
+
+
+def test_bounded_torture(spark, tmp_path):
+    runs = torture_two_tables(spark, tmp_path, BOUNDED_RENAME, BOUNDED_DIRECT)
+    for run, mode in zip(runs, ("rename", "direct"), strict=True):
+        missed = [c for c, members in CLASSES.items() if not set(members) & set(run.stats.boundary_kills)]
+        assert not missed, f"{mode}: no kill {missed}; {run.stats}"
+
+
+def test_every_boundary_has_a_class_and_the_bounded_kills_hit_each_class_in_each_mode():
+    assert sorted(b for members in CLASSES.values() for b in members) == sorted(set(RENAME_BOUNDARIES) | set(DIRECT_BOUNDARIES))
+    for kills, mode in ((BOUNDED_RENAME, "rename"), (BOUNDED_DIRECT, "direct")):
+        assert set(kills) <= set(boundaries_of(mode)), mode
+        assert all(set(members) & set(kills) for members in CLASSES.values()), mode
+    assert {"mid-move", "after-cleanup"} <= set(BOUNDED_RENAME) | set(BOUNDED_DIRECT)  # each mode's own
+
+
+@pytest.mark.long
+def test_torture_kills_at_every_boundary(spark, tmp_path):
+    """Every boundary once, in a mode that reaches it (the shared ones split between the modes)."""
+    shared = [b for b in RENAME_BOUNDARIES if b in DIRECT_BOUNDARIES]
+    rename_kills = tuple(b for b in RENAME_BOUNDARIES if b not in DIRECT_BOUNDARIES) + tuple(shared[::2])
+    direct_kills = tuple(b for b in DIRECT_BOUNDARIES if b not in RENAME_BOUNDARIES) + tuple(shared[1::2])
+    runs = torture_two_tables(spark, tmp_path, rename_kills, direct_kills)
+    hit = set().union(*(r.stats.boundary_kills for r in runs))
+    assert not (set(RENAME_BOUNDARIES) | set(DIRECT_BOUNDARIES)) - hit, [r.stats for r in runs]
 
 
 @pytest.mark.connect
