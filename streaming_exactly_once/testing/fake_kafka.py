@@ -113,11 +113,12 @@ class _Reader(DataSourceStreamReader):
                 begin = start.get(topic, {}).get(p, 0)  # a new partition: from its first record
                 # a planned range whose records are gone - expired, or the topic was deleted or
                 # recreated with fewer partitions or records - is data loss, as Kafka reports it
-                earliest, now_end = state.get(topic, {}).get(p, (stop, 0))
+                earliest, now_end = state.get(topic, {}).get(p, (0, 0))
                 if begin < earliest or stop > now_end:
                     if self.fail_on_data_loss:
                         raise RuntimeError(
-                            f"offsets {begin}..{stop} of {topic}/{p} are no longer all there (retained: {earliest}..{now_end}; failOnDataLoss=true)"
+                            f"offsets {begin}..{stop} of {topic}/{p} are gone: expired, or the topic was deleted or recreated (retained: "
+                            f"{earliest}..{now_end}; failOnDataLoss=true)"
                         )
                     begin, stop = max(begin, earliest), min(stop, now_end)
                 if stop > begin:

@@ -186,6 +186,7 @@ PAGE_RESULTS = (
     "benchmarks/results/explore-session3.jsonl",
     "benchmarks/results/explore-session4.jsonl",
     "benchmarks/results/explore-session5.jsonl",
+    "benchmarks/results/explore-session6.jsonl",
 )
 PAGE = "docs/explorer-coverage.md"
 _PAGE_HEAD = """# Scenario explorer: feature pairs covered

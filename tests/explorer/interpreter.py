@@ -135,14 +135,17 @@ class Interpreter:
         end of its input; then every record must be there once, and ``seo verify`` clean."""
         if self.downstream is not None:
             self.downstream.paused = False
+        outcomes = []
         for _attempt in range(5):
             outcome = runs.run_query(self, sink="new", drain=True)
+            outcomes.append(outcome)
             if outcome == "ok" and self.model.settled:
                 break
             if self.result.failures:
                 return
-        else:  # the machine's, not the library's (outcome.ENVIRONMENT): the program is inconclusive
-            self.fail("environment" if outcome.startswith("env:") else "drain", "run", f"the drain could not finish: {outcome}")
+        else:  # after a run the machine failed (outcome.ENVIRONMENT), the program is inconclusive
+            machine = any(o.startswith("env:") for o in outcomes)
+            self.fail("environment" if machine else "drain", "run", f"the drain could not finish: {', '.join(outcomes)}")
             return
         self.fail_with(self.checker.after_step(full=True, complete=True))
         if not self.result.failures:

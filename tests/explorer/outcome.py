@@ -23,7 +23,7 @@ LIBRARY_ERRORS = sorted(
     reverse=True,
 )
 #: refusals raised by the test doubles: an injected storage failure, the Kafka stand-in's data loss
-OTHER = {"InjectedFailure": "InjectedFailure", "expired (failOnDataLoss=true)": "DataLoss"}
+OTHER = {"InjectedFailure": "InjectedFailure", "failOnDataLoss=true)": "DataLoss"}
 #: failures of the machine, not of the library: Spark's Python worker not starting within its fixed
 #: 10 s on an overloaded machine. A run that ends so is a failed run (nothing was promised).
 ENVIRONMENT = {

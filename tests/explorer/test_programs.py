@@ -66,7 +66,10 @@ def test_signatures_ignore_batch_numbers():
 def test_outcomes_name_the_library_error_that_refused():
     assert classify(None) == "ok"
     assert classify("StreamingQueryException: ... streaming_exactly_once.errors.OffsetGapError: batch 3 ...") == "OffsetGapError"
-    assert classify(RuntimeError("offsets 0..3 of t/0 expired (failOnDataLoss=true)")) == "DataLoss"
+    assert (
+        classify(RuntimeError("offsets 0..3 of t/0 are gone: expired, or the topic was deleted or recreated (retained: 2..3; failOnDataLoss=true)"))
+        == "DataLoss"
+    )
     assert classify("java.lang.OutOfMemoryError\nmore").startswith("error:")
     e = Expectation()
     e.refuse("ConfigError", reason="format changed")

@@ -19,7 +19,7 @@ def test_a_planned_partition_that_is_gone_is_data_loss(tmp_path):
     produce(tmp_path, "a", 1, ["z"])
     start, end = {"a": {"0": 0, "1": 0}}, {"a": {"0": 2, "1": 1}}
     (tmp_path / "a" / "1").unlink()  # the topic was recreated with one partition
-    with pytest.raises(RuntimeError, match=r"offsets 0\.\.1 of a/1 are no longer all there .*failOnDataLoss=true"):
+    with pytest.raises(RuntimeError, match=r"offsets 0\.\.1 of a/1 are gone: .*retained: 0\.\.0; failOnDataLoss=true\)"):
         _reader(tmp_path, True).partitions(start, end)
     ranges = _reader(tmp_path, False).partitions(start, end)
     assert [(r.topic, r.partition, r.start, r.end) for r in ranges] == [("a", 0, 0, 2)]
