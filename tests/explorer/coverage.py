@@ -187,6 +187,7 @@ PAGE_RESULTS = (
     "benchmarks/results/explore-session4.jsonl",
     "benchmarks/results/explore-session5.jsonl",
     "benchmarks/results/explore-session6.jsonl",
+    "benchmarks/results/explore-session7.jsonl",
 )
 PAGE = "docs/explorer-coverage.md"
 _PAGE_HEAD = """# Scenario explorer: feature pairs covered
