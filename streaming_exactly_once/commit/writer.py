@@ -39,7 +39,7 @@ from ..storage.base import Storage
 from ..storage.io_threads import OwnedPool
 from ..table.attempt_key import AttemptKey
 from ..table.commits_log import CommitRecord
-from ..table.identity import TableIdentity, TableSpec, check_identity, ensure_identity, note_root
+from ..table.identity import TableIdentity, TableSpec, check_identity, ensure_identity, note_root, refuse_another_spelling
 from ..table.layout import PROBE_DIR, SEO_DIR, staging_dir
 from ..table.offsets_log import OffsetsRecord
 from ..table.source_offsets import PartitionOffsetMap, merged_ends, raise_to, table_marks
@@ -211,7 +211,7 @@ class Writer(ABC):
         try:
             # A configuration the root refuses is refused before anything reads the logs
             # through it - recovery judges claims by the manifest this spec locates.
-            check_identity(self.storage, self.spec)
+            refuse_another_spelling(self.storage, check_identity(self.storage, self.spec))
             self.housekeeping.quiesce(self._all_logs())  # the recovery discards their work anyway
             self._forget_tables()
             for log_ in self.logs.all_logs():
@@ -220,8 +220,8 @@ class Writer(ABC):
             report = self._recover()
             self.last_recovery = report
             self.latest_batch_id = report.latest_batch_id
-            # A root reached through another spelling (a symlink, a move, s3a://) gets entries
-            # under that root: record it so readers and gc know them all.
+            # A root reached through another spelling (a move, s3a://; a symlink is refused above)
+            # gets entries under that root: record it so readers and gc know them all.
             self.identity = note_root(self.storage, ensure_identity(self.storage, self.spec, first_batch_id=self.latest_batch_id + 1))
             if self.identity.first_batch_id > 0 and self.logs.commits.latest_batch_id(refresh=True) is None:
                 # Adopting a table written by Spark's own file sink: our logs start here.

@@ -1,7 +1,7 @@
 """Which manifest entries are inside a table, and where each of them is now.
 
 Manifest paths are absolute URIs under the root the writer used. Over its life a table can have
-several such roots - written through a symlink and through the real path, moved and then
+several such roots - written through a symlink and the real path (refused since; older tables), moved and then
 written at its new place - and ``_seo/table`` records every one (``TableIdentity.root_uris``;
 for a table of Spark's own sink the root is inferred from an entry). The table's *roots* are
 those, the root it is opened at now and, on a local disk, that root with symlinks resolved.

@@ -9,6 +9,7 @@ object may serve one query after another, never two at once.
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Generic, TypeVar
 
@@ -16,10 +17,24 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from ..commit.writer import Writer
 from ..errors import ConcurrentWriterError, SinkInUseError
+from ..manifest.paths import canonical_uri
+from ..storage.base import Storage
+from ..storage.posix_calls import local_path_from_uri
 from .observing import ObservedSink
 
 #: The committer a sink drives: ``TableCommitter`` for one table, ``GroupCommitter`` for a group.
 CommitterT = TypeVar("CommitterT", bound=Writer)
+
+
+def _same_directory(a: Storage, b: Storage) -> bool:
+    """Whether two sinks' roots are one table: the same URI once canonical, or on a local disk
+    the same directory through a symbolic link (the writer then refuses the second spelling
+    with a message saying which to use - not a concurrent writer)."""
+    if canonical_uri(a.root_uri) == canonical_uri(b.root_uri):
+        return True
+    if a.scheme != "file" or b.scheme != "file":
+        return False
+    return os.path.realpath(local_path_from_uri(a.root_uri)) == os.path.realpath(local_path_from_uri(b.root_uri))
 
 
 class QueryLease(ObservedSink, Generic[CommitterT]):
@@ -71,7 +86,7 @@ class QueryLease(ObservedSink, Generic[CommitterT]):
         still looks alive."""
         root = self.storage.root_uri
         for other in self._other_sinks():
-            if other._committer is None or other.storage.root_uri != root:
+            if other._committer is None or not _same_directory(other.storage, self.storage):
                 continue
             if other._query_running():
                 raise ConcurrentWriterError(

@@ -19,6 +19,7 @@ table name, or without one of the table's formats is a ``ConfigError``.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from dataclasses import dataclass, field as dc_field, replace
@@ -33,6 +34,7 @@ from ..log.record_file import encode_record, read_record
 from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR, PRIVATE_DIRECTORY as PRIVATE_MANIFEST_DIR
 from ..manifest.paths import canonical_uri
 from ..storage.base import Storage
+from ..storage.posix_calls import local_path_from_uri
 from .layout import TABLE_FILE
 
 VERSION = 3  # read up to; v1 is written unless the table uses ``delta``, ``iceberg`` or ``sparkManifest``
@@ -140,7 +142,7 @@ def note_root(storage: Storage, identity: TableIdentity) -> TableIdentity:
     """Record ``storage.root_uri`` as one of the table's roots unless it already is one.
 
     The writer calls this right after ``ensure_identity``, holding the lease, whenever it opens
-    the table: a table written through a symlink and through the real path, or moved and then
+    the table: a table written through a symlink and the real path by an earlier release, or moved and then
     written at its new place, gets manifest entries under each root, and readers and ``seo gc``
     must know every one of them. Returns the identity as now on disk. The file is replaced in
     one ``atomic_write`` (readers see the old or the new bytes), starting from what is on disk,
@@ -266,6 +268,30 @@ def check_identity(storage: Storage, spec: TableSpec) -> TableIdentity | None:
     if existing is not None:
         spec.check(existing, storage.root_uri)
     return existing
+
+
+def refuse_another_spelling(storage: Storage, identity: TableIdentity | None) -> None:
+    """Refuse a writer at a new spelling of a recorded root that is the same local directory (a
+    symbolic link to it, or from it). Its batches' manifest entries would name a second root, and
+    Spark's readers keep only the files under the path they are given: ``spark.read`` of either
+    spelling would miss the other's rows (this library's readers map every recorded root; a
+    table moved to another directory is a new root, not refused). Runs before anything is
+    read, rolled forward or written through the new spelling."""
+    if identity is None or storage.scheme != "file":
+        return
+    known = {canonical_uri(uri) for uri in identity.root_uris}
+    if canonical_uri(storage.root_uri) in known:
+        return
+    here = os.path.realpath(local_path_from_uri(storage.root_uri))
+    for root in identity.root_uris:
+        path = local_path_from_uri(root) if root.startswith("file:") else None
+        if path is not None and os.path.exists(path) and os.path.realpath(path) == here:
+            raise IdentityError(
+                f"{storage.root_uri} is the table {root} reached through a symbolic link. Batches written under this "
+                f"spelling would be listed under a second root, and Spark's readers keep only the files under the path "
+                f"they are given: spark.read of {root} would miss their rows. Write (and read) the table as {root}.",
+                table=storage.root_uri,
+            )
 
 
 def ensure_identity(storage: Storage, spec: TableSpec, *, first_batch_id: int = 0) -> TableIdentity:

@@ -26,6 +26,7 @@ from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.testing.faults import InjectedFailure
 from tests.cli.test_cli import seo
 from tests.readers.tables import age, commit_batch, committer, parquet_bytes, retired, rows_of, stage, write_group, write_table
+from tests.readers.test_table_roots import written_through_both_spellings
 
 
 def data_files(root: Path) -> set[str]:
@@ -246,12 +247,7 @@ def test_gc_keeps_files_written_under_every_root_of_the_table(capsys, tmp_path):
     real.mkdir(parents=True)
     link = tmp_path / "events"
     link.symlink_to(real)
-    c = committer(str(link))
-    commit_batch(c, 0, rows_of(0))
-    c.close()
-    c = committer(str(real))
-    commit_batch(c, 1, rows_of(1))
-    c.close()
+    written_through_both_spellings(link, real)
     age(str(real))
     for spelling in (link, real):
         code, out, err = seo(capsys, "gc", str(spelling))

@@ -16,6 +16,7 @@ import pytest
 from streaming_exactly_once import read
 from streaming_exactly_once.errors import (
     ConfigError,
+    IdentityError,
     InvalidAsOfError,
     ManifestEntryOutsideRootError,
     ReaderError,
@@ -24,7 +25,8 @@ from streaming_exactly_once.errors import (
 from streaming_exactly_once.log.record_file import encode_record
 from streaming_exactly_once.manifest.entry import ManifestEntry
 from streaming_exactly_once.manifest.manifest_log import ManifestLog
-from streaming_exactly_once.table.identity import TableIdentity
+from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.table.identity import TableIdentity, note_root, read_identity
 from streaming_exactly_once.table.layout import TABLE_FILE
 from tests.cli.test_cli import seo
 from tests.readers.tables import commit_batch, committer, parquet_bytes, rows_of, write_table
@@ -111,17 +113,50 @@ def test_symlinks_inside_the_table_are_fine(with_secret):
 # --- r09: every root the table was written under -----------------------------------------------
 
 
+def written_through_both_spellings(link: Path, real: Path) -> None:
+    """A table an earlier release let write through a symlink and through the real path: the
+    second spelling recorded as another root (``note_root``), a batch under each."""
+    c = committer(str(link))
+    commit_batch(c, 0, rows_of(0))
+    c.close()
+    note_root(open_storage(str(real)), read_identity(open_storage(str(link))))
+    c = committer(str(real))
+    commit_batch(c, 1, rows_of(1))
+    c.close()
+
+
 def test_table_written_through_a_symlink_and_the_real_path(tmp_path):
     real = tmp_path / "disk1" / "events"
     real.mkdir(parents=True)
     link = tmp_path / "events"
     link.symlink_to(real)
-    for spark_batch, spelling in enumerate((link, real)):
-        c = committer(str(spelling))
-        commit_batch(c, spark_batch, rows_of(spark_batch))
-        c.close()
+    written_through_both_spellings(link, real)
     assert ids(link) == ids(real) == rows_of(0) + rows_of(1)
     assert all(u.startswith(f"file://{link}/") for u in read.files(str(link)))
+
+
+@pytest.mark.parametrize("first", ["link", "real"])
+def test_a_writer_at_another_spelling_of_the_same_directory_is_refused_before_it_writes(tmp_path, first):
+    """Batches written through a symlink would be listed under a second root, which Spark's
+    readers leave out (spark.read of the first spelling would miss their rows): refused, the
+    table untouched and its lease free, naming the spelling to use."""
+    real = tmp_path / "disk1" / "events"
+    real.mkdir(parents=True)
+    link = tmp_path / "events"
+    link.symlink_to(real)
+    used, other = (link, real) if first == "link" else (real, link)
+    c = committer(str(used))
+    commit_batch(c, 0, rows_of(0))
+    c.close()
+    before = {p: p.read_bytes() for p in real.rglob("*") if p.is_file()}
+    with pytest.raises(IdentityError, match=rf"{other} is the table file://{used} reached through a symbolic link.*as file://{used}\."):
+        committer(str(other)).ensure_open()
+    after = {p: p.read_bytes() for p in real.rglob("*") if p.is_file() and "heartbeats" not in p.parts and "epochs" not in p.parts}
+    assert after == {p: b for p, b in before.items() if "heartbeats" not in p.parts and "epochs" not in p.parts}
+    c = committer(str(used))  # the lease is free: the recorded spelling writes at once
+    commit_batch(c, 1, rows_of(1))
+    c.close()
+    assert ids(used) == rows_of(0) + rows_of(1)
 
 
 def test_moved_table_written_at_its_new_place(tmp_path):

@@ -90,6 +90,45 @@ def test_a_new_sink_waits_for_a_release_spark_s_notice_has_under_way(spark, tmp_
     assert_exactly_once(spark, table, ids)
 
 
+def test_a_new_sink_at_a_symlinked_spelling_is_told_which_spelling_to_use(spark, tmp_path, monkeypatch):
+    """After ``query.stop()``, a new sink names the table through a symbolic link while Spark's
+    notice of the end is still releasing it: it waits for the release like a sink at the same
+    spelling (not a ConcurrentWriterError naming this very process), and is then refused before it
+    writes, told the spelling to use - batches under a second root would be missing from
+    ``spark.read`` of the first. The recorded spelling then writes every row once."""
+    from streaming_exactly_once.commit.protocol.lease import Lease
+    from streaming_exactly_once.errors import IdentityError
+
+    write = Lease._write_heartbeat
+
+    def slow_release(self, epoch, *, released=False):
+        if released:
+            time.sleep(1.5)
+        write(self, epoch, released=released)
+
+    monkeypatch.setattr(Lease, "_write_heartbeat", slow_release)
+    ids = write_csv_files(tmp_path / "in", n_files=4, rows_per_file=5)
+    real, link, ckpt = tmp_path / "disk" / "t", tmp_path / "t", tmp_path / "ckpt"
+    real.mkdir(parents=True)
+    link.symlink_to(real)
+    first = ExactlyOnceSink(str(real), partition_by=["p"])
+    q = first.start(stream(spark, tmp_path / "in", 1), checkpoint_location=str(ckpt), trigger={"processingTime": "50 milliseconds"})
+    while first.counters["committed"] < 1:
+        assert q.exception() is None
+        time.sleep(0.05)
+    q.stop()
+    deadline = time.time() + 30
+    while first._committer.lease.epoch is not None:  # the release is under way, its write not done
+        assert time.time() < deadline, "Spark's notice of the end never released the table"
+        time.sleep(0.01)
+    with pytest.raises(IdentityError, match=rf"reached through a symbolic link.*as file://{real}\."):
+        ExactlyOnceSink(str(link), partition_by=["p"]).start(stream(spark, tmp_path / "in", 2), checkpoint_location=str(ckpt))
+    last = ExactlyOnceSink(str(real), partition_by=["p"])
+    last.start(stream(spark, tmp_path / "in", 2), checkpoint_location=str(ckpt), trigger={"availableNow": True}).awaitTermination()
+    _wait_released(real)
+    assert_exactly_once(spark, real, ids)
+
+
 def test_the_end_watch_reads_no_progress_event_and_still_releases_the_table(spark, tmp_path, monkeypatch):
     """The listener the sink registers ignores progress events at the py4j boundary (pyspark's
     own wrapper would convert each one: about 450 py4j calls and 30 ms of CPU a batch, for every
