@@ -9,7 +9,6 @@ object may serve one query after another, never two at once.
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any, Generic, TypeVar
 
@@ -19,7 +18,7 @@ from ..commit.writer import Writer
 from ..errors import ConcurrentWriterError, SinkInUseError
 from ..manifest.paths import canonical_uri
 from ..storage.base import Storage
-from ..storage.posix_calls import local_path_from_uri
+from ..storage.posix_calls import same_local_directory
 from .observing import ObservedSink
 
 #: The committer a sink drives: ``TableCommitter`` for one table, ``GroupCommitter`` for a group.
@@ -32,9 +31,7 @@ def _same_directory(a: Storage, b: Storage) -> bool:
     with a message saying which to use - not a concurrent writer)."""
     if canonical_uri(a.root_uri) == canonical_uri(b.root_uri):
         return True
-    if a.scheme != "file" or b.scheme != "file":
-        return False
-    return os.path.realpath(local_path_from_uri(a.root_uri)) == os.path.realpath(local_path_from_uri(b.root_uri))
+    return a.scheme == b.scheme == "file" and same_local_directory(a.root_uri, b.root_uri)
 
 
 class QueryLease(ObservedSink, Generic[CommitterT]):

@@ -114,3 +114,10 @@ def pwrite_all(fd: int, data: bytes | memoryview, at: int) -> None:
     view, written = memoryview(data), 0
     while written < len(view):
         written += os.pwrite(fd, view[written:], at + written)
+
+
+def same_local_directory(a: str, b: str) -> bool:
+    """Whether two local paths or ``file:`` URIs name one existing directory once symbolic
+    links are resolved (a table reached through a link and through its real path)."""
+    first, second = local_path_from_uri(a), local_path_from_uri(b)
+    return os.path.exists(first) and os.path.exists(second) and os.path.realpath(first) == os.path.realpath(second)

@@ -19,7 +19,6 @@ table name, or without one of the table's formats is a ``ConfigError``.
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from dataclasses import dataclass, field as dc_field, replace
@@ -34,7 +33,7 @@ from ..log.record_file import encode_record, read_record
 from ..manifest.manifest_log import DIRECTORY as SPARK_MANIFEST_DIR, PRIVATE_DIRECTORY as PRIVATE_MANIFEST_DIR
 from ..manifest.paths import canonical_uri
 from ..storage.base import Storage
-from ..storage.posix_calls import local_path_from_uri
+from ..storage.posix_calls import same_local_directory
 from .layout import TABLE_FILE
 
 VERSION = 3  # read up to; v1 is written unless the table uses ``delta``, ``iceberg`` or ``sparkManifest``
@@ -282,10 +281,8 @@ def refuse_another_spelling(storage: Storage, identity: TableIdentity | None) ->
     known = {canonical_uri(uri) for uri in identity.root_uris}
     if canonical_uri(storage.root_uri) in known:
         return
-    here = os.path.realpath(local_path_from_uri(storage.root_uri))
     for root in identity.root_uris:
-        path = local_path_from_uri(root) if root.startswith("file:") else None
-        if path is not None and os.path.exists(path) and os.path.realpath(path) == here:
+        if root.startswith("file:") and same_local_directory(root, storage.root_uri):
             raise IdentityError(
                 f"{storage.root_uri} is the table {root} reached through a symbolic link. Batches written under this "
                 f"spelling would be listed under a second root, and Spark's readers keep only the files under the path "

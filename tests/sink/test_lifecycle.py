@@ -57,10 +57,10 @@ def test_query_stop_then_a_new_sink_starts_at_once(spark, tmp_path):
     assert_table_clean(table)
 
 
-def test_a_new_sink_waits_for_a_release_spark_s_notice_has_under_way(spark, tmp_path, monkeypatch):
-    """The release Spark's notice starts gives the epoch up before its "released" heartbeat is
-    written; a new sink starting in that window waits for the write instead of finding the lease
-    alive and refusing the table (seen in CI as an intermittent ConcurrentWriterError)."""
+def _stopped_while_releasing(spark, tmp_path, monkeypatch, table, ckpt) -> list[str]:
+    """A query on ``table`` that committed a batch and was stopped, caught while Spark's notice of
+    its end is releasing the table: the epoch given up, the "released" heartbeat not yet written
+    (that write is slowed to make the window certain). Returns the input's ids."""
     from streaming_exactly_once.commit.protocol.lease import Lease
 
     write = Lease._write_heartbeat
@@ -72,7 +72,6 @@ def test_a_new_sink_waits_for_a_release_spark_s_notice_has_under_way(spark, tmp_
 
     monkeypatch.setattr(Lease, "_write_heartbeat", slow_release)
     ids = write_csv_files(tmp_path / "in", n_files=4, rows_per_file=5)
-    table, ckpt = tmp_path / "t", tmp_path / "ckpt"
     first = ExactlyOnceSink(str(table), partition_by=["p"])
     q = first.start(stream(spark, tmp_path / "in", 1), checkpoint_location=str(ckpt), trigger={"processingTime": "50 milliseconds"})
     while first.counters["committed"] < 1:
@@ -83,6 +82,15 @@ def test_a_new_sink_waits_for_a_release_spark_s_notice_has_under_way(spark, tmp_
     while first._committer.lease.epoch is not None:  # the release is under way, its write not done
         assert time.time() < deadline, "Spark's notice of the end never released the table"
         time.sleep(0.01)
+    return ids
+
+
+def test_a_new_sink_waits_for_a_release_spark_s_notice_has_under_way(spark, tmp_path, monkeypatch):
+    """The release Spark's notice starts gives the epoch up before its "released" heartbeat is
+    written; a new sink starting in that window waits for the write instead of finding the lease
+    alive and refusing the table (seen in CI as an intermittent ConcurrentWriterError)."""
+    table, ckpt = tmp_path / "t", tmp_path / "ckpt"
+    ids = _stopped_while_releasing(spark, tmp_path, monkeypatch, table, ckpt)
     assert read_lease_state(open_storage(str(table))).alive
     second = ExactlyOnceSink(str(table), partition_by=["p"])
     second.start(stream(spark, tmp_path / "in", 2), checkpoint_location=str(ckpt), trigger={"availableNow": True}).awaitTermination()
@@ -96,31 +104,12 @@ def test_a_new_sink_at_a_symlinked_spelling_is_told_which_spelling_to_use(spark,
     spelling (not a ConcurrentWriterError naming this very process), and is then refused before it
     writes, told the spelling to use - batches under a second root would be missing from
     ``spark.read`` of the first. The recorded spelling then writes every row once."""
-    from streaming_exactly_once.commit.protocol.lease import Lease
     from streaming_exactly_once.errors import IdentityError
 
-    write = Lease._write_heartbeat
-
-    def slow_release(self, epoch, *, released=False):
-        if released:
-            time.sleep(1.5)
-        write(self, epoch, released=released)
-
-    monkeypatch.setattr(Lease, "_write_heartbeat", slow_release)
-    ids = write_csv_files(tmp_path / "in", n_files=4, rows_per_file=5)
     real, link, ckpt = tmp_path / "disk" / "t", tmp_path / "t", tmp_path / "ckpt"
     real.mkdir(parents=True)
     link.symlink_to(real)
-    first = ExactlyOnceSink(str(real), partition_by=["p"])
-    q = first.start(stream(spark, tmp_path / "in", 1), checkpoint_location=str(ckpt), trigger={"processingTime": "50 milliseconds"})
-    while first.counters["committed"] < 1:
-        assert q.exception() is None
-        time.sleep(0.05)
-    q.stop()
-    deadline = time.time() + 30
-    while first._committer.lease.epoch is not None:  # the release is under way, its write not done
-        assert time.time() < deadline, "Spark's notice of the end never released the table"
-        time.sleep(0.01)
+    ids = _stopped_while_releasing(spark, tmp_path, monkeypatch, real, ckpt)
     with pytest.raises(IdentityError, match=rf"reached through a symbolic link.*as file://{real}\."):
         ExactlyOnceSink(str(link), partition_by=["p"]).start(stream(spark, tmp_path / "in", 2), checkpoint_location=str(ckpt))
     last = ExactlyOnceSink(str(real), partition_by=["p"])

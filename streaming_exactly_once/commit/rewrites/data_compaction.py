@@ -212,7 +212,8 @@ def table_relative(roots: Sequence[str], uri: str) -> str | None:
 
 
 def age_floor(stamps: Sequence[int], min_age_ms: int, notes: PlanNotes) -> int | None:
-    """The newest timestamp a rewritten file may carry (None: no file may be rewritten).
+    """The newest timestamp a rewritten file may carry (None: no file may be rewritten); notes
+    the table's newest timestamp and the gap it was lowered by.
 
     On the table's own clock: a downstream file-source query skips the new file only if its
     timestamp is below (the newest file it read - its maxFileAge), whatever time it is. A query
@@ -222,7 +223,8 @@ def age_floor(stamps: Sequence[int], min_age_ms: int, notes: PlanNotes) -> int |
     last file before it. So the floor is ``newest - min_age`` less the longest gap between
     consecutive live files from the last file at or below ``newest - min_age`` on
     (``docs/design/data-compaction.md`` derives it for every ``m``)."""
-    start = max(stamps) - min_age_ms
+    notes.newest_ms = max(stamps)
+    start = notes.newest_ms - min_age_ms
     below = max((ts for ts in stamps if ts <= start), default=None)
     if below is None:
         return None
@@ -249,7 +251,6 @@ def plan(
     files_only = [entry for entry in live if not entry.is_dir]
     if not files_only:
         return []
-    notes.newest_ms = max(entry.modification_time for entry in files_only)
     floor = age_floor([entry.modification_time for entry in files_only], policy.min_age_ms, notes)
     small = policy.target_size // 2
     by_dir: dict[str, list[tuple[ManifestEntry, str]]] = {}
