@@ -2,8 +2,9 @@
 #   make demo   - set up .venv with what the demo needs ([spark,arrow]) and run the default job end to end
 #   make test   - set up .venv with everything, run make lint (ruff, mypy, the import-layer contracts),
 #                 make docs (the strict documentation build), then the test suite (which opens every
-#                 page of the site in headless Chromium: make browser installs it from Debian, and
-#                 builds clean venvs the way users install: make install-matrix runs those alone)
+#                 page of the site in headless Chromium: make browser installs it from Debian)
+#   make install-matrix - clean venvs built the way users install (the README's lines, the wheel,
+#                 each extra); CI runs it after make test (.ci/run)
 # Longer runs are separate: make torture, make torture-matrix, make explore, make bench.
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
@@ -90,14 +91,15 @@ prometheus:
 # two pytest workers (pytest-xdist), one test file each at a time: a module's fixtures (the torture
 # matrix's run) stay in one worker; each worker has its own SparkSession and emulators
 test: check-java venv emulators lint docs browser postgres prometheus
-	$(BIN)/python -m pytest -q -m "not long" -n 2 --dist loadfile --durations=25
+	$(BIN)/python -m pytest -q -m "not long and not install" -n 2 --dist loadfile --durations=25
 
 # the long runs kept out of `make test` (Spark Connect tortures, zombies at every boundary, ...)
 test-long: check-java venv emulators
 	$(BIN)/python -m pytest -q -m long
 
 # clean venvs from this checkout's files: make demo on a fresh copy, the README's install lines (the
-# source and the built wheel) with the quickstart, and each extra on top (tests/install; part of make test)
+# source and the built wheel) with the quickstart, and each extra on top (tests/install; CI runs it
+# after make test: ~4 minutes of venv builds that a change outside packaging rarely needs)
 install-matrix: check-java venv
 	$(BIN)/python -m pytest -q -m install -n 2 --dist loadfile
 
