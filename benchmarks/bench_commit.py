@@ -23,9 +23,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .stats import summary
+
+if TYPE_CHECKING:
+    from .commit_anatomy import CommitAnatomy
 
 QUERY = "77777777-7777-7777-7777-777777777777"
 
@@ -190,10 +193,12 @@ def history(
     seed_live_files: int = 0,
     prepare: bool = True,
     s3: dict[str, Any] | None = None,
+    anatomy: CommitAnatomy | None = None,
 ) -> dict[str, Any]:
     """Per-batch commit latency vs batch id. ``interval_s`` spaces batches like a real trigger;
     ``seed_live_files`` starts from a manifest that already lists that many files; ``s3``
-    (``{"uri", "options"}``) puts the table on an S3 endpoint instead of local disk."""
+    (``{"uri", "options"}``) puts the table on an S3 endpoint instead of local disk;
+    ``anatomy`` (open) records each commit's breakdown."""
     from streaming_exactly_once.commit.committer import StagedFile
     from streaming_exactly_once.log.compaction import is_compaction_batch
     from streaming_exactly_once.manifest.manifest_index import warm_up
@@ -233,11 +238,16 @@ def history(
         ]
         if not s3:
             _sparse_files(root, files)
+        is_compaction = is_compaction_batch(b, c.logs.manifest.interval)
+        if anatomy is not None:
+            anatomy.start()
         t0 = time.perf_counter()
-        c.commit(attempt, files, num_rows=10_000)
+        result = c.commit(attempt, files, num_rows=10_000)
         ms = (time.perf_counter() - t0) * 1000
         latencies.append(ms)
-        if is_compaction_batch(b, c.logs.manifest.interval):
+        if anatomy is not None:
+            anatomy.stop(b, compaction=is_compaction, timings=result.timings)
+        if is_compaction:
             compaction.append((b, ms))
         else:
             other.append(ms)

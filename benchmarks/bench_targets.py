@@ -1,11 +1,13 @@
 """The performance targets of this release, each beside the run that measured it.
 
-    python -m benchmarks.bench_targets [--only spaced|recovery] [--live 1000000] [--spaced 60] [--out FILE]
+    python -m benchmarks.bench_targets [--only spaced|recovery] [--live 1000000] [--spaced 60] [--tmpfs] [--out FILE]
 
 measures what no other benchmark's results file holds on the current code - commit latency on a
 table of ``--live`` files with batches 1 s apart (a real trigger's pace; the next compaction is
 prepared in the background, as by default), and recovery after a crash with 100 / 1,000 / 10,000
-batches of history - and writes ``benchmarks/results/targets.json``. ``section`` reads it with the
+batches of history - and writes ``benchmarks/results/targets.json``. The commit run keeps the
+slowest batches' breakdown (``commit_anatomy``); ``--tmpfs`` runs it again in ``/dev/shm``, where an
+fsync costs nothing, as ``spaced_tmpfs``: the same code without the disk's wait. ``section`` reads it with the
 other benchmarks' results files and renders the targets table of ``docs/benchmarks.md``: a target,
 its goal, what was measured, whether that meets it, and the file and date of the run. A target
 missed says so; why is in the benchmark summary's notes.
@@ -41,11 +43,15 @@ def _stamp() -> dict[str, Any]:
 def measure(what: str, *, live: int, spaced: int, histories: list[int], work: Path) -> dict[str, Any]:
     """One measurement (``spaced`` or ``recovery``) with its date and the machine's load averages."""
     from .bench_commit import history, recovery
+    from .commit_anatomy import CommitAnatomy
 
     before = _stamp()
     if what == "spaced":
-        run = history(batches=spaced, files_per_batch=10, work=work, time_box_s=900, interval_s=1.0, seed_live_files=live, prepare=True)
-        out = {k: run[k] for k in KEPT}
+        with CommitAnatomy() as anatomy:
+            run = history(
+                batches=spaced, files_per_batch=10, work=work, time_box_s=900, interval_s=1.0, seed_live_files=live, prepare=True, anatomy=anatomy
+            )
+        out = {k: run[k] for k in KEPT} | {"anatomy": anatomy.summary()}
         print(f"  {live:,} live files, batches 1 s apart: {json.dumps(out['all_ms'])}", flush=True)
     else:
         out = {"histories": recovery(histories=histories, work=work)}
@@ -153,6 +159,17 @@ def _commit_and_recovery(rows: list[tuple[str, ...]]) -> None:
         comp = spaced["compaction_summary_ms"]
         measured = f"p99 {p99:.1f} ms over {spaced['batches']} batches (median {spaced['all_ms']['median']:.1f})"
         measured += f"; compaction batches max {comp['max']:.1f} ms"
+        anatomy = spaced.get("anatomy")
+        if anatomy:
+            slow = len(anatomy["slowest"])
+            measured += (
+                f"; of the slowest {slow}, {anatomy['slowest_with_fsyncs_over_twice_the_median']} waited on fsyncs over twice the"
+                f" median ({anatomy['median']['fsyncs']:.0f} a batch, {anatomy['median']['fsync_ms']:.1f} ms summed),"
+                f" {anatomy['slowest_compaction_batches']} were compaction batches"
+            )
+        tmpfs = run.get("spaced_tmpfs")
+        if tmpfs:
+            measured += f"; in memory (tmpfs, no fsync wait) p99 {tmpfs['all_ms']['p99']:.1f} ms (median {tmpfs['all_ms']['median']:.1f})"
         when = f"targets.json ({spaced['date']}, load {spaced['load'][0]})"
         rows.append((f"commit at {spaced['live_files']:,} live files, batches 1 s apart", "p99 <= 20 ms", measured, _verdict(p99 <= 20), when))
     rec = run.get("recovery")
@@ -192,14 +209,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--live", type=int, default=1_000_000)
     parser.add_argument("--spaced", type=int, default=60, help="batches 1 s apart on the seeded table")
     parser.add_argument("--histories", default="100,1000,10000")
+    parser.add_argument("--tmpfs", action="store_true", help="the commit run in /dev/shm (no fsync wait), kept as spaced_tmpfs")
     parser.add_argument("--out", type=Path, default=RESULT)
     args = parser.parse_args(argv)
     result = _load(args.out) or {}
     for what in [args.only] if args.only else ["spaced", "recovery"]:
-        work = Path(tempfile.mkdtemp(prefix="seo-bench-targets-"))
+        in_memory = args.tmpfs and what == "spaced"
+        work = Path(tempfile.mkdtemp(prefix="seo-bench-targets-", dir="/dev/shm" if in_memory else None))
         try:
             histories = [int(h) for h in args.histories.split(",")]
-            result[what] = measure(what, live=args.live, spaced=args.spaced, histories=histories, work=work)
+            result[what + ("_tmpfs" if in_memory else "")] = measure(what, live=args.live, spaced=args.spaced, histories=histories, work=work)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
