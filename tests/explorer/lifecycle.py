@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tests.explorer import runs
@@ -141,38 +142,70 @@ def kill(it: Interpreter, boundary: str | None, *, delay: float | None = None) -
     batches = runs.table_batches(it)
     runs.recreated(it, spec)
     code, output = drive(it, spec, {"SEO_CRASH_AT": boundary} if boundary else {}, delay=None if boundary else (delay or 1.0))
+    label = boundary or f"random {delay}s"
+    if code is None or code >= 0:
+        ended_before(it, Before(spec, ends, pending, batches, expectation), code, output, f"driver ended before {label}")
+        return
+    learn_run(it, spec)
+    it.result.kills += 1
+    it.feature("life:kill", f"kill:{(boundary or 'random').split('@')[0].split('+')[0]}")
+    it.model.settled = False
+    it.interrupted = True
+    it.marks.attempt(ends)
+    it.say(f"    killed at {label}")
+
+
+@dataclass(frozen=True)
+class Before:
+    """What the model knew before a driver's run: a run that ends on its own is judged by it."""
+
+    spec: runs.RunSpec
+    ends: dict[str, int]
+    pending: bool
+    batches: list[int]
+    expectation: runs.Expectation
+
+    @staticmethod
+    def of(it: Interpreter, spec: runs.RunSpec) -> Before:
+        pending = runs.has_pending_batch(it.checkpoint) and not spec.endless
+        return Before(spec, runs.kafka_ends(it), pending, runs.table_batches(it), runs.expect(it, spec))
+
+
+def learn_run(it: Interpreter, spec: runs.RunSpec) -> None:
+    """What a driver's run left, killed or not: the rate rows it made, its checkpoint."""
     it.runs += 1
     runs.learn_rate(it, spec)
     if clear_unstarted_checkpoint(it.checkpoint):
         it.say("    deleted the checkpoint: the kill left only a temp file of its first offsets")
     it.query.fresh = not runs._has_offsets(it.checkpoint)
-    killed = code is not None and code < 0
-    label = boundary or f"random {delay}s"
-    if killed:
-        it.result.kills += 1
-        it.feature("life:kill", f"kill:{(boundary or 'random').split('@')[0].split('+')[0]}")
-        it.model.settled = False
-        it.interrupted = True
-        it.marks.attempt(ends)
-        it.say(f"    killed at {label}")
-        return
+
+
+def ended_before(it: Interpreter, before: Before, code: int | None, output: str, said: str) -> None:
+    """A driver's run that ended on its own before its kill or freeze: a clean run, judged as one
+    (its rows are acknowledged, a refusal must be one its expectation allows)."""
+    learn_run(it, before.spec)
     outcome = outcome_of(code, output)
-    it.say(f"    driver ended before {label}: {outcome}")
+    it.say(f"    {said}: {outcome}")
     if code is None:
         it.fail("driver-hang", "driver", f"no exit in {DRIVER_TIMEOUT_S}s: {output[-1500:]}")
     elif outcome == "ok":
-        runs.after_success(it, spec, ends, settled=not pending, wrote=runs.table_batches(it) != batches)
-    elif expectation.admits(outcome):
+        runs.after_success(it, before.spec, before.ends, settled=not before.pending, wrote=runs.table_batches(it) != before.batches)
+    elif before.expectation.admits(outcome):
         it.model.settled = False
-        it.marks.attempt(ends)
+        it.marks.attempt(before.ends)
         runs.remedy(it, outcome)
     else:
-        it.fail("unexpected-refusal", "driver", f"{outcome}; allowed {sorted(expectation.allowed)}: {output[-1500:]}")
+        allowed = sorted(before.expectation.allowed)
+        it.fail("unexpected-refusal", "driver", f"{outcome}; allowed {allowed}: {output[-1500:]}")
 
 
 #: boundaries after which the frozen writer had claimed its batch: woken, it may finish that
 #: batch (the successor completed it for it) and then stop at Spark's own guard on the shared
 #: checkpoint instead of at the fence
+class _NeverReached(Exception):
+    """The frozen driver's run ended before its boundary."""
+
+
 UNCLAIMED = ("before-stage", "after-stage", "after-intent", "before-wal", "after-rewrite")
 LEASE_S = 3.0
 
@@ -188,25 +221,28 @@ def zombie(it: Interpreter, boundary: str) -> None:
     if runs.expect(it, spec).must_refuse:
         it.say("    (no zombie: the run must be refused first)")
         return
-    ends = runs.kafka_ends(it)
+    before = Before.of(it, spec)
     runs.recreated(it, spec)
     runs.close_sink(it)
     with it.timed("zombie"):
-        _zombie(it, spec, boundary, ends)
+        _zombie(it, before, boundary)
 
 
-def _zombie(it: Interpreter, spec: runs.RunSpec, boundary: str, ends: dict[str, int]) -> None:
+def _zombie(it: Interpreter, before: Before, boundary: str) -> None:
     from tests.torture.harness import process_state
 
+    spec, ends = before.spec, before.ends
     proc = launch(it, spec, {"SEO_PAUSE_AT": boundary})
+    reached = False
     try:
         TortureRun.wait_started(proc, 0)
         deadline = time.time() + DRIVER_TIMEOUT_S
         while proc.poll() is None and process_state(proc.pid) != "T" and time.time() < deadline:
             time.sleep(0.2)
-        if proc.poll() is not None or process_state(proc.pid) != "T":
-            it.say(f"    the driver never reached {boundary}")
-            return
+        reached = proc.poll() is None and process_state(proc.pid) == "T"
+        if not reached:  # it ran to its end (or hung): a run like any other
+            code = proc.poll()
+            raise _NeverReached
         it.marks.attempt(ends)
         it.model.settled = False
         time.sleep(LEASE_S + 1)  # its heartbeat stopped with it: the lease expires
@@ -216,11 +252,16 @@ def _zombie(it: Interpreter, spec: runs.RunSpec, boundary: str, ends: dict[str, 
         code = proc.wait(timeout=DRIVER_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         code = None
+    except _NeverReached:
+        pass
     finally:
         kill_group(proc)
         proc.wait()
     proc._seo_pump.join(timeout=10)  # type: ignore[attr-defined]
     output = "".join(proc._seo_lines)  # type: ignore[attr-defined]
+    if not reached:
+        ended_before(it, before, code, output, f"the driver never reached {boundary}")
+        return
     it.feature("life:zombie", f"zombie:{boundary.split('@')[0]}")
     fenced = "WriterFencedError" in output
     guarded = "CONCURRENT_STREAM_LOG_UPDATE" in output or "concurrently using" in output
