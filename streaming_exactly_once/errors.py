@@ -221,6 +221,10 @@ class DuplicateInputError(ExactlyOnceError, TerminalError):
     """A batch re-reads input already committed and its rows cannot be attributed to input files."""
 
 
+class CheckpointRewoundError(ExactlyOnceError, TerminalError):
+    """A checkpoint put back to an earlier state re-plans a batch the table holds with other input."""
+
+
 class SourceOffsetError(ExactlyOnceError, TerminalError):
     """A batch of a partitioned source (Kafka) would duplicate or skip records the table holds."""
 

@@ -341,6 +341,12 @@ class Writer(ABC):
         last = self._committed.get(query_id)
         return last is not None and spark_batch_id <= last
 
+    def committed_offsets(self, query_id: str, spark_batch_id: int) -> tuple[str | None, ...] | None:
+        """The source offsets the root recorded for Spark batch ``spark_batch_id`` of ``query_id``
+        (its offsets log, searched from the newest batch down), or None if no record is near."""
+        record = self.logs.require_offsets().find(query_id, spark_batch_id, newest=self.latest_batch_id)
+        return None if record is None else tuple(record.source_offsets)
+
     def knows_query(self, query_id: str) -> bool:
         return query_id in self._committed
 

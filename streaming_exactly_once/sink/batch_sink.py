@@ -37,7 +37,7 @@ from ..storage import open_storage
 from ..storage.base import Storage
 from ..storage.local_errors import file_root_error
 from ..table.source_offsets import kafka_json, merged_ends
-from .input_filter import BatchFilters, CommittedInputFilter, file_rows_keep_names, warn_reread_inputs
+from .input_filter import BatchFilters, CommittedInputFilter, check_replay, file_rows_keep_names, warn_reread_inputs
 from .live_sinks import LiveSinks
 from .offset_guard import OffsetColumns, guard_batch
 from .options import Duration, SinkOptions, StagingMode
@@ -434,6 +434,8 @@ class BatchSink(QueryLease[CommitterT]):
             checkpoint.begin_batch(run if self._same_run(run) else None)
         known = knows_query(self.committer, qid, spark_id, identity.checkpoint)
         if known and self.committer.is_committed(qid, batch_id):
+            if checkpoint is not None and identity.checkpoint:
+                check_replay(self.committer, checkpoint, identity.checkpoint, query_id=qid, batch_id=batch_id)
             log.info("skipping batch %d of query %s: already committed", batch_id, qid)
             return CommitResult(qid, batch_id, "duplicate")
         renamed = committed_under_another_id(self.committer, qid, spark_id, batch_id)

@@ -27,8 +27,9 @@ from urllib.parse import unquote
 
 from pyspark.sql import Column, DataFrame, functions as F
 
-from ..checkpoint.reader import InputFile
-from ..errors import DuplicateInputError
+from ..checkpoint.reader import InputFile, SparkCheckpoint
+from ..commit.writer import Writer
+from ..errors import CheckpointRewoundError, DuplicateInputError
 from ..manifest.paths import normalize_uri
 from .batch_metrics import BatchObservation
 from .offset_guard import OffsetGuard
@@ -224,3 +225,33 @@ def warn_reread_inputs(inputs: list[InputFile], batch_id: int, query_id: str) ->
             query_id,
             ", ".join(reread),
         )
+
+
+def check_replay(writer: Writer, checkpoint: SparkCheckpoint, location: str, *, query_id: str, batch_id: int) -> None:
+    """Before a batch the table committed is skipped as a replay: Spark's replay of a batch plans
+    it as the table recorded it - the same source offsets, input files the table committed.
+    Other offsets or an input file the table never committed mean the checkpoint at
+    ``location`` was put back (an older copy restored, or its latest batches' files removed)
+    and Spark re-plans the batch with other input. Skipping it would lose that input, so it is
+    refused (``CheckpointRewoundError``) before anything is written."""
+    inputs, planned_seq = checkpoint.input_files(batch_id), checkpoint.offsets(batch_id)
+    committed = writer.committed_input_paths() if inputs else set()
+    planned = None if planned_seq is None else tuple(planned_seq.offsets)
+    recorded = writer.committed_offsets(query_id, batch_id)
+    unknown = [f.path for f in inputs or () if f.path not in committed and normalize_uri(f.path) not in committed]
+    if unknown:
+        shown = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
+        what = f"with {len(unknown)} input file(s) the table never committed: {shown}"
+    elif planned is not None and recorded is not None and planned != recorded:
+        what = f"with the source offsets {list(planned)}, and the table committed it with {list(recorded)}"
+    else:
+        return
+    raise CheckpointRewoundError(
+        f"Batch {batch_id} of query {query_id} is one the table committed, but the checkpoint {location} now plans it "
+        f"{what}. The checkpoint was put back to an earlier "
+        "state (an older copy restored, or its latest offsets, commits and sources files removed), so Spark re-plans "
+        "batches the table already holds with other input; skipping this batch as a replay would lose it. Nothing "
+        "was written. Restart the query with a new checkpoint location: the sink then drops the rows of the input "
+        "files and the records of offsets the table holds and writes the others once (Kafka: from "
+        "sink.starting_offsets())."
+    )

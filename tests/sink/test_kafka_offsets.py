@@ -4,6 +4,7 @@ stand-in source (``streaming_exactly_once.testing.fake_kafka``), every record co
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 
 import pytest
@@ -11,7 +12,7 @@ from pyspark.errors import StreamingQueryException
 
 from streaming_exactly_once import DatasetSink, ExactlyOnceSink, read
 from streaming_exactly_once.cli.main import main
-from streaming_exactly_once.errors import OffsetColumnsMissingError, OffsetGapError
+from streaming_exactly_once.errors import CheckpointRewoundError, OffsetColumnsMissingError, OffsetGapError
 from streaming_exactly_once.testing.fake_kafka import FakeKafka, expire, produce
 
 pytestmark = pytest.mark.spark
@@ -103,6 +104,28 @@ def test_a_checkpoint_recreated_from_latest_is_refused_not_silently_skipped(kafk
     assert json.loads(starting) == {"t": {"0": 10, "1": 10}}
     assert run(sink, stream(kafka, src, starting=starting), tmp_path / "c3") is None
     assert_once(table, first + records("t", 0, 10, 8) + records("t", 1, 10, 8))
+
+
+def test_a_checkpoint_put_back_to_an_older_copy_is_refused_before_it_loses_records(kafka, tmp_path):
+    """An older copy of the checkpoint restored at its path: Spark re-plans batch 1, which the
+    table holds with offsets 10-15, up to the topic's new end. Skipped as a replay, offsets 15-20
+    would be lost; the batch is refused, nothing written, and a new checkpoint from the table's
+    offsets writes each record once."""
+    src, table, ckpt = tmp_path / "kafka", tmp_path / "t", tmp_path / "c"
+    first = fill(src, "t", 1, 0, 10)
+    assert run(ExactlyOnceSink(str(table)), stream(kafka, src), ckpt) is None
+    shutil.copytree(ckpt, tmp_path / "older")
+    second = fill(src, "t", 1, 10, 5)
+    assert run(ExactlyOnceSink(str(table)), stream(kafka, src), ckpt) is None
+    shutil.rmtree(ckpt)
+    shutil.copytree(tmp_path / "older", ckpt)
+    third = fill(src, "t", 1, 15, 5)
+    error = run(ExactlyOnceSink(str(table)), stream(kafka, src), ckpt)
+    assert isinstance(error, CheckpointRewoundError) and "now plans it with the source offsets" in str(error), error
+    assert_once(table, first + second)
+    sink = ExactlyOnceSink(str(table))
+    assert run(sink, stream(kafka, src, starting=sink.starting_offsets()), tmp_path / "c2") is None
+    assert_once(table, first + second + third)
 
 
 def test_allow_offset_gaps_skips_the_gap_on_purpose(kafka, tmp_path):

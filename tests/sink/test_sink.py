@@ -8,7 +8,7 @@ import time
 import pytest
 
 from streaming_exactly_once import ExactlyOnceSink
-from streaming_exactly_once.errors import ConcurrentWriterError
+from streaming_exactly_once.errors import CheckpointRewoundError, ConcurrentWriterError
 from streaming_exactly_once.manifest.paths import normalize_uri
 from streaming_exactly_once.testing.faults import BOUNDARIES, FEATURE_ONLY, GROUP_ONLY
 from tests.datagen import PARTITION_VALUES, write_csv_files
@@ -136,6 +136,43 @@ def test_one_sink_reads_a_checkpoint_recreated_under_it_afresh(spark, tmp_path):
     assert [r.spark_batch_id for r in records] == [1, 2]
     for record in records:
         assert list(record.source_offsets) == spark_ckpt.offsets(record.spark_batch_id).offsets
+
+
+def test_a_checkpoint_put_back_to_an_older_copy_is_refused_before_it_loses_rows(spark, tmp_path):
+    """An older copy of the checkpoint restored at its path: Spark re-plans batch 1, which the
+    table holds with one file, with that file and every file since. Skipped as a replay, the new
+    file's rows would be lost; the batch is refused, nothing written, and a new checkpoint then
+    writes each row once."""
+    inputs, table, ckpt = tmp_path / "in", tmp_path / "t", tmp_path / "ckpt"
+    first = write_csv_files(inputs, n_files=1, rows_per_file=5)
+    run_query(spark, inputs, table, ckpt, files_per_trigger=1)
+    shutil.copytree(ckpt, tmp_path / "older")
+    second = write_csv_files(inputs, n_files=2, rows_per_file=5, start_file=1)
+    run_query(spark, inputs, table, ckpt, files_per_trigger=1)  # batches 1 and 2, one file each
+    shutil.rmtree(ckpt)
+    shutil.copytree(tmp_path / "older", ckpt)
+    third = write_csv_files(inputs, n_files=1, rows_per_file=5, start_file=3)
+    _, error = run_query(spark, inputs, table, ckpt, files_per_trigger=5)
+    assert isinstance(error, CheckpointRewoundError) and "in_00003.csv" in str(error), error
+    assert_exactly_once(spark, table, first + second)
+    sink, error = run_query(spark, inputs, table, tmp_path / "new", files_per_trigger=5)
+    assert error is None
+    assert_exactly_once(spark, table, first + second + third)
+    assert sink.counters["skipped_rows"] == len(first + second)
+    assert_table_clean(table)
+
+
+def test_a_replay_of_the_batch_the_table_holds_is_still_skipped(spark, tmp_path):
+    """A replay proper (Spark lost only the commit of its last batch) plans the batch with the
+    files the table recorded for it: skipped, not refused."""
+    inputs, table, ckpt = tmp_path / "in", tmp_path / "t", tmp_path / "ckpt"
+    ids = write_csv_files(inputs, n_files=3, rows_per_file=4)
+    run_query(spark, inputs, table, ckpt, files_per_trigger=1)
+    for name in ("2", ".2.crc"):  # Spark re-runs batch 2 from its offsets
+        (ckpt / "commits" / name).unlink(missing_ok=True)
+    sink, error = run_query(spark, inputs, table, ckpt, files_per_trigger=1)
+    assert error is None and sink.counters["duplicates"] == 1
+    assert_exactly_once(spark, table, ids)
 
 
 def test_second_writer_fails_fast_and_first_continues(spark, tmp_path):
