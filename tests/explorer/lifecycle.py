@@ -238,6 +238,7 @@ def _zombie(it: Interpreter, before: Before, boundary: str) -> None:
     proc = launch(it, spec, {"SEO_PAUSE_AT": boundary})
     reached = False
     before_wake: list[int] | None = None
+    successor = ""
     try:
         TortureRun.wait_started(proc, 0)
         deadline = time.time() + DRIVER_TIMEOUT_S
@@ -251,7 +252,7 @@ def _zombie(it: Interpreter, before: Before, boundary: str) -> None:
         it.model.settled = False
         time.sleep(LEASE_S + 1)  # its heartbeat stopped with it: the lease expires
         it.say(f"    frozen at {boundary}; a successor takes over")
-        runs.run_query(it, sink="new")
+        successor = runs.run_query(it, sink="new")
         before_wake = runs.table_batches(it)
         os.kill(proc.pid, signal.SIGCONT)
         code = proc.wait(timeout=DRIVER_TIMEOUT_S)
@@ -274,6 +275,9 @@ def _zombie(it: Interpreter, before: Before, boundary: str) -> None:
     it.say(f"    the woken zombie ended with {code}: {'fenced' if fenced else 'checkpoint guard' if guarded else '?'}")
     if code == 0 and boundary.split("@")[0] in BACKGROUND and runs.table_batches(it) == before_wake:
         it.say("    (frozen in background work, it had no batch left to run: its query ended and published nothing)")
+        return
+    if successor.startswith("env:") and not fenced:  # no takeover happened: the zombie may finish
+        it.fail("environment", "driver", f"the successor failed for the machine's reasons ({successor}); woken, the zombie ended with {code}")
         return
     if code is None or code == 0 or not (fenced or (claimed and guarded)):
         it.fail("zombie-not-fenced", "driver", f"frozen at {boundary}, woken after the takeover: exit {code}\n{output[-2000:]}")
