@@ -144,6 +144,15 @@ def read_commit(storage: Storage, version: int) -> bytes | None:
         return None
 
 
+def unloadable_version_cause(storage: Storage) -> str:
+    """Why the log does not load at a version (delta-rs raises either way): log retention removed
+    it - unless the log still keeps version 0's commit, so nothing was removed, and a damaged
+    ``_last_checkpoint`` or checkpoint file is what the version's readers start from."""
+    if storage.exists(commit_path(0)):
+        return "is in the log (no commit was removed), but the log does not load at it (a damaged `_last_checkpoint` or checkpoint?)"
+    return "is no longer in the log (Delta log retention, delta.logRetentionDuration, removed it)"
+
+
 def last_checkpoint_version(storage: Storage) -> int | None:
     """The version ``_delta_log/_last_checkpoint`` names; None if there is none (or it does not
     parse: it is a hint, and the commits read forward decide)."""

@@ -23,7 +23,7 @@ from .engine import deltalake, object_store_options, table_uri
 from .evolve import commit_lines, evolves, write_commit
 from .files import DeltaFile, add_actions
 from .log_actions import lost_race, ms_since_epoch, relative_to_root, root_spellings, txn_in_commit, txn_version
-from .log_snapshot import LogSnapshot
+from .log_snapshot import LogSnapshot, unloadable_version_cause
 from .schema import fields_of
 from .settings import APP_ID_PREFIX, DeltaSettings, app_id, cleanup_due
 
@@ -481,8 +481,8 @@ class DeltaTarget:
                 return lo - 1
         if found != batch_id:
             raise InvalidAsOfError(
-                f"as_of={batch_id}: the Delta version of batch {batch_id} is no longer in {self.log_uri} (Delta log "
-                "retention, delta.logRetentionDuration, removed it). `seo log <table>` lists the batches readable.",
+                f"as_of={batch_id}: the Delta version of batch {batch_id} {unloadable_version_cause(self.storage)}: {self.log_uri}. "
+                "`seo log <table>` lists the batches readable.",
                 as_of=batch_id,
             )
         return lo

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import extras
+from ..delta.log_snapshot import unloadable_version_cause
 from ..errors import InvalidAsOfError, MissingDependencyError, TableNotFoundError
 from ..manifest.empty_batches import empty_between
 from ..storage.base import Storage
@@ -68,8 +69,8 @@ def delta_version(path: str, *, as_of: int | None = None, storage_options: Mappi
     version = version_of_batch(storage, identity, batch, latest=False)
     if version is None:
         raise InvalidAsOfError(
-            f"as_of={batch}: the Delta version of batch {batch} is no longer in {storage.uri('_delta_log')} (Delta log "
-            "retention); the manifest readers (read.arrow, read.spark, ...) still read it.",
+            f"as_of={batch}: the Delta version of batch {batch} {unloadable_version_cause(storage)}: {storage.uri('_delta_log')}; "
+            "the manifest readers (read.arrow, read.spark, ...) still read it.",
             as_of=batch,
         )
     return version

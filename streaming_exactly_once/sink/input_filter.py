@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import unquote
@@ -238,7 +239,14 @@ def check_replay(writer: Writer, checkpoint: SparkCheckpoint, location: str, *, 
     committed = writer.committed_input_paths() if inputs else set()
     planned = None if planned_seq is None else tuple(planned_seq.offsets)
     recorded = writer.committed_offsets(query_id, batch_id)
-    unknown = [f.path for f in inputs or () if f.path not in committed and normalize_uri(f.path) not in committed]
+    forgotten_before = int(time.time() * 1000) - writer.options.source_retention_ms if writer.options.source_retention_ms is not None else None
+    unknown = [
+        f.path
+        for f in inputs or ()
+        if f.path not in committed
+        and normalize_uri(f.path) not in committed
+        and (forgotten_before is None or f.timestamp >= forgotten_before)  # ``source_retention`` forgets older ones
+    ]
     if unknown:
         shown = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
         what = f"with {len(unknown)} input file(s) the table never committed: {shown}"

@@ -59,6 +59,29 @@ def test_a_delta_commit_carries_its_batch_its_files_rows_and_the_tables_checkpoi
     assert sorted(json.loads(a["stats"])["numRecords"] for a in adds) == [2, 2]
 
 
+def test_a_damaged_last_checkpoint_hint_is_named_not_blamed_on_log_retention(tmp_path):
+    """``_last_checkpoint`` pointing at a version without a checkpoint: Delta readers cannot load
+    the log at the versions after that hint. The refusal says the commit is in the log and the
+    log does not load there - not that retention removed it (every commit from version 0 is kept)."""
+    from streaming_exactly_once.errors import InvalidAsOfError
+
+    storage = open_storage(str(tmp_path / "t"))
+    committer = delta_committer(storage, checkpoint_interval=5)
+    for b in range(13):
+        commit_batch(committer, Q, b, ids_of(b))
+    committer.close()
+    hint = tmp_path / "t" / "_delta_log" / "_last_checkpoint"
+    data = json.loads(hint.read_text())
+    checkpoints = {int(name[:20]) for name in os.listdir(hint.parent) if name.endswith(".checkpoint.parquet")}
+    damaged = max(v for v in range(1, max(checkpoints)) if v not in checkpoints)  # a checkpoint exists above it
+    data["version"] = damaged
+    data.pop("checksum", None)
+    hint.write_text(json.dumps(data))
+    with pytest.raises(InvalidAsOfError) as refused:
+        read.delta_version(str(tmp_path / "t"), as_of=damaged)
+    assert "_last_checkpoint" in str(refused.value) and "retention" not in str(refused.value), refused.value
+
+
 def test_the_delta_step_is_idempotent_and_never_commits_a_batch_twice(tmp_path):
     """A retried step, a roll-forward of a finished step and a stale writer all end at one commit."""
     table = tmp_path / "t"

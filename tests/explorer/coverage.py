@@ -188,6 +188,7 @@ PAGE_RESULTS = (
     "benchmarks/results/explore-session5.jsonl",
     "benchmarks/results/explore-session6.jsonl",
     "benchmarks/results/explore-session7.jsonl",
+    "benchmarks/results/explore-session8.jsonl",
 )
 PAGE = "docs/explorer-coverage.md"
 _PAGE_HEAD = """# Scenario explorer: feature pairs covered
