@@ -63,7 +63,7 @@ class CommittedInputFilter:
         self.new_inputs: list[InputFile] = []
         self.already_committed: list[InputFile] = []
         for item in inputs:
-            seen = item.path in committed or normalize_uri(item.path) in committed
+            seen = _holds(committed, item.path)
             (self.already_committed if seen else self.new_inputs).append(item)
         self.batch_id = batch_id
         self.query_id = query_id
@@ -235,25 +235,21 @@ def check_replay(writer: Writer, checkpoint: SparkCheckpoint, location: str, *, 
     ``location`` was put back (an older copy restored, or its latest batches' files removed)
     and Spark re-plans the batch with other input. Skipping it would lose that input, so it is
     refused (``CheckpointRewoundError``) before anything is written."""
-    inputs, planned_seq = checkpoint.input_files(batch_id), checkpoint.offsets(batch_id)
+    inputs = checkpoint.input_files(batch_id) or []
     committed = writer.committed_input_paths() if inputs else set()
-    planned = None if planned_seq is None else tuple(planned_seq.offsets)
-    recorded = writer.committed_offsets(query_id, batch_id)
-    forgotten_before = int(time.time() * 1000) - writer.options.source_retention_ms if writer.options.source_retention_ms is not None else None
-    unknown = [
-        f.path
-        for f in inputs or ()
-        if f.path not in committed
-        and normalize_uri(f.path) not in committed
-        and (forgotten_before is None or f.timestamp >= forgotten_before)  # ``source_retention`` forgets older ones
-    ]
+    retention = writer.options.source_retention_ms
+    remembered_from = None if retention is None else int(time.time() * 1000) - retention  # older ones may be forgotten
+    unknown = [f.path for f in inputs if not _holds(committed, f.path) and (remembered_from is None or f.timestamp >= remembered_from)]
     if unknown:
         shown = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
         what = f"with {len(unknown)} input file(s) the table never committed: {shown}"
-    elif planned is not None and recorded is not None and planned != recorded:
-        what = f"with the source offsets {list(planned)}, and the table committed it with {list(recorded)}"
     else:
-        return
+        planned_seq = checkpoint.offsets(batch_id)
+        planned = None if planned_seq is None else tuple(planned_seq.offsets)
+        recorded = writer.committed_offsets(query_id, batch_id) if planned is not None else None  # read only when needed
+        if recorded is None or planned == recorded:
+            return
+        what = f"with the source offsets {list(planned or ())}, and the table committed it with {list(recorded)}"
     raise CheckpointRewoundError(
         f"Batch {batch_id} of query {query_id} is one the table committed, but the checkpoint {location} now plans it "
         f"{what}. The checkpoint was put back to an earlier "
@@ -263,3 +259,9 @@ def check_replay(writer: Writer, checkpoint: SparkCheckpoint, location: str, *, 
         "files and the records of offsets the table holds and writes the others once (Kafka: from "
         "sink.starting_offsets())."
     )
+
+
+def _holds(committed: set[str], path: str) -> bool:
+    """Whether ``committed`` (the table's committed input files) holds ``path``, as Spark's source
+    log spells it or normalized."""
+    return path in committed or normalize_uri(path) in committed
