@@ -279,6 +279,7 @@ class TableCommitter(Writer):
             format_entries=self._adopted_entries,
             timings=attempt.timings,
             count_rows=True,
+            compaction=is_compaction_batch(attempt.batch_id, self.logs.require_manifest().interval),
         )
         return plan_table_batch(ask), adoption
 

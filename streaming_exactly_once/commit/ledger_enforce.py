@@ -26,11 +26,12 @@ from .table_steps.ledger_step import LedgerInputs, StagedRead, WriteLedger, buil
 from .writer import Writer
 
 
-def gap_reason(writer: Writer, query_id: str, spark_batch_id: int) -> str:
+def gap_reason(writer: Writer, query_id: str, spark_batch_id: int, *, allowed: bool = False) -> str:
     """Why a batch may start above the table's mark: its query's batches in between were empty
     (it committed an earlier one, not the one before), or the sink accepted the gap (a query the
-    table does not know passed the offset guard only with ``allow_offset_gaps``); else none."""
-    if not writer.knows_query(query_id):
+    table does not know passed the offset guard only with ``allow_offset_gaps``: ``allowed``, or
+    an id the table never saw - also a new checkpoint under a given ``query_id``); else none."""
+    if allowed or not writer.knows_query(query_id):
         return "allowOffsetGaps"
     last = writer.last_spark_batch(query_id)
     return "emptyBatches" if last is not None and last < spark_batch_id - 1 else "unexplained"
@@ -67,7 +68,7 @@ def batch_ledger(
     storage = storage or writer.storage
     offsets = attempt.offsets.source_offsets if source_offsets is None else source_offsets
     marks = writer.offset_marks() if merged_ends(offsets) else {}
-    reason = gap_reason(writer, attempt.query_id, attempt.spark_batch_id)
+    reason = gap_reason(writer, attempt.query_id, attempt.spark_batch_id, allowed=attempt.ledger.gaps_allowed)
     resets = frozenset(name for name, at in attempt.offsets.offset_resets.items() if at == attempt.batch_id)
     previous = writer.query_offsets(attempt.query_id) if merged_ends(offsets) else None
     several = read_by_several(offsets, previous.source_offsets if previous is not None else None)

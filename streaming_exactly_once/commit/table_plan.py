@@ -56,6 +56,8 @@ class TableBatchAsk:
     #: the table's path under a dataset group's root (None: a table of its own)
     table: str | None = None
     moved: bool = True  # rename mode: the staged files are moved into the table
+    #: the batch id is one of the manifest's compaction batches (a ``.compact`` file)
+    compaction: bool = False
     adoption: Adoption | None = None  # the existing files a first batch adopts
     #: a first batch of an existing Delta or Iceberg table: that table's files, for the manifest
     format_entries: Callable[[], list[ManifestEntry]] | None = None
@@ -99,7 +101,10 @@ def plan_table_batch(ask: TableBatchAsk) -> TableBatchPlan:
         moves += rewrites.moves()
         entries += rewrites.entries(storage)
         steps = [replace(s, rewrites=rewrites.rewrites) for s in steps]
-    elif not ask.files:  # ``seo compact``'s empty batch: no Delta or Iceberg commit (``manifest.empty_batches``)
+    elif not ask.files and not ask.compaction:
+        # a batch of no file (``seo compact``'s, a query's first batch or offset reset that wrote
+        # no row): no Delta or Iceberg commit (``manifest.empty_batches``) - except at a compaction
+        # batch id, whose ``.compact`` file cannot tell it holds nothing new: a commit of no file
         steps = []
     return TableBatchPlan(ask.batch_id, entries, moves, rewrites, ask.new_schema, steps)
 

@@ -1,17 +1,19 @@
-"""Manifest batches that hold no file: the batches ``seo compact`` commits to reach the table's
-next compaction batch (``maintenance.compact``).
+"""Manifest batches that hold no file, and why a Delta or Iceberg log may skip them.
 
-Why they exist: Spark's batch reader takes a replacement of files only from a ``.compact``
-manifest file, and Spark derives the compact interval from the ``.compact`` files' ids, so a
-rewrite of a stopped table is published at the next compaction batch id and the batch ids
-before it must be there too (Spark's reader lists the deltas after the last compact). They add
-no data, so a Delta or Iceberg table gets no commit of theirs: the format's log holds the batch
-before them, and the compaction batch's single commit (a Delta ``OPTIMIZE``, an Iceberg
-``replace``) comes next. Wherever a format's log is compared with the manifest (the commit's
-order check, a writer's open, ``seo verify``, ``as_of``), a gap between the two is accepted
-only if every batch in it is such a batch: a delta file (never a ``.compact``) that exists and
-lists no file. A regular batch always lists its files (a Spark batch of no rows publishes no
-manifest batch), so a gap of any other batch still means the format's log lost commits.
+Where they come from: the batches ``seo compact`` commits to reach the table's next compaction
+batch (``maintenance.compact``: Spark's batch reader takes a replacement of files only from a
+``.compact`` manifest file, and Spark derives the compact interval from the ``.compact`` files'
+ids, so a rewrite of a stopped table is published at the next compaction batch id and the batch
+ids before it must be there too); and a batch the sink commits although it wrote no row - a
+query's first batch (it records where the query starts) or a batch that records an offset reset.
+They add no data, so a Delta or Iceberg table gets no commit of theirs: the format's log holds
+the batch before them. Wherever a format's log is compared with the manifest (the commit's order
+check, a writer's open, ``seo verify``, ``as_of``), a gap between the two is accepted only if
+every batch in it is such a batch: a delta file (never a ``.compact``) that exists and lists no
+file. A ``.compact`` file lists every live file, so it cannot show that its batch added none: a
+batch of no file at a compaction batch id gets a format commit of no file instead
+(``commit.table_plan``), and a gap over a compaction batch still means the format's log lost
+commits.
 """
 
 from __future__ import annotations

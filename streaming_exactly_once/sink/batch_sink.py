@@ -30,7 +30,6 @@ from pyspark.sql.streaming.query import StreamingQuery
 from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import SparkCheckpoint
 from ..commit.protocol.attempt import BatchAttempt, CommitResult
-from ..commit.table_steps.ledger_step import LedgerInputs
 from ..config import parse_duration_ms, reject_unknown, spark_trigger
 from ..errors import ConfigError, ExactlyOnceError, SinkInUseError
 from ..storage import open_storage
@@ -367,12 +366,12 @@ class BatchSink(QueryLease[CommitterT]):
         return SparkCheckpoint(open_storage(location)).query_id()
 
     def _adopt_batch_query(self, identity: QueryIdentity, df: DataFrame, run: str | None) -> None:
-        if self._active_query == identity.query_id and (is_connect(df) or self.options.query_id is not None or run == self._active_run):
+        if self._active_query == identity.query_id and (is_connect(df) or run == self._active_run):
             # the same run as the last batch: Spark names a batch's job group after its run (a
-            # user's own job group only costs the look-up below at every batch); under Connect,
-            # or with an explicit query_id, no run id is known
+            # user's own job group only costs the look-up below at every batch); under Connect
+            # no run id is known
             return
-        session = None
+        session, run_id = None, None
         if self.options.query_id is None:  # Spark's own id (from the checkpoint): one run at a time
             lease = self.committer.lease
             lease.query_id = identity.query_id
@@ -388,10 +387,12 @@ class BatchSink(QueryLease[CommitterT]):
             from .query_watch import check_progress_tracking, session_running
 
             check_progress_tracking(df)
-            if self.options.query_id is None:
-                session = session_running(identity.query_id)
-        run = session.streams.get(identity.query_id) if session is not None else None
-        self._adopt_query(identity.query_id, session, run_id=str(run.runId) if run is not None else None)
+            # the run is watched under Spark's own id, also when the sink was given another one
+            spark_id = identity.query_id if self.options.query_id is None else local_query_id(df)
+            session = session_running(spark_id) if spark_id else None
+            query = session.streams.get(spark_id) if session is not None else None
+            run_id = str(query.runId) if query is not None else None
+        self._adopt_query(identity.query_id, session, run_id=run_id)
         if not self._holds_table():  # under _lock (a batch)
             self._take_from_other_sinks()
             self.committer.ensure_open()
@@ -494,7 +495,7 @@ class BatchSink(QueryLease[CommitterT]):
             # known (its gaps are its own), its offsets raise the marks, its earlier inputs count
             must_commit = not known and bool(taken_over or (offsets is not None and merged_ends(offsets.offsets)))
             batch_inputs = BatchFilters(files, guard, [f for f in taken_over if f.path not in committed], must_commit)
-            attempt.ledger = LedgerInputs(start=guard.start, dropped_below=guard.dropped_below, offset_columns=tuple(self.options.offset_columns))
+            attempt.ledger = guard.ledger_inputs(self.options.offset_columns)
             result = self._stage_and_commit(fit(batch_inputs.df), attempt, batch_inputs, offsets)
         self.counters["skipped_rows"] += batch_inputs.skipped_rows()
         if result.status == "committed":

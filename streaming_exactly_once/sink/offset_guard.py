@@ -40,6 +40,7 @@ from pyspark.sql import Column, DataFrame, Row, functions as F
 
 from ..checkpoint.offset_seq import OffsetSeq
 from ..checkpoint.reader import SparkCheckpoint
+from ..commit.table_steps.ledger_step import LedgerInputs
 from ..commit.writer import Writer
 from ..errors import OffsetColumnsMissingError, OffsetGapError, OffsetResetError
 from ..table.source_offsets import (
@@ -115,6 +116,8 @@ class OffsetGuard:
         self.df = df
         self.table, self.query_id, self.batch_id = table, query_id, batch_id
         self._observation: BatchObservation | None = None
+        #: the batch passed a gap only because of ``allow_offset_gaps`` (its ledger says so)
+        self.gaps_allowed = False
         self._skipped: int | None = None
         #: where the batch starts per partition (as Spark gave it, or its rows' lowest offset), and
         #: partition -> the mark below which this guard drops its rows: for the batch's ledger
@@ -239,8 +242,13 @@ class OffsetGuard:
                 name,
             )
 
+    def ledger_inputs(self, offset_columns: Sequence[str]) -> LedgerInputs:
+        """What the batch's ledger records of this guard's verdict."""
+        return LedgerInputs(start=self.start, dropped_below=self.dropped_below, offset_columns=tuple(offset_columns), gaps_allowed=self.gaps_allowed)
+
     def _refuse_gap(self, check: StartCheck, marks: Mapping[str, int], allow_gaps: bool) -> None:
         if allow_gaps:
+            self.gaps_allowed = True
             log.warning(
                 "batch %d of query %s starts after the records table %s holds; skipping %s (allow_offset_gaps=True)",
                 self.batch_id,
@@ -263,6 +271,7 @@ class OffsetGuard:
     def _refuse_blind(self, ranges: dict[str, tuple[int, int]], marks: Mapping[str, int], allow_gaps: bool) -> None:
         """A partition read beyond its mark, with no rows in the batch and no recorded start."""
         if allow_gaps:
+            self.gaps_allowed = True
             log.warning(
                 "batch %d of query %s: where it starts in %s is unknown (allow_offset_gaps=True)", self.batch_id, self.query_id, describe(ranges)
             )

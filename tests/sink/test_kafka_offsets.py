@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import functions as F
 
 from streaming_exactly_once import DatasetSink, ExactlyOnceSink, read
 from streaming_exactly_once.cli.main import main
@@ -128,16 +129,27 @@ def test_a_checkpoint_put_back_to_an_older_copy_is_refused_before_it_loses_recor
     assert_once(table, first + second + third)
 
 
-def test_allow_offset_gaps_skips_the_gap_on_purpose(kafka, tmp_path):
+@pytest.mark.parametrize("query_id", [None, "orders"])
+def test_allow_offset_gaps_skips_the_gap_on_purpose(kafka, tmp_path, capsys, query_id):
+    """The gap is skipped, and the batch's ledger says it was allowed, so ``seo audit`` passes -
+    also under a given ``query_id``, which the table knows from the checkpoint before."""
     src, table = tmp_path / "kafka", tmp_path / "t"
     first = fill(src, "t", 1, 0, 4)
-    assert run(ExactlyOnceSink(str(table)), stream(kafka, src), tmp_path / "c1") is None
+    assert run(ExactlyOnceSink(str(table), query_id=query_id), stream(kafka, src), tmp_path / "c1") is None
     fill(src, "t", 1, 4, 6)
     later = records("t", 0, 8, 2)
-    assert run(ExactlyOnceSink(str(table)), stream(kafka, src, starting=json.dumps({"t": {"0": 8}})), tmp_path / "c2") is not None
-    sink = ExactlyOnceSink(str(table), allow_offset_gaps=True)
+    assert run(ExactlyOnceSink(str(table), query_id=query_id), stream(kafka, src, starting=json.dumps({"t": {"0": 8}})), tmp_path / "c2") is not None
+    sink = ExactlyOnceSink(str(table), allow_offset_gaps=True, query_id=query_id)
     assert run(sink, stream(kafka, src, starting=json.dumps({"t": {"0": 8}})), tmp_path / "c3") is None
     assert_once(table, first + later)
+    capsys.readouterr()
+    try:
+        main(["--json", "audit", str(table), "--from", "0"])
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["violations"] == [], out  # before: "no allowed gap is recorded" under a given query_id
 
 
 def test_expired_records_are_reported_as_a_gap(kafka, tmp_path):
@@ -318,3 +330,48 @@ def test_a_new_checkpoint_under_a_given_query_id_is_a_new_query_not_a_replay(kaf
     replay = run_as(tmp_path / "c2")
     assert replay.counters["duplicates"] == 1 and replay.counters["committed"] == 0
     assert_once(table, first + more)
+
+
+@pytest.mark.parametrize("fmt", ["delta", "iceberg"])
+def test_a_new_query_s_empty_first_batch_at_a_compaction_batch_id_keeps_the_table_format_in_step(kafka, tmp_path, fmt):
+    """The first batch of a query the table does not know is committed even when its filter left
+    no row (it records where the query starts). Landing on a compaction batch id (a ``.compact``
+    manifest file), it must not leave the Delta/Iceberg log a batch behind: ``as_of`` that batch
+    reads the table, ``seo verify`` passes, and the next batch commits to the format too."""
+    src, table = tmp_path / "kafka", tmp_path / "t"
+    first = fill(src, "t", 1, 0, 2)
+    opts = {"format": fmt, "compact_interval": 3, "partition_by": ["p"]}  # partitioned: a batch of no row writes no file
+    assert run(ExactlyOnceSink(str(table), **opts), stream(kafka, src).withColumn("p", F.lit("x")), tmp_path / "c1") is None  # batch 0
+    first += fill(src, "t", 1, 2, 2)
+    assert run(ExactlyOnceSink(str(table), **opts), stream(kafka, src).withColumn("p", F.lit("x")), tmp_path / "c1") is None  # batch 1
+    sink = ExactlyOnceSink(str(table), **opts)
+    fill(src, "t", 1, 4, 1)
+    starting = sink.starting_offsets()
+    (tmp_path / "c2" / "sources" / "0").mkdir(parents=True)  # where it starts, as Kafka's source records it
+    (tmp_path / "c2" / "sources" / "0" / "0").write_bytes(b"\0v1\n" + starting.encode())
+    empty = stream(kafka, src, starting=starting).withColumn("p", F.lit("x")).where("id = 'none'")
+    assert run(sink, empty, tmp_path / "c2") is None  # batch 2: no row, its offsets recorded
+    assert read.arrow(str(table), as_of=2).num_rows == len(first)
+    code = main_exit(["verify", str(table)])
+    assert code == 0, f"seo verify exit {code}"
+    later = fill(src, "t", 1, 5, 2)
+    sink = ExactlyOnceSink(str(table), **opts)
+    assert run(sink, stream(kafka, src, starting=sink.starting_offsets()).withColumn("p", F.lit("x")), tmp_path / "c3") is None
+    assert_once(table, first + later)
+    if fmt == "delta":
+        from deltalake import DeltaTable
+
+        got = DeltaTable(str(table)).to_pyarrow_table(columns=["id"]).column("id").to_pylist()
+    else:
+        from pyiceberg.table import StaticTable
+
+        got = StaticTable.from_metadata(str(table)).scan(selected_fields=("id",)).to_arrow().column("id").to_pylist()
+    assert sorted(got) == sorted(first + later)
+
+
+def main_exit(argv):
+    try:
+        main(argv)
+        return 0
+    except SystemExit as exc:
+        return int(exc.code or 0)

@@ -186,6 +186,28 @@ def test_a_late_end_notice_of_the_last_query_cannot_free_the_lease_a_restart_tak
     assert_exactly_once(spark, table, ids + more)
 
 
+def test_foreach_batch_with_a_given_query_id_releases_the_table_when_its_query_ends(spark, tmp_path):
+    """``writeStream.foreachBatch(sink)`` with ``query_id=``: Spark runs the query under its own
+    id, not the given one. The sink watches that id, so the table is released as each run ends -
+    ``seo recover`` (another writer) gets it at once, and the same sink serves the next run."""
+    from tests.commit.helpers import make_committer
+
+    ids = write_csv_files(tmp_path / "in", n_files=2, rows_per_file=5)
+    table, ckpt = tmp_path / "t", str(tmp_path / "ckpt")
+    sink = ExactlyOnceSink(str(table), partition_by=["p"], query_id="orders-v1", checkpoint_location=ckpt)
+    for run in range(2):
+        q = stream(spark, tmp_path / "in", 1).writeStream.foreachBatch(sink).option("checkpointLocation", ckpt)
+        q.trigger(availableNow=True).start().awaitTermination()
+        _wait_released(table)
+        other = make_committer(open_storage(str(table)), partition_by=("p",))
+        other.open()  # before the fix: ConcurrentWriterError, the heartbeat of a query that had ended
+        other.close()
+        if run == 0:
+            ids += write_csv_files(tmp_path / "in", n_files=2, rows_per_file=5, start_file=2)
+    assert sink.counters["committed"] == 4
+    assert_exactly_once(spark, table, ids)
+
+
 def test_a_query_failing_in_foreach_batch_releases_the_table(spark, tmp_path):
     ids = write_csv_files(tmp_path / "in", n_files=3, rows_per_file=5)
     table, ckpt = tmp_path / "t", tmp_path / "ckpt"

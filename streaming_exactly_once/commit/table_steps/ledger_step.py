@@ -106,6 +106,8 @@ class LedgerInputs:
     drop_reasons: Mapping[str, int] = dc_field(default_factory=dict)
     #: the batch's topic, partition and offset columns (the sink's ``offset_columns``)
     offset_columns: Sequence[str] = ()
+    #: the offset guard let a gap pass because the sink allows gaps (``allow_offset_gaps``)
+    gaps_allowed: bool = False
 
 
 def coverage(
