@@ -12,12 +12,14 @@ check, a writer's open, ``seo verify``, ``as_of``), a gap between the two is acc
 every batch in it is such a batch: a delta file (never a ``.compact``) that exists and lists no
 file. A ``.compact`` file lists every live file, so it cannot show that its batch added none: a
 batch of no file at a compaction batch id gets a format commit of no file instead
-(``commit.table_plan``), and a gap over a compaction batch still means the format's log lost
-commits.
+(``commit.table_plan``). Tables written before that rule may lack it, so a compaction batch in
+the gap is accepted when its ``.compact`` lists no file the batch before it did not (both lists
+are read: only where a format's log lags).
 """
 
 from __future__ import annotations
 
+from ..errors import ExactlyOnceError
 from ..log.compaction import is_compaction_batch
 from .manifest_log import ManifestLog
 
@@ -27,11 +29,25 @@ def empty_between(manifest: ManifestLog, after: int, upto: int) -> bool:
     docstring); True for an empty range."""
     for batch_id in range(after + 1, upto + 1):
         if is_compaction_batch(batch_id, manifest.interval):
-            return False
+            if not _adds_nothing(manifest, batch_id):
+                return False
+            continue
         records = manifest.get(batch_id)
         if records is None or records:
             return False
     return True
+
+
+def _adds_nothing(manifest: ManifestLog, batch_id: int) -> bool:
+    """Whether compaction batch ``batch_id`` lists only files live in the batch before it (its
+    retention may leave some out): a batch of no file (module docstring)."""
+    if batch_id == 0 or manifest.get(batch_id) is None:
+        return False
+    try:
+        before = {entry.path for entry in manifest.files(batch_id - 1)}
+    except (ExactlyOnceError, FileNotFoundError):  # the batch before is gone from the log: no proof
+        return False
+    return all(entry.path in before for entry in manifest.files(batch_id))
 
 
 def holds_manifest(applied: int | None, latest: int, manifest: ManifestLog) -> bool:
