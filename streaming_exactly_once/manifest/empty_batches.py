@@ -41,13 +41,14 @@ def empty_between(manifest: ManifestLog, after: int, upto: int) -> bool:
 def _adds_nothing(manifest: ManifestLog, batch_id: int) -> bool:
     """Whether compaction batch ``batch_id`` lists only files live in the batch before it (its
     retention may leave some out): a batch of no file (module docstring)."""
-    if batch_id == 0 or manifest.get(batch_id) is None:
+    if batch_id == 0:
         return False
     try:
         before = {entry.path for entry in manifest.files(batch_id - 1)}
-    except (ExactlyOnceError, FileNotFoundError):  # the batch before is gone from the log: no proof
+        now = manifest.files(batch_id)
+    except (ExactlyOnceError, FileNotFoundError):  # a batch gone from the log: no proof
         return False
-    return all(entry.path in before for entry in manifest.files(batch_id))
+    return all(entry.path in before for entry in now)
 
 
 def holds_manifest(applied: int | None, latest: int, manifest: ManifestLog) -> bool:

@@ -388,7 +388,7 @@ class GroupCommitter(Writer):
             formats=formats,
             rewrites=functools.partial(self._member_rewrites, mb.table, member, m, attempt.timings),
             table=mb.table,
-            compaction=is_compaction_batch(m, self.options.compact_interval),
+            compaction=is_compaction_batch(m, member.logs.require_manifest().interval),
         )
         plan = plan_table_batch(ask)
         record = attempt.record(
