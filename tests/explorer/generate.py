@@ -62,7 +62,26 @@ def generate(seed: int, profile: Profile = EVERYTHING) -> Program:
     while len(actions) < n:
         actions.append(make_action(rng, setup, profile))
     setup, actions = lagging_consumer(seed, setup, downstream_failure(seed, setup, actions))
-    return Program(seed, setup, tuple(actions))
+    return Program(seed, setup, tuple(restored_checkpoint(seed, setup, actions)))
+
+
+#: the first seed whose programs may put a checkpoint back to an older copy: the programs of the
+#: seeds before it, which results and docs name, stay as they were
+RESTORES_FROM = 70000
+
+
+def restored_checkpoint(seed: int, setup: Setup, actions: list[Action]) -> list[Action]:
+    """A third of the programs (from ``RESTORES_FROM``, without the rate source, whose rows follow
+    the checkpoint's offsets) put the checkpoint back to its copy of a run or two before the last,
+    then produce and run: the query re-plans batches the table holds. From a random source of its own."""
+    rng = random.Random(seed * 2750159 + 5)
+    runs = [i for i, a in enumerate(actions) if a.kind == "run"]
+    if seed < RESTORES_FROM or "rate" in setup.sources or len(runs) < 2 or rng.random() >= 0.35:
+        return actions
+    at = rng.randint(runs[1] + 1, len(actions))  # after the second run: a copy before the last
+    restore = Action.of("restore_checkpoint", back=rng.choice([1, 1, 2]))
+    more = [produce(rng, setup, files=(1, 2), rows=(1, 4), kafka=(1, 4)), Action.of("run", sink=rng.choice(["new", "same"]), max_files=2)]
+    return [*actions[:at], restore, *more, *actions[at:]]
 
 
 def connect_setup(seed: int, setup: Setup) -> Setup:
@@ -269,7 +288,12 @@ def program_features(program: Program) -> set[str]:
 
 
 def _action_features(a: Action, s: Setup, runs: int) -> set[str]:
-    simple = {"downstream_fail": "downstream:failed-batch", "replay": "life:replay", "idle": "life:idle"}
+    simple = {
+        "downstream_fail": "downstream:failed-batch",
+        "replay": "life:replay",
+        "idle": "life:idle",
+        "restore_checkpoint": "life:restored-checkpoint",
+    }
     simple |= {"kill": "life:kill", "fail": "life:injected-failure", "zombie": "life:zombie"}
     if a.kind == "replay" and runs < (2 if s.foreign_files else 1):
         return set()  # nothing committed to replay yet: another tool's files refuse the first run

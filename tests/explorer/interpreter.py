@@ -80,6 +80,10 @@ class Interpreter:
         #: a run was killed or failed since the last run that ended ok: a writer's open may
         #: complete its decided batch (``runs._unchanged_by_refusal``)
         self.interrupted = False
+        #: copies of the checkpoint taken after each run: (checkpoint number, path), oldest first
+        self.checkpoint_copies: list[tuple[int, Path]] = []
+        #: the checkpoint was put back to an older copy since the last run (``runs.expect``)
+        self.restored = False
         self.downstream = checks.Downstream(work / "downstream-checkpoint", program.setup.downstream_max_files) if program.setup.downstream else None
         self.checker = checks.Checker(self)
         self._log = log
@@ -129,6 +133,10 @@ class Interpreter:
         if handler is None:
             raise ValueError(f"unknown action {action.kind!r}")
         handler(action)
+        if action.kind in ("run", "kill", "fail", "zombie") and self.checkpoint.is_dir():
+            copy = self.work / "checkpoint-copies" / str(len(self.checkpoint_copies))
+            shutil.copytree(self.checkpoint, copy)
+            self.checkpoint_copies.append((self.query.checkpoint, copy))
 
     def drain(self) -> None:
         """The end of every program: the user fixes what was refused and runs the query to the
@@ -282,6 +290,21 @@ class Interpreter:
         shutil.rmtree(self.checkpoint, ignore_errors=True)
         self.new_checkpoint(action.arg("start", "earliest"))
         self.feature(f"life:lost-checkpoint-{self.query.start}")
+
+    def do_restore_checkpoint(self, action: Action) -> None:
+        """The checkpoint is put back to the copy taken ``back`` runs before the last one (a
+        backup restored, a volume snapshot rolled back): the query re-plans batch ids the table
+        holds with what arrived since - refused (``CheckpointRewoundError``) or, when it plans
+        them as before, skipped (docs/operations.md)."""
+        own = [path for number, path in self.checkpoint_copies if number == self.query.checkpoint]
+        back = int(action.arg("back", 1))
+        if len(own) <= back:
+            return
+        shutil.rmtree(self.checkpoint, ignore_errors=True)
+        shutil.copytree(own[-1 - back], self.checkpoint)
+        self.restored = True
+        self.feature("life:restored-checkpoint")
+        self.say(f"    checkpoint put back to its copy of {back} run(s) before the last")
 
     def do_replay(self, action: Action) -> None:
         """Spark's last ``commits/N`` goes: the query replays a batch the table committed."""

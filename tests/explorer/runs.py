@@ -80,6 +80,8 @@ def expect(it: Interpreter, spec: RunSpec) -> Expectation:
     elif adopting_into_json(it) and created is None:
         e.refuse("ConfigError", reason="adopt_existing_files adopts Parquet files: a JSON table refuses them")
     _expect_schema(it, e)
+    if it.restored:
+        e.refuse("CheckpointRewoundError", reason="the checkpoint was put back to an older copy", only=False)
     if "kafka" in it.setup.sources:
         _expect_offsets(it, spec, e)
     if it.setup.group and it.setup.policy == "full" and it.query.gate:
@@ -249,6 +251,7 @@ def run_query(it: Interpreter, *, sink: str, max_files: int = 2, fail_at: str | 
             _unchanged_by_refusal(it, outcome, before, readers.arrow(main))
         it.interrupted = it.interrupted or outcome == "InjectedFailure"
         remedy(it, outcome)
+    it.restored = it.restored and outcome.startswith("env:")  # a run that started consumed it
     it.query.fresh = not _has_offsets(it.checkpoint)
     return outcome
 
@@ -431,6 +434,8 @@ def remedy(it: Interpreter, outcome: str) -> None:
         remedy_existing_files(it)
     elif outcome == "OffsetResetError":  # name the columns that make a record (docs/kafka.md)
         it.query = replace(q, record_columns=True)
+    elif outcome == "CheckpointRewoundError":  # as the error says: a new checkpoint, from the table's offsets
+        it.new_checkpoint("table" if "kafka" in it.setup.sources else "earliest")
     elif outcome == "DataLoss":
         it.query = replace(q, fail_on_data_loss=False)
     elif outcome == "BatchRejectedError":  # the user lifts the check that rejected the batch
