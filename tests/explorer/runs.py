@@ -103,7 +103,8 @@ def recreated(it: Interpreter, spec: RunSpec) -> None:
     and recreated"): on the same checkpoint, those there before the run (Spark's source goes on
     from the new offsets); from ``latest`` or from ``sink.starting_offsets()`` (the old marks),
     those below where the query starts; from ``earliest`` with a filter, those below the old
-    marks (the table holds no row to compare at a filtered offset)."""
+    marks (the table holds no row to compare at a filtered offset), and so for a dataset group,
+    which compares no records (docs/kafka.md: only the same query's offsets going back)."""
     if not it.recreated or "kafka" not in spec.sources:
         return
     fresh = it.query.fresh
@@ -116,7 +117,7 @@ def recreated(it: Interpreter, spec: RunSpec) -> None:
             elif starting:
                 below = int(starting.get(topic, {}).get(str(p), 0))
             else:
-                below = it.marks_before_reset.get(f"{topic}/{p}", 0) if it.setup.filter else 0
+                below = it.marks_before_reset.get(f"{topic}/{p}", 0) if it.setup.filter or it.setup.group else 0
             it.model.lost_ok |= {r.id for r in records if r.offset is not None and r.offset < below} - it.model.ack
     it.recreated.clear()
 
