@@ -12,6 +12,9 @@ second even with Arrow's multi-threaded JSON reader. The index is the same entri
                   path is distinct: one made the index larger and 2.5x slower to read)
         metadata: seo.index.version = "2", seo.source = "N.compact",
                   seo.source.size = <bytes of N.compact>, seo.source.mtime = <its mtime in ms>,
+                  seo.source.change = <what the store says changes with its content: on a
+                  local disk "<inode>:<ctime in ns>", on an object store its ETag; absent
+                  where the store says nothing>,
                   seo.source.entries = <entries (lines) of N.compact>,
                   seo.source.files = <its non-directory entries: the index's rows>,
                   seo.source.line_ends = "lf" | "crlf"
@@ -20,7 +23,9 @@ The metadata is the Parquet footer's key-value metadata; the last three keys are
 before the footer is written, so they are not in the stored Arrow schema (``_read_footer``).
 
 It is derived data, never a source of truth, and a cache must never change an answer nor raise:
-an index whose recorded size and mtime match its compact file, whose version is ``VERSION`` and
+an index whose recorded size, mtime and change (where the store has one: a file replaced by one
+of the same size with its mtime put back, ``cp -p``, has another inode or ctime) match its
+compact file, whose version is ``VERSION`` and
 whose shape is sound (checked on the footer before a row is decoded) is used; any other is
 ignored and readers parse the JSON as Spark does. The writer extends the previous compact
 file's index with the new records instead of parsing the whole file again, and copies a compact
@@ -106,6 +111,7 @@ def write_index(storage: Storage, compact_id: int, log_: ManifestLog | None = No
             "seo.source": name,
             "seo.source.size": str(info.size),
             "seo.source.mtime": str(info.mtime_ms),
+            **({"seo.source.change": info.change} if info.change else {}),
         }
     )
     extended = _extended_index(storage, compact_id, log_, schema, info) if log_.wrote_compact(compact_id) else None
@@ -352,6 +358,8 @@ def _stale(meta: dict[str, str], compact_id: int, info: Any) -> str | None:  # a
         return f"built from {meta.get('seo.source')!r}"
     if meta.get("seo.source.size") != str(info.size) or meta.get("seo.source.mtime") != str(info.mtime_ms):
         return "the compact file changed since it was built (size or modification time)"
+    if meta.get("seo.source.change", "") != info.change:  # an index built before the key: built again
+        return "the compact file was replaced since it was built (another inode, status-change time or ETag)"
     return None
 
 

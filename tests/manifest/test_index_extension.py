@@ -1,4 +1,4 @@
-"""#14: the reader index of a compact file this writer wrote is the previous index + the records
+"""The reader index of a compact file this writer wrote is the previous index + the records
 after it, not a parse of the whole file again - and exactly what that parse gives, else it is
 parsed."""
 
@@ -134,3 +134,28 @@ def _json(log, entry):
     import json
 
     return json.dumps(log.codec.to_json(entry), separators=(",", ":")).encode()
+
+
+def test_an_index_of_a_compact_file_replaced_at_the_same_size_and_mtime_is_not_used(tmp_path):
+    """``cp -p`` or a restore puts a file of the same size back with its mtime: the index of the
+    file that was there must not vouch for it (its inode or status-change time differ), so
+    readers read the new file as Spark does."""
+    import os
+    import shutil
+
+    storage = open_storage(str(tmp_path))
+    log = ManifestLog(storage, default_interval=4)
+    for b in range(4):
+        log.add(b, _entries(b))
+    assert write_index(storage, 3, log)
+    assert read_index(storage, 3, log) is not None
+    inode, ctime = _footer(storage, 3)["seo.source.change"].split(":")  # the store's change token
+    assert int(inode) == os.stat(tmp_path / "_spark_metadata" / "3.compact").st_ino and int(ctime) > 0
+    path = tmp_path / "_spark_metadata" / "3.compact"
+    other = tmp_path / "elsewhere"
+    other.write_bytes(path.read_bytes().replace(b"part-00002-4", b"part-00002-9"))
+    os.utime(other, ns=(os.stat(path).st_atime_ns, os.stat(path).st_mtime_ns))
+    shutil.copy2(other, path.with_suffix(".tmp"))
+    os.replace(path.with_suffix(".tmp"), path)  # same size, same mtime, another inode
+    assert os.stat(path).st_size == os.stat(other).st_size and os.stat(path).st_mtime_ns == os.stat(other).st_mtime_ns
+    assert read_index(storage, 3, log) is None  # before: the old file's index, one path wrong
