@@ -175,6 +175,7 @@ def learn_run(it: Interpreter, spec: runs.RunSpec) -> None:
     """What a driver's run left, killed or not: the rate rows it made, its checkpoint."""
     it.runs += 1
     runs.learn_rate(it, spec)
+    runs.note_created(it)
     if clear_unstarted_checkpoint(it.checkpoint):
         it.say("    deleted the checkpoint: the kill left only a temp file of its first offsets")
     it.query.fresh = not runs._has_offsets(it.checkpoint)
@@ -209,6 +210,9 @@ class _NeverReached(Exception):
 #: boundaries in a writer's background work (a compaction's rewrite): woken with no batch left
 #: to run, its query ends as usual; what it prepared is refused by the successor's verdict
 BACKGROUND = ("after-rewrite",)
+#: boundaries after the last step of a batch: woken with no batch left, its query ends as usual
+#: (exit 0) having published nothing - the same judgement
+FINISHED = ("after-wal-delete",)
 UNCLAIMED = ("before-stage", "after-stage", "after-intent", "before-wal", "after-rewrite")
 LEASE_S = 3.0
 
@@ -273,8 +277,8 @@ def _zombie(it: Interpreter, before: Before, boundary: str) -> None:
     guarded = "CONCURRENT_STREAM_LOG_UPDATE" in output or "concurrently using" in output
     claimed = boundary.split("@")[0] not in UNCLAIMED
     it.say(f"    the woken zombie ended with {code}: {'fenced' if fenced else 'checkpoint guard' if guarded else '?'}")
-    if code == 0 and boundary.split("@")[0] in BACKGROUND and runs.table_batches(it) == before_wake:
-        it.say("    (frozen in background work, it had no batch left to run: its query ended and published nothing)")
+    if code == 0 and boundary.split("@")[0] in BACKGROUND + FINISHED and runs.table_batches(it) == before_wake:
+        it.say("    (frozen after its batch or in background work, it had no batch left to run: its query ended and published nothing)")
         return
     if successor.startswith("env:") and not fenced:  # no takeover happened: the zombie may finish
         it.fail("environment", "driver", f"the successor failed for the machine's reasons ({successor}); woken, the zombie ended with {code}")

@@ -24,6 +24,9 @@ LIBRARY_ERRORS = sorted(
 )
 #: refusals raised by the test doubles: an injected storage failure, the Kafka stand-in's data loss
 OTHER = {"InjectedFailure": "InjectedFailure", "failOnDataLoss=true)": "DataLoss"}
+#: the text of an injected storage failure (``testing.faults``): a library error may carry it as
+#: its cause - an Iceberg commit's, which says the batch stays pending
+INJECTED = "injected failure at "
 #: failures of the machine, not of the library: Spark's Python worker not starting within its fixed
 #: 10 s on an overloaded machine. A run that ends so is a failed run (nothing was promised).
 ENVIRONMENT = {
@@ -37,6 +40,8 @@ def classify(error: BaseException | str | None) -> str:
     if error is None:
         return "ok"
     text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    if INJECTED in text:  # the test's own failure, whatever error of the library carries it
+        return "InjectedFailure"
     found = []
     for name in LIBRARY_ERRORS:
         match = re.search(rf"\b{name}\b", text)

@@ -119,3 +119,11 @@ def test_a_guided_run_picks_seeds_no_earlier_long_run_ran():
     assert done, "the coverage page's long runs are committed"
     seeds = guided_seeds(min(done), 4, earlier, "everything")
     assert len(seeds) == 4 and not set(seeds) & done
+
+
+def test_an_injected_failure_a_library_error_carries_is_the_injected_failure():
+    from tests.explorer.outcome import classify
+
+    text = "IcebergTableError: Iceberg commit of manifest batch 16 to t failed: InjectedFailure: injected failure at mid-iceberg (occurrence 1)."
+    assert classify(text) == "InjectedFailure"
+    assert classify("IcebergTableError: Iceberg commit of manifest batch 16 to t failed: OSError") == "IcebergTableError"

@@ -435,3 +435,30 @@ def test_bad_configuration_is_refused_up_front(tmp_path):
     with pytest.raises(TypeError, match="checks"):  # group options are DatasetSink's only
         ExactlyOnceSink(str(tmp_path / "b"), checks=[Check.rows_between(1, 2)])
     assert not os.path.exists(tmp_path / "a" / "_seo" / "epochs")
+
+
+def test_a_batch_refused_for_its_format_leaves_no_new_table_behind(spark, tmp_path):
+    """A restart with another format: the group's existing tables refuse the batch
+    (``ConfigError``) before any new table of it - here a quarantine table - is created in that
+    format, so the corrected restart is not refused by a table the refused batch left."""
+    ids = write_csv_files(tmp_path / "in", n_files=2, rows_per_file=10)
+    root, ckpt = tmp_path / "lake", tmp_path / "ckpt"
+    checks = [Check.row("id < 20 OR id % 2 = 0", name="even from 20")]  # later odd ids: quarantine
+    _, error = run_group(spark, tmp_path / "in", root, ckpt, dataset_column="p", checks=checks, format="delta")
+    assert error is None
+    ids += write_csv_files(tmp_path / "in", n_files=2, rows_per_file=10, start_file=2)
+    # attached with foreachBatch: no start to check the tables at, the batch's commit does
+    sink = DatasetSink(str(root), dataset_column="p", checks=checks, format="json", checkpoint_location=str(ckpt))
+    query = stream(spark, tmp_path / "in").writeStream.foreachBatch(sink).option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start()
+    with pytest.raises(Exception, match="but the sink was configured with format='json'"):
+        query.awaitTermination()
+    sink.close()
+    assert not (root / "_quarantine").exists() or not list((root / "_quarantine").rglob("_seo/table"))
+    _, error = run_group(spark, tmp_path / "in", root, ckpt, dataset_column="p", checks=checks, format="delta")
+    assert error is None, error
+    bad = {i for i in ids if i >= 20 and i % 2}
+    for value, expected in expected_by_p(ids).items():
+        leaf = dataset_dir_name(value)
+        assert_once(ids_in(root / leaf), expected - bad, value)
+        if expected & bad:  # a value with no bad row has no quarantine table
+            assert_once(Counter(read.pandas(str(root / "_quarantine" / "rows" / leaf))["id"].tolist()), expected & bad, f"quarantine {value}")

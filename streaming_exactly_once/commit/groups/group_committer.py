@@ -52,7 +52,7 @@ from ...manifest.empty_batches import holds_manifest
 from ...storage.base import Storage
 from ...table.commits_log import CommitRecord
 from ...table.group_state import GroupState, TableBatch, advance, advance_sources, is_quarantine
-from ...table.identity import TableIdentity, TableSpec, ensure_identity, note_root, read_identity
+from ...table.identity import TableIdentity, TableSpec, check_identity, ensure_identity, note_root, read_identity
 from ...table.schema_log import SchemaRecord
 from ...table.table_logs import TableLogs
 from ..background.compaction_preparation import preparation_of
@@ -238,24 +238,21 @@ class GroupCommitter(Writer):
     def _expected_latest(self, table: str) -> int:
         return self.state.latest_batch(table)
 
+    def _check_member_identities(self, members: Sequence[MemberBatch]) -> None:
+        """Every table of the batch that has an identity takes the batch's options - checked
+        before any new table of it gets one, so a refused batch leaves no table behind whose
+        options would refuse the batch of the corrected configuration."""
+        for mb in members:
+            if self._member(mb.table).identity is None:
+                check_identity(self.storage.child(mb.table), self._member_spec(mb))
+
     def _member_identity(self, mb: MemberBatch) -> TableIdentity:
         member = self._members[mb.table]
         if member.identity is not None:
             return member.identity
-        depth = mb.table.count("/") + 1
         child = self.storage.child(mb.table)
-        is_delta, is_iceberg, files = table_formats(mb.format)
-        spec = TableSpec(
-            kind="member",
-            compact_interval=self.options.compact_interval,
-            format=files,
-            partition_by=tuple(mb.partition_by),
-            writer_options=tuple(mb.writer_options.items()),
-            delta=is_delta,
-            group="/".join([".."] * depth),
-            iceberg=IcebergCatalogRef() if is_iceberg else None,  # a group's tables: the path-based default
-        )
-        identity = ensure_identity(child, spec)
+        is_delta, is_iceberg, _ = table_formats(mb.format)
+        identity = ensure_identity(child, self._member_spec(mb))
         identity = note_root(child, identity)
         if is_delta:
             self._check_format_reaches(self._delta_target(mb.table, identity).applied_batch(), member, child, "Delta")
@@ -265,6 +262,20 @@ class GroupCommitter(Writer):
                 discard_leftovers(self._iceberg_target(mb.table, identity), member.latest)
         member.identity = identity
         return identity
+
+    def _member_spec(self, mb: MemberBatch) -> TableSpec:
+        """What a group's table is, from the options of the batch that writes it."""
+        is_delta, is_iceberg, files = table_formats(mb.format)
+        return TableSpec(
+            kind="member",
+            compact_interval=self.options.compact_interval,
+            format=files,
+            partition_by=tuple(mb.partition_by),
+            writer_options=tuple(mb.writer_options.items()),
+            delta=is_delta,
+            group="/".join([".."] * (mb.table.count("/") + 1)),
+            iceberg=IcebergCatalogRef() if is_iceberg else None,  # a group's tables: the path-based default
+        )
 
     def _check_format_reaches(self, applied: int | None, member: Member, child: Storage, name: str) -> None:
         """Refuse a member table whose Delta log or Iceberg table does not hold its manifest's batches."""
@@ -321,6 +332,7 @@ class GroupCommitter(Writer):
         g = attempt.batch_id
         epoch = self.lease.epoch or 0
         now_ms = int(time.time() * 1000)
+        self._check_member_identities(members)
         parts = [self._plan_member(attempt, mb, epoch, now_ms) for mb in members]
         state = self._next_state(parts, g, source_ends or {}, expected)
         total_rows = sum(mb.rows for mb in members if not is_quarantine(mb.table))
