@@ -324,21 +324,24 @@ class BatchSink(QueryLease[CommitterT]):
         return run is not None and run == self._active_run
 
     def _identity(self, df: DataFrame, run: str | None) -> QueryIdentity:
+        """The calling query's identity, cached per given id, Spark's own id and checkpoint."""
         if self.options.query_id is None and self._active_query is not None and self._same_run(run):
-            known = self._identities.get(self._active_query)
+            known = self._identities.get(f"|{self._active_query}|{self._checkpoint}")
             if known is not None:  # the run's query: its id need not be asked again
                 return known
-        key = self.options.query_id or local_query_id(df) or f"checkpoint:{self._checkpoint}"
+        spark_id = local_query_id(df)
+        key = f"{self.options.query_id or ''}|{spark_id or ''}|{self._checkpoint}"
         cached = self._identities.get(key)
         if cached is not None:
             return cached
         identity = resolve_identity(df, query_id=self.options.query_id, checkpoint=self._checkpoint, checkpoint_query_id=self._checkpoint_query_id)
         if identity.checkpoint is not None:
             ckpt_id = self._checkpoint_query_id(identity.checkpoint)
-            if self.options.query_id is None and ckpt_id != identity.query_id:
+            running = spark_id or (identity.query_id if self.options.query_id is None else None)
+            if running is not None and ckpt_id != running:
                 raise ConfigError(
                     f"checkpoint_location {identity.checkpoint} belongs to query {ckpt_id}, but this batch comes "
-                    f"from query {identity.query_id}. Pass the checkpoint location of the query that writes "
+                    f"from query {running}. Pass the checkpoint location of the query that writes "
                     "the table (or leave it out).",
                     key="checkpoint_location",
                 )

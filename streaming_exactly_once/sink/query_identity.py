@@ -91,6 +91,6 @@ def resolve_identity(df: DataFrame, *, query_id: str | None, checkpoint: str | N
             "ExactlyOnceSink was called outside a streaming query's foreachBatch (no query id). "
             "Use it as writeStream.foreachBatch(sink) or sink.start(df), or pass query_id= explicitly."
         )
-    if checkpoint is None and not is_connect(df):
-        checkpoint = _active_checkpoint(qid)
+    if checkpoint is None and not is_connect(df):  # looked up under Spark's own id, also when another was given
+        checkpoint = _active_checkpoint(local_query_id(df) or qid)
     return QueryIdentity(query_id=qid, checkpoint=checkpoint)

@@ -208,6 +208,47 @@ def test_foreach_batch_with_a_given_query_id_releases_the_table_when_its_query_e
     assert_exactly_once(spark, table, ids)
 
 
+@pytest.mark.parametrize("attach", ["start", "foreachBatch"])
+def test_a_sink_given_a_query_id_writes_a_new_checkpoint_s_batches(spark, tmp_path, attach):
+    """The same sink object, given ``query_id=``, on a new checkpoint (Spark's batch ids start
+    at 0 again): its batches are new, written - not skipped as replays of the first checkpoint's.
+    ``foreachBatch``: the sink was told no checkpoint location, and finds the query's own."""
+    table, ck1, ck2 = tmp_path / "t", str(tmp_path / "ck1"), str(tmp_path / "ck2")
+    ids = write_csv_files(tmp_path / "in1", n_files=2, rows_per_file=5)
+    sink = ExactlyOnceSink(str(table), partition_by=["p"], query_id="orders-v1")
+
+    def run(source, checkpoint):
+        df = stream(spark, source, 1)
+        if attach == "start":
+            sink.start(df, checkpoint_location=checkpoint, trigger={"availableNow": True}).awaitTermination()
+        else:
+            df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).trigger(availableNow=True).start().awaitTermination()
+        _wait_released(table)
+
+    run(tmp_path / "in1", ck1)
+    ids += write_csv_files(tmp_path / "in2", n_files=3, rows_per_file=5, start_file=2)
+    run(tmp_path / "in2", ck2)  # before: batches 0 and 1 of ck2 skipped as "duplicates", 10 rows lost
+    assert sink.counters["committed"] == 5
+    assert_exactly_once(spark, table, ids)
+
+
+def test_a_sink_told_another_query_s_checkpoint_refuses_the_batch(spark, tmp_path):
+    """``checkpoint_location=`` names the checkpoint of an earlier query, the query runs on
+    another one: with a given ``query_id`` too, the batch is refused (``ConfigError``), nothing
+    written, instead of being read against the wrong checkpoint."""
+    table, ck1, ck2 = tmp_path / "t", str(tmp_path / "ck1"), str(tmp_path / "ck2")
+    ids = write_csv_files(tmp_path / "in", n_files=1, rows_per_file=5)
+    sink = ExactlyOnceSink(str(table), partition_by=["p"], query_id="orders-v1", checkpoint_location=ck1)
+    sink.start(stream(spark, tmp_path / "in", 1), checkpoint_location=ck1, trigger={"availableNow": True}).awaitTermination()
+    stale = ExactlyOnceSink(str(table), partition_by=["p"], query_id="orders-v1", checkpoint_location=ck1)
+    write_csv_files(tmp_path / "in", n_files=1, rows_per_file=5, start_file=1)
+    query = stream(spark, tmp_path / "in", 1).writeStream.foreachBatch(stale).option("checkpointLocation", ck2).trigger(availableNow=True).start()
+    with pytest.raises(StreamingQueryException, match="belongs to query"):
+        query.awaitTermination()
+    stale.close()
+    assert_exactly_once(spark, table, ids)
+
+
 def test_a_query_failing_in_foreach_batch_releases_the_table(spark, tmp_path):
     ids = write_csv_files(tmp_path / "in", n_files=3, rows_per_file=5)
     table, ckpt = tmp_path / "t", tmp_path / "ckpt"
