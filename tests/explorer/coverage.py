@@ -189,6 +189,8 @@ PAGE_RESULTS = (
     "benchmarks/results/explore-session6.jsonl",
     "benchmarks/results/explore-session7.jsonl",
     "benchmarks/results/explore-session8.jsonl",
+    "benchmarks/results/explore-session9.jsonl",
+    "benchmarks/results/explore-session10.jsonl",
 )
 PAGE = "docs/explorer-coverage.md"
 _PAGE_HEAD = """# Scenario explorer: feature pairs covered
