@@ -90,6 +90,7 @@ class BatchSink(QueryLease[CommitterT]):
         "_active_run",
         "_session",
         "_identities",
+        "_run_identity",
         "_checkpoints",
         "_batch_ends",
         "_observer",
@@ -118,6 +119,7 @@ class BatchSink(QueryLease[CommitterT]):
         self._active_run: str | None = None  # and the id of its run (classic Spark): a restart gets a new one
         self._session: Any = None  # classic: the session running that query
         self._identities: dict[str, QueryIdentity] = {}
+        self._run_identity: tuple[str, QueryIdentity] | None = None  # the adopted run's, by its marker
         #: Spark checkpoints read by batches, by location, kept across batches as Spark keeps its
         #: own logs: a file-source log's compact interval is derived once, not by listing the log
         #: (which grows with every batch until Spark's cleanup delay passes) for each batch.
@@ -325,14 +327,13 @@ class BatchSink(QueryLease[CommitterT]):
 
     def _identity(self, df: DataFrame, run: str | None) -> QueryIdentity:
         """The calling query's identity, cached per given id, Spark's own id and checkpoint."""
-        if self.options.query_id is None and self._active_query is not None and self._same_run(run):
-            known = self._identities.get(f"|{self._active_query}|{self._checkpoint}")
-            if known is not None:  # the run's query: its id need not be asked again
-                return known
+        if self._run_identity is not None and self._same_run(run) and self._run_identity[0] == run:
+            return self._run_identity[1]  # the adopted run's query: its id need not be asked again
         spark_id = local_query_id(df)
         key = f"{self.options.query_id or ''}|{spark_id or ''}|{self._checkpoint}"
         cached = self._identities.get(key)
         if cached is not None:
+            self._run_identity = (run, cached) if run is not None else None
             return cached
         identity = resolve_identity(df, query_id=self.options.query_id, checkpoint=self._checkpoint, checkpoint_query_id=self._checkpoint_query_id)
         if identity.checkpoint is not None:
@@ -351,13 +352,12 @@ class BatchSink(QueryLease[CommitterT]):
                 identity.query_id,
             )
         self._identities[key] = identity
+        self._run_identity = (run, identity) if run is not None else None
         return identity
 
     def _spark_checkpoint(self, location: str, query_id: str) -> tuple[SparkCheckpoint, str | None]:
-        """The reader of query ``query_id``'s checkpoint (a location reused by a new query - a
-        deleted checkpoint - gets a new reader), and, when the sink was given the query id, the
-        checkpoint's own id (read at every batch: a checkpoint recreated under the given id is
-        another query's)."""
+        """The reader of query ``query_id``'s checkpoint (a new one for a new query at the location),
+        and with a given query id the checkpoint's own id (read per batch: it may be recreated)."""
         own = self._checkpoint_query_id(location) if self.options.query_id is not None else None
         key = query_id if own is None else f"{query_id} {own}"
         held = self._checkpoints.get(location)
