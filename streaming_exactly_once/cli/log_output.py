@@ -48,10 +48,12 @@ def print_group_batches(out: Printer, commits: CommitsLog) -> None:
 
 def compaction_note(batch: BatchInfo) -> str:
     """What compaction did in ``batch``: its manifest file is a ``.compact`` file, it published
-    rewrites of small files, ``seo compact`` committed it."""
-    from ..maintenance.compact import MAINTENANCE_QUERY
+    rewrites of small files, ``seo compact`` committed it; it adopted a directory's files."""
+    from ..table.library_queries import ADOPTION_QUERY, MAINTENANCE_QUERY
 
     notes = []
+    if batch.query_id == ADOPTION_QUERY:
+        notes.append("adopted existing files")
     if batch.query_id == MAINTENANCE_QUERY:
         notes.append("seo compact" if batch.rewritten_files else "seo compact (empty)")
     if batch.rewritten_files:

@@ -120,10 +120,11 @@ def _print_refusal(out: Printer, info: dict[str, Any]) -> None:
 
 
 def _query_name(query_id: str) -> str:
-    """A query id as a person reads it: ``seo compact``'s batches are named so."""
-    from ..maintenance.compact import MAINTENANCE_QUERY
+    """A query id as a person reads it: the library's own batches (``seo compact``'s, an
+    adoption's) are named so."""
+    from ..table.library_queries import LIBRARY_QUERIES
 
-    return f"{query_id} (seo compact)" if query_id == MAINTENANCE_QUERY else query_id
+    return f"{query_id} ({LIBRARY_QUERIES[query_id]})" if query_id in LIBRARY_QUERIES else query_id
 
 
 def _schema_lines(info: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -9,10 +9,13 @@ the plain directory would read (no part of its path starts with ``_`` or ``.``: 
 Hive skip those) stops it with ``ExistingFilesError`` naming one, before it writes anything - a
 directory the library never touched is checked before the lease is taken.
 
-``adopt_existing_files=True`` makes those files the table's: they are published in its first
-batch - its manifest entry, and its Delta commit and Iceberg snapshot when the table has those
-formats - through the same claim as the batch's own files (the WAL entry names them: a crash
-before the claim adopts nothing, after it the batch rolls forward with them). Checked before the
+``adopt_existing_files=True`` makes those files the table's: they are published as a batch of
+their own, batch 0 - its manifest entry, and its Delta commit and Iceberg snapshot when the table
+has those formats - under ``ADOPTION_QUERY`` (``table.library_queries``), committed right before
+the stream's first batch stages anything (``TableCommitter.adopt_existing``). A crash before its
+claim adopts nothing, after it the batch rolls forward. Its own batch, not the first batch's:
+until a table has a manifest, a plain reader of the directory (vanilla Spark) reads every file in
+it, so the stream's first files must not land there before the manifest does. Checked before the
 claim (a refusal names the file; nothing is written):
 
 * Parquet files only (the table's files are Parquet: ``parquet``, ``delta``, ``iceberg``), each
@@ -24,10 +27,10 @@ claim (a refusal names the file; nothing is written):
   checked against it at ``start`` and at every batch by the usual rules (``schema_evolution``
   decides whether the stream may have columns the files lack: their rows read null there).
 
-The directory is listed again right before the first batch's claim, and what is there then is
-adopted (files added or removed since the writer opened the table included). Once the first
-batch has committed the table has a manifest and the option does nothing: leaving it on is
-harmless, a restart adopts nothing twice. Adopted files are the table's from then on: a
+The directory is listed again right before the adoption's claim, and what is there then is
+adopted (files added or removed since the writer opened the table included). Once the adoption
+has committed the table has a manifest and the option does nothing: leaving it on is harmless, a
+restart adopts nothing twice. Adopted files are the table's from then on: a
 compaction may rewrite them, and ``seo gc`` deletes them once a compaction batch left them out
 of the listing (``manifest.retired``).
 
@@ -72,7 +75,7 @@ class AdoptedFile:
 
 @dataclass(frozen=True)
 class Adoption:
-    """The files a table's first batch adopts, and their schema (Spark JSON, without partition columns)."""
+    """The files a table adopts as its batch 0, and their schema (Spark JSON, without partition columns)."""
 
     files: tuple[AdoptedFile, ...]
     schema: str

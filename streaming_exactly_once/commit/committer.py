@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -40,6 +40,7 @@ from ..storage.base import Storage
 from ..table.commits_log import CommitRecord
 from ..table.identity import TableSpec
 from ..table.ledger import LedgerRecord
+from ..table.library_queries import ADOPTION_QUERY
 from ..table.schema_log import SchemaRecord
 from ..table.table_logs import TableLogs
 from .adoption import Adoption, existing_files_error, plan_adoption, readable_files
@@ -160,6 +161,34 @@ class TableCommitter(Writer):
     def _own_dirs(self) -> tuple[str, ...]:
         """Directories of the table's own that readers of the plain directory would read: an Iceberg table's metadata."""
         return (f"{METADATA_DIR}/",) if self.iceberg is not None else ()
+
+    def adopt_existing(self, schema: Callable[[], str]) -> None:
+        """Before a table's first batch stages anything: publish the files its directory holds as
+        a batch of their own (``ADOPTION_QUERY``), so that from then on the directory has a
+        manifest and no reader of it sees a file of a batch that has not committed. ``schema``:
+        the stream's batch as the table will hold it (its partition columns' types)."""
+        self.ensure_open()
+        if self.adoption is None:
+            return
+        if self.latest_batch_id >= 0 or self._adoption_now(()) is None:
+            self.adoption = None
+            return
+        n = self.last_spark_batch(ADOPTION_QUERY)
+        with self.batch(ADOPTION_QUERY, 0 if n is None else n + 1, mode="rename") as attempt:
+            self.commit(attempt, [], num_rows=0, schema=schema(), no_data=True)
+        log.info("table %s: adopted its existing files in batch 0", self.storage.root_uri)
+
+    def begin(self, query_id: str, spark_batch_id: int, **intent: Any) -> BatchAttempt:
+        """``Writer.begin``; a table with existing files to adopt adopts them first (``adopt_existing``)."""
+        self.ensure_open()
+        if self.adoption is not None and query_id != ADOPTION_QUERY:
+            raise ConfigError(
+                f"Table {self.storage.root_uri}: the files its directory holds ({self.adoption.example}) are adopted in a "
+                "batch of their own before its first batch: call adopt_existing(schema) first. Nothing was written.",
+                table=self.storage.root_uri,
+                key="adopt_existing_files",
+            )
+        return super().begin(query_id, spark_batch_id, **intent)
 
     def _adoption_now(self, files: Sequence[StagedFile]) -> Adoption | None:
         """The adoption as the directory is right before the first batch's claim: listed again,

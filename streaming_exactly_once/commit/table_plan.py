@@ -101,10 +101,11 @@ def plan_table_batch(ask: TableBatchAsk) -> TableBatchPlan:
         moves += rewrites.moves()
         entries += rewrites.entries(storage)
         steps = [replace(s, rewrites=rewrites.rewrites) for s in steps]
-    elif not ask.files and not ask.compaction:
+    elif not ask.files and not ask.compaction and ask.adoption is None:
         # a batch of no file (``seo compact``'s, a query's first batch or offset reset that wrote
         # no row): no Delta or Iceberg commit (``manifest.empty_batches``) - except at a compaction
-        # batch id, whose ``.compact`` file cannot tell it holds nothing new: a commit of no file
+        # batch id, whose ``.compact`` file cannot tell it holds nothing new: a commit of no file;
+        # an adoption batch commits the files it adopts
         steps = []
     return TableBatchPlan(ask.batch_id, entries, moves, rewrites, ask.new_schema, steps)
 

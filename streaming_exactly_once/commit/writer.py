@@ -151,6 +151,11 @@ class Writer(ABC):
         """Whether this writer makes a new table's existing files its first batch."""
         return False
 
+    def adopt_existing(self, schema: Callable[[], str]) -> None:
+        """Before a table's first batch: publish the files its directory held as a batch of their
+        own (``TableCommitter``; a dataset group adopts none)."""
+        return None
+
     def _member_logs(self) -> Callable[[str], TableLogs] | None:
         """A dataset group's tables' logs, by path under the root (None: not a group)."""
         return None

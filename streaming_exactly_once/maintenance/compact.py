@@ -43,14 +43,13 @@ from ..storage import open_storage
 from ..storage.base import Storage
 from ..table.group_state import is_quarantine
 from ..table.identity import TableIdentity, read_identity
+from ..table.library_queries import MAINTENANCE_QUERY
 from ..table.table_logs import TableLogs
 from .group_tables import group_of, group_tables, newest_group_record
 from .table_extras import require_table_extras
 
 #: ``min_batches_to_retain`` of a run: more batches than any table has, so it deletes no log file.
 NO_LOG_RETENTION = 1 << 40
-#: The query id ``seo compact``'s batches are committed under (a fixed UUID: not a Spark query's).
-MAINTENANCE_QUERY = "00000000-0000-0000-0000-00000000c0de"
 
 
 @dataclass

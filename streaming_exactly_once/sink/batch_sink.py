@@ -3,8 +3,7 @@
 ``BatchSink`` is the ``foreachBatch`` callable's skeleton: one batch at a time (a lock), the
 query's identity (query id + checkpoint), the idempotence check, the input-file records and the
 abort of a failed attempt; the table's lease follows the query (``sink.query_lease``).
-Subclasses stage and commit: ``ExactlyOnceSink`` one table,
-``DatasetSink`` a group of tables.
+Subclasses stage and commit: ``ExactlyOnceSink`` one table, ``DatasetSink`` a group of tables.
 
 **Configuration vs. process state.** A sink object is configuration (table, options,
 checkpoint) plus state that only makes sense in one process: the storage client, the committer
@@ -471,6 +470,7 @@ class BatchSink(QueryLease[CommitterT]):
             known_query=known,
             probe=self._record_probe(fit),
         )
+        self.committer.adopt_existing(lambda: fit(df).schema.json())  # before anything of the batch is staged
         with self.committer.batch(
             qid,
             batch_id,

@@ -282,6 +282,7 @@ class _Child:
         c.ensure_open()
         if c.is_committed(query, spark_batch):
             return None
+        c.adopt_existing(lambda: self.schema or SCHEMA_JSON)  # as the sink does before it stages a first batch
         attempt = c.begin(query, spark_batch, mode="rename" if self.p.get("group") else mode)
         try:
             c.storage.makedirs(attempt.staging_dir)  # as the sink does before its writer runs

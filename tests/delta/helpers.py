@@ -61,6 +61,7 @@ def commit_batch(
     committer.ensure_open()
     if committer.is_committed(query, spark_batch):
         return None
+    committer.adopt_existing(lambda: schema)  # as the sink does before it stages a first batch
     try:
         with committer.batch(query, spark_batch, mode=mode) as attempt:  # aborted if the block raises
             files = []
