@@ -210,9 +210,10 @@ class _NeverReached(Exception):
 #: boundaries in a writer's background work (a compaction's rewrite): woken with no batch left
 #: to run, its query ends as usual; what it prepared is refused by the successor's verdict
 BACKGROUND = ("after-rewrite",)
-#: boundaries after the last step of a batch: woken with no batch left, its query ends as usual
-#: (exit 0) having published nothing - the same judgement
-FINISHED = ("after-wal-delete",)
+#: boundaries after a batch's commit record (its records' deferred sync, the claim's delete):
+#: woken with no batch left, its query ends as usual (exit 0) having published nothing - the
+#: same judgement
+FINISHED = ("after-records-sync", "after-wal-delete")
 UNCLAIMED = ("before-stage", "after-stage", "after-intent", "before-wal", "after-rewrite")
 LEASE_S = 3.0
 
