@@ -270,6 +270,10 @@ class TableCommitter(Writer):
             table_rows=None if self._table_rows is None or num_rows is None else self._table_rows + num_rows + (adoption.rows if adoption else 0),
             rewrites=plan.rewrites.notes(),
         )
+        if adoption is not None:  # the batch publishes the adopted files: its counts hold them (``seo log``, ``read.batches``)
+            adopted_bytes = sum(f.size for f in adoption.files)
+            num_all = (num_rows or 0) + adoption.rows
+            record = replace(record, num_files=record.num_files + len(adoption.files), num_bytes=record.num_bytes + adopted_bytes, num_rows=num_all)
         steps = self._steps(attempt, plan, ledger, record, input_files)
         seq = attempt.sequence(steps, epoch=epoch, now_ms=now_ms)
         indexed = self.options.build_manifest_index and is_compaction_batch(m, self.logs.require_manifest().interval)

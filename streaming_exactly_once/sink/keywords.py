@@ -321,9 +321,9 @@ class SinkKeywords(TypedDict, total=False):
             False,
             "A new table's directory that already holds Parquet files (a batch job's output, pandas' files): they become "
             "its batch 0 - in its manifest, and its Delta commit and Iceberg snapshot - committed before the stream's first "
-            "batch, once their layout (``partition_by``) and schema are checked against the stream's. By default such a directory is refused (``ExistingFilesError``): "
-            "the table would hide their rows from every reader. Does nothing once the table has a batch. ``ExactlyOnceSink`` "
-            "only. See the operations page.",
+            "batch, once their layout (``partition_by``) and schema are checked against the stream's. By default such a "
+            "directory is refused (``ExistingFilesError``): the table would hide their rows from every reader. Does nothing "
+            "once the table has a batch. ``ExactlyOnceSink`` only. See the operations page.",
             conf="bool",
         ),
     ]

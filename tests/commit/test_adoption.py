@@ -129,6 +129,10 @@ def test_the_files_are_adopted_in_a_batch_of_their_own_before_the_first_batch_on
     c.close()
     assert _ids(root) == Counter([1000, 1001, 1002, 1, 2, 3])
     assert _ids(root, as_of=0) == Counter([1000, 1001, 1002]) and _ids(root, as_of=1) == Counter([1000, 1001, 1002, 1, 2])
+    adoption, first = read.batches(str(root))[:2]  # what `seo log` shows: the adoption's rows and files are its own
+    assert (adoption.query_id, adoption.num_rows, adoption.num_files) == ("00000000-0000-0000-0000-00000000ad07", 3, 2)
+    assert adoption.num_bytes == sum(p.stat().st_size for p in root.glob("p=old*/data.parquet"))
+    assert (first.num_rows, first.num_files) == (2, 1)
     record = read_schema(open_storage(str(root)), 0)
     assert record is not None and record.reason == "adopt" and [f["name"] for f in json.loads(record.schema)["fields"]] == ["id", "p"]
     assert verify_table(open_storage(str(root))).problems == []
