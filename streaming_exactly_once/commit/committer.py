@@ -54,7 +54,7 @@ from .protocol.step import CommitStep
 from .protocol.steps import CleanupStaging, MoveFiles, PublishManifest, WriteCommit
 from .rewrites.table_rewrites import BatchRewrites, TableRewrites, leftovers_of
 from .table_plan import TableBatchAsk, TableBatchPlan, TableFormats, plan_table_batch
-from .table_schema import TableSchema, table_format_of
+from .table_schema import TableSchema, table_format_of, with_partition_columns
 from .table_steps.ledger_step import WriteLedger, file_entry
 from .table_steps.schema_step import WriteSchema
 from .writer import Writer
@@ -173,9 +173,14 @@ class TableCommitter(Writer):
         if self.latest_batch_id >= 0 or self._adoption_now(()) is None:
             self.adoption = None
             return
+        # the files' columns, and the partition columns typed as the stream types them; columns
+        # only the stream has are the first batch's to add (a schema record ``evolve``)
+        stream = schema()
+        self.schemas.check(stream, self.options.partition_by, what="The stream's first batch")  # refused before anything is adopted
+        adopted_schema = with_partition_columns(self.adoption.schema, stream, self.options.partition_by)
         n = self.last_spark_batch(ADOPTION_QUERY)
         with self.batch(ADOPTION_QUERY, 0 if n is None else n + 1, mode="rename") as attempt:
-            self.commit(attempt, [], num_rows=0, schema=schema(), no_data=True)
+            self.commit(attempt, [], num_rows=0, schema=adopted_schema, no_data=True)
         log.info("table %s: adopted its existing files in batch 0", self.storage.root_uri)
 
     def begin(self, query_id: str, spark_batch_id: int, **intent: Any) -> BatchAttempt:

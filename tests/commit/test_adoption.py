@@ -205,6 +205,11 @@ def test_a_stream_with_columns_the_files_lack_needs_schema_evolution(tmp_path):
     _commit(c, 0, [1], schema=extra)
     c.close()
     assert _ids(root) == Counter([1000, 1])
+    # the adoption holds the files' columns; the first batch adds the stream's own
+    assert read.arrow(str(root), as_of=0).column_names == ["id", "p"] and "note" in read.arrow(str(root)).column_names
+    adopted, evolved = read_schema(open_storage(str(root)), 0), read_schema(open_storage(str(root)), 1)
+    assert adopted is not None and adopted.reason == "adopt" and [f["name"] for f in json.loads(adopted.schema)["fields"]] == ["id", "p"]
+    assert evolved is not None and evolved.reason == "evolve" and "note" in [f["name"] for f in json.loads(evolved.schema)["fields"]]
 
 
 @pytest.mark.parametrize(
