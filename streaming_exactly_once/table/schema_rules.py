@@ -59,6 +59,8 @@ class Mismatch:
             return f"column {self.column!r} ({self.batch}) is not in the table"
         if self.kind == "dropped":
             return f"the table's non-nullable column {self.column!r} is not in the batch"
+        if self.kind == "case":  # ``batch``: "<its name>: <type>"
+            return f"column {self.column!r} ({self.table}) is {self.batch.split(':', 1)[0]!r} in the batch, a name differing only in case"
         return f"column {self.column!r} is {self.batch} in the batch, {self.table} in the table"
 
     def to_json(self) -> dict[str, str]:

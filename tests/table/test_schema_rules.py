@@ -117,6 +117,7 @@ def test_a_case_only_rename_and_other_partition_columns_are_refused():
     verdict = compare(TABLE, ["p"], schema("ID long", "v double", "p string"), ["v"], evolution="add_columns")
     assert kinds(verdict) == [("(partition columns)", "partitioning"), ("id", "case")]
     assert verdict.mismatches[0].summary() == "the table is partitioned by ['p'], the sink by ['v']"
+    assert verdict.mismatches[1].summary() == "column 'id' (long) is 'ID' in the batch, a name differing only in case"
 
 
 def test_the_error_shows_both_sides_and_says_what_to_do(memory_storage):
