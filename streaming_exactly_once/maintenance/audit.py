@@ -32,7 +32,7 @@ from functools import partial
 from typing import Any
 
 from ..commit.table_steps.ledger_step import checksum_of
-from ..errors import ExactlyOnceError, LogCorruptError, TableNotFoundError
+from ..errors import CatalogNotConfiguredError, ExactlyOnceError, LogCorruptError, MissingDependencyError, TableNotFoundError
 from ..log.compaction import is_compaction_batch
 from ..manifest.manifest_log import ManifestLog
 from ..manifest.paths import decode_uri
@@ -495,6 +495,8 @@ def _formats(
     for name, listing in listings.items():
         try:
             applied, files = listing()
+        except (CatalogNotConfiguredError, MissingDependencyError):
+            raise  # this environment lacks something: no finding about the table (``seo``: exit code 4)
         except ExactlyOnceError as exc:
             report.violations.append(Violation("formats", latest, f"The {name} table cannot be read: {exc}"))
             continue

@@ -37,7 +37,7 @@ def test_an_unconfigured_catalog_is_told_apart_from_a_broken_table(tmp_path, sql
     assert side["missingCatalog"] == name and variable in side["error"], side
     code, out = seo("status", str(root))
     assert f"not checked: Iceberg catalog {name!r} (table db.events of " in out and "is not configured in this environment" in out
-    for command in (["verify"], ["recover"], ["gc", "--older-than", "0s"], ["compact", "--min-age", "0s"]):
+    for command in (["verify"], ["audit"], ["recover"], ["gc", "--older-than", "0s"], ["compact", "--min-age", "0s"]):
         code, out = seo(*command, str(root))
         assert code == 4, (command, out)
         assert out.startswith(f"error: Iceberg catalog {name!r}") and variable in out and "Nothing was read or changed" in out, out
