@@ -333,6 +333,18 @@ def _run(it: Interpreter, spec: RunSpec, sink_kind: str, fail_at: str | None) ->
         return _await(it, sink, query, spec)
     finally:
         os.environ.pop("SEO_FAIL_AT", None)
+        if fail_at:
+            _disarm(it.sink)
+
+
+def _disarm(sink: Any) -> None:
+    """The failure a run asked for stays armed in its sink's storage when the run never reached
+    it: disarmed, so that a later run of the same sink object runs as a user's sink would."""
+    from streaming_exactly_once.testing.faults import FaultInjectingStorage
+
+    storage = getattr(sink, "_storage", None)
+    if isinstance(storage, FaultInjectingStorage):
+        storage.arm([])
 
 
 def _await(it: Interpreter, sink: Any, query: Any, spec: RunSpec) -> str:
