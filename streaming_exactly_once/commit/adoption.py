@@ -41,6 +41,7 @@ with its format (that format's live files are batch 0's, ``TableCommitter._adopt
 
 from __future__ import annotations
 
+import datetime
 import json
 import posixpath
 from collections.abc import Sequence
@@ -192,6 +193,43 @@ def _check_layout(storage: Storage, path: str, partition_by: Sequence[str]) -> N
         key="adopt_existing_files",
         path=storage.uri(path),
     )
+
+
+def check_partition_values(storage: Storage, adoption: Adoption, schema: str, partition_by: Sequence[str]) -> None:
+    """Each adopted file's partition directories hold values of the partition columns' types in
+    ``schema`` (the stream's): a reader casts ``day=notadate`` to a date and fails, so such a file
+    is refused before the adoption's claim, named."""
+    types = {f["name"]: f["type"] for f in fields_of(schema) if f["name"] in partition_by}
+    for adopted in adoption.files:
+        for column, text in parse_partition_dir(posixpath.dirname(adopted.path)):
+            type_ = types.get(column)
+            if text is None or not isinstance(type_, str) or _parses(text, type_):
+                continue
+            raise _cannot(
+                storage,
+                adopted.path,
+                f"is in partition directory {column}={text}, not a {type_} value, the stream's type of {column!r}: readers would fail casting it",
+                f"give the stream's {column!r} the type of the directories' values",
+            )
+
+
+def _parses(text: str, spark_type: str) -> bool:
+    """Whether Spark reads ``text`` (a partition directory's value) as ``spark_type``; a type not
+    listed here is not checked."""
+    try:
+        if spark_type in ("byte", "short", "integer", "long"):
+            int(text)
+        elif spark_type in ("float", "double") or spark_type.startswith("decimal"):
+            float(text)
+        elif spark_type == "boolean":
+            return text.lower() in ("true", "false")
+        elif spark_type == "date":
+            datetime.date.fromisoformat(text)
+        elif spark_type in ("timestamp", "timestamp_ntz"):
+            datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_same_schema(storage: Storage, first: tuple[str, str], other: tuple[str, str], partition_by: Sequence[str]) -> None:

@@ -43,7 +43,7 @@ from ..table.ledger import LedgerRecord
 from ..table.library_queries import ADOPTION_QUERY
 from ..table.schema_log import SchemaRecord
 from ..table.table_logs import TableLogs
-from .adoption import Adoption, existing_files_error, plan_adoption, readable_files
+from .adoption import Adoption, check_partition_values, existing_files_error, plan_adoption, readable_files
 from .background.compaction_preparation import preparation_of
 from .ledger_enforce import batch_ledger, enforce
 from .options import CommitterOptions
@@ -302,6 +302,8 @@ class TableCommitter(Writer):
         files a first batch adopts."""
         new_schema = self._schema_record(attempt, schema)
         adoption = self._adoption_now(files) if attempt.batch_id == 0 and self.adoption is not None else None
+        if adoption is not None and schema is not None:
+            check_partition_values(self.storage, adoption, schema, self.options.partition_by)
         ask = TableBatchAsk(
             storage=self.storage,
             attempt=attempt,

@@ -242,6 +242,24 @@ def test_what_cannot_be_adopted_is_named_and_nothing_is_written(tmp_path, make, 
     assert not (root / "_spark_metadata").exists()
 
 
+@pytest.mark.parametrize(("type_", "good", "bad"), [("integer", "7", "abc"), ("date", "2026-01-01", "notadate")])
+def test_a_partition_value_the_stream_s_type_cannot_read_is_refused_before_anything_is_adopted(tmp_path, type_, good, bad):
+    """Readers cast a directory's value to the partition column's type: ``p=abc`` under an
+    integer ``p`` would fail every one of them, so the file is named and nothing is written."""
+    root = tmp_path / "t"
+    _pandas_files(root, {f"p={good}": [1000], f"p={bad}": [1001]})
+    typed = json.dumps(
+        {"type": "struct", "fields": [json.loads(SCHEMA_JSON)["fields"][0], {"name": "p", "type": type_, "nullable": True, "metadata": {}}]}
+    )
+    c = make_committer(open_storage(str(root)), partition_by=("p",), adopt_existing_files=True)
+    with pytest.raises(ConfigError) as caught:
+        c.adopt_existing(lambda: typed)
+    c.close()
+    assert f"{root}/p={bad}/data.parquet is in partition directory p={bad}, not a {type_} value" in str(caught.value), str(caught.value)
+    assert "Nothing was written" in str(caught.value)
+    assert not (root / "_spark_metadata").exists() and not list((root / "_seo" / "wal").glob("*"))
+
+
 def test_files_of_two_schemas_are_refused_naming_both(tmp_path):
     root = tmp_path / "t"
     _pandas_files(root, {"p=a": [1]})
