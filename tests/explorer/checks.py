@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from streaming_exactly_once.config import parse_duration_ms
 from tests.explorer import readers
 from tests.explorer.foreign import FOREIGN_NAME
 from tests.explorer.model import Failure, compare
-from tests.explorer.state import DOWNSTREAM_MAX_FILE_AGE
+from tests.explorer.state import COMPACTION, DOWNSTREAM_MAX_FILE_AGE
 from tests.explorer.tables import TableSpec, has_manifest, is_bad, is_poison, tables_of
 
 if TYPE_CHECKING:
@@ -295,6 +296,9 @@ class Downstream:
         self.paused = False
         #: its ``maxFilesPerTrigger`` (0: none)
         self.max_files = max_files
+        #: the newest file timestamp (ms) and the table's latest batch when it last caught up
+        self.horizon_ms = 0
+        self.horizon_batch = -1
 
     def catch_up(self, it: Interpreter, latest: Counter, step: int, stamp: object = None) -> list[Failure]:
         if not latest or self.paused:
@@ -303,6 +307,7 @@ class Downstream:
             return self._compare(it, latest, step)  # the table did not change: no new batch to read
         created = it.table.created or it.setup
         table = tables_of(it)[0].path
+        lagged = it.setup.downstream == "unregistered" and self._lagged(table)
         reader = it.spark.readStream.schema("id STRING").option("maxFileAge", DOWNSTREAM_MAX_FILE_AGE)
         reader = reader.format("json" if created.format == "json" else "parquet")
         if self.max_files:
@@ -334,7 +339,43 @@ class Downstream:
             return [Failure("downstream", "readStream", "the downstream query did not finish in time", step)]
         self.seen.update(got)
         self.caught_up_at = stamp
+        self._note_horizon(table)
+        if lagged:  # the documented limit: each row at least once, no row it may not hold
+            it.say("    (the unregistered downstream lagged beyond the compaction's age floor: rows may repeat)")
+            self.seen = Counter(set(self.seen))
         return self._compare(it, latest, step)
+
+    def _note_horizon(self, table: Path) -> None:
+        from streaming_exactly_once.manifest.manifest_log import ManifestLog
+        from streaming_exactly_once.storage import open_storage
+
+        manifest = ManifestLog(open_storage(str(table)))
+        latest = manifest.latest_batch_id()
+        if latest is not None:
+            self.horizon_batch = latest
+            self.horizon_ms = max([self.horizon_ms, *(e.modification_time for e in manifest.files(as_of=latest))])
+
+    def _lagged(self, table: Path) -> bool:
+        """Whether a compaction batch since its last catch-up rewrote files while it lagged more
+        than ``min_age - maxFileAge`` behind the table's newest file (docs/design/data-compaction.md:
+        the limit of an unregistered downstream query, whose rows may then repeat)."""
+        from streaming_exactly_once import read
+        from streaming_exactly_once.manifest.manifest_log import ManifestLog
+        from streaming_exactly_once.storage import open_storage
+
+        allowed_ms = (parse_duration_ms(COMPACTION["min_age"], key="min_age") or 0) - (
+            parse_duration_ms(DOWNSTREAM_MAX_FILE_AGE, key="maxFileAge") or 0
+        )
+        try:
+            batches = [b.batch_id for b in read.batches(str(table)) if b.batch_id > self.horizon_batch and b.rewritten_files]
+        except Exception:  # no table yet
+            return False
+        manifest = ManifestLog(open_storage(str(table)))
+        for k in batches:
+            newest = max((e.modification_time for e in manifest.files(as_of=k - 1)), default=0)
+            if newest - allowed_ms > self.horizon_ms:
+                return True
+        return False
 
     def _compare(self, it: Interpreter, latest: Counter, step: int) -> list[Failure]:
         it.feature(f"downstream:{it.setup.downstream}", "reader:readStream")
