@@ -44,7 +44,8 @@ from __future__ import annotations
 import datetime
 import json
 import posixpath
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -214,19 +215,26 @@ def check_partition_values(storage: Storage, adoption: Adoption, schema: str, pa
 
 
 def _parses(text: str, spark_type: str) -> bool:
-    """Whether Spark reads ``text`` (a partition directory's value) as ``spark_type``; a type not
-    listed here is not checked."""
+    """Whether readers read ``text`` (a partition directory's value) as ``spark_type``, in the
+    plain form Spark writes it; a type not listed here is not checked."""
+    bits = {"byte": 8, "short": 16, "integer": 32, "long": 64}.get(spark_type)
+    if bits is not None:
+        return re.fullmatch(r"-?[0-9]+", text) is not None and -(2 ** (bits - 1)) <= int(text) < 2 ** (bits - 1)
+    if spark_type in ("float", "double") or spark_type.startswith("decimal"):
+        return re.fullmatch(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?", text) is not None
+    if spark_type == "boolean":
+        return text.lower() in ("true", "false")
+    if spark_type == "date":
+        return re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text) is not None and _iso(datetime.date.fromisoformat, text)
+    if spark_type in ("timestamp", "timestamp_ntz"):
+        shape = r"[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?"
+        return re.fullmatch(shape, text) is not None and _iso(datetime.datetime.fromisoformat, text)
+    return True
+
+
+def _iso(parse: Callable[[str], object], text: str) -> bool:
     try:
-        if spark_type in ("byte", "short", "integer", "long"):
-            int(text)
-        elif spark_type in ("float", "double") or spark_type.startswith("decimal"):
-            float(text)
-        elif spark_type == "boolean":
-            return text.lower() in ("true", "false")
-        elif spark_type == "date":
-            datetime.date.fromisoformat(text)
-        elif spark_type in ("timestamp", "timestamp_ntz"):
-            datetime.datetime.fromisoformat(text)
+        parse(text)
     except ValueError:
         return False
     return True

@@ -168,6 +168,8 @@ class TableCommitter(Writer):
         manifest and no reader of it sees a file of a batch that has not committed. ``schema``:
         the stream's batch as the table will hold it (its partition columns' types)."""
         self.ensure_open()
+        if self.adoption is None and self.latest_batch_id < 0:
+            self._check_late_files()
         if self.adoption is None:
             return
         if self.latest_batch_id >= 0 or self._adoption_now(()) is None:
@@ -182,6 +184,13 @@ class TableCommitter(Writer):
         with self.batch(ADOPTION_QUERY, 0 if n is None else n + 1, mode="rename") as attempt:
             self.commit(attempt, [], num_rows=0, schema=adopted_schema, no_data=True)
         log.info("table %s: adopted its existing files in batch 0", self.storage.root_uri)
+
+    def _check_late_files(self) -> None:
+        """Files that landed since the writer opened the table: refused, or planned for adoption
+        (the stream is then checked against them, as at the open)."""
+        self._check_directory()
+        if self.adoption is not None:
+            self._load_state(None)
 
     def begin(self, query_id: str, spark_batch_id: int, **intent: Any) -> BatchAttempt:
         """``Writer.begin``; a table with existing files to adopt adopts them first (``adopt_existing``)."""

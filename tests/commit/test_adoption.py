@@ -106,6 +106,25 @@ def test_files_that_appear_before_the_first_batch_are_refused_under_the_lease_to
     assert not (root / "_spark_metadata").exists()
 
 
+@pytest.mark.parametrize("adopt", [False, True])
+def test_files_that_land_after_the_open_and_before_the_first_batch_are_refused_or_adopted(tmp_path, adopt):
+    """The writer opened an empty directory; a file lands there before its first batch: refused
+    (nothing written), or with ``adopt_existing_files`` adopted by the adoption batch."""
+    root = tmp_path / "t"
+    c = make_committer(open_storage(str(root)), partition_by=("p",), adopt_existing_files=adopt)
+    c.open()
+    _pandas_files(root, {"p=late": [1000]})
+    if not adopt:
+        with pytest.raises(ExistingFilesError):
+            _commit(c, 0, [1])
+        c.close()
+        assert not (root / "_spark_metadata").exists()
+        return
+    _commit(c, 0, [1])
+    c.close()
+    assert _ids(root) == Counter([1000, 1]) and _ids(root, as_of=0) == Counter([1000])
+
+
 def test_hidden_files_are_no_reason_to_refuse(tmp_path):
     root = tmp_path / "t"
     (root / "_temporary").mkdir(parents=True)
@@ -242,7 +261,16 @@ def test_what_cannot_be_adopted_is_named_and_nothing_is_written(tmp_path, make, 
     assert not (root / "_spark_metadata").exists()
 
 
-@pytest.mark.parametrize(("type_", "good", "bad"), [("integer", "7", "abc"), ("date", "2026-01-01", "notadate")])
+@pytest.mark.parametrize(
+    ("type_", "good", "bad"),
+    [
+        ("integer", "7", "abc"),
+        ("integer", "7", "+3"),
+        ("integer", "-7", "3000000000"),
+        ("date", "2026-01-01", "notadate"),
+        ("date", "2026-01-01", "20260101"),
+    ],
+)
 def test_a_partition_value_the_stream_s_type_cannot_read_is_refused_before_anything_is_adopted(tmp_path, type_, good, bad):
     """Readers cast a directory's value to the partition column's type: ``p=abc`` under an
     integer ``p`` would fail every one of them, so the file is named and nothing is written."""
