@@ -191,6 +191,7 @@ PAGE_RESULTS = (
     "benchmarks/results/explore-session8.jsonl",
     "benchmarks/results/explore-session9.jsonl",
     "benchmarks/results/explore-session10.jsonl",
+    "benchmarks/results/explore-session11.jsonl",
 )
 PAGE = "docs/explorer-coverage.md"
 _PAGE_HEAD = """# Scenario explorer: feature pairs covered
