@@ -193,7 +193,7 @@ class TableCommitter(Writer):
             self._load_state(None)
 
     def begin(self, query_id: str, spark_batch_id: int, **intent: Any) -> BatchAttempt:
-        """``Writer.begin``; a table with existing files to adopt adopts them first (``adopt_existing``)."""
+        """``Writer.begin``, refused while existing files wait for their adoption (``adopt_existing`` first)."""
         self.ensure_open()
         if self.adoption is not None and query_id != ADOPTION_QUERY:
             raise ConfigError(
