@@ -153,8 +153,10 @@ class Writer(ABC):
 
     def adopt_existing(self, schema: Callable[[], str]) -> None:
         """Before a table's first batch: publish the files its directory held as a batch of their
-        own (``TableCommitter``; a dataset group adopts none)."""
-        return None
+        own (``TableCommitter``). A dataset group adopts none: files that landed in its root since
+        the writer opened it are refused, as at the open."""
+        self.ensure_open()
+        self._check_directory()
 
     def _member_logs(self) -> Callable[[str], TableLogs] | None:
         """A dataset group's tables' logs, by path under the root (None: not a group)."""

@@ -93,6 +93,20 @@ def test_a_dataset_groups_root_holding_files_is_refused_saying_to_move_them_away
     assert sorted(os.listdir(root)) == before
 
 
+def test_a_file_landing_in_a_dataset_groups_root_after_the_open_is_refused_before_its_first_batch(tmp_path):
+    from streaming_exactly_once.commit.committer import CommitterOptions
+    from streaming_exactly_once.commit.groups.group_committer import GroupCommitter
+
+    root = tmp_path / "g"
+    c = GroupCommitter(open_storage(str(root)), CommitterOptions(heartbeat=False))
+    c.open()
+    _pandas_files(root, {"p=late": [1]})
+    with pytest.raises(ExistingFilesError, match="A dataset group adopts no files: move them away"):
+        c.adopt_existing(lambda: SCHEMA_JSON)  # as the sink does before it stages a first batch
+    c.close()
+    assert not (root / "_spark_metadata").exists()
+
+
 def test_files_that_appear_before_the_first_batch_are_refused_under_the_lease_too(tmp_path):
     """A table of ours without a batch yet (an earlier start that wrote nothing): the check runs
     again under the lease, after recovery."""
