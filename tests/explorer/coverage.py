@@ -192,6 +192,7 @@ PAGE_RESULTS = (
     "benchmarks/results/explore-session9.jsonl",
     "benchmarks/results/explore-session10.jsonl",
     "benchmarks/results/explore-session11.jsonl",
+    "benchmarks/results/explore-session12.jsonl",
 )
 PAGE = "docs/explorer-coverage.md"
 _PAGE_HEAD = """# Scenario explorer: feature pairs covered
