@@ -172,14 +172,15 @@ class TableCommitter(Writer):
             self._check_late_files()
         if self.adoption is None:
             return
-        if self.latest_batch_id >= 0 or self._adoption_now(()) is None:
-            self.adoption = None
+        self.adoption = None if self.latest_batch_id >= 0 else self._adoption_now()
+        if self.adoption is None:
             return
         # the files' columns, and the partition columns typed as the stream types them; columns
         # only the stream has are the first batch's to add (a schema record ``evolve``)
         stream = schema()
         self.schemas.check(stream, self.options.partition_by, what="The stream's first batch")  # refused before anything is adopted
         adopted_schema = with_partition_columns(self.adoption.schema, stream, self.options.partition_by)
+        check_partition_values(self.storage, self.adoption, adopted_schema, self.options.partition_by)
         n = self.last_spark_batch(ADOPTION_QUERY)
         with self.batch(ADOPTION_QUERY, 0 if n is None else n + 1, mode="rename") as attempt:
             self.commit(attempt, [], num_rows=0, schema=adopted_schema, no_data=True)
@@ -194,7 +195,6 @@ class TableCommitter(Writer):
 
     def begin(self, query_id: str, spark_batch_id: int, **intent: Any) -> BatchAttempt:
         """``Writer.begin``, refused while existing files wait for their adoption (``adopt_existing`` first)."""
-        self.ensure_open()
         if self.adoption is not None and query_id != ADOPTION_QUERY:
             raise ConfigError(
                 f"Table {self.storage.root_uri}: the files its directory holds ({self.adoption.example}) are adopted in a "
@@ -204,12 +204,11 @@ class TableCommitter(Writer):
             )
         return super().begin(query_id, spark_batch_id, **intent)
 
-    def _adoption_now(self, files: Sequence[StagedFile]) -> Adoption | None:
-        """The adoption as the directory is right before the first batch's claim: listed again,
-        without the batch's own files (``direct`` mode writes them there already)."""
+    def _adoption_now(self) -> Adoption | None:
+        """The adoption as the directory is right before its claim: listed again (no file of the
+        stream's is there yet: the adoption precedes the first batch's staging)."""
         assert self.adoption is not None
-        own = {f.final for f in files}
-        found = [f for f in readable_files(self.storage, skip=self._own_dirs()) if f.path not in own]
+        found = readable_files(self.storage, skip=self._own_dirs())
         if not found:
             return None
         adoption = plan_adoption(self.storage, found, file_format=self.options.format, partition_by=self.options.partition_by)
@@ -308,11 +307,9 @@ class TableCommitter(Writer):
 
     def _plan(self, attempt: BatchAttempt, files: Sequence[StagedFile], schema: str | None) -> tuple[TableBatchPlan, Adoption | None]:
         """The batch's plan (``commit.table_plan``), checked before the claim; and the existing
-        files a first batch adopts."""
+        files an adoption batch publishes."""
         new_schema = self._schema_record(attempt, schema)
-        adoption = self._adoption_now(files) if attempt.batch_id == 0 and self.adoption is not None else None
-        if adoption is not None and schema is not None:
-            check_partition_values(self.storage, adoption, schema, self.options.partition_by)
+        adoption = self.adoption if attempt.query_id == ADOPTION_QUERY else None  # listed and checked by ``adopt_existing``
         ask = TableBatchAsk(
             storage=self.storage,
             attempt=attempt,
