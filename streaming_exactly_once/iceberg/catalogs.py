@@ -270,12 +270,14 @@ class PathCatalog(_OneTable):
         except FileExistsError:
             if not self._ours(path, metadata):  # else a create that landed but answered "exists" (a retried PUT)
                 raise LostRace(f"{self.storage.uri(path)} was created by another writer first") from None
-        if self._below_head(version):
+        outrun = self._base_gone(version)
+        if outrun and self._created_after_retirement(version, metadata):
             self.storage.delete(path)
             raise LostRace(f"{self.storage.uri(path)} was created after later versions retired it (a writer frozen mid-commit)")
         self.committed = path
         self._known = (version, metadata)
-        self._hint_committed(version)
+        if not outrun or self.storage.exists(path):  # else successors went on past it and retired it
+            self._hint_committed(version)
         if base is not None:
             self.retire(base, metadata)
         return CommitTableResponse(metadata=metadata, metadata_location=location)  # type: ignore[call-arg]  # by field name, as pyiceberg does
@@ -290,16 +292,33 @@ class PathCatalog(_OneTable):
         key = ("table_uuid", "last_updated_ms", "current_snapshot_id", "last_sequence_number")
         return all(getattr(found, k, None) == getattr(metadata, k, None) for k in key)
 
-    def _below_head(self, version: int) -> bool:
-        """After creating ``v<version>``: whether later versions existed - a writer frozen between
-        reading the table and its create, whose successor meanwhile committed past the point where
-        ``write.metadata.delete-after-commit`` retired ``v<version>`` (and the base before it).
-        The base ``v<version - 1>`` still there means nothing was retired past it: retirement
-        only deletes the oldest versions, so the head was the base. A first version: any other
-        version file at all."""
+    def _base_gone(self, version: int) -> bool:
+        """After creating ``v<version>``: whether other writers moved the table on meanwhile - the
+        base ``v<version - 1>`` retired (for a first version: any other version file). One
+        existence check in the usual case; ``_created_after_retirement`` then tells which way."""
         if version > 1:
             return not self.storage.exists(version_path(version - 1))
         return any(v != version for v in self._versions())
+
+    def _created_after_retirement(self, version: int, metadata: TableMetadata) -> bool:
+        """After creating ``v<version>``: whether the create came too late - a writer frozen
+        between reading the table and its create, whose successors meanwhile committed that
+        version themselves and went on until ``write.metadata.delete-after-commit`` deleted it,
+        so the create found the slot free. Not so when later versions were built on the file
+        this commit created (a writer frozen right after its create, its base retired since):
+        the next version's metadata log names it, with its timestamp. Our file gone again:
+        successors retired it, so it had landed. Retirement deletes the oldest versions first,
+        so a file of ours still there while the next version is gone and later ones exist is one
+        nobody built on."""
+        if not self.storage.exists(version_path(version)):
+            return False
+        try:
+            following = TableMetadataUtil.parse_raw(self.storage.read_bytes(version_path(version + 1)).decode("utf-8"))
+        except FileNotFoundError:
+            return any(v > version for v in self._versions())
+        name = f"/{version_path(version).rsplit('/', 1)[-1]}"
+        built_on_ours = any(e.metadata_file.endswith(name) and e.timestamp_ms == metadata.last_updated_ms for e in following.metadata_log)
+        return not built_on_ours
 
     def _versions(self) -> list[int]:
         return [int(m.group(1)) for e in self.storage.list_dir(METADATA_DIR) if (m := _VERSION_FILE.match(e.name))]

@@ -192,6 +192,42 @@ def test_a_writer_frozen_before_its_create_loses_even_where_later_versions_retir
     assert all(n in named for n in os.listdir(table / "metadata") if n.startswith("snap-"))  # the lost attempt's files went
 
 
+@pytest.mark.parametrize(("first", "successors"), [(True, 2), (False, 1), (False, 2)], ids=["first-version", "base-retired", "itself-retired"])
+def test_a_writer_frozen_right_after_its_create_keeps_the_commit_its_successors_built_on(tmp_path, monkeypatch, first, successors):
+    """``slow``'s create lands, and it freezes right after; ``fast`` takes over and commits on
+    top of it (with one previous version kept, the version ``slow`` built on is retired, then
+    its own). Woken, ``slow`` must see its commit landed: deleting its metadata file and its
+    manifests would leave the current snapshot naming files that are gone, and pointing the
+    hint at its version would send path readers back."""
+    from streaming_exactly_once.iceberg.settings import IcebergSettings
+
+    table = tmp_path / "t"
+    storage = open_storage(str(table))
+    if not first:
+        run(step(0, batch_files(storage, 0), settings=IcebergSettings(previous_versions=1)), context(storage))
+    slow, fast = target(storage), target(storage)
+    batch = 0 if first else 1
+    real = type(storage).put_if_absent
+    frozen: list[str] = []
+
+    def create_then_successor(self, path, data, *a, **kw):
+        real(self, path, data, *a, **kw)
+        if path.endswith(".metadata.json") and not frozen:
+            frozen.append(path)
+            for b in range(batch + 1, batch + 1 + successors):
+                fast.commit(b, batch_files(storage, b, tag="f"), schema_json=SCHEMA, partition_by=["p"], metadata={})
+
+    monkeypatch.setattr(type(storage), "put_if_absent", create_then_successor)
+    slow.commit(batch, batch_files(storage, batch, tag="s"), schema_json=SCHEMA, partition_by=["p"], metadata={})
+    monkeypatch.undo()
+    assert frozen == [f"metadata/v{batch + 1}.metadata.json"]
+    newest = batch + 1 + successors
+    assert list(our_snapshots(table)) == list(range(newest))
+    assert iceberg_ids(str(table)) == rows(range(newest))  # every manifest the current snapshot names is there
+    assert (table / "metadata" / "version-hint.text").read_text() == str(newest)
+    assert (table / "metadata" / frozen[0].rsplit("/", 1)[-1]).exists() == (first or successors == 1)
+
+
 def test_a_create_that_landed_but_answered_exists_is_our_commit(tmp_path, monkeypatch):
     """A conditional PUT retried after its answer was lost is refused (412) although it landed:
     the metadata file there is ours, so the commit stands - its files are not discarded."""
