@@ -383,7 +383,10 @@ def _act(rule: Rule, count: int) -> None:
         else:
             _kill_self()
     elif rule.action == "pause":
-        os.kill(os.getpid(), signal.SIGSTOP)  # resumes here on SIGCONT
+        # at the calling thread: it stops before its next instruction (a process-directed
+        # SIGSTOP goes to the main thread, and a writer on another thread - foreachBatch runs on
+        # py4j's callback thread - ran on past its boundary until that one stopped the rest)
+        signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)  # resumes here on SIGCONT
     elif rule.action == "call":
         if rule.callback is not None:
             rule.callback()

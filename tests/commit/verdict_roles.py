@@ -31,9 +31,9 @@ Roles:
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
+import threading
 
 from streaming_exactly_once.commit.committer import CommitterOptions, TableCommitter
 from streaming_exactly_once.errors import WriterFencedError
@@ -56,7 +56,7 @@ def make_committer(storage, *, heartbeat: bool = False) -> TableCommitter:
 
 
 def freeze() -> None:
-    os.kill(os.getpid(), signal.SIGSTOP)
+    signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)  # the calling thread stops at once
 
 
 def zombie(root: str, mode: str) -> None:

@@ -92,3 +92,56 @@ def test_the_sink_option_names_a_callable():
     assert wrap_storage(storage, "streaming_exactly_once.testing.faults:from_env") is storage
     with pytest.raises(ConfigError, match="cannot be imported"):
         wrap_storage(storage, "streaming_exactly_once.testing.faults:nothing")
+
+
+_PAUSED_ON_A_THREAD = """
+import os, socket, sys, threading
+from streaming_exactly_once.storage import open_storage
+from streaming_exactly_once.testing.faults import with_faults
+
+storage = with_faults(open_storage(sys.argv[1]), pause_at="before-wal")
+cpus = sorted(os.sched_getaffinity(0))
+
+def commit():
+    if len(cpus) > 1:
+        os.sched_setaffinity(0, {cpus[-1]})  # this thread only
+    storage.put_if_absent("_seo/wal/1", b"claim")  # paused before it
+
+a, b = socket.socketpair()
+os.sched_setaffinity(0, {cpus[0]})
+os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)  # the main thread runs late
+threading.Thread(target=commit).start()
+b.recv(1)  # blocked, as PySpark's driver is in awaitTermination
+"""
+
+
+def test_a_pause_stops_the_thread_that_reached_it_at_once(tmp_path):
+    """foreachBatch runs on py4j's callback thread, not the main one. A pause must stop that
+    thread at its boundary: a process-wide SIGSTOP went to the main thread, and on a busy
+    machine the writer's thread claimed its batch before the main thread stopped the rest (a
+    zombie "frozen before its claim" that had claimed). The main thread is crowded here, as it
+    is on a loaded machine."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from tests.torture.harness import process_state
+
+    cpu0 = sorted(os.sched_getaffinity(0))[0]
+    for trial in range(3):
+        root = tmp_path / str(trial)
+        hog = subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu0}}})\nwhile True: pass"])
+        child = subprocess.Popen([sys.executable, "-c", _PAUSED_ON_A_THREAD, str(root)], env={**os.environ, "PYTHONPATH": os.getcwd()})
+        try:
+            deadline = time.time() + 60
+            while process_state(child.pid) != "T" and child.poll() is None and time.time() < deadline:
+                time.sleep(0.01)
+            assert process_state(child.pid) == "T", "the child never paused"
+            hog.kill()
+            time.sleep(0.3)
+            assert not (root / "_seo" / "wal" / "1").exists(), f"trial {trial}: the paused thread went on past its boundary"
+        finally:
+            for p in (hog, child):
+                p.kill()
+                p.wait()
