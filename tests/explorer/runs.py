@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ from tests.explorer import readers
 from tests.explorer.foreign import adopting_into_json, remedy_existing_files, remedy_json_adoption
 from tests.explorer.outcome import Expectation, classify
 from tests.explorer.query import RunSpec, build_sink, start_query, stop, stop_when_drained
-from tests.explorer.state import FIXED_OPTIONS, query_columns, sink_options
+from tests.explorer.state import FIXED_OPTIONS, MEMBER_OPTIONS, query_columns, sink_options
 from tests.explorer.tables import is_poison, tables_of
 from tests.explorer.world import TOPICS
 
@@ -71,6 +72,8 @@ def expect(it: Interpreter, spec: RunSpec) -> Expectation:
     created = it.table.created
     if created is not None:
         fixed = [o for o in FIXED_OPTIONS if not (it.setup.group and o == "private_manifest")]  # a group's outputs keep Spark's manifest
+        if it.setup.group and not it.table.members:
+            fixed = [o for o in fixed if o not in MEMBER_OPTIONS]
         changed = [o for o in fixed if getattr(created, o) != getattr(it.setup, o)]
         if changed:
             e.refuse("ConfigError", *SCHEMA_REFUSALS, reason=f"fixed option changed: {changed}")
@@ -284,8 +287,6 @@ def _has_offsets(checkpoint: Path) -> bool:
 
 def _resolve_table_start(it: Interpreter, spec: RunSpec) -> RunSpec:
     """``startingOffsets`` from ``sink.starting_offsets()``, as the docs say to restart."""
-    from dataclasses import replace
-
     if not readers.has_table(Path(spec.table)):
         return replace(spec, starting="earliest")
     try:
@@ -417,6 +418,14 @@ def note_created(it: Interpreter) -> None:
     of the setup it ran with (a kill after the claim, or a refusal after the open, leaves one)."""
     if it.table.created is None and readers.has_table(it.world.table):
         it.table.created = it.setup
+    if it.setup.group and it.table.created is not None and not it.table.members and _group_members(it.world.table):
+        it.table.created = replace(it.table.created, **{o: getattr(it.setup, o) for o in MEMBER_OPTIONS})
+        it.table.members = True
+
+
+def _group_members(root: Path) -> bool:
+    """A dataset group's member tables exist (identity files below its root's)."""
+    return any(p != root / "_seo" / "table" for p in root.glob("**/_seo/table"))
 
 
 def after_success(it: Interpreter, spec: RunSpec, ends: dict[str, int], *, settled: bool = True, wrote: bool = True) -> None:
@@ -424,8 +433,7 @@ def after_success(it: Interpreter, spec: RunSpec, ends: dict[str, int], *, settl
     it started with a batch Spark had planned and not committed (``has_pending_batch``). The
     query's columns are the table's only once a batch of the run (``wrote``) brought them: a run
     that found nothing new checked no schema, and the table keeps its columns."""
-    if readers.has_table(it.world.table) and it.table.created is None:
-        it.table.created = it.setup
+    note_created(it)
     if wrote:  # its (first) table has a batch of this run - a group's tables too
         cols = query_columns(it.setup, it.query)
         it.table.columns = cols if it.table.columns is None else it.table.columns | cols
@@ -439,8 +447,6 @@ def after_success(it: Interpreter, spec: RunSpec, ends: dict[str, int], *, settl
 
 def remedy(it: Interpreter, outcome: str) -> None:
     """What the docs tell the user to do about a refusal, applied before the next run."""
-    from dataclasses import replace
-
     q = it.query
     if outcome == "ConfigError" and adopting_into_json(it) and it.table.created is None:
         remedy_json_adoption(it)  # as the refusal says: the other tool's files move out of the directory

@@ -19,6 +19,9 @@ COMPACTION = {"min_files": 2, "min_age": "3s", "target_size": "1MB"}
 DOWNSTREAM_MAX_FILE_AGE = "1s"
 #: options a table fixes at its creation: a restart with another value must be refused
 FIXED_OPTIONS = ("format", "partitioned", "compact_interval", "private_manifest")
+#: the ones a dataset group's member tables fix, when the first of them is created (its root
+#: holds neither: a group whose first batch brought no row has no member yet)
+MEMBER_OPTIONS = ("format", "partitioned")
 
 
 @dataclass
@@ -46,6 +49,8 @@ class QueryState:
 class TableState:
     #: the configuration the table was created with (None: no table yet)
     created: Setup | None = None
+    #: a dataset group's member tables exist: ``MEMBER_OPTIONS`` of ``created`` are theirs
+    members: bool = False
     #: the columns of its schema (None: no batch yet), and whether ``v`` was widened
     columns: frozenset[str] | None = None
     widened: bool = False
