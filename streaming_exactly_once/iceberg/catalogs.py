@@ -174,11 +174,13 @@ class PathCatalog(_OneTable):
         """Point the hint at the version this commit created - unless a later one exists: a
         writer frozen between its create and this write (a zombie past its lease) must not move
         the hint back under its successors. A successor's commit can land between the check and
-        the write, so the check runs again after it and then points the hint at the newest."""
+        the write, so the check runs again after it and then points the hint at the newest - and
+        so where this version is gone by then: a writer frozen inside its hint write while its
+        successors went on until ``delete-after-commit`` retired this version and the next."""
         if self.storage.exists(version_path(version + 1)):
             return
         self.write_hint(version)
-        if self.storage.exists(version_path(version + 1)):
+        if self.storage.exists(version_path(version + 1)) or not self.storage.exists(version_path(version)):
             newest = self.current_version()
             if newest is not None:
                 self.write_hint(newest)

@@ -134,6 +134,13 @@ class IcebergTarget:
 
         return bool(catalog.hinted == _version_of(table.metadata_location))
 
+    def hint_missing(self) -> int | None:
+        """The version ``version-hint.text`` names if its metadata file is gone (path readers fail)."""
+        from .catalogs import version_path
+
+        hinted = None if self.catalog_ref.name is not None else self.catalog().hinted
+        return int(hinted) if hinted is not None and not self.storage.exists(version_path(hinted)) else None
+
     def repair_hint(self) -> None:
         """Point the version hint at the current version where a writer died before it could."""
         if not self.hint_current() and self._table is not None:

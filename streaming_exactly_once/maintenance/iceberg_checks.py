@@ -55,6 +55,7 @@ def check_iceberg(
         applied = target.applied_batch()
         live = {f.path for f in target.live_files()}
         hint_ok = target.hint_current()
+        hint_gone = None if hint_ok else target.hint_missing()
         required = target.required_partition_columns()
     except ExactlyOnceError as exc:
         report.add("error", "iceberg-unreadable", storage.uri("metadata"), str(exc))
@@ -75,7 +76,16 @@ def check_iceberg(
             report.add("error", "iceberg-behind", where, f"holds batches up to {applied}, the manifest up to {latest}: Iceberg readers miss data")
     elif applied > latest:
         report.add("error", "iceberg-ahead", where, f"holds batches up to {applied}, the manifest only up to {latest}")
-    if not hint_ok:
+    if hint_gone is not None:
+        report.add(
+            "error",
+            "iceberg-hint-missing",
+            storage.uri("metadata/version-hint.text"),
+            f"names v{hint_gone}.metadata.json, which does not exist (a writer frozen in its hint write while newer writers "
+            "retired that version): path-based readers (pyiceberg, polars, DuckDB, Spark's Hadoop catalog) cannot open the "
+            "table. `seo recover` or the next start points it at the current version.",
+        )
+    elif not hint_ok:
         report.add(
             "warning",
             "iceberg-stale-hint",

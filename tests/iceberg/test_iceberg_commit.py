@@ -228,6 +228,37 @@ def test_a_writer_frozen_right_after_its_create_keeps_the_commit_its_successors_
     assert (table / "metadata" / frozen[0].rsplit("/", 1)[-1]).exists() == (first or successors == 1)
 
 
+def test_a_writer_frozen_inside_its_hint_write_does_not_point_it_at_a_retired_version(tmp_path, monkeypatch):
+    """``slow`` created v3 and freezes inside its write of ``version-hint.text``; ``fast``
+    commits three more versions with one previous version kept, so v3 and v4 are retired. Woken,
+    ``slow`` finishes its write: the hint then names a file that is gone, and it must point it
+    at the newest version again."""
+    from streaming_exactly_once.iceberg import catalogs
+    from streaming_exactly_once.iceberg.settings import IcebergSettings
+
+    table = tmp_path / "t"
+    storage = open_storage(str(table))
+    run(step(0, batch_files(storage, 0), settings=IcebergSettings(previous_versions=1)), context(storage))
+    run(step(1, batch_files(storage, 1)), context(storage))
+    slow, fast = target(storage), target(storage)
+    real = catalogs.PathCatalog.write_hint
+    frozen: list[int] = []
+
+    def successor_then_write(self, version):
+        if self is slow.catalog() and not frozen:
+            frozen.append(version)
+            for b in (3, 4, 5):
+                fast.commit(b, batch_files(storage, b, tag="f"), schema_json=SCHEMA, partition_by=["p"], metadata={})
+        real(self, version)
+
+    monkeypatch.setattr(catalogs.PathCatalog, "write_hint", successor_then_write)
+    slow.commit(2, batch_files(storage, 2, tag="s"), schema_json=SCHEMA, partition_by=["p"], metadata={})
+    monkeypatch.undo()
+    assert frozen == [3] and not (table / "metadata" / "v3.metadata.json").exists()
+    assert (table / "metadata" / "version-hint.text").read_text() == "6"
+    assert iceberg_ids(str(table)) == rows(range(6))  # through the hint, as path-based readers go
+
+
 def test_a_create_that_landed_but_answered_exists_is_our_commit(tmp_path, monkeypatch):
     """A conditional PUT retried after its answer was lost is refused (412) although it landed:
     the metadata file there is ours, so the commit stands - its files are not discarded."""

@@ -64,6 +64,22 @@ def test_verify_names_an_iceberg_commit_a_failure_left_pending(tmp_path, boundar
         assert kinds.get("iceberg-pending") == "warning" and "iceberg-behind" not in kinds
 
 
+def test_verify_says_path_readers_fail_where_the_hint_names_a_version_that_is_gone(tmp_path):
+    """A hint naming a retired version (as a writer frozen inside its hint write could leave
+    before its commit checked for that): path-based readers cannot open the table at all, so it
+    is an error, not the stale hint's warning."""
+    table = tmp_path / "t"
+    storage = open_storage(str(table))
+    committer = iceberg_committer(storage)
+    for b in range(3):
+        commit_batch(committer, Q, b, ids_of(b))
+    committer.close()
+    (table / "metadata" / "v1.metadata.json").unlink()  # retired, as delete-after-commit does
+    (table / "metadata" / "version-hint.text").write_text("1")
+    kinds = {p.kind: p.severity for p in verify_table(storage).problems}
+    assert kinds.get("iceberg-hint-missing") == "error" and "iceberg-stale-hint" not in kinds
+
+
 def test_a_restart_with_another_format_is_refused_before_anything_is_touched(tmp_path):
     table = tmp_path / "t"
     storage = open_storage(str(table))
