@@ -19,7 +19,7 @@ from streaming_exactly_once.commit.rewrites.data_compaction import CompactionPol
 from streaming_exactly_once.errors import WriterFencedError
 from streaming_exactly_once.manifest.manifest_log import ManifestLog
 from streaming_exactly_once.storage import open_storage
-from streaming_exactly_once.testing.faults import FaultInjectingStorage, Rule, Where
+from streaming_exactly_once.testing.faults import FaultInjectingStorage, Rule, Where, rules
 from tests.commit.consumer_checkpoint import consumer_checkpoint
 from tests.commit.helpers import make_committer, stage_file
 from tests.commit.power_cut_runs import seo
@@ -265,6 +265,27 @@ def test_a_writer_frozen_before_its_compaction_batch_is_told_it_was_fenced(tmp_p
         commit_batch(frozen, Q, 5, ids_of(5))
     frozen.close()
     assert read_ids(root) == Counter(i for x in range(13) for i in ids_of(x))
+
+
+@pytest.mark.parametrize("mode", ["rename", "direct"])
+def test_a_compaction_batch_that_failed_after_its_claim_keeps_its_rewrite_for_the_roll_forward(tmp_path, mode):
+    """Compaction batch 2 fails in its move, after its claim named the staged rewrite; the writer
+    then stops, holding the table. The rewrite must stay for the next start's roll-forward: a
+    stopping writer deleted what it had prepared, and the claim could never complete."""
+    root = tmp_path / "t"
+    storage = FaultInjectingStorage(open_storage(str(root)))
+    committer = make_committer(storage, compact_interval=3, compaction=POLICY)
+    for b in range(2):
+        commit_batch(committer, Q, b, ids_of(b), mode=mode)
+    storage.arm(rules(fail_at="mid-move"))  # after the batch's first move
+    with pytest.raises(Exception, match="injected failure"):
+        commit_batch(committer, Q, 2, ids_of(2), mode=mode)
+    committer.close()
+    again = make_committer(open_storage(str(root)), compact_interval=3, compaction=POLICY)
+    assert again.open().rolled_forward == [2]
+    again.close()
+    assert read_ids(root) == Counter(i for x in range(3) for i in ids_of(x))
+    assert sum(n.startswith("part-compacted-2-") for n in live_names(root)) == 1
 
 
 def test_verify_checks_each_retained_rewrite_against_the_files_it_replaced(tmp_path):

@@ -200,6 +200,7 @@ class Interpreter:
 
     def new_checkpoint(self, start: str) -> None:
         self.query = replace(self.query, checkpoint=self.query.checkpoint + 1, fresh=True, start=start, rate_gen=self.query.rate_gen + 1)
+        self.restored = False
 
     # -- actions: input --------------------------------------------------------------------
 

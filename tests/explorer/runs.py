@@ -265,7 +265,9 @@ def run_query(it: Interpreter, *, sink: str, max_files: int = 2, fail_at: str | 
             _unchanged_by_refusal(it, outcome, before, readers.arrow(main))
         it.interrupted = it.interrupted or outcome == "InjectedFailure"
         remedy(it, outcome)
-    it.restored = it.restored and outcome.startswith("env:")  # a run that started consumed it
+    # a run that went through its batches consumed it; one refused for another reason first
+    # (a schema, an option) left the checkpoint as it was
+    it.restored = it.restored and outcome not in ("ok", "CheckpointRewoundError")
     it.query.fresh = not _has_offsets(it.checkpoint)
     return outcome
 
