@@ -164,7 +164,7 @@ def _check_records_reach(logs: TableLogs, identity: TableIdentity, latest: int, 
             behind = range((-1 if last is None else last) + 1, latest + 1)
             # a crash after the manifest, before the records: the pending claims complete them
             # at the next start (reported as pending-wal); anything else is damage
-            if not (last is not None and last < latest and all(b in claimed for b in behind)):
+            if not ((last is None or last < latest) and all(b in claimed for b in behind)):
                 report.add("error", "log-mismatch", log_.uri(), f"{name} log ends at batch {last}, manifest at {latest}")
 
 

@@ -98,3 +98,21 @@ def test_a_group_member_ahead_by_a_pending_batch_is_in_flight_whatever_its_batch
     assert ok and "group-pending" in warnings, (errors, warnings)  # t1's batch 1 is the group's batch 2
     assert recover_table(open_storage(str(root))).rolled_forward == [2]
     assert kinds(root) == (True, set(), set())
+
+
+def test_a_first_batch_killed_after_its_manifest_is_in_flight_not_damage(tmp_path):
+    """No commit record yet, the manifest at batch 0, its claim pending: the next start
+    completes it (a table's first batch, or the adoption of another tool's files)."""
+    root = tmp_path / "first"
+    program = {
+        "name": "A",
+        "root": str(root),
+        "options": {"lease_timeout_ms": 500},
+        "steps": [{"do": "open"}, {"do": "commits", "query": QA, "count": 1, "base": 0, "crash_at": "after-manifest"}],
+    }
+    assert Writer(program).wait(120) == -9
+    ok, errors, warnings = kinds(root)
+    assert ok and "pending-wal" in warnings, (errors, warnings)
+    (root / "_seo" / "wal" / "0").unlink()  # no claim left to complete it: damage
+    ok, errors, _ = kinds(root)
+    assert not ok and "log-mismatch" in errors
