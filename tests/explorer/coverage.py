@@ -193,6 +193,7 @@ PAGE_RESULTS = (
     "benchmarks/results/explore-session10.jsonl",
     "benchmarks/results/explore-session11.jsonl",
     "benchmarks/results/explore-session12.jsonl",
+    "benchmarks/results/explore-session13.jsonl",
 )
 PAGE = "docs/explorer-coverage.md"
 _PAGE_HEAD = """# Scenario explorer: feature pairs covered
