@@ -351,10 +351,21 @@ def _check_leftovers(storage: Storage, report: VerifyReport) -> None:
     keeps one for its next compaction, and it outlives a clean stop until the next writer
     starts or ``seo gc`` runs."""
     wal = CommitSequenceStore(storage)
+    claimed: set[str] = set()  # staging directories a pending claim moves files from
     for batch_id in wal.pending():
         report.add("warning", "pending-wal", storage.uri(wal.path(batch_id)), "a commit in flight or interrupted; `seo recover` completes it")
+        try:
+            seq = wal.get(batch_id)
+        except ExactlyOnceError:  # a damaged claim is the recovery's to report
+            seq = None
+        for step in seq.steps if seq is not None else ():
+            claimed.update("/".join(m.src.split("/")[:3]) for m in getattr(step, "moves", ()))
     for entry in storage.list_dir(STAGING_DIR):
-        report.add("warning", "staging", storage.uri(entry.path), "staged data of an unfinished attempt; `seo recover` removes it")
+        if entry.path.rstrip("/") in claimed:
+            what = "staged data a pending claim names; the next start or `seo recover` moves it into place (do not delete it)"
+        else:
+            what = "staged data of an unfinished attempt; `seo recover` removes it"
+        report.add("warning", "staging", storage.uri(entry.path), what)
     for info in temp_and_work_files(storage):
         if not is_work_file(info.name):
             report.add(

@@ -17,6 +17,7 @@ import pytest
 from streaming_exactly_once import read
 from streaming_exactly_once.commit.rewrites.data_compaction import CompactionPolicy
 from streaming_exactly_once.errors import WriterFencedError
+from streaming_exactly_once.maintenance.verify import verify_table
 from streaming_exactly_once.manifest.manifest_log import ManifestLog
 from streaming_exactly_once.storage import open_storage
 from streaming_exactly_once.testing.faults import FaultInjectingStorage, Rule, Where, rules
@@ -281,6 +282,8 @@ def test_a_compaction_batch_that_failed_after_its_claim_keeps_its_rewrite_for_th
     with pytest.raises(Exception, match="injected failure"):
         commit_batch(committer, Q, 2, ids_of(2), mode=mode)
     committer.close()
+    staged = [p.detail for p in verify_table(open_storage(str(root))).warnings if p.kind == "staging"]
+    assert staged and all("pending claim names" in d for d in staged if mode == "rename"), staged
     again = make_committer(open_storage(str(root)), compact_interval=3, compaction=POLICY)
     assert again.open().rolled_forward == [2]
     again.close()
