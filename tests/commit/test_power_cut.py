@@ -72,7 +72,8 @@ DURABLE_WRITES = {
     "WAL claim": ("file", r"^_seo/wal/\.", ANY),
     "verdict": ("file", r"^_seo/verdicts/\.", ANY),
     "staged data file synced with the claim": ("file", r"^_seo/staging/[^/]+/data/p=a/part-", RENAME),
-    "moved data file synced by a roll-forward": ("file", r"^p=a/part-", RENAME),
+    # a compacted direct table's too: the rewrite a claim left pending (the retried batch) moves in
+    "moved data file synced by a roll-forward": ("file", r"^p=a/part-", lambda k: k.mode == "rename" or k.compacted),
     "intent": ("file", r"^_seo/staging/[^/]+/intents/\.", DIRECT),
     "data file written in place": ("file", r"^p=a/\.part-", DIRECT),
     "manifest file": ("file", rf"^{MANIFEST}/\.\d+{TMP}", ANY),
@@ -82,8 +83,9 @@ DURABLE_WRITES = {
     "manifest index": ("file", r"^_seo/manifest-index/\.", ANY),
     **{f"{log} record": ("file", rf"^_seo/{log}/\.\d+{TMP}", ANY) for log in ("commits", "offsets", "sources", "ledger")},
     **{f"{log} compact file": ("file", rf"^_seo/{log}/\.\d+\.compact{TMP}", ANY) for log in ("commits", "offsets")},
-    # a run that waits for the background after each batch (compacted) always publishes the prepared copy
-    "sources compact file": ("file", r"^_seo/sources/\.\d+\.compact\.[0-9a-f]{32}\.tmp$", lambda k: not k.compacted),
+    # a run that waits for the background after each batch (compacted) publishes the prepared copy, but a
+    # compacted direct table's new writer rolls the pending claim forward before its copy is prepared
+    "sources compact file": ("file", r"^_seo/sources/\.\d+\.compact\.[0-9a-f]{32}\.tmp$", lambda k: not k.compacted or k.mode == "direct"),
     **{f"{log} record synced afterwards": ("file", rf"^_seo/{log}/\d+(\.compact)?$", ANY) for log in ("commits", "offsets", "sources", "ledger")},
     "sources compaction work file": ("file", r"^_seo/sources/\.\d+\.compact\.e\d+\.prep$", ANY),
     "Delta commit written (create-if-absent)": ("file", rf"^_delta_log/\.\d{{20}}\.json{TMP}", DELTA),
