@@ -113,7 +113,7 @@ class TableCommitter(Writer):
         if self.rewrites is not None:
             self.rewrites.stop()
             self.housekeeping.drain()
-            if self.lease.holds() and not self.wal.pending():  # a pending claim may move them: its roll-forward's
+            if self._may_discard_prepared():
                 self.rewrites.discard()
         super().close()
 

@@ -158,6 +158,11 @@ class Writer(ABC):
         self.ensure_open()
         self._check_directory()
 
+    def _may_discard_prepared(self) -> bool:
+        """At a stop: whether this writer may delete the rewrites it prepared - it holds the table
+        and no claim is pending (a pending claim may name them: its roll-forward moves them)."""
+        return self.lease.holds() and not self.wal.pending()
+
     def _member_logs(self) -> Callable[[str], TableLogs] | None:
         """A dataset group's tables' logs, by path under the root (None: not a group)."""
         return None

@@ -148,7 +148,7 @@ def verify_table(
     if latest is not None:
         check_rewrites(storage, logs.commits, current, report.add)
     if identity is None or identity.kind != "member":
-        _check_leftovers(storage, report)
+        _check_leftovers(storage, report, pending)
     if check_orphans:
         _check_orphans(storage, identity, pending, table, skip, report, tell, logs.manifest.uri())
     return report
@@ -345,23 +345,16 @@ def _pending(storage: Storage, report: VerifyReport) -> PendingCommits:
         return PendingCommits()
 
 
-def _check_leftovers(storage: Storage, report: VerifyReport) -> None:
+def _check_leftovers(storage: Storage, report: VerifyReport, pending: PendingCommits) -> None:
     """Leftovers of crashed writers: a pending WAL entry, staged data, temp files (a write cut
     off by a killed writer). Compaction work files are not reported: a writer
     keeps one for its next compaction, and it outlives a clean stop until the next writer
     starts or ``seo gc`` runs."""
     wal = CommitSequenceStore(storage)
-    claimed: set[str] = set()  # staging directories a pending claim moves files from
     for batch_id in wal.pending():
         report.add("warning", "pending-wal", storage.uri(wal.path(batch_id)), "a commit in flight or interrupted; `seo recover` completes it")
-        try:
-            seq = wal.get(batch_id)
-        except ExactlyOnceError:  # a damaged claim is the recovery's to report
-            seq = None
-        for step in seq.steps if seq is not None else ():
-            claimed.update("/".join(m.src.split("/")[:3]) for m in getattr(step, "moves", ()))
     for entry in storage.list_dir(STAGING_DIR):
-        if entry.path.rstrip("/") in claimed:
+        if pending.dir_named(entry.path):
             what = "staged data a pending claim names; the next start or `seo recover` moves it into place (do not delete it)"
         else:
             what = "staged data of an unfinished attempt; `seo recover` removes it"
@@ -394,7 +387,7 @@ def verify_group(storage: Storage, *, check_orphans: bool = True, check_schemas:
         if b == newest + 1 or (record is not None and record.attempt == attempt):
             claimed.add(b)
     _check_logs_parse(logs, identity, report, claimed)
-    _check_leftovers(storage, report)
+    _check_leftovers(storage, report, pending)
     try:
         expected = group_tables(storage, identity)
     except ExactlyOnceError as exc:

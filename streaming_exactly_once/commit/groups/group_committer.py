@@ -131,7 +131,7 @@ class GroupCommitter(Writer):
 
     def close(self) -> None:
         if self.rewrites is not None:
-            self.rewrites.close(holds_lease=self.lease.holds() and not self.wal.pending())  # a pending claim may move them
+            self.rewrites.close(discard=self._may_discard_prepared())
         super().close()
 
     def _load_state(self, newest: CommitRecord | None) -> None:

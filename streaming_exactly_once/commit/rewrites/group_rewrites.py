@@ -81,8 +81,8 @@ class GroupRewrites:
         for rewrites in tables:
             rewrites.forget()
 
-    def close(self, *, holds_lease: bool) -> None:
-        """A stopping writer: no preparation writes more, and (with the lease) what they prepared is deleted."""
+    def close(self, *, discard: bool) -> None:
+        """A stopping writer: no preparation writes more, and (``discard``) what they prepared is deleted."""
         with self._lock:
             self._stopping = True  # the start plan may still be creating tables' rewrites: no more
             tables = list(self._tables.values())
@@ -93,5 +93,5 @@ class GroupRewrites:
             tables = list(self._tables.values())
         for rewrites in tables:
             rewrites.stop()
-            if holds_lease:
+            if discard:
                 rewrites.discard()
