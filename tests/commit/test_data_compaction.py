@@ -285,8 +285,11 @@ def test_a_compaction_batch_that_failed_after_its_claim_keeps_its_rewrite_for_th
     staged = [p.detail for p in verify_table(open_storage(str(root))).warnings if p.kind == "staging"]
     assert staged and all("pending claim names" in d for d in staged if mode == "rename"), staged
     again = make_committer(open_storage(str(root)), compact_interval=3, compaction=POLICY)
-    assert again.open().rolled_forward == [2]
+    report = again.open()
     again.close()
+    # the rewrite's emptied staging went with the claim: it is no aborted attempt
+    assert (report.rolled_forward, report.aborted_attempts) == ([2], []), report
+    assert not list((root / "_seo" / "staging").iterdir())
     assert read_ids(root) == Counter(i for x in range(3) for i in ids_of(x))
     assert sum(n.startswith("part-compacted-2-") for n in live_names(root)) == 1
 

@@ -304,7 +304,8 @@ def _settle_claim(state: _Recovery, seq: CommitSequence, view: PublishedView, re
     # must survive a power cut before the claim that could redo it goes.
     make_durable(seq, state.ctx)
     state.wal.delete(batch_id, attempt=seq.attempt)
-    state.storage.delete_tree(seq.staging_dir)  # leftovers; the data has moved or is committed
+    for directory in (seq.staging_dir, *_other_staging_dirs(seq)):
+        state.storage.delete_tree(directory)  # leftovers; the data has moved or is committed
     state.report.rolled_forward.append(batch_id)
     state.latest = max(state.latest, batch_id)
     state.guard = PublishedFiles(state.storage, state.logs, state.latest)
@@ -315,19 +316,22 @@ def _moves_from_aborted_attempt(storage: Storage, seq: CommitSequence) -> str | 
     from and that a recovery or ``seo gc`` judged 'abort' (and deleted): a compaction batch's
     rewrites are staged in a directory of their own (``commit.rewrites.rewrite_preparation``). None if
     there is no such directory."""
-    own = seq.staging_dir.rstrip("/")
-    for step in seq.steps:
-        if not isinstance(step, MoveFiles):
+    for directory in _other_staging_dirs(seq):
+        parsed = parse_staging_name(directory.rsplit("/", 1)[-1])
+        if parsed is None:
             continue
-        for move in step.moves:
-            directory = staging_dir_holding(move.src)
-            parsed = None if directory is None or directory == own else parse_staging_name(directory.rsplit("/", 1)[-1])
-            if parsed is None:
-                continue
-            verdict = read_verdict(storage, parsed[0], parsed[1])
-            if verdict is not None and verdict.verdict == ABORT:
-                return directory
+        verdict = read_verdict(storage, parsed[0], parsed[1])
+        if verdict is not None and verdict.verdict == ABORT:
+            return directory
     return None
+
+
+def _other_staging_dirs(seq: CommitSequence) -> list[str]:
+    """The staging directories besides the claim's own that its moves take files from (a
+    compaction batch's rewrites); once the claim rolled forward they hold only leftovers."""
+    own = seq.staging_dir.rstrip("/")
+    held = (staging_dir_holding(move.src) for step in seq.steps if isinstance(step, MoveFiles) for move in step.moves)
+    return sorted({directory for directory in held if directory is not None and directory != own})
 
 
 def _abort_unclaimed_attempts(state: _Recovery, claimed: set[str]) -> None:
