@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from ..commit.committer import TableCommitter
 from ..commit.groups.group_committer import GroupCommitter, MemberBatch
 from ..commit.options import CommitterOptions
+from ..commit.protocol.lease import wait_for_release
 from ..commit.rewrites.compaction_consumers import ConsumerFilter, consumer_filter
 from ..commit.rewrites.data_compaction import CompactionPolicy, PlanNotes, StagedRewrite, plan, rewritable
 from ..delta.settings import DeltaSettings
@@ -119,6 +120,7 @@ def compact_table(
     if dry_run:
         return _dry_run(storage, identity, policy, retention_ms, report, consumers)
     committer = TableCommitter(storage, _options(identity, policy, retention_ms, lease_timeout_ms))
+    wait_for_release(storage)
     try:
         committer.open()
         committer.janitor.drain()  # the rewrites of the next compaction batch, written at the start
@@ -157,6 +159,7 @@ def _compact_group(
         return _group_dry_run(root, identity, tables, policy, retention_ms, report)
     committer = GroupCommitter(root, _group_options(identity, policy, retention_ms, lease_timeout_ms))
     committer.compacted_tables = list(tables)
+    wait_for_release(root)
     try:
         committer.open()
         committer.janitor.drain()  # each table's rewrites of its next compaction batch, written at the start

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ..commit.protocol.attempt_verdict import ABORT, COMMIT, decide
-from ..commit.protocol.lease import Lease, LeaseState, read_lease_state
+from ..commit.protocol.lease import Lease, LeaseState, read_lease_state, wait_for_release
 from ..commit.protocol.recovery import abort_attempt
 from ..errors import (
     ConcurrentWriterError,
@@ -166,7 +166,7 @@ def _held_lease(owner: Storage, *, lease_timeout_ms: int, dry_run: bool) -> Iter
     if dry_run:
         yield None
         return
-    state = read_lease_state(owner)
+    state = wait_for_release(owner)
     if state is not None and state.alive:
         raise _busy(owner, state)
     lease = Lease(owner, timeout_ms=lease_timeout_ms, description="seo gc")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from ..checkpoint.reader import SparkCheckpoint
 from ..commit.committer import CommitterOptions
 from ..commit.protocol.attempt_verdict import ABORT, COMMIT, decide, overrule, read_verdict
-from ..commit.protocol.lease import Lease, writer_still_running
+from ..commit.protocol.lease import Lease, wait_for_release, writer_still_running
 from ..commit.protocol.recovery import RecoveryReport, claim_files_missing, discard_sequence, recover
 from ..commit.protocol.sequence import CommitSequence
 from ..commit.protocol.step import StepContext
@@ -65,6 +65,7 @@ def recover_table(storage: Storage, *, lease_timeout_ms: int = 60_000, accept_in
         # (no compaction is prepared: this writer commits no batch, its close would discard it)
         options = CommitterOptions(compact_interval=identity.compact_interval, lease_timeout_ms=lease_timeout_ms, prepare_compactions=False)
         group = GroupCommitter(storage, options)
+        wait_for_release(storage)
         try:
             report = group.open()
             for name in group_tables(storage, identity):  # under the group's lease
@@ -75,6 +76,7 @@ def recover_table(storage: Storage, *, lease_timeout_ms: int = 60_000, accept_in
     # A roll-forward on an object store can outlast the lease timeout: heartbeat meanwhile, and
     # stop at the first fence check that fails (another writer took the table over).
     lease = Lease(storage, timeout_ms=lease_timeout_ms, description="seo recover")
+    wait_for_release(storage)
     lease.acquire()
     lease.start_heartbeat()
     try:
@@ -128,6 +130,7 @@ def discard_wal(storage: Storage, batch_id: int, *, lease_timeout_ms: int = 60_0
 
     refuse_if_published("")
     lease = Lease(storage, timeout_ms=lease_timeout_ms, description="seo recover --discard-wal")
+    wait_for_release(storage)
     lease.acquire()
     lease.start_heartbeat()  # slow object stores: keep the table while deleting
     try:
@@ -234,6 +237,7 @@ def rebuild_logs(storage: Storage, *, lease_timeout_ms: int = 60_000) -> Rebuild
     if latest is None:
         return report
     lease = Lease(storage, timeout_ms=lease_timeout_ms, description="seo recover --rebuild-logs")
+    wait_for_release(storage)
     lease.acquire()
     try:
         present_commits = set(logs.commits.list_batch_ids())

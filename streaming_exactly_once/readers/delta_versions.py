@@ -22,7 +22,7 @@ from ..storage.base import Storage
 from ..table.commits_log import CommitsLog
 from ..table.identity import TableIdentity, read_identity
 from ..table.table_logs import open_manifest
-from .as_of import check_as_of
+from .as_of import before_first_file, check_as_of
 from .manifest_checks import latest_batch
 from .table_location import locate
 
@@ -68,7 +68,7 @@ def delta_version(path: str, *, as_of: int | None = None, storage_options: Mappi
         raise InvalidAsOfError(f"as_of={as_of}: table {storage.root_uri} has no batch {batch}; its latest batch is {latest}.", as_of=as_of)
     version = version_of_batch(storage, identity, batch, latest=False)
     if version is None:
-        raise InvalidAsOfError(
+        raise before_first_file(manifest, identity.first_batch_id, batch, commit="Delta version") or InvalidAsOfError(
             f"as_of={batch}: the Delta version of batch {batch} {unloadable_version_cause(storage)}: {storage.uri('_delta_log')}; "
             "the manifest readers (read.arrow, read.spark, ...) still read it.",
             as_of=batch,

@@ -18,7 +18,7 @@ from ..errors import InvalidAsOfError, TableNotFoundError
 from ..manifest.empty_batches import empty_between
 from ..table.identity import read_identity
 from ..table.table_logs import open_manifest
-from .as_of import check_as_of
+from .as_of import before_first_file, check_as_of
 from .manifest_checks import latest_batch
 from .table_location import locate
 
@@ -41,4 +41,10 @@ def iceberg_snapshot(path: str, *, as_of: int | None = None, storage_options: Ma
     if batch is None or (latest is not None and batch > latest):
         raise InvalidAsOfError(f"as_of={as_of}: table {storage.root_uri} has no batch {batch}; its latest batch is {latest}.", as_of=as_of)
     target = IcebergTarget(storage, identity.iceberg.app_id, catalog=identity.iceberg.catalog)
-    return target.snapshot_for_batch(batch, skipped=lambda held, upto: empty_between(manifest, held, upto))
+    try:
+        return target.snapshot_for_batch(batch, skipped=lambda held, upto: empty_between(manifest, held, upto))
+    except InvalidAsOfError:
+        empty = before_first_file(manifest, identity.first_batch_id, batch, commit="Iceberg snapshot")
+        if empty is None:
+            raise
+        raise empty from None

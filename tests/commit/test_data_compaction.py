@@ -294,6 +294,31 @@ def test_a_compaction_batch_that_failed_after_its_claim_keeps_its_rewrite_for_th
     assert sum(n.startswith("part-compacted-2-") for n in live_names(root)) == 1
 
 
+@pytest.mark.parametrize("mode", ["rename", "direct"])
+def test_a_roll_forward_killed_after_its_claim_went_leaves_no_rewrite_staging_behind(tmp_path, mode):
+    """The roll-forward of a compaction claim dies right after deleting the claim: the rewrite's
+    emptied staging is gone already, so no later recovery takes it for an attempt that never
+    claimed (an 'abort' verdict on a published rewrite, an "aborted attempt" in its report)."""
+    root = tmp_path / "t"
+    storage = FaultInjectingStorage(open_storage(str(root)))
+    committer = make_committer(storage, compact_interval=3, compaction=POLICY)
+    for b in range(2):
+        commit_batch(committer, Q, b, ids_of(b), mode=mode)
+    storage.arm(rules(fail_at="mid-move"))
+    with pytest.raises(Exception, match="injected failure"):
+        commit_batch(committer, Q, 2, ids_of(2), mode=mode)
+    committer.close()
+    dying = FaultInjectingStorage(open_storage(str(root)), rules(fail_at="after-wal-delete"))
+    with pytest.raises(Exception, match="injected failure"):
+        make_committer(dying, compact_interval=3, compaction=POLICY).open()
+    again = make_committer(open_storage(str(root)), compact_interval=3, compaction=POLICY)
+    report = again.open()
+    again.close()
+    assert report.aborted_attempts == [], report
+    assert not [p.name for p in (root / "_seo" / "verdicts").glob("*-rw*")]
+    assert read_ids(root) == Counter(i for x in range(3) for i in ids_of(x))
+
+
 def test_verify_checks_each_retained_rewrite_against_the_files_it_replaced(tmp_path):
     """A compaction batch's commit record names its rewrites; ``seo verify`` finds a listing that
     names a new file beside one it replaced (rows read twice) and a new file whose rows differ."""

@@ -59,6 +59,12 @@ class FormatUnderTest:
         """Take the format's newest commit away, as a restore from an older backup would."""
         raise NotImplementedError
 
+    def version_of(self, table: Path, batch: int) -> int:
+        """The format's commit that is the table as of manifest batch ``batch``, by our reader."""
+        from streaming_exactly_once import read
+
+        return read.delta_version(str(table), as_of=batch) if self.name == "delta" else read.iceberg_snapshot(str(table), as_of=batch)
+
     def write_existing(self, table: Path, ids: list[int]) -> dict[str, Any]:
         """A table of this format written by its own library before the sink; the committer
         options that open it."""

@@ -16,7 +16,7 @@ import pytest
 from streaming_exactly_once import read
 from streaming_exactly_once.commit.protocol.sequence import CommitSequence
 from streaming_exactly_once.commit.protocol.step import StepContext
-from streaming_exactly_once.errors import LogCorruptError, SchemaMismatchError
+from streaming_exactly_once.errors import InvalidAsOfError, LogCorruptError, SchemaMismatchError
 from streaming_exactly_once.maintenance.status import table_status
 from streaming_exactly_once.maintenance.verify import verify_table
 from streaming_exactly_once.storage import open_storage
@@ -55,6 +55,37 @@ def test_each_batch_is_one_commit_of_the_format_and_every_reader_agrees_at_every
     assert record[fmt.record_key] == commits[4]  # the commit record names the format's commit
     assert verify_table(storage).problems == []
     assert table_status(storage)[fmt.name]["batchId"] == 4
+
+
+def commit_nothing(committer, spark_batch: int) -> None:
+    """A batch that wrote no file, as a query's first batch records where it starts."""
+    committer.ensure_open()
+    committer.adopt_existing(lambda: SCHEMA)
+    with committer.batch(Q, spark_batch, mode="rename") as attempt:
+        committer.commit(attempt, [], input_files=[], num_rows=0, schema=SCHEMA, no_data=True)
+
+
+def test_before_the_first_batch_with_a_file_the_format_has_no_commit_and_as_of_says_why(fmt, tmp_path):
+    """A query's first batches may write no row: the format's log starts at the first batch with
+    a file. As of an earlier batch the table is empty, and asking for the format's commit of it
+    says that - not that log retention or snapshot expiry removed it."""
+    table = tmp_path / "t"
+    storage = open_storage(str(table))
+    committer = fmt.committer(storage)
+    for b in range(2):
+        commit_nothing(committer, b)
+        with pytest.raises(InvalidAsOfError, match=f"batch {b} holds no file, nor does any batch before it") as refused:
+            fmt.version_of(table, b)  # no log of the format yet, then none that holds batch b
+        assert "retention" not in str(refused.value) and "expiry" not in str(refused.value), refused.value
+    commit_batch(committer, Q, 2, ids_of(2))
+    committer.close()
+    assert sorted(fmt.commits(table)) == [2] and fmt.version_of(table, 2) == fmt.commits(table)[2]
+    for b in range(2):
+        assert read.arrow(str(table), as_of=b).num_rows == 0
+        with pytest.raises(InvalidAsOfError, match=f"batch {b} holds no file, nor does any batch before it"):
+            fmt.version_of(table, b)
+    assert fmt.ids(table, batch=2) == rows([2])
+    assert verify_table(storage).problems == []
 
 
 def test_a_replayed_batch_adds_no_commit_and_no_row(fmt, tmp_path):

@@ -61,6 +61,10 @@ KEEP_EPOCHS = 16
 #: worker's SIGTERM handler gives the release (``sink.query_watch``).
 RELEASE_JOINS_HEARTBEAT_S = 2.0
 RELEASE_WAITS_FOR_BEAT_S = 3.0
+#: How long a maintenance command waits for a live writer to let go before it refuses
+#: (``wait_for_release``): a sink releases its table when Spark's listener bus tells it that its
+#: query ended, which may come a moment after ``awaitTermination`` returned to the user.
+ENDING_WRITER_WAIT_S = 5.0
 HINT = (
     "Lease files only say who writes the table. If you are sure no writer is running, delete "
     "this file and start again; the next writer takes a new epoch."
@@ -237,6 +241,17 @@ def read_lease_state(storage: Storage, *, now_ms: int | None = None, space: Proc
     if age > timeout:
         return LeaseState(epoch, writer, beat, False, f"heartbeat expired ({age / 1000:.1f}s old)")
     return LeaseState(epoch, writer, beat, True, f"heartbeat {age / 1000:.1f}s ago")
+
+
+def wait_for_release(storage: Storage, seconds: float = ENDING_WRITER_WAIT_S) -> LeaseState | None:
+    """The lease's state once no live writer holds it, or as it is after ``seconds``: what a
+    maintenance command reads before it takes the table (``ENDING_WRITER_WAIT_S`` says why)."""
+    deadline = time.monotonic() + seconds
+    state = read_lease_state(storage)
+    while state is not None and state.alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        state = read_lease_state(storage)
+    return state
 
 
 def epoch_fenced(storage: Storage, epoch: int) -> bool:

@@ -303,9 +303,12 @@ def _settle_claim(state: _Recovery, seq: CommitSequence, view: PublishedView, re
     # (``CommitStep.sync_deferred``) or by a writer killed between a rename and its sync: it
     # must survive a power cut before the claim that could redo it goes.
     make_durable(seq, state.ctx)
+    # The rewrites' staging goes before the claim: left by a crash after it, a later recovery
+    # would take it for an attempt that never claimed (and judge a published rewrite 'abort').
+    for directory in _other_staging_dirs(seq):
+        state.storage.delete_tree(directory)  # emptied by the moves, which are durable
     state.wal.delete(batch_id, attempt=seq.attempt)
-    for directory in (seq.staging_dir, *_other_staging_dirs(seq)):
-        state.storage.delete_tree(directory)  # leftovers; the data has moved or is committed
+    state.storage.delete_tree(seq.staging_dir)  # leftovers; the data has moved or is committed
     state.report.rolled_forward.append(batch_id)
     state.latest = max(state.latest, batch_id)
     state.guard = PublishedFiles(state.storage, state.logs, state.latest)
