@@ -194,6 +194,7 @@ PAGE_RESULTS = (
     "benchmarks/results/explore-session11.jsonl",
     "benchmarks/results/explore-session12.jsonl",
     "benchmarks/results/explore-session13.jsonl",
+    "benchmarks/results/explore-session14.jsonl",
 )
 PAGE = "docs/explorer-coverage.md"
 _PAGE_HEAD = """# Scenario explorer: feature pairs covered
