@@ -16,7 +16,8 @@ Where: a staging directory of its own, ``_seo/staging/<M>-rw<uid>-e<epoch>/rewri
 is an attempt that never claimed: an earlier epoch's is judged ``abort`` and deleted, so a
 frozen writer's rewrite never publishes after a takeover - it publishes only through a claim,
 and a claim needs the lease. The writer's own recovery (after a failed batch) deletes it too, so
-a start forgets what was prepared. ``seo gc`` deletes it only when no claim moves a file out
+a start forgets what was prepared. A claim that moves files out of it takes it along when it is
+rolled forward (before the claim itself goes: ``commit.protocol.recovery``). ``seo gc`` deletes it only when no claim moves a file out
 of it (``maintenance.pending``) and nothing in it is younger than ``--older-than``.
 
 What a compaction batch checks before its claim (``usable``): every file a rewrite replaces is
